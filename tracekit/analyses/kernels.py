@@ -1,0 +1,68 @@
+"""`tracekit kernels`: per kernel name count, total, mean, median, min, max and share of GPU busy time."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, MissingDataError
+from ..result import Result, trace_input
+from ..trace import Trace
+from .info import gpu_span_and_busy
+
+KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct"]
+
+
+def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = None) -> Result:
+    """Statistics per kernel name, sorted by total time.
+
+    ``share_of_busy_pct`` = the kernel's summed duration ÷ GPU busy time (the union of all
+    kernels, memcpys and memsets) × 100; shares can add up to more than 100 when streams overlap.
+    ``match`` keeps names that match the regular expression (re.search); ``top`` keeps the N
+    largest by total after matching; the summary counts what was left out.
+    """
+    ev = trace.events
+    kernels = ev[ev["kind"] == "kernel"]
+    if kernels.empty:
+        raise MissingDataError(f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
+                               " GPU activity (ProfilerActivity.CUDA)")
+    _, _, _, busy = gpu_span_and_busy(ev)
+    if match is not None:
+        try:
+            pat = re.compile(match)
+        except re.error as exc:
+            err = InputError(f"--match {match!r} is not a valid regular expression ({exc})")
+            err.exit_code = 2
+            raise err from exc
+        names = kernels["name"].cat.categories
+        keep = [n for n in names if pat.search(n)]
+        kernels = kernels[kernels["name"].isin(keep)]
+    g = kernels.groupby("name", observed=True)["dur_ns"]
+    table = pd.DataFrame({
+        "count": g.size(),
+        "total_ns": g.sum(),
+        "mean_ns": g.mean(),
+        "median_ns": g.median(),
+        "min_ns": g.min(),
+        "max_ns": g.max(),
+    }).reset_index()
+    table["name"] = table["name"].astype(str)
+    table["share_of_busy_pct"] = table["total_ns"] / busy * 100.0 if busy else np.nan
+    table = table.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    matched_names, matched_total = len(table), int(table["total_ns"].sum())
+    if top is not None:
+        table = table.head(top)
+    table = table[KERNEL_COLUMNS]
+    summary = {
+        "kernels_total": int((ev["kind"] == "kernel").sum()),
+        "names_total": int(ev.loc[ev["kind"] == "kernel", "name"].nunique()),
+        "kernels_matched": int(len(kernels)),
+        "names_matched": matched_names,
+        "names_shown": int(len(table)),
+        "matched_total_ns": matched_total,
+        "shown_total_ns": int(table["total_ns"].sum()),
+        "gpu_busy_ns": busy,
+    }
+    return Result(command="kernels", inputs=[trace_input(trace)], params={"match": match, "top": top},
+                  summary=summary, tables={"kernels": table}, warnings=list(trace.report.warnings))

@@ -1,0 +1,142 @@
+"""The `tracekit` command line: parse arguments, call the Python API, render, exit.
+
+Errors are caught in one place (:func:`run`): a TracekitError prints its one-sentence message
+and exits with its code (3 bad input, 4 missing data); anything else prints one line and
+suggests ``--debug``, which shows the traceback.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .analyses import kernel_stats, trace_info
+from .errors import TracekitError
+from .ingest import load
+from .render import emit
+from .render.formats import write_csv_dir
+from .result import Result
+
+app = typer.Typer(
+    name="tracekit",
+    help="Where each millisecond of an LLM decode step goes: analyses of torch-profiler traces.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    md = "md"
+
+
+SAMPLE_TRACE = "decode_sample.json.gz"
+
+
+def bundled_sample() -> Path:
+    """The small synthetic decode trace shipped inside the package (the default TRACE)."""
+    return Path(str(resources.files("tracekit.data").joinpath("samples", SAMPLE_TRACE)))
+
+
+TraceArg = Annotated[Optional[Path], typer.Argument(
+    help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
+    show_default=False)]
+FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format: table, json, csv or md.")]
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", help="Write to this file instead of stdout (csv: a directory, one file per table).")]
+TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the parquet cache.")]
+CacheDirOpt = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
+
+_state = {"debug": False, "quiet": False}
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print warnings to stderr.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
+    _state["debug"], _state["quiet"] = debug, quiet
+    if version:
+        typer.echo(f"tracekit {__version__}")
+        raise typer.Exit(0)
+
+
+def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
+    return load(trace if trace is not None else bundled_sample(), cache=not no_cache, cache_dir=cache_dir)
+
+
+def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
+    if not _state["quiet"]:
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+    if fmt is Fmt.csv and out is not None and table is None:
+        for p in write_csv_dir(result, out):
+            typer.echo(f"wrote {p}", err=True)
+        return
+    text = emit(result, fmt.value, table=table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Rank, devices, SM count, GPU span, counts by kind / category / stream, copies, comm kernels, ingest losses."""
+    _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
+
+
+@app.command()
+def kernels(trace: TraceArg = None,
+            match: Annotated[Optional[str], typer.Option("--match", "-m", help="Keep kernel names matching this regex.")] = None,
+            top: Annotated[Optional[int], typer.Option("--top", "-n", min=1, help="Show the N largest by total time.")] = None,
+            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+            no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Per kernel name: count, total, mean, median, min, max and share of GPU busy time."""
+    _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top), format, out, table)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; never raises (tests call this)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        app(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except TracekitError as exc:
+        if debug:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become one line
+        if debug:
+            raise
+        typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (a tracekit bug; rerun with --debug"
+                   " for the traceback and report it)", err=True)
+        return 1
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,86 @@
+"""Generic knowledge shipped with the package (kernel classes, later log patterns and hardware)."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ..errors import DataFileError
+
+
+@dataclass(frozen=True)
+class Classes:
+    """Compiled form of ``data/classes.json``."""
+
+    kinds_by_cat: dict[str, str]
+    copy_kinds: tuple[tuple[str, re.Pattern], ...]
+    comm_classes: tuple[tuple[str, re.Pattern], ...]
+    nccl_collective: re.Pattern
+    nccl_algo: re.Pattern
+    nccl_protocol: re.Pattern
+
+    def kind_for_cat(self, cat: str) -> str:
+        return self.kinds_by_cat.get(cat, self.kinds_by_cat.get(cat.lower(), "other"))
+
+    def copy_kind_for(self, name: str) -> str | None:
+        for kind, pat in self.copy_kinds:
+            if pat.search(name):
+                return kind
+        return None
+
+    def comm_for(self, name: str) -> tuple[str | None, str | None, str | None, str | None]:
+        """(comm_class, collective, algo, protocol) of a kernel name; Nones when not communication."""
+        for cls, pat in self.comm_classes:
+            if pat.search(name):
+                if cls != "nccl":
+                    return cls, None, None, None
+                coll = self.nccl_collective.search(name)
+                algo = self.nccl_algo.search(name)
+                proto = self.nccl_protocol.search(name)
+                return (cls, coll.group(1) if coll else None, algo.group(1) if algo else None,
+                        proto.group(1) if proto else None)
+        return None, None, None, None
+
+
+def _compile(source: str, where: str, pattern: Any) -> re.Pattern:
+    if not isinstance(pattern, str):
+        raise DataFileError(f"{source}: {where} must be a regular expression string")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise DataFileError(f"{source}: {where} is not a valid regular expression ({exc})") from exc
+
+
+def parse_classes(doc: Any, source: str) -> Classes:
+    """Validate and compile a classes document; errors name the file and the JSON path."""
+    if not isinstance(doc, dict):
+        raise DataFileError(f"{source}: the top level must be a JSON object")
+    kinds = doc.get("kinds_by_cat")
+    if not isinstance(kinds, dict) or not all(isinstance(v, str) for v in kinds.values()):
+        raise DataFileError(f"{source}: $.kinds_by_cat must map category names to kind names")
+    copies = tuple(
+        (r.get("kind"), _compile(source, f"$.copy_kinds[{i}].pattern", r.get("pattern")))
+        for i, r in enumerate(doc.get("copy_kinds", []))
+    )
+    comms = tuple(
+        (r.get("class"), _compile(source, f"$.comm_classes[{i}].pattern", r.get("pattern")))
+        for i, r in enumerate(doc.get("comm_classes", []))
+    )
+    nccl = doc.get("nccl_name", {})
+    return Classes(
+        kinds_by_cat=dict(kinds),
+        copy_kinds=copies,
+        comm_classes=comms,
+        nccl_collective=_compile(source, "$.nccl_name.collective", nccl.get("collective")),
+        nccl_algo=_compile(source, "$.nccl_name.algo", nccl.get("algo")),
+        nccl_protocol=_compile(source, "$.nccl_name.protocol", nccl.get("protocol")),
+    )
+
+
+@lru_cache(maxsize=1)
+def load_classes() -> Classes:
+    text = resources.files(__package__).joinpath("classes.json").read_text(encoding="utf-8")
+    return parse_classes(json.loads(text), "tracekit/data/classes.json")

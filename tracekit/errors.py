@@ -1,0 +1,26 @@
+"""Errors that reach people: each carries an exit code and one sentence saying what to do."""
+from __future__ import annotations
+
+
+class TracekitError(Exception):
+    """Base class. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class InputError(TracekitError):
+    """The input is missing, unreadable, corrupt or of the wrong kind (exit 3)."""
+
+    exit_code = 3
+
+
+class MissingDataError(TracekitError):
+    """The input is valid but lacks what the analysis needs, e.g. no GPU events (exit 4)."""
+
+    exit_code = 4
+
+
+class DataFileError(TracekitError):
+    """A knowledge file (annotation, class patterns) is malformed (exit 3)."""
+
+    exit_code = 3

@@ -1,0 +1,151 @@
+"""Ingest: files in, a normalised :class:`~tracekit.trace.Trace` out."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..errors import InputError
+from ..trace import IngestReport, Trace
+from . import cache as _cache
+from .kineto import decode_events, split_document
+from .normalize import NON_EVENT_PHASES, build_events
+from .reader import read_text, salvage_json
+
+log = logging.getLogger(__name__)
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
+
+
+def find_trace_files(directory: Path) -> list[Path]:
+    """Trace files directly inside ``directory`` (not recursive), sorted by name."""
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+
+
+def resolve_trace_path(path: str | Path) -> Path:
+    """A trace file, or a directory holding exactly one; anything else is an InputError."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p} does not exist; pass the path of a torch-profiler trace (.json, .json.gz or .json.zst)")
+    if p.is_dir():
+        files = find_trace_files(p)
+        if not files:
+            raise InputError(f"{p} is a directory with no trace file (*.json, *.json.gz, *.json.zst) in it; pass a trace file")
+        if len(files) > 1:
+            names = ", ".join(f.name for f in files[:5]) + (", …" if len(files) > 5 else "")
+            raise InputError(f"{p} holds {len(files)} trace files ({names}); pass one of them")
+        return files[0]
+    return p
+
+
+def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None = None) -> Trace:
+    """Load one rank's trace into a :class:`Trace`.
+
+    Accepts ``.json``, ``.json.gz`` and ``.json.zst`` (detected from the content), Kineto's
+    object form and the bare Chrome-trace array. A truncated file is salvaged: every complete
+    event is kept and a warning says how many bytes were lost. With ``cache`` (the default) the
+    normalised table is stored as parquet and reused while the file is unchanged.
+    """
+    source = resolve_trace_path(path)
+    cdir = Path(cache_dir) if cache_dir is not None else None
+    if cache:
+        hit = _cache.read(source, cdir)
+        if hit is not None:
+            hit.report.path = str(path)
+            hit.meta["source"] = str(path)
+            return hit
+    trace = ingest_file(source, display_path=str(path))
+    if cache:
+        _cache.write(source, trace, cdir)
+    return trace
+
+
+def ingest_file(source: Path, display_path: str | None = None) -> Trace:
+    shown = display_path or str(source)
+    raw_text = read_text(source)
+    report = IngestReport(path=shown, compression=raw_text.compression, file_bytes=raw_text.file_bytes,
+                          text_bytes=len(raw_text.data), warnings=list(raw_text.warnings))
+    if not raw_text.data.strip():
+        raise InputError(f"{shown} is empty{' after decompression' if raw_text.compression != 'none' else ''};"
+                         " pass a complete torch-profiler trace")
+    raws, header = _split(shown, raw_text.data, report)
+    del raw_text
+    report.records_read = len(raws)
+    cols = decode_events(raws)
+    del raws
+    cols.header = header
+    events, dropped, lanes = build_events(cols)
+    for reason, count in dropped.items():
+        if reason.split(" record (ph")[0] in set(NON_EVENT_PHASES.values()):
+            report.not_events[reason] = count
+        else:
+            report.dropped[reason] = count
+    report.events_kept = len(events)
+    report.loose_chunks = cols.loose_chunks
+    report.int_overflows = cols.int_overflows
+    if cols.int_overflows:
+        report.warnings.append(f"{shown}: {cols.int_overflows} integer arg value(s) beyond the int64 range were set to -1")
+    if report.dropped:
+        detail = "; ".join(f"{c} {r}" for r, c in sorted(report.dropped.items()))
+        report.warnings.append(f"{shown}: dropped {sum(report.dropped.values())} unusable event(s): {detail}")
+    report.check()
+    if report.events_kept == 0:
+        raise InputError(f"{shown} holds no usable trace events ({report.records_read} records read); "
+                         "pass a torch-profiler trace recorded with events")
+    meta = _meta(header, lanes, events, shown)
+    if report.salvaged and meta.get("base_time_ns") is None:
+        report.warnings.append(f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
+                               " times are as written in the file")
+    return Trace(events=events, meta=meta, report=report)
+
+
+def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[list, dict[str, Any]]:
+    try:
+        return split_document(shown, data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        first_error = str(exc)
+    fixed = salvage_json(data)
+    if fixed is None:
+        raise InputError(f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace"
+                         " (.json, .json.gz or .json.zst)")
+    text, lost = fixed
+    try:
+        raws, header = split_document(shown, text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InputError(f"{shown} is not valid JSON ({first_error}) and could not be repaired ({exc});"
+                         " pass a complete torch-profiler trace") from exc
+    report.salvaged = True
+    report.bytes_lost = lost
+    report.warnings.append(f"{shown}: the JSON is truncated or damaged ({first_error}); salvaged {len(raws)} complete"
+                           f" records and lost the last {lost} bytes of text")
+    return raws, header
+
+
+def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> dict[str, Any]:
+    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
+    devices = header.get("deviceProperties") if isinstance(header.get("deviceProperties"), list) else []
+    base = header.get("baseTimeNanoseconds")
+    gpu = events[events["kind"].isin(("kernel", "memcpy", "memset"))]
+    used = sorted(int(d) for d in np.unique(gpu["device"].to_numpy()) if d >= 0)
+    num_sms = None
+    props = [d for d in devices if isinstance(d, dict) and isinstance(d.get("numSms"), int)]
+    match = [d for d in props if used and d.get("id") == used[0]]
+    if match or len(props) == 1 or (props and not used):
+        num_sms = (match or props)[0]["numSms"]
+    return {
+        "source": shown,
+        "rank": dist.get("rank") if isinstance(dist.get("rank"), int) else None,
+        "world_size": dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
+        "backend": dist.get("backend"),
+        "distributed_info": dist,
+        "device_properties": devices,
+        "devices_used": used,
+        "num_sms": num_sms,
+        "base_time_ns": base if isinstance(base, int) else None,
+        "schema_version": header.get("schemaVersion"),
+        "display_time_unit": header.get("displayTimeUnit"),
+        "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
+        **lanes,
+    }

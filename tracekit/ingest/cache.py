@@ -1,0 +1,89 @@
+"""Parquet cache of a normalised events table.
+
+A cache entry is valid while the source file has the same size and mtime and was written by
+the same tracekit version. Entries live in ``$TRACEKIT_CACHE_DIR`` (default
+``~/.cache/tracekit``), named by a hash of the source's absolute path, so read-only trace
+directories work and trace folders are not littered. Writes go to a unique temporary file in
+the cache directory and are renamed into place, so concurrent loads never see a partial file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import __version__
+from ..trace import IngestReport, Trace
+
+log = logging.getLogger(__name__)
+CACHE_FORMAT = 1
+_META_KEY = b"tracekit"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("TRACEKIT_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tracekit"
+
+
+def _key(source: Path) -> dict[str, Any]:
+    st = source.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "version": __version__, "format": CACHE_FORMAT}
+
+
+def cache_path(source: Path, cache_dir: Path | None = None) -> Path:
+    digest = hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:20]
+    return (cache_dir or default_cache_dir()) / f"{source.name[:60]}.{digest}.parquet"
+
+
+def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
+    """The cached Trace for ``source``, or None when absent, stale or unreadable."""
+    path = cache_path(source, cache_dir)
+    if not path.exists():
+        return None
+    try:
+        table = pq.read_table(path)
+        stored = json.loads(table.schema.metadata[_META_KEY])
+        if stored.get("key") != _key(source):
+            return None
+        events = table.to_pandas()
+    except Exception as exc:  # a damaged cache is never fatal: ingest again
+        log.info("ignoring unreadable cache %s: %s", path, exc)
+        return None
+    report = IngestReport(**stored["report"])
+    report.from_cache = True
+    return Trace(events=events, meta=stored["meta"], report=report)
+
+
+def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | None:
+    """Store ``trace`` atomically; failures (read-only disk, full disk) only log."""
+    path = cache_path(source, cache_dir)
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        table = pa.Table.from_pandas(trace.events, preserve_index=False)
+        payload = {"key": _key(source), "meta": trace.meta, "report": trace.report.to_dict()}
+        metadata = dict(table.schema.metadata or {})
+        metadata[_META_KEY] = json.dumps(payload).encode()
+        table = table.replace_schema_metadata(metadata)
+        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
+        os.close(fd)
+        pq.write_table(table, tmp_name, compression="zstd")
+        os.replace(tmp_name, path)
+        tmp_name = None
+        return path
+    except (OSError, pa.ArrowException) as exc:
+        log.info("could not write cache %s: %s", path, exc)
+        return None
+    finally:
+        if tmp_name and os.path.exists(tmp_name):
+            os.unlink(tmp_name)

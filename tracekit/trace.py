@@ -1,0 +1,62 @@
+"""The Trace object: one rank's events table, its metadata and the ingest report."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .errors import TracekitError
+
+
+@dataclass
+class IngestReport:
+    """What happened to every record of the file: nothing disappears uncounted.
+
+    ``records_read`` = ``events_kept`` + sum(``not_events``) + sum(``dropped``), checked at
+    ingest. ``not_events`` are records that are not timeline events (metadata, flow arrows,
+    counters); ``dropped`` are events that could not be used, by reason.
+    """
+
+    path: str
+    compression: str = "none"
+    file_bytes: int = 0
+    text_bytes: int = 0
+    records_read: int = 0
+    events_kept: int = 0
+    not_events: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    salvaged: bool = False
+    bytes_lost: int = 0
+    loose_chunks: int = 0
+    int_overflows: int = 0
+    warnings: list[str] = field(default_factory=list)
+    from_cache: bool = False
+
+    def check(self) -> None:
+        total = self.events_kept + sum(self.not_events.values()) + sum(self.dropped.values())
+        if total != self.records_read:
+            raise TracekitError(
+                f"{self.path}: ingest accounting is off ({self.records_read} records read, {total} accounted for);"
+                " this is a tracekit bug, please report it with --debug"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Trace:
+    """One rank's trace. ``events`` follows the schema in docs/events-schema.md, sorted by start."""
+
+    events: pd.DataFrame
+    meta: dict[str, Any]
+    report: IngestReport
+
+    @property
+    def path(self) -> str:
+        return self.report.path
+
+    @property
+    def rank(self) -> int | None:
+        return self.meta.get("rank")
