@@ -62,17 +62,21 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
 _state = {"debug": False, "quiet": False}
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tracekit {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print warnings to stderr.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
     _state["debug"], _state["quiet"] = debug, quiet
-    if version:
-        typer.echo(f"tracekit {__version__}")
-        raise typer.Exit(0)
 
 
 def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):

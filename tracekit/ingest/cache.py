@@ -16,10 +16,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import __version__
+from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
 
 log = logging.getLogger(__name__)
@@ -55,13 +57,21 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
         stored = json.loads(table.schema.metadata[_META_KEY])
         if stored.get("key") != _key(source):
             return None
-        events = table.to_pandas()
+        events = _restore_dtypes(table.to_pandas())
     except Exception as exc:  # a damaged cache is never fatal: ingest again
         log.info("ignoring unreadable cache %s: %s", path, exc)
         return None
     report = IngestReport(**stored["report"])
     report.from_cache = True
     return Trace(events=events, meta=stored["meta"], report=report)
+
+
+def _restore_dtypes(events):
+    # parquet cannot tell an all-null categorical from an object column; the schema can
+    for col, (dtype, _, _) in EVENT_COLUMNS.items():
+        if dtype == "category" and col in events and not isinstance(events[col].dtype, pd.CategoricalDtype):
+            events[col] = events[col].astype(pd.CategoricalDtype(pd.Index([], dtype=object)))
+    return events
 
 
 def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | None:
