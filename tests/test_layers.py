@@ -55,3 +55,10 @@ def test_no_print_outside_render_and_cli():
 def test_model_knowledge_lives_in_data_files():
     hits = [f"{p.relative_to(PKG)}: {s}" for p in PKG.rglob("*.py") for s in MODEL_STRINGS if s in p.read_text()]
     assert not hits, hits
+
+
+def test_every_event_column_is_documented():
+    from tracekit.schema import EVENT_COLUMNS
+
+    doc = (PKG.parent / "docs" / "events-schema.md").read_text()
+    assert [c for c in EVENT_COLUMNS if f"`{c}`" not in doc] == []
