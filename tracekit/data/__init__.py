@@ -21,6 +21,7 @@ class Classes:
     nccl_collective: re.Pattern
     nccl_algo: re.Pattern
     nccl_protocol: re.Pattern
+    ag_local_copy: re.Pattern
 
     def kind_for_cat(self, cat: str) -> str:
         return self.kinds_by_cat.get(cat, self.kinds_by_cat.get(cat.lower(), "other"))
@@ -77,6 +78,7 @@ def parse_classes(doc: Any, source: str) -> Classes:
         nccl_collective=_compile(source, "$.nccl_name.collective", nccl.get("collective")),
         nccl_algo=_compile(source, "$.nccl_name.algo", nccl.get("algo")),
         nccl_protocol=_compile(source, "$.nccl_name.protocol", nccl.get("protocol")),
+        ag_local_copy=_compile(source, "$.ag_local_copy.pattern", doc.get("ag_local_copy", {}).get("pattern")),
     )
 
 

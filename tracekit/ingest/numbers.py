@@ -43,7 +43,7 @@ def raw_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
     digits = m.astype(np.int64) - 48
     n_int = dot_at - negative
     simple = (~body_bad.any(axis=1)) & (dots <= 1) & (is_digit.sum(axis=1) > 0) & (n_int <= 16)
-    lead = m[np.arange(n), negative.astype(np.intp)]
+    lead = m[np.arange(n), np.minimum(negative.astype(np.intp), width - 1)]
     simple &= (n_int < 16) | (lead < 57)  # 16 integer digits fit int64 ns unless they start with 9
     int_sel = is_digit & (int_exp >= 0)
     contrib = np.where(int_sel, digits * _POW10[np.clip(int_exp + 3, 0, 18)], 0)
@@ -67,9 +67,12 @@ _INT64_MAX = 2**63 - 1
 
 
 def _slow_ns(text: bytes) -> int | None:
+    body = text.strip().strip(b'"')
+    if not body or b"_" in body or b" " in body:
+        return None
     try:
-        d = Decimal(text.strip().strip(b'"').decode("ascii")) * 1000
-    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        d = Decimal(body.decode("ascii")) * 1000
+    except (ArithmeticError, UnicodeDecodeError, ValueError):  # InvalidOperation, Overflow
         return None
     if not d.is_finite():
         return None
