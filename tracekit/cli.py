@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .analyses import kernel_stats, trace_info
+from .analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
 from .errors import TracekitError
 from .ingest import load
 from .render import emit
@@ -58,6 +58,11 @@ TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one t
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the parquet cache.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
+
+StepNameOpt = Annotated[Optional[str], typer.Option(
+    "--step-name", help="Annotation that marks a step (default: scheduler.run_batch, then step[DECODE bs=N], then"
+    " ProfilerStep#N).")]
+MinStepOpt = Annotated[float, typer.Option("--min-step-ms", min=0, help="Ignore step annotations not longer than this.")]
 
 _state = {"debug": False, "quiet": False}
 
@@ -115,6 +120,56 @@ def kernels(trace: TraceArg = None,
             no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Per kernel name: count, total, mean, median, min, max and share of GPU busy time."""
     _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top), format, out, table)
+
+
+@app.command()
+def steps(trace: TraceArg = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Decode steps (A1): each step's window and the median wall; says which marker was used."""
+    res = steps_result(_load(trace, no_cache, cache_dir), step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+class AgChoice(str, Enum):
+    ptop = "ptop"
+    ptop_local = "ptop+local"
+
+
+@app.command()
+def wall(trace: TraceArg = None,
+         ag: Annotated[AgChoice, typer.Option("--ag", help="AllGather copies: PtoP only, or PtoP + the local copy kernel.")] = AgChoice.ptop,
+         step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Wall-clock decomposition (A2): per step busy, only-AllGather and idle time, summing to the wall."""
+    res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+@app.command(name="temporal")
+def temporal_cmd(trace: TraceArg = None,
+                 per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
+                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Temporal breakdown of the whole trace: span, busy, idle, compute, communication, memory, overlap."""
+    _output(temporal(_load(trace, no_cache, cache_dir), per_stream=per_stream), format, out, table)
+
+
+@app.command(name="overlap")
+def overlap_cmd(trace: TraceArg = None,
+                a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
+                b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Overlap of two selections: |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B, per step."""
+    res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+def _ns(ms: float) -> int:
+    return int(round(ms * 1_000_000))
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -41,7 +41,7 @@ def test_info_json_contract(cli):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
-@pytest.mark.parametrize("command", ["info", "kernels"])
+@pytest.mark.parametrize("command", ["info", "kernels", "steps", "wall", "temporal", "overlap"])
 def test_every_command_offers_every_format(cli, command, fmt):
     code, out, err = cli(command, "--format", fmt)
     assert code == 0, err
@@ -127,6 +127,45 @@ def test_warnings_go_to_stderr_and_json(cli, tmp_path):
 def test_version_and_help(cli):
     code, out, _ = cli("--version")
     assert code == 0 and out.startswith("tracekit ")
-    for command in ("info", "kernels"):
+    for command in ("info", "kernels", "steps", "wall", "temporal", "overlap"):
         code, out, _ = cli(command, "--help")
         assert code == 0 and "--format" in out
+
+
+def test_wall_steps_temporal_json_contract(cli):
+    code, out, _ = cli("wall", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "tracekit.wall/1"
+    assert {"steps", "median_wall_ns", "median_busy_ns", "median_ag_only_ns", "median_idle_ns"} <= set(doc["summary"])
+    rows = doc["tables"]["per_step"]
+    assert len(rows) == 3 and list(rows[0]) == ["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]
+    assert all(r["busy_ns"] + r["ag_only_ns"] + r["idle_ns"] == r["wall_ns"] for r in rows)
+    code, out, _ = cli("wall", "--ag", "ptop+local", "--format", "json")
+    assert json.loads(out)["params"]["ag"] == "ptop+local"
+    code, out, _ = cli("steps", "--format", "json")
+    doc = json.loads(out)
+    assert doc["summary"]["marker"] == "scheduler.run_batch"
+    assert {"step", "name", "start_ns", "dur_ns"} <= set(doc["tables"]["steps"][0])
+    code, out, _ = cli("temporal", "--per-stream", "--format", "json")
+    doc = json.loads(out)
+    assert set(doc["summary"]) == {"span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns",
+                                   "non_compute_ns", "comm_compute_overlap_pct"}
+    assert all(isinstance(doc["summary"][k], int) for k in doc["summary"] if k.endswith("_ns"))
+    assert {r["stream"] for r in doc["tables"]["per_stream"]} == {7, 20, 24}
+
+
+def test_no_steps_exits_4_naming_annotations(cli, tmp_path):
+    p = write_trace(tmp_path / "k.json", [kernel("k", 1.0, 1.0),
+                                          {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1,
+                                           "tid": 1, "ts": 0.0, "dur": 5.0}])
+    code, _, err = cli("wall", p)
+    assert code == 4 and "forward (1)" in err and "--step-name" in err
+    code, _, err = cli("steps", p, "--step-name", "nope")
+    assert code == 4 and "'nope'" in err
+
+
+def test_bad_selector_and_ag_are_usage_errors(cli):
+    code, _, err = cli("overlap", "--a", "colour:red")
+    assert code == 2 and "KEY:VALUE" in err
+    code, _, err = cli("wall", "--ag", "local")
+    assert code == 2

@@ -1,0 +1,61 @@
+"""Generic overlap of two event selections: how much of A is hidden under B."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..errors import MissingDataError
+from ..result import Result, trace_input
+from ..trace import Trace
+from .select import select
+from .steps import DEFAULT_MIN_STEP_NS, find_steps
+
+OVERLAP_KEYS = ["a_ns", "b_ns", "a_and_b_ns", "a_minus_b_ns", "a_hidden_pct"]
+
+
+def _measures(a, b, ws=None, we=None) -> dict:
+    both = iv.intersect(a, b)
+    only_a = iv.subtract(a, b)
+    if ws is None:
+        vals = [iv.total(a), iv.total(b), iv.total(both), iv.total(only_a)]
+    else:
+        vals = [iv.measure_in_windows(x, ws, we) for x in (a, b, both, only_a)]
+    return dict(zip(OVERLAP_KEYS[:4], vals))
+
+
+def overlap(trace: Trace, *, a: str, b: str, steps: bool = True, step_name: str | None = None,
+            min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+    """|A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (unions of the selected events).
+
+    With ``steps`` (default) and steps present, the same per step window; a trace without steps
+    gives the whole-trace numbers only.
+    """
+    ev = trace.events
+    ma, mb = select(ev, a), select(ev, b)
+    if not ma.any():
+        raise MissingDataError(f"{trace.path}: selection A ({a!r}) matches no event")
+    s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    set_a = iv.normalize(s[ma], e[ma])
+    set_b = iv.normalize(s[mb], e[mb])
+    summary = {"a_events": int(ma.sum()), "b_events": int(mb.sum()), **_measures(set_a, set_b)}
+    summary["a_hidden_pct"] = summary["a_and_b_ns"] / summary["a_ns"] * 100.0 if summary["a_ns"] else None
+    tables = {}
+    warnings = list(trace.report.warnings)
+    if steps:
+        try:
+            st = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns)
+        except MissingDataError:
+            if step_name is not None:
+                raise
+            warnings.append(f"{trace.path}: no decode steps found; overlap is reported for the whole trace only")
+        else:
+            per = _measures(set_a, set_b, st.starts, st.ends)
+            df = pd.DataFrame({"step": st.table["step"].to_numpy(), "start_ns": st.starts, **per})
+            with np.errstate(invalid="ignore", divide="ignore"):
+                df["a_hidden_pct"] = np.where(df["a_ns"] > 0, df["a_and_b_ns"] / df["a_ns"] * 100.0, np.nan)
+            tables["per_step"] = df
+            summary["steps"] = int(len(df))
+    return Result(command="overlap", inputs=[trace_input(trace)],
+                  params={"a": a, "b": b, "step_name": step_name, "min_step_ns": min_step_ns},
+                  summary=summary, tables=tables, warnings=warnings)
