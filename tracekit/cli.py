@@ -60,8 +60,7 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
 
 StepNameOpt = Annotated[Optional[str], typer.Option(
-    "--step-name", help="Annotation that marks a step (default: scheduler.run_batch, then step[DECODE bs=N], then"
-    " ProfilerStep#N).")]
+    "--step-name", help="Annotation that marks a step (default: the markers of tracekit/data/steps.json, in order).")]
 MinStepOpt = Annotated[float, typer.Option("--min-step-ms", min=0, help="Ignore step annotations not longer than this.")]
 
 _state = {"debug": False, "quiet": False}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,9 @@ import numpy as np
 from ..errors import InputError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
-from .kineto import decode_events, split_document
+from .kineto import NotStreamable, decode_slices, decode_stream, split_document
 from .normalize import NON_EVENT_PHASES, build_events
-from .reader import read_text, salvage_json
+from .reader import StreamDamaged, iter_blocks, prefetch, read_text, salvage_json
 
 log = logging.getLogger(__name__)
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
@@ -64,18 +65,22 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
 
 def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     shown = display_path or str(source)
-    raw_text = read_text(source)
-    report = IngestReport(path=shown, compression=raw_text.compression, file_bytes=raw_text.file_bytes,
-                          text_bytes=len(raw_text.data), warnings=list(raw_text.warnings))
-    if not raw_text.data.strip():
-        raise InputError(f"{shown} is empty{' after decompression' if raw_text.compression != 'none' else ''};"
-                         " pass a complete torch-profiler trace")
-    raws, header = _split(shown, raw_text.data, report)
-    del raw_text
-    report.records_read = len(raws)
-    cols = decode_events(raws)
-    del raws
-    cols.header = header
+    cols = None
+    report = IngestReport(path=shown)
+    try:
+        size = source.stat().st_size
+        report.file_bytes = size
+        counter = _Counter()
+        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=_workers(size))
+        report.text_bytes = counter.total
+        report.compression = _compression(source)
+    except (NotStreamable, StreamDamaged, InputError):
+        cols = None  # the whole-document reader below salvages, or says exactly what is wrong
+    except OSError as exc:
+        raise InputError(f"{shown} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
+    if cols is None:
+        cols = _whole_document(source, shown, report)
+    report.records_read = cols.n
     events, dropped, lanes = build_events(cols)
     for reason, count in dropped.items():
         if reason.split(" record (ph")[0] in set(NON_EVENT_PHASES.values()):
@@ -94,11 +99,55 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     if report.events_kept == 0:
         raise InputError(f"{shown} holds no usable trace events ({report.records_read} records read); "
                          "pass a torch-profiler trace recorded with events")
-    meta = _meta(header, lanes, events, shown)
+    meta = _meta(cols.header, lanes, events, shown)
     if report.salvaged and meta.get("base_time_ns") is None:
         report.warnings.append(f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
                                " times are as written in the file")
     return Trace(events=events, meta=meta, report=report)
+
+
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _workers(file_bytes: int) -> int:
+    """Decode with a second process for big files on machines with a spare core (TRACEKIT_WORKERS=1 disables)."""
+    env = os.environ.get("TRACEKIT_WORKERS")
+    if env is not None:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            return 1
+    return 2 if file_bytes >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) >= 2 else 1
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def count(self, blocks):
+        for b in blocks:
+            self.total += len(b)
+            yield b
+
+
+def _compression(source: Path) -> str:
+    with open(source, "rb") as fh:
+        head = fh.read(4)
+    return "gzip" if head.startswith(b"\x1f\x8b") else "zstd" if head.startswith(b"\x28\xb5\x2f\xfd") else "none"
+
+
+def _whole_document(source: Path, shown: str, report: IngestReport):
+    raw_text = read_text(source)
+    report.compression = raw_text.compression
+    report.file_bytes = raw_text.file_bytes
+    report.text_bytes = len(raw_text.data)
+    report.warnings.extend(raw_text.warnings)
+    if not raw_text.data.strip():
+        raise InputError(f"{shown} is empty{' after decompression' if raw_text.compression != 'none' else ''};"
+                         " pass a complete torch-profiler trace")
+    raws, header = _split(shown, raw_text.data, report)
+    del raw_text
+    return decode_slices(raws, header)
 
 
 def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[list, dict[str, Any]]:

@@ -1,9 +1,17 @@
 """Kineto / Chrome-trace JSON → raw columns.
 
-The document is first split into its events as raw byte slices (cheap: no Python object per
-field), then the events are decoded in chunks into a fixed msgspec schema holding only the
-fields tracekit uses, and each chunk is turned into numpy columns at once. Only one chunk of
-Python objects exists at a time, which keeps peak memory near the size of the text.
+Two ways in, one way out:
+
+* **Streaming** (the fast path): the decompressed text arrives in blocks; pieces of whole events
+  are cut at the separator between top-level events (``},`` + newline + indentation + ``{`` —
+  JSON strings cannot hold a raw newline, so the pattern never occurs inside a value) and each
+  piece is decoded in place. Only one block of text is held at a time.
+* **Whole document** (the fallback, and for salvage): the full text is split into raw event
+  slices, which are decoded in chunks.
+
+Either way each chunk is decoded by msgspec into a fixed schema that holds only the fields
+tracekit uses, then turned into numpy columns at once (strings are factorised per chunk into
+codes of a global dictionary, so no per-event string survives the chunk).
 
 ``ts`` is kept as number text and converted to nanoseconds exactly (see ``numbers.py``); ``dur``
 is a duration of at most hours, which a float64 holds to far better than a nanosecond, so it is
@@ -11,12 +19,15 @@ decoded as a float and rounded.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Union
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from ..errors import InputError
 from .numbers import raw_to_ns
@@ -24,36 +35,33 @@ from .numbers import raw_to_ns
 CHUNK_EVENTS = 65536
 _EMPTY = msgspec.Raw(b"")
 _NAN = float("nan")
+IntOrStr = Union[int, str]
 
 
-class Args(msgspec.Struct, gc=False, omit_defaults=True, rename={
+class Args(msgspec.Struct, gc=False, rename={
     "external_id": "External id",
     "registers": "registers per thread",
     "shared_mem": "shared memory",
-    "collective_name": "Collective name",
-    "group_size": "Group size",
 }):
-    device: Union[int, str] = -1
-    stream: Union[int, str] = -1
-    correlation: Union[int, str] = -1
-    external_id: Union[int, str] = -1
-    bytes: Union[int, str] = -1
+    device: IntOrStr = -1
+    stream: IntOrStr = -1
+    correlation: IntOrStr = -1
+    external_id: IntOrStr = -1
+    bytes: IntOrStr = -1
     grid: Union[list[int], str, None] = None
     block: Union[list[int], None] = None
-    registers: Union[int, str] = -1
-    shared_mem: Union[int, str] = -1
+    registers: IntOrStr = -1
+    shared_mem: IntOrStr = -1
     kind: Any = None
     name: Any = None
-    collective_name: Union[str, None] = None
-    group_size: Union[int, str] = -1
 
 
 class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str = ""
     name: str = ""
-    pid: Union[int, str] = -1
-    tid: Union[int, str] = -1
+    pid: IntOrStr = -1
+    tid: IntOrStr = -1
     ts: msgspec.Raw = _EMPTY
     dur: float = _NAN
     args: Union[Args, None] = None
@@ -69,12 +77,13 @@ class TraceDoc(msgspec.Struct):
     traceName: Any = None
 
 
+HEADER_KEYS = [k for k in TraceDoc.__struct_fields__ if k != "traceEvents"]
 _DOC_DECODER = msgspec.json.Decoder(TraceDoc)
 _ARRAY_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _LOOSE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 
-INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem", "group_size")
+INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem")
 
 
 @dataclass
@@ -82,9 +91,12 @@ class RawColumns:
     """Columns of every record in ``traceEvents``, in file order (before any filtering)."""
 
     n: int
-    ph: np.ndarray  # object array of str (small set, factorised later)
-    cat: list
-    name: list
+    ph: np.ndarray  # codes into ph_uniques
+    ph_uniques: list
+    cat: np.ndarray  # codes into cat_uniques
+    cat_uniques: list
+    name: np.ndarray  # codes into name_uniques
+    name_uniques: list
     pid: np.ndarray
     tid: np.ndarray
     ts_ns: np.ndarray
@@ -94,19 +106,184 @@ class RawColumns:
     ints: dict[str, np.ndarray]
     grid: np.ndarray  # (n, 3) int32, -1 unknown
     block: np.ndarray
-    kind_arg: list  # AMD memcpy "kind" arg or None
-    meta_name: list  # args.name of "M" records, None otherwise
-    collective_name: list
+    kind_arg: dict[int, Any]  # row -> args.kind, for copies only (AMD names copies by this arg)
+    meta_name: dict[int, Any]  # row -> args.name, for "M" records only
     header: dict[str, Any] = field(default_factory=dict)
     loose_chunks: int = 0
     int_overflows: int = 0
 
 
+class _Dictionary:
+    """A growing string dictionary: chunk strings → global int32 codes."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def encode(self, strings: list) -> np.ndarray:
+        codes, uniques = pd.factorize(np.asarray(strings, dtype=object), use_na_sentinel=False)
+        table = np.empty(len(uniques), dtype=np.int32)
+        for i, u in enumerate(uniques):
+            key = u if isinstance(u, str) else ("" if u is None else str(u))
+            code = self.index.get(key)
+            if code is None:
+                code = self.index[key] = len(self.values)
+                self.values.append(key)
+            table[i] = code
+        return table[codes] if len(codes) else np.empty(0, dtype=np.int32)
+
+
+class ColumnBuilder:
+    """Accumulates decoded chunks as numpy columns."""
+
+    def __init__(self) -> None:
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.n = 0
+        self.ph = _Dictionary()
+        self.cat = _Dictionary()
+        self.name = _Dictionary()
+        self.kind_arg: dict[int, Any] = {}
+        self.meta_name: dict[int, Any] = {}
+        self.loose_chunks = 0
+        self.int_overflows = 0
+
+    def add_text(self, text: bytes | bytearray | memoryview) -> None:
+        """Decode a JSON array of events (falling back to a tolerant decode for odd chunks)."""
+        try:
+            events = _EVENTS_DECODER.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            events = [_loose_event(obj) for obj in _LOOSE_DECODER.decode(text)]
+            self.loose_chunks += 1
+        self.add_events(events)
+
+    def add_events(self, events: list[Event]) -> None:
+        lo = self.n
+        n = len(events)
+        part: dict[str, np.ndarray] = {}
+        part["ph"] = self.ph.encode([e.ph for e in events])
+        part["cat"] = self.cat.encode([e.cat for e in events])
+        part["name"] = self.name.encode([e.name for e in events])
+        part["pid"] = self._ints([e.pid for e in events])
+        part["tid"] = self._ints([e.tid for e in events])
+        part["ts_ns"], part["ts_ok"] = raw_to_ns([e.ts for e in events])
+        dur = np.array([e.dur for e in events], dtype=np.float64)
+        finite = np.isfinite(dur)
+        state = np.where(np.isnan(dur), 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
+        part["dur_state"] = state
+        part["dur_ns"] = np.where(state == 0, np.rint(np.where(finite, dur, 0.0) * 1000.0), 0).astype(np.int64)
+        args_all = [e.args for e in events]
+        rows = np.fromiter((a is not None for a in args_all), dtype=bool, count=n)
+        args = [a for a in args_all if a is not None]
+        idx = np.flatnonzero(rows)
+        for key in INT_ARGS:
+            col = np.full(n, -1, dtype=np.int64)
+            if args:
+                col[idx] = self._ints([getattr(a, key) for a in args])
+            part[key] = col
+        part["grid"] = self._triples([a.grid for a in args], idx, n)
+        part["block"] = self._triples([a.block for a in args], idx, n)
+        if args:
+            ph_vals = self.ph.values
+            cat_vals = self.cat.values
+            meta_rows = np.flatnonzero(np.array([ph_vals[c] == "M" for c in range(len(ph_vals))])[part["ph"][idx]])
+            for j in meta_rows.tolist():
+                if args[j].name is not None:
+                    self.meta_name[lo + int(idx[j])] = args[j].name
+            copy_cat = np.array([c in ("gpu_memcpy", "gpu_memset") for c in cat_vals])
+            for j in np.flatnonzero(copy_cat[part["cat"][idx]]).tolist():
+                if args[j].kind is not None:
+                    self.kind_arg[lo + int(idx[j])] = args[j].kind
+        self.parts.append(part)
+        self.n += n
+
+    def _ints(self, values: list) -> np.ndarray:
+        try:
+            return np.array(values, dtype=np.int64)
+        except (OverflowError, ValueError, TypeError):
+            out = np.full(len(values), -1, dtype=np.int64)
+            for i, v in enumerate(values):
+                if isinstance(v, str):  # AMD writes some ids as text, e.g. "0x0" or "256"
+                    try:
+                        v = int(v.strip(), 0)
+                    except ValueError:
+                        continue
+                if isinstance(v, int) and -(2**63) <= v < 2**63:
+                    out[i] = v
+                elif isinstance(v, int):
+                    self.int_overflows += 1
+            return out
+
+    @staticmethod
+    def _triples(values: list, idx: np.ndarray, n: int) -> np.ndarray:
+        out = np.full((n, 3), -1, dtype=np.int32)
+        sel = [i for i, v in enumerate(values) if isinstance(v, list)]
+        if not sel:
+            return out
+        lists = [values[i] for i in sel]
+        try:
+            arr = np.array(lists, dtype=np.int64)
+            ok = arr.ndim == 2 and arr.shape[1] == 3
+        except (ValueError, TypeError, OverflowError):
+            ok = False
+        if ok:
+            good = ((arr >= 0) & (arr < 2**31)).all(axis=1)
+            out[idx[np.asarray(sel)[good]]] = arr[good].astype(np.int32)
+            return out
+        for i, v in zip(sel, lists):
+            if len(v) == 3 and all(isinstance(x, int) and 0 <= x < 2**31 for x in v):
+                out[idx[i]] = v
+        return out
+
+    def export(self) -> dict[str, Any]:
+        """This builder's columns with its own codes, to be merged into another by :meth:`absorb`."""
+        part = {k: np.concatenate([p[k] for p in self.parts]) if self.parts else np.empty(0) for k in
+                (self.parts[0] if self.parts else {})}
+        return {"part": part, "n": self.n, "ph": self.ph.values, "cat": self.cat.values, "name": self.name.values,
+                "kind_arg": self.kind_arg, "meta_name": self.meta_name, "loose": self.loose_chunks,
+                "overflows": self.int_overflows}
+
+    def absorb(self, exported: dict[str, Any]) -> None:
+        """Append an exported builder's rows, re-coding its strings into this builder's dictionaries."""
+        part = exported["part"]
+        if exported["n"]:
+            for key, dictionary in (("ph", self.ph), ("cat", self.cat), ("name", self.name)):
+                table = dictionary.encode(exported[key])
+                part[key] = table[part[key]]
+            self.parts.append(part)
+        lo = self.n
+        self.kind_arg.update({lo + r: v for r, v in exported["kind_arg"].items()})
+        self.meta_name.update({lo + r: v for r, v in exported["meta_name"].items()})
+        self.loose_chunks += exported["loose"]
+        self.int_overflows += exported["overflows"]
+        self.n += exported["n"]
+
+    def finish(self, header: dict[str, Any]) -> RawColumns:
+        def cat(key: str, empty_shape: tuple = (0,), dtype=np.int64) -> np.ndarray:
+            arrays = [p.pop(key) for p in self.parts]
+            return np.concatenate(arrays) if arrays else np.empty(empty_shape, dtype=dtype)
+
+        cols = RawColumns(
+            n=self.n,
+            ph=cat("ph", dtype=np.int32), ph_uniques=self.ph.values,
+            cat=cat("cat", dtype=np.int32), cat_uniques=self.cat.values,
+            name=cat("name", dtype=np.int32), name_uniques=self.name.values,
+            pid=cat("pid"), tid=cat("tid"), ts_ns=cat("ts_ns"), ts_ok=cat("ts_ok", dtype=bool),
+            dur_ns=cat("dur_ns"), dur_state=cat("dur_state", dtype=np.int8),
+            ints={k: cat(k) for k in INT_ARGS},
+            grid=cat("grid", (0, 3), np.int32), block=cat("block", (0, 3), np.int32),
+            kind_arg=self.kind_arg, meta_name=self.meta_name, header=header,
+            loose_chunks=self.loose_chunks, int_overflows=self.int_overflows,
+        )
+        self.parts.clear()
+        return cols
+
+
+# --------------------------------------------------------------------------- whole document
+
+
 def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]:
     """Return (event slices, top-level metadata). Raises msgspec errors for malformed JSON."""
-    head = bytes(memoryview(text)[:256]).lstrip()
-    if head.startswith(b"\xef\xbb\xbf"):
-        head = head[3:].lstrip()
+    head = _head(text)
     if head.startswith(b"["):
         return _ARRAY_DECODER.decode(text), {}
     if not head.startswith(b"{"):
@@ -114,106 +291,223 @@ def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]
             f"{path} is not JSON (it starts with {head[:16]!r}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
         )
     doc = _DOC_DECODER.decode(text)
-    header = {k: getattr(doc, k) for k in TraceDoc.__struct_fields__ if k != "traceEvents"}
     if doc.traceEvents is None:
         raise InputError(
             f"{path} is JSON but not a Chrome/Kineto trace: it has no 'traceEvents' list; pass a torch-profiler trace"
         )
-    return doc.traceEvents, header
+    return doc.traceEvents, {k: getattr(doc, k) for k in HEADER_KEYS}
 
 
-def decode_events(raws: list) -> RawColumns:
-    """Decode event slices chunk by chunk into numpy columns."""
-    n = len(raws)
-    cols = _alloc(n)
-    for lo in range(0, n, CHUNK_EVENTS):
-        hi = min(n, lo + CHUNK_EVENTS)
-        chunk = b"[" + b",".join(raws[lo:hi]) + b"]"
-        try:
-            events = _EVENTS_DECODER.decode(chunk)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            events = [_loose_event(obj) for obj in _LOOSE_DECODER.decode(chunk)]
-            cols.loose_chunks += 1
-        _fill(cols, lo, events)
-    return cols
+def _head(text) -> bytes:
+    head = bytes(memoryview(text)[:256]).lstrip()
+    return head[3:].lstrip() if head.startswith(b"\xef\xbb\xbf") else head
 
 
-def _alloc(n: int) -> RawColumns:
-    return RawColumns(
-        n=n,
-        ph=np.empty(n, dtype=object),
-        cat=[None] * n,
-        name=[None] * n,
-        pid=np.full(n, -1, dtype=np.int64),
-        tid=np.full(n, -1, dtype=np.int64),
-        ts_ns=np.zeros(n, dtype=np.int64),
-        ts_ok=np.zeros(n, dtype=bool),
-        dur_ns=np.zeros(n, dtype=np.int64),
-        dur_state=np.zeros(n, dtype=np.int8),
-        ints={k: np.full(n, -1, dtype=np.int64) for k in INT_ARGS},
-        grid=np.full((n, 3), -1, dtype=np.int32),
-        block=np.full((n, 3), -1, dtype=np.int32),
-        kind_arg=[None] * n,
-        meta_name=[None] * n,
-        collective_name=[None] * n,
-    )
+def decode_slices(raws: list, header: dict[str, Any]) -> RawColumns:
+    """Decode raw event slices chunk by chunk."""
+    builder = ColumnBuilder()
+    for lo in range(0, len(raws), CHUNK_EVENTS):
+        builder.add_text(b"[" + b",".join(raws[lo : lo + CHUNK_EVENTS]) + b"]")
+    return builder.finish(header)
 
 
-def _int_array(values: list, cols: RawColumns) -> np.ndarray:
+# --------------------------------------------------------------------------- streaming
+
+_SEP_RE = re.compile(rb"\},(\r?\n[ \t]*)\{")
+_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+_MAX_HEAD = 64 << 20
+
+
+class NotStreamable(Exception):
+    """The layout is not one the streaming path handles; use the whole-document path."""
+
+
+def decode_stream(blocks: Iterable[bytes], *, workers: int = 1) -> RawColumns:
+    """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
+
+    With ``workers`` > 1 a forked helper process decodes every other piece while this process
+    decodes the rest; the pieces are reassembled in file order.
+    """
+    helper = _Helper() if workers > 1 else None
     try:
-        return np.array(values, dtype=np.int64)
-    except (OverflowError, ValueError, TypeError):
-        out = np.full(len(values), -1, dtype=np.int64)
-        for i, v in enumerate(values):
-            if isinstance(v, str):  # AMD writes some ids as text, e.g. "0x0" or "256"
-                try:
-                    v = int(v.strip(), 0)
-                except ValueError:
-                    continue
-            if isinstance(v, int) and -(2**63) <= v < 2**63:
-                out[i] = v
-            elif isinstance(v, int):
-                cols.int_overflows += 1
-        return out
+        return _decode_stream(blocks, helper)
+    finally:
+        if helper is not None:
+            helper.stop()
 
 
-def _fill(cols: RawColumns, lo: int, events: list[Event]) -> None:
-    hi = lo + len(events)
-    sl = slice(lo, hi)
-    cols.ph[sl] = [e.ph for e in events]
-    cols.cat[sl] = [e.cat for e in events]
-    cols.name[sl] = [e.name for e in events]
-    cols.pid[sl] = _int_array([e.pid if isinstance(e.pid, int) else -1 for e in events], cols)
-    cols.tid[sl] = _int_array([e.tid if isinstance(e.tid, int) else -1 for e in events], cols)
-    ts, ok = raw_to_ns([e.ts for e in events])
-    cols.ts_ns[sl] = ts
-    cols.ts_ok[sl] = ok
-    dur = np.array([e.dur for e in events], dtype=np.float64)
-    missing = np.isnan(dur)
-    finite = np.isfinite(dur)
-    state = np.where(missing, 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
-    cols.dur_state[sl] = state
-    cols.dur_ns[sl] = np.where(state == 0, np.rint(np.where(finite, dur, 0.0) * 1000.0), 0).astype(np.int64)
-    idx = [i for i, e in enumerate(events) if e.args is not None]
-    if not idx:
-        return
-    args = [events[i].args for i in idx]
-    rows = np.asarray(idx, dtype=np.int64) + lo
-    for key in INT_ARGS:
-        cols.ints[key][rows] = _int_array([getattr(a, key) for a in args], cols)
-    for target, key in ((cols.grid, "grid"), (cols.block, "block")):
-        sel = [(r, v) for r, v in zip(rows.tolist(), (getattr(a, key) for a in args)) if isinstance(v, list)]
-        if sel:
-            good = [(r, v) for r, v in sel if len(v) == 3 and all(isinstance(x, int) and 0 <= x < 2**31 for x in v)]
-            if good:
-                target[[r for r, _ in good]] = np.array([v for _, v in good], dtype=np.int32)
-    for r, a in zip(rows.tolist(), args):
-        if a.kind is not None:
-            cols.kind_arg[r] = a.kind
-        if a.name is not None:
-            cols.meta_name[r] = a.name
-        if a.collective_name is not None:
-            cols.collective_name[r] = a.collective_name
+def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColumns:
+    slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
+    buf = bytearray()
+    it = iter(blocks)
+    head_end = -1
+    array_form = False
+    for block in it:
+        buf += block
+        start = _head(buf)
+        if start and start[:1] not in (b"{", b"["):
+            raise NotStreamable("not JSON")
+        if start.startswith(b"["):
+            array_form = True
+            head_end = buf.index(b"[") + 1
+            break
+        m = _KEY_RE.search(buf)
+        if m:
+            head_end = m.end()
+            break
+        if len(buf) > _MAX_HEAD:
+            raise NotStreamable("no traceEvents near the start")
+    if head_end < 0:
+        raise NotStreamable("no traceEvents")
+    header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf).start()])
+    del buf[:head_end]
+    buf[0:0] = b" "  # every piece starts with one byte before its first '{', overwritten by '['
+    sep: bytes | None = None
+    for block in _chain_first(buf, it):
+        if block is not buf:
+            buf += block
+        if sep is None:
+            m = _SEP_RE.search(buf)
+            if m is None:
+                if len(buf) > _MAX_HEAD:
+                    raise NotStreamable("no newline-separated events")
+                continue
+            sep = m.group(0)
+        k = buf.rfind(sep)
+        if k < 0:
+            continue
+        to_helper = helper is not None and len(slots) % 2 == 0
+        slots.append(None if to_helper else True)
+        result = _decode_piece(buf, k, helper if to_helper else None)
+        if result is not None:
+            slots[-1] = result
+        del buf[: k + len(sep) - 2]  # keep the byte before the next '{': it becomes the next '['
+    tail = bytes(buf)
+    try:
+        if array_form:
+            last = _ARRAY_DECODER.decode(b"[" + tail)
+            trailer: dict[str, Any] = {}
+        else:
+            doc = _DOC_DECODER.decode(b'{"traceEvents": [' + tail)
+            last = doc.traceEvents or []
+            trailer = {k: getattr(doc, k) for k in HEADER_KEYS}
+        head_doc = _DOC_DECODER.decode(header_text + b'"traceEvents": []}') if header_text else None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise NotStreamable(str(exc)) from exc
+    builder = ColumnBuilder()
+    remote = iter(helper.results()) if helper is not None else iter(())
+    for slot in slots:
+        builder.absorb(slot if slot is not None else next(remote))
+    if last:
+        builder.add_text(b"[" + b",".join(last) + b"]")
+    header = {k: None for k in HEADER_KEYS}
+    if head_doc is not None:
+        header.update({k: getattr(head_doc, k) for k in HEADER_KEYS if getattr(head_doc, k) is not None})
+    header.update({k: v for k, v in trailer.items() if v is not None})
+    return builder.finish(header)
+
+
+def _decode_text(text) -> dict[str, Any]:
+    b = ColumnBuilder()
+    try:
+        b.add_text(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise NotStreamable(str(exc)) from exc
+    return b.export()
+
+
+class _Helper:
+    """A forked process that decodes pieces sent over a pipe and returns their columns in order."""
+
+    def __init__(self) -> None:
+        import multiprocessing as mp
+        import threading
+
+        ctx = mp.get_context("fork")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_helper_main, args=(child,), daemon=True, name="tracekit-decode")
+        self.proc.start()
+        child.close()
+        self._results: list = []
+        self._error: str | None = None
+        self._thread = threading.Thread(target=self._collect, daemon=True, name="tracekit-collect")
+        self._thread.start()
+        self._stopped = False
+
+    def submit(self, view) -> None:
+        self.conn.send_bytes(view)
+
+    def _collect(self) -> None:
+        while True:
+            try:
+                status, payload = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if status == "done":
+                return
+            if status == "error":
+                self._error = payload
+            else:
+                self._results.append(payload)
+
+    def results(self) -> list:
+        self.conn.send_bytes(b"")
+        self._thread.join()
+        self._stopped = True
+        if self._error is not None:
+            raise NotStreamable(self._error)
+        return self._results
+
+    def stop(self) -> None:
+        if not self._stopped:
+            try:
+                self.conn.send_bytes(b"")
+            except OSError:
+                pass
+            self._thread.join(timeout=5)
+        self.conn.close()
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+
+
+def _helper_main(conn) -> None:
+    try:
+        while True:
+            data = conn.recv_bytes()
+            if not data:
+                break
+            try:
+                conn.send(("ok", _decode_text(data)))
+            except Exception as exc:  # reported to the parent, which falls back to the safe path
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        conn.send(("done", None))
+    finally:
+        conn.close()
+
+
+def _chain_first(first: bytearray, rest: Iterable[bytes]):
+    yield first
+    yield from rest
+
+
+def _decode_piece(buf: bytearray, k: int, helper: "_Helper | None") -> dict[str, Any] | None:
+    """Decode buf[:k+1] (whole events) in place: '[' and ']' are written over separator bytes.
+
+    With a helper the piece is sent to it and None is returned (its result arrives in order)."""
+    buf[k + 1] = 93  # ']' over the ',' after the last complete event
+    buf[0] = 91  # '[' over the whitespace before the first '{'
+    view = memoryview(buf)[: k + 2]
+    try:
+        if helper is not None:
+            helper.submit(view)
+            return None
+        return _decode_text(view)
+    finally:
+        view.release()
+
+
+# --------------------------------------------------------------------------- tolerant decode
 
 
 def _as_int(v: Any) -> int:
@@ -225,7 +519,7 @@ def _as_int(v: Any) -> int:
         return int(v)
     if isinstance(v, str):
         try:
-            return int(v.strip())
+            return int(v.strip(), 0)
         except ValueError:
             return -1
     return -1
@@ -264,8 +558,6 @@ def _loose_event(obj: Any) -> Event:
             shared_mem=_as_int(raw_args.get("shared memory", -1)),
             kind=raw_args.get("kind") if isinstance(raw_args.get("kind"), str) else None,
             name=raw_args.get("name") if isinstance(raw_args.get("name"), str) else None,
-            collective_name=raw_args.get("Collective name") if isinstance(raw_args.get("Collective name"), str) else None,
-            group_size=_as_int(raw_args.get("Group size", -1)),
         )
 
     def text(key: str) -> str:

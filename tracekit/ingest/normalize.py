@@ -1,7 +1,8 @@
-"""Raw columns → the events table (schema.py) and an IngestReport.
+"""Raw columns → the events table (schema.py) and the drop counts.
 
-Classification runs on the distinct names only and is mapped back through category codes, so
-its cost does not grow with the number of events.
+Everything works on integer codes: phases, categories and names arrive as codes into small
+dictionaries, and classification runs on the distinct names only, so its cost does not grow with
+the number of events.
 """
 from __future__ import annotations
 
@@ -25,33 +26,27 @@ NON_EVENT_PHASES = {
 }
 
 
-def _factorize(values: list) -> tuple[np.ndarray, list]:
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
-    return codes.astype(np.int32), list(uniques)
-
-
 def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[str, Any]]:
     """Return (events table sorted by start, dropped-by-reason counts, lane names)."""
-    n = raw.n
-    ph = np.asarray(raw.ph, dtype=object)
-    ph = np.where(pd.isna(ph), "", ph)
     dropped: dict[str, int] = {}
-    lanes = _lane_names(raw, ph)
+    lanes = _lane_names(raw)
 
-    keep = np.ones(n, dtype=bool)
+    def by_phase(values) -> np.ndarray:
+        table = np.array([p in values for p in raw.ph_uniques] + [False])
+        return table[raw.ph] if raw.n else np.zeros(0, dtype=bool)
+
+    keep = np.ones(raw.n, dtype=bool)
     for phase, reason in NON_EVENT_PHASES.items():
-        sel = ph == phase
-        if sel.any():
-            key = f"{reason} record (ph '{phase}')"
-            dropped[key] = dropped.get(key, 0) + int(sel.sum())
-            keep &= ~sel
-    unknown = keep & ~np.isin(ph, ["X", "i", "I", "B", "E", "b", "e", "n"])
+        sel = by_phase((phase,))
+        _count(dropped, f"{reason} record (ph '{phase}')", sel)
+        keep &= ~sel
+    unknown = keep & ~by_phase(("X", "i", "I", "B", "E", "b", "e", "n"))
     _count(dropped, "record with an unsupported or missing phase 'ph'", unknown)
     keep &= ~unknown
-    paired = keep & np.isin(ph, ["B", "E", "b", "e", "n"])
+    paired = keep & by_phase(("B", "E", "b", "e", "n"))
     _count(dropped, "begin/end or async record (ph B/E/b/e/n) not paired by tracekit", paired)
     keep &= ~paired
-    instant = np.isin(ph, ["i", "I"])
+    instant = by_phase(("i", "I"))
 
     bad_ts = keep & ~raw.ts_ok
     _count(dropped, "event without a usable 'ts'", bad_ts)
@@ -65,42 +60,37 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
 
     idx = np.flatnonzero(keep)
     start = raw.ts_ns[idx]
-    dur = np.where(instant[idx], 0, raw.dur_ns[idx])
-    order = np.lexsort((idx, start))  # stable by file order within equal starts
-    idx, start, dur = idx[order], start[order], dur[order]
+    order = np.argsort(start, kind="stable")  # ties keep file order
+    idx = idx[order]
+    start = start[order]
     inst = instant[idx]
-
-    cat_codes, cat_uniques = _factorize([raw.cat[i] for i in idx.tolist()])
-    name_codes, name_uniques = _factorize([raw.name[i] for i in idx.tolist()])
-    cat_uniques = ["" if c is None else str(c) for c in cat_uniques]
-    name_uniques = ["" if c is None else str(c) for c in name_uniques]
+    dur = np.where(inst, 0, raw.dur_ns[idx])
 
     classes = load_classes()
-    kind_by_cat = np.array([classes.kind_for_cat(c) for c in cat_uniques] or ["other"], dtype=object)
-    kind = kind_by_cat[cat_codes] if len(idx) else np.array([], dtype=object)
-    kind = np.where(inst, "instant", kind)
+    cat_codes = raw.cat[idx]
+    kind_by_cat = np.array([schema.KINDS.index(classes.kind_for_cat(c)) for c in raw.cat_uniques] + [0],
+                           dtype=np.int8)
+    kind_code = np.where(inst, schema.KINDS.index("instant"), kind_by_cat[cat_codes]).astype(np.int8)
 
     pid = raw.pid[idx]
     tid = raw.tid[idx]
     args = {k: v[idx] for k, v in raw.ints.items()}
-    is_gpu = np.isin(kind, GPU_KINDS)
-    stream = np.where(is_gpu, np.where(args["stream"] >= 0, args["stream"], tid), -1)
-    stream = np.where(is_gpu & (kind == "gpu_annotation"), tid, stream)
+    is_gpu = np.isin(kind_code, [schema.KINDS.index(k) for k in GPU_KINDS])
+    is_ann = kind_code == schema.KINDS.index("gpu_annotation")
+    stream = np.where(is_gpu, np.where((args["stream"] >= 0) & ~is_ann, args["stream"], tid), -1)
     device = np.where(is_gpu, np.where(args["device"] >= 0, args["device"], pid), -1)
 
-    copy_kind = _classify_copies(name_uniques, name_codes, kind, [raw.kind_arg[i] for i in idx.tolist()], classes)
-    comm = _classify_comm(name_uniques, name_codes, kind, classes)
-
+    name_codes = raw.name[idx]
     grid = raw.grid[idx]
     block = raw.block[idx]
-    df = pd.DataFrame({
+    data = {
         "event_id": idx.astype(np.int64),
         "start_ns": start.astype(np.int64),
         "dur_ns": dur.astype(np.int64),
         "end_ns": (start + dur).astype(np.int64),
-        "name": pd.Categorical.from_codes(name_codes, categories=_unique_categories(name_uniques, name_codes)),
-        "cat": pd.Categorical.from_codes(cat_codes, categories=_unique_categories(cat_uniques, cat_codes)),
-        "kind": pd.Categorical(kind, categories=schema.KINDS),
+        "name": _categorical(name_codes, raw.name_uniques),
+        "cat": _categorical(cat_codes, raw.cat_uniques),
+        "kind": pd.Categorical.from_codes(kind_code, categories=schema.KINDS),
         "device": device.astype(np.int32),
         "stream": stream.astype(np.int64),
         "pid": pid,
@@ -108,33 +98,24 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "correlation": args["correlation"],
         "external_id": args["external_id"],
         "bytes": args["bytes"],
-        "copy_kind": pd.Categorical(copy_kind, categories=schema.COPY_KINDS),
-        "comm_class": pd.Categorical(comm["comm_class"], categories=schema.COMM_CLASSES),
-        "collective": pd.Categorical(comm["collective"]),
-        "algo": pd.Categorical(comm["algo"]),
-        "protocol": pd.Categorical(comm["protocol"]),
+        "copy_kind": _classify_copies(raw, idx, name_codes, kind_code, classes),
+        **_classify_comm(raw.name_uniques, name_codes, kind_code, classes),
         "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
         "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
-    })
-    return df, dropped, lanes
+    }
+    return pd.DataFrame(data, copy=False), dropped, lanes
 
 
-def _unique_categories(uniques: list, codes: np.ndarray) -> list:
-    # distinct raw values can map to the same text (None vs ""): keep categories unique
-    if len(set(uniques)) == len(uniques):
-        return uniques
-    seen: dict[str, int] = {}
-    remap = np.empty(len(uniques), dtype=np.int32)
-    cats: list[str] = []
-    for i, u in enumerate(uniques):
-        if u not in seen:
-            seen[u] = len(cats)
-            cats.append(u)
-        remap[i] = seen[u]
-    codes[:] = remap[codes]
-    return cats
+def _categorical(codes: np.ndarray, uniques: list) -> pd.Categorical:
+    """Categorical of the values in use, categories in first-seen order."""
+    used = np.zeros(len(uniques) + 1, dtype=bool)
+    used[codes] = True
+    keep = np.flatnonzero(used[:-1])
+    remap = np.full(len(uniques) + 1, -1, dtype=np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index([uniques[i] for i in keep]))
 
 
 def _count(dropped: dict[str, int], reason: str, mask: np.ndarray) -> None:
@@ -143,40 +124,48 @@ def _count(dropped: dict[str, int], reason: str, mask: np.ndarray) -> None:
         dropped[reason] = dropped.get(reason, 0) + c
 
 
-def _classify_copies(names: list[str], codes: np.ndarray, kind: np.ndarray, kind_args: list, classes) -> np.ndarray:
-    by_name = np.array([classes.copy_kind_for(n) for n in names] or [None], dtype=object)
-    out = by_name[codes] if len(codes) else np.array([], dtype=object)
-    is_copy = np.isin(kind, ("memcpy", "memset"))
-    out = np.where(is_copy, out, None)
-    # AMD names copies without the direction in some builds; its "kind" arg carries it.
-    for i in np.flatnonzero(is_copy & pd.isna(out)):
-        k = kind_args[i]
-        out[i] = k if k in schema.COPY_KINDS else ("memset" if kind[i] == "memset" else "other")
-    return out
+def _code(values: list, v) -> int:
+    return values.index(v) if v in values else -1
 
 
-def _classify_comm(names: list[str], codes: np.ndarray, kind: np.ndarray, classes) -> dict[str, np.ndarray]:
+def _classify_copies(raw: RawColumns, idx: np.ndarray, name_codes: np.ndarray, kind_code: np.ndarray,
+                     classes) -> pd.Categorical:
+    by_name = np.array([_code(schema.COPY_KINDS, classes.copy_kind_for(n)) for n in raw.name_uniques] + [-1],
+                       dtype=np.int8)
+    memset = schema.KINDS.index("memset")
+    is_copy = np.isin(kind_code, [schema.KINDS.index("memcpy"), memset])
+    out = np.where(is_copy, by_name[name_codes], -1).astype(np.int8)
+    # AMD names some copies without the direction; its "kind" arg carries it.
+    for i in np.flatnonzero(is_copy & (out < 0)).tolist():
+        k = raw.kind_arg.get(int(idx[i]))
+        fallback = "memset" if kind_code[i] == memset else "other"
+        out[i] = schema.COPY_KINDS.index(k if k in schema.COPY_KINDS else fallback)
+    return pd.Categorical.from_codes(out, categories=schema.COPY_KINDS)
+
+
+def _classify_comm(names: list[str], codes: np.ndarray, kind_code: np.ndarray, classes) -> dict[str, pd.Categorical]:
     per_name = [classes.comm_for(n) for n in names]
-    out: dict[str, np.ndarray] = {}
-    is_kernel = kind == "kernel"
+    is_kernel = kind_code == schema.KINDS.index("kernel")
+    out: dict[str, pd.Categorical] = {}
     for j, key in enumerate(("comm_class", "collective", "algo", "protocol")):
-        table = np.array([p[j] for p in per_name] or [None], dtype=object)
-        col = table[codes] if len(codes) else np.array([], dtype=object)
-        out[key] = np.where(is_kernel, col, None)
+        values = [p[j] for p in per_name]
+        cats = schema.COMM_CLASSES if key == "comm_class" else sorted({v for v in values if v is not None})
+        table = np.array([_code(cats, v) for v in values] + [-1], dtype=np.int16)
+        col = np.where(is_kernel, table[codes], -1)
+        out[key] = pd.Categorical.from_codes(col, categories=pd.Index(cats) if cats else pd.Index([], dtype=object))
     return out
 
 
-def _lane_names(raw: RawColumns, ph: np.ndarray) -> dict[str, Any]:
+def _lane_names(raw: RawColumns) -> dict[str, Any]:
     """process_name / thread_name metadata records, keyed 'pid' and 'pid:tid'."""
     processes: dict[str, str] = {}
     threads: dict[str, str] = {}
-    for i in np.flatnonzero(ph == "M").tolist():
-        label = raw.meta_name[i]
+    for row, label in raw.meta_name.items():
         if not isinstance(label, str):
             continue
-        if raw.name[i] == "process_name":
-            processes[str(raw.pid[i])] = label
-        elif raw.name[i] == "thread_name":
-            threads[f"{raw.pid[i]}:{raw.tid[i]}"] = label
+        name = raw.name_uniques[raw.name[row]]
+        if name == "process_name":
+            processes[str(raw.pid[row])] = label
+        elif name == "thread_name":
+            threads[f"{raw.pid[row]}:{raw.tid[row]}"] = label
     return {"process_names": processes, "thread_names": threads}
-

@@ -6,7 +6,10 @@ complete part plus a warning that says how many bytes were lost.
 """
 from __future__ import annotations
 
+import queue
+import threading
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,3 +180,95 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
             return None
         closers += _OPEN_TO_CLOSE[at_best[level][1]]
     return bytes(view[: best + 1]) + closers, n - (best + 1)
+
+
+class StreamDamaged(Exception):
+    """The compressed stream is corrupt or cut: the caller falls back to the salvaging reader."""
+
+
+def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
+    """Yield the decompressed text of ``path`` in blocks; raise StreamDamaged on a bad stream."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+        fh.seek(0)
+        if head.startswith(GZIP_MAGIC):
+            dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            fed = False
+            while True:
+                data = fh.read(block)
+                if not data:
+                    break
+                while data:
+                    try:
+                        out = dec.decompress(data)
+                    except zlib.error as exc:
+                        raise StreamDamaged(str(exc)) from exc
+                    fed = True
+                    if out:
+                        yield out
+                    if dec.eof:
+                        rest = dec.unused_data
+                        dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                        fed = False
+                        data = rest if rest.strip(b"\x00") else b""
+                    else:
+                        data = b""
+            if fed and not dec.eof:
+                raise StreamDamaged("the gzip stream ends early")
+        elif head.startswith(ZSTD_MAGIC):
+            import zstandard
+
+            dobj = zstandard.ZstdDecompressor().decompressobj()
+            try:
+                while True:
+                    data = fh.read(block)
+                    if not data:
+                        break
+                    out = dobj.decompress(data)
+                    if out:
+                        yield out
+            except zstandard.ZstdError as exc:
+                raise StreamDamaged(str(exc)) from exc
+            if not dobj.eof:
+                raise StreamDamaged("the zstd stream ends early")
+        else:
+            while True:
+                data = fh.read(block)
+                if not data:
+                    break
+                yield data
+
+
+def prefetch(blocks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """Run ``blocks`` in a background thread (zlib and file reads release the GIL), ``depth`` ahead."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for b in blocks:
+                while not stop.is_set():
+                    try:
+                        q.put(("data", b), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            q.put(("error", exc))
+
+    t = threading.Thread(target=work, name="tracekit-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "data":
+                yield item
+            elif kind == "end":
+                return
+            else:
+                raise item
+    finally:
+        stop.set()

@@ -1,0 +1,610 @@
+"""Ingest benchmark: tracekit vs HolisticTraceAnalysis 0.5.0 vs gzip, on one big Kineto trace.
+
+One command::
+
+    python benchmarks/ingest.py [--trace PATH] [--mb 320] [--events-min 1500000] [--out benchmarks/out]
+
+Without ``--trace`` a seeded Kineto-like trace is generated (``benchmarks/make_trace.py``) into
+the ``--out`` folder and reused by later runs with the same options. Every measurement runs in
+its own child process, so peak RSS is per process; see benchmarks/README.md for what each row
+means and how to read the output.
+
+This file is also the child: ``--child KIND`` runs one measurement and prints one JSON line.
+It imports only the standard library at module level, so the HTA venv's python can run it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+MARK = "@@INGEST-BENCH@@ "
+HTA_VERSION = "0.5.0"
+DEFAULT_HTA_VENV = HERE / ".venv-hta"
+MB = 1_000_000  # MB/s and file sizes in MB use 10^6 bytes; RSS is in MiB (2^20 bytes)
+MIB = 1 << 20
+
+# The import baseline is literally `python -c 'import tracekit'`, plus a report of its own peak RSS.
+IMPORT_BASELINE = (
+    "import time; t0 = time.perf_counter()\n"
+    "import tracekit\n"
+    "import json, resource\n"
+    "hwm = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
+    f"print({MARK!r} + json.dumps({{'kind': 'import', 'import_s': time.perf_counter() - t0, "
+    "'vmhwm_kib': hwm[0] if hwm else None, "
+    "'self_maxrss_kib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+    "'tracekit_version': tracekit.__version__}))"
+)
+
+TARGETS = {
+    "speedup_vs_hta": (">=", 10.0, "x"),
+    "cold_mb_s": (">=", 180.0, " MB/s"),
+    "rss_over_size": ("<=", 1.5, ""),
+    "cached_speedup": (">=", 20.0, "x"),
+}
+
+
+# ============================================================================================
+# child side
+# ============================================================================================
+def _vmhwm_kib() -> int | None:
+    """Peak RSS of this process image only (VmHWM is per address space, so it starts afresh at exec)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _child(kind: str, path: str, cache_dir: str | None) -> dict:
+    out: dict = {"kind": kind, "pid": os.getpid()}
+    t0 = time.perf_counter()
+    if kind == "hta":
+        import logging
+
+        from hta.common.trace import parse_trace_file  # HolisticTraceAnalysis 0.5.0's single-file parser
+
+        logging.getLogger("hta").setLevel(logging.ERROR)
+        out["import_s"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        meta, df, _symbols = parse_trace_file(path)
+        out["load_s"] = time.perf_counter() - t1
+        out["rows"] = int(len(df))
+        out["columns"] = int(df.shape[1])
+        try:
+            from importlib.metadata import version
+
+            out["hta_version"] = version("HolisticTraceAnalysis")
+        except Exception:  # noqa: BLE001
+            out["hta_version"] = None
+    else:
+        try:
+            import tracekit
+        except ImportError:
+            sys.path.insert(0, str(REPO))
+            import tracekit
+        out["import_s"] = time.perf_counter() - t0
+        out["tracekit_version"] = getattr(tracekit, "__version__", None)
+        if kind != "import":
+            cache = kind in ("tracekit-cache-write", "tracekit-cached")
+            t1 = time.perf_counter()
+            tr = tracekit.load(path, cache=cache, cache_dir=cache_dir)
+            out["load_s"] = time.perf_counter() - t1
+            rep = tr.report
+            out.update(rows=int(len(tr.events)), records_read=rep.records_read, events_kept=rep.events_kept,
+                       from_cache=bool(rep.from_cache), compression=rep.compression, text_bytes=rep.text_bytes,
+                       not_events=dict(rep.not_events), dropped=dict(rep.dropped), warnings=list(rep.warnings),
+                       salvaged=bool(rep.salvaged))
+            if cache_dir:
+                out["cache_files"] = sorted(
+                    [p.name, p.stat().st_size] for p in Path(cache_dir).iterdir() if p.is_file())
+    out["vmhwm_kib"] = _vmhwm_kib()
+    out["self_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return out
+
+
+# ============================================================================================
+# parent side
+# ============================================================================================
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = False, timeout: float = 1800) -> dict:
+    """Run ``cmd`` as a child, timing it and reading its own rusage with wait4."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL if stdout_devnull else out_f, stderr=err_f,
+                                stdin=subprocess.DEVNULL, env=env, close_fds=True)
+        killer = threading.Timer(timeout, proc.kill)
+        killer.start()
+        polled = [0]
+        stop = threading.Event()
+        poller = threading.Thread(target=_poll_vmhwm, args=(proc.pid, polled, stop), daemon=True)
+        poller.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+        finally:
+            killer.cancel()
+            stop.set()
+            poller.join()
+        timed_out = wall >= timeout
+        proc.returncode = os.waitstatus_to_exitcode(status)  # keep Popen from waiting again
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout = out_f.read().decode(errors="replace")
+        stderr = err_f.read().decode(errors="replace")
+    res = {"cmd": cmd, "wall_s": wall, "rc": proc.returncode, "timed_out": timed_out,
+           "wait4_maxrss_kib": ru.ru_maxrss, "polled_vmhwm_kib": polled[0] or None, "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
+    child = None
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            child = json.loads(line[len(MARK):])
+    if child is not None:
+        res["child"] = child
+    if res["rc"] != 0 or timed_out or (child is None and not stdout_devnull):
+        res["error"] = ("timed out after %.0f s" % timeout if timed_out else f"exit code {res['rc']}")
+        res["stderr_tail"] = stderr[-4000:]
+    return res
+
+
+def _poll_vmhwm(pid: int, box: list, stop: threading.Event) -> None:
+    """Sample the child's VmHWM (monotonic) until it exits: the peak RSS of a child that cannot
+    report its own (gzip). wait4's ru_maxrss cannot serve: Linux carries the parent's RSS at
+    fork time into the child's maxrss across exec."""
+    path = f"/proc/{pid}/status"
+    while not stop.is_set():
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        box[0] = max(box[0], int(line.split()[1]))
+                        break
+        except (OSError, ValueError):
+            pass
+        stop.wait(0.005)
+
+
+def _child_cmd(python: str, kind: str, path: str, cache_dir: str | None = None) -> list[str]:
+    cmd = [python, str(Path(__file__).resolve()), "--child", kind, "--child-path", path]
+    if cache_dir:
+        cmd += ["--child-cache-dir", cache_dir]
+    return cmd
+
+
+def _peak_mib(res: dict) -> float:
+    child = res.get("child") or {}
+    kib = child.get("vmhwm_kib") or res.get("polled_vmhwm_kib") or res.get("wait4_maxrss_kib") or 0
+    return kib / 1024.0
+
+
+def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None, stdout_devnull: bool = False,
+             timeout: float = 1800) -> dict:
+    runs = []
+    for i in range(repeat):
+        _log(f"  {label}{f' (run {i + 1}/{repeat})' if repeat > 1 else ''} ...")
+        res = _run(cmd, env=env, stdout_devnull=stdout_devnull, timeout=timeout)
+        runs.append(res)
+        if "error" in res:
+            _log(f"    FAILED: {res['error']}\n{res.get('stderr_tail', '')}")
+            break
+        c = res.get("child") or {}
+        load = f"load {c['load_s']:.2f} s, " if "load_s" in c else ""
+        _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB")
+    ok = [r for r in runs if "error" not in r]
+    row: dict = {"label": label, "runs": runs, "ok": bool(ok) and len(ok) == len(runs)}
+    if ok:
+        loads = [r["child"]["load_s"] for r in ok if "load_s" in (r.get("child") or {})]
+        row["load_s"] = min(loads) if loads else None
+        row["load_s_all"] = loads
+        row["wall_s"] = min(r["wall_s"] for r in ok)
+        row["wall_s_all"] = [r["wall_s"] for r in ok]
+        best = min(ok, key=lambda r: r["wall_s"])
+        row["cpu_s"] = best["user_s"] + best["sys_s"]  # of the fastest run, whole process
+        row["peak_rss_mib"] = max(_peak_mib(r) for r in ok)
+        row["wait4_maxrss_mib"] = max(r["wait4_maxrss_kib"] for r in ok) / 1024.0
+        row["rss_source"] = ("child VmHWM" if (ok[-1].get("child") or {}).get("vmhwm_kib")
+                             else "polled VmHWM" if ok[-1].get("polled_vmhwm_kib") else "wait4 ru_maxrss")
+        row["child"] = ok[-1].get("child")
+    else:
+        row["error"] = runs[-1].get("error")
+        row["stderr_tail"] = runs[-1].get("stderr_tail")
+    return row
+
+
+def _tracekit_fingerprint() -> dict:
+    """sha1 over tracekit's source files, to tell which code a result belongs to (and whether it
+    changed while the benchmark ran: other people edit the package in place)."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("tracekit")  # finds the package without importing it
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    root = Path(roots[0]) if roots else REPO / "tracekit"
+    h = hashlib.sha1()
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".json", ".pyx", ".c"))
+    for p in files:
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        h.update(p.read_bytes())
+    latest = max((p.stat().st_mtime for p in files), default=0)
+    return {"root": str(root), "files": len(files), "sha1": h.hexdigest(),
+            "newest_mtime": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(latest))}
+
+
+def _warm_page_cache(*paths: Path) -> None:
+    for p in paths:
+        with open(p, "rb", buffering=0) as fh:
+            while fh.read(16 << 20):
+                pass
+
+
+# ---- inputs --------------------------------------------------------------------------------
+def _prepare_trace(args, out_dir: Path) -> tuple[Path, Path, dict, list[Path]]:
+    """Return (json path, gzip path, info, files we created)."""
+    created: list[Path] = []
+    if args.trace:
+        src = Path(args.trace).resolve()
+        if not src.is_file():
+            sys.exit(f"--trace {src}: no such file")
+        info: dict = {"source": str(src), "generated": False}
+        with open(src, "rb") as fh:
+            is_gz = fh.read(2) == b"\x1f\x8b"
+        if is_gz:
+            gz = src
+            js = out_dir / (src.name[:-3] if src.name.endswith(".gz") else src.name + ".json")
+            if js.suffix != ".json":
+                js = js.with_name(js.name + ".json")
+            _log(f"decompressing {src} -> {js}")
+            with subprocess.Popen(["gzip", "-dc", str(src)], stdout=subprocess.PIPE) as p, open(js, "wb") as fo:
+                shutil.copyfileobj(p.stdout, fo, 16 << 20)
+            created.append(js)
+        else:
+            js = src
+            gz = out_dir / (src.name + ".gz")
+            sys.path.insert(0, str(HERE))
+            from make_trace import gzip_file
+
+            _log(f"gzip -1 {src} -> {gz}")
+            gzip_file(src, gz, 1)
+            created.append(gz)
+        return js, gz, info, created
+    name = f"trace-{args.layout}-{args.mb:g}mb-{args.events_min}ev-seed{args.seed}"
+    js = out_dir / f"{name}.json"
+    gz = out_dir / f"{name}.json.gz"
+    info_path = out_dir / f"{name}.info.json"
+    sys.path.insert(0, str(HERE))
+    from make_trace import GENERATOR_VERSION
+
+    if js.exists() and gz.exists() and info_path.exists() and not args.regenerate:
+        info = json.loads(info_path.read_text())
+        if (info.get("bytes") == js.stat().st_size and info.get("gz_bytes") == gz.stat().st_size
+                and info.get("generator_version") == GENERATOR_VERSION):
+            _log(f"reusing generated trace {js} ({info['bytes'] / MB:.0f} MB, {info['records']:,} records)")
+            info["generated"] = "reused"
+            return js, gz, info, [js, gz, info_path]
+    _log(f"generating {js} (>= {args.mb:g} MB, >= {args.events_min:,} records, seed {args.seed}, layout {args.layout}) ...")
+    cmd = [sys.executable, str(HERE / "make_trace.py"), str(js), "--mb", str(args.mb), "--events-min", str(args.events_min),
+           "--seed", str(args.seed), "--layout", args.layout, "--gz"]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"make_trace failed (exit {proc.returncode})")
+    info = json.loads(proc.stdout)
+    info["generated"] = True
+    info_path.write_text(json.dumps(info, indent=2) + "\n")
+    _log(f"  {info['bytes'] / MB:.0f} MB, {info['records']:,} records ({info['x_events']:,} X events), "
+         f"{info['distinct_kernel_names']} kernel names, gzip {info['gz_bytes'] / MB:.0f} MB; "
+         f"{info['generate_s']:.0f} s + gzip {info['gzip_s']:.0f} s")
+    return js, gz, info, [js, gz, info_path]
+
+
+def _hta_python(args) -> tuple[str | None, str]:
+    """The interpreter to run HTA with, creating benchmarks/.venv-hta on first use."""
+    if args.hta_python:
+        return args.hta_python, "given with --hta-python"
+    py = DEFAULT_HTA_VENV / "bin" / "python"
+    probe = ("import importlib.metadata as m, hta.common.trace;"
+             "print(m.version('HolisticTraceAnalysis'))")
+    if py.exists():
+        r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip() == HTA_VERSION:
+            return str(py), f"existing {DEFAULT_HTA_VENV.relative_to(REPO)}"
+    _log(f"creating {DEFAULT_HTA_VENV} with HolisticTraceAnalysis=={HTA_VERSION} (first use; takes a minute or two) ...")
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    for cmd in ([base, "-m", "venv", "--clear", str(DEFAULT_HTA_VENV)],
+                [str(py), "-m", "pip", "install", "--quiet", f"HolisticTraceAnalysis=={HTA_VERSION}"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, f"could not build {DEFAULT_HTA_VENV}: {' '.join(cmd)} failed:\n{(r.stderr or r.stdout)[-2000:]}"
+    r = subprocess.run([str(py), "-c", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"HTA does not import in {DEFAULT_HTA_VENV}:\n{r.stderr[-2000:]}"
+    return str(py), f"created {DEFAULT_HTA_VENV.relative_to(REPO)}"
+
+
+# ---- report --------------------------------------------------------------------------------
+def _fmt(v, spec: str, none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
+def _verdict(key: str, value) -> str:
+    if value is None:
+        return "n/a"
+    op, target, _ = TARGETS[key]
+    ok = value >= target if op == ">=" else value <= target
+    return "PASS" if ok else "FAIL"
+
+
+def _table(rows: list[dict], size: int) -> str:
+    head = ("measurement", "load s", "wall s", "CPU s", "MB/s load", "MB/s wall", "peak RSS MiB", "RSS/size")
+    lines = []
+    for r in rows:
+        if not r.get("ok"):
+            lines.append((r["label"], "FAILED", r.get("error") or "", "", "", "", "", ""))
+            continue
+        load = r.get("load_s")
+        wall = r.get("wall_s")
+        rss = r.get("peak_rss_mib")
+        per_size = r.get("per_size", True)
+        rss_per_size = per_size and r.get("rss_per_size", True)
+        lines.append((
+            r["label"], _fmt(load, ".3f"), _fmt(wall, ".3f"), _fmt(r.get("cpu_s"), ".2f"),
+            _fmt(size / MB / load if load and per_size else None, ".1f"),
+            _fmt(size / MB / wall if wall and per_size else None, ".1f"),
+            _fmt(rss, ".1f"), _fmt(rss * MIB / size if rss and rss_per_size else None, ".3f"),
+        ))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+    fmt_row = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
+                                      for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [fmt_row(head), fmt_row(["-" * w for w in widths])]
+    out += [fmt_row(line) for line in lines]
+    return "\n".join(out)
+
+
+def _targets_table(ratios: list[dict]) -> str:
+    head = ("ratio", "by load time", "by wall time", "target", "verdict")
+    lines = []
+    for r in ratios:
+        unit = r.get("unit", "")
+        lines.append((r["label"], _fmt(r.get("load"), r.get("spec", ".2f")) + (unit if r.get("load") is not None else ""),
+                      _fmt(r.get("wall"), r.get("spec", ".2f")) + (unit if r.get("wall") is not None else ""),
+                      r.get("target_text", "(info)"), r.get("verdict", "")))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
+    fmt_row = lambda cells: "  ".join(str(c).ljust(w) if i in (0, 4) else str(c).rjust(w)  # noqa: E731
+                                      for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [fmt_row(head), fmt_row(["-" * w for w in widths])]
+    out += [fmt_row(line) for line in lines]
+    return "\n".join(out)
+
+
+def _ratios(by: dict[str, dict], size: int) -> list[dict]:
+    cold, gz, cached, hta, gzip_dc = (by.get(k) or {} for k in ("cold_json", "cold_gz", "cached", "hta", "gzip_dc"))
+
+    def t(row, key):
+        return row.get(key) if row.get("ok") else None
+
+    out = []
+
+    def add(key, label, load, wall, spec=".2f", unit="x"):
+        item = {"key": key, "label": label, "load": load, "wall": wall, "spec": spec, "unit": unit}
+        if key in TARGETS:
+            op, target, tunit = TARGETS[key]
+            item["target"] = target
+            item["target_text"] = f"{op} {target:g}{tunit}"
+            item["verdict"] = _verdict(key, load)
+        out.append(item)
+
+    add("speedup_vs_hta", "tracekit cold .json vs HTA (HTA time / tracekit time)",
+        _ratio(t(hta, "load_s"), t(cold, "load_s")), _ratio(t(hta, "wall_s"), t(cold, "wall_s")))
+    add("cold_mb_s", "tracekit cold .json throughput",
+        _ratio(size / MB, t(cold, "load_s")), _ratio(size / MB, t(cold, "wall_s")), ".1f", " MB/s")
+    add("cold_gz_mb_s", "tracekit cold .json.gz throughput (unzipped MB)",
+        _ratio(size / MB, t(gz, "load_s")), _ratio(size / MB, t(gz, "wall_s")), ".1f", " MB/s")
+    rss = t(cold, "peak_rss_mib")
+    add("rss_over_size", "tracekit cold .json peak RSS / unzipped size",
+        rss * MIB / size if rss else None, None, ".3f", "")
+    rss_gz = t(gz, "peak_rss_mib")
+    add("rss_over_size_gz", "tracekit cold .json.gz peak RSS / unzipped size",
+        rss_gz * MIB / size if rss_gz else None, None, ".3f", "")
+    add("cached_speedup", "cached re-open speed-up (cold .json / cached)",
+        _ratio(t(cold, "load_s"), t(cached, "load_s")), _ratio(t(cold, "wall_s"), t(cached, "wall_s")), ".1f")
+    add("cold_vs_gzip", "tracekit cold .json time / gzip -dc time",
+        _ratio(t(cold, "load_s"), t(gzip_dc, "wall_s")), _ratio(t(cold, "wall_s"), t(gzip_dc, "wall_s")))
+    add("cold_gz_vs_gzip", "tracekit cold .json.gz time / gzip -dc time",
+        _ratio(t(gz, "load_s"), t(gzip_dc, "wall_s")), _ratio(t(gz, "wall_s"), t(gzip_dc, "wall_s")))
+    return out
+
+
+# ---- main ----------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="tracekit ingest benchmark (see benchmarks/README.md)")
+    ap.add_argument("--trace", help="use this trace (.json or .json.gz) instead of generating one")
+    ap.add_argument("--mb", type=float, default=320, help="generated trace: minimum unzipped size in MB (default 320)")
+    ap.add_argument("--events-min", type=int, default=1_500_000,
+                    help="generated trace: minimum number of traceEvents records (default 1,500,000)")
+    ap.add_argument("--seed", type=int, default=0, help="generated trace: seed (default 0)")
+    ap.add_argument("--layout", choices=("oneline", "kineto"), default="oneline",
+                    help="generated trace: one record per line (default) or libkineto's multi-line layout")
+    ap.add_argument("--regenerate", action="store_true", help="generate the trace even if a matching one is in --out")
+    ap.add_argument("--out", default=str(HERE / "out"),
+                    help="results folder (ingest-results.json goes there; also holds the generated trace), "
+                         "or a .json file path (default benchmarks/out)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each tracekit and gzip row; best time is reported (default 3)")
+    ap.add_argument("--skip-hta", action="store_true", help="do not run HolisticTraceAnalysis")
+    ap.add_argument("--hta-python", help="python interpreter with HolisticTraceAnalysis 0.5.0 installed "
+                                         "(default: benchmarks/.venv-hta, created on first use)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per child process (default 1800)")
+    ap.add_argument("--clean", action="store_true", help="delete the generated/converted trace files afterwards")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-path", help=argparse.SUPPRESS)
+    ap.add_argument("--child-cache-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.child:
+        res = _child(args.child, args.child_path, args.child_cache_dir)
+        sys.stdout.flush()
+        print(MARK + json.dumps(res), flush=True)
+        return 0
+
+    out_arg = Path(args.out)
+    if out_arg.suffix == ".json":
+        out_dir, out_file = out_arg.parent, out_arg
+    else:
+        out_dir, out_file = out_arg, out_arg / "ingest-results.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.resolve()
+
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    fp_start = _tracekit_fingerprint()
+    js, gz, trace_info, created = _prepare_trace(args, out_dir)
+    size = js.stat().st_size
+    gz_size = gz.stat().st_size
+    _warm_page_cache(js, gz)
+
+    notes: list[str] = []
+    hta_py, hta_note = (None, "skipped (--skip-hta)") if args.skip_hta else _hta_python(args)
+    if not args.skip_hta:
+        _log(f"HTA python: {hta_py or '-'} ({hta_note.splitlines()[0]})")
+        if hta_py is None:
+            notes.append(f"HTA row not measured: {hta_note}")
+
+    cache_dir = tempfile.mkdtemp(prefix="tracekit-bench-cache-")
+    env = dict(os.environ, TRACEKIT_CACHE_DIR=cache_dir)  # belt and braces: never touch the user's cache
+    py = sys.executable
+    rows: dict[str, dict] = {}
+    try:
+        _log(f"measuring on {js.name}: {size / MB:.1f} MB unzipped, {gz_size / MB:.1f} MB gzip")
+        rows["import"] = _measure("python -c 'import tracekit'", [py, "-c", IMPORT_BASELINE], args.repeat, env=env,
+                                  timeout=args.timeout)
+        rows["import"]["per_size"] = False
+        rows["gzip_dc"] = _measure("gzip -dc .json.gz > /dev/null", ["gzip", "-dc", str(gz)], args.repeat,
+                                   stdout_devnull=True, timeout=args.timeout)
+        rows["gzip_dc"]["rss_per_size"] = False
+        rows["cold_json"] = _measure("tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)), args.repeat,
+                                     env=env, timeout=args.timeout)
+        rows["cold_gz"] = _measure("tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)), args.repeat,
+                                   env=env, timeout=args.timeout)
+        rows["cache_write"] = _measure("tracekit first load, cache=True (writes cache)",
+                                       _child_cmd(py, "tracekit-cache-write", str(js), cache_dir), 1, env=env,
+                                       timeout=args.timeout)
+        rows["cached"] = _measure("tracekit cached re-open (cache=True)",
+                                  _child_cmd(py, "tracekit-cached", str(js), cache_dir), args.repeat, env=env,
+                                  timeout=args.timeout)
+        if hta_py:
+            rows["hta"] = _measure(f"HTA {HTA_VERSION} parse_trace_file(.json)", _child_cmd(hta_py, "hta", str(js)), 1,
+                                   timeout=args.timeout)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    # sanity checks on what tracekit returned
+    cold_c = (rows["cold_json"].get("child") or {}) if rows["cold_json"].get("ok") else {}
+    for key in ("cold_gz", "cache_write", "cached"):
+        c = rows[key].get("child") if rows[key].get("ok") else None
+        if c and cold_c and (c.get("events_kept"), c.get("rows")) != (cold_c.get("events_kept"), cold_c.get("rows")):
+            notes.append(f"{rows[key]['label']}: {c.get('events_kept')} events kept / {c.get('rows')} rows, but the cold "
+                         f".json load kept {cold_c.get('events_kept')} / {cold_c.get('rows')}")
+    cached_c = rows["cached"].get("child") if rows["cached"].get("ok") else None
+    if cached_c and not cached_c.get("from_cache"):
+        notes.append("the cached re-open did NOT come from the cache (report.from_cache is False): "
+                     "its time is a second cold ingest")
+    wc = rows["cache_write"].get("child") if rows["cache_write"].get("ok") else None
+    if wc is not None and not wc.get("cache_files"):
+        notes.append("the cache=True load wrote no file into the cache dir")
+    if cold_c.get("warnings"):
+        notes.append("tracekit warnings on the cold load: " + " | ".join(cold_c["warnings"][:5]))
+    if cold_c.get("dropped"):
+        notes.append(f"tracekit dropped events on the cold load: {cold_c['dropped']}")
+    if trace_info.get("records") and cold_c.get("records_read") not in (None, trace_info["records"]):
+        notes.append(f"tracekit read {cold_c.get('records_read')} records; the generator wrote {trace_info['records']}")
+    driver_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    fp_end = _tracekit_fingerprint()
+    if fp_end["sha1"] != fp_start["sha1"]:
+        notes.append(f"tracekit's sources changed while the benchmark ran (sha1 {fp_start['sha1'][:12]} -> "
+                     f"{fp_end['sha1'][:12]}): rows may mix two versions; run again")
+
+    order = ["import", "gzip_dc", "cold_json", "cold_gz", "cache_write", "cached", "hta"]
+    table_rows = [rows[k] for k in order if k in rows]
+    ratios = _ratios(rows, size)
+
+    hdr = (f"trace: {js}  ({size / MB:.1f} MB unzipped = {size / MIB:.1f} MiB; gzip -1 copy {gz_size / MB:.1f} MB)")
+    if trace_info.get("records"):
+        hdr += (f"\n       {trace_info['records']:,} traceEvents records, {trace_info['x_events']:,} complete (X) events, "
+                f"{trace_info.get('distinct_kernel_names', '?')} distinct kernel names, layout {trace_info.get('layout')}")
+    if cold_c:
+        hdr += f"\n       tracekit: {cold_c['records_read']:,} records read, {cold_c['events_kept']:,} events kept"
+    hdr += (f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}; "
+            f"tracekit {cold_c.get('tracekit_version', '?')}; best of {args.repeat} for tracekit/gzip rows, "
+            f"HTA once; file in page cache; tracekit sources sha1 {fp_start['sha1'][:12]}")
+    text = "\n".join([
+        hdr, "",
+        _table(table_rows, size), "",
+        "load s = time around the load call inside the child; wall s = the whole child process (start, imports,\n"
+        "exit); CPU s = user+sys of that process (more than wall s means threads). MB/s over the unzipped .json\n"
+        "size (10^6 bytes). Peak RSS = the process's own VmHWM, in MiB; RSS/size = peak RSS bytes / unzipped bytes.", "",
+        _targets_table(ratios),
+    ])
+    if notes:
+        text += "\n\nnotes:\n" + "\n".join(f"- {n}" for n in notes)
+    print(text, flush=True)
+
+    result = {
+        "started": started,
+        "command": " ".join([os.path.relpath(sys.executable) if sys.executable.startswith(str(REPO)) else sys.executable,
+                             *sys.argv]),
+        "machine": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                    "python": platform.python_version(), "mem_total_kib": _meminfo_total()},
+        "trace": {"json": str(js), "json_bytes": size, "gz": str(gz), "gz_bytes": gz_size, **trace_info},
+        "hta_python": hta_py, "hta_python_note": hta_note,
+        "rows": {k: v for k, v in rows.items()},
+        "ratios": ratios,
+        "targets": {k: {"op": v[0], "value": v[1]} for k, v in TARGETS.items()},
+        "notes": notes,
+        "tracekit_source": {"start": fp_start, "end": fp_end},
+        "driver_maxrss_mib": driver_rss,
+        "table": text,
+    }
+    tmp = out_file.with_name(out_file.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    os.replace(tmp, out_file)
+    _log(f"\nresults written to {out_file}")
+    if args.clean:
+        for p in created:
+            if p.exists():
+                p.unlink()
+        _log("deleted " + ", ".join(p.name for p in created))
+    failed = [r for r in ratios if r.get("verdict") == "FAIL"]
+    return 1 if (args.strict and failed) else 0
+
+
+def _meminfo_total() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
