@@ -132,9 +132,9 @@ def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = Fals
                                 stdin=subprocess.DEVNULL, env=env, close_fds=True)
         killer = threading.Timer(timeout, proc.kill)
         killer.start()
-        polled = [0]
+        polled: dict = {}
         stop = threading.Event()
-        poller = threading.Thread(target=_poll_vmhwm, args=(proc.pid, polled, stop), daemon=True)
+        poller = threading.Thread(target=_poll_memory, args=(proc.pid, polled, stop), daemon=True)
         poller.start()
         try:
             _, status, ru = os.wait4(proc.pid, 0)
@@ -150,7 +150,8 @@ def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = Fals
         stdout = out_f.read().decode(errors="replace")
         stderr = err_f.read().decode(errors="replace")
     res = {"cmd": cmd, "wall_s": wall, "rc": proc.returncode, "timed_out": timed_out,
-           "wait4_maxrss_kib": ru.ru_maxrss, "polled_vmhwm_kib": polled[0] or None, "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
+           "wait4_maxrss_kib": ru.ru_maxrss, "polled_vmhwm_kib": polled.get("root_vmhwm_kib") or None,
+           "tree_peak_kib": polled.get("tree_kib") or None, "max_procs": polled.get("max_procs"), "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
     child = None
     for line in stdout.splitlines():
         if line.startswith(MARK):
@@ -163,21 +164,58 @@ def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = Fals
     return res
 
 
-def _poll_vmhwm(pid: int, box: list, stop: threading.Event) -> None:
-    """Sample the child's VmHWM (monotonic) until it exits: the peak RSS of a child that cannot
-    report its own (gzip). wait4's ru_maxrss cannot serve: Linux carries the parent's RSS at
-    fork time into the child's maxrss across exec."""
-    path = f"/proc/{pid}/status"
-    while not stop.is_set():
+POLL_S = 0.02
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (via /proc/<pid>/task/<tid>/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
         try:
-            with open(path) as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        box[0] = max(box[0], int(line.split()[1]))
-                        break
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as fh:
+                    todo.extend(int(c) for c in fh.read().split())
         except (OSError, ValueError):
             pass
-        stop.wait(0.005)
+    return out
+
+
+def _read_kib(path: str, key: str) -> int:
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(key):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _poll_memory(pid: int, box: dict, stop: threading.Event) -> None:
+    """Sample the child's process tree every POLL_S seconds until it exits.
+
+    * root_vmhwm_kib: the child's own VmHWM (monotonic), for children that cannot report it
+      themselves (gzip). wait4's ru_maxrss cannot serve: Linux carries the parent's RSS at fork
+      time into the child's maxrss across exec.
+    * tree_kib: the largest total memory of the tree seen in one sample. While the child is
+      alone that is its VmRSS (cheap to read). While it has descendants (tracekit may fork a
+      helper) it is the sum of their PSS from smaps_rollup, which splits the pages they still
+      share instead of counting them twice. smaps_rollup is only read then, because reading it
+      takes the target's mmap lock and would slow a big single process down.
+    """
+    while not stop.is_set():
+        pids = _tree(pid)
+        box["max_procs"] = max(box.get("max_procs", 0), len(pids))
+        status = f"/proc/{pid}/status"
+        box["root_vmhwm_kib"] = max(box.get("root_vmhwm_kib", 0), _read_kib(status, "VmHWM:"))
+        if len(pids) == 1:
+            total = _read_kib(status, "VmRSS:")
+        else:
+            total = sum(_read_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
+        box["tree_kib"] = max(box.get("tree_kib", 0), total)
+        stop.wait(POLL_S)
 
 
 def _child_cmd(python: str, kind: str, path: str, cache_dir: str | None = None) -> list[str]:
@@ -193,6 +231,11 @@ def _peak_mib(res: dict) -> float:
     return kib / 1024.0
 
 
+def _tree_mib(res: dict) -> float | None:
+    kib = res.get("tree_peak_kib")
+    return kib / 1024.0 if kib else None
+
+
 def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None, stdout_devnull: bool = False,
              timeout: float = 1800) -> dict:
     runs = []
@@ -205,7 +248,9 @@ def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None
             break
         c = res.get("child") or {}
         load = f"load {c['load_s']:.2f} s, " if "load_s" in c else ""
-        _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB")
+        tree = _tree_mib(res)
+        _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB"
+             + (f", tree peak {tree:.0f} MiB over {res.get('max_procs')} process(es)" if tree else ""))
     ok = [r for r in runs if "error" not in r]
     row: dict = {"label": label, "runs": runs, "ok": bool(ok) and len(ok) == len(runs)}
     if ok:
@@ -218,6 +263,11 @@ def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None
         row["cpu_s"] = best["user_s"] + best["sys_s"]  # of the fastest run, whole process
         row["peak_rss_mib"] = max(_peak_mib(r) for r in ok)
         row["wait4_maxrss_mib"] = max(r["wait4_maxrss_kib"] for r in ok) / 1024.0
+        trees = [_tree_mib(r) for r in ok if _tree_mib(r)]
+        row["tree_peak_mib"] = max(trees) if trees else None
+        row["max_procs"] = max((r.get("max_procs") or 1) for r in ok)
+        # the memory figure the RSS/size ratio uses: the larger of the exact own peak and the tree's
+        row["mem_mib"] = max(row["peak_rss_mib"], row["tree_peak_mib"] or 0)
         row["rss_source"] = ("child VmHWM" if (ok[-1].get("child") or {}).get("vmhwm_kib")
                              else "polled VmHWM" if ok[-1].get("polled_vmhwm_kib") else "wait4 ru_maxrss")
         row["child"] = ok[-1].get("child")
@@ -354,22 +404,25 @@ def _verdict(key: str, value) -> str:
 
 
 def _table(rows: list[dict], size: int) -> str:
-    head = ("measurement", "load s", "wall s", "CPU s", "MB/s load", "MB/s wall", "peak RSS MiB", "RSS/size")
+    head = ("measurement", "load s", "wall s", "CPU s", "MB/s load", "MB/s wall", "peak RSS MiB", "tree MiB", "procs",
+            "RSS/size")
     lines = []
     for r in rows:
         if not r.get("ok"):
-            lines.append((r["label"], "FAILED", r.get("error") or "", "", "", "", "", ""))
+            lines.append((r["label"], "FAILED", r.get("error") or "", "", "", "", "", "", "", ""))
             continue
         load = r.get("load_s")
         wall = r.get("wall_s")
         rss = r.get("peak_rss_mib")
+        mem = r.get("mem_mib")
         per_size = r.get("per_size", True)
         rss_per_size = per_size and r.get("rss_per_size", True)
         lines.append((
             r["label"], _fmt(load, ".3f"), _fmt(wall, ".3f"), _fmt(r.get("cpu_s"), ".2f"),
             _fmt(size / MB / load if load and per_size else None, ".1f"),
             _fmt(size / MB / wall if wall and per_size else None, ".1f"),
-            _fmt(rss, ".1f"), _fmt(rss * MIB / size if rss and rss_per_size else None, ".3f"),
+            _fmt(rss, ".1f"), _fmt(r.get("tree_peak_mib"), ".1f"), _fmt(r.get("max_procs"), "d"),
+            _fmt(mem * MIB / size if mem and rss_per_size else None, ".3f"),
         ))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt_row = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
@@ -418,10 +471,10 @@ def _ratios(by: dict[str, dict], size: int) -> list[dict]:
         _ratio(size / MB, t(cold, "load_s")), _ratio(size / MB, t(cold, "wall_s")), ".1f", " MB/s")
     add("cold_gz_mb_s", "tracekit cold .json.gz throughput (unzipped MB)",
         _ratio(size / MB, t(gz, "load_s")), _ratio(size / MB, t(gz, "wall_s")), ".1f", " MB/s")
-    rss = t(cold, "peak_rss_mib")
+    rss = t(cold, "mem_mib")
     add("rss_over_size", "tracekit cold .json peak RSS / unzipped size",
         rss * MIB / size if rss else None, None, ".3f", "")
-    rss_gz = t(gz, "peak_rss_mib")
+    rss_gz = t(gz, "mem_mib")
     add("rss_over_size_gz", "tracekit cold .json.gz peak RSS / unzipped size",
         rss_gz * MIB / size if rss_gz else None, None, ".3f", "")
     add("cached_speedup", "cached re-open speed-up (cold .json / cached)",
@@ -559,7 +612,9 @@ def main(argv: list[str] | None = None) -> int:
         _table(table_rows, size), "",
         "load s = time around the load call inside the child; wall s = the whole child process (start, imports,\n"
         "exit); CPU s = user+sys of that process (more than wall s means threads). MB/s over the unzipped .json\n"
-        "size (10^6 bytes). Peak RSS = the process's own VmHWM, in MiB; RSS/size = peak RSS bytes / unzipped bytes.", "",
+        "size (10^6 bytes). peak RSS = the process's own VmHWM (MiB). tree = the most memory its process tree held\n"
+        "in one 20 ms sample: RSS while alone, sum of PSS while it had descendants (tracekit may fork a helper);\n"
+        "procs = most processes seen at once. RSS/size = max(peak RSS, tree) in bytes / unzipped bytes.", "",
         _targets_table(ratios),
     ])
     if notes:
