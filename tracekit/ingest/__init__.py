@@ -71,9 +71,11 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
         size = source.stat().st_size
         report.file_bytes = size
         counter = _Counter()
-        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=_workers(size))
+        compression = _compression(source)
+        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=_workers(size),
+                             plain_file=str(source) if compression == "none" else None)
         report.text_bytes = counter.total
-        report.compression = _compression(source)
+        report.compression = compression
     except (NotStreamable, StreamDamaged, InputError):
         cols = None  # the whole-document reader below salvages, or says exactly what is wrong
     except OSError as exc:
@@ -81,7 +83,7 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     if cols is None:
         cols = _whole_document(source, shown, report)
     report.records_read = cols.n
-    events, dropped, lanes = build_events(cols)
+    events, dropped, lanes = build_events(cols)  # consumes the raw columns
     for reason, count in dropped.items():
         if reason.split(" record (ph")[0] in set(NON_EVENT_PHASES.values()):
             report.not_events[reason] = count
@@ -99,7 +101,9 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     if report.events_kept == 0:
         raise InputError(f"{shown} holds no usable trace events ({report.records_read} records read); "
                          "pass a torch-profiler trace recorded with events")
-    meta = _meta(cols.header, lanes, events, shown)
+    header = cols.header
+    del cols
+    meta = _meta(header, lanes, events, shown)
     if report.salvaged and meta.get("base_time_ns") is None:
         report.warnings.append(f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
                                " times are as written in the file")
@@ -176,8 +180,8 @@ def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> 
     dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
     devices = header.get("deviceProperties") if isinstance(header.get("deviceProperties"), list) else []
     base = header.get("baseTimeNanoseconds")
-    gpu = events[events["kind"].isin(("kernel", "memcpy", "memset"))]
-    used = sorted(int(d) for d in np.unique(gpu["device"].to_numpy()) if d >= 0)
+    gpu_devices = events["device"].to_numpy()[events["kind"].isin(("kernel", "memcpy", "memset")).to_numpy()]
+    used = sorted(int(d) for d in np.unique(gpu_devices) if d >= 0)
     num_sms = None
     props = [d for d in devices if isinstance(d, dict) and isinstance(d.get("numSms"), int)]
     match = [d for d in props if used and d.get("id") == used[0]]

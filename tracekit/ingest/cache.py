@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import __version__
 from ..schema import EVENT_COLUMNS
@@ -52,6 +50,8 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
     path = cache_path(source, cache_dir)
     if not path.exists():
         return None
+    import pyarrow.parquet as pq  # imported only when a cache is used: it costs ~40 MiB
+
     try:
         table = pq.read_table(path)
         stored = json.loads(table.schema.metadata[_META_KEY])
@@ -76,6 +76,9 @@ def _restore_dtypes(events):
 
 def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | None:
     """Store ``trace`` atomically; failures (read-only disk, full disk) only log."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = cache_path(source, cache_dir)
     tmp_name = None
     try:

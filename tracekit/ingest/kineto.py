@@ -19,6 +19,7 @@ decoded as a float and rounded.
 """
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -322,13 +323,15 @@ class NotStreamable(Exception):
     """The layout is not one the streaming path handles; use the whole-document path."""
 
 
-def decode_stream(blocks: Iterable[bytes], *, workers: int = 1) -> RawColumns:
+def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None) -> RawColumns:
     """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
 
-    With ``workers`` > 1 a forked helper process decodes every other piece while this process
-    decodes the rest; the pieces are reassembled in file order.
+    With ``workers`` > 1 a forked helper process decodes pieces whenever it is not already busy
+    with two, while this process decodes the rest; the pieces are reassembled in file order.
+    ``plain_file`` (an uncompressed source, whose bytes are the text) lets the helper read its
+    pieces from the file instead of receiving them through the pipe.
     """
-    helper = _Helper() if workers > 1 else None
+    helper = _Helper(plain_file) if workers > 1 else None
     try:
         return _decode_stream(blocks, helper)
     finally:
@@ -342,8 +345,10 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
     it = iter(blocks)
     head_end = -1
     array_form = False
+    total_in = 0
     for block in it:
         buf += block
+        total_in += len(block)
         start = _head(buf)
         if start and start[:1] not in (b"{", b"["):
             raise NotStreamable("not JSON")
@@ -360,12 +365,12 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
     if head_end < 0:
         raise NotStreamable("no traceEvents")
     header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf).start()])
-    del buf[:head_end]
-    buf[0:0] = b" "  # every piece starts with one byte before its first '{', overwritten by '['
+    del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
     sep: bytes | None = None
     for block in _chain_first(buf, it):
         if block is not buf:
             buf += block
+            total_in += len(block)
         if sep is None:
             m = _SEP_RE.search(buf)
             if m is None:
@@ -376,12 +381,16 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
         k = buf.rfind(sep)
         if k < 0:
             continue
-        to_helper = helper is not None and len(slots) % 2 == 0
-        slots.append(None if to_helper else True)
-        result = _decode_piece(buf, k, helper if to_helper else None)
-        if result is not None:
-            slots[-1] = result
-        del buf[: k + len(sep) - 2]  # keep the byte before the next '{': it becomes the next '['
+        if helper is not None and helper.pending() < helper.depth:
+            slots.append(None)
+            helper.submit(buf, k, total_in - len(buf))
+        else:
+            slots.append(_decode_piece(buf, k))
+        cut = k + len(sep) - 2  # keep the byte before the next '{': it becomes the next '['
+        try:
+            del buf[:cut]
+        except BufferError:  # something (a profiler, a debugger) still holds a view: copy instead
+            buf = bytearray(buf[cut:])
     tail = bytes(buf)
     try:
         if array_form:
@@ -419,13 +428,14 @@ def _decode_text(text) -> dict[str, Any]:
 class _Helper:
     """A forked process that decodes pieces sent over a pipe and returns their columns in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, plain_file: str | None = None) -> None:
         import multiprocessing as mp
         import threading
 
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_helper_main, args=(child,), daemon=True, name="tracekit-decode")
+        self.plain_file = plain_file
+        self.proc = ctx.Process(target=_helper_main, args=(child, plain_file), daemon=True, name="tracekit-decode")
         self.proc.start()
         child.close()
         self._results: list = []
@@ -433,9 +443,25 @@ class _Helper:
         self._thread = threading.Thread(target=self._collect, daemon=True, name="tracekit-collect")
         self._thread.start()
         self._stopped = False
+        self._sent = 0
+        # how many pieces may wait for the helper: offsets cost nothing to queue, while text sent
+        # through the pipe blocks this process until the helper reads it
+        self.depth = 4 if plain_file is not None else 1
 
-    def submit(self, view) -> None:
-        self.conn.send_bytes(view)
+    def pending(self) -> int:
+        return self._sent - len(self._results)
+
+    def submit(self, buf: bytearray, k: int, offset: int) -> None:
+        """Hand over buf[1:k+1]; ``offset`` is the position of buf[0] in the text."""
+        if self.plain_file is not None:
+            self.conn.send_bytes(b"%d %d" % (offset + 1, k))
+        else:
+            view = memoryview(buf)[1 : k + 1]
+            try:
+                self.conn.send_bytes(view)
+            finally:
+                view.release()
+        self._sent += 1
 
     def _collect(self) -> None:
         while True:
@@ -471,19 +497,25 @@ class _Helper:
             self.proc.kill()
 
 
-def _helper_main(conn) -> None:
+def _helper_main(conn, plain_file: str | None) -> None:
+    fd = os.open(plain_file, os.O_RDONLY) if plain_file is not None else None
     try:
         while True:
             data = conn.recv_bytes()
             if not data:
                 break
             try:
-                conn.send(("ok", _decode_text(data)))
+                if fd is not None:
+                    offset, length = (int(x) for x in data.split())
+                    data = os.pread(fd, length, offset)
+                conn.send(("ok", _decode_text(b"[" + data + b"]")))
             except Exception as exc:  # reported to the parent, which falls back to the safe path
                 conn.send(("error", f"{type(exc).__name__}: {exc}"))
         conn.send(("done", None))
     finally:
         conn.close()
+        if fd is not None:
+            os.close(fd)
 
 
 def _chain_first(first: bytearray, rest: Iterable[bytes]):
@@ -491,17 +523,12 @@ def _chain_first(first: bytearray, rest: Iterable[bytes]):
     yield from rest
 
 
-def _decode_piece(buf: bytearray, k: int, helper: "_Helper | None") -> dict[str, Any] | None:
-    """Decode buf[:k+1] (whole events) in place: '[' and ']' are written over separator bytes.
-
-    With a helper the piece is sent to it and None is returned (its result arrives in order)."""
+def _decode_piece(buf: bytearray, k: int) -> dict[str, Any]:
+    """Decode buf[1:k+1] (whole events) in place: '[' and ']' are written over the bytes around it."""
     buf[k + 1] = 93  # ']' over the ',' after the last complete event
-    buf[0] = 91  # '[' over the whitespace before the first '{'
+    buf[0] = 91  # '[' over the byte before the first '{'
     view = memoryview(buf)[: k + 2]
     try:
-        if helper is not None:
-            helper.submit(view)
-            return None
         return _decode_text(view)
     finally:
         view.release()

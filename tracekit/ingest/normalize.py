@@ -27,7 +27,11 @@ NON_EVENT_PHASES = {
 
 
 def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[str, Any]]:
-    """Return (events table sorted by start, dropped-by-reason counts, lane names)."""
+    """Return (events table sorted by start, dropped-by-reason counts, lane names).
+
+    Consumes ``raw``: each raw column is released once it has been gathered, so the raw and the
+    final columns are never all alive at once.
+    """
     dropped: dict[str, int] = {}
     lanes = _lane_names(raw)
 
@@ -59,12 +63,17 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         keep &= ~sel
 
     idx = np.flatnonzero(keep)
+    del keep, complete, bad_ts, unknown, paired
     start = raw.ts_ns[idx]
     order = np.argsort(start, kind="stable")  # ties keep file order
     idx = idx[order]
     start = start[order]
+    del order
+    raw.ts_ns = raw.ts_ok = raw.dur_state = None
     inst = instant[idx]
+    del instant
     dur = np.where(inst, 0, raw.dur_ns[idx])
+    raw.dur_ns = None
 
     classes = load_classes()
     cat_codes = raw.cat[idx]
@@ -72,17 +81,17 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
                            dtype=np.int8)
     kind_code = np.where(inst, schema.KINDS.index("instant"), kind_by_cat[cat_codes]).astype(np.int8)
 
-    pid = raw.pid[idx]
-    tid = raw.tid[idx]
-    args = {k: v[idx] for k, v in raw.ints.items()}
+    pid, tid = raw.pid[idx], raw.tid[idx]
+    raw.pid = raw.tid = None
+    args = {k: raw.ints.pop(k)[idx] for k in list(raw.ints)}
     is_gpu = np.isin(kind_code, [schema.KINDS.index(k) for k in GPU_KINDS])
     is_ann = kind_code == schema.KINDS.index("gpu_annotation")
     stream = np.where(is_gpu, np.where((args["stream"] >= 0) & ~is_ann, args["stream"], tid), -1)
     device = np.where(is_gpu, np.where(args["device"] >= 0, args["device"], pid), -1)
 
     name_codes = raw.name[idx]
-    grid = raw.grid[idx]
-    block = raw.block[idx]
+    grid, block = raw.grid[idx], raw.block[idx]
+    raw.grid = raw.block = None
     data = {
         "event_id": idx.astype(np.int64),
         "start_ns": start.astype(np.int64),

@@ -16,14 +16,54 @@ _POW10 = np.array([10**k for k in range(19)], dtype=np.int64)
 _SEP = 0  # byte that joins the tokens; never occurs inside JSON number text
 
 
+_MAX_BY_SCALE = {d: (2**63 - 1) // 10 ** (3 - d) for d in range(4)}
+
+
 def raw_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
-    """Convert number tokens (bytes-like; empty = missing) to (int64 ns, valid mask)."""
+    """Convert number tokens (bytes-like; empty = missing) to (int64 ns, valid mask).
+
+    Fast path: plain decimals with at most three decimals, parsed by numpy as integers once the
+    dot is removed (``12.345`` → ``12345`` ns). Anything else goes through :func:`_matrix_to_ns`.
+    """
     n = len(tokens)
     out = np.zeros(n, dtype=np.int64)
     valid = np.zeros(n, dtype=bool)
     if n == 0:
         return out, valid
-    arr = np.array([bytes(t) for t in tokens]) if not isinstance(tokens[0], bytes) else np.array(tokens)
+    arr = np.array(b"\x00".join(tokens).split(b"\x00"))  # accepts any buffer (msgspec.Raw) without a loop
+    if arr.dtype.itemsize == 0:
+        return out, valid
+    length = np.strings.str_len(arr)
+    present = np.flatnonzero(length > 0)
+    sub = arr[present]
+    dot = np.strings.find(sub, b".")
+    decimals = np.where(dot >= 0, length[present] - dot - 1, 0)
+    try:
+        digits = np.strings.replace(sub, b".", b"", 1).astype(np.int64)
+    except (ValueError, OverflowError):
+        return _matrix_to_ns(tokens)
+    good = decimals <= 3
+    for d in range(3):  # fewer than three decimals: scale, unless that would overflow
+        sel = decimals == d
+        good &= ~sel | (np.abs(digits) <= _MAX_BY_SCALE[d])
+    scale = np.array([1000, 100, 10, 1], dtype=np.int64)[np.clip(decimals, 0, 3)]
+    out[present] = np.where(good, digits * np.where(good, scale, 1), 0)
+    valid[present] = good
+    rest = present[~good]
+    if rest.size:  # more than three decimals, or too large: the exact general path
+        r_out, r_ok = _matrix_to_ns([tokens[i] for i in rest.tolist()])
+        out[rest], valid[rest] = r_out, r_ok
+    return out, valid
+
+
+def _matrix_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
+    """General exact conversion over a (tokens × characters) digit matrix."""
+    n = len(tokens)
+    out = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    if n == 0:
+        return out, valid
+    arr = np.array(b"\x00".join(tokens).split(b"\x00"))  # accepts any buffer (msgspec.Raw) without a loop
     width = arr.dtype.itemsize
     if width == 0:
         return out, valid

@@ -195,12 +195,12 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
             dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
             fed = False
             while True:
-                data = fh.read(block)
+                data = fh.read(block // 4)
                 if not data:
                     break
                 while data:
                     try:
-                        out = dec.decompress(data)
+                        out = dec.decompress(data, block)  # at most one block of text per call
                     except zlib.error as exc:
                         raise StreamDamaged(str(exc)) from exc
                     fed = True
@@ -212,7 +212,7 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
                         fed = False
                         data = rest if rest.strip(b"\x00") else b""
                     else:
-                        data = b""
+                        data = dec.unconsumed_tail
             if fed and not dec.eof:
                 raise StreamDamaged("the gzip stream ends early")
         elif head.startswith(ZSTD_MAGIC):
@@ -221,12 +221,12 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
             dobj = zstandard.ZstdDecompressor().decompressobj()
             try:
                 while True:
-                    data = fh.read(block)
+                    data = fh.read(block // 4)
                     if not data:
                         break
                     out = dobj.decompress(data)
-                    if out:
-                        yield out
+                    for i in range(0, len(out), block):
+                        yield out[i : i + block]
             except zstandard.ZstdError as exc:
                 raise StreamDamaged(str(exc)) from exc
             if not dobj.eof:
