@@ -20,6 +20,7 @@ class IngestReport:
 
     path: str
     compression: str = "none"
+    reader: str = "stream"  # "stream", or "whole" (the fallback that also salvages)
     file_bytes: int = 0
     text_bytes: int = 0
     records_read: int = 0

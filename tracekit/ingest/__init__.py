@@ -12,8 +12,8 @@ import numpy as np
 from ..errors import InputError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
-from .kineto import NotStreamable, decode_slices, decode_stream, split_document
-from .normalize import NON_EVENT_PHASES, build_events
+from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
+from .normalize import build_events
 from .reader import StreamDamaged, iter_blocks, prefetch, read_text, salvage_json
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,9 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
         report.file_bytes = size
         counter = _Counter()
         compression = _compression(source)
-        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=_workers(size),
+        # compressed input already keeps a second core busy decompressing (in the reader thread)
+        workers = _workers(size) if compression == "none" else 1
+        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=workers,
                              plain_file=str(source) if compression == "none" else None)
         report.text_bytes = counter.total
         report.compression = compression
@@ -81,11 +83,12 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     except OSError as exc:
         raise InputError(f"{shown} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
     if cols is None:
+        report.reader = "whole"
         cols = _whole_document(source, shown, report)
     report.records_read = cols.n
     events, dropped, lanes = build_events(cols)  # consumes the raw columns
     for reason, count in dropped.items():
-        if reason.split(" record (ph")[0] in set(NON_EVENT_PHASES.values()):
+        if reason in NOT_EVENT_REASONS:
             report.not_events[reason] = count
         else:
             report.dropped[reason] = count

@@ -87,13 +87,34 @@ _LOOSE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem")
 
 
+# Why a record is not kept, by code (0 = kept). The first five are records that are not timeline
+# events at all; the rest are events that cannot be used. Both are counted, never silently lost.
+REASONS = [
+    "",
+    "metadata record (ph 'M')",
+    "flow record (ph 's')",
+    "flow record (ph 'f')",
+    "flow record (ph 't')",
+    "counter record (ph 'C')",
+    "record with an unsupported or missing phase 'ph'",
+    "begin/end or async record (ph B/E/b/e/n) not paired by tracekit",
+    "event without a usable 'ts'",
+    "complete event without 'dur'",
+    "complete event with a non-finite 'dur'",
+    "complete event with a negative 'dur'",
+]
+NOT_EVENT_REASONS = frozenset(REASONS[1:6])
+_PHASE_REASON = {"M": 1, "s": 2, "f": 3, "t": 4, "C": 5, "X": 0, "i": 0, "I": 0,
+                 "B": 7, "E": 7, "b": 7, "e": 7, "n": 7}
+_BAD_TS, _DUR_STATE_REASON = 8, np.array([0, 9, 10, 11], dtype=np.int8)
+
+
 @dataclass
 class RawColumns:
-    """Columns of every record in ``traceEvents``, in file order (before any filtering)."""
+    """Columns of the kept events, in file order (``row`` = index in ``traceEvents``)."""
 
-    n: int
-    ph: np.ndarray  # codes into ph_uniques
-    ph_uniques: list
+    n: int  # records read
+    row: np.ndarray
     cat: np.ndarray  # codes into cat_uniques
     cat_uniques: list
     name: np.ndarray  # codes into name_uniques
@@ -101,14 +122,14 @@ class RawColumns:
     pid: np.ndarray
     tid: np.ndarray
     ts_ns: np.ndarray
-    ts_ok: np.ndarray
     dur_ns: np.ndarray
-    dur_state: np.ndarray  # 0 ok, 1 missing, 2 not finite, 3 negative
+    instant: np.ndarray
     ints: dict[str, np.ndarray]
     grid: np.ndarray  # (n, 3) int32, -1 unknown
     block: np.ndarray
     kind_arg: dict[int, Any]  # row -> args.kind, for copies only (AMD names copies by this arg)
-    meta_name: dict[int, Any]  # row -> args.name, for "M" records only
+    meta: list  # (record name, pid, tid, args.name) of each "M" record
+    reasons: dict[str, int]  # records not kept, by reason
     header: dict[str, Any] = field(default_factory=dict)
     loose_chunks: int = 0
     int_overflows: int = 0
@@ -144,7 +165,8 @@ class ColumnBuilder:
         self.cat = _Dictionary()
         self.name = _Dictionary()
         self.kind_arg: dict[int, Any] = {}
-        self.meta_name: dict[int, Any] = {}
+        self.meta: list = []
+        self.reasons = np.zeros(len(REASONS), dtype=np.int64)
         self.loose_chunks = 0
         self.int_overflows = 0
 
@@ -160,42 +182,55 @@ class ColumnBuilder:
     def add_events(self, events: list[Event]) -> None:
         lo = self.n
         n = len(events)
-        part: dict[str, np.ndarray] = {}
-        part["ph"] = self.ph.encode([e.ph for e in events])
+        self.n += n
+        ph_codes = self.ph.encode([e.ph for e in events])
+        phases = self.ph.values
+        reason = np.array([_PHASE_REASON.get(p, 6) for p in phases] + [6], dtype=np.int8)[ph_codes]
+        instant_by_code = np.array([p in ("i", "I") for p in phases] + [False])
+        for i in np.flatnonzero(reason == 1).tolist():  # metadata: lane names
+            e = events[i]
+            if e.args is not None and isinstance(e.args.name, str):
+                self.meta.append((e.name, e.pid, e.tid, e.args.name))
+        cand = np.flatnonzero(reason == 0)
+        if cand.size < n:
+            events = [events[i] for i in cand.tolist()]
+        ts, ok = raw_to_ns([e.ts for e in events])
+        dur = np.array([e.dur for e in events], dtype=np.float64)
+        instant = instant_by_code[ph_codes[cand]]
+        finite = np.isfinite(dur)
+        state = np.where(np.isnan(dur), 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
+        sub = np.where(~ok, _BAD_TS, np.where(instant, 0, _DUR_STATE_REASON[state])).astype(np.int8)
+        reason[cand] = sub
+        self.reasons += np.bincount(reason, minlength=len(REASONS))
+        keep = np.flatnonzero(sub == 0)
+        if keep.size < len(events):
+            events = [events[i] for i in keep.tolist()]
+        m = len(events)
+        part: dict[str, np.ndarray] = {"row": (cand[keep] + lo).astype(np.int64)}
         part["cat"] = self.cat.encode([e.cat for e in events])
         part["name"] = self.name.encode([e.name for e in events])
         part["pid"] = self._ints([e.pid for e in events])
         part["tid"] = self._ints([e.tid for e in events])
-        part["ts_ns"], part["ts_ok"] = raw_to_ns([e.ts for e in events])
-        dur = np.array([e.dur for e in events], dtype=np.float64)
-        finite = np.isfinite(dur)
-        state = np.where(np.isnan(dur), 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
-        part["dur_state"] = state
-        part["dur_ns"] = np.where(state == 0, np.rint(np.where(finite, dur, 0.0) * 1000.0), 0).astype(np.int64)
+        part["ts_ns"] = ts[keep]
+        part["instant"] = instant[keep]
+        part["dur_ns"] = np.where(instant[keep], 0, np.rint(np.where(finite, dur, 0.0)[keep] * 1000.0)).astype(np.int64)
         args_all = [e.args for e in events]
-        rows = np.fromiter((a is not None for a in args_all), dtype=bool, count=n)
+        idx = np.flatnonzero(np.fromiter((a is not None for a in args_all), dtype=bool, count=m))
         args = [a for a in args_all if a is not None]
-        idx = np.flatnonzero(rows)
         for key in INT_ARGS:
-            col = np.full(n, -1, dtype=np.int64)
+            col = np.full(m, -1, dtype=np.int64)
             if args:
                 col[idx] = self._ints([getattr(a, key) for a in args])
             part[key] = col
-        part["grid"] = self._triples([a.grid for a in args], idx, n)
-        part["block"] = self._triples([a.block for a in args], idx, n)
+        part["grid"] = self._triples([a.grid for a in args], idx, m)
+        part["block"] = self._triples([a.block for a in args], idx, m)
         if args:
-            ph_vals = self.ph.values
-            cat_vals = self.cat.values
-            meta_rows = np.flatnonzero(np.array([ph_vals[c] == "M" for c in range(len(ph_vals))])[part["ph"][idx]])
-            for j in meta_rows.tolist():
-                if args[j].name is not None:
-                    self.meta_name[lo + int(idx[j])] = args[j].name
-            copy_cat = np.array([c in ("gpu_memcpy", "gpu_memset") for c in cat_vals])
+            copy_cat = np.array([c in ("gpu_memcpy", "gpu_memset") for c in self.cat.values])
+            rows = part["row"]
             for j in np.flatnonzero(copy_cat[part["cat"][idx]]).tolist():
                 if args[j].kind is not None:
-                    self.kind_arg[lo + int(idx[j])] = args[j].kind
+                    self.kind_arg[int(rows[idx[j]])] = args[j].kind
         self.parts.append(part)
-        self.n += n
 
     def _ints(self, values: list) -> np.ndarray:
         try:
@@ -237,23 +272,25 @@ class ColumnBuilder:
 
     def export(self) -> dict[str, Any]:
         """This builder's columns with its own codes, to be merged into another by :meth:`absorb`."""
-        part = {k: np.concatenate([p[k] for p in self.parts]) if self.parts else np.empty(0) for k in
-                (self.parts[0] if self.parts else {})}
-        return {"part": part, "n": self.n, "ph": self.ph.values, "cat": self.cat.values, "name": self.name.values,
-                "kind_arg": self.kind_arg, "meta_name": self.meta_name, "loose": self.loose_chunks,
-                "overflows": self.int_overflows}
+        keys = list(self.parts[0]) if self.parts else []
+        part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
+        return {"part": part, "n": self.n, "cat": self.cat.values, "name": self.name.values,
+                "kind_arg": self.kind_arg, "meta": self.meta, "reasons": self.reasons,
+                "loose": self.loose_chunks, "overflows": self.int_overflows}
 
     def absorb(self, exported: dict[str, Any]) -> None:
         """Append an exported builder's rows, re-coding its strings into this builder's dictionaries."""
         part = exported["part"]
-        if exported["n"]:
-            for key, dictionary in (("ph", self.ph), ("cat", self.cat), ("name", self.name)):
+        lo = self.n
+        if part and len(part["row"]):
+            for key, dictionary in (("cat", self.cat), ("name", self.name)):
                 table = dictionary.encode(exported[key])
                 part[key] = table[part[key]]
+            part["row"] = part["row"] + lo
             self.parts.append(part)
-        lo = self.n
         self.kind_arg.update({lo + r: v for r, v in exported["kind_arg"].items()})
-        self.meta_name.update({lo + r: v for r, v in exported["meta_name"].items()})
+        self.meta.extend(exported["meta"])
+        self.reasons += exported["reasons"]
         self.loose_chunks += exported["loose"]
         self.int_overflows += exported["overflows"]
         self.n += exported["n"]
@@ -264,16 +301,16 @@ class ColumnBuilder:
             return np.concatenate(arrays) if arrays else np.empty(empty_shape, dtype=dtype)
 
         cols = RawColumns(
-            n=self.n,
-            ph=cat("ph", dtype=np.int32), ph_uniques=self.ph.values,
+            n=self.n, row=cat("row"),
             cat=cat("cat", dtype=np.int32), cat_uniques=self.cat.values,
             name=cat("name", dtype=np.int32), name_uniques=self.name.values,
-            pid=cat("pid"), tid=cat("tid"), ts_ns=cat("ts_ns"), ts_ok=cat("ts_ok", dtype=bool),
-            dur_ns=cat("dur_ns"), dur_state=cat("dur_state", dtype=np.int8),
+            pid=cat("pid"), tid=cat("tid"), ts_ns=cat("ts_ns"), dur_ns=cat("dur_ns"),
+            instant=cat("instant", dtype=bool),
             ints={k: cat(k) for k in INT_ARGS},
             grid=cat("grid", (0, 3), np.int32), block=cat("block", (0, 3), np.int32),
-            kind_arg=self.kind_arg, meta_name=self.meta_name, header=header,
-            loose_chunks=self.loose_chunks, int_overflows=self.int_overflows,
+            kind_arg=self.kind_arg, meta=self.meta,
+            reasons={r: int(c) for r, c in zip(REASONS, self.reasons.tolist()) if r and c},
+            header=header, loose_chunks=self.loose_chunks, int_overflows=self.int_overflows,
         )
         self.parts.clear()
         return cols
