@@ -428,7 +428,7 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
             del buf[:cut]
         except BufferError:  # something (a profiler, a debugger) still holds a view: copy instead
             buf = bytearray(buf[cut:])
-    tail = bytes(buf)
+    tail = bytes(buf[1:])  # buf[0] is the byte before the next event ("[" or whitespace)
     try:
         if array_form:
             last = _ARRAY_DECODER.decode(b"[" + tail)

@@ -1,0 +1,92 @@
+"""The streaming reader (with and without its helper process) and the whole-document reader agree."""
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+import tracekit
+from tracekit.ingest.kineto import NotStreamable, decode_slices, decode_stream, split_document
+from tracekit.ingest.normalize import build_events
+from tests.conftest import kernel, memcpy
+
+
+def _events(n: int = 3000) -> list:
+    rnd = random.Random(7)
+    evs = []
+    for i in range(n):
+        ts = f"@@{1712195495519600 + rnd.randrange(10**7)}.{rnd.randrange(1000):03d}@@"  # unquoted below
+        r = rnd.random()
+        if r < 0.5:
+            evs.append(kernel(f"k{rnd.randrange(40)}", ts, round(rnd.uniform(1, 50), 3), stream=rnd.choice([7, 20]),
+                              grid=[rnd.randrange(1, 300), 1, 1], block=[128, 1, 1], corr=i))
+        elif r < 0.7:
+            evs.append(memcpy("Memcpy PtoP (Device -> Device)", ts, 12.5, nbytes=rnd.randrange(10**6)))
+        elif r < 0.9:
+            evs.append({"ph": "f", "id": i, "bp": "e", "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 7, "ts": ts})
+        else:
+            evs.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": 3.0,
+                        "args": {"External id": i, "Input Dims": [[4, 4]]}})
+    evs.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}})
+    return evs
+
+
+def _text(events: list, layout: str, wrap: bool = True) -> bytes:
+    lines = [re.sub(r'"@@([0-9.]+)@@"', r"\1", json.dumps(e)) for e in events]
+    sep = {"kineto": ",\n  ", "oneline": ",\n", "minified": ","}[layout]
+    body = "[" + ("\n  " if layout == "kineto" else "") + sep.join(lines) + "]"
+    if not wrap:
+        return body.encode()
+    return ('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 148}], "traceEvents": ' + body +
+            ', "baseTimeNanoseconds": 1711964646000000000}').encode()
+
+
+def _table(cols):
+    df, reasons, lanes = build_events(cols)
+    return df, reasons, lanes, cols.header.get("baseTimeNanoseconds")
+
+
+@pytest.mark.parametrize("layout", ["kineto", "oneline"])
+@pytest.mark.parametrize("wrap", [True, False])
+def test_stream_equals_whole_document(layout, wrap, tmp_path, monkeypatch):
+    text = _text(_events(), layout, wrap)
+    raws, header = split_document("t", text)
+    ref = _table(decode_slices(raws, header))
+    blocks = [text[i:i + 5000] for i in range(0, len(text), 5000)]
+    got = _table(decode_stream(iter(blocks)))
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    helper_file = _table(decode_stream(iter(blocks), workers=2, plain_file=str(path)))
+    helper_pipe = _table(decode_stream(iter(blocks), workers=2))
+    for other in (got, helper_file, helper_pipe):
+        assert other[0].equals(ref[0])
+        assert other[1:] == ref[1:]
+    assert ref[1] == {"flow record (ph 'f')": sum(1 for e in _events() if e.get("ph") == "f"),
+                      "metadata record (ph 'M')": 1}
+
+
+def test_minified_layout_is_not_streamable_when_large_but_loads():
+    text = _text(_events(), "minified")
+    with pytest.raises(NotStreamable):
+        import tracekit.ingest.kineto as k
+
+        old = k._MAX_HEAD
+        k._MAX_HEAD = 1000
+        try:
+            decode_stream(iter([text[i:i + 5000] for i in range(0, len(text), 5000)]))
+        finally:
+            k._MAX_HEAD = old
+
+
+def test_load_uses_helper_and_matches_single_process(tmp_path, monkeypatch):
+    path = tmp_path / "t.json"
+    path.write_bytes(_text(_events(), "kineto"))
+    monkeypatch.setenv("TRACEKIT_WORKERS", "1")
+    one = tracekit.load(path, cache=False)
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    two = tracekit.load(path, cache=False)
+    assert one.report.reader == two.report.reader == "stream"
+    assert two.events.equals(one.events)
+    assert two.report.to_dict() == one.report.to_dict()
