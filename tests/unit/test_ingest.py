@@ -227,3 +227,22 @@ def test_same_stream_overlap_is_kept_and_reported(tmp_path):
     assert res.summary["gpu_busy_ns"] == 11_000
     assert res.summary["span_ns"] == 20_000
     assert any("same-stream overlap" in w for w in res.warnings)
+
+
+def test_concurrent_loads_share_the_cache_safely(tmp_path):
+    import subprocess
+    import sys
+
+    evs = [kernel(f"k{i % 50}", float(i), 0.5) for i in range(20000)]
+    p = write_trace(tmp_path / "big.json", evs)
+    cdir = tmp_path / "cache"
+    code = ("import sys, tracekit; t = tracekit.load(sys.argv[1], cache_dir=sys.argv[2]); "
+            "print(len(t.events), t.report.from_cache)")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(p), str(cdir)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [pr.communicate(timeout=120) for pr in procs]
+    assert all(pr.returncode == 0 for pr in procs), outs
+    assert all(o.split()[0] == "20000" for o, _ in outs)
+    assert [f.name for f in cdir.iterdir() if f.name.startswith(".tmp")] == []
+    again = tracekit.load(p, cache_dir=cdir)
+    assert again.report.from_cache and len(again.events) == 20000
