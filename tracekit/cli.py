@@ -16,7 +16,9 @@ from typing import Annotated, Optional
 import typer
 
 from . import __version__
-from .analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
+from .analyses import (allgather_result, communication, decompose, exposure, kernel_stats, overlap, steps_result,
+                       temporal, trace_info)
+from .analyses.allgather import parse_sizes
 from .errors import TracekitError
 from .ingest import load
 from .render import emit
@@ -164,6 +166,53 @@ def overlap_cmd(trace: TraceArg = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Overlap of two selections: |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B, per step."""
     res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+GroupOpt = Annotated[Optional[int], typer.Option("--group-size", "-g", min=2,
+                                                 help="Shard group size G (default: most common copy count + 1).")]
+AgSizeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--ag-size", help="An AllGather type and its full bytes, TYPE=BYTES (repeatable), e.g. KDA=627048448.")]
+LocalOpt = Annotated[Optional[str], typer.Option(
+    "--local-copy", help="Regex of the local-copy kernel (default: ag_local_copy in tracekit/data/classes.json).")]
+
+
+def _ag_kwargs(group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
+    return {"group_size": group_size, "sizes": parse_sizes(ag_size), "local_copy_pattern": local_copy,
+            "step_name": step_name, "min_step_ns": _ns(min_step_ms)}
+
+
+@app.command()
+def allgather(trace: TraceArg = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
+              local_copy: LocalOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+              format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+              no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Weight AllGathers (A5, A8): each local copy + PtoP run, typed by size, with bytes and bandwidth."""
+    res = allgather_result(_load(trace, no_cache, cache_dir),
+                           **_ag_kwargs(group_size, ag_size, local_copy, step_name, min_step_ms))
+    _output(res, format, out, table)
+
+
+@app.command(name="exposure")
+def exposure_cmd(trace: TraceArg = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
+                 local_copy: LocalOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Exposed AllGather time (A6): copies running while nothing else runs, per step and type."""
+    res = exposure(_load(trace, no_cache, cache_dir), **_ag_kwargs(group_size, ag_size, local_copy, step_name,
+                                                                  min_step_ms))
+    _output(res, format, out, table)
+
+
+@app.command()
+def comm(trace: TraceArg = None,
+         main_stream: Annotated[Optional[int], typer.Option("--main-stream", help="The critical-path stream (default: the one with most kernel time).")] = None,
+         step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Communication (A7): every comm kernel and PtoP copy per step, critical path vs side streams."""
+    res = communication(_load(trace, no_cache, cache_dir), main=main_stream, step_name=step_name,
+                        min_step_ns=_ns(min_step_ms))
     _output(res, format, out, table)
 
 

@@ -41,7 +41,8 @@ def test_info_json_contract(cli):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
-@pytest.mark.parametrize("command", ["info", "kernels", "steps", "wall", "temporal", "overlap"])
+@pytest.mark.parametrize("command", ["info", "kernels", "steps", "wall", "temporal", "overlap", "allgather",
+                                     "exposure", "comm"])
 def test_every_command_offers_every_format(cli, command, fmt):
     code, out, err = cli(command, "--format", fmt)
     assert code == 0, err
@@ -127,7 +128,7 @@ def test_warnings_go_to_stderr_and_json(cli, tmp_path):
 def test_version_and_help(cli):
     code, out, _ = cli("--version")
     assert code == 0 and out.startswith("tracekit ")
-    for command in ("info", "kernels", "steps", "wall", "temporal", "overlap"):
+    for command in ("info", "kernels", "steps", "wall", "temporal", "overlap", "allgather", "exposure", "comm"):
         code, out, _ = cli(command, "--help")
         assert code == 0 and "--format" in out
 
@@ -169,3 +170,25 @@ def test_bad_selector_and_ag_are_usage_errors(cli):
     assert code == 2 and "KEY:VALUE" in err
     code, _, err = cli("wall", "--ag", "local")
     assert code == 2
+
+
+def test_allgather_exposure_comm_json_contract(cli):
+    code, out, err = cli("allgather", "--ag-size", "layer=102375424", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "tracekit.allgather/1"
+    assert {"allgathers", "group_size", "median_received_bytes_per_step", "unmatched"} <= set(doc["summary"])
+    assert doc["summary"]["allgathers"] == 18 and doc["summary"]["group_size"] == 8 and doc["summary"]["unmatched"] == 0
+    row = doc["tables"]["per_ag"][0]
+    assert {"step", "stream", "type", "start_ns", "end_ns", "copies", "local_copy", "received_bytes", "full_bytes",
+            "effective_gbps"} <= set(row)
+    assert {"step", "type", "count", "received_bytes"} <= set(doc["tables"]["per_step_type"][0])
+    code, out, _ = cli("exposure", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and "median_exposed_ns_per_step" in doc["summary"]
+    assert list(doc["tables"]["per_step_type"][0]) == ["step", "type", "exposed_ns"]
+    code, out, _ = cli("comm", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0
+    assert {"step", "class", "name", "critical_ns", "side_ns", "count"} <= set(doc["tables"]["per_step_class"][0])
+    code, _, err = cli("allgather", "--ag-size", "nonsense")
+    assert code == 2 and "TYPE=BYTES" in err
