@@ -19,6 +19,8 @@ from . import __version__
 from .analyses import (allgather_result, communication, decompose, exposure, kernel_stats, overlap, steps_result,
                        temporal, trace_info)
 from .analyses.allgather import parse_sizes
+from .analyses.blocks import block_stats, kernel_selection_stats
+from .annotate import load_annotation
 from .errors import TracekitError
 from .ingest import load
 from .render import emit
@@ -43,6 +45,7 @@ class Fmt(str, Enum):
 
 
 SAMPLE_TRACE = "decode_sample.json.gz"
+DEFAULT_ANNOTATION = "decode_sample"  # the shipped annotation of the bundled sample
 
 
 def bundled_sample() -> Path:
@@ -177,30 +180,41 @@ LocalOpt = Annotated[Optional[str], typer.Option(
     "--local-copy", help="Regex of the local-copy kernel (default: ag_local_copy in tracekit/data/classes.json).")]
 
 
-def _ag_kwargs(group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
-    return {"group_size": group_size, "sizes": parse_sizes(ag_size), "local_copy_pattern": local_copy,
-            "step_name": step_name, "min_step_ns": _ns(min_step_ms)}
+AnnotationOpt = Annotated[Optional[str], typer.Option(
+    "--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16).")]
+
+
+def _ag_kwargs(annotation, group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
+    """AllGather parameters: the annotation's, overridden by explicit options."""
+    ann = load_annotation(annotation) if annotation else None
+    sizes = dict(ann.allgather.sizes) if ann else {}
+    sizes.update(parse_sizes(ag_size))
+    return {"group_size": group_size if group_size is not None else (ann.allgather.group_size if ann else None),
+            "sizes": sizes,
+            "local_copy_pattern": local_copy or (ann.allgather.local_copy if ann else None),
+            "step_name": step_name if step_name is not None else (ann.step.name if ann else None),
+            "min_step_ns": _ns(min_step_ms)}
 
 
 @app.command()
-def allgather(trace: TraceArg = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
+def allgather(trace: TraceArg = None, annotation: AnnotationOpt = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
               local_copy: LocalOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Weight AllGathers (A5, A8): each local copy + PtoP run, typed by size, with bytes and bandwidth."""
     res = allgather_result(_load(trace, no_cache, cache_dir),
-                           **_ag_kwargs(group_size, ag_size, local_copy, step_name, min_step_ms))
+                           **_ag_kwargs(annotation, group_size, ag_size, local_copy, step_name, min_step_ms))
     _output(res, format, out, table)
 
 
 @app.command(name="exposure")
-def exposure_cmd(trace: TraceArg = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
+def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
                  local_copy: LocalOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Exposed AllGather time (A6): copies running while nothing else runs, per step and type."""
-    res = exposure(_load(trace, no_cache, cache_dir), **_ag_kwargs(group_size, ag_size, local_copy, step_name,
-                                                                  min_step_ms))
+    res = exposure(_load(trace, no_cache, cache_dir), **_ag_kwargs(annotation, group_size, ag_size, local_copy,
+                                                                  step_name, min_step_ms))
     _output(res, format, out, table)
 
 
@@ -213,6 +227,41 @@ def comm(trace: TraceArg = None,
     """Communication (A7): every comm kernel and PtoP copy per step, critical path vs side streams."""
     res = communication(_load(trace, no_cache, cache_dir), main=main_stream, step_name=step_name,
                         min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+@app.command()
+def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
+           qlen: Annotated[Optional[int], typer.Option("--qlen", help="Tokens per request per step (for shapes).")] = None,
+           step_name: StepNameOpt = None, min_step_ms: Annotated[Optional[float], typer.Option(
+               "--min-step-ms", min=0, help="Step floor (default: the annotation's).")] = None,
+           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+           no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Blocks (A3): per step kernel time and count per block type, per op tag the per-layer time."""
+    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
+    res = block_stats(_load(trace, no_cache, cache_dir), ann, qlen=qlen, step_name=step_name,
+                      min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+    _output(res, format, out, table)
+
+
+class ByChoice(str, Enum):
+    name = "name"
+    tag = "op_tag"
+    block = "block_type"
+
+
+@app.command()
+def stats(trace: TraceArg = None,
+          select: Annotated[str, typer.Option("--select", "-s", help="Events to describe (docs/selectors.md).")] = "kind:kernel",
+          overlap_with: Annotated[Optional[str], typer.Option("--overlap-with", help="Split by overlap with this selection.")] = None,
+          by: Annotated[ByChoice, typer.Option("--by", help="Group by kernel name, op tag or block type.")] = ByChoice.name,
+          annotation: AnnotationOpt = None, step_name: StepNameOpt = None,
+          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Kernel statistics (A4): count, total, mean, median, p90; optionally split by overlap with a selection."""
+    ann = load_annotation(annotation) if annotation else None
+    res = kernel_selection_stats(_load(trace, no_cache, cache_dir), select_expr=select, overlap_with=overlap_with,
+                                 by=by.value, ann=ann, step_name=step_name)
     _output(res, format, out, table)
 
 

@@ -7,7 +7,8 @@
 
 Examples: ``kind:kernel``, ``copy:PtoP``, ``comm:any`` (any communication kernel), ``comm:nccl|deepep``,
 ``name:gemm|attn``, ``kind:kernel;!comm:any;stream:7``, ``gpu`` (shorthand for kernel|memcpy|memset).
-Later layers add ``block:`` and ``tag:``.
+With an annotation, ``block:TYPE``, ``tag:OP_TAG``, ``step:0`` and ``layer:3`` select by the
+annotation's columns.
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import pandas as pd
 from ..errors import TracekitError
 
 KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name", "stream": "stream",
-        "device": "device", "cat": "cat", "collective": "collective"}
+        "device": "device", "cat": "cat", "collective": "collective",
+        # with an annotation (tracekit.annotate): block type, op tag, step and layer
+        "block": "block_type", "tag": "op_tag", "step": "step", "layer": "layer"}
 SHORTHANDS = {"gpu": "kind:kernel|memcpy|memset", "all": ""}
 
 
@@ -39,6 +42,8 @@ def select(events: pd.DataFrame, selector: str) -> np.ndarray:
         key, sep, value = term.partition(":")
         if not sep or key.strip() not in KEYS:
             raise SelectorError(f"selector term {raw!r} is not KEY:VALUE with KEY one of {', '.join(KEYS)}")
+        if KEYS[key.strip()] not in events.columns:
+            raise SelectorError(f"selector term {raw!r} needs an annotation (-a ANNOTATION) to know blocks and tags")
         m = _term(events, key.strip(), value.strip(), raw)
         mask &= ~m if neg else m
     return mask
@@ -56,7 +61,7 @@ def _term(events: pd.DataFrame, key: str, value: str, raw: str) -> np.ndarray:
         codes = col.cat.codes.to_numpy()
         return np.where(codes >= 0, hit[np.clip(codes, 0, None)] if len(cats) else False, False)
     alts = [v.strip() for v in value.split("|") if v.strip()]
-    if key in ("stream", "device"):
+    if key in ("stream", "device", "step", "layer"):
         try:
             nums = [int(v) for v in alts]
         except ValueError as exc:

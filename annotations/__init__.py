@@ -1,0 +1,1 @@
+"""Shipped annotation files (installed as the package ``tracekit.annotations``); see docs/annotations.md."""

@@ -1,0 +1,118 @@
+"""A3 and A4 — kernel time per block type and op tag; kernel statistics split by overlap."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..annotate import Annotation, annotate
+from ..errors import MissingDataError
+from ..result import Result, trace_input
+from ..trace import Trace
+from .select import select
+from .steps import find_steps, median_ns
+
+
+def annotated(trace: Trace, ann: Annotation, *, step_name: str | None = None, min_step_ns: int | None = None):
+    """Steps from the annotation's marker (or the given one), then the block columns."""
+    name = step_name if step_name is not None else ann.step.name
+    floor = min_step_ns if min_step_ns is not None else int(round(ann.step.min_ms * 1e6))
+    steps = find_steps(trace, step_name=name, min_step_ns=floor)
+    return annotate(trace, ann, steps.table)
+
+
+def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, step_name: str | None = None,
+                min_step_ns: int | None = None) -> Result:
+    """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
+
+    Block kernel time is the sum of the durations of the kernels in the type's blocks (all streams),
+    so it exceeds the wall where streams overlap. Copies are not kernels and are not counted.
+    """
+    a = annotated(trace, ann, step_name=step_name, min_step_ns=min_step_ns)
+    b = a.blocks
+    per_step_type = (b.groupby(["step", "block_type"], sort=True)
+                     .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
+                     .reset_index())
+    ev = a.events
+    k = ev[(ev["kind"] == "kernel") & ev["op_tag"].notna()]
+    per_block = (k.groupby(["op_tag", "block_type", "step", "block"], observed=True)["dur_ns"].sum().reset_index())
+    per_tag = (per_block.groupby(["op_tag", "block_type"], observed=True)["dur_ns"]
+               .agg(count="size", mean_ns="mean", median_ns="median").reset_index())
+    per_tag["op_tag"] = per_tag["op_tag"].astype(str)
+    per_tag["block_type"] = per_tag["block_type"].astype(str)
+    by_type = per_step_type.groupby("block_type")["kernel_ns"].apply(lambda x: median_ns(x.to_numpy()))
+    summary = {
+        "annotation": ann.name,
+        "steps": int(b["step"].nunique()),
+        "main_stream": a.main_stream[1],
+        "blocks_per_step": {str(t): int(v) for t, v in
+                            per_step_type.groupby("block_type")["blocks"].median().items()},
+        "median_kernel_ns_by_type": {str(t): v for t, v in by_type.items()},
+        "untyped_blocks": int((b["block_type"] == "untyped").sum()),
+    }
+    return Result(command="blocks", inputs=[trace_input(trace)],
+                  params={"annotation": ann.name, "qlen": qlen, "step_name": step_name},
+                  summary=summary,
+                  tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
+                          "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
+                          "blocks": b},
+                  warnings=list(trace.report.warnings) + a.warnings)
+
+
+def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    key = df[by].astype(object).where(df[by].notna(), "(none)")  # untagged events are a group, not dropped
+    g = df.assign(**{by: key}).groupby(by, observed=True)["dur_ns"]
+    out = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "median_ns": g.median(),
+                        "p90_ns": g.quantile(0.9)}).reset_index()
+    out[by] = out[by].astype(str)
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str | None = None, by: str = "name",
+                           ann: Annotation | None = None, step_name: str | None = None,
+                           min_step_ns: int | None = None) -> Result:
+    """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
+    ``overlap_with``, the same for the selected events that overlap the second selection and those that do not."""
+    ev = trace.events
+    warnings = list(trace.report.warnings)
+    if ann is not None:
+        a = annotated(trace, ann, step_name=step_name, min_step_ns=min_step_ns)
+        ev = a.events
+        warnings += a.warnings
+    elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
+            (overlap_with and ("block:" in overlap_with or "tag:" in overlap_with)):
+        raise MissingDataError("selecting or grouping by block or tag needs an annotation (-a ANNOTATION)")
+    m = select(ev, select_expr)
+    chosen = ev[m]
+    if chosen.empty:
+        raise MissingDataError(f"{trace.path}: the selection {select_expr!r} matches no event")
+    tables = {"stats": _stats(chosen, by)}
+    summary = {"events": int(len(chosen)), "total_ns": int(chosen["dur_ns"].sum()),
+               "mean_ns": float(chosen["dur_ns"].mean()), "median_ns": median_ns(chosen["dur_ns"].to_numpy())}
+    if overlap_with:
+        other = select(ev, overlap_with)
+        ov = _overlaps(chosen, ev[other], other[m])
+        if other[m].any():
+            warnings.append("the two selections share events; an event does not count as overlapping itself")
+        split = chosen.assign(overlaps=ov)
+        tables["overlapping"] = _stats(split[split["overlaps"]], by)
+        tables["alone"] = _stats(split[~split["overlaps"]], by)
+        for label, part in (("overlapping", split[split["overlaps"]]), ("alone", split[~split["overlaps"]])):
+            summary[f"{label}_events"] = int(len(part))
+            summary[f"{label}_mean_ns"] = float(part["dur_ns"].mean()) if len(part) else None
+    return Result(command="stats", inputs=[trace_input(trace)],
+                  params={"select": select_expr, "overlap_with": overlap_with, "by": by,
+                          "annotation": ann.name if ann else None},
+                  summary=summary, tables=tables, warnings=warnings)
+
+
+def _overlaps(chosen: pd.DataFrame, other: pd.DataFrame, self_in_other: np.ndarray) -> np.ndarray:
+    """Whether each chosen event shares time with some *other* event of the second selection.
+
+    The number of intervals [bs, be) meeting [s, e) is #(bs < e) − #(be <= s); an event that is in both
+    selections meets itself once, which is taken off."""
+    s, e = chosen["start_ns"].to_numpy(), chosen["end_ns"].to_numpy()
+    bs = np.sort(other["start_ns"].to_numpy())
+    be = np.sort(other["end_ns"].to_numpy())
+    meets = np.searchsorted(bs, e, side="left") - np.searchsorted(be, s, side="right")
+    meets -= (self_in_other & (e > s)).astype(np.int64)
+    return meets > 0

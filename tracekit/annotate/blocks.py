@@ -1,0 +1,188 @@
+"""The annotation engine: step, block, block_type, layer and op_tag columns (A3).
+
+A block starts at a boundary kernel on the main stream; every kernel or copy of any stream that
+starts inside the block's window belongs to it (that is how a side-stream local copy lands in the
+block running then). The segment of a step before its first boundary kernel is a block too. Block
+types come from the annotation: by position (first, last), by a kernel the block contains, and a
+default for untyped blocks between the first and the last. Op tags pick the n-th kernel matching a
+pattern within a block, since one GEMM kernel name serves several ops.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import MissingDataError
+from ..trace import Trace
+from .spec import Annotation
+
+UNTYPED = "untyped"
+BLOCK_COLUMNS = ["step", "block", "block_type", "layer", "type_layer", "op_tag"]
+
+
+@dataclass(frozen=True)
+class Annotated:
+    """The events with annotation columns, and one row per block."""
+
+    events: pd.DataFrame
+    blocks: pd.DataFrame  # step, block, block_type, layer, type_layer, start_ns, end_ns, kernels, kernel_ns
+    main_stream: tuple[int, int]
+    annotation: Annotation
+    warnings: list[str] = field(default_factory=list)
+
+
+def _name_hits(events: pd.DataFrame, pattern: str) -> np.ndarray:
+    """Row mask of events whose name matches ``pattern`` (evaluated once per distinct name)."""
+    rx = re.compile(pattern)
+    cats = events["name"].cat.categories
+    hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+    codes = events["name"].cat.codes.to_numpy()
+    return (codes >= 0) & hit[np.clip(codes, 0, None)] if len(cats) else np.zeros(len(events), dtype=bool)
+
+
+def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int]:
+    k = events[events["kind"] == "kernel"]
+    if k.empty:
+        raise MissingDataError("the trace has no kernel events, so no main stream to cut blocks on")
+    if isinstance(ann.main_stream, int):
+        devs = k.loc[k["stream"] == ann.main_stream, "device"]
+        if devs.empty:
+            raise MissingDataError(f"the annotation's main_stream {ann.main_stream} carries no kernel")
+        return int(devs.iloc[0]), ann.main_stream
+    tot = k.groupby(["device", "stream"])["dur_ns"].sum()
+    d, s = tot.idxmax()
+    return int(d), int(s)
+
+
+def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
+    """Add the block columns to a copy of the events (the input is not changed)."""
+    if ann.blocks is None:
+        raise MissingDataError(f"annotation {ann.source or ann.name} has no 'blocks' section, so blocks cannot be cut")
+    ev = trace.events
+    spec = ann.blocks
+    dev, stream = resolve_main_stream(ev, ann)
+    start = ev["start_ns"].to_numpy()
+    kind = ev["kind"].to_numpy()
+    ss, se, sid = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy()
+    k = np.searchsorted(ss, start, side="right") - 1
+    in_step = (k >= 0) & (start < se[np.clip(k, 0, None)])
+    step = np.where(in_step, sid[np.clip(k, 0, None)], -1)
+
+    on_main = (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream) & (kind == "kernel")
+    boundary = np.zeros(len(ev), dtype=bool)
+    for p in spec.boundary:
+        boundary |= _name_hits(ev, p)
+    boundary &= on_main & in_step
+    # block starts: each step's start, plus every boundary kernel (a boundary at the step start is one)
+    b_start = np.concatenate([ss, start[boundary]])
+    b_step = np.concatenate([sid, step[boundary]])
+    order = np.lexsort((b_start, b_step))
+    b_start, b_step = b_start[order], b_step[order]
+    dup = np.concatenate([[False], (b_step[1:] == b_step[:-1]) & (b_start[1:] == b_start[:-1])])
+    b_start, b_step = b_start[~dup], b_step[~dup]
+    step_end = dict(zip(sid.tolist(), se.tolist()))
+    nxt_same = np.concatenate([b_step[1:] == b_step[:-1], [False]])
+    b_end = np.where(nxt_same, np.roll(b_start, -1), np.array([step_end[s] for s in b_step.tolist()], dtype=np.int64))
+    # blocks without kernels (an empty head, say) are dropped below; their copies get no block
+    block_of = np.searchsorted(b_start, start, side="right") - 1
+    member = in_step & (block_of >= 0)
+    member &= np.where(member, start < b_end[np.clip(block_of, 0, None)], False)
+    is_kernel = kind == "kernel"
+    counted = member & is_kernel
+    n_blocks = len(b_start)
+    kernels = np.bincount(block_of[counted], minlength=n_blocks)
+    kernel_ns = np.bincount(block_of[counted], weights=ev["dur_ns"].to_numpy()[counted], minlength=n_blocks)
+    keep_block = kernels > 0
+    # types: position first/last per step (judged among blocks that hold kernels), contains-rules, default
+    kept_idx = np.flatnonzero(keep_block)
+    first_kept = np.zeros(n_blocks, dtype=bool)
+    last_kept = np.zeros(n_blocks, dtype=bool)
+    if kept_idx.size:
+        ks = b_step[kept_idx]
+        first_kept[kept_idx[np.concatenate([[True], ks[1:] != ks[:-1]])]] = True
+        last_kept[kept_idx[np.concatenate([ks[1:] != ks[:-1], [True]])]] = True
+    btype = np.full(n_blocks, None, dtype=object)
+    for rule in spec.types:
+        hits = _name_hits(ev, rule.contains) & counted
+        has = np.bincount(block_of[hits], minlength=n_blocks) > 0
+        btype = np.where((btype == None) & has, rule.type, btype)  # noqa: E711 - elementwise
+    pos = spec.position
+    if pos.first:
+        btype = np.where(first_kept, pos.first, btype)
+    if pos.last:
+        btype = np.where(last_kept & ~(first_kept & bool(pos.first)), pos.last, btype)
+    untyped = keep_block & (btype == None)  # noqa: E711
+    if pos.default:
+        btype = np.where(untyped, pos.default, btype)
+    btype = np.where(btype == None, UNTYPED, btype)  # noqa: E711
+    # renumber the blocks that hold kernels: block = index within the step, layer = within its type
+    blocks = pd.DataFrame({"step": b_step, "start_ns": b_start, "end_ns": b_end, "block_type": btype,
+                           "kernels": kernels, "kernel_ns": kernel_ns.astype(np.int64), "_id": np.arange(n_blocks)})
+    blocks = blocks[keep_block].reset_index(drop=True)
+    blocks["block"] = blocks.groupby("step").cumcount()
+    blocks["layer"] = blocks["block"]
+    blocks["type_layer"] = blocks.groupby(["step", "block_type"]).cumcount()
+    remap = np.full(n_blocks, -1, dtype=np.int64)
+    remap[blocks["_id"].to_numpy()] = np.arange(len(blocks))
+    row_block = np.where(member, remap[np.clip(block_of, 0, None)], -1)
+    has_block = row_block >= 0
+
+    out = ev.copy()
+    out["step"] = step.astype(np.int64)
+    out["block"] = np.where(has_block, blocks["block"].to_numpy()[np.clip(row_block, 0, None)], -1)
+    bt = blocks["block_type"].to_numpy()
+    out["block_type"] = pd.Categorical(np.where(has_block, bt[np.clip(row_block, 0, None)], None))
+    out["layer"] = out["block"]
+    tl = blocks["type_layer"].to_numpy()
+    out["type_layer"] = np.where(has_block, tl[np.clip(row_block, 0, None)], -1)
+    out["op_tag"] = _op_tags(out, ann, row_block)
+    blocks = blocks[["step", "block", "block_type", "layer", "type_layer", "start_ns", "end_ns", "kernels",
+                     "kernel_ns"]]
+    warnings = _check_expectations(blocks, ann)
+    n_untyped = int((blocks["block_type"] == UNTYPED).sum())
+    if n_untyped:
+        sample = blocks.loc[blocks["block_type"] == UNTYPED, ["step", "block"]].head(5).values.tolist()
+        warnings.append(f"{n_untyped} block(s) match no type rule and no position (untyped); first (step, block):"
+                        f" {sample}")
+    return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
+
+
+def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Categorical:
+    tags = np.full(len(ev), None, dtype=object)
+    is_kernel = (ev["kind"] == "kernel").to_numpy()
+    btype = ev["block_type"].astype(object).to_numpy()
+    for rule in ann.op_tags:
+        m = _name_hits(ev, rule.pattern) & is_kernel & (row_block >= 0)
+        if rule.block_type is not None:
+            m &= btype == rule.block_type
+        if rule.ordinal is not None:
+            idx = np.flatnonzero(m)  # events are sorted by start, so this is the order within each block
+            rank = pd.Series(row_block[idx]).groupby(row_block[idx]).cumcount().to_numpy()
+            m = np.zeros(len(ev), dtype=bool)
+            m[idx[rank == rule.ordinal - 1]] = True
+        tags = np.where(m & (tags == None), rule.tag, tags)  # noqa: E711 - first rule wins
+    return pd.Categorical(tags)
+
+
+def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
+    expect = ann.blocks.expect if ann.blocks else {}
+    if not expect:
+        return []
+    counts = blocks.groupby(["step", "block_type"]).size().unstack(fill_value=0)
+    warnings = []
+    for t, n in expect.items():
+        got = counts[t] if t in counts else pd.Series(0, index=counts.index)
+        bad = got[got != n]
+        if len(bad):
+            warnings.append(f"{len(bad)} step(s) do not have the expected {n} {t} block(s) (e.g. step {bad.index[0]}:"
+                            f" {int(bad.iloc[0])})")
+    return warnings
+
+
+def block_kernel_mask(events: pd.DataFrame) -> np.ndarray:
+    """Kernels inside blocks: what block kernel time sums (copies carry block columns but do not count)."""
+    return (events["kind"] == "kernel").to_numpy() & (events["block"].to_numpy() >= 0)
+

@@ -1,0 +1,165 @@
+"""Annotation files: the model- and deployment-specific knowledge, as data (docs/annotations.md).
+
+An annotation is JSON, loaded into msgspec structs. A bad file fails with its path and the JSON path
+of the bad field. Files are found by path, or by name (or alias) among the shipped annotations
+(``annotations/`` in a checkout; ``tracekit/annotations`` once installed).
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import msgspec
+
+from ..errors import DataFileError, InputError
+
+
+class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
+    name: Optional[str] = None  # annotation name marking a step; None = the default markers
+    min_ms: float = 10.0
+
+
+class TypeRule(msgspec.Struct, forbid_unknown_fields=True):
+    type: str
+    contains: str  # regex: the block holds a kernel whose name matches
+
+
+class Position(msgspec.Struct, forbid_unknown_fields=True):
+    first: Optional[str] = None  # type of a step's first block (e.g. head)
+    last: Optional[str] = None  # type of a step's last block (e.g. tail)
+    default: Optional[str] = None  # type of untyped blocks between them
+
+
+class BlockSpec(msgspec.Struct, forbid_unknown_fields=True):
+    boundary: list[str]  # regexes: a main-stream kernel matching one starts a block
+    types: list[TypeRule] = []
+    position: Position = msgspec.field(default_factory=Position)
+    expect: dict[str, int] = {}  # blocks per step by type
+
+
+class TagRule(msgspec.Struct, forbid_unknown_fields=True):
+    tag: str
+    pattern: str
+    block_type: Optional[str] = None
+    ordinal: Optional[int] = None  # the n-th match (1-based) within the block; None = every match
+
+
+class AllGatherSpec(msgspec.Struct, forbid_unknown_fields=True):
+    local_copy: Optional[str] = None
+    group_size: Optional[int] = None
+    sizes: dict[str, int] = {}
+
+
+class OpShape(msgspec.Struct, forbid_unknown_fields=True):
+    m: Union[str, int]
+    n: int
+    k: int
+    dtype: str = "fp8"
+    out_dtype: str = "bf16"
+
+
+class CommRule(msgspec.Struct, forbid_unknown_fields=True, rename={"class_": "class"}):
+    class_: str
+    pattern: str
+
+
+class Annotation(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    description: str = ""
+    aliases: list[str] = []
+    step: StepSpec = msgspec.field(default_factory=StepSpec)
+    main_stream: Union[int, str] = "auto"
+    blocks: Optional[BlockSpec] = None
+    op_tags: list[TagRule] = []
+    allgather: AllGatherSpec = msgspec.field(default_factory=AllGatherSpec)
+    op_shapes: dict[str, OpShape] = {}
+    comm_patterns: list[CommRule] = []
+    source: str = ""  # where it was loaded from (set by the loader)
+
+
+_DECODER = msgspec.json.Decoder(Annotation)
+
+
+def _validate_regexes(ann: Annotation, src: str) -> None:
+    checks: list[tuple[str, str]] = []
+    if ann.blocks is not None:
+        if not ann.blocks.boundary:
+            raise DataFileError(f"{src}: $.blocks.boundary must list at least one regular expression")
+        checks += [(f"$.blocks.boundary[{i}]", p) for i, p in enumerate(ann.blocks.boundary)]
+        checks += [(f"$.blocks.types[{i}].contains", r.contains) for i, r in enumerate(ann.blocks.types)]
+    checks += [(f"$.op_tags[{i}].pattern", r.pattern) for i, r in enumerate(ann.op_tags)]
+    checks += [(f"$.comm_patterns[{i}].pattern", r.pattern) for i, r in enumerate(ann.comm_patterns)]
+    if ann.allgather.local_copy:
+        checks.append(("$.allgather.local_copy", ann.allgather.local_copy))
+    for where, pattern in checks:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise DataFileError(f"{src}: {where} is not a valid regular expression ({exc})") from exc
+    for i, r in enumerate(ann.op_tags):
+        if r.ordinal is not None and r.ordinal < 1:
+            raise DataFileError(f"{src}: $.op_tags[{i}].ordinal must be 1 or more (the n-th match in the block)")
+    if isinstance(ann.main_stream, str) and ann.main_stream != "auto":
+        raise DataFileError(f"{src}: $.main_stream must be \"auto\" or a stream number")
+    if ann.allgather.group_size is not None and ann.allgather.group_size < 2:
+        raise DataFileError(f"{src}: $.allgather.group_size must be at least 2")
+
+
+def parse_annotation(data: bytes, src: str) -> Annotation:
+    try:
+        ann = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise DataFileError(f"{src}: {exc}; see docs/annotations.md") from exc
+    except msgspec.DecodeError as exc:
+        raise DataFileError(f"{src} is not valid JSON ({exc})") from exc
+    _validate_regexes(ann, src)
+    ann.source = src
+    return ann
+
+
+def _shipped_dirs() -> list[Path]:
+    dirs = []
+    try:
+        dirs.append(Path(str(resources.files("tracekit.annotations"))))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    checkout = Path(__file__).resolve().parents[2] / "annotations"
+    if checkout.is_dir():
+        dirs.append(checkout)
+    return dirs
+
+
+@lru_cache(maxsize=1)
+def shipped() -> dict[str, Path]:
+    """Name and alias → file of every shipped annotation."""
+    out: dict[str, Path] = {}
+    for d in _shipped_dirs():
+        for f in sorted(d.glob("*.json")):
+            try:
+                doc = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            names = [f.stem, doc.get("name", f.stem), *doc.get("aliases", [])]
+            for n in names:
+                out.setdefault(str(n), f)
+    return out
+
+
+def load_annotation(ref: str | Path) -> Annotation:
+    """An annotation by path, or by the name or alias of a shipped one."""
+    p = Path(ref)
+    if p.suffix == ".json" and p.exists() or p.is_file():
+        try:
+            return parse_annotation(p.read_bytes(), str(p))
+        except OSError as exc:
+            raise InputError(f"{p} could not be read ({exc}); check the path") from exc
+    known = shipped()
+    key = str(ref).removesuffix(".json")
+    if key in known:
+        return parse_annotation(known[key].read_bytes(), str(known[key]))
+    names = ", ".join(sorted(known)) or "none"
+    raise InputError(f"annotation {ref!r} is neither a file nor a shipped annotation (shipped: {names})")
