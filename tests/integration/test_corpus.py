@@ -295,3 +295,21 @@ def test_ns_resolution_trace_keeps_every_nanosecond():
     got = sorted(zip(start.tolist(), gpu["dur_ns"].to_numpy().tolist()))
     assert len(got) == len(ref.gpu) == sum(ref.counts.values())
     assert got == ref.gpu
+
+
+def test_shipped_qwen3_annotation_types_the_real_sglang_decode_step():
+    """The real sglang Qwen3-8B decode step (TraceLens corpus): 36 attention + 36 MLP blocks between head and tail."""
+    from tracekit.analyses.blocks import block_stats
+    from tracekit.annotate import load_annotation
+
+    path = CORPUS / "tracelens" / "tests" / "traces" / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"
+    if not path.exists():
+        pytest.skip(f"the ../shared corpus is not present ({path} missing)")
+    r = block_stats(tracekit.load(path, cache=False), load_annotation("qwen3_dense_sglang_rocm"))
+    assert r.summary["blocks_per_step"] == {"attention": 36, "head": 1, "mlp": 36, "tail": 1}
+    assert r.summary["untyped_blocks"] == 0 and not [w for w in r.warnings if "expected" in w]
+    tags = r.tables["per_tag"].set_index("op_tag")
+    assert (tags.loc[["qkv_proj", "o_proj", "attention", "gate_up_proj", "down_proj"], "count"] == 36).all()
+    per_type = r.tables["per_step_type"].set_index("block_type")
+    kernels = per_type["kernels"].sum()
+    assert kernels == 551  # every kernel of the graph replay's window lands in exactly one block
