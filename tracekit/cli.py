@@ -219,13 +219,16 @@ def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group
 
 
 @app.command()
-def comm(trace: TraceArg = None,
+def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
          main_stream: Annotated[Optional[int], typer.Option("--main-stream", help="The critical-path stream (default: the one with most kernel time).")] = None,
          step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Communication (A7): every comm kernel and PtoP copy per step, critical path vs side streams."""
-    res = communication(_load(trace, no_cache, cache_dir), main=main_stream, step_name=step_name,
+    ann = load_annotation(annotation) if annotation else None
+    res = communication(_load(trace, no_cache, cache_dir), main=main_stream,
+                        local_copy_pattern=ann.allgather.local_copy if ann else None,
+                        step_name=step_name if step_name is not None else (ann.step.name if ann else None),
                         min_step_ns=_ns(min_step_ms))
     _output(res, format, out, table)
 

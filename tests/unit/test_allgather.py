@@ -142,4 +142,4 @@ def test_comm_critical_vs_side(tmp_path):
     assert (t.loc["nccl", "critical_ns"], t.loc["nccl", "side_ns"], t.loc["nccl", "count"]) == (40_000, 0, 2)
     assert t.loc["nccl", "collective"] == "AllGather"
     assert (t.loc["deepep", "critical_ns"], t.loc["deepep", "side_ns"]) == (0, 30_000)
-    assert (t.loc["p2p_copy", "side_ns"], t.loc["p2p_copy", "count"]) == (100_000, 1)
+    assert (t.loc["weight_ag", "side_ns"], t.loc["weight_ag", "count"]) == (100_000, 1)

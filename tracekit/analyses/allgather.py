@@ -347,21 +347,33 @@ def main_stream(ev: pd.DataFrame) -> tuple[int, int]:
     return tuple(int(x) for x in tot.idxmax())  # type: ignore[return-value]
 
 
-def communication(trace: Trace, *, main: int | None = None, step_name: str | None = None,
-                  min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
-    """`tracekit comm`: every communication kernel and PtoP copy by class and name, per step, split into
-    critical path (on the main compute stream) and side streams (A7)."""
+WEIGHT_AG_CLASS = "weight_ag"
+
+
+def weight_ag_mask(ev: pd.DataFrame, local_copy_pattern: str | None = None) -> np.ndarray:
+    """PtoP copies plus the local-copy kernels on the streams that carry them: the weight AllGathers."""
+    pattern = re.compile(local_copy_pattern) if local_copy_pattern else load_classes().ag_local_copy
+    ptop = (ev["copy_kind"] == "PtoP").to_numpy()
+    lane = ev["device"].to_numpy().astype(np.int64) * (1 << 32) + ev["stream"].to_numpy()
+    return ptop | (_local_copy_mask(ev, pattern) & np.isin(lane, np.unique(lane[ptop])))
+
+
+def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: str | None = None,
+                  step_name: str | None = None, min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+    """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
+    copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
+    compute stream) and side streams (A7)."""
     ev = trace.events
     warnings = list(trace.report.warnings)
     dev_main, st_main = main_stream(ev)
     if main is not None:
         st_main = main
     is_comm = ev["comm_class"].notna().to_numpy()
-    is_ptop = (ev["copy_kind"] == "PtoP").to_numpy()
-    sel = is_comm | is_ptop
+    is_ag = weight_ag_mask(ev, local_copy_pattern)
+    sel = is_comm | is_ag
     c = ev.loc[sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns",
                      "end_ns"]].copy()
-    c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), "p2p_copy")
+    c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
     c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
     steps = _steps_or_none(trace, step_name, min_step_ns, warnings)
     if steps is not None:

@@ -72,10 +72,7 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     step = np.where(in_step, sid[np.clip(k, 0, None)], -1)
 
     on_main = (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream) & (kind == "kernel")
-    boundary = np.zeros(len(ev), dtype=bool)
-    for p in spec.boundary:
-        boundary |= _name_hits(ev, p)
-    boundary &= on_main & in_step
+    boundary = _boundaries(ev, spec.boundary, on_main & in_step, step)
     # block starts: each step's start, plus every boundary kernel (a boundary at the step start is one)
     b_start = np.concatenate([ss, start[boundary]])
     b_step = np.concatenate([sid, step[boundary]])
@@ -148,6 +145,73 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
         warnings.append(f"{n_untyped} block(s) match no type rule and no position (untyped); first (step, block):"
                         f" {sample}")
     return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
+
+
+def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Rows of main-stream kernels that start a block, rule by rule (see BoundaryRule)."""
+    idx = np.flatnonzero(main_in_step)  # main-stream kernels inside steps, in start order
+    st = step[idx]
+    new_step = np.concatenate([[True], st[1:] != st[:-1]])
+    cand = np.zeros(idx.size, dtype=bool)
+    conditional: list[tuple[np.ndarray, object]] = []
+    for rule in rules:
+        pattern = rule if isinstance(rule, str) else rule.pattern
+        m = _name_hits(ev, pattern)[idx]
+        if not isinstance(rule, str):
+            if rule.first_of_run:
+                m = m & ~(np.concatenate([[False], m[:-1]]) & ~new_step)
+            if rule.skip:
+                rank = pd.Series(m.astype(np.int64)).groupby(st).cumsum().to_numpy() - m
+                m = m & (rank >= rule.skip)
+            if rule.unless_after or rule.unless_block_starts_with:
+                conditional.append((m, rule))
+                continue
+        cand |= m
+    accepted = cand.copy()
+    if conditional:
+        accepted = _resolve_conditions(ev, idx, new_step, cand, conditional)
+    out = np.zeros(len(ev), dtype=bool)
+    out[idx[accepted]] = True
+    return out
+
+
+def _resolve_conditions(ev, idx, new_step, cand, conditional) -> np.ndarray:
+    """Accept conditional boundaries in order: a loop over candidate boundaries, not over events."""
+    accepted = cand.copy()
+    all_cand = cand.copy()
+    for m, _ in conditional:
+        all_cand |= m
+    tests = []
+    for m, rule in conditional:
+        after = _name_hits(ev, rule.unless_after)[idx] if rule.unless_after else None
+        starts = _name_hits(ev, rule.unless_block_starts_with)[idx] if rule.unless_block_starts_with else None
+        tests.append([m, np.cumsum(after) if after is not None else None, starts, -1])
+    block_start = 0  # position (in idx) of the kernel that opened the running block
+    for pos in np.flatnonzero(all_cand | new_step).tolist():
+        if new_step[pos]:
+            block_start = pos
+            for t in tests:
+                t[3] = -1  # previous match of each rule, within the step
+        if cand[pos]:
+            accepted[pos] = True
+            block_start = pos
+            continue
+        ok = False
+        for t in tests:
+            m, after_cum, starts, prev = t
+            if not m[pos]:
+                continue
+            blocked = False
+            if after_cum is not None and prev >= 0:
+                blocked |= after_cum[pos - 1] - after_cum[prev] > 0
+            if starts is not None:  # only the rule's first match after the opening kernel
+                blocked |= bool(starts[block_start]) and block_start != pos and prev < block_start
+            t[3] = pos
+            ok |= not blocked
+        if ok:
+            accepted[pos] = True
+            block_start = pos
+    return accepted
 
 
 def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Categorical:

@@ -34,8 +34,21 @@ class Position(msgspec.Struct, forbid_unknown_fields=True):
     default: Optional[str] = None  # type of untyped blocks between them
 
 
+class BoundaryRule(msgspec.Struct, forbid_unknown_fields=True):
+    pattern: str
+    skip: int = 0  # ignore the first `skip` matches of each step (e.g. an embedding kernel also used in the head)
+    first_of_run: bool = False  # only a match whose previous main-stream kernel does not match starts a block
+    # no block starts here when a main-stream kernel matching this ran since this rule's previous match in
+    # the step (a layer whose two halves both start with the same norm kernel, told apart by what ran) ...
+    unless_after: Optional[str] = None
+    # ... or when the running block was opened by a main-stream kernel matching this and the rule has not
+    # matched since (an embedding that opens a layer whose norm comes right after)
+    unless_block_starts_with: Optional[str] = None
+
+
 class BlockSpec(msgspec.Struct, forbid_unknown_fields=True):
-    boundary: list[str]  # regexes: a main-stream kernel matching one starts a block
+    # a main-stream kernel matching one of these starts a block (a regex, or a rule with conditions)
+    boundary: list[Union[str, BoundaryRule]]
     types: list[TypeRule] = []
     position: Position = msgspec.field(default_factory=Position)
     expect: dict[str, int] = {}  # blocks per step by type
@@ -89,7 +102,15 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
     if ann.blocks is not None:
         if not ann.blocks.boundary:
             raise DataFileError(f"{src}: $.blocks.boundary must list at least one regular expression")
-        checks += [(f"$.blocks.boundary[{i}]", p) for i, p in enumerate(ann.blocks.boundary)]
+        checks += [(f"$.blocks.boundary[{i}]" + ("" if isinstance(p, str) else ".pattern"),
+                    p if isinstance(p, str) else p.pattern) for i, p in enumerate(ann.blocks.boundary)]
+        for i, p in enumerate(ann.blocks.boundary):
+            if isinstance(p, str):
+                continue
+            checks += [(f"$.blocks.boundary[{i}].{k}", getattr(p, k)) for k in
+                       ("unless_after", "unless_block_starts_with") if getattr(p, k)]
+            if p.skip < 0:
+                raise DataFileError(f"{src}: $.blocks.boundary[{i}].skip must be 0 or more")
         checks += [(f"$.blocks.types[{i}].contains", r.contains) for i, r in enumerate(ann.blocks.types)]
     checks += [(f"$.op_tags[{i}].pattern", r.pattern) for i, r in enumerate(ann.op_tags)]
     checks += [(f"$.comm_patterns[{i}].pattern", r.pattern) for i, r in enumerate(ann.comm_patterns)]
