@@ -186,6 +186,12 @@ def test_missing_path_and_directories(tmp_path):
     write_trace(tmp_path / "two.json", [kernel("k", 1.0, 1.0)])
     with pytest.raises(InputError, match="holds 2 trace files"):
         tracekit.load(tmp_path)
+    # a trace named like one wins over other JSON files beside it (results, ground truth)
+    d = tmp_path / "run"
+    d.mkdir()
+    write_trace(d / "1758612345.12-TP-0.trace.json", [kernel("k", 1.0, 1.0), kernel("k", 3.0, 1.0)])
+    (d / "1758612345.12-TP-0.truth.json").write_text("{}")
+    assert len(tracekit.load(d, cache=False).events) == 2
 
 
 def test_metadata(tmp_path):

@@ -21,8 +21,13 @@ TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
 
 
 def find_trace_files(directory: Path) -> list[Path]:
-    """Trace files directly inside ``directory`` (not recursive), sorted by name."""
-    return sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    """Trace files directly inside ``directory`` (not recursive), sorted by name.
+
+    When some names say ``trace`` (sglang's ``…-TP-0.trace.json.gz``, PyTorch's ``….pt.trace.json``), only
+    those count, so result or truth JSON files beside them are not mistaken for traces."""
+    files = sorted(p for p in directory.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    named = [p for p in files if "trace" in p.name.lower()]
+    return named or files
 
 
 def resolve_trace_path(path: str | Path) -> Path:
