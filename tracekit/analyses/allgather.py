@@ -280,7 +280,6 @@ def exposure(trace: Trace, **kw) -> Result:
     per_step_type = (per_ag.groupby(["step", "type"], sort=True)["exposed_ns"].sum().reset_index())
     per_step_type = per_step_type[["step", "type", "exposed_ns"]]
     steps = ag.steps
-    per_step = per_step_type.groupby("step")["exposed_ns"].sum()
     if steps is not None:
         window = iv.measure_in_windows(exposed, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
         per_step_df = pd.DataFrame({"step": steps["step"].to_numpy(), "exposed_ns": window})

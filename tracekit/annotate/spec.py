@@ -11,7 +11,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 import msgspec
 

@@ -8,7 +8,7 @@ converted through :class:`decimal.Decimal`, one value at a time; such values are
 """
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import numpy as np
 

@@ -1,0 +1,52 @@
+"""The `tracekit` command line: parse arguments, call the Python API, render, exit.
+
+Errors are caught in one place (:func:`run`): a TracekitError prints its one-sentence message and exits
+with its code (2 usage, 3 bad input, 4 missing data); anything else prints one line and suggests
+``--debug``, which shows the traceback. Command modules in this package are imported automatically.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+
+import typer
+
+from ..errors import TracekitError
+from .common import SAMPLE_TRACE, app, bundled_sample
+
+for _mod in pkgutil.iter_modules(__path__):
+    if _mod.name != "common":
+        importlib.import_module(f"{__name__}.{_mod.name}")
+
+__all__ = ["app", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; never raises (tests call this)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    logging.basicConfig(level=logging.WARNING)
+    try:
+        app(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except TracekitError as exc:
+        if debug:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become one line
+        if debug:
+            raise
+        typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (a tracekit bug; rerun with --debug"
+                   " for the traceback and report it)", err=True)
+        return 1
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,133 @@
+"""Shared CLI pieces: the typer app, the options every command takes, loading and output.
+
+Each command module (``tracekit/cli/*.py``) registers its commands on ``app``; ``tracekit/cli/__init__.py``
+imports them all and catches errors in one place.
+"""
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .. import __version__
+from ..analyses.allgather import parse_sizes
+from ..annotate import load_annotation
+from ..ingest import load
+from ..render import emit
+from ..render.formats import write_csv_dir
+from ..result import Result
+
+app = typer.Typer(
+    name="tracekit",
+    help="Where each millisecond of an LLM decode step goes: analyses of torch-profiler traces.",
+    no_args_is_help=False,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    md = "md"
+
+
+SAMPLE_TRACE = "decode_sample.json.gz"
+DEFAULT_ANNOTATION = "decode_sample"  # the shipped annotation of the bundled sample
+
+
+def bundled_sample() -> Path:
+    """The small synthetic decode trace shipped inside the package (the default TRACE)."""
+    return Path(str(resources.files("tracekit.data").joinpath("samples", SAMPLE_TRACE)))
+
+
+TraceArg = Annotated[Optional[Path], typer.Argument(
+    help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
+    show_default=False)]
+FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format: table, json, csv or md.")]
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", help="Write to this file instead of stdout (csv: a directory, one file per table).")]
+TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the parquet cache.")]
+CacheDirOpt = Annotated[Optional[Path], typer.Option(
+    "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
+
+StepNameOpt = Annotated[Optional[str], typer.Option(
+    "--step-name", help="Annotation that marks a step (default: the markers of tracekit/data/steps.json, in order).")]
+MinStepOpt = Annotated[float, typer.Option("--min-step-ms", min=0, help="Ignore step annotations not longer than this.")]
+
+_state = {"debug": False, "quiet": False}
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"tracekit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print warnings to stderr.")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
+    _state["debug"], _state["quiet"] = debug, quiet
+
+
+def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
+    return load(trace if trace is not None else bundled_sample(), cache=not no_cache, cache_dir=cache_dir)
+
+
+def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
+    if not _state["quiet"]:
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+    if fmt is Fmt.csv and out is not None and table is None:
+        for p in write_csv_dir(result, out):
+            typer.echo(f"wrote {p}", err=True)
+        return
+    text = emit(result, fmt.value, table=table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+def _ns(ms: float) -> int:
+    return int(round(ms * 1_000_000))
+
+
+GroupOpt = Annotated[Optional[int], typer.Option("--group-size", "-g", min=2,
+                                                 help="Shard group size G (default: most common copy count + 1).")]
+AgSizeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--ag-size", help="An AllGather type and its full bytes, TYPE=BYTES (repeatable), e.g. KDA=627048448.")]
+LocalOpt = Annotated[Optional[str], typer.Option(
+    "--local-copy", help="Regex of the local-copy kernel (default: ag_local_copy in tracekit/data/classes.json).")]
+
+
+AnnotationOpt = Annotated[Optional[str], typer.Option(
+    "--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16).")]
+
+
+def _ag_kwargs(annotation, group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
+    """AllGather parameters: the annotation's, overridden by explicit options."""
+    ann = load_annotation(annotation) if annotation else None
+    sizes = dict(ann.allgather.sizes) if ann else {}
+    sizes.update(parse_sizes(ag_size))
+    return {"group_size": group_size if group_size is not None else (ann.allgather.group_size if ann else None),
+            "sizes": sizes,
+            "local_copy_pattern": local_copy or (ann.allgather.local_copy if ann else None),
+            "step_name": step_name if step_name is not None else (ann.step.name if ann else None),
+            "min_step_ns": _ns(min_step_ms)}
+
+

@@ -1,0 +1,76 @@
+"""Commands over one trace: info, kernels, steps, wall, temporal, overlap."""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from ..analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
+from .common import (CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, StepNameOpt, TableOpt, TraceArg,
+                     _load, _ns, _output, app)
+
+
+@app.command()
+def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Rank, devices, SM count, GPU span, counts by kind / category / stream, copies, comm kernels, ingest losses."""
+    _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
+
+
+@app.command()
+def kernels(trace: TraceArg = None,
+            match: Annotated[Optional[str], typer.Option("--match", "-m", help="Keep kernel names matching this regex.")] = None,
+            top: Annotated[Optional[int], typer.Option("--top", "-n", min=1, help="Show the N largest by total time.")] = None,
+            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+            no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Per kernel name: count, total, mean, median, min, max and share of GPU busy time."""
+    _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top), format, out, table)
+
+
+@app.command()
+def steps(trace: TraceArg = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Decode steps (A1): each step's window and the median wall; says which marker was used."""
+    res = steps_result(_load(trace, no_cache, cache_dir), step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+class AgChoice(str, Enum):
+    ptop = "ptop"
+    ptop_local = "ptop+local"
+
+
+@app.command()
+def wall(trace: TraceArg = None,
+         ag: Annotated[AgChoice, typer.Option("--ag", help="AllGather copies: PtoP only, or PtoP + the local copy kernel.")] = AgChoice.ptop,
+         step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Wall-clock decomposition (A2): per step busy, only-AllGather and idle time, summing to the wall."""
+    res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+@app.command(name="temporal")
+def temporal_cmd(trace: TraceArg = None,
+                 per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
+                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Temporal breakdown of the whole trace: span, busy, idle, compute, communication, memory, overlap."""
+    _output(temporal(_load(trace, no_cache, cache_dir), per_stream=per_stream), format, out, table)
+
+
+@app.command(name="overlap")
+def overlap_cmd(trace: TraceArg = None,
+                a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
+                b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Overlap of two selections: |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B, per step."""
+    res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
