@@ -1,0 +1,139 @@
+"""A13/A14 end to end: analyze two synthetic deployments, compare them, bench files, the rank map."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.analyses.compare import compare, config_diff, graph_bucket, launch_config, load_side
+from tracekit.analyses.ranks import rank_map
+from tracekit.analyses.sweep import analyze
+from tracekit.render.files import write_outputs
+from tracekit.ingest.bench import read_bench
+from tracekit.ingest.discover import discover, parse_context, rank_tags
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def sweep_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    jobs = [("dp16", 4), ("dp16", 8), ("dp16", 16), ("dp16", 24), ("dp2dcp8", 64), ("dp2dcp8", 128)]
+    for preset, bs in jobs:
+        side = "dp16" if preset == "dp16" else "dp2"
+        subprocess.run([sys.executable, str(REPO / "fixtures" / "synth.py"), "write", "--preset", preset, "--bs",
+                        str(bs), "--steps", "2", "--out", str(root / side / f"d_bs{bs}_100k")],
+                       check=True, capture_output=True)
+    return root
+
+
+def test_discover_reads_points_and_ranks(tmp_path):
+    for name in ("1758612345.12-TP-0.trace.json.gz", "1758612345.12-TP-1.trace.json.gz"):
+        d = tmp_path / "d_bs16_100k"
+        d.mkdir(exist_ok=True)
+        (d / name).write_bytes(b"")
+    refs = discover(tmp_path, rank="TP-1")
+    assert [(r.bs, r.context, r.ranks) for r in refs] == [(16, 100_000, {"TP": 1})]
+    assert len(discover(tmp_path, rank=None)) == 2
+    assert parse_context("1m") == 1_000_000 and rank_tags("x-TP-3-DP-3-EP-3-decode") == {"TP": 3, "DP": 3, "EP": 3}
+
+
+def test_analyze_sweep_shape(sweep_dirs, tmp_path):
+    r = analyze(sweep_dirs / "dp16", annotation="k3_dp16", jobs=1)
+    s = r.tables["sweep"].set_index("bs")
+    assert list(s.index) == [4, 8, 16, 24] and (s["context"] == 100_000).all()
+    # the study's shape: exposure and only-AllGather time fall with bs, the PtoP traffic does not
+    assert s["median_ag_only_ns"].is_monotonic_decreasing
+    assert s.loc[4, "median_ag_only_ns"] > 2.5 * s.loc[24, "median_ag_only_ns"]
+    assert s["median_received_bytes"].nunique() == 1
+    assert s["median_ptop_busy_ns"].max() / s["median_ptop_busy_ns"].min() < 1.02
+    assert s["median_wall_ns"].is_monotonic_increasing
+    bt = r.tables["block_types"]
+    assert set(bt["block_type"]) >= {"KDA", "MLA", "MoE", "draft"}
+    manifest = json.loads(write_outputs(r, tmp_path / "out").read_text())
+    assert manifest["tables"]["sweep"]["rows"] == 4 and (tmp_path / "out" / "analyze.json").exists()
+
+
+def test_jobs_give_identical_results(sweep_dirs):
+    one = analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8", jobs=1)
+    two = analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8", jobs=2)
+    for name in one.tables:
+        assert one.tables[name].equals(two.tables[name]), name
+
+
+def test_dask_gives_identical_results(sweep_dirs):
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is an optional extra")
+    one = analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8", jobs=1)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster:
+        via = analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8", dask=cluster.scheduler_address)
+    for name in one.tables:
+        assert one.tables[name].equals(via.tables[name]), name
+
+
+def test_compare_dp16_against_dp2(sweep_dirs, tmp_path):
+    write_outputs(analyze(sweep_dirs / "dp16", annotation="k3_dp16"), tmp_path / "a")
+    a = load_side(tmp_path / "a", label="dp16", dp=16, graph_bs=(1, 2, 4, 8, 16, 24))
+    b = load_side(sweep_dirs / "dp2", label="dp2", dp=2, annotation="k3_dp2_dcp8")
+    r = compare(a, b)
+    m = r.tables["matched"].set_index("concurrency")
+    assert list(m.index) == [128, 256]
+    # DP16 is slower at low instance concurrency and closer at high: B (DP2) over A (DP16) throughput falls
+    assert m.loc[128, "throughput_ratio_b_over_a"] > m.loc[256, "throughput_ratio_b_over_a"] > 1.0
+    steps = r.tables["steps"]
+    row = steps[(steps["deployment"] == "dp16") & (steps["bs"] == 8)].iloc[0]
+    assert row["est_throughput_tok_s"] == pytest.approx(8 * 16 * 3.5 / (row["median_wall_ns"] / 1e9))
+    parts = r.tables["parts"]
+    assert set(parts["part"]) == {"wall", "busy", "ag_only", "idle", "exposed"}
+    assert set(r.tables["block_types"]["block_type"]) >= {"KDA", "MLA", "MoE"}
+
+
+def test_cuda_graph_buckets():
+    assert graph_bucket(20, (1, 2, 4, 8, 16, 24)) == 24 and graph_bucket(12, (1, 2, 4, 8, 16, 24)) == 16
+    assert graph_bucket(30, (1, 2, 4, 8, 16, 24)) is None and graph_bucket(5, ()) == 5
+
+
+def test_bench_formats(tmp_path):
+    (tmp_path / "a.csv").write_text("deployment,context,concurrency,generation_time_ms\ndp16,100000,64,83.5\n")
+    (tmp_path / "serving.jsonl").write_text(json.dumps({"backend": "sglang", "max_concurrency": 32,
+                                                        "mean_tpot_ms": 14.0, "median_tpot_ms": 13.5,
+                                                        "random_input_len": 4096, "output_throughput": 2000.0}) + "\n")
+    (tmp_path / "one.jsonl").write_text(json.dumps({"run_name": "x", "batch_size": 16, "input_len": 1024,
+                                                    "output_len": 101, "latency": 2.1, "ttft": 0.1,
+                                                    "output_throughput": 800.0}) + "\n")
+    df = read_bench([tmp_path / "a.csv", tmp_path / "serving.jsonl", tmp_path / "one.jsonl"]).set_index("format")
+    assert df.loc["tracekit", "step_time_ms"] == 83.5 and df.loc["tracekit", "concurrency"] == 64
+    assert df.loc["sglang.bench_serving", "tpot_ms"] == 13.5 and df.loc["sglang.bench_serving", "context"] == 4096
+    assert df.loc["sglang.bench_one_batch_server", "step_time_ms"] == pytest.approx(2000 / 101)
+    (tmp_path / "bad.csv").write_text("foo,bar\n1,2\n")
+    from tracekit.errors import InputError
+
+    with pytest.raises(InputError, match="matches no benchmark format"):
+        read_bench([tmp_path / "bad.csv"])
+
+
+def test_launch_config_diff(tmp_path):
+    (tmp_path / "start_a.sh").write_text("export SGLANG_VOCAB_TP_SIZE=8\nexport SGLANG_X=1\npython -m sglang.launch_server"
+                                         " \\\n  --tp 16 --dp 16 --enable-dp-attention \\\n  --mem-fraction-static 0.88\n")
+    (tmp_path / "start_b.sh").write_text("export SGLANG_X=1\nSGLANG_DEEPGEMM_MASKED_BLOCK_M=32 python -m"
+                                         " sglang.launch_server --tp 16 --dp 2 --enable-dp-attention"
+                                         " --mem-fraction-static=0.83\n")
+    d = config_diff(launch_config(tmp_path / "start_a.sh"), launch_config(tmp_path / "start_b.sh")).set_index("key")
+    assert d.loc["--dp"].tolist() == ["16", "2"] and d.loc["--mem-fraction-static"].tolist() == ["0.88", "0.83"]
+    assert d.loc["SGLANG_VOCAB_TP_SIZE", "a"] == "8" and d.loc["SGLANG_DEEPGEMM_MASKED_BLOCK_M", "b"] == "32"
+    assert "SGLANG_X" not in d.index and "--tp" not in d.index
+
+
+@pytest.mark.parametrize("tp,dp,cp,expect", [
+    (16, 2, 1, {"attn_tp_size": 8, 9: (1, 1)}),
+    (16, 16, 1, {"attn_tp_size": 1, 9: (0, 9)}),
+    (16, 2, 8, {"attn_tp_size": 1, 9: (0, 1)}),
+])
+def test_rank_map(tp, dp, cp, expect):
+    r = rank_map(tp=tp, dp=dp, attn_cp=cp).tables["ranks"].set_index("tp_rank")
+    assert (r["attn_tp_size"] == expect["attn_tp_size"]).all()
+    assert (r.loc[9, "attn_tp_rank"], r.loc[9, "attn_dp_rank"]) == expect[9]
+    off = rank_map(tp=8, dp=8, dp_attention=False).tables["ranks"]
+    assert (off["attn_dp_rank"] == 0).all() and (off["attn_tp_size"] == 8).all()

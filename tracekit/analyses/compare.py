@@ -1,0 +1,180 @@
+"""A13 — two deployments side by side: step time per instance concurrency, throughput, and where it differs.
+
+Each side is an ``analyze`` output directory (its manifest) or a trace directory analysed on the fly.
+Instance concurrency = per-rank (per-DP) bs × dp; est_throughput = bs × dp × accept_len ÷ step time.
+A batch size that was not captured as a CUDA graph runs the next captured one (``cuda_graph_bs``).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import InputError
+from ..result import Result
+from .sweep import analyze
+
+DEFAULT_ACCEPT_LEN = 3.5
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    sweep: pd.DataFrame
+    block_types: pd.DataFrame
+    exposure_types: pd.DataFrame
+    dp: int
+    graph_bs: tuple[int, ...] = ()
+
+
+def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = None, rank: str | None = "TP-0",
+              graph_bs: tuple[int, ...] = (), jobs: int = 1) -> Side:
+    """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
+    p = Path(ref)
+    if (p / "manifest.json").exists():
+        tables = {}
+        for name in ("sweep", "block_types", "exposure_types"):
+            f = p / f"{name}.parquet"
+            if not f.exists():
+                raise InputError(f"{p} has a manifest but no {f.name}; rerun tracekit analyze -o {p}")
+            tables[name] = pd.read_parquet(f)
+    else:
+        res = analyze(p, annotation=annotation, rank=rank, jobs=jobs)
+        tables = res.tables
+    return Side(label=label, sweep=tables["sweep"], block_types=tables["block_types"],
+                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs)))
+
+
+def graph_bucket(bs: int, captured: tuple[int, ...]) -> int | None:
+    """The captured CUDA-graph batch size a bs runs (the smallest captured ≥ bs); None if none is."""
+    if not captured:
+        return bs
+    bigger = [c for c in captured if c >= bs]
+    return min(bigger) if bigger else None
+
+
+def _steps(side: Side, accept_len: float) -> pd.DataFrame:
+    s = side.sweep
+    wall_ms = s["median_wall_ns"].astype(float) / 1e6
+    out = pd.DataFrame({
+        "deployment": side.label, "bs": s["bs"], "context": s["context"], "dp": side.dp,
+        "concurrency": s["bs"] * side.dp,
+        "graph_bs": [graph_bucket(int(b), side.graph_bs) if pd.notna(b) else None for b in s["bs"]],
+        "median_wall_ns": s["median_wall_ns"], "median_busy_ns": s["median_busy_ns"],
+        "median_ag_only_ns": s["median_ag_only_ns"], "median_idle_ns": s["median_idle_ns"],
+        "median_exposed_ns": s["median_exposed_ns"],
+        "est_throughput_tok_s": s["bs"] * side.dp * accept_len / (wall_ms / 1000.0),
+    })
+    return out
+
+
+def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: pd.DataFrame | None = None,
+            config: pd.DataFrame | None = None) -> Result:
+    """`tracekit compare`: per instance concurrency, B against A."""
+    sa, sb = _steps(a, accept_len), _steps(b, accept_len)
+    steps = pd.concat([sa, sb], ignore_index=True)
+    keys = ["concurrency", "context"]
+    m = sa.merge(sb, on=keys, suffixes=("_a", "_b"))
+    matched = pd.DataFrame({
+        "concurrency": m["concurrency"], "context": m["context"], "bs_a": m["bs_a"], "bs_b": m["bs_b"],
+        "wall_ns_a": m["median_wall_ns_a"], "wall_ns_b": m["median_wall_ns_b"],
+        "wall_ratio_b_over_a": m["median_wall_ns_b"] / m["median_wall_ns_a"],
+        "throughput_ratio_b_over_a": m["est_throughput_tok_s_b"] / m["est_throughput_tok_s_a"],
+    })
+    parts = []
+    for part in ("wall", "busy", "ag_only", "idle", "exposed"):
+        col = f"median_{part}_ns"
+        parts.append(pd.DataFrame({"concurrency": m["concurrency"], "context": m["context"], "part": part,
+                                   "a_ns": m[f"{col}_a"], "b_ns": m[f"{col}_b"],
+                                   "diff_ns": m[f"{col}_b"] - m[f"{col}_a"]}))
+    parts_df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    blocks = _block_diff(a, b, m)
+    tables = {"steps": steps, "matched": matched, "parts": parts_df, "block_types": blocks}
+    if bench is not None and not bench.empty:
+        bt = bench.copy()
+        bt["est_throughput_tok_s"] = bt["concurrency"].astype(float) * accept_len / (bt["step_time_ms"] / 1000.0)
+        tables["bench"] = bt
+    if config is not None:
+        tables["config"] = config
+    summary = {
+        "a": a.label, "b": b.label, "accept_len": accept_len, "matched_concurrencies": [int(c) for c in
+                                                                                        matched["concurrency"]],
+        "throughput_ratio_b_over_a": {str(int(c)): float(r) for c, r in
+                                      zip(matched["concurrency"], matched["throughput_ratio_b_over_a"])},
+    }
+    warnings = []
+    if matched.empty:
+        warnings.append(f"no instance concurrency is shared by {a.label} ({sorted(sa['concurrency'].tolist())}) and"
+                        f" {b.label} ({sorted(sb['concurrency'].tolist())}); only per-side tables are shown")
+    return Result(command="compare", inputs=[{"label": a.label}, {"label": b.label}],
+                  params={"accept_len": accept_len, "dp_a": a.dp, "dp_b": b.dp,
+                          "cuda_graph_bs_a": list(a.graph_bs), "cuda_graph_bs_b": list(b.graph_bs)},
+                  summary=summary, tables=tables, warnings=warnings)
+
+
+def _block_diff(a: Side, b: Side, matched: pd.DataFrame) -> pd.DataFrame:
+    cols = ["concurrency", "block_type", "a_ns", "b_ns", "diff_ns"]
+    if a.block_types.empty or b.block_types.empty or matched.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for _, r in matched.iterrows():  # one row per shared concurrency: a handful
+        ta = a.block_types[a.block_types["bs"] == r["bs_a"]].set_index("block_type")["median_kernel_ns"]
+        tb = b.block_types[b.block_types["bs"] == r["bs_b"]].set_index("block_type")["median_kernel_ns"]
+        for t in sorted(set(ta.index) | set(tb.index)):
+            va, vb = ta.get(t, 0), tb.get(t, 0)
+            rows.append({"concurrency": int(r["concurrency"]), "block_type": t, "a_ns": va, "b_ns": vb,
+                         "diff_ns": vb - va})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ---------------------------------------------------------------------------- launch configuration
+
+_EXPORT = re.compile(r"^\s*(?:export\s+)?(SGLANG_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|CUDA_[A-Z0-9_]+)=(\S*)")
+
+
+def launch_config(path: str | Path) -> dict[str, str]:
+    """SGLANG_* (and NCCL_*, CUDA_*) environment and ``--flag value`` server arguments of a launch script
+    (``start_*.sh``) or the ``server_args=ServerArgs(...)`` line of a launch log."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{p} could not be read ({exc.strerror or exc}); check the path") from exc
+    conf: dict[str, str] = {}
+    m = re.search(r"server_args=ServerArgs\((.*)\)\s*$", text, re.M)
+    if m:
+        for k, v in re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,]+)", m.group(1)):
+            conf[f"--{k.replace('_', '-')}"] = v.strip().strip("'\"")
+    joined = text.replace("\\\n", " ")
+    for line in joined.splitlines():
+        em = _EXPORT.match(line)
+        if em:
+            conf[em.group(1)] = em.group(2).strip("'\"")
+        if "--" in line and not line.lstrip().startswith("#"):
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError:
+                tokens = line.split()
+            for i, t in enumerate(tokens):
+                if t.startswith("--"):
+                    key, eq, val = t.partition("=")
+                    if not eq:
+                        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
+                        val = nxt if nxt and not nxt.startswith("--") else "true"
+                    conf[key] = val
+                elif "=" in t and t.split("=")[0].startswith(("SGLANG_", "NCCL_", "CUDA_")):
+                    k, _, v = t.partition("=")
+                    conf[k] = v
+    return conf
+
+
+def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
+    keys = sorted(set(a) | set(b))
+    rows = [{"key": k, "a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)]
+    return pd.DataFrame(rows, columns=["key", "a", "b"])
+
+
+

@@ -1,0 +1,101 @@
+"""Commands over deployments: analyze (a sweep), compare (two deployments), bench, ranks."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..analyses.compare import DEFAULT_ACCEPT_LEN, compare, config_diff, launch_config, load_side
+from ..analyses.ranks import rank_map
+from ..analyses.sweep import analyze, default_jobs
+from ..render.files import write_outputs
+from ..ingest.bench import read_bench
+from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
+from ..result import Result
+from .common import AnnotationOpt, Fmt, FormatOpt, OutOpt, StepNameOpt, TableOpt, _ns, _output, app
+
+RankOpt = Annotated[Optional[str], typer.Option(
+    "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9).")]
+JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1,
+                                                help="Worker processes (default: min(cores, traces)).")]
+DaskOpt = Annotated[Optional[str], typer.Option("--dask", help="Run the per-trace work on this Dask scheduler.")]
+
+
+def _graph_bs(text: Optional[str]) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.replace(" ", ",").split(",") if x)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
+
+
+@app.command(name="analyze")
+def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace directory (one subdirectory or file per"
+                                                                " operating point, e.g. d_bs16_100k/).")],
+                annotation: AnnotationOpt = None,
+                out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every table (parquet and"
+                                                            " JSON) and a manifest to this directory.")] = None,
+                rank: RankOpt = "TP-0",
+                point_pattern: Annotated[str, typer.Option("--point-pattern", help="Regex with groups bs and ctx.")] = DEFAULT_POINT_PATTERN,
+                step_name: StepNameOpt = None,
+                min_step_ms: Annotated[Optional[float], typer.Option("--min-step-ms", min=0)] = None,
+                jobs: JobsOpt = None, dask: DaskOpt = None,
+                format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
+    """A sweep (A13): walls, decomposition, block types, exposure and AllGather bytes per operating point."""
+    n = len(discover(directory, point_pattern=point_pattern, rank=rank))
+    res = analyze(directory, annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
+                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
+                  jobs=jobs or default_jobs(n), dask=dask)
+    if out is not None:
+        typer.echo(f"wrote {write_outputs(res, out)}", err=True)
+    _output(res, format, None, table)
+
+
+@app.command(name="compare")
+def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze output (-o dir) or a trace directory.")],
+                b: Annotated[Path, typer.Argument(help="Deployment B, likewise.")],
+                dp_a: Annotated[int, typer.Option("--dp-a", min=1, help="DP size of A (instance concurrency = bs × dp).")] = 1,
+                dp_b: Annotated[int, typer.Option("--dp-b", min=1, help="DP size of B.")] = 1,
+                annotation_a: Annotated[Optional[str], typer.Option("--annotation-a")] = None,
+                annotation_b: Annotated[Optional[str], typer.Option("--annotation-b")] = None,
+                accept_len: Annotated[float, typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step.")] = DEFAULT_ACCEPT_LEN,
+                cuda_graph_bs_a: Annotated[Optional[str], typer.Option("--cuda-graph-bs-a", help="Captured batch sizes of A, e.g. 1,2,4,8,16,24.")] = None,
+                cuda_graph_bs_b: Annotated[Optional[str], typer.Option("--cuda-graph-bs-b")] = None,
+                bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
+                config_a: Annotated[Optional[Path], typer.Option("--config-a", help="Launch script or log of A.")] = None,
+                config_b: Annotated[Optional[Path], typer.Option("--config-b", help="Launch script or log of B.")] = None,
+                rank: RankOpt = "TP-0", jobs: JobsOpt = None,
+                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Two deployments (A13): step time and est_throughput per instance concurrency, B against A, and where they differ."""
+    side_a = load_side(a, label=a.name, dp=dp_a, annotation=annotation_a, rank=rank,
+                       graph_bs=_graph_bs(cuda_graph_bs_a), jobs=jobs or 1)
+    side_b = load_side(b, label=b.name, dp=dp_b, annotation=annotation_b, rank=rank,
+                       graph_bs=_graph_bs(cuda_graph_bs_b), jobs=jobs or 1)
+    cfg = config_diff(launch_config(config_a), launch_config(config_b)) if config_a and config_b else None
+    res = compare(side_a, side_b, accept_len=accept_len, bench=read_bench(bench) if bench else None, config=cfg)
+    _output(res, format, out, table)
+
+
+@app.command(name="bench")
+def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result files: CSV, JSON or JSONL.")],
+              accept_len: Annotated[float, typer.Option("--accept-len", min=0.0)] = DEFAULT_ACCEPT_LEN,
+              format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Benchmark results (tracekit columns, sglang bench_serving or bench_one_batch_server) as the performance table."""
+    df = read_bench(files)
+    df["est_throughput_tok_s"] = df["concurrency"].astype(float) * accept_len / (df["step_time_ms"] / 1000.0)
+    res = Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
+                 summary={"records": int(len(df)), "deployments": sorted(df["deployment"].dropna().unique().tolist())},
+                 tables={"results": df.sort_values(["deployment", "context", "concurrency"], kind="stable")})
+    _output(res, format, out, table)
+
+
+@app.command(name="ranks")
+def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all ranks of the instance).")],
+              dp: Annotated[int, typer.Option("--dp", min=1)] = 1,
+              attn_cp: Annotated[int, typer.Option("--attn-cp", min=1)] = 1,
+              dp_attention: Annotated[bool, typer.Option("--dp-attention/--no-dp-attention")] = True,
+              format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """The DP-attention rank map (A14): attention TP size, TP rank, CP rank and DP rank of every rank."""
+    _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention), format, out, table)
