@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..analyses.compare import DEFAULT_ACCEPT_LEN, compare, config_diff, launch_config, load_side
+from ..analyses.imbalance import imbalance
 from ..analyses.ranks import rank_map
 from ..analyses.sweep import analyze, default_jobs
 from ..render.files import write_outputs
@@ -99,3 +100,12 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """The DP-attention rank map (A14): attention TP size, TP rank, CP rank and DP rank of every rank."""
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention), format, out, table)
+
+
+@app.command(name="imbalance")
+def imbalance_cmd(directory: Annotated[Path, typer.Argument(help="The traces of several ranks of one run.")],
+                  step_name: StepNameOpt = None,
+                  min_step_ms: Annotated[float, typer.Option("--min-step-ms", min=0)] = 10.0,
+                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Rank imbalance (A14): per layer the slowest attention rank before the MoE dispatch, and max ÷ mean."""
+    _output(imbalance(directory, step_name=step_name, min_step_ns=_ns(min_step_ms)), format, out, table)

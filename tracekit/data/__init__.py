@@ -22,6 +22,7 @@ class Classes:
     nccl_algo: re.Pattern
     nccl_protocol: re.Pattern
     ag_local_copy: re.Pattern
+    moe_phases: dict
 
     def kind_for_cat(self, cat: str) -> str:
         return self.kinds_by_cat.get(cat, self.kinds_by_cat.get(cat.lower(), "other"))
@@ -79,6 +80,8 @@ def parse_classes(doc: Any, source: str) -> Classes:
         nccl_algo=_compile(source, "$.nccl_name.algo", nccl.get("algo")),
         nccl_protocol=_compile(source, "$.nccl_name.protocol", nccl.get("protocol")),
         ag_local_copy=_compile(source, "$.ag_local_copy.pattern", doc.get("ag_local_copy", {}).get("pattern")),
+        moe_phases={k: _compile(source, f"$.moe_phases.{k}", doc.get("moe_phases", {}).get(k)).pattern
+                    for k in ("dispatch", "combine")},
     )
 
 

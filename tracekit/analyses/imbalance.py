@@ -1,0 +1,105 @@
+"""A14, beyond the study — rank imbalance: who makes the shared MoE wait.
+
+With expert parallelism every rank enters each layer's MoE dispatch together, so the slowest attention
+rank sets when the MoE can start and the others wait inside dispatch/combine. For every rank, step and
+layer (the n-th dispatch of the step), this measures the attention time before the dispatch (from the
+previous combine's end, or the step's start) and the time inside dispatch and combine; steps and layers
+are aligned across ranks by index (each rank's clock is its own, so only durations are compared).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..data import load_classes
+from ..errors import MissingDataError
+from ..ingest import load
+from ..ingest.discover import discover
+from ..result import Result
+from .steps import DEFAULT_MIN_STEP_NS, find_steps
+
+
+def _name_mask(ev: pd.DataFrame, pattern: str) -> np.ndarray:
+    rx = re.compile(pattern)
+    cats = ev["name"].cat.categories
+    hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+    codes = ev["name"].cat.codes.to_numpy()
+    return (codes >= 0) & hit[np.clip(codes, 0, None)] & (ev["kind"] == "kernel").to_numpy()
+
+
+def rank_layers(trace, *, step_name=None, min_step_ns=DEFAULT_MIN_STEP_NS) -> pd.DataFrame:
+    """Per step and layer: attention_ns, dispatch_ns, combine_ns of one rank (vectorised per step)."""
+    phases = load_classes().moe_phases
+    ev = trace.events
+    steps = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns).table
+    disp = _name_mask(ev, phases["dispatch"])
+    comb = _name_mask(ev, phases["combine"])
+    if not disp.any():
+        raise MissingDataError(f"{trace.path} has no MoE dispatch kernel (DeepEP); rank imbalance needs expert"
+                               " parallelism")
+    s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    rows = []
+    for st, ws, we in zip(steps["step"], steps["start_ns"], steps["end_ns"]):
+        d_idx = np.flatnonzero(disp & (s >= ws) & (s < we))
+        c_idx = np.flatnonzero(comb & (s >= ws) & (s < we))
+        if d_idx.size == 0:
+            continue
+        # a layer's dispatch = the first dispatch after the previous combine (send/recv halves are one)
+        c_end = e[c_idx]
+        prev_c = np.searchsorted(c_end, s[d_idx], side="right") - 1
+        first = np.concatenate([[True], prev_c[1:] != prev_c[:-1]])
+        layer_of = np.cumsum(first) - 1
+        n_layers = int(layer_of[-1]) + 1
+        d_start = s[d_idx][first]
+        before = np.where(prev_c[first] >= 0, c_end[np.clip(prev_c[first], 0, None)], ws)
+        d_ns = np.bincount(layer_of, weights=(e - s)[d_idx], minlength=n_layers)
+        # combines belong to the layer whose dispatch precedes them
+        c_layer = np.searchsorted(d_start, s[c_idx], side="right") - 1
+        ok = c_layer >= 0
+        c_ns = np.bincount(c_layer[ok], weights=(e - s)[c_idx][ok], minlength=n_layers)
+        rows.append(pd.DataFrame({"step": int(st), "layer": np.arange(n_layers), "attention_ns": d_start - before,
+                                  "dispatch_ns": d_ns.astype(np.int64), "combine_ns": c_ns.astype(np.int64)}))
+    if not rows:
+        raise MissingDataError(f"{trace.path} has no MoE dispatch inside any step")
+    return pd.concat(rows, ignore_index=True)
+
+
+def imbalance(root, *, step_name: str | None = None, min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+    """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across ranks."""
+    refs = discover(root, rank=None)
+    if len(refs) < 2:
+        raise MissingDataError(f"{root} holds {len(refs)} trace; rank imbalance needs the traces of several ranks"
+                               " of one run")
+    per_rank = []
+    for ref in refs:
+        t = rank_layers(load(ref.path), step_name=step_name, min_step_ns=min_step_ns)
+        per_rank.append(t.assign(rank=ref.rank_label if ref.ranks else ref.path.name))
+    df = pd.concat(per_rank, ignore_index=True)
+    common = df.groupby(["step", "layer"])["rank"].transform("nunique") == len(refs)
+    warnings = []
+    if not common.all():
+        warnings.append(f"{int((~common).sum())} (rank, step, layer) rows have no counterpart on every rank and are"
+                        " left out of the comparison (ranks ran different numbers of steps or layers)")
+    d = df[common]
+    g = d.groupby(["step", "layer"])
+    idx = g["attention_ns"].idxmax()
+    per_layer = pd.DataFrame({
+        "max_attention_ns": g["attention_ns"].max(), "mean_attention_ns": g["attention_ns"].mean(),
+        "slowest_rank": d.loc[idx.to_numpy(), "rank"].to_numpy(),
+        "max_wait_ns": g.apply(lambda x: int((x["dispatch_ns"] + x["combine_ns"]).max()), include_groups=False),
+    }).reset_index()
+    per_layer["imbalance"] = per_layer["max_attention_ns"] / per_layer["mean_attention_ns"]
+    per_rank_tbl = (d.groupby("rank").agg(layers=("layer", "size"), mean_attention_ns=("attention_ns", "mean"),
+                                          mean_dispatch_ns=("dispatch_ns", "mean"),
+                                          mean_combine_ns=("combine_ns", "mean")).reset_index())
+    slow = per_layer["slowest_rank"].value_counts()
+    per_rank_tbl["slowest_layers"] = per_rank_tbl["rank"].map(slow).fillna(0).astype(int)
+    summary = {"ranks": len(refs), "steps": int(d["step"].nunique()), "layers_per_step": int(d["layer"].max() + 1),
+               "median_imbalance": float(per_layer["imbalance"].median()),
+               "max_imbalance": float(per_layer["imbalance"].max()),
+               "most_often_slowest": str(slow.index[0]) if len(slow) else None}
+    return Result(command="imbalance", inputs=[{"path": str(r.path), "rank": r.rank_label} for r in refs],
+                  params={"step_name": step_name, "min_step_ns": min_step_ns}, summary=summary,
+                  tables={"per_layer": per_layer, "per_rank": per_rank_tbl, "layers": df}, warnings=warnings)
