@@ -1,0 +1,227 @@
+"""Commands that write files people use: export (parquet), annotate (Perfetto trace), plot (PNG/SVG)."""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..analyses.allgather import parse_sizes
+from ..annotate import Annotation, load_annotation
+from ..errors import TracekitError
+from ..result import Result, trace_input
+from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
+                     NoCacheOpt, StepNameOpt, TableOpt, TraceArg, _load, _ns, _output, app)
+
+
+class AgMode(str, Enum):
+    ptop = "ptop"
+    ptop_local = "ptop+local"
+
+
+AgOpt = Annotated[AgMode, typer.Option("--ag", help="AllGather copies in the steps' decomposition: PtoP only, or"
+                                                    " PtoP + the local copy kernel (as `wall`).")]
+FloorOpt = Annotated[Optional[float], typer.Option("--min-step-ms", min=0,
+                                                   help="Step floor (default: the annotation's, else 10).")]
+
+
+def _annotation_for(trace: Optional[Path], annotation: Optional[str]) -> Optional[Annotation]:
+    """The -a annotation; the bundled sample's own when TRACE is omitted; none otherwise."""
+    if annotation:
+        return load_annotation(annotation)
+    return load_annotation(DEFAULT_ANNOTATION) if trace is None else None
+
+
+def _overrides(group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
+    return {"group_size": group_size, "sizes": parse_sizes(ag_size), "local_copy_pattern": local_copy,
+            "step_name": step_name, "min_step_ns": _ns(min_step_ms) if min_step_ms is not None else None}
+
+
+@app.command(name="export")
+def export_cmd(trace: TraceArg = None,
+               out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the parquet files and"
+                                                                    " manifest.json (created if missing).")] = ...,
+               annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
+               ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
+               min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Parquet files (DuckDB, pandas) of the annotated events, steps, blocks, AllGathers, copies, exposed
+    intervals and communication, plus manifest.json; prints the files written (docs/export.md)."""
+    from ..export import export_parquet
+
+    res = export_parquet(_load(trace, no_cache, cache_dir), _annotation_for(trace, annotation), out, ag=ag.value,
+                         **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
+    _output(res, format, None, table)
+
+
+@app.command(name="annotate")
+def annotate_cmd(trace: TraceArg = None,
+                 out: Annotated[Path, typer.Option("--out", "-o", help="The annotated trace to write (.json,"
+                                                                      " .json.gz or .json.zst).")] = ...,
+                 annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
+                 ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
+                 min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
+    tracekit reads it back with the same results (docs/export.md)."""
+    from ..export import annotate_trace
+
+    res = annotate_trace(_load(trace, no_cache, cache_dir), _annotation_for(trace, annotation), out, ag=ag.value,
+                         **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
+    _output(res, format, None, table)
+
+
+# --------------------------------------------------------------------------- plot
+
+plot_app = typer.Typer(help="Pictures (PNG or SVG, from the --out suffix) of the analyses: decomposition, blocks,"
+                            " exposure per bs, and one step's timeline.", no_args_is_help=True,
+                       rich_markup_mode=None)
+app.add_typer(plot_app, name="plot")
+
+TracesArg = Annotated[Optional[list[Path]], typer.Argument(
+    help="Trace files (or directories holding one), one bar each. Default: the bundled sample.", show_default=False)]
+ImageOpt = Annotated[Path, typer.Option("--out", "-o", help="The picture to write: .png or .svg.")]
+AnnotationsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--annotation", "-a", help="Annotation for every trace, or LABEL=ANNOTATION for one deployment (repeatable).")]
+LabelOpt = Annotated[Optional[list[str]], typer.Option(
+    "--label", help="NAME=TEXT: traces whose path contains TEXT form deployment NAME (repeatable; first match wins).")]
+TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.")]
+
+
+def _usage(msg: str) -> TracekitError:
+    err = TracekitError(msg)
+    err.exit_code = 2
+    return err
+
+
+def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
+    out = []
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value:
+            raise _usage(f"{what} {item!r} is not NAME=VALUE")
+        out.append((name.strip(), value))
+    return out
+
+
+def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
+    from ..analyses import find_steps
+    from ..errors import MissingDataError
+    from ..render.plots import PlotInput, batch_size
+
+    label_rules = _pairs(labels, "--label")
+    names = {n for n, _ in label_rules}
+    per_label: dict[str, str] = {}
+    common: Optional[str] = None
+    for a in annotations or []:
+        name, sep, ref = a.partition("=")
+        if sep and name in names:
+            per_label[name] = ref
+        elif common is None:
+            common = a
+        else:
+            raise _usage(f"-a {a!r}: give one annotation for all traces, or LABEL=ANNOTATION with a --label NAME")
+    paths = list(traces) if traces else [None]
+    inputs, warnings = [], []
+    for p in paths:
+        label = next((n for n, text in label_rules if p is not None and text in str(p)), None)
+        if label is None:
+            if label_rules:
+                raise _usage(f"{p} matches no --label; every trace needs a deployment when labels are given")
+            label = "all"
+        ref = per_label.get(label, common)
+        ann = load_annotation(ref) if ref else (load_annotation(DEFAULT_ANNOTATION) if p is None else None)
+        if ann is None and need_annotation:
+            raise _usage(f"this plot needs an annotation for {p}: pass -a ANNOTATION (or -a {label}=ANNOTATION)")
+        trace = _load(p, no_cache, cache_dir)
+        try:
+            steps = find_steps(trace, step_name=ann.step.name if ann else None,
+                               min_step_ns=int(round(ann.step.min_ms * 1e6)) if ann else 10_000_000).table
+        except MissingDataError:
+            steps = None
+        bs = batch_size(trace, steps)
+        if bs is None:
+            warnings.append(f"{trace.path}: no bs in its step markers or path (bs<N>); it is drawn under its file name")
+        inputs.append(PlotInput(trace=trace, deployment=label, bs=bs, annotation=ann))
+    return inputs, warnings
+
+
+def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, warnings: list[str],
+                 **extra) -> Result:
+    summary = {"kind": kind, "out": saved["path"], "image_format": saved["format"], "bytes": saved["bytes"],
+               "width_px": saved["width_px"], "height_px": saved["height_px"], "traces": len(traces), **extra}
+    return Result(command="plot", inputs=[trace_input(t) for t in traces], params={"kind": kind, **params},
+                  summary=summary, tables={"points": points}, warnings=warnings)
+
+
+def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_cache, cache_dir, **kw) -> None:
+    from ..render import plots
+
+    inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir,
+                                    need_annotation=kind == "blocks")
+    if kind == "decomposition":
+        points = plots.decomposition_points(inputs, ag=kw["ag"])
+        fig = plots.decomposition_figure(points, title=title)
+    elif kind == "blocks":
+        points = plots.blocks_points(inputs)
+        fig = plots.blocks_figure(points, title=title)
+    else:
+        points = plots.exposure_points(inputs, sizes=kw["sizes"])
+        fig = plots.exposure_figure(points, title=title)
+    saved = plots.save_figure(fig, out)
+    params = {"labels": label or [], "annotations": annotation or [], **{k: v for k, v in kw.items()}}
+    _output(_plot_result(kind, [i.trace for i in inputs], points, saved, params, warnings), fmt, None, table)
+
+
+@plot_app.command(name="decomposition")
+def plot_decomposition(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
+                       label: LabelOpt = None, ag: AgOpt = AgMode.ptop, title: TitleOpt = None,
+                       format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
+                       cache_dir: CacheDirOpt = None) -> None:
+    """Stacked bars per bs (one or more deployments): the median step's busy / only-AllGather / idle time."""
+    _bs_plot("decomposition", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
+             ag=ag.value)
+
+
+@plot_app.command(name="blocks")
+def plot_blocks(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
+                label: LabelOpt = None, title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Stacked bars per bs: the median step's kernel time per block type (needs an annotation)."""
+    _bs_plot("blocks", traces, annotation, label, out, title, format, table, no_cache, cache_dir)
+
+
+@plot_app.command(name="exposure")
+def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
+                  label: LabelOpt = None, ag_size: AgSizeOpt = None, title: TitleOpt = None,
+                  format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
+                  cache_dir: CacheDirOpt = None) -> None:
+    """Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
+    _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
+             sizes=parse_sizes(ag_size))
+
+
+@plot_app.command(name="timeline")
+def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: AnnotationOpt = None,
+                  step: Annotated[Optional[int], typer.Option("--step", help="Step to draw (default: the median"
+                                                                           " step).")] = None,
+                  ag_size: AgSizeOpt = None, step_name: StepNameOpt = None, min_step_ms: FloorOpt = None,
+                  title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """One step: streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
+    from ..export import collect
+    from ..render import plots
+
+    t = _load(trace, no_cache, cache_dir)
+    ex = collect(t, _annotation_for(trace, annotation),
+                 **_overrides(None, ag_size, None, step_name, min_step_ms))
+    chosen = step if step is not None else plots.median_step(ex.tables["steps"])
+    fig = plots.timeline_figure(ex.tables, step=chosen, main_stream=ex.main_stream, title=title)
+    saved = plots.save_figure(fig, out)
+    ev = ex.tables["events"]
+    gpu = ev[(ev["step"] == chosen) & ev["kind"].isin(("kernel", "memcpy", "memset"))]
+    lanes = (gpu.groupby(["device", "stream"]).agg(events=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+             .reset_index())
+    _output(_plot_result("timeline", [t], lanes, saved, {"step": step, "annotation": ex.annotation}, ex.warnings,
+                         step=chosen), format, None, table)

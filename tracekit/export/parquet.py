@@ -1,0 +1,289 @@
+"""Parquet export: the annotated events and every analysis table of one trace, one file per table.
+
+:func:`collect` runs the analyses once (steps, decomposition, blocks, AllGathers, exposure,
+communication) and returns an :class:`ExportTables`; :func:`write_parquet` writes it to a directory
+with a ``manifest.json``. The tables and their columns are documented in docs/export.md; every column
+is listed in :data:`TABLE_COLUMNS`, and every written table has exactly those columns, in that order,
+with those dtypes, even when it is empty.
+
+Categorical columns of the events table stay categorical (parquet dictionary columns: pandas reads them
+back as ``category``, DuckDB as VARCHAR); the text columns of the other tables are plain strings.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..analyses import allgather_result, communication, decompose, exposure, find_steps
+from ..analyses.steps import DEFAULT_MIN_STEP_NS
+from ..annotate import Annotation, annotate
+from ..errors import MissingDataError, TracekitError
+from ..result import Result, trace_input
+from ..schema import EVENT_COLUMNS
+from ..trace import Trace
+
+EXPORT_FORMAT = "tracekit.export/1"
+LEDGER_NOTE = ("the ledger (sglang launch-log memory and timing records) is not exported yet: its parser is"
+               " still being written")
+
+# name -> (dtype, unit, meaning); the order is the column order of the table
+ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
+    "step": ("int64", "", "decode step the event starts in; -1 outside every step"),
+    "block": ("int64", "", "block index within the step; -1 outside every block"),
+    "block_type": ("category", "", "block type from the annotation (head, KDA, MoE, …); <NA> outside blocks"),
+    "layer": ("int64", "", "= block"),
+    "type_layer": ("int64", "", "index among the step's blocks of the same type; -1 outside blocks"),
+    "op_tag": ("category", "", "op tag from the annotation (kernels only); <NA> when untagged"),
+}
+TABLE_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "events": {**EVENT_COLUMNS, **ANNOTATION_COLUMNS},
+    "steps": {
+        "step": ("int64", "", "step index, in time order"),
+        "name": ("str", "", "the step marker's name"),
+        "start_ns": ("int64", "ns", "step window start"),
+        "dur_ns": ("int64", "ns", "step window length: the wall"),
+        "end_ns": ("int64", "ns", "step window end"),
+        "bs": ("Int64", "", "batch size from the marker name (step[DECODE bs=N]); <NA> otherwise"),
+        "source": ("str", "", "gpu_annotation or cpu_annotation"),
+        "busy_ns": ("int64", "ns", "time any GPU activity other than the AllGather copies runs (as `wall`)"),
+        "ag_only_ns": ("int64", "ns", "time only AllGather copies run (as `wall`)"),
+        "idle_ns": ("int64", "ns", "time nothing runs; busy + ag_only + idle = dur"),
+        "exposed_ns": ("int64", "ns", "exposed AllGather time inside the window (as `exposure`); 0 without AllGathers"),
+    },
+    "blocks": {
+        "step": ("int64", "", "step"),
+        "block": ("int64", "", "block index within the step"),
+        "block_type": ("str", "", "block type"),
+        "layer": ("int64", "", "= block"),
+        "type_layer": ("int64", "", "index among the step's blocks of the same type"),
+        "start_ns": ("int64", "ns", "block start (its boundary kernel, or the step start)"),
+        "end_ns": ("int64", "ns", "block end (the next block's start, or the step end)"),
+        "kernels": ("int64", "", "kernels of any stream starting in the block"),
+        "kernel_ns": ("int64", "ns", "sum of those kernels' durations"),
+    },
+    "allgathers": {
+        "ag": ("int64", "", "AllGather index, in time order"),
+        "step": ("int64", "", "step it starts in; -1 outside every step"),
+        "device": ("int64", "", "GPU"),
+        "stream": ("int64", "", "side stream carrying it"),
+        "type": ("str", "", "type matched by full size, or `unmatched`"),
+        "start_ns": ("int64", "ns", "local copy start (first copy's without one)"),
+        "end_ns": ("int64", "ns", "last copy end"),
+        "copies": ("int64", "", "PtoP copies"),
+        "local_copy": ("bool", "", "whether a local-copy kernel opens it"),
+        "local_copy_ns": ("int64", "ns", "duration of the local copy"),
+        "gaps_ns": ("int64", "ns", "span − time the stream spends copying"),
+        "received_bytes": ("int64", "B", "bytes of its PtoP copies"),
+        "full_bytes": ("int64", "B", "full weight bytes (received × G/(G−1) when complete)"),
+        "effective_gbps": ("float64", "GB/s", "received bytes ÷ span"),
+        "complete": ("bool", "", "copies == G−1"),
+        "exposed_ns": ("int64", "ns", "exposed time charged to it (as `exposure`)"),
+    },
+    "copies": {
+        "ag": ("int64", "", "AllGather the copy belongs to"),
+        "event_id": ("int64", "", "the copy's event_id in the events table"),
+        "stream": ("int64", "", "stream"),
+        "start_ns": ("int64", "ns", "start"),
+        "dur_ns": ("int64", "ns", "duration"),
+        "bytes": ("int64", "B", "bytes copied; -1 if unknown"),
+        "gbps": ("float64", "GB/s", "bytes ÷ duration"),
+        "overlaps_comm": ("bool", "", "overlaps a NCCL or DeepEP kernel on any stream"),
+        "type": ("str", "", "its AllGather's type"),
+        "step": ("int64", "", "its AllGather's step"),
+    },
+    "exposed": {
+        "ag": ("int64", "", "AllGather the exposed time is charged to"),
+        "step": ("int64", "", "that AllGather's step"),
+        "type": ("str", "", "that AllGather's type"),
+        "start_ns": ("int64", "ns", "exposed interval start"),
+        "end_ns": ("int64", "ns", "exposed interval end"),
+    },
+    "communication": {
+        "step": ("int64", "", "step (-1: the whole trace when it has no steps)"),
+        "class": ("str", "", "nccl, deepep, custom_all_reduce, all_to_all or weight_ag"),
+        "name": ("str", "", "kernel (or copy) name"),
+        "collective": ("str", "", "NCCL collective; null otherwise"),
+        "algo": ("str", "", "NCCL algorithm; null otherwise"),
+        "protocol": ("str", "", "NCCL protocol; null otherwise"),
+        "critical_ns": ("int64", "ns", "union of its events on the main compute stream, in the step"),
+        "side_ns": ("int64", "ns", "union of its events on other streams, in the step"),
+        "count": ("int64", "", "events starting in the step"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class ExportTables:
+    """Everything tracekit exports for one trace: ``tables`` follows :data:`TABLE_COLUMNS`."""
+
+    trace: Trace
+    annotation: str | None
+    params: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+    main_stream: tuple[int, int] | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def ag_params(ann: Annotation | None, *, step_name: str | None = None, min_step_ns: int | None = None,
+              group_size: int | None = None, sizes: dict[str, int] | None = None,
+              local_copy_pattern: str | None = None) -> dict[str, Any]:
+    """The AllGather/step parameters an annotation implies, overridden by the explicit ones."""
+    all_sizes = dict(ann.allgather.sizes) if ann else {}
+    all_sizes.update(sizes or {})
+    floor = min_step_ns if min_step_ns is not None else (
+        int(round(ann.step.min_ms * 1e6)) if ann else DEFAULT_MIN_STEP_NS)
+    return {"group_size": group_size if group_size is not None else (ann.allgather.group_size if ann else None),
+            "sizes": all_sizes,
+            "local_copy_pattern": local_copy_pattern or (ann.allgather.local_copy if ann else None),
+            "step_name": step_name if step_name is not None else (ann.step.name if ann else None),
+            "min_step_ns": floor}
+
+
+def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", **overrides: Any) -> ExportTables:
+    """Run the analyses behind the export once: steps (with the decomposition and exposed time per step),
+    annotated events and blocks (with ``ann``), AllGathers, their copies, exposed intervals and
+    communication. ``overrides`` are :func:`ag_params`' keywords. A trace without PtoP copies gets empty
+    AllGather tables and a warning; a trace without steps raises MissingDataError (exit 4)."""
+    kw = ag_params(ann, **overrides)
+    warnings = list(trace.report.warnings)
+    steps = find_steps(trace, step_name=kw["step_name"], min_step_ns=kw["min_step_ns"])
+    dec = decompose(trace, ag=ag, step_name=kw["step_name"], min_step_ns=kw["min_step_ns"])
+    warnings += [w for w in dec.warnings if w not in warnings]
+    main = None
+    if ann is not None and ann.blocks is not None:
+        a = annotate(trace, ann, steps.table)
+        events, blocks, main = a.events, a.blocks, a.main_stream
+        warnings += a.warnings
+    else:
+        events, blocks = _step_only(trace.events, steps.table), pd.DataFrame()
+        warnings.append(f"{trace.path}: " + ("no annotation" if ann is None else f"annotation {ann.name} has no"
+                        " blocks section") + ", so the events carry steps but no blocks or op tags")
+    try:
+        ag_res = allgather_result(trace, **kw)
+        ex_res = exposure(trace, **kw)
+        warnings += [w for w in ag_res.warnings if w not in warnings]
+        per_ag = ag_res.tables["per_ag"].merge(ex_res.tables["per_ag"][["ag", "exposed_ns"]], on="ag", how="left")
+        copies, exposed = ag_res.tables["copies"], ex_res.tables["intervals"]
+        per_step_exposed = ex_res.tables["per_step"]
+    except MissingDataError as exc:
+        warnings.append(f"{exc}; the allgathers, copies and exposed tables are empty")
+        per_ag = copies = exposed = pd.DataFrame()
+        per_step_exposed = pd.DataFrame({"step": steps.table["step"], "exposed_ns": 0})
+    comm = communication(trace, main=ann.main_stream if ann and isinstance(ann.main_stream, int) else None,
+                         local_copy_pattern=kw["local_copy_pattern"], step_name=kw["step_name"],
+                         min_step_ns=kw["min_step_ns"])
+    step_table = (steps.table.merge(dec.tables["per_step"][["step", "busy_ns", "ag_only_ns", "idle_ns"]], on="step")
+                  .merge(per_step_exposed, on="step", how="left"))
+    step_table["exposed_ns"] = step_table["exposed_ns"].fillna(0)
+    raw = {"events": events, "steps": step_table, "blocks": blocks, "allgathers": per_ag, "copies": copies,
+           "exposed": exposed, "communication": comm.tables["per_step_class"]}
+    tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
+    params = {"annotation": ann.name if ann else None, "ag": ag,
+              **{k: v for k, v in kw.items() if k != "local_copy_pattern"},
+              "local_copy": kw["local_copy_pattern"]}
+    return ExportTables(trace=trace, annotation=ann.name if ann else None, params=params, tables=tables,
+                        main_stream=main, warnings=warnings)
+
+
+def _step_only(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    start = events["start_ns"].to_numpy()
+    ss, se, sid = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy()
+    k = np.searchsorted(ss, start, side="right") - 1
+    inside = (k >= 0) & (start < se[np.clip(k, 0, None)])
+    none = np.full(len(events), -1, dtype=np.int64)
+    empty_cat = pd.Categorical([None] * len(events), categories=pd.Index([], dtype=object))
+    return events.assign(step=np.where(inside, sid[np.clip(k, 0, None)], -1).astype(np.int64), block=none,
+                         block_type=empty_cat, layer=none, type_layer=none, op_tag=empty_cat.copy())
+
+
+def conform(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
+    """``df`` with exactly ``columns``, in order, cast to their dtypes (an empty table keeps its schema)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing and len(df):
+        raise TracekitError(f"export table lacks column(s) {', '.join(missing)} (a tracekit bug)")
+    out = {}
+    for col, (dtype, _, _) in columns.items():
+        s = df[col] if col in df.columns else pd.Series([], dtype=object)
+        if dtype == "category":
+            out[col] = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+        elif dtype == "str":
+            out[col] = s.astype(object).where(s.notna(), None).astype(object)
+        elif dtype == "Int64":
+            out[col] = pd.array(s.astype(object).where(s.notna(), None).tolist(), dtype="Int64")
+        else:
+            out[col] = s.to_numpy().astype(dtype) if len(s) else np.empty(0, dtype=dtype)
+    return pd.DataFrame(out, index=pd.RangeIndex(len(df) if len(df.columns) else 0))
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _arrow_table(df: pd.DataFrame):
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    for i, f in enumerate(table.schema):
+        # a categorical without categories (all null) has no typed values: arrow infers `null` values, which
+        # read back as object; store it as the string dictionary its non-empty siblings are
+        value_type = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if pa.types.is_null(value_type):
+            typ = pa.dictionary(pa.int32(), pa.string()) if pa.types.is_dictionary(f.type) else pa.string()
+            table = table.set_column(i, pa.field(f.name, typ), pa.array([None] * len(df), type=typ))
+    return table
+
+
+def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
+    """Write each table to ``OUT_DIR/<table>.parquet`` (zstd) and ``OUT_DIR/manifest.json``.
+
+    Returns a Result whose ``files`` table lists each file, its rows, columns and size."""
+    import pyarrow.parquet as pq
+
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        err = TracekitError(f"{out} exists and is not a directory; pass a directory for the parquet files")
+        err.exit_code = 2
+        raise err
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name, df in export.tables.items():
+        path = out / f"{name}.parquet"
+        table = _arrow_table(df)
+        pq.write_table(table, path, compression="zstd")
+        entries.append({"table": name, "file": path.name, "rows": len(df), "bytes": path.stat().st_size,
+                        "columns": [{"name": f.name, "arrow_type": str(f.type), "pandas_dtype": str(df[f.name].dtype),
+                                     "unit": TABLE_COLUMNS[name][f.name][1]} for f in table.schema]})
+    manifest = {
+        "tracekit": __version__, "format": EXPORT_FORMAT, "inputs": [trace_input(export.trace)],
+        "annotation": export.annotation, "params": export.params,
+        "main_stream": list(export.main_stream) if export.main_stream else None,
+        "tables": entries, "not_exported": {"ledger": LEDGER_NOTE}, "warnings": export.warnings,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=_json_default) + "\n", encoding="utf-8")
+    files = pd.DataFrame([{"table": e["table"], "file": str(out / e["file"]), "rows": e["rows"],
+                           "columns": len(e["columns"]), "bytes": e["bytes"]} for e in entries],
+                         columns=["table", "file", "rows", "columns", "bytes"])
+    summary = {"out_dir": str(out), "manifest": str(out / "manifest.json"), "tables": len(entries),
+               "total_bytes": int(files["bytes"].sum()), "annotation": export.annotation,
+               **{f"{e['table']}_rows": e["rows"] for e in entries}, "not_exported": ["ledger"]}
+    return Result(command="export", inputs=[trace_input(export.trace)], params=export.params, summary=summary,
+                  tables={"files": files}, warnings=list(export.warnings))
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    return str(v)
+
+
+def export_parquet(trace: Trace, ann: Annotation | None, out_dir: str | Path, *, ag: str = "ptop",
+                   **overrides: Any) -> Result:
+    """`tracekit export`: :func:`collect` then :func:`write_parquet`."""
+    return write_parquet(collect(trace, ann, ag=ag, **overrides), out_dir)
