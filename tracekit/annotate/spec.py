@@ -73,6 +73,35 @@ class OpShape(msgspec.Struct, forbid_unknown_fields=True):
     k: int
     dtype: str = "fp8"
     out_dtype: str = "bf16"
+    w_dtype: Optional[str] = None  # the weight's dtype when it differs from the activation's (e.g. fp4 weights)
+    note: str = ""
+
+
+class OpTraffic(msgspec.Struct, forbid_unknown_fields=True):
+    """Bytes (and optionally FLOPs) of one kernel of an op tag, as formulas (docs/roofline.md): for state
+    kernels, e.g. read + write of requests x heads x state bytes. Names: bs, q_len, the annotation's
+    ``constants`` and ``--var`` values."""
+
+    bytes: Union[str, int]
+    flops: Union[str, int, None] = None
+    dtype: str = "fp32"  # the math's dtype, for MFU
+    note: str = ""
+
+
+class HbmRow(msgspec.Struct, forbid_unknown_fields=True):
+    """One row of the per-GPU per-step HBM table (`tracekit hbm`); exactly one of bytes, tags, allgather."""
+
+    name: str
+    bytes: Union[str, int, None] = None  # a formula, once per step
+    tags: list[str] = []  # per step: each kernel of these tags counts its op bytes (op_shapes / op_traffic) ...
+    mbu: Optional[float] = None  # ... or, given an MBU, its time x MBU x the HBM peak
+    allgather: Optional[list[str]] = None  # per step: full bytes of the AllGathers of these types ([] = all)
+    note: str = ""
+
+
+class CtasPerSmRule(msgspec.Struct, forbid_unknown_fields=True):
+    pattern: str  # regex on the kernel name
+    ctas_per_sm: int  # CTAs of this kernel resident on one SM at once (default 1)
 
 
 class CommRule(msgspec.Struct, forbid_unknown_fields=True, rename={"class_": "class"}):
@@ -91,6 +120,10 @@ class Annotation(msgspec.Struct, forbid_unknown_fields=True):
     allgather: AllGatherSpec = msgspec.field(default_factory=AllGatherSpec)
     op_shapes: dict[str, OpShape] = {}
     comm_patterns: list[CommRule] = []
+    constants: dict[str, float] = {}  # names usable in op_traffic / op_shapes / hbm formulas
+    op_traffic: dict[str, OpTraffic] = {}
+    hbm: list[HbmRow] = []
+    ctas_per_sm: list[CtasPerSmRule] = []  # first match wins; kernels matching none run 1 CTA per SM
     source: str = ""  # where it was loaded from (set by the loader)
 
 

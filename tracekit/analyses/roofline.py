@@ -1,0 +1,236 @@
+"""A9 — roofline: bytes moved, FLOPs, MBU and MFU of the op tags that have shapes (docs/roofline.md).
+
+For a GEMM ``out[M, N] = act[M, K] x W[N, K]^T`` (an annotation ``op_shapes`` entry; M may be a formula of
+``bs`` and ``q_len``) the bytes are the compulsory HBM traffic, every operand read once and the output
+written once: ``M·K·b(dtype) + N·K·b(w_dtype) + M·N·b(out_dtype)``; FLOPs are ``2·M·N·K``. Other kernels
+(state updates) take bytes and FLOPs from ``op_traffic`` formulas. With the mean kernel time t:
+
+* achieved bandwidth = bytes / t, MBU = achieved bandwidth / the profile's HBM peak;
+* achieved FLOP/s = FLOPs / t, MFU = achieved FLOP/s / the dense peak of the op's dtype;
+* arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / peak bandwidth; an op below the
+  ridge is ``memory`` bound, at or above it ``compute`` bound.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from ..annotate import Annotation, annotate
+from ..annotate.spec import OpShape, OpTraffic
+from ..errors import DataFileError, InputError, MissingDataError
+from ..hardware import HardwareProfile, dtype_bytes
+from ..result import Result, trace_input
+from ..trace import Trace
+from .steps import find_steps
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor}
+
+
+def eval_formula(expr: str | int | float, env: dict[str, float], where: str) -> float:
+    """Evaluate an arithmetic formula (+ - * / // % **, parentheses, min/max/ceil/floor) over ``env``.
+
+    ``where`` names the file and JSON path for the error a bad formula raises."""
+    if isinstance(expr, (int, float)):
+        return expr
+    try:
+        tree = ast.parse(str(expr), mode="eval")
+    except SyntaxError as exc:
+        raise DataFileError(f"{where}: {expr!r} is not a formula ({exc.msg})") from exc
+
+    def ev(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in env:
+                raise DataFileError(f"{where}: {expr!r} uses {node.id!r}, which is not defined (known: "
+                                    f"{', '.join(sorted(env))}); add it to the annotation's constants or pass"
+                                    f" --var {node.id}=VALUE")
+            return env[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
+                and not node.keywords and node.args:
+            return _FUNCS[node.func.id](*(ev(a) for a in node.args))
+        raise DataFileError(f"{where}: {expr!r} may use only numbers, names, + - * / // % **, parentheses and"
+                            f" {', '.join(_FUNCS)}")
+
+    try:
+        return ev(tree)
+    except ZeroDivisionError as exc:
+        raise DataFileError(f"{where}: {expr!r} divides by zero with {env}") from exc
+
+
+def as_number(v):
+    """An integral float as an int (for shapes, batch sizes and byte counts); anything else unchanged."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, np.floating) and float(v).is_integer():
+        return int(v)
+    return v
+
+
+def parse_vars(items: list[str] | None) -> dict[str, float]:
+    """``["context=100000", ...]`` → {"context": 100000.0}; a bad item is an InputError."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.strip().isidentifier():
+                raise ValueError
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"--var takes NAME=NUMBER, not {item!r}") from None
+    return out
+
+
+def formula_env(ann: Annotation, *, bs: float | None, q_len: float | None,
+                variables: dict[str, float] | None = None) -> dict[str, float]:
+    """Names a formula may use: the annotation's constants, then bs and q_len, then --var values."""
+    env = dict(ann.constants)
+    if bs is not None:
+        env["bs"] = bs
+    if q_len is not None:
+        env["q_len"] = q_len
+    env.update(variables or {})
+    return env
+
+
+def gemm_traffic(shape: OpShape, env: dict[str, float], where: str) -> dict[str, Any]:
+    """M, N, K, bytes and FLOPs of one GEMM of ``shape`` (M evaluated over ``env``)."""
+    m = eval_formula(shape.m, env, f"{where}.m")
+    if m < 0:
+        raise DataFileError(f"{where}.m evaluates to {m}, which is negative")
+    n, k = shape.n, shape.k
+    b_act = dtype_bytes(shape.dtype, f"{where}.dtype: ")
+    b_w = dtype_bytes(shape.w_dtype or shape.dtype, f"{where}.w_dtype: ")
+    b_out = dtype_bytes(shape.out_dtype, f"{where}.out_dtype: ")
+    nbytes = m * k * b_act + n * k * b_w + m * n * b_out
+    return {"m": m, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * m * n * k,
+            "source": "gemm"}
+
+
+def formula_traffic(spec: OpTraffic, env: dict[str, float], where: str) -> dict[str, Any]:
+    nbytes = eval_formula(spec.bytes, env, f"{where}.bytes")
+    flops = None if spec.flops is None else eval_formula(spec.flops, env, f"{where}.flops")
+    dtype_bytes(spec.dtype, f"{where}.dtype: ")
+    return {"m": None, "n": None, "k": None, "dtype": spec.dtype, "bytes": nbytes, "flops": flops,
+            "source": "formula"}
+
+
+def op_traffic(ann: Annotation, tag: str, env: dict[str, float]) -> Optional[dict[str, Any]]:
+    """Bytes and FLOPs of one kernel of ``tag``, from op_shapes (GEMMs) or op_traffic; None if neither."""
+    src = ann.source or ann.name
+    if tag in ann.op_shapes:
+        return gemm_traffic(ann.op_shapes[tag], env, f"{src}: $.op_shapes.{tag}")
+    if tag in ann.op_traffic:
+        return formula_traffic(ann.op_traffic[tag], env, f"{src}: $.op_traffic.{tag}")
+    return None
+
+
+def roofline_point(nbytes: float, flops: float | None, time_ns: float, hw: HardwareProfile,
+                   dtype: str) -> dict[str, Any]:
+    """Achieved TB/s and TFLOP/s, MBU, MFU, intensity, ridge point and binding roof of one op."""
+    t = time_ns * 1e-9
+    bw = nbytes / t if t > 0 else math.nan
+    peak_flops = hw.peak_flops(dtype)
+    fl = None if flops is None else flops / t if t > 0 else math.nan
+    intensity = None if flops is None or nbytes <= 0 else flops / nbytes
+    ridge = None if peak_flops is None else peak_flops / hw.hbm_bytes_per_s
+    bound = None
+    if intensity is not None and ridge is not None:
+        bound = "memory" if intensity < ridge else "compute"
+    return {"achieved_tbps": bw / 1e12, "achieved_tflops": None if fl is None else fl / 1e12,
+            "mbu": bw / hw.hbm_bytes_per_s,
+            "mfu": None if fl is None or peak_flops is None else fl / peak_flops,
+            "intensity": intensity, "ridge": ridge, "bound": bound,
+            "peak_tflops": None if peak_flops is None else peak_flops / 1e12}
+
+
+PER_TAG_COLUMNS = ["op_tag", "mean_ns", "bytes", "flops", "mbu", "mfu", "bound", "count", "bs", "q_len", "m", "n",
+                   "k", "dtype", "source", "achieved_tbps", "achieved_tflops", "intensity", "ridge", "peak_tflops"]
+
+
+def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> tuple[np.ndarray, str]:
+    """The batch size of each step: ``bs`` if given, else the step marker's, else the annotation's constant."""
+    n = len(steps)
+    if bs is not None:
+        return np.full(n, float(bs)), "option"
+    marker = (pd.to_numeric(steps["bs"], errors="coerce").to_numpy(dtype=float) if "bs" in steps
+              else np.full(n, np.nan))
+    if n and not np.isnan(marker).any():
+        return marker, "step marker"
+    if "bs" in ann.constants:
+        return np.full(n, float(ann.constants["bs"])), "annotation constant"
+    raise InputError("the batch size is needed for the shapes and the step markers do not carry it;"
+                     " pass --bs N (requests per rank per step)")
+
+
+def annotated_with_steps(trace: Trace, ann: Annotation, step_name: str | None, min_step_ns: int | None):
+    name = step_name if step_name is not None else ann.step.name
+    floor = min_step_ns if min_step_ns is not None else int(round(ann.step.min_ms * 1e6))
+    steps = find_steps(trace, step_name=name, min_step_ns=floor).table
+    return steps, annotate(trace, ann, steps)
+
+
+def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | None = None,
+             q_len: float | None = None, variables: dict[str, float] | None = None,
+             step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+    """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
+
+    Steps and op tags come from the annotation; M (and any formula) is evaluated with each step's batch size
+    (``bs``, else the step marker's, else the annotation's ``bs`` constant) and ``q_len`` (else the
+    annotation's constant, else 1). Rows are per (op tag, batch size); ``mean_ns`` is the mean duration of
+    one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    shaped = list(ann.op_shapes) + [t for t in ann.op_traffic if t not in ann.op_shapes]
+    if not shaped:
+        raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
+                               " nothing to put on the roofline; add them (docs/roofline.md)")
+    steps, a = annotated_with_steps(trace, ann, step_name, min_step_ns)
+    q = q_len if q_len is not None else ann.constants.get("q_len", 1)
+    step_bs, bs_from = step_batch_sizes(steps, bs, ann)
+    bs_of_step = dict(zip(steps["step"].tolist(), step_bs.tolist()))
+    ev = a.events
+    k = ev[(ev["kind"] == "kernel") & ev["op_tag"].isin(shaped) & (ev["step"] >= 0)]
+    k = k.assign(bs=k["step"].map(bs_of_step), op_tag=k["op_tag"].astype(str))
+    rows = []
+    warnings = list(trace.report.warnings) + a.warnings
+    for (tag, b), g in k.groupby(["op_tag", "bs"], sort=True):
+        env = formula_env(ann, bs=b, q_len=q, variables=variables)
+        tr = op_traffic(ann, tag, env)
+        mean = float(g["dur_ns"].mean())
+        pt = roofline_point(tr["bytes"], tr["flops"], mean, hw, tr["dtype"])
+        rows.append({"op_tag": tag, "mean_ns": mean, "bytes": int(round(tr["bytes"])),
+                     "flops": None if tr["flops"] is None else int(round(tr["flops"])), **pt,
+                     "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
+                     "n": tr["n"], "k": tr["k"],
+                     "dtype": tr["dtype"], "source": tr["source"]})
+    missing = sorted(set(shaped) - set(k["op_tag"].unique()))
+    if missing:
+        warnings.append(f"op tag(s) with a shape but no kernel inside a step: {', '.join(missing)}")
+    if not rows:
+        raise MissingDataError(f"{trace.path}: no kernel carries an op tag that has a shape ({', '.join(shaped)})")
+    cols = {c: [r[c] for r in rows] for c in PER_TAG_COLUMNS}
+    for c in ("flops", "bs", "q_len", "m", "n", "k"):  # whole numbers stay integers (null where there is none)
+        if all(v is None or isinstance(v, (int, np.integer)) for v in cols[c]):
+            cols[c] = pd.array(cols[c], dtype="Int64")
+    per_tag = pd.DataFrame(cols)
+    summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
+               "q_len": as_number(q), "tags": int(per_tag["op_tag"].nunique()),
+               "memory_bound": int((per_tag["bound"] == "memory").sum()),
+               "compute_bound": int((per_tag["bound"] == "compute").sum())}
+    return Result(command="roofline", inputs=[trace_input(trace)],
+                  params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
+                          "vars": dict(variables or {}), "step_name": step_name},
+                  summary=summary, tables={"per_tag": per_tag}, warnings=warnings)

@@ -1,0 +1,173 @@
+"""Commands that use hardware profiles: roofline (A9), waves and waves calc (A10), hbm, hw.
+
+``tracekit waves TRACE`` and ``tracekit waves calc ...`` share one name: ``waves`` is a group whose
+default sub-command (``trace``) is used whenever the first argument is not a sub-command's name.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import click
+import pandas as pd
+import typer
+from typer.core import TyperGroup
+
+from ..analyses.hbm import hbm_bytes
+from ..analyses.roofline import parse_vars, roofline
+from ..analyses.waves import MAX_SPLIT, SPLIT_RULES, kernel_waves, waves_calc
+from ..annotate import load_annotation
+from ..errors import InputError
+from ..hardware import load_profile, resolve_profile, shipped_profiles, with_hbm
+from ..result import Result
+from .common import (DEFAULT_ANNOTATION, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt,
+                     StepNameOpt, TableOpt, TraceArg, _load, _ns, _output, app)
+
+HwOpt = Annotated[Optional[str], typer.Option(
+    "--hw", help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
+                 " Default: detected from the trace's deviceProperties.")]
+HbmOpt = Annotated[Optional[str], typer.Option(
+    "--hbm-gbps", help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure.")]
+BsOpt = Annotated[Optional[float], typer.Option(
+    "--bs", min=0, help="Requests per rank per step (default: from the step marker, else the annotation).")]
+QlenOpt = Annotated[Optional[float], typer.Option(
+    "--qlen", min=0, help="Tokens per request per step (default: the annotation's q_len constant, else 1).")]
+VarOpt = Annotated[Optional[list[str]], typer.Option(
+    "--var", help="A formula variable, NAME=NUMBER (repeatable), e.g. context=200000.")]
+FloorOpt = Annotated[Optional[float], typer.Option(
+    "--min-step-ms", min=0, help="Step floor (default: the annotation's).")]
+
+
+def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
+    return with_hbm(resolve_profile(hw, meta, what=what), hbm)
+
+
+@app.command(name="roofline")
+def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
+                 bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
+                 min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
+                 table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Roofline (A9): per op tag with a shape, bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, bound."""
+    t = _load(trace, no_cache, cache_dir)
+    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
+    res = roofline(t, ann, _hw(hw, hbm_gbps, t.meta, "roofline"), bs=bs, q_len=qlen, variables=parse_vars(var),
+                   step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+    _output(res, format, out, table)
+
+
+@app.command(name="hbm")
+def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
+            bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
+            min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
+            table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Per-GPU per-step HBM bytes: state, KV, weights, experts — rows from the annotation's hbm table."""
+    t = _load(trace, no_cache, cache_dir)
+    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
+    res = hbm_bytes(t, ann, _hw(hw, hbm_gbps, t.meta, "hbm"), bs=bs, q_len=qlen, variables=parse_vars(var),
+                    step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+    _output(res, format, out, table)
+
+
+@app.command(name="hw")
+def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
+           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Hardware profiles: SMs, HBM, dense peaks per dtype, link bandwidth, and their sources."""
+    profiles = [load_profile(name)] if name else list(shipped_profiles().values())
+    rows = []
+    for p in profiles:
+        rows.append({"name": p.name, "full_name": p.full_name, "vendor": p.vendor, "sms": p.sms, "sm_unit": p.sm_unit,
+                     "hbm_gb": p.hbm_gb, "hbm_gbps": p.hbm_gbps,
+                     **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
+                     "link": p.interconnect.name, "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
+                     "source": p.source, "unverified": ", ".join(p.unverified), "path": p.path})
+    res = Result(command="hw", inputs=[], params={"name": name}, summary={"profiles": len(rows)},
+                 tables={"profiles": pd.DataFrame(rows)})
+    _output(res, format, out, table)
+
+
+class _DefaultTraceGroup(TyperGroup):
+    """`waves ARGS` runs `waves trace ARGS` unless ARGS starts with a sub-command name or asks for help."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
+            args = ["trace", *args]
+        return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The group's help, then each sub-command's, so that one page (and docs/cli.md) shows both forms."""
+        super().format_help(ctx, formatter)
+        for name, title in (("trace", "`tracekit waves [TRACE] ...` is `tracekit waves trace [TRACE] ...`:"),
+                            ("calc", "`tracekit waves calc ...`:")):
+            cmd = self.commands.get(name)
+            if cmd is None:
+                continue
+            info = ctx.info_name if name == "trace" else f"{ctx.info_name} calc"
+            with click.Context(cmd, info_name=info, parent=ctx.parent) as sub:
+                formatter.write(f"\n{title}\n\n{cmd.get_help(sub)}\n")
+
+
+waves_app = typer.Typer(cls=_DefaultTraceGroup, add_completion=False, rich_markup_mode=None,
+                        help="Wave quantization (A10). `tracekit waves [TRACE]` ranks the kernels of a trace by time"
+                             " lost to their tail wave (the `trace` sub-command, the default); `tracekit waves calc`"
+                             " is the split calculator.")
+app.add_typer(waves_app, name="waves")
+
+
+def _grid(text: Optional[str]) -> Optional[tuple[int, int, int]]:
+    if text is None:
+        return None
+    try:
+        parts = tuple(int(x) for x in text.replace("(", "").replace(")", "").split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or min(parts) < 1:
+        raise typer.BadParameter(f"takes three positive integers X,Y,Z, not {text!r}", param_hint="--grid")
+    return parts  # type: ignore[return-value]
+
+
+SmsOpt = Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count; default: the trace's, else --hw's.")]
+CtasPerSmOpt = Annotated[Optional[int], typer.Option(
+    "--ctas-per-sm", min=1, help="CTAs resident per SM (default 1; the annotation's ctas_per_sm rules come first).")]
+
+
+@waves_app.command(name="trace")
+def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, annotation: AnnotationOpt = None,
+                ctas_per_sm: CtasPerSmOpt = None,
+                min_waves: Annotated[int, typer.Option("--min-waves", min=1, help="Only kernels with at least this many waves (2: tail waves of multi-wave kernels only).")] = 1,
+                top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show only the N kernels that lose most.")] = None,
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """(default) Every kernel with a grid: CTAs, waves, wave efficiency, time lost to the tail wave; ranked."""
+    t = _load(trace, no_cache, cache_dir)
+    profile = load_profile(hw) if hw else None
+    ann = load_annotation(annotation) if annotation else None
+    res = kernel_waves(t, sms=sms, hw=profile, ann=ann, ctas_per_sm=ctas_per_sm, min_waves=min_waves, top=top,
+                       step_name=step_name if step_name is not None else (ann.step.name if ann else None),
+                       min_step_ns=_ns(min_step_ms))
+    _output(res, format, out, table)
+
+
+@waves_app.command(name="calc")
+def waves_calc_cmd(
+        grid: Annotated[Optional[str], typer.Option("--grid", help="Launch grid X,Y,Z.")] = None,
+        sms: Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count.")] = None,
+        hw: Annotated[Optional[str], typer.Option("--hw", help="Take the SM count from this hardware profile (name or JSON file).")] = None,
+        ctas_per_sm: Annotated[Optional[int], typer.Option("--ctas-per-sm", min=1, help="CTAs resident per SM (default 1).")] = None,
+        time_us: Annotated[Optional[float], typer.Option("--time-us", min=0, help="Measured kernel time of this grid, µs.")] = None,
+        batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Requests B: the grid is (2, B×qlen, split).")] = None,
+        qlen: Annotated[Optional[int], typer.Option("--qlen", min=1, help="Tokens per request per step.")] = None,
+        layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Layers running this kernel per step (for the saving per step).")] = None,
+        split: Annotated[str, typer.Option("--split", help=f"Split rule for the grid from --batch/--qlen: {' or '.join(SPLIT_RULES)}.")] = "mla-simplified",
+        max_split: Annotated[int, typer.Option("--max-split", min=1, help="Largest KV split considered.")] = MAX_SPLIT,
+        format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Wave calculator (A10): CTAs, waves, efficiency of a grid; estimated time with full waves; saving per step."""
+    parsed = _grid(grid)
+    n_sms = sms
+    if n_sms is None:
+        if hw is None:
+            raise InputError("waves calc needs the SM count: pass --sms N or --hw NAME")
+        n_sms = load_profile(hw).sms
+    res = waves_calc(sms=n_sms, grid=parsed, batch=batch, q_len=qlen, split=split, ctas_per_sm=ctas_per_sm or 1,
+                     time_ns=None if time_us is None else int(round(time_us * 1000)), layers=layers,
+                     max_split=max_split)
+    _output(res, format, out, table)

@@ -1,0 +1,217 @@
+"""Hardware profiles: SM count, HBM bandwidth, dense peak FLOP/s per dtype and link bandwidth, as data.
+
+The shipped profiles are JSON files in ``tracekit/data/hardware/`` (one per GPU, each citing the vendor
+document its numbers come from, and listing in ``unverified`` what could not be checked). A profile is
+chosen by name or alias (``--hw b200``), detected from a trace's ``deviceProperties`` name, or read from
+a user file: a full profile, or ``{"base": "b200", ...}`` that overrides some fields of a shipped one.
+
+Units: bandwidths in GB/s (10^9 B/s), peaks in TFLOP/s (10^12), memory in GB (10^9 B); every tensor-core
+peak is dense (no 2:4 sparsity). ``peak_dense_tflops`` maps a dtype (fp4, fp8, bf16, fp16, tf32, fp32) to
+its peak, ``null`` where the GPU has no such rate.
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional
+
+import msgspec
+
+from .errors import DataFileError, InputError
+
+DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
+# bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
+DTYPE_BYTES = {"fp4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5, "fp6": 0.75, "fp8": 1.0, "e4m3": 1.0, "e5m2": 1.0,
+               "int8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0, "int32": 4.0}
+DTYPE_PEAK = {"nvfp4": "fp4", "mxfp4": "fp4", "fp6": "fp8", "e4m3": "fp8", "e5m2": "fp8", "int8": "fp8",
+              "int32": "fp32"}
+
+
+class Interconnect(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: str
+    unidirectional_gbps: float  # per GPU, one direction, all links together
+    note: str = ""
+
+
+class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: str
+    full_name: str
+    vendor: str
+    sms: int  # streaming multiprocessors (NVIDIA) or compute units (AMD): where CTAs run
+    hbm_gb: float
+    hbm_gbps: float
+    peak_dense_tflops: dict[str, Optional[float]]
+    interconnect: Interconnect
+    source: str  # the vendor document the numbers come from
+    aliases: list[str] = []
+    device_name_patterns: list[str] = []  # regexes matched against deviceProperties[].name
+    sm_unit: str = "SM"
+    hbm_gbps_bus: Optional[float] = None  # bus width x memory clock as the driver reports it, where it differs
+    sources: dict[str, str] = {}  # field -> document, where it differs from `source`
+    note: str = ""
+    unverified: list[str] = []  # fields that could not be checked against the cited document
+    path: str = ""  # where it was loaded from (set by the loader)
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        return self.hbm_gbps * 1e9
+
+    def peak_flops(self, dtype: str) -> Optional[float]:
+        """Dense peak FLOP/s for the math of ``dtype`` (None where the GPU has no such rate)."""
+        key = DTYPE_PEAK.get(dtype.lower(), dtype.lower())
+        v = self.peak_dense_tflops.get(key)
+        return None if v is None else float(v) * 1e12
+
+    def summary(self) -> dict[str, Any]:
+        return {"hw": self.name, "hw_full_name": self.full_name, "sms": self.sms, "hbm_gbps": self.hbm_gbps,
+                "hw_source": self.source}
+
+
+_DECODER = msgspec.json.Decoder(HardwareProfile)
+
+
+def dtype_bytes(dtype: str, where: str = "") -> float:
+    try:
+        return DTYPE_BYTES[dtype.lower()]
+    except KeyError:
+        raise DataFileError(f"{where}unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}") from None
+
+
+def _hw_dir():
+    return resources.files("tracekit.data").joinpath("hardware")
+
+
+def _parse(doc: dict[str, Any], src: str) -> HardwareProfile:
+    try:
+        hw = _DECODER.decode(json.dumps(doc).encode())
+    except msgspec.ValidationError as exc:
+        raise DataFileError(f"{src}: {exc}; see docs/roofline.md (hardware profiles)") from exc
+    bad = [k for k in hw.peak_dense_tflops if k not in DTYPES]
+    if bad:
+        raise DataFileError(f"{src}: $.peak_dense_tflops has unknown dtype(s) {', '.join(bad)}; use {', '.join(DTYPES)}")
+    if hw.sms < 1 or hw.hbm_gbps <= 0:
+        raise DataFileError(f"{src}: $.sms and $.hbm_gbps must be positive")
+    for i, p in enumerate(hw.device_name_patterns):
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise DataFileError(f"{src}: $.device_name_patterns[{i}] is not a valid regular expression ({exc})") from exc
+    hw.path = src
+    return hw
+
+
+def _read_json(text: str, src: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise DataFileError(f"{src} is not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise DataFileError(f"{src}: a hardware profile is a JSON object")
+    return doc
+
+
+@lru_cache(maxsize=1)
+def _shipped_docs() -> dict[str, tuple[dict[str, Any], str]]:
+    out: dict[str, tuple[dict[str, Any], str]] = {}
+    for f in sorted(_hw_dir().iterdir(), key=lambda p: p.name):
+        if not f.name.endswith(".json"):
+            continue
+        src = f"tracekit/data/hardware/{f.name}"
+        out[f.name.removesuffix(".json")] = (_read_json(f.read_text(encoding="utf-8"), src), src)
+    return out
+
+
+def shipped_profiles() -> dict[str, HardwareProfile]:
+    """Every shipped profile by its name."""
+    return {name: _parse(doc, src) for name, (doc, src) in _shipped_docs().items()}
+
+
+def _by_name(ref: str) -> Optional[tuple[dict[str, Any], str]]:
+    key = ref.lower().removesuffix(".json")
+    docs = _shipped_docs()
+    if key in docs:
+        return docs[key]
+    for doc, src in docs.values():
+        if key == str(doc.get("name", "")).lower() or key in (str(a).lower() for a in doc.get("aliases", [])):
+            return doc, src
+    return None
+
+
+def load_profile(ref: str | Path) -> HardwareProfile:
+    """A profile by shipped name or alias (case-insensitive), or from a user JSON file.
+
+    A user file with ``"base": NAME`` starts from that shipped profile and replaces the fields it gives
+    (``peak_dense_tflops`` and ``interconnect`` are merged key by key)."""
+    found = _by_name(str(ref))
+    if found is not None:
+        return _parse(*found)
+    p = Path(ref)
+    if not p.is_file():
+        names = ", ".join(sorted(_shipped_docs()))
+        raise InputError(f"hardware {str(ref)!r} is neither a shipped profile ({names}) nor a file; pass --hw NAME"
+                         " or a JSON file (docs/roofline.md)")
+    try:
+        doc = _read_json(p.read_text(encoding="utf-8"), str(p))
+    except OSError as exc:
+        raise InputError(f"{p} could not be read ({exc}); check the path") from exc
+    base = doc.pop("base", None)
+    if base is not None:
+        found = _by_name(str(base))
+        if found is None:
+            raise DataFileError(f"{p}: $.base names no shipped profile ({', '.join(sorted(_shipped_docs()))})")
+        merged = dict(found[0])
+        for k, v in doc.items():
+            merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        merged.setdefault("sources", {})
+        doc = merged
+    return _parse(doc, str(p))
+
+
+def device_names(meta: dict[str, Any]) -> list[str]:
+    """``deviceProperties[*].name`` of the devices a trace used (all of them if it says none)."""
+    props = [d for d in meta.get("device_properties") or [] if isinstance(d, dict) and isinstance(d.get("name"), str)]
+    used = set(meta.get("devices_used") or [])
+    chosen = [d for d in props if d.get("id") in used] or props
+    return [d["name"] for d in chosen]
+
+
+def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
+    """The shipped profile whose device-name pattern matches the trace's device, or None."""
+    for name in device_names(meta):
+        for hw in shipped_profiles().values():
+            if any(re.search(p, name) for p in hw.device_name_patterns):
+                return hw
+    return None
+
+
+def resolve_profile(hw: str | Path | None, meta: dict[str, Any] | None = None, *, what: str = "this analysis") -> HardwareProfile:
+    """``hw`` if given, else the profile detected from the trace; an InputError says what to pass otherwise."""
+    if hw is not None:
+        return load_profile(hw)
+    found = detect_profile(meta or {})
+    if found is None:
+        seen = ", ".join(device_names(meta or {})) or "no deviceProperties"
+        raise InputError(f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
+                         f" pass --hw NAME ({', '.join(sorted(_shipped_docs()))}) or --hw FILE.json")
+    return found
+
+
+def with_hbm(hw: HardwareProfile, hbm: float | str | None) -> HardwareProfile:
+    """The profile with another HBM peak: a number of GB/s, or ``"bus"`` for the bus-derived figure."""
+    if hbm is None:
+        return hw
+    if isinstance(hbm, str) and hbm.strip().lower() == "bus":
+        if hw.hbm_gbps_bus is None:
+            raise InputError(f"hardware profile {hw.name} has no bus-derived HBM figure (hbm_gbps_bus); pass a number")
+        value = float(hw.hbm_gbps_bus)
+    else:
+        try:
+            value = float(hbm)
+        except ValueError:
+            raise InputError(f"--hbm-gbps takes a number of GB/s or 'bus', not {hbm!r}") from None
+    if value <= 0:
+        raise InputError(f"--hbm-gbps must be positive, not {value}")
+    return msgspec.structs.replace(hw, hbm_gbps=value)
