@@ -1,0 +1,144 @@
+"""Commands over sglang launch logs: log (the records), ledger (A11, memory) and capacity (A12, KV tokens)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+
+from ..analyses.memory import ModelDims, OptionError, capacity, ledger, log_result
+from ..ingest.sglang_log import read_log
+from ..render import emit
+from ..result import Result
+from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, _state, app
+
+LogArg = Annotated[Path, typer.Argument(help="sglang launch log (plain, .gz or .zst; several ranks interleaved is fine).",
+                                        show_default=False)]
+RankOpt = Annotated[str | None, typer.Option(
+    "--rank", help="Rank tags, e.g. 'DP0 TP0' or TP1 (all given tags must match; default: the lowest present).")]
+PatternsOpt = Annotated[list[Path] | None, typer.Option(
+    "--patterns", help="Extra pattern file or folder (repeatable), tried before the built-in sets; see docs/ledger.md.")]
+
+
+def spread_rows(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+    """Merge each row's ``column`` dict into the row: ``{line, ranks, kind, fields: {a: 1}}`` → ``{line, ranks,
+    kind, a: 1}``. Rows without the column (a writer that already spreads) are left as they are."""
+    out = []
+    for row in rows:
+        inner = row.get(column)
+        if isinstance(inner, dict):
+            row = {**{k: v for k, v in row.items() if k != column}, **inner}
+        out.append(row)
+    return out
+
+
+def _json_cells(result: Result) -> Result:
+    """csv: lists and dicts as JSON text rather than Python reprs."""
+    def cell(v: Any) -> Any:
+        return json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
+
+    tables = {}
+    for name, df in result.tables.items():
+        df = df.copy()
+        for c in df.columns:
+            if df[c].dtype == object:
+                df[c] = pd.Series([cell(v) for v in df[c]], index=df.index, dtype=object)
+        tables[name] = df
+    return dataclasses.replace(result, tables=tables)
+
+
+def _emit(result: Result, fmt: Fmt, out: Path | None, table: str | None) -> None:
+    """Like common._output, plus: tables marked ``attrs["spread"]`` have that dict column merged into their JSON
+    rows (the contract of ``tracekit log``), and csv cells holding lists or dicts are JSON."""
+    if fmt is Fmt.csv:
+        _output(_json_cells(result), fmt, out, table)
+        return
+    if fmt is not Fmt.json:
+        _output(result, fmt, out, table)
+        return
+    doc = json.loads(emit(result, "json"))
+    for name, df in result.tables.items():
+        col = df.attrs.get("spread")
+        if col:
+            doc["tables"][name] = spread_rows(doc["tables"][name], col)
+    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    if not _state["quiet"]:
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        sys.stdout.write(text)
+
+
+@app.command(name="log")
+def log_cmd(log: LogArg,
+            rank: Annotated[str | None, typer.Option("--rank", help="Keep only this rank's records, e.g. 'DP0 TP0' "
+                                                        "(all given tags must match; default: every rank).")] = None,
+            kind: Annotated[list[str] | None, typer.Option("--kind", help="Keep records of this kind (repeatable).")] = None,
+            patterns: PatternsOpt = None,
+            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Every recognised sglang launch-log record with its line and rank tags; memory lines no pattern knows."""
+    _emit(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind), format, out, table)
+
+
+@app.command(name="ledger")
+def ledger_cmd(log: LogArg,
+               log2: Annotated[Path | None, typer.Argument(help="A second launch log, shown side by side (diff = "
+                                                                   "LOG2 − LOG).", show_default=False)] = None,
+               rank: RankOpt = None, patterns: PatternsOpt = None,
+               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """Memory ledger (A11): free memory by stage, logged allocations, interval residuals and the study's rows (GiB)."""
+    a = read_log(log, patterns=patterns or ())
+    b = read_log(log2, patterns=patterns or ()) if log2 is not None else None
+    _emit(ledger(a, b, rank=rank), format, out, table)
+
+
+def _count(text: str | None, name: str) -> int | None:
+    """``100000``, ``100k``, ``1M``, ``1_000`` → int."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d[\d_,]*(?:\.\d+)?)\s*([kKmM]?)\s*", text)
+    if not m:
+        raise OptionError(f"{name} {text!r} is not a token count; write e.g. 100000, 100k or 1M")
+    value = float(m.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+    return int(value)
+
+
+@app.command(name="capacity")
+def capacity_cmd(
+        log: Annotated[Path | None, typer.Option("--log", help="Launch log: the KV line's #tokens and size, and "
+                                                    "tp/pp/dp/dcp from server_args.")] = None,
+        rank: RankOpt = None,
+        layers: Annotated[int | None, typer.Option("--layers", min=1, help="Layers with a KV cache on a rank.")] = None,
+        kv_lora_rank: Annotated[int | None, typer.Option("--kv-lora-rank", min=0, help="MLA latent width.")] = None,
+        rope_dim: Annotated[int | None, typer.Option("--rope-dim", min=0, help="MLA rope head dim.")] = None,
+        kv_heads: Annotated[int | None, typer.Option("--kv-heads", min=1, help="MHA/GQA KV heads per rank.")] = None,
+        head_dim: Annotated[int | None, typer.Option("--head-dim", min=1, help="MHA/GQA head dim.")] = None,
+        kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV dtype: fp8, bf16, fp16, fp32 (default: "
+                                                        "the log's, else bf16).")] = None,
+        pool_gib: Annotated[float | None, typer.Option("--pool-gib", min=0.0, help="KV pool per rank, GiB "
+                                                          "(overrides the log's).")] = None,
+        ranks: Annotated[int | None, typer.Option("--ranks", min=1, help="GPUs in the instance (default: the log's "
+                                                     "tp × pp, else 1).")] = None,
+        dp: Annotated[int | None, typer.Option("--dp", min=1, help="DP groups (default: the log's dp_size, else "
+                                                  "ranks ÷ dcp).")] = None,
+        dcp: Annotated[int | None, typer.Option("--dcp", min=1, help="Decode context parallel size (default: the "
+                                                   "log's, else 1).")] = None,
+        context: Annotated[str | None, typer.Option("--context", help="Tokens per request for the maximum "
+                                                       "concurrency, e.g. 100000 or 100k.")] = None,
+        patterns: PatternsOpt = None,
+        format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    """KV capacity (A12): bytes per token, tokens per rank, per DP group (× dcp), per instance; max concurrency."""
+    parsed = read_log(log, patterns=patterns or ()) if log is not None else None
+    dims = ModelDims(layers=layers, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, kv_heads=kv_heads, head_dim=head_dim)
+    res = capacity(log=parsed, rank=rank, dims=dims, kv_dtype=kv_dtype, pool_gib=pool_gib, ranks=ranks, dp=dp, dcp=dcp,
+                   context=_count(context, "--context"))
+    _emit(res, format, out, table)

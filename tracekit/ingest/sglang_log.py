@@ -1,0 +1,599 @@
+"""sglang launch logs → memory records. The line grammar and every message pattern come from data.
+
+The grammar (line prefix, rank tags, ANSI codes, the "mentions memory" hint) is
+``tracekit/data/sglang_logs/_common.json``; each other ``*.json`` file there is a *pattern set*, one per
+sglang era or fork (see docs/ledger.md for the format). All sets are tried on every line, user sets first,
+then by ``priority``; the first pattern that matches wins, and the sets that matched are reported, so the era
+of a log is detected rather than chosen.
+
+Robustness rules: the file is read as bytes (gzip and zstd are undone) and decoded with
+``errors="replace"``; ``\\r`` (tqdm, CRLF) splits a physical line into pieces; a bracket prefix
+``[YYYY-MM-DD HH:MM:SS TAGS]`` may start anywhere in a piece (a log line glued to a tqdm bar), and each one
+starts a new message; ANSI colour codes are stripped. A number must be followed by what the pattern says
+follows it (a unit, a comma, a bracket), so a number cut off mid-line is never read as a value. Lines that
+mention memory but match no pattern are kept in ``unrecognised``: nothing is dropped silently.
+"""
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..errors import DataFileError, InputError, MissingDataError
+
+FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
+_FLOAT_SUFFIXES = ("_gib", "_mib", "_s")
+_UNRECOGNISED_TEXT_MAX = 400
+RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated"}  # keys of a record row that fields may not shadow
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """A logged allocation: ``what`` it is, the fields summed for its size, and whether it is a state pool."""
+
+    what: str
+    fields: tuple[str, ...]
+    state_pool: bool
+
+
+@dataclass(frozen=True)
+class Pattern:
+    id: str
+    set: str
+    kind: str
+    contains: str
+    regex: re.Pattern
+    const: dict[str, Any]
+    types: dict[str, str]
+    alloc: Alloc | None = None
+    stage: str | None = None
+    measured: tuple[str, int] | None = None  # (field, sign): sign × field explains the fall before this stage
+    example: str = ""
+    pairs_with_unit: tuple[str, ...] = ()  # 'pairs' keys always printed with " GB": without it, the line was cut
+    pairs_may_end: tuple[str, ...] = ()  # unit-less 'pairs' keys that may end a complete line
+
+
+@dataclass(frozen=True)
+class PatternSet:
+    name: str
+    description: str
+    priority: int
+    source: str
+    patterns: tuple[Pattern, ...]
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The compiled common grammar plus the pattern sets, in the order they are tried."""
+
+    prefix: re.Pattern
+    rank_tag: re.Pattern
+    level_source: re.Pattern
+    ansi: re.Pattern
+    memory_hint: re.Pattern
+    hint_words: tuple[str, ...]
+    rank_order: tuple[str, ...]
+    common: dict[str, Any]
+    sets: tuple[PatternSet, ...]
+    patterns: tuple[Pattern, ...]
+    prefilter: re.Pattern
+    by_key: dict[tuple[str, str], Pattern]
+
+    def pattern_of(self, record: Record) -> Pattern | None:
+        """The pattern that produced ``record``."""
+        return self.by_key.get((record.set, record.pattern))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One recognised message: its 1-based physical line, rank tags, kind and the fields read from it."""
+
+    line: int
+    ranks: dict[str, int]
+    kind: str
+    fields: dict[str, Any]
+    pattern: str
+    set: str
+
+
+@dataclass
+class SglangLog:
+    """A parsed launch log: every record, every unrecognised memory line, and what was read."""
+
+    path: str
+    lines: int
+    records: list[Record]
+    unrecognised: list[tuple[int, dict[str, int], str]]
+    set_counts: dict[str, int]
+    last_line_cut: bool = False
+    warnings: list[str] = field(default_factory=list)
+    grammar: Grammar | None = None
+
+    def ranks_present(self) -> list[dict[str, int]]:
+        """Distinct rank tag sets of the records, lowest first (untagged last, when tags exist)."""
+        seen: dict[frozenset, dict[str, int]] = {}
+        for r in self.records:
+            seen.setdefault(frozenset(r.ranks.items()), r.ranks)
+        return sorted(seen.values(), key=rank_sort_key)
+
+
+def rank_label(ranks: dict[str, int]) -> str:
+    """``{"DP": 0, "TP": 0}`` → ``"DP0 TP0"``; ``{}`` → ``"untagged"``."""
+    return " ".join(f"{k}{v}" for k, v in ranks.items()) or "untagged"
+
+
+def rank_sort_key(ranks: dict[str, int]) -> tuple:
+    order = grammar_default().rank_order
+    return (not ranks, tuple(ranks.get(k, -1) for k in order), tuple(sorted(ranks.items())))
+
+
+def parse_rank_spec(spec: str) -> dict[str, int]:
+    """``"DP0 TP0"``, ``"dp0,tp0"``, ``"TP-1"`` → ``{"DP": 0, "TP": 0}``; an empty dict for ``untagged``."""
+    text = spec.strip()
+    if text.lower() in ("untagged", "none", ""):
+        return {}
+    pairs = re.findall(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)[-_ ]?(\d+)", text.upper())
+    rest = re.sub(r"(ATTN_CP|MOE_DP|DP|PP|TP|EP)[-_ ]?(\d+)", "", text.upper())
+    if not pairs or re.sub(r"[\s,;]", "", rest):
+        raise ValueError(spec)
+    return {k: int(v) for k, v in pairs}
+
+
+# --------------------------------------------------------------------------- loading the data
+
+
+def _read_json(text: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{source} is not valid JSON ({exc}); fix the file") from exc
+
+
+def _compile(source: str, where: str, pattern: Any, placeholders: dict[str, str] | None = None) -> re.Pattern:
+    if not isinstance(pattern, str) or not pattern:
+        raise DataFileError(f"{source}: {where} must be a non-empty regular expression string")
+    for name, sub in (placeholders or {}).items():
+        pattern = pattern.replace("{" + name + "}", sub)
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise DataFileError(f"{source}: {where} is not a valid regular expression ({exc})") from exc
+
+
+def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str]) -> PatternSet:
+    """Validate and compile one pattern-set document; errors name the file and the JSON path."""
+    if not isinstance(doc, dict):
+        raise DataFileError(f"{source}: the top level must be a JSON object with 'name' and 'patterns'")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise DataFileError(f"{source}: $.name must be a non-empty string")
+    pats = doc.get("patterns")
+    if not isinstance(pats, list):
+        raise DataFileError(f"{source}: $.patterns must be a list of pattern objects")
+    priority = doc.get("priority", 0)
+    if not isinstance(priority, (int, float)):
+        raise DataFileError(f"{source}: $.priority must be a number")
+    out = []
+    ids: set[str] = set()
+    for i, p in enumerate(pats):
+        where = f"$.patterns[{i}]"
+        if not isinstance(p, dict):
+            raise DataFileError(f"{source}: {where} must be an object")
+        for key in ("kind", "contains", "regex", "example"):
+            if not isinstance(p.get(key), str) or not p.get(key):
+                raise DataFileError(f"{source}: {where}.{key} must be a non-empty string")
+        regex = _compile(source, f"{where}.regex", p["regex"], placeholders)
+        reserved = sorted(set(regex.groupindex) & RESERVED_FIELDS)
+        if reserved:
+            raise DataFileError(f"{source}: {where}.regex uses the reserved group name {reserved[0]!r}; rename it")
+        pid = str(p.get("id", f"{name}#{i}"))
+        if pid in ids:
+            raise DataFileError(f"{source}: {where}.id {pid!r} is used twice in this file; rename one")
+        ids.add(pid)
+        types = p.get("types", {})
+        if not isinstance(types, dict) or any(t not in FIELD_TYPES for t in types.values()):
+            raise DataFileError(f"{source}: {where}.types must map field names to one of {', '.join(FIELD_TYPES)}")
+        const = p.get("const", {})
+        if not isinstance(const, dict):
+            raise DataFileError(f"{source}: {where}.const must be an object")
+        alloc = None
+        if "alloc" in p:
+            a = p["alloc"]
+            if (not isinstance(a, dict) or not isinstance(a.get("what"), str) or not isinstance(a.get("fields"), list)
+                    or not all(isinstance(f, str) for f in a["fields"])):
+                raise DataFileError(f"{source}: {where}.alloc must be {{\"what\": str, \"fields\": [str], "
+                                    "\"state_pool\": bool}")
+            unknown = [f for f in a["fields"] if f not in regex.groupindex]
+            if unknown:
+                raise DataFileError(f"{source}: {where}.alloc.fields names {unknown}, not groups of the regex")
+            alloc = Alloc(a["what"], tuple(a["fields"]), bool(a.get("state_pool", False)))
+        if "stage" in p and not isinstance(p["stage"], str):
+            raise DataFileError(f"{source}: {where}.stage must be a string")
+        measured = None
+        if "measured" in p:
+            mv = p["measured"]
+            if (not isinstance(mv, dict) or mv.get("field") not in regex.groupindex
+                    or mv.get("sign", 1) not in (1, -1)):
+                raise DataFileError(f"{source}: {where}.measured must be {{\"field\": <a group of the regex>, "
+                                    "\"sign\": 1 or -1}")
+            if "stage" not in p:
+                raise DataFileError(f"{source}: {where}.measured needs a 'stage' (it explains the fall before it)")
+            measured = (mv["field"], int(mv.get("sign", 1)))
+        for key in ("pairs_with_unit", "pairs_may_end"):
+            v = p.get(key, [])
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise DataFileError(f"{source}: {where}.{key} must be a list of key names")
+        pat = Pattern(pairs_with_unit=tuple(p.get("pairs_with_unit", [])),
+                      pairs_may_end=tuple(p.get("pairs_may_end", [])), id=pid, set=name, kind=p["kind"], contains=p["contains"],
+                      regex=regex, const=dict(const), types=dict(types), alloc=alloc, stage=p.get("stage"),
+                      measured=measured, example=p["example"])
+        if pat.contains not in pat.example or not pat.regex.search(pat.example):
+            raise DataFileError(f"{source}: {where} ({pat.id}) does not match its own example; fix the regex,"
+                                " 'contains' or the example")
+        out.append(pat)
+    return PatternSet(name=name, description=str(doc.get("description", "")), priority=int(priority),
+                      source=source, patterns=tuple(out))
+
+
+def _builtin_files() -> list[tuple[str, str]]:
+    base = resources.files("tracekit.data").joinpath("sglang_logs")
+    files = sorted((p for p in base.iterdir() if p.name.endswith(".json")), key=lambda p: p.name)
+    return [(f"tracekit/data/sglang_logs/{p.name}", p.read_text(encoding="utf-8")) for p in files]
+
+
+def _user_files(paths: Iterable[str | Path]) -> list[tuple[str, str]]:
+    out = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(q for q in p.iterdir() if q.suffix == ".json" and not q.name.startswith("_"))
+            if not files:
+                raise InputError(f"{p} holds no pattern file (*.json); pass a pattern file or a folder of them")
+        elif p.is_file():
+            files = [p]
+        else:
+            raise InputError(f"{p} does not exist; pass an sglang log pattern file (*.json) or a folder of them")
+        for q in files:
+            try:
+                out.append((str(q), q.read_text(encoding="utf-8")))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"{q} could not be read ({exc}); pass a UTF-8 JSON pattern file") from exc
+    return out
+
+
+def load_grammar(extra: Iterable[str | Path] = ()) -> Grammar:
+    """The built-in grammar and pattern sets, with ``extra`` user pattern files (or folders) tried first."""
+    extra = tuple(str(e) for e in extra)
+    return _load_grammar(extra)
+
+
+@lru_cache(maxsize=8)
+def _load_grammar(extra: tuple[str, ...]) -> Grammar:
+    builtin = _builtin_files()
+    common_src, common_text = next(((s, t) for s, t in builtin if s.endswith("/_common.json")), (None, None))
+    if common_src is None:
+        raise DataFileError("tracekit/data/sglang_logs/_common.json is missing; reinstall tracekit")
+    common = _read_json(common_text, common_src)
+    if not isinstance(common, dict):
+        raise DataFileError(f"{common_src}: the top level must be a JSON object")
+    ph = common.get("placeholders", {})
+    if not isinstance(ph, dict):
+        raise DataFileError(f"{common_src}: $.placeholders must map names to regular expressions")
+    comp = {k: _compile(common_src, f"$.{k}", common.get(k))
+            for k in ("line_prefix", "rank_tag", "level_source", "ansi", "memory_hint")}
+    user_sets = [parse_pattern_set(_read_json(t, s), s, ph) for s, t in _user_files(extra)]
+    sets = [parse_pattern_set(_read_json(t, s), s, ph) for s, t in builtin if not s.endswith("/_common.json")
+            and not Path(s).name.startswith("_")]
+    sets.sort(key=lambda s: -s.priority)
+    ordered = tuple(user_sets + sets)
+    names = [s.name for s in ordered]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        src = [s.source for s in ordered if s.name in dup]
+        raise DataFileError(f"{src[-1]}: pattern set name {dup[0]!r} is used twice ({', '.join(src)}); rename one")
+    patterns = tuple(p for s in ordered for p in s.patterns)
+    literals = sorted({p.contains for p in patterns}, key=len, reverse=True)
+    return Grammar(prefix=comp["line_prefix"], rank_tag=comp["rank_tag"], level_source=comp["level_source"],
+                   ansi=comp["ansi"], memory_hint=comp["memory_hint"],
+                   hint_words=tuple(str(w).lower() for w in common.get("memory_hint_words", ())),
+                   rank_order=tuple(common.get("rank_order", ())), common=common, sets=ordered, patterns=patterns,
+                   prefilter=re.compile("|".join(re.escape(x) for x in literals)),
+                   by_key={(p.set, p.id): p for p in patterns})
+
+
+def grammar_default() -> Grammar:
+    return _load_grammar(())
+
+
+# --------------------------------------------------------------------------- field conversion
+
+
+def _number(text: str) -> int | float | None:
+    t = text.replace(",", "")
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def _intlist(text: str) -> list[int] | None:
+    """``[1, 2, 4]`` → [1, 2, 4]; None when the closing bracket is missing (a cut line) or an item is not an int."""
+    m = re.match(r"\s*\[([^\[\]]*)\]", text)
+    if not m:
+        return None
+    items = [x.strip() for x in m.group(1).split(",") if x.strip()]
+    return [int(x) for x in items] if all(re.fullmatch(r"-?\d+", x) for x in items) else None
+
+
+_PAIR = re.compile(r"(\w+)=(-?\d+(?:\.\d+)?)(\s*GB)?(?=\s*,|\s*$)")
+
+
+def _pairs(text: str, with_unit: tuple[str, ...] = (), may_end: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
+    """``a=1, b=2.5, c=3.00 GB`` → ({a: 1, b: 2.5, c_gib: 3.0}, cut); non-numeric values are skipped.
+
+    A number is a value only when something follows it: a comma, or its GB unit. A key in ``with_unit`` seen
+    without GB, or a unit-less number that ends the text (unless its key is in ``may_end``: the format's last
+    key), was cut off: it is not a value, and cut is True."""
+    out: dict[str, Any] = {}
+    cut = False
+    for m in _PAIR.finditer(text):
+        key, num, gb = m.group(1), m.group(2), m.group(3)
+        val = _number(num)
+        if val is None:
+            continue
+        at_end = not text[m.end():].strip()
+        if (key in with_unit and not gb) or (at_end and not gb and key not in may_end):
+            cut = True
+            continue
+        if gb:
+            out[f"{key}_gib"] = float(val)
+        else:
+            out[key] = val
+    return out, cut
+
+
+def _jsonable(v: Any, depth: int = 0) -> bool:
+    if depth > 20:
+        return False
+    if v is None or isinstance(v, (bool, int, str)):
+        return True
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, (list, tuple)):
+        return all(_jsonable(x, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, (str, int)) and _jsonable(x, depth + 1) for k, x in v.items())
+    return False
+
+
+def _pyvalue(text: str) -> Any:
+    """A Python literal as a JSON-ready value; anything else (enums, objects, sets, junk) stays its text."""
+    text = text.strip()
+    if len(text) > 100_000:
+        return text
+    try:
+        val = ast.literal_eval(text)
+    except Exception:  # noqa: BLE001 - any repr that is not a literal stays text
+        return text
+    if isinstance(val, tuple):
+        val = list(val)
+    return val if _jsonable(val) else text
+
+
+def parse_pyargs(text: str) -> tuple[dict[str, Any], bool]:
+    """The inside of ``ServerArgs(k=v, ...)`` → ({k: value}, truncated).
+
+    Values are Python literals where possible (numbers, strings, lists, dicts, None, booleans), else their text.
+    Without the closing parenthesis the line was cut: the last, incomplete pair is dropped and truncated is True.
+    """
+    out: dict[str, Any] = {}
+    depth, quote, esc, start, i, n = 0, "", False, 0, 0, len(text)
+    closed = False
+    pieces: list[str] = []
+    while i < n:
+        c = text[i]
+        if quote:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                pieces.append(text[start:i])
+                closed = True
+                break
+            depth -= 1
+        elif c == "," and depth == 0:
+            pieces.append(text[start:i])
+            start = i + 1
+        i += 1
+    for piece in pieces:
+        key, eq, value = piece.partition("=")
+        key = key.strip()
+        if eq and key.isidentifier():
+            out[key] = _pyvalue(value)
+    return out, not closed
+
+
+def _convert(name: str, text: str, ftype: str | None) -> Any:
+    if ftype == "str":
+        return text.strip()
+    if ftype == "bool":
+        return text.strip() == "True"
+    if ftype == "intlist":
+        return _intlist(text)
+    if ftype == "float" or (ftype is None and name.endswith(_FLOAT_SUFFIXES)):
+        val = _number(text)
+        return float(val) if val is not None else None
+    if ftype == "int":
+        val = _number(text)
+        return int(val) if isinstance(val, int) else None
+    val = _number(text)
+    return val if val is not None else text.strip()
+
+
+def fields_of(pattern: Pattern, m: re.Match) -> dict[str, Any]:
+    """The fields of one match: named groups that matched (typed), then the pattern's constants."""
+    out: dict[str, Any] = {}
+    truncated = False
+    for name, text in m.groupdict().items():
+        if text is None:
+            continue
+        ftype = pattern.types.get(name)
+        if ftype == "pairs":
+            pairs, cut = _pairs(text, pattern.pairs_with_unit, pattern.pairs_may_end)
+            out.update(pairs)
+            truncated |= cut
+            continue
+        if ftype == "pyargs":
+            args, cut = parse_pyargs(text)
+            out[name] = args
+            truncated |= cut
+            continue
+        val = _convert(name, text, ftype)
+        if val is None:
+            truncated = True  # e.g. a list without its closing bracket: not a value
+            continue
+        out[name] = val
+    for k, v in pattern.const.items():
+        out.setdefault(k, v)
+    if truncated:
+        out["truncated"] = True
+    return out
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _messages(piece: str, g: Grammar) -> Iterable[tuple[dict[str, int], str]]:
+    """Split one piece (a physical line between \\r) into (ranks, message) at every bracket prefix."""
+    matches = list(g.prefix.finditer(piece)) if "[" in piece else []
+    if not matches:
+        yield {}, piece
+        return
+    head = piece[: matches[0].start()]
+    if head.strip():
+        yield {}, head
+    for j, m in enumerate(matches):
+        end = matches[j + 1].start() if j + 1 < len(matches) else len(piece)
+        msg = piece[m.end():end]
+        lvl = g.level_source.match(msg)
+        if lvl:
+            msg = msg[lvl.end():]
+        tags = m.group("tags") or ""
+        ranks = {k: int(v) for k, v in g.rank_tag.findall(tags)} if tags else {}
+        yield ranks, msg
+
+
+def parse_text(text: str, path: str = "<text>", grammar: Grammar | None = None) -> SglangLog:
+    """Parse launch-log text into records. Never raises on any text."""
+    g = grammar or grammar_default()
+    records: list[Record] = []
+    unrecognised: list[tuple[int, dict[str, int], str]] = []
+    counts: Counter = Counter()
+    rank_cache: dict[tuple, dict[str, int]] = {}
+    physical = text.split("\n")
+    last_cut = bool(text) and not text.endswith("\n")
+    if text.endswith("\n"):
+        physical.pop()
+    for lineno, raw in enumerate(physical, 1):
+        if not raw:
+            continue
+        if "\x1b" in raw:
+            raw = g.ansi.sub("", raw)
+        for piece in raw.split("\r") if "\r" in raw else (raw,):
+            if not piece.strip():
+                continue
+            for ranks, msg in _messages(piece, g):
+                msg = msg.strip()
+                if not msg:
+                    continue
+                key = tuple(ranks.items())
+                ranks = rank_cache.setdefault(key, ranks)
+                rec = _match(msg, g, lineno, ranks) if g.prefilter.search(msg) else None
+                if rec is not None:
+                    records.append(rec)
+                    counts[rec.set] += 1
+                elif _mentions_memory(msg, g):
+                    shown = msg if len(msg) <= _UNRECOGNISED_TEXT_MAX else msg[: _UNRECOGNISED_TEXT_MAX - 1] + "…"
+                    unrecognised.append((lineno, ranks, shown))
+    log = SglangLog(path=path, lines=len(physical), records=records, unrecognised=unrecognised,
+                    set_counts=dict(counts), last_line_cut=last_cut, grammar=g)
+    if last_cut and physical:
+        log.warnings.append(f"{path}: the last line ({len(physical)}) has no line end; the file may be cut mid-line")
+    return log
+
+
+def _mentions_memory(msg: str, g: Grammar) -> bool:
+    if g.hint_words:
+        low = msg.lower()
+        if not any(w in low for w in g.hint_words):
+            return False
+    return g.memory_hint.search(msg) is not None
+
+
+def _match(msg: str, g: Grammar, lineno: int, ranks: dict[str, int]) -> Record | None:
+    for p in g.patterns:
+        if p.contains in msg:
+            m = p.regex.search(msg)
+            if m:
+                return Record(line=lineno, ranks=ranks, kind=p.kind, fields=fields_of(p, m), pattern=p.id, set=p.set)
+    return None
+
+
+def _decode(data: bytes, shown: str) -> str:
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{shown} is a damaged gzip file ({exc}); pass the plain or a complete .gz log") from exc
+    elif data[:4] == b"\x28\xb5\x2f\xfd":
+        import zstandard
+
+        try:
+            data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        except zstandard.ZstdError as exc:
+            raise InputError(f"{shown} is a damaged zstd file ({exc}); pass the plain or a complete .zst log") from exc
+    return data.decode("utf-8", errors="replace")
+
+
+def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> SglangLog:
+    """Read and parse one sglang launch log (plain, .gz or .zst). Raises InputError or MissingDataError."""
+    p = Path(path)
+    shown = str(path)
+    if not p.exists():
+        raise InputError(f"{shown} does not exist; pass the path of an sglang launch log")
+    if p.is_dir():
+        raise InputError(f"{shown} is a directory; pass an sglang launch log file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{shown} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
+    if not data.strip():
+        raise InputError(f"{shown} is empty; pass an sglang launch log")
+    log = parse_text(_decode(data, shown), shown, load_grammar(patterns))
+    if not log.records:
+        hint = f"; {len(log.unrecognised)} line(s) mention memory but match no pattern (add a pattern file with " \
+               "--patterns, see docs/ledger.md)" if log.unrecognised else ""
+        raise MissingDataError(f"{shown} holds no sglang launch-log line that tracekit recognises ({log.lines} lines "
+                               f"read){hint}; pass an sglang server log")
+    return log
