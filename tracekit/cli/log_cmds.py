@@ -1,21 +1,16 @@
 """Commands over sglang launch logs: log (the records), ledger (A11, memory) and capacity (A12, KV tokens)."""
 from __future__ import annotations
 
-import dataclasses
-import json
 import re
-import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import pandas as pd
 import typer
 
 from ..analyses.memory import ModelDims, OptionError, capacity, ledger, log_result
 from ..ingest.sglang_log import read_log
-from ..render import emit
 from ..result import Result
-from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, _state, app
+from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
 LogArg = Annotated[Path, typer.Argument(help="sglang launch log (plain, .gz or .zst; several ranks interleaved is fine).",
                                         show_default=False)]
@@ -25,57 +20,9 @@ PatternsOpt = Annotated[list[Path] | None, typer.Option(
     "--patterns", help="Extra pattern file or folder (repeatable), tried before the built-in sets; see docs/ledger.md.")]
 
 
-def spread_rows(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
-    """Merge each row's ``column`` dict into the row: ``{line, ranks, kind, fields: {a: 1}}`` → ``{line, ranks,
-    kind, a: 1}``. Rows without the column (a writer that already spreads) are left as they are."""
-    out = []
-    for row in rows:
-        inner = row.get(column)
-        if isinstance(inner, dict):
-            row = {**{k: v for k, v in row.items() if k != column}, **inner}
-        out.append(row)
-    return out
-
-
-def _json_cells(result: Result) -> Result:
-    """csv: lists and dicts as JSON text rather than Python reprs."""
-    def cell(v: Any) -> Any:
-        return json.dumps(v, ensure_ascii=False) if isinstance(v, (dict, list)) else v
-
-    tables = {}
-    for name, df in result.tables.items():
-        df = df.copy()
-        for c in df.columns:
-            if df[c].dtype == object:
-                df[c] = pd.Series([cell(v) for v in df[c]], index=df.index, dtype=object)
-        tables[name] = df
-    return dataclasses.replace(result, tables=tables)
-
-
 def _emit(result: Result, fmt: Fmt, out: Path | None, table: str | None) -> None:
-    """Like common._output, plus: tables marked ``attrs["spread"]`` have that dict column merged into their JSON
-    rows (the contract of ``tracekit log``), and csv cells holding lists or dicts are JSON."""
-    if fmt is Fmt.csv:
-        _output(_json_cells(result), fmt, out, table)
-        return
-    if fmt is not Fmt.json:
-        _output(result, fmt, out, table)
-        return
-    doc = json.loads(emit(result, "json"))
-    for name, df in result.tables.items():
-        col = df.attrs.get("spread")
-        if col:
-            doc["tables"][name] = spread_rows(doc["tables"][name], col)
-    text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
-    if not _state["quiet"]:
-        for w in result.warnings:
-            typer.echo(f"warning: {w}", err=True)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {out}", err=True)
-    else:
-        sys.stdout.write(text)
+    """The shared writer: ``render.formats`` merges the records' ``fields`` into their JSON rows."""
+    _output(result, fmt, out, table)
 
 
 @app.command(name="log")

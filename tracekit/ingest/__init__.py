@@ -14,7 +14,8 @@ from ..trace import IngestReport, Trace
 from . import cache as _cache
 from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
 from .normalize import build_events
-from .reader import StreamDamaged, iter_blocks, prefetch, read_text, salvage_json
+from .reader import (StreamDamaged, iter_blocks, prefetch, read_text, replace_lone_surrogates, replace_nonfinite,
+                     salvage_json)
 
 log = logging.getLogger(__name__)
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
@@ -55,14 +56,16 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
     normalised table is stored as parquet and reused while the file is unchanged.
     """
     source = resolve_trace_path(path)
+    # messages name the file as the user gave it, or the file found in the directory they gave
+    shown = str(path) if source == Path(path) else str(Path(path) / source.name)
     cdir = Path(cache_dir) if cache_dir is not None else None
     if cache:
         hit = _cache.read(source, cdir)
         if hit is not None:
-            hit.report.path = str(path)
-            hit.meta["source"] = str(path)
+            hit.report.path = shown
+            hit.meta["source"] = shown
             return hit
-    trace = ingest_file(source, display_path=str(path))
+    trace = ingest_file(source, display_path=shown)
     if cache:
         _cache.write(source, trace, cdir)
     return trace
@@ -71,6 +74,7 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
 def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     shown = display_path or str(source)
     cols = None
+    json_cut = False
     report = IngestReport(path=shown)
     try:
         size = source.stat().st_size
@@ -89,7 +93,7 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
         raise InputError(f"{shown} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
     if cols is None:
         report.reader = "whole"
-        cols = _whole_document(source, shown, report)
+        cols, json_cut = _whole_document(source, shown, report)
     report.records_read = cols.n
     events, dropped, lanes = build_events(cols)  # consumes the raw columns
     for reason, count in dropped.items():
@@ -100,6 +104,9 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
     report.events_kept = len(events)
     report.loose_chunks = cols.loose_chunks
     report.int_overflows = cols.int_overflows
+    if cols.utf8_repairs:
+        report.warnings.append(f"{shown}: {cols.utf8_repairs} record(s) held invalid UTF-8; the bad bytes were"
+                               " replaced by U+FFFD and the records kept")
     if cols.int_overflows:
         report.warnings.append(f"{shown}: {cols.int_overflows} integer arg value(s) beyond the int64 range were set to -1")
     if report.dropped:
@@ -107,12 +114,15 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
         report.warnings.append(f"{shown}: dropped {sum(report.dropped.values())} unusable event(s): {detail}")
     report.check()
     if report.events_kept == 0:
+        if report.salvaged:
+            raise InputError(f"{shown} is truncated or damaged and none of the {report.records_read} complete records"
+                             " before the damage is a usable trace event; pass a complete torch-profiler trace")
         raise InputError(f"{shown} holds no usable trace events ({report.records_read} records read); "
                          "pass a torch-profiler trace recorded with events")
     header = cols.header
     del cols
     meta = _meta(header, lanes, events, shown)
-    if report.salvaged and meta.get("base_time_ns") is None:
+    if json_cut and meta.get("base_time_ns") is None:
         report.warnings.append(f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
                                " times are as written in the file")
     return Trace(events=events, meta=meta, report=report)
@@ -154,34 +164,85 @@ def _whole_document(source: Path, shown: str, report: IngestReport):
     report.file_bytes = raw_text.file_bytes
     report.text_bytes = len(raw_text.data)
     report.warnings.extend(raw_text.warnings)
-    if not raw_text.data.strip():
-        raise InputError(f"{shown} is empty{' after decompression' if raw_text.compression != 'none' else ''};"
-                         " pass a complete torch-profiler trace")
-    raws, header = _split(shown, raw_text.data, report)
+    if raw_text.stream_truncated:
+        report.salvaged = True  # the compressed stream is cut or corrupt: what follows is what survived
+    data = raw_text.data
     del raw_text
-    return decode_slices(raws, header)
+    if data[-1:] == b"\x00":  # a file preallocated, or cut by a crash, can end in NUL bytes
+        n = len(data)
+        data = data.rstrip(b"\x00")
+        if not data.strip():
+            raise InputError(f"{shown} holds nothing but {n} NUL bytes (a file that was allocated but never"
+                             " written); pass a complete torch-profiler trace")
+        report.warnings.append(f"{shown}: ignored {n - len(data)} NUL bytes at the end of the text")
+    if not data.strip():
+        if report.salvaged:
+            raise InputError(f"{shown} is a damaged {report.compression} stream with no readable text before the"
+                             f" damage ({report.warnings[-1].split(': ', 1)[-1]}); pass a complete torch-profiler trace")
+        raise InputError(f"{shown} is empty{' after decompression' if report.compression != 'none' else ''};"
+                         " pass a complete torch-profiler trace")
+    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
+        data = data[3:]
+    raws, header, cut = _split(shown, data, report)
+    return decode_slices(raws, header), cut
 
 
-def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[list, dict[str, Any]]:
+def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[list, dict[str, Any], bool]:
+    """(event slices, header, whether the JSON had to be cut), repairing what can be repaired."""
     try:
-        return split_document(shown, data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        first_error = str(exc)
-    fixed = salvage_json(data)
-    if fixed is None:
-        raise InputError(f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace"
-                         " (.json, .json.gz or .json.zst)")
-    text, lost = fixed
-    try:
-        raws, header = split_document(shown, text)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InputError(f"{shown} is not valid JSON ({first_error}) and could not be repaired ({exc});"
-                         " pass a complete torch-profiler trace") from exc
+        try:
+            return (*split_document(shown, data), False)
+        except msgspec.DecodeError as exc:
+            first_error = str(exc)
+        repaired = False
+        if "UTF-8" in first_error:  # in the header (events are repaired one by one later)
+            data = bytes(data).decode("utf-8", "replace").encode("utf-8")
+            repaired = True
+            report.warnings.append(f"{shown}: the trace's metadata holds invalid UTF-8; the bad bytes were replaced"
+                                   " by U+FFFD")
+        fixed_sur = replace_lone_surrogates(data) if b"\\ud" in data or b"\\uD" in data else None
+        if fixed_sur is not None:
+            data, count = fixed_sur
+            repaired = True
+            report.warnings.append(f"{shown}: {count} lone UTF-16 surrogate escape(s) in strings were replaced by"
+                                   " U+FFFD")
+        fixed_nf = replace_nonfinite(data) if b"NaN" in data or b"Infinity" in data else None
+        if fixed_nf is not None:
+            data, count = fixed_nf
+            repaired = True
+            report.warnings.append(f"{shown}: {count} NaN/Infinity literal(s), which JSON does not allow, were read"
+                                   " as non-finite numbers")
+        if repaired:
+            try:
+                return (*split_document(shown, data), False)
+            except msgspec.DecodeError as exc:
+                first_error = str(exc)
+        fixed = salvage_json(data)
+        if fixed is None:
+            raise InputError(f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace"
+                             " (.json, .json.gz or .json.zst)")
+        text, lost = fixed
+        try:
+            raws, header = split_document(shown, text)
+        except msgspec.DecodeError as exc:
+            again = "" if str(exc) == first_error else f" and could not be repaired ({exc})"
+            raise InputError(f"{shown} is not valid JSON ({first_error}){again}; pass a complete torch-profiler"
+                             " trace") from exc
+        except InputError as exc:
+            if "traceEvents" not in str(exc):
+                raise
+            raise InputError(f"{shown} is truncated or damaged ({first_error}) before its first trace event; pass a"
+                             " complete torch-profiler trace") from exc
+    except RecursionError as exc:
+        raise InputError(f"{shown} nests JSON arrays or objects too deeply to be a trace; pass a torch-profiler"
+                         " trace") from exc
     report.salvaged = True
     report.bytes_lost = lost
+    what = (f"lost the last {lost} bytes of text" if lost else
+            "the text ends right after a complete record, without its closing brackets")
     report.warnings.append(f"{shown}: the JSON is truncated or damaged ({first_error}); salvaged {len(raws)} complete"
-                           f" records and lost the last {lost} bytes of text")
-    return raws, header
+                           f" records and {what}")
+    return raws, header, True
 
 
 def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> dict[str, Any]:

@@ -102,11 +102,15 @@ REASONS = [
     "complete event without 'dur'",
     "complete event with a non-finite 'dur'",
     "complete event with a negative 'dur'",
+    "event whose 'dur' or end lies beyond the int64 nanosecond range",
+    "record that cannot be decoded (invalid string escape)",
 ]
 NOT_EVENT_REASONS = frozenset(REASONS[1:6])
 _PHASE_REASON = {"M": 1, "s": 2, "f": 3, "t": 4, "C": 5, "X": 0, "i": 0, "I": 0,
-                 "B": 7, "E": 7, "b": 7, "e": 7, "n": 7}
+                 "B": 7, "E": 7, "b": 7, "e": 7, "n": 7, "<undecodable>": 13}
 _BAD_TS, _DUR_STATE_REASON = 8, np.array([0, 9, 10, 11], dtype=np.int8)
+_OUT_OF_RANGE = 12  # start + dur does not fit int64 ns (a corrupt or absurd value)
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass
@@ -133,6 +137,7 @@ class RawColumns:
     header: dict[str, Any] = field(default_factory=dict)
     loose_chunks: int = 0
     int_overflows: int = 0
+    utf8_repairs: int = 0  # records whose invalid UTF-8 bytes were replaced by U+FFFD
 
 
 class _Dictionary:
@@ -169,6 +174,7 @@ class ColumnBuilder:
         self.reasons = np.zeros(len(REASONS), dtype=np.int64)
         self.loose_chunks = 0
         self.int_overflows = 0
+        self.utf8_repairs = 0
 
     def add_text(self, text: bytes | bytearray | memoryview) -> None:
         """Decode a JSON array of events (falling back to a tolerant decode for odd chunks)."""
@@ -178,6 +184,31 @@ class ColumnBuilder:
             events = [_loose_event(obj) for obj in _LOOSE_DECODER.decode(text)]
             self.loose_chunks += 1
         self.add_events(events)
+
+    def add_raws(self, raws: list) -> None:
+        """Decode event slices one by one: the fallback for a chunk that does not decode as a whole.
+
+        Invalid UTF-8 is replaced by U+FFFD (and counted); a record that still cannot be decoded (a
+        lone surrogate escape, say) is counted as undecodable."""
+        self.loose_chunks += 1
+        self.add_events([self._decode_one(bytes(r)) for r in raws])
+
+    def _decode_one(self, raw: bytes) -> Event:
+        for attempt in range(2):
+            try:
+                try:
+                    return _EVENTS_DECODER.decode(b"[" + raw + b"]")[0]
+                except msgspec.ValidationError:
+                    return _loose_event(_LOOSE_DECODER.decode(raw))
+            except msgspec.DecodeError as exc:
+                if attempt == 0 and "UTF-8" in str(exc):
+                    raw = raw.decode("utf-8", "replace").encode("utf-8")
+                    self.utf8_repairs += 1
+                    continue
+                break
+            except RecursionError:
+                break
+        return Event(ph="<undecodable>")
 
     def add_events(self, events: list[Event]) -> None:
         lo = self.n
@@ -200,6 +231,12 @@ class ColumnBuilder:
         finite = np.isfinite(dur)
         state = np.where(np.isnan(dur), 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
         sub = np.where(~ok, _BAD_TS, np.where(instant, 0, _DUR_STATE_REASON[state])).astype(np.int8)
+        dur_ns_f = np.where(instant | ~finite | (dur < 0), 0.0, np.rint(dur * 1000.0))
+        big = dur_ns_f >= 2.0**63  # would wrap in int64
+        dur_ns = np.where(big, 0, dur_ns_f).astype(np.int64)
+        big |= ts > _INT64_MAX - dur_ns  # start + dur would wrap
+        if big.any():
+            sub = np.where((sub == 0) & big, _OUT_OF_RANGE, sub).astype(np.int8)
         reason[cand] = sub
         self.reasons += np.bincount(reason, minlength=len(REASONS))
         keep = np.flatnonzero(sub == 0)
@@ -213,7 +250,7 @@ class ColumnBuilder:
         part["tid"] = self._ints([e.tid for e in events])
         part["ts_ns"] = ts[keep]
         part["instant"] = instant[keep]
-        part["dur_ns"] = np.where(instant[keep], 0, np.rint(np.where(finite, dur, 0.0)[keep] * 1000.0)).astype(np.int64)
+        part["dur_ns"] = dur_ns[keep]
         args_all = [e.args for e in events]
         idx = np.flatnonzero(np.fromiter((a is not None for a in args_all), dtype=bool, count=m))
         args = [a for a in args_all if a is not None]
@@ -276,7 +313,7 @@ class ColumnBuilder:
         part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
         return {"part": part, "n": self.n, "cat": self.cat.values, "name": self.name.values,
                 "kind_arg": self.kind_arg, "meta": self.meta, "reasons": self.reasons,
-                "loose": self.loose_chunks, "overflows": self.int_overflows}
+                "loose": self.loose_chunks, "overflows": self.int_overflows, "utf8": self.utf8_repairs}
 
     def absorb(self, exported: dict[str, Any]) -> None:
         """Append an exported builder's rows, re-coding its strings into this builder's dictionaries."""
@@ -293,6 +330,7 @@ class ColumnBuilder:
         self.reasons += exported["reasons"]
         self.loose_chunks += exported["loose"]
         self.int_overflows += exported["overflows"]
+        self.utf8_repairs += exported["utf8"]
         self.n += exported["n"]
 
     def finish(self, header: dict[str, Any]) -> RawColumns:
@@ -311,6 +349,7 @@ class ColumnBuilder:
             kind_arg=self.kind_arg, meta=self.meta,
             reasons={r: int(c) for r, c in zip(REASONS, self.reasons.tolist()) if r and c},
             header=header, loose_chunks=self.loose_chunks, int_overflows=self.int_overflows,
+            utf8_repairs=self.utf8_repairs,
         )
         self.parts.clear()
         return cols
@@ -322,13 +361,22 @@ class ColumnBuilder:
 def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]:
     """Return (event slices, top-level metadata). Raises msgspec errors for malformed JSON."""
     head = _head(text)
+    if text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors write one)
+        text = memoryview(text)[3:]
     if head.startswith(b"["):
         return _ARRAY_DECODER.decode(text), {}
     if not head.startswith(b"{"):
+        if head.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+            raise InputError(f"{path} is compressed twice (its decompressed content is gzip or zstd data again);"
+                             " decompress it once and pass the result")
         raise InputError(
             f"{path} is not JSON (it starts with {head[:16]!r}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
         )
-    doc = _DOC_DECODER.decode(text)
+    try:
+        doc = _DOC_DECODER.decode(text)
+    except msgspec.ValidationError as exc:  # the only typed field is traceEvents
+        raise InputError(f"{path} is JSON but its 'traceEvents' is not a list of events ({exc});"
+                         " pass a torch-profiler trace") from exc
     if doc.traceEvents is None:
         raise InputError(
             f"{path} is JSON but not a Chrome/Kineto trace: it has no 'traceEvents' list; pass a torch-profiler trace"
@@ -345,7 +393,11 @@ def decode_slices(raws: list, header: dict[str, Any]) -> RawColumns:
     """Decode raw event slices chunk by chunk."""
     builder = ColumnBuilder()
     for lo in range(0, len(raws), CHUNK_EVENTS):
-        builder.add_text(b"[" + b",".join(raws[lo : lo + CHUNK_EVENTS]) + b"]")
+        chunk = raws[lo : lo + CHUNK_EVENTS]
+        try:
+            builder.add_text(b"[" + b",".join(chunk) + b"]")
+        except (msgspec.DecodeError, RecursionError):  # invalid UTF-8, a bad escape: record by record
+            builder.add_raws(chunk)
     return builder.finish(header)
 
 
@@ -401,7 +453,9 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
             raise NotStreamable("no traceEvents near the start")
     if head_end < 0:
         raise NotStreamable("no traceEvents")
-    header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf).start()])
+    header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf).start()]).lstrip()
+    if header_text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
+        header_text = header_text[3:]
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
     sep: bytes | None = None
     for block in _chain_first(buf, it):
@@ -438,14 +492,17 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
             last = doc.traceEvents or []
             trailer = {k: getattr(doc, k) for k in HEADER_KEYS}
         head_doc = _DOC_DECODER.decode(header_text + b'"traceEvents": []}') if header_text else None
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from exc
     builder = ColumnBuilder()
     remote = iter(helper.results()) if helper is not None else iter(())
     for slot in slots:
         builder.absorb(slot if slot is not None else next(remote))
     if last:
-        builder.add_text(b"[" + b",".join(last) + b"]")
+        try:
+            builder.add_text(b"[" + b",".join(last) + b"]")
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            raise NotStreamable(str(exc)) from exc
     header = {k: None for k in HEADER_KEYS}
     if head_doc is not None:
         header.update({k: getattr(head_doc, k) for k in HEADER_KEYS if getattr(head_doc, k) is not None})
@@ -457,7 +514,7 @@ def _decode_text(text) -> dict[str, Any]:
     b = ColumnBuilder()
     try:
         b.add_text(text)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from exc
     return b.export()
 
@@ -605,6 +662,8 @@ def _loose_event(obj: Any) -> Event:
         dur_f = float(dur) if dur is not None and not isinstance(dur, bool) else _NAN
     except (TypeError, ValueError):
         dur_f = float("inf")  # present but unusable: counted as a bad duration
+    if dur_f != dur_f and dur is not None and not isinstance(dur, bool):
+        dur_f = float("inf")  # a "NaN" that is present is a non-finite duration, not a missing one
     raw_args = obj.get("args")
     args = None
     if isinstance(raw_args, dict):

@@ -7,6 +7,7 @@ complete part plus a warning that says how many bytes were lost.
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -66,14 +67,24 @@ def _read_gzip(path: Path, fh, size: int) -> RawText:
         if not block:
             break
         while block:
+            saved = dec.copy()
             try:
                 out += dec.decompress(block)
                 fed = True
             except zlib.error as exc:
-                warnings.append(
-                    f"{path}: the gzip stream is corrupt after about {consumed} of {size} compressed bytes"
-                    f" ({exc}); kept the {len(out)} bytes decompressed before it"
-                )
+                # zlib drops the whole call's output on an error: decode the block again, finely, to keep
+                # every byte that came before the damage (a bad CRC damages nothing before it)
+                at = consumed + _decompress_until_error(saved, block, out)
+                if "incorrect data check" in str(exc) or "incorrect length check" in str(exc):
+                    warnings.append(
+                        f"{path}: the gzip checksum does not match the decompressed text ({exc}), so the text is"
+                        f" damaged somewhere and values read from it may be wrong; kept all {len(out)} bytes"
+                    )
+                else:
+                    warnings.append(
+                        f"{path}: the gzip stream is corrupt after about {at} of {size} compressed bytes"
+                        f" ({exc}); kept the {len(out)} bytes decompressed before it"
+                    )
                 return RawText(out, "gzip", size, warnings, stream_truncated=True)
             consumed += len(block) - len(dec.unused_data)
             if dec.eof:
@@ -96,25 +107,102 @@ def _read_gzip(path: Path, fh, size: int) -> RawText:
     return RawText(out, "gzip", size, warnings, stream_truncated=truncated)
 
 
-def _read_zstd(path: Path, fh, size: int) -> RawText:
+def _decompress_until_error(dec, block: bytes, out: bytearray, piece: int = 4096) -> int:
+    """Feed ``block`` to ``dec`` piece by piece, then byte by byte inside the failing piece, appending
+    what decompresses to ``out``; return how many bytes of ``block`` went in before the error."""
+    pos = 0
+    while pos < len(block):
+        saved = dec.copy()
+        try:
+            out += dec.decompress(block[pos : pos + piece])
+        except zlib.error:
+            dec = saved
+            for i in range(pos, min(pos + piece, len(block))):
+                try:
+                    out += dec.decompress(block[i : i + 1])
+                except zlib.error:
+                    return i
+            return min(pos + piece, len(block))
+        if dec.eof:  # the member ended inside this block: what follows is the next member's concern
+            return pos + piece - len(dec.unused_data)
+        pos += piece
+    return pos
+
+
+class _StreamCut(Exception):
+    """A compressed stream ends before its end marker."""
+
+
+class _ZstdDamage(Exception):
+    """A zstd stream failed to decode in the input that starts at file offset ``at``."""
+
+    def __init__(self, at: int, error: Exception) -> None:
+        super().__init__(str(error))
+        self.at = at
+
+
+def _zstd_chunks(fh, piece_at) -> Iterator[bytes]:
+    """Decompressed text of a zstd file, frame after frame (pzstd and ``cat a.zst b.zst`` write several).
+
+    ``piece_at(offset)`` is how many compressed bytes to feed at that file offset. Raises
+    :class:`_ZstdDamage` on a corrupt stream and :class:`_StreamCut` when it ends mid-frame."""
     import zstandard
 
-    out = bytearray()
-    warnings: list[str] = []
-    dobj = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        while True:
-            block = fh.read(_READ_BLOCK)
-            if not block:
-                break
-            out += dobj.decompress(block)
-    except zstandard.ZstdError as exc:
-        warnings.append(f"{path}: the zstd stream is corrupt ({exc}); kept the {len(out)} bytes decompressed before it")
-        return RawText(out, "zstd", size, warnings, stream_truncated=True)
-    if not dobj.eof:
-        warnings.append(f"{path}: the zstd stream ends early; kept the {len(out)} bytes that decompressed")
-        return RawText(out, "zstd", size, warnings, stream_truncated=True)
-    return RawText(out, "zstd", size, warnings)
+    dctx = zstandard.ZstdDecompressor()
+    dobj = dctx.decompressobj()
+    fed = False
+    pos = fh.tell()
+    while True:
+        data = fh.read(piece_at(pos))
+        if not data:
+            break
+        at = pos
+        pos += len(data)
+        while data:
+            try:
+                out = dobj.decompress(data)
+            except zstandard.ZstdError as exc:
+                raise _ZstdDamage(at, exc) from exc
+            fed = True
+            if out:
+                yield out
+            if dobj.eof:
+                rest = dobj.unused_data
+                dobj = dctx.decompressobj()  # the next frame, if any
+                fed = False
+                at = pos - len(rest)
+                data = rest if rest.strip(b"\x00") else b""
+            else:
+                data = b""
+    if fed:
+        raise _StreamCut
+
+
+def _read_zstd(path: Path, fh, size: int) -> RawText:
+    # A failed call loses its whole output, so on damage decode again with finer pieces from where the
+    # failing piece began (2 MiB, then 4 KiB, then single bytes): all text before the damage is kept.
+    fine: list[int] = []  # file offsets from which the pieces shrink, one per retry
+    while True:
+        out = bytearray()
+        fh.seek(0)
+
+        def piece_at(pos: int) -> int:
+            return (_READ_BLOCK // 4, 4096, 1)[sum(pos >= f for f in fine)]
+
+        try:
+            for chunk in _zstd_chunks(fh, piece_at):
+                out += chunk
+        except _ZstdDamage as exc:
+            if len(fine) < 2:
+                fine.append(exc.at)
+                continue
+            return RawText(out, "zstd", size, [f"{path}: the zstd stream is corrupt after about {exc.at} of {size}"
+                                               f" compressed bytes ({exc}); kept the {len(out)} bytes decompressed"
+                                               " before it"], stream_truncated=True)
+        except _StreamCut:
+            return RawText(out, "zstd", size, [f"{path}: the zstd stream ends early; kept the {len(out)} bytes that"
+                                               " decompressed"], stream_truncated=True)
+        return RawText(out, "zstd", size)
 
 
 _SCAN_BLOCK = 8 << 20
@@ -138,7 +226,7 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
     max_depth = 1 if stripped[:1] == b"[" else 2
     depth_carry = 0
     parity_carry = 0
-    prev2 = b"  "
+    bs_carry = 0
     best = -1
     best_depth = -1
     latest: dict[int, tuple[int, int]] = {}  # level -> (position, char) of the latest opener so far
@@ -146,9 +234,7 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
     for off in range(0, n, _SCAN_BLOCK):
         chunk = bytes(view[off : off + _SCAN_BLOCK])
         b = np.frombuffer(chunk, dtype=np.uint8)
-        ext = np.frombuffer(prev2 + chunk, dtype=np.uint8)
-        q = b == 34
-        q &= ~((ext[1:-1] == 92) & (ext[:-2] != 92))  # an escaped quote is not a quote
+        q, bs_carry = _unescaped_quotes(b, chunk, bs_carry)
         par = (np.cumsum(q, dtype=np.int64) + parity_carry) & 1
         # An opening quote has parity 1 and a closing one 0; a bracket is never a quote, so a
         # bracket is structural exactly when the parity at its position is 0.
@@ -171,7 +257,6 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
                 latest[lvl] = (off + int(pos[-1]), int(b[pos[-1]]))
         if depth.size:
             depth_carry, parity_carry = int(depth[-1]), int(par[-1])
-        prev2 = (prev2 + chunk[-2:])[-2:]
     if best < 0:
         return None
     closers = b""
@@ -180,6 +265,27 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
             return None
         closers += _OPEN_TO_CLOSE[at_best[level][1]]
     return bytes(view[: best + 1]) + closers, n - (best + 1)
+
+
+def _unescaped_quotes(b: np.ndarray, chunk: bytes, bs_carry: int) -> tuple[np.ndarray, int]:
+    """Mask of the quotes in a block that end or start a string: those not escaped by an odd run of
+    backslashes (``\\"`` ends a string, ``\\\"`` does not). ``bs_carry`` is the run of backslashes that
+    ended the previous block; returns the mask and this block's trailing run."""
+    q = b == 34
+    pos = np.flatnonzero(q)
+    if pos.size:
+        after_bs = np.zeros(pos.size, dtype=bool)
+        inner = pos > 0
+        after_bs[inner] = b[pos[inner] - 1] == 92
+        after_bs[~inner] = bs_carry > 0
+        for p in pos[after_bs].tolist():  # rare: quotes right after a backslash
+            i = p - 1
+            while i >= 0 and chunk[i] == 92:
+                i -= 1
+            if (p - 1 - i + (bs_carry if i < 0 else 0)) % 2:
+                q[p] = False
+    trailing = len(chunk) - len(chunk.rstrip(b"\\"))
+    return q, trailing + (bs_carry if trailing == len(chunk) else 0)
 
 
 class StreamDamaged(Exception):
@@ -216,21 +322,14 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
             if fed and not dec.eof:
                 raise StreamDamaged("the gzip stream ends early")
         elif head.startswith(ZSTD_MAGIC):
-            import zstandard
-
-            dobj = zstandard.ZstdDecompressor().decompressobj()
             try:
-                while True:
-                    data = fh.read(block // 4)
-                    if not data:
-                        break
-                    out = dobj.decompress(data)
+                for out in _zstd_chunks(fh, lambda pos: block // 4):
                     for i in range(0, len(out), block):
                         yield out[i : i + block]
-            except zstandard.ZstdError as exc:
+            except _ZstdDamage as exc:
                 raise StreamDamaged(str(exc)) from exc
-            if not dobj.eof:
-                raise StreamDamaged("the zstd stream ends early")
+            except _StreamCut:
+                raise StreamDamaged("the zstd stream ends early") from None
         else:
             while True:
                 data = fh.read(block)
@@ -272,3 +371,80 @@ def prefetch(blocks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
                 raise item
     finally:
         stop.set()
+
+
+_NONFINITE_RE = re.compile(rb"(?<![\w.+-])(-?Infinity|NaN)(?![\w.])")
+_NONFINITE_AS = {b"NaN": b"1e999", b"Infinity": b"1e999", b"-Infinity": b"-1e999"}
+
+
+def replace_nonfinite(data: bytes | bytearray) -> tuple[bytes, int] | None:
+    """Rewrite the bare ``NaN`` / ``Infinity`` / ``-Infinity`` tokens that Python's ``json`` writes (and JSON
+    forbids) as ``±1e999``, which decodes as a non-finite number; tokens inside strings are left alone.
+
+    Returns ``(text, replacements)``, or ``None`` when there is no such token outside a string."""
+    matches = list(_NONFINITE_RE.finditer(data))
+    if not matches:
+        return None
+    starts = np.array([m.start() for m in matches], dtype=np.int64)
+    outside = _outside_strings(data, starts)
+    if not outside.any():
+        return None
+    pieces: list[bytes] = []
+    prev = 0
+    for m, out in zip(matches, outside.tolist()):
+        if out:
+            pieces += [bytes(data[prev : m.start()]), _NONFINITE_AS[m.group(0)]]
+            prev = m.end()
+    pieces.append(bytes(data[prev:]))
+    return b"".join(pieces), int(outside.sum())
+
+
+def _outside_strings(data: bytes | bytearray, positions: np.ndarray) -> np.ndarray:
+    """For sorted byte positions, whether each lies outside every JSON string (quote parity, in blocks)."""
+    view = memoryview(data)
+    result = np.zeros(len(positions), dtype=bool)
+    parity_carry = 0
+    bs_carry = 0
+    for off in range(0, len(view), _SCAN_BLOCK):
+        chunk = bytes(view[off : off + _SCAN_BLOCK])
+        b = np.frombuffer(chunk, dtype=np.uint8)
+        q, bs_carry = _unescaped_quotes(b, chunk, bs_carry)
+        par = (np.cumsum(q, dtype=np.int64) + parity_carry) & 1  # parity after each byte
+        sel = np.flatnonzero((positions >= off) & (positions < off + len(chunk)))
+        if sel.size:
+            local = positions[sel] - off
+            # parity before the byte: after the previous one (a token starts with N, I or -, never a quote)
+            before = np.where(local > 0, par[np.maximum(local - 1, 0)], parity_carry)
+            result[sel] = before == 0
+        parity_carry = int(par[-1]) if par.size else parity_carry
+    return result
+
+
+_SURROGATE_RE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def replace_lone_surrogates(data: bytes | bytearray) -> tuple[bytes, int] | None:
+    """Rewrite ``\\uD800``-style escapes that are not half of a surrogate pair (Python's ``json`` writes them
+    for undecodable bytes; msgspec rejects them) as ``\\uFFFD``. Returns ``(text, replacements)`` or None."""
+    found = [m for m in _SURROGATE_RE.finditer(data) if len(m.group(1)) % 2 == 1]  # an even run is literal text
+    lone = []
+    i = 0
+    while i < len(found):
+        m = found[i]
+        if int(m.group(2), 16) < 0xDC00 and i + 1 < len(found):
+            n = found[i + 1]
+            if n.start() == m.end() and len(n.group(1)) == 1 and int(n.group(2), 16) >= 0xDC00:
+                i += 2  # a high surrogate followed by a low one: a valid pair
+                continue
+        lone.append(m)
+        i += 1
+    if not lone:
+        return None
+    pieces: list[bytes] = []
+    prev = 0
+    for m in lone:
+        at = m.start(2) - 2  # the escape's own backslash
+        pieces += [bytes(data[prev:at]), b"\\ufffd"]
+        prev = m.end()
+    pieces.append(bytes(data[prev:]))
+    return b"".join(pieces), len(lone)

@@ -38,15 +38,34 @@ def _scalar(v: Any) -> Any:
     return v
 
 
-def table_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as plain Python objects: ints stay ints, NaN and <NA> become None."""
+def table_rows(df: pd.DataFrame, *, spread: bool = True) -> list[dict[str, Any]]:
+    """Rows as plain Python objects: ints stay ints, NaN and <NA> become None.
+
+    A table whose ``attrs["spread"]`` names a column of dicts has that dict merged into each row (records
+    whose fields differ from row to row, like ``tracekit log``'s)."""
     cols = {}
     for c in df.columns:
         s = df[c]
         if isinstance(s.dtype, pd.CategoricalDtype):
             s = s.astype(object)
         cols[c] = [_scalar(x) for x in s.tolist()]
-    return [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
+    rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
+    col = df.attrs.get("spread")
+    if spread and col in cols:
+        rows = [{**{k: v for k, v in r.items() if k != col}, **(r[col] or {})} for r in rows]
+    return rows
+
+
+def _csv_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """csv cells holding lists or dicts are written as JSON text, not Python reprs."""
+    if not any(df[c].dtype == object for c in df.columns):
+        return df
+    out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object:
+            out[c] = [json.dumps(_scalar(v), ensure_ascii=False) if isinstance(v, (dict, list)) else v
+                      for v in out[c]]
+    return out
 
 
 def to_json_obj(result: Result) -> dict[str, Any]:
@@ -84,7 +103,7 @@ def _human_value(key: str, v: Any) -> str:
 def _human_frame(df: pd.DataFrame, max_chars: int = 90) -> tuple[list[str], list[list[str]]]:
     headers = list(df.columns)
     rows = []
-    for row in table_rows(df):
+    for row in table_rows(df, spread=False):  # people read the fields as one JSON cell
         cells = []
         for k in headers:
             text = _human_value(k, row[k])
@@ -120,7 +139,7 @@ def to_csv(result: Result, table: str | None) -> str:
     else:
         df = _table_or_error(result, name)
     buf = io.StringIO()
-    df.to_csv(buf, index=False)
+    _csv_frame(df).to_csv(buf, index=False)
     return buf.getvalue()
 
 
@@ -142,7 +161,7 @@ def write_csv_dir(result: Result, out: Path) -> list[Path]:
     paths = []
     for name in ["summary", *result.tables]:
         p = out / f"{result.command}.{name}.csv"
-        _table_or_error(result, name).to_csv(p, index=False)
+        _csv_frame(_table_or_error(result, name)).to_csv(p, index=False)
         paths.append(p)
     return paths
 
