@@ -192,3 +192,16 @@ def test_allgather_exposure_comm_json_contract(cli):
     assert {"step", "class", "name", "critical_ns", "side_ns", "count"} <= set(doc["tables"]["per_step_class"][0])
     code, _, err = cli("allgather", "--ag-size", "nonsense")
     assert code == 2 and "TYPE=BYTES" in err
+
+
+def test_verbose_says_what_was_read_and_progress_reports_bytes(cli, tmp_path):
+    import tracekit
+
+    code, out, err = cli("-v", "info", "--no-cache", "--format", "json")
+    assert code == 0 and "records" in err and "events kept" in err and json.loads(out)["command"] == "info"
+    seen = []
+    p = write_trace(tmp_path / "p.json", [kernel(f"k{i}", float(i), 0.5) for i in range(3000)])
+    tracekit.load(p, cache=False, progress=lambda done, total: seen.append((done, total)))
+    assert seen and seen[-1][0] == seen[-1][1] == p.stat().st_size
+    code, _, err = cli("-q", "-v", "info", "--no-cache")  # quiet wins over warnings, not over --verbose
+    assert code == 0

@@ -7,7 +7,7 @@ every way of running gives identical output.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,9 +104,12 @@ def _row(ref: TraceRef, res: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None) -> list[dict]:
-    """``analyze_trace`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster)."""
+def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None,
+              progress=None) -> list[dict]:
+    """``analyze_trace`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster).
+    ``progress(done, total)`` is called as traces finish."""
     paths = [str(r.path) for r in refs]
+    tick = progress or (lambda done, total: None)
     if dask:
         try:
             from dask.distributed import Client
@@ -116,20 +119,30 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
             raise err from exc
         with Client(dask) as client:
             futures = client.map(analyze_trace, paths, [opts] * len(paths), pure=False)
-            return client.gather(futures)
+            results = client.gather(futures)
+            tick(len(paths), len(paths))
+            return results
     if jobs > 1 and len(paths) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            return list(pool.map(analyze_trace, paths, [opts] * len(paths)))
-    return [analyze_trace(p, opts) for p in paths]
+            futures = [pool.submit(analyze_trace, p, opts) for p in paths]
+            for i, _ in enumerate(as_completed(futures), 1):
+                tick(i, len(paths))
+            return [f.result() for f in futures]
+    results = []
+    for i, p in enumerate(paths, 1):
+        results.append(analyze_trace(p, opts))
+        tick(i, len(paths))
+    return results
 
 
 def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
             point_pattern: str = DEFAULT_POINT_PATTERN, step_name: str | None = None,
-            min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True) -> Result:
+            min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True,
+            progress=None) -> Result:
     """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context)."""
     refs = discover(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache)
-    results = run_sweep(refs, opts, jobs=jobs, dask=dask)
+    results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
     rows, per_step, blocks, ags, exps, warnings = [], [], [], [], [], []
     for ref, res in zip(refs, results):
         rows.append(_row(ref, res))

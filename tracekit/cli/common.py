@@ -62,7 +62,8 @@ StepNameOpt = Annotated[Optional[str], typer.Option(
     "--step-name", help="Annotation that marks a step (default: the markers of tracekit/data/steps.json, in order).")]
 MinStepOpt = Annotated[float, typer.Option("--min-step-ms", min=0, help="Ignore step annotations not longer than this.")]
 
-_state = {"debug": False, "quiet": False}
+_state = {"debug": False, "quiet": False, "verbose": False}
+PROGRESS_MIN_BYTES = 32 << 20  # a progress bar only for files that take a noticeable time
 
 
 def _print_version(value: bool) -> None:
@@ -74,16 +75,47 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print warnings to stderr.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No warnings and no progress bars on stderr.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say on stderr what was read and how fast.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
-    _state["debug"], _state["quiet"] = debug, quiet
+    _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
+    if verbose:
+        import logging
 
+        logging.getLogger("tracekit").setLevel(logging.INFO)
+
+
+def show_progress() -> bool:
+    """Progress bars go to stderr, only on a terminal and never with --quiet."""
+    return not _state["quiet"] and sys.stderr.isatty()
 
 def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
-    return load(trace if trace is not None else bundled_sample(), cache=not no_cache, cache_dir=cache_dir)
+    import time
+
+    path = trace if trace is not None else bundled_sample()
+    t0 = time.perf_counter()
+    size = path.stat().st_size if path.is_file() else 0
+    if show_progress() and size >= PROGRESS_MIN_BYTES:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        with Progress("reading", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("read", total=size)
+            trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir,
+                             progress=lambda done, total: bar.update(task, completed=done))
+    else:
+        trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir)
+    if _state["verbose"]:
+        rep = trace_obj.report
+        dt = time.perf_counter() - t0
+        how = "from the cache" if rep.from_cache else f"{rep.reader} reader, {rep.compression}"
+        typer.echo(f"read {rep.records_read:,} records ({rep.events_kept:,} events kept) of {path} in {dt:.2f} s"
+                   f" ({how}; {rep.text_bytes / max(dt, 1e-9) / 1e6:,.0f} MB/s of text)", err=True)
+    return trace_obj
 
 
 def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:

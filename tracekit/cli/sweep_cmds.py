@@ -14,7 +14,7 @@ from ..render.files import write_outputs
 from ..ingest.bench import read_bench
 from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
 from ..result import Result
-from .common import AnnotationOpt, Fmt, FormatOpt, OutOpt, StepNameOpt, TableOpt, _ns, _output, app
+from .common import AnnotationOpt, Fmt, FormatOpt, OutOpt, StepNameOpt, TableOpt, _ns, _output, app, show_progress
 
 RankOpt = Annotated[Optional[str], typer.Option(
     "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9).")]
@@ -46,9 +46,19 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
                 format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
     """A sweep (A13): walls, decomposition, block types, exposure and AllGather bytes per operating point."""
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
-    res = analyze(directory, annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
-                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
-                  jobs=jobs or default_jobs(n), dask=dask)
+    kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
+                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, jobs=jobs or default_jobs(n),
+                  dask=dask)
+    if show_progress() and n > 1:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        with Progress("analyzing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("traces", total=n)
+            res = analyze(directory, progress=lambda done, total: bar.update(task, completed=done), **kwargs)
+    else:
+        res = analyze(directory, **kwargs)
     if out is not None:
         typer.echo(f"wrote {write_outputs(res, out)}", err=True)
     _output(res, format, None, table)

@@ -47,13 +47,14 @@ def resolve_trace_path(path: str | Path) -> Path:
     return p
 
 
-def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None = None) -> Trace:
+def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None = None, progress=None) -> Trace:
     """Load one rank's trace into a :class:`Trace`.
 
     Accepts ``.json``, ``.json.gz`` and ``.json.zst`` (detected from the content), Kineto's
     object form and the bare Chrome-trace array. A truncated file is salvaged: every complete
     event is kept and a warning says how many bytes were lost. With ``cache`` (the default) the
-    normalised table is stored as parquet and reused while the file is unchanged.
+    normalised table is stored as parquet and reused while the file is unchanged. ``progress(done, total)``,
+    when given, is called with the bytes of the file read so far (for a progress bar).
     """
     source = resolve_trace_path(path)
     # messages name the file as the user gave it, or the file found in the directory they gave
@@ -65,13 +66,13 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
             hit.report.path = shown
             hit.meta["source"] = shown
             return hit
-    trace = ingest_file(source, display_path=shown)
+    trace = ingest_file(source, display_path=shown, progress=progress)
     if cache:
         _cache.write(source, trace, cdir)
     return trace
 
 
-def ingest_file(source: Path, display_path: str | None = None) -> Trace:
+def ingest_file(source: Path, display_path: str | None = None, progress=None) -> Trace:
     shown = display_path or str(source)
     cols = None
     json_cut = False
@@ -83,7 +84,8 @@ def ingest_file(source: Path, display_path: str | None = None) -> Trace:
         compression = _compression(source)
         # compressed input already keeps a second core busy decompressing (in the reader thread)
         workers = _workers(size) if compression == "none" else 1
-        cols = decode_stream(counter.count(prefetch(iter_blocks(source))), workers=workers,
+        on_read = (lambda pos: progress(pos, size)) if progress else None
+        cols = decode_stream(counter.count(prefetch(iter_blocks(source, on_read=on_read))), workers=workers,
                              plain_file=str(source) if compression == "none" else None)
         report.text_bytes = counter.total
         report.compression = compression

@@ -292,9 +292,12 @@ class StreamDamaged(Exception):
     """The compressed stream is corrupt or cut: the caller falls back to the salvaging reader."""
 
 
-def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
-    """Yield the decompressed text of ``path`` in blocks; raise StreamDamaged on a bad stream."""
+def iter_blocks(path: Path, block: int = _READ_BLOCK, on_read=None) -> Iterator[bytes]:
+    """Yield the decompressed text of ``path`` in blocks; raise StreamDamaged on a bad stream.
+
+    ``on_read(position)``, when given, is called with the file position after each block (progress)."""
     with open(path, "rb") as fh:
+        report = (lambda: on_read(fh.tell())) if on_read else (lambda: None)
         head = fh.read(4)
         fh.seek(0)
         if head.startswith(GZIP_MAGIC):
@@ -311,6 +314,7 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
                         raise StreamDamaged(str(exc)) from exc
                     fed = True
                     if out:
+                        report()
                         yield out
                     if dec.eof:
                         rest = dec.unused_data
@@ -324,6 +328,7 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
         elif head.startswith(ZSTD_MAGIC):
             try:
                 for out in _zstd_chunks(fh, lambda pos: block // 4):
+                    report()
                     for i in range(0, len(out), block):
                         yield out[i : i + block]
             except _ZstdDamage as exc:
@@ -335,6 +340,7 @@ def iter_blocks(path: Path, block: int = _READ_BLOCK) -> Iterator[bytes]:
                 data = fh.read(block)
                 if not data:
                     break
+                report()
                 yield data
 
 
