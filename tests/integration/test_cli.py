@@ -42,7 +42,7 @@ def test_info_json_contract(cli):
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
 @pytest.mark.parametrize("command", ["info", "kernels", "steps", "wall", "temporal", "overlap", "allgather",
-                                     "exposure", "comm"])
+                                     "exposure", "comm", "report"])
 def test_every_command_offers_every_format(cli, command, fmt):
     code, out, err = cli(command, "--format", fmt)
     assert code == 0, err
@@ -205,3 +205,13 @@ def test_verbose_says_what_was_read_and_progress_reports_bytes(cli, tmp_path):
     assert seen and seen[-1][0] == seen[-1][1] == p.stat().st_size
     code, _, err = cli("-q", "-v", "info", "--no-cache")  # quiet wins over warnings, not over --verbose
     assert code == 0
+
+
+def test_report_is_the_main_job(cli):
+    code, out, _ = cli("report", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["schema"] == "tracekit.report/1"
+    s = doc["summary"]
+    assert s["steps"] == 3 and s["blocks_per_step"] == {"head": 1, "layer": 6} and s["allgathers"] == 18
+    assert s["median_wall_ns"] == doc["tables"]["wall"][1]["wall_ns"]
+    assert {"wall", "block_types", "op_tags", "allgather_types", "exposure_types", "bandwidth", "comm"} <= set(doc["tables"])

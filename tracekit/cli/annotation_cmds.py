@@ -8,6 +8,7 @@ import typer
 
 from ..analyses import allgather_result, communication, exposure
 from ..analyses.blocks import block_stats, kernel_selection_stats
+from ..analyses.report import report
 from ..annotate import load_annotation
 from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
                      MinStepOpt, NoCacheOpt, OutOpt, StepNameOpt, TableOpt, TraceArg, _ag_kwargs, _load, _ns,
@@ -86,3 +87,17 @@ def stats(trace: TraceArg = None,
     _output(res, format, out, table)
 
 
+
+
+@app.command(name="report")
+def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, step_name: StepNameOpt = None,
+               min_step_ms: Annotated[Optional[float], typer.Option("--min-step-ms", min=0)] = None,
+               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """The main job: one trace's decode step end to end — wall decomposition, block types, AllGathers, exposure,
+    communication. With no TRACE: the bundled sample and its annotation."""
+    ann_ref = annotation or (DEFAULT_ANNOTATION if trace is None else None)
+    ann = load_annotation(ann_ref) if ann_ref else None
+    res = report(_load(trace, no_cache, cache_dir), ann, step_name=step_name,
+                 min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+    _output(res, format, out, table)
