@@ -137,3 +137,21 @@ def test_rank_map(tp, dp, cp, expect):
     assert (r.loc[9, "attn_tp_rank"], r.loc[9, "attn_dp_rank"]) == expect[9]
     off = rank_map(tp=8, dp=8, dp_attention=False).tables["ranks"]
     assert (off["attn_dp_rank"] == 0).all() and (off["attn_tp_size"] == 8).all()
+
+
+def test_compare_cli_with_launch_logs(sweep_dirs, tmp_path, cli):
+    syn = REPO / "fixtures" / "synthetic"
+    write_outputs(analyze(sweep_dirs / "dp16", annotation="k3_dp16"), tmp_path / "dp16")
+    write_outputs(analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8"), tmp_path / "dp2")
+    code, out, err = cli("compare", tmp_path / "dp16", tmp_path / "dp2", "--log-a", syn / "dp16.launch.log",
+                         "--log-b", syn / "dp2dcp8.launch.log", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    # dp and the captured CUDA-graph sizes come from the logs' server_args
+    assert doc["params"]["dp_a"] == 16 and doc["params"]["dp_b"] == 2
+    assert doc["params"]["cuda_graph_bs_a"] == [1, 2, 4, 8, 16, 24]
+    assert doc["summary"]["matched_concurrencies"] == [128, 256]
+    config = {r["key"]: (r["a"], r["b"]) for r in doc["tables"]["config"]}
+    assert config["--mem-fraction-static"] == ("0.88", "0.83") and config["--dcp-size"] == ("1", "8")
+    ledger = {r["row"]: r for r in doc["tables"]["ledger"]}
+    assert ledger["fixed_overhead_gib"]["diff"] == pytest.approx(10.41)

@@ -72,7 +72,7 @@ def _steps(side: Side, accept_len: float) -> pd.DataFrame:
 
 
 def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: pd.DataFrame | None = None,
-            config: pd.DataFrame | None = None) -> Result:
+            config: pd.DataFrame | None = None, ledger: pd.DataFrame | None = None) -> Result:
     """`tracekit compare`: per instance concurrency, B against A."""
     sa, sb = _steps(a, accept_len), _steps(b, accept_len)
     steps = pd.concat([sa, sb], ignore_index=True)
@@ -99,6 +99,8 @@ def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: 
         tables["bench"] = bt
     if config is not None:
         tables["config"] = config
+    if ledger is not None:
+        tables["ledger"] = ledger
     summary = {
         "a": a.label, "b": b.label, "accept_len": accept_len, "matched_concurrencies": [int(c) for c in
                                                                                         matched["concurrency"]],

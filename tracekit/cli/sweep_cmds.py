@@ -27,7 +27,7 @@ def _graph_bs(text: Optional[str]) -> tuple[int, ...]:
     if not text:
         return ()
     try:
-        return tuple(int(x) for x in text.replace(" ", ",").split(",") if x)
+        return tuple(int(x) for x in text.strip("[]").replace(" ", ",").split(",") if x)
     except ValueError:
         raise typer.BadParameter(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
 
@@ -67,8 +67,9 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
 @app.command(name="compare")
 def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze output (-o dir) or a trace directory.")],
                 b: Annotated[Path, typer.Argument(help="Deployment B, likewise.")],
-                dp_a: Annotated[int, typer.Option("--dp-a", min=1, help="DP size of A (instance concurrency = bs × dp).")] = 1,
-                dp_b: Annotated[int, typer.Option("--dp-b", min=1, help="DP size of B.")] = 1,
+                dp_a: Annotated[Optional[int], typer.Option("--dp-a", min=1, help="DP size of A (instance concurrency ="
+                                                            " bs × dp; default: the log's dp_size, else 1).")] = None,
+                dp_b: Annotated[Optional[int], typer.Option("--dp-b", min=1, help="DP size of B.")] = None,
                 annotation_a: Annotated[Optional[str], typer.Option("--annotation-a")] = None,
                 annotation_b: Annotated[Optional[str], typer.Option("--annotation-b")] = None,
                 accept_len: Annotated[float, typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step.")] = DEFAULT_ACCEPT_LEN,
@@ -77,16 +78,42 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
                 bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
                 config_a: Annotated[Optional[Path], typer.Option("--config-a", help="Launch script or log of A.")] = None,
                 config_b: Annotated[Optional[Path], typer.Option("--config-b", help="Launch script or log of B.")] = None,
+                log_a: Annotated[Optional[Path], typer.Option("--log-a", help="sglang launch log of A: ledger, server"
+                                                              " args, dp and captured graph sizes.")] = None,
+                log_b: Annotated[Optional[Path], typer.Option("--log-b", help="sglang launch log of B.")] = None,
                 rank: RankOpt = "TP-0", jobs: JobsOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Two deployments (A13): step time and est_throughput per instance concurrency, B against A, and where they differ."""
-    side_a = load_side(a, label=a.name, dp=dp_a, annotation=annotation_a, rank=rank,
-                       graph_bs=_graph_bs(cuda_graph_bs_a), jobs=jobs or 1)
-    side_b = load_side(b, label=b.name, dp=dp_b, annotation=annotation_b, rank=rank,
-                       graph_bs=_graph_bs(cuda_graph_bs_b), jobs=jobs or 1)
-    cfg = config_diff(launch_config(config_a), launch_config(config_b)) if config_a and config_b else None
-    res = compare(side_a, side_b, accept_len=accept_len, bench=read_bench(bench) if bench else None, config=cfg)
+    """Two deployments (A13): step time and est_throughput per instance concurrency, B against A, and where they differ.
+
+    With --log-a/--log-b the launch logs also give the memory ledger difference, the server-argument difference,
+    and (unless given) dp and the captured CUDA-graph batch sizes."""
+    conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
+    conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
+    side_a = load_side(a, label=a.name, dp=_dp(dp_a, conf_a), annotation=annotation_a, rank=rank,
+                       graph_bs=_graph_bs(cuda_graph_bs_a) or _graph_bs(conf_a.get("--cuda-graph-bs")),
+                       jobs=jobs or 1)
+    side_b = load_side(b, label=b.name, dp=_dp(dp_b, conf_b), annotation=annotation_b, rank=rank,
+                       graph_bs=_graph_bs(cuda_graph_bs_b) or _graph_bs(conf_b.get("--cuda-graph-bs")),
+                       jobs=jobs or 1)
+    cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
+    ledger_rows = None
+    if log_a and log_b:
+        from ..analyses.memory import ledger
+        from ..ingest.sglang_log import read_log
+
+        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
+    res = compare(side_a, side_b, accept_len=accept_len, bench=read_bench(bench) if bench else None, config=cfg,
+                  ledger=ledger_rows)
     _output(res, format, out, table)
+
+
+def _dp(given: Optional[int], conf: dict) -> int:
+    if given is not None:
+        return given
+    try:
+        return int(conf.get("--dp-size") or conf.get("--dp") or 1)
+    except ValueError:
+        return 1
 
 
 @app.command(name="bench")
