@@ -189,6 +189,15 @@ def _whole_document(source: Path, shown: str, report: IngestReport):
     return decode_slices(raws, header), cut
 
 
+# text repairs tried when the JSON does not decode: (cheap pre-check needles, repair, what the warning says)
+_REPAIRS = (
+    ((b"\\ud", b"\\uD"), replace_lone_surrogates,
+     "lone UTF-16 surrogate escape(s) in strings were replaced by U+FFFD"),
+    ((b"NaN", b"Infinity"), replace_nonfinite,
+     "NaN/Infinity literal(s), which JSON does not allow, were read as non-finite numbers"),
+)
+
+
 def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[list, dict[str, Any], bool]:
     """(event slices, header, whether the JSON had to be cut), repairing what can be repaired."""
     try:
@@ -202,18 +211,12 @@ def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[l
             repaired = True
             report.warnings.append(f"{shown}: the trace's metadata holds invalid UTF-8; the bad bytes were replaced"
                                    " by U+FFFD")
-        fixed_sur = replace_lone_surrogates(data) if b"\\ud" in data or b"\\uD" in data else None
-        if fixed_sur is not None:
-            data, count = fixed_sur
-            repaired = True
-            report.warnings.append(f"{shown}: {count} lone UTF-16 surrogate escape(s) in strings were replaced by"
-                                   " U+FFFD")
-        fixed_nf = replace_nonfinite(data) if b"NaN" in data or b"Infinity" in data else None
-        if fixed_nf is not None:
-            data, count = fixed_nf
-            repaired = True
-            report.warnings.append(f"{shown}: {count} NaN/Infinity literal(s), which JSON does not allow, were read"
-                                   " as non-finite numbers")
+        for needles, repair, what in _REPAIRS:
+            fixed_data = repair(data) if any(n in data for n in needles) else None
+            if fixed_data is not None:
+                data, count = fixed_data
+                repaired = True
+                report.warnings.append(f"{shown}: {count} {what}")
         if repaired:
             try:
                 return (*split_document(shown, data), False)

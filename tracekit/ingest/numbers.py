@@ -19,19 +19,25 @@ _SEP = 0  # byte that joins the tokens; never occurs inside JSON number text
 _MAX_BY_SCALE = {d: (2**63 - 1) // 10 ** (3 - d) for d in range(4)}
 
 
+def _start(tokens: list) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Zeroed outputs, and the tokens as a fixed-width bytes array (None when there is nothing to parse)."""
+    n = len(tokens)
+    out = np.zeros(n, dtype=np.int64)
+    valid = np.zeros(n, dtype=bool)
+    if n == 0:
+        return out, valid, None
+    arr = np.array(b"\x00".join(tokens).split(b"\x00"))  # accepts any buffer (msgspec.Raw) without a loop
+    return out, valid, (arr if arr.dtype.itemsize else None)
+
+
 def raw_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
     """Convert number tokens (bytes-like; empty = missing) to (int64 ns, valid mask).
 
     Fast path: plain decimals with at most three decimals, parsed by numpy as integers once the
     dot is removed (``12.345`` → ``12345`` ns). Anything else goes through :func:`_matrix_to_ns`.
     """
-    n = len(tokens)
-    out = np.zeros(n, dtype=np.int64)
-    valid = np.zeros(n, dtype=bool)
-    if n == 0:
-        return out, valid
-    arr = np.array(b"\x00".join(tokens).split(b"\x00"))  # accepts any buffer (msgspec.Raw) without a loop
-    if arr.dtype.itemsize == 0:
+    out, valid, arr = _start(tokens)
+    if arr is None:
         return out, valid
     length = np.strings.str_len(arr)
     present = np.flatnonzero(length > 0)
@@ -58,15 +64,10 @@ def raw_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
 
 def _matrix_to_ns(tokens: list) -> tuple[np.ndarray, np.ndarray]:
     """General exact conversion over a (tokens × characters) digit matrix."""
-    n = len(tokens)
-    out = np.zeros(n, dtype=np.int64)
-    valid = np.zeros(n, dtype=bool)
-    if n == 0:
+    out, valid, arr = _start(tokens)
+    if arr is None:
         return out, valid
-    arr = np.array(b"\x00".join(tokens).split(b"\x00"))  # accepts any buffer (msgspec.Raw) without a loop
-    width = arr.dtype.itemsize
-    if width == 0:
-        return out, valid
+    n, width = len(tokens), arr.dtype.itemsize
     m = arr.view(np.uint8).reshape(n, width)
     is_digit = (m >= 48) & (m <= 57)
     is_dot = m == 46
