@@ -9,14 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analyses.memory import (
-    ModelDims,
-    OptionError,
-    bytes_per_token,
-    capacity,
-    ledger,
-    log_result,
-)
+from tracekit.analyses.capacity import ModelDims, bytes_per_token, capacity
+from tracekit.analyses.memory import OptionError, ledger, log_result
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tracekit.ingest.sglang_log import (
     grammar_default,

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ..analyses.memory import ModelDims, OptionError, capacity, ledger, log_result
+from ..analyses.capacity import ModelDims, capacity
+from ..analyses.memory import OptionError, ledger, log_result
 from ..ingest.sglang_log import read_log
 from ..result import Result
 from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app

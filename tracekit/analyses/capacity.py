@@ -1,0 +1,174 @@
+"""A12 — KV capacity: bytes per token, tokens per rank, per DP group (× dcp) and per instance, and the maximum
+concurrency at a context length; from a launch log or from model dimensions (docs/ledger.md)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+from ..errors import MissingDataError
+from ..ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
+from ..result import Result
+from .memory import GIB, OptionError, _arg, _frame, _global, _r, rank_ledger, rank_view, resolve_rank
+
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    """Per-rank KV geometry: MLA (kv_lora_rank + rope_dim) or MHA/GQA (kv_heads × head_dim × 2)."""
+
+    layers: int | None = None
+    kv_lora_rank: int | None = None
+    rope_dim: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+
+    def given(self) -> bool:
+        return any(v is not None for v in (self.layers, self.kv_lora_rank, self.rope_dim, self.kv_heads,
+                                           self.head_dim))
+
+
+def dtype_bytes(name: str, g: Grammar | None = None) -> float:
+    table = (g or grammar_default()).common.get("dtype_bytes", {})
+    key = str(name).strip().lower().removeprefix("torch.")
+    if key not in table:
+        raise OptionError(f"KV dtype {name!r} is unknown; use one of {', '.join(sorted(table))}")
+    return table[key]
+
+
+def bytes_per_token(dims: ModelDims, nbytes: float) -> tuple[float, str]:
+    """MLA: layers × (kv_lora_rank + rope_dim) × bytes; MHA/GQA: layers × kv_heads × head_dim × 2 × bytes."""
+    if dims.layers is None:
+        raise OptionError("--layers is needed to compute bytes per token from the model's dimensions")
+    if dims.kv_lora_rank is not None or dims.rope_dim is not None:
+        if dims.kv_lora_rank is None or dims.rope_dim is None:
+            raise OptionError("an MLA model needs both --kv-lora-rank and --rope-dim")
+        return dims.layers * (dims.kv_lora_rank + dims.rope_dim) * nbytes, "mla"
+    if dims.kv_heads is None or dims.head_dim is None:
+        raise OptionError("pass --kv-lora-rank and --rope-dim (MLA) or --kv-heads and --head-dim (MHA/GQA)")
+    return dims.layers * dims.kv_heads * dims.head_dim * 2 * nbytes, "mha"
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else x
+
+
+def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: ModelDims = ModelDims(),
+             kv_dtype: str | None = None, pool_gib: float | None = None, ranks: int | None = None,
+             dp: int | None = None, dcp: int | None = None, context: int | None = None) -> Result:
+    """``tracekit capacity``: KV bytes per token, tokens per rank, per DP group (× dcp) and per instance (× dp),
+    and the maximum concurrency at ``context`` tokens per request.
+
+    From a log, tokens per rank is the target ``KV Cache is allocated`` #tokens of the rank (sglang's
+    max_total_num_tokens is per rank), and ranks / dp / dcp come from server_args; options override. Without a
+    log, tokens per rank = ⌊pool × 2^30 ÷ bytes per token⌋ and dp defaults to ranks ÷ dcp (DP attention with
+    attention TP 1)."""
+    g = (log.grammar if log is not None else None) or grammar_default()
+    sa_names = g.common.get("server_args", {})
+    warnings: list[str] = []
+    info: dict[str, Any] = {}
+    args: dict[str, Any] = {}
+    kv_rec = None
+    if log is not None:
+        rk = resolve_rank(log, rank)
+        led = rank_ledger(log, rk)
+        kv_rec = next((r for r in rank_view(log, rk) if r.kind == "kv_alloc"), None)
+        sargs = _global(log, "server_args", rk)
+        args = sargs.fields.get("args", {}) if sargs else {}
+        summ = _global(log, "summary", rk)
+        info = {"log_rank": rank_label(rk)}
+        if summ is not None:
+            info.update({k: summ.fields[k] for k in ("max_total_num_tokens", "max_running_requests", "context_len")
+                         if k in summ.fields})
+        if kv_rec is None and pool_gib is None:
+            raise MissingDataError(f"{log.path} has no 'KV Cache is allocated' line for {rank_label(rk)}; pass "
+                                   "--pool-gib with the model's dimensions instead")
+        if not led.complete:
+            warnings.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason})")
+    dtype_name = kv_dtype
+    if dtype_name is None and kv_rec is not None and "dtype" in kv_rec.fields:
+        dtype_name = kv_rec.fields["dtype"]
+    if dtype_name is None and log is not None:
+        kd = next((r for r in log.records if r.kind == "kv_dtype"), None)
+        dtype_name = kd.fields.get("dtype") if kd else _arg(args, sa_names.get("kv_dtype", ()))
+        if dtype_name == "auto":
+            dtype_name = None
+    if dtype_name is None:
+        dtype_name = "bf16"
+    log_pool = None
+    if kv_rec is not None:
+        log_pool = kv_rec.fields.get("kv_gib")
+        if log_pool is None and "k_gib" in kv_rec.fields and "v_gib" in kv_rec.fields:
+            log_pool = kv_rec.fields["k_gib"] + kv_rec.fields["v_gib"]
+    pool = pool_gib if pool_gib is not None else log_pool
+    if pool is None:
+        raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
+                          "--rope-dim or --kv-heads/--head-dim)")
+    if dims.given():
+        nbytes = dtype_bytes(dtype_name, g)
+        bpt, layout = bytes_per_token(dims, nbytes)
+        bpt_source = f"{layout} formula"
+    elif kv_rec is not None and kv_rec.fields.get("tokens"):
+        bpt = round(log_pool * GIB / kv_rec.fields["tokens"])
+        bpt_source = "log: KV size ÷ #tokens (sizes are printed to 0.01 GiB)"
+        try:
+            nbytes = dtype_bytes(dtype_name, g)
+        except OptionError:
+            nbytes = None
+    else:
+        raise OptionError("pass the model's dimensions (--layers and --kv-lora-rank/--rope-dim or --kv-heads/"
+                          "--head-dim) to turn --pool-gib into tokens")
+    if pool_gib is None and kv_rec is not None:
+        tokens_rank, tokens_source = int(kv_rec.fields["tokens"]), f"log line {kv_rec.line}: #tokens"
+    else:
+        tokens_rank, tokens_source = math.floor(pool * GIB / bpt), "pool ÷ bytes per token"
+    n_dcp = dcp if dcp is not None else int(_arg(args, sa_names.get("dcp", ())) or 1)
+    if ranks is not None:
+        n_ranks = ranks
+    elif args:
+        n_ranks = int(_arg(args, sa_names.get("tp", ())) or 1) * int(_arg(args, sa_names.get("pp", ())) or 1)
+    else:
+        n_ranks = 1
+    if dp is not None:
+        n_dp = dp
+    elif args and _arg(args, sa_names.get("dp", ())) is not None:
+        n_dp = int(_arg(args, sa_names.get("dp", ())))
+    else:
+        n_dp = max(1, n_ranks // n_dcp)
+    for name, v in (("--ranks", n_ranks), ("--dp", n_dp), ("--dcp", n_dcp)):
+        if v < 1:
+            raise OptionError(f"{name} must be at least 1")
+    if n_ranks % (n_dp * n_dcp):
+        raise OptionError(f"{n_ranks} ranks do not divide into dp {n_dp} × dcp {n_dcp} groups; check --ranks, --dp"
+                          " and --dcp")
+    attn_tp = n_ranks // (n_dp * n_dcp)
+    tokens_dp = tokens_rank * n_dcp
+    tokens_inst = tokens_dp * n_dp
+    summary: dict[str, Any] = {
+        "bytes_per_token": _num(bpt), "bytes_per_token_source": bpt_source, "kv_dtype": dtype_name,
+        "dtype_bytes": _num(nbytes) if nbytes is not None else None, "pool_gib": _r(pool),
+        "tokens_per_rank": tokens_rank, "tokens_per_rank_source": tokens_source, "ranks": n_ranks, "dp": n_dp,
+        "dcp": n_dcp, "attn_tp": attn_tp, "tokens_per_dp": tokens_dp, "tokens_per_instance": tokens_inst,
+        "context": context, "max_concurrency_per_dp": None, "max_concurrency": None, **info}
+    if context is not None:
+        if context < 1:
+            raise OptionError("--context must be at least 1 token")
+        summary["max_concurrency_per_dp"] = tokens_dp // context
+        summary["max_concurrency"] = (tokens_dp // context) * n_dp
+    per_request = None if context is None else tokens_rank // context
+    levels = [
+        {"level": "rank", "gpus": 1, "kv_gib": _r(pool), "tokens": tokens_rank,
+         "max_concurrency": per_request if n_dcp == 1 else None},  # under DCP a request spans the group's ranks
+        {"level": "dp_group", "gpus": attn_tp * n_dcp, "kv_gib": _r(pool * attn_tp * n_dcp), "tokens": tokens_dp,
+         "max_concurrency": summary["max_concurrency_per_dp"]},
+        {"level": "instance", "gpus": n_ranks, "kv_gib": _r(pool * n_ranks), "tokens": tokens_inst,
+         "max_concurrency": summary["max_concurrency"]},
+    ]
+    params = {"layers": dims.layers, "kv_lora_rank": dims.kv_lora_rank, "rope_dim": dims.rope_dim,
+              "kv_heads": dims.kv_heads, "head_dim": dims.head_dim, "kv_dtype": kv_dtype, "pool_gib": pool_gib,
+              "ranks": ranks, "dp": dp, "dcp": dcp, "context": context, "rank": rank}
+    return Result(command="capacity", inputs=[{"path": log.path}] if log is not None else [], params=params,
+                  summary=summary, tables={"levels": _frame(levels, ["level", "gpus", "kv_gib", "tokens",
+                                                                      "max_concurrency"])},
+                  warnings=warnings + (list(log.warnings) if log is not None else []))
