@@ -62,3 +62,10 @@ def test_every_event_column_is_documented():
 
     doc = (PKG.parent / "docs" / "events-schema.md").read_text()
     assert [c for c in EVENT_COLUMNS if f"`{c}`" not in doc] == []
+
+
+def test_public_api_names_resolve():
+    import tracekit
+
+    for name in tracekit.__all__:
+        assert getattr(tracekit, name) is not None, name
