@@ -69,3 +69,23 @@ def test_public_api_names_resolve():
 
     for name in tracekit.__all__:
         assert getattr(tracekit, name) is not None, name
+
+
+def test_no_import_of_packages_we_do_not_depend_on():
+    """click came in through dask in the dev venv once; a fresh `pip install .` has only the declared deps."""
+    declared = {"numpy", "pandas", "pyarrow", "msgspec", "typer", "rich", "zstandard", "matplotlib"}
+    stdlib = set(__import__("sys").stdlib_module_names)
+    optional = {"dask", "duckdb"}  # imported inside functions, behind a clear error
+    bad = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                mods = [node.module]
+            for m in mods:
+                top = m.split(".")[0]
+                if top not in stdlib and top not in declared and top not in optional and top != "tracekit":
+                    bad.append(f"{path.relative_to(PKG)}: {m}")
+    assert not bad, bad

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import click
 import pandas as pd
 import typer
 from typer.core import TyperGroup
@@ -87,12 +86,12 @@ def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or
 class _DefaultTraceGroup(TyperGroup):
     """`waves ARGS` runs `waves trace ARGS` unless ARGS starts with a sub-command name or asks for help."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # ctx: typer's (vendored) click Context
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = ["trace", *args]
         return super().parse_args(ctx, args)
 
-    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_help(self, ctx, formatter) -> None:
         """The group's help, then each sub-command's, so that one page (and docs/cli.md) shows both forms."""
         super().format_help(ctx, formatter)
         for name, title in (("trace", "`tracekit waves [TRACE] ...` is `tracekit waves trace [TRACE] ...`:"),
@@ -101,7 +100,7 @@ class _DefaultTraceGroup(TyperGroup):
             if cmd is None:
                 continue
             info = ctx.info_name if name == "trace" else f"{ctx.info_name} calc"
-            with click.Context(cmd, info_name=info, parent=ctx.parent) as sub:
+            with type(ctx)(cmd, info_name=info, parent=ctx.parent) as sub:
                 formatter.write(f"\n{title}\n\n{cmd.get_help(sub)}\n")
 
 
