@@ -352,7 +352,9 @@ def test_plot_defaults_and_errors(cli, tmp_path):
 
 def test_docs_list_every_export_column_and_command():
     text = DOCS.read_text()
-    for name, cols in TABLE_COLUMNS.items():
+    from tracekit.export.parquet import LEDGER_COLUMNS
+
+    for name, cols in {**TABLE_COLUMNS, **LEDGER_COLUMNS}.items():
         assert f"`{name}.parquet`" in text
         if name != "events":
             for c in cols:
@@ -362,3 +364,21 @@ def test_docs_list_every_export_column_and_command():
     for schema in ("tracekit.export/1", "tracekit.annotate/1", "tracekit.plot/1"):
         assert schema in text
     assert np.isfinite(len(text))
+
+
+def test_export_with_a_launch_log_adds_the_ledger(cli, tmp_path):
+    syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
+    out = tmp_path / "exp"
+    code, stdout, err = cli("export", syn / "dp16_bs4.trace.json.gz", "-a", "k3_dp16", "-o", out,
+                            "--log", syn / "dp16.launch.log", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["summary"]["not_exported"] == [] and doc["summary"]["ledger_rows"] > 10
+    ledger = pd.read_parquet(out / "ledger.parquet").set_index("row")
+    assert ledger.loc["load_peak_gib", "value"] == pytest.approx(145.2)
+    assert ledger.loc["fixed_overhead_gib", "value"] == pytest.approx(113.98)
+    assert json.loads(ledger.loc["kv_gib", "lines"]) and ledger.loc["kv_gib", "how"]
+    timeline = pd.read_parquet(out / "ledger_timeline.parquet")
+    assert list(timeline.columns) == ["stage", "avail_gib", "line", "kind"] and len(timeline) >= 8
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["not_exported"] == {} and {"ledger", "ledger_timeline"} <= {t["table"] for t in manifest["tables"]}

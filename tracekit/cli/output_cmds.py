@@ -44,14 +44,17 @@ def export_cmd(trace: TraceArg = None,
                                                                     " manifest.json (created if missing).")] = ...,
                annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
                ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
-               min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+               min_step_ms: FloorOpt = None,
+               log: Annotated[Optional[Path], typer.Option("--log", help="An sglang launch log: adds the memory"
+                                                           " ledger tables.")] = None,
+               format: FormatOpt = Fmt.table, table: TableOpt = None,
                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Parquet files (DuckDB, pandas) of the annotated events, steps, blocks, AllGathers, copies, exposed
-    intervals and communication, plus manifest.json; prints the files written (docs/export.md)."""
+    intervals, communication and (with --log) the ledger, plus manifest.json; prints the files written."""
     from ..export import export_parquet
 
     res = export_parquet(_load(trace, no_cache, cache_dir), _annotation_for(trace, annotation), out, ag=ag.value,
-                         **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
+                         log=log, **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
     _output(res, format, None, table)
 
 

@@ -29,8 +29,7 @@ from ..schema import EVENT_COLUMNS
 from ..trace import Trace
 
 EXPORT_FORMAT = "tracekit.export/1"
-LEDGER_NOTE = ("the ledger (sglang launch-log memory and timing records) is not exported yet: its parser is"
-               " still being written")
+LEDGER_NOTE = "no launch log was given (--log LOG adds the ledger tables)"
 
 # name -> (dtype, unit, meaning); the order is the column order of the table
 ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
@@ -40,6 +39,21 @@ ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
     "layer": ("int64", "", "= block"),
     "type_layer": ("int64", "", "index among the step's blocks of the same type; -1 outside blocks"),
     "op_tag": ("category", "", "op tag from the annotation (kernels only); <NA> when untagged"),
+}
+LEDGER_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "ledger": {
+        "row": ("str", "", "ledger row (usable_gib, load_peak_gib, cuda_graph_gib, kv_gib, request_slots, …)"),
+        "value": ("float64", "GiB", "the row's value (GiB for *_gib rows; a count for kv_tokens, request_slots)"),
+        "lines": ("str", "", "JSON list of the log line numbers it came from"),
+        "how": ("str", "", "read from one line, or derived"),
+        "note": ("str", "", "where the value comes from"),
+    },
+    "ledger_timeline": {
+        "stage": ("str", "", "the stage of the launch (load_weight_begin, capture_end, …)"),
+        "avail_gib": ("float64", "GiB", "free GPU memory the log reports at that stage"),
+        "line": ("int64", "", "log line number"),
+        "kind": ("str", "", "the record kind the reading came from"),
+    },
 }
 TABLE_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
     "events": {**EVENT_COLUMNS, **ANNOTATION_COLUMNS},
@@ -145,7 +159,8 @@ def ag_params(ann: Annotation | None, *, step_name: str | None = None, min_step_
             "min_step_ns": floor}
 
 
-def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", **overrides: Any) -> ExportTables:
+def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", log: str | Path | None = None,
+            **overrides: Any) -> ExportTables:
     """Run the analyses behind the export once: steps (with the decomposition and exposed time per step),
     annotated events and blocks (with ``ann``), AllGathers, their copies, exposed intervals and
     communication. ``overrides`` are :func:`ag_params`' keywords. A trace without PtoP copies gets empty
@@ -184,11 +199,27 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", **
     raw = {"events": events, "steps": step_table, "blocks": blocks, "allgathers": per_ag, "copies": copies,
            "exposed": exposed, "communication": comm.tables["per_step_class"]}
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
+    if log is not None:
+        tables.update(_ledger_tables(log, warnings))
     params = {"annotation": ann.name if ann else None, "ag": ag,
               **{k: v for k, v in kw.items() if k != "local_copy_pattern"},
               "local_copy": kw["local_copy_pattern"]}
     return ExportTables(trace=trace, annotation=ann.name if ann else None, params=params, tables=tables,
                         main_stream=main, warnings=warnings)
+
+
+def _ledger_tables(log: str | Path, warnings: list[str]) -> dict[str, pd.DataFrame]:
+    """The memory ledger of a launch log (its lowest rank), as the export's ledger tables."""
+    from ..analyses.memory import ledger
+    from ..ingest.sglang_log import read_log
+
+    res = ledger(read_log(log))
+    warnings += [w for w in res.warnings if w not in warnings]
+    rows = res.tables["rows"].assign(lines=lambda d: [json.dumps(list(v or [])) for v in d["lines"]],
+                                     value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
+    timeline = res.tables["timeline"].drop(columns=["log"], errors="ignore")
+    return {"ledger": conform(rows, LEDGER_COLUMNS["ledger"]),
+            "ledger_timeline": conform(timeline, LEDGER_COLUMNS["ledger_timeline"])}
 
 
 def _step_only(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -257,12 +288,14 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
         pq.write_table(table, path, compression="zstd")
         entries.append({"table": name, "file": path.name, "rows": len(df), "bytes": path.stat().st_size,
                         "columns": [{"name": f.name, "arrow_type": str(f.type), "pandas_dtype": str(df[f.name].dtype),
-                                     "unit": TABLE_COLUMNS[name][f.name][1]} for f in table.schema]})
+                                     "unit": {**TABLE_COLUMNS, **LEDGER_COLUMNS}[name][f.name][1]}
+                                    for f in table.schema]})
     manifest = {
         "tracekit": __version__, "format": EXPORT_FORMAT, "inputs": [trace_input(export.trace)],
         "annotation": export.annotation, "params": export.params,
         "main_stream": list(export.main_stream) if export.main_stream else None,
-        "tables": entries, "not_exported": {"ledger": LEDGER_NOTE}, "warnings": export.warnings,
+        "tables": entries, "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
+        "warnings": export.warnings,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=_json_default) + "\n", encoding="utf-8")
     files = pd.DataFrame([{"table": e["table"], "file": str(out / e["file"]), "rows": e["rows"],
@@ -270,7 +303,8 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
                          columns=["table", "file", "rows", "columns", "bytes"])
     summary = {"out_dir": str(out), "manifest": str(out / "manifest.json"), "tables": len(entries),
                "total_bytes": int(files["bytes"].sum()), "annotation": export.annotation,
-               **{f"{e['table']}_rows": e["rows"] for e in entries}, "not_exported": ["ledger"]}
+               **{f"{e['table']}_rows": e["rows"] for e in entries},
+               "not_exported": [] if "ledger" in export.tables else ["ledger"]}
     return Result(command="export", inputs=[trace_input(export.trace)], params=export.params, summary=summary,
                   tables={"files": files}, warnings=list(export.warnings))
 
@@ -284,6 +318,6 @@ def _json_default(v: Any) -> Any:
 
 
 def export_parquet(trace: Trace, ann: Annotation | None, out_dir: str | Path, *, ag: str = "ptop",
-                   **overrides: Any) -> Result:
+                   log: str | Path | None = None, **overrides: Any) -> Result:
     """`tracekit export`: :func:`collect` then :func:`write_parquet`."""
-    return write_parquet(collect(trace, ann, ag=ag, **overrides), out_dir)
+    return write_parquet(collect(trace, ann, ag=ag, log=log, **overrides), out_dir)
