@@ -45,6 +45,16 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
 }
 
 
+# the columns tracekit.annotate adds to the events table (same layout as EVENT_COLUMNS)
+ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
+    "step": ("int64", "", "decode step the event starts in; -1 outside every step"),
+    "block": ("int64", "", "block index within the step; -1 outside every block"),
+    "block_type": ("category", "", "block type from the annotation (head, KDA, MoE, …); <NA> outside blocks"),
+    "layer": ("int64", "", "= block"),
+    "type_layer": ("int64", "", "index among the step's blocks of the same type; -1 outside blocks"),
+    "op_tag": ("category", "", "op tag from the annotation (kernels only); <NA> when untagged"),
+}
+
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """Raise MissingDataError naming the absent columns."""
     missing = [c for c in columns if c not in df.columns]

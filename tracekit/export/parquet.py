@@ -25,21 +25,12 @@ from ..analyses.steps import DEFAULT_MIN_STEP_NS
 from ..annotate import Annotation, annotate
 from ..errors import MissingDataError, TracekitError
 from ..result import Result, trace_input
-from ..schema import EVENT_COLUMNS
+from ..schema import ANNOTATION_COLUMNS, EVENT_COLUMNS
 from ..trace import Trace
 
 EXPORT_FORMAT = "tracekit.export/1"
 LEDGER_NOTE = "no launch log was given (--log LOG adds the ledger tables)"
 
-# name -> (dtype, unit, meaning); the order is the column order of the table
-ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
-    "step": ("int64", "", "decode step the event starts in; -1 outside every step"),
-    "block": ("int64", "", "block index within the step; -1 outside every block"),
-    "block_type": ("category", "", "block type from the annotation (head, KDA, MoE, …); <NA> outside blocks"),
-    "layer": ("int64", "", "= block"),
-    "type_layer": ("int64", "", "index among the step's blocks of the same type; -1 outside blocks"),
-    "op_tag": ("category", "", "op tag from the annotation (kernels only); <NA> when untagged"),
-}
 LEDGER_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
     "ledger": {
         "row": ("str", "", "ledger row (usable_gib, load_peak_gib, cuda_graph_gib, kv_gib, request_slots, …)"),
