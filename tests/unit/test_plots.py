@@ -1,7 +1,9 @@
 """Plots on hand-built tables: files are written, not blank, of sane size; bs and median-step rules."""
 from __future__ import annotations
 
+import json
 import subprocess
+from pathlib import Path
 import sys
 
 import numpy as np
@@ -160,3 +162,18 @@ def test_import_tracekit_does_not_import_matplotlib():
             "print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_ledger_waterfall(cli, tmp_path):
+    syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
+    out = tmp_path / "ledger.png"
+    code, stdout, err = cli("plot", "ledger", syn / "dp16.launch.log", syn / "dp2dcp8.launch.log", "-o", out,
+                            "--format", "json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["summary"]["logs"] == 2 and out.stat().st_size > 20_000
+    rows = {(r["log"], r["row"]): r["gib"] for r in doc["tables"]["points"]}
+    assert rows[("dp16.launch.log", "kv_gib")] == pytest.approx(41.1)
+    code, _, err = cli("plot", "ledger", syn / "dp16.launch.log", syn / "dp16.launch.log", syn / "dp16.launch.log",
+                       "-o", out)
+    assert code == 2

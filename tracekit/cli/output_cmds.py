@@ -228,3 +228,33 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
              .reset_index())
     _output(_plot_result("timeline", [t], lanes, saved, {"step": step, "annotation": ex.annotation}, ex.warnings,
                          step=chosen), format, None, table)
+
+
+@plot_app.command(name="ledger")
+def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sglang launch logs (side by side).")],
+                out: ImageOpt = ..., title: TitleOpt = None,
+                rank: Annotated[Optional[str], typer.Option("--rank", help="Rank tags, e.g. 'DP0 TP0' (default: the"
+                                                            " lowest present).")] = None,
+                format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
+    """The memory ledger as a waterfall per launch log: usable GiB, each fixed overhead, then the state pools."""
+    import pandas as pd
+
+    from ..analyses.memory import ledger
+    from ..ingest.sglang_log import read_log
+    from ..render import plots
+
+    if len(logs) > 2:
+        raise typer.BadParameter("pass one or two launch logs", param_hint="LOGS")
+    panels, warnings, rows_out = {}, [], []
+    for log in logs:
+        res = ledger(read_log(log), rank=rank)
+        warnings += res.warnings
+        rows = {r: v for r, v in zip(res.tables["rows"]["row"], res.tables["rows"]["value"])}
+        panels[log.name] = rows
+        rows_out += [{"log": log.name, "row": k, "gib": rows.get(k)} for k, _ in plots.LEDGER_STEPS + plots.LEDGER_POOLS]
+    saved = plots.save_figure(plots.ledger_figure(panels, title=title), out)
+    summary = {"kind": "ledger", "out": saved["path"], "image_format": saved["format"], "bytes": saved["bytes"],
+               "width_px": saved["width_px"], "height_px": saved["height_px"], "logs": len(logs)}
+    _output(Result(command="plot", inputs=[{"path": str(p)} for p in logs], params={"kind": "ledger", "rank": rank},
+                   summary=summary, tables={"points": pd.DataFrame(rows_out, columns=["log", "row", "gib"])},
+                   warnings=warnings), format, None, table)

@@ -353,6 +353,60 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
     return fig
 
 
+# the waterfall's steps: usable memory, then what the fixed overhead takes, then what is left as state pools
+LEDGER_STEPS = [("weights_resident_gib", "weights resident"), ("draft_weights_gib", "draft weights"),
+                ("cuda_graph_gib", "CUDA graphs"), ("nccl_init_gib", "NCCL init"),
+                ("workspace_residual_gib", "workspace (residual)"), ("runtime_margin_gib", "runtime margin")]
+LEDGER_POOLS = [("kv_gib", "KV cache"), ("ssm_state_gib", "SSM / KDA state"), ("replay_ssm_ring_gib", "ReplaySSM ring"),
+                ("draft_kv_gib", "draft KV")]
+
+
+def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> Figure:
+    """Waterfalls of per-GPU memory, one panel per launch log side by side: usable memory falls by each fixed
+    overhead row to what is left, which the state pools then fill. ``ledgers`` maps a label to its
+    ledger rows (row name → GiB)."""
+    labels = list(ledgers)
+    fig = _figure(5.2 * len(labels) + 1.0, 5.0)
+    axes = fig.subplots(1, len(labels), sharey=True, squeeze=False)[0]
+    colors = type_colors([n for _, n in LEDGER_STEPS + LEDGER_POOLS])
+    for ax, label in zip(axes, labels):
+        rows = ledgers[label]
+        usable = float(rows.get("usable_gib") or 0.0)
+        names, bottoms, heights, cols = ["usable"], [0.0], [usable], ["#4C72B0"]
+        level = usable
+        for key, name in LEDGER_STEPS:
+            v = rows.get(key)
+            if v is None or v != v:
+                continue
+            level -= float(v)
+            names.append(name)
+            bottoms.append(level)
+            heights.append(float(v))
+            cols.append(colors[name])
+        pool_bottom = 0.0
+        for key, name in LEDGER_POOLS:
+            v = rows.get(key)
+            if v is None or v != v:
+                continue
+            names.append(name)
+            bottoms.append(pool_bottom)
+            heights.append(float(v))
+            cols.append(colors[name])
+            pool_bottom += float(v)
+        x = range(len(names))
+        ax.bar(x, heights, bottom=bottoms, color=cols, edgecolor="white", linewidth=0.6)
+        for i, (b, h) in enumerate(zip(bottoms, heights)):
+            ax.text(i, b + h, f"{h:.1f}", ha="center", va="bottom", fontsize=7)
+        ax.axhline(level, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xticks(list(x), names, rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{label}: {level:.1f} GiB left for state pools (dashed)", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+    axes[0].set_ylabel("GiB per GPU")
+    fig.suptitle(title or "Where every GiB went (launch-log ledger)")
+    return fig
+
+
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, Any]:
     """Write ``fig`` as PNG or SVG (from the suffix); returns path, format, bytes and size in pixels."""
     path = Path(path)
