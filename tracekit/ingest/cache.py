@@ -23,7 +23,7 @@ from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _META_KEY = b"tracekit"
 
 
@@ -90,7 +90,7 @@ def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | N
         table = table.replace_schema_metadata(metadata)
         fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
         os.close(fd)
-        pq.write_table(table, tmp_name, compression="zstd")
+        pq.write_table(table, tmp_name, compression="lz4")  # reads ~2x faster than zstd
         os.replace(tmp_name, path)
         tmp_name = None
         return path
