@@ -40,17 +40,24 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
     return with_hbm(resolve_profile(hw, meta, what=what), hbm)
 
 
+def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms, format, out,
+                    table, no_cache, cache_dir) -> None:
+    """roofline and hbm: one trace, an annotation with shapes, a hardware profile."""
+    t = _load(trace, no_cache, cache_dir)
+    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
+    res = fn(t, ann, _hw(hw, hbm_gbps, t.meta, what), bs=bs, q_len=qlen, variables=parse_vars(var),
+             step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+    _output(res, format, out, table)
+
+
 @app.command(name="roofline")
 def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
                  bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
                  min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
                  table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Roofline (A9): per op tag with a shape, bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, bound."""
-    t = _load(trace, no_cache, cache_dir)
-    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
-    res = roofline(t, ann, _hw(hw, hbm_gbps, t.meta, "roofline"), bs=bs, q_len=qlen, variables=parse_vars(var),
-                   step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
-    _output(res, format, out, table)
+    _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms,
+                    format, out, table, no_cache, cache_dir)
 
 
 @app.command(name="hbm")
@@ -59,11 +66,8 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
             min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
             table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Per-GPU per-step HBM bytes: state, KV, weights, experts — rows from the annotation's hbm table."""
-    t = _load(trace, no_cache, cache_dir)
-    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
-    res = hbm_bytes(t, ann, _hw(hw, hbm_gbps, t.meta, "hbm"), bs=bs, q_len=qlen, variables=parse_vars(var),
-                    step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
-    _output(res, format, out, table)
+    _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms,
+                    format, out, table, no_cache, cache_dir)
 
 
 @app.command(name="hw")
