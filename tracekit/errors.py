@@ -24,3 +24,9 @@ class DataFileError(TracekitError):
     """A knowledge file (annotation, class patterns) is malformed (exit 3)."""
 
     exit_code = 3
+
+
+class UsageError(TracekitError):
+    """A bad option or option value (exit 2), e.g. an unknown --phase."""
+
+    exit_code = 2

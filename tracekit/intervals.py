@@ -32,6 +32,8 @@ __all__ = [
     "total",
     "clip",
     "measure_in_windows",
+    "measure_by_group",
+    "window_of",
     "split_by_windows",
     "coverage_count",
 ]
@@ -276,6 +278,45 @@ def measure_in_windows(interval_set: Any, win_starts: Any, win_ends: Any) -> np.
     out = covered_before(we) - covered_before(ws)
     out[we <= ws] = 0
     return out.astype(_I64, copy=False)
+
+
+def window_of(times: Any, win_starts: Any, win_ends: Any) -> np.ndarray:
+    """Index of the window ``[win_starts[j], win_ends[j])`` each time falls in, −1 outside every window.
+
+    Windows are sorted by start; where they overlap, a time belongs to the latest-starting window."""
+    t = np.asarray(times, dtype=_I64)
+    ws, we = _as_pair(win_starts, win_ends, "windows")
+    if ws.size == 0:
+        return np.full(t.shape, -1, dtype=_I64)
+    k = np.searchsorted(ws, t, side="right") - 1
+    inside = (k >= 0) & (t < we[np.clip(k, 0, None)])
+    return np.where(inside, k, -1).astype(_I64)
+
+
+def measure_by_group(groups: Any, starts: Any, ends: Any, n_groups: int) -> np.ndarray:
+    """Covered length of the union of each group's intervals: ``out[g]`` for ``g in range(n_groups)``.
+
+    ``groups`` holds each interval's group (``0 <= g < n_groups``). Groups are shifted apart in time so
+    one :func:`normalize` merges within groups only; int64 throughout.
+    """
+    g = np.asarray(groups, dtype=_I64)
+    s, e = _as_pair(starts, ends, "measure_by_group")
+    if g.shape != s.shape:
+        raise ValueError("measure_by_group: groups must have the shape of the intervals")
+    out = np.zeros(int(n_groups), dtype=_I64)
+    keep = e > s
+    g, s, e = g[keep], s[keep], e[keep]
+    if g.size == 0:
+        return out
+    lo = int(s.min())
+    span = int(e.max()) - lo + 1
+    if span * int(n_groups) >= 2**62:  # too far apart to shift: one group at a time (never in practice)
+        for k in np.unique(g).tolist():
+            out[k] = total((s[g == k], e[g == k]))
+        return out
+    ns, ne = _normalize_arrays((s - lo) + g * span, (e - lo) + g * span)
+    np.add.at(out, ns // span, ne - ns)
+    return out
 
 
 def split_by_windows(

@@ -53,6 +53,8 @@ class Trace:
     events: pd.DataFrame
     meta: dict[str, Any]
     report: IngestReport
+    # what is computed once per trace and shared by every analysis (the steps, by their options)
+    derived: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def path(self) -> str:

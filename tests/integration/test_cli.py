@@ -160,6 +160,8 @@ def test_no_steps_exits_4_naming_annotations(cli, tmp_path):
                                           {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1,
                                            "tid": 1, "ts": 0.0, "dur": 5.0}])
     code, _, err = cli("wall", p)
+    assert code == 0 and "forward (1)" in err and "--step-name" in err and "whole GPU span" in err
+    code, _, err = cli("wall", p, "--step-name", "scheduler.run_batch")
     assert code == 4 and "forward (1)" in err and "--step-name" in err
     code, _, err = cli("steps", p, "--step-name", "nope")
     assert code == 4 and "'nope'" in err

@@ -31,15 +31,19 @@ def load(tmp_path, events, name="t.json"):
     return tracekit.load(write_trace(tmp_path / name, events), cache=False)
 
 
-def test_gpu_step_marker_with_floor(tmp_path):
-    # two real steps (20 ms), one empty annotation in between (4 µs) that the floor removes
+def test_gpu_step_marker_empty_markers_go_by_content(tmp_path):
+    # two real steps (20 ms), one empty annotation in between (4 µs): it holds no GPU work, so it is no step,
+    # whatever the floor; the floor stays a user filter
     t = load(tmp_path, [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), gpu_ann("scheduler.run_batch", 20_100.0, 0.004),
-                        gpu_ann("scheduler.run_batch", 30_000.0, 20_000.0), kernel("k", 10.0, 5.0)])
-    st = find_steps(t)
-    assert st.marker == "scheduler.run_batch"
-    assert st.table[["step", "start_ns", "dur_ns"]].values.tolist() == [[0, 0, 20_000_000], [1, 30_000_000, 20_000_000]]
-    assert st.candidates == 3
-    assert len(find_steps(t, min_step_ns=0).table) == 3
+                        gpu_ann("scheduler.run_batch", 30_000.0, 20_000.0), kernel("k", 10.0, 5.0),
+                        kernel("k", 30_010.0, 5.0)])
+    for floor in (None, 0):
+        st = find_steps(t, min_step_ns=floor)
+        assert st.marker == "scheduler.run_batch" and st.empty == 1 and st.candidates == 3
+        assert st.table[["step", "start_ns", "dur_ns"]].values.tolist() == [[0, 0, 20_000_000],
+                                                                            [1, 30_000_000, 20_000_000]]
+    with pytest.raises(MissingDataError):  # a floor above every step leaves none of the marker's steps
+        find_steps(t, step_name="scheduler.run_batch", min_step_ns=20_000_000)
 
 
 def test_cpu_step_marker_maps_to_gpu_window_through_graph_correlation(tmp_path):
@@ -49,8 +53,9 @@ def test_cpu_step_marker_maps_to_gpu_window_through_graph_correlation(tmp_path):
            kernel("outside", 400.0, 10.0, corr=78), launch("cudaLaunchKernel", 300.0, 78)]
     st = find_steps(load(tmp_path, evs))
     row = st.table.iloc[0]
-    assert st.marker == "step[DECODE bs=N]" and row["source"] == "cpu_annotation"
-    assert (row["start_ns"], row["end_ns"], row["bs"]) == (200_000, 225_000, 8)
+    assert st.marker == "step[MODE bs=N]" and st.match == "sglang_step" and row["source"] == "cpu_launch_window"
+    assert (row["start_ns"], row["end_ns"], row["bs"], row["phase"], row["kernels"]) == (200_000, 225_000, 8,
+                                                                                         "decode", 2)
 
 
 def test_profiler_step_fallback_and_explicit_name(tmp_path):
@@ -63,10 +68,16 @@ def test_profiler_step_fallback_and_explicit_name(tmp_path):
     assert st.marker == "my_step" and st.table["dur_ns"].tolist() == [30_000_000]
 
 
-def test_no_steps_names_the_annotations_present(tmp_path):
-    t = load(tmp_path, [gpu_ann("forward", 0.0, 5.0), cpu_ann("## Call CompiledFxGraph ##", 0.0, 5.0), kernel("k", 1.0, 1.0)])
-    with pytest.raises(MissingDataError) as exc:
-        find_steps(t)
+def test_no_steps_falls_back_to_the_whole_trace_naming_the_annotations_present(tmp_path):
+    t = load(tmp_path, [gpu_ann("forward", 0.0, 5.0), cpu_ann("## Call CompiledFxGraph ##", 0.0, 5.0),
+                        kernel("k", 1.0, 1.0), kernel("k", 3.0, 1.0)])
+    st = find_steps(t)
+    assert st.match == "whole_trace" and st.table[["start_ns", "end_ns", "source", "kernels"]].values.tolist() == [
+        [1_000, 4_000, "whole_trace", 2]]
+    (msg,) = st.warnings
+    assert "forward (1)" in msg and "## Call CompiledFxGraph ## (1)" in msg and "--step-name" in msg
+    with pytest.raises(MissingDataError) as exc:  # a named marker that is absent is still an error
+        find_steps(t, step_name="scheduler.run_batch")
     msg = str(exc.value)
     assert exc.value.exit_code == 4
     assert "forward (1)" in msg and "## Call CompiledFxGraph ## (1)" in msg and "--step-name" in msg

@@ -15,10 +15,10 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..data import load_classes
-from ..errors import MissingDataError, TracekitError
+from ..errors import MissingDataError, TracekitError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
-from .steps import DEFAULT_MIN_STEP_NS, find_steps, median_ns
+from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
 UNMATCHED = "unmatched"
@@ -35,7 +35,7 @@ class AllGathers:
     copies: pd.DataFrame
     group_size: int
     rows: pd.DataFrame  # event rows: start_ns, end_ns, ag, is_local, device, stream
-    steps: pd.DataFrame | None
+    steps: Steps
     warnings: list[str] = field(default_factory=list)
 
 
@@ -49,10 +49,20 @@ def parse_sizes(items: list[str] | None) -> dict[str, int]:
                 raise ValueError
             out[name.strip()] = int(value.replace("_", ""))
         except ValueError:
-            err = TracekitError(f"--ag-size {item!r} is not TYPE=BYTES (e.g. KDA=627048448)")
-            err.exit_code = 2
-            raise err from None
+            raise UsageError(f"--ag-size {item!r} is not TYPE=BYTES (e.g. KDA=627048448)") from None
     return out
+
+
+def allgather_options(ann=None, *, group_size: int | None = None, sizes=None,
+                      local_copy: str | None = None) -> dict:
+    """The AllGather parameters: the annotation's ``allgather`` section, overridden by explicit options
+    (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The one place they merge."""
+    spec = getattr(ann, "allgather", None)
+    merged = dict(spec.sizes) if spec else {}
+    merged.update(sizes if isinstance(sizes, dict) else parse_sizes(sizes))
+    return {"group_size": group_size if group_size is not None else (spec.group_size if spec else None),
+            "sizes": merged,
+            "local_copy_pattern": local_copy or (spec.local_copy if spec else None)}
 
 
 def _local_copy_mask(ev: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
@@ -62,28 +72,9 @@ def _local_copy_mask(ev: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
     return (ev["kind"] == "kernel").to_numpy() & (codes >= 0) & hit[np.clip(codes, 0, None)]
 
 
-def _steps_or_none(trace: Trace, step_name, min_step_ns, warnings: list[str]) -> pd.DataFrame | None:
-    try:
-        return find_steps(trace, step_name=step_name, min_step_ns=min_step_ns).table
-    except MissingDataError:
-        if step_name is not None:
-            raise
-        warnings.append(f"{trace.path}: no decode steps found; everything is reported under step -1")
-        return None
-
-
-def _step_of(times: np.ndarray, steps: pd.DataFrame | None) -> np.ndarray:
-    if steps is None or steps.empty:
-        return np.full(len(times), -1, dtype=np.int64)
-    s, e = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
-    k = np.searchsorted(s, times, side="right") - 1
-    inside = (k >= 0) & (times < e[np.clip(k, 0, None)])
-    return np.where(inside, steps["step"].to_numpy()[np.clip(k, 0, None)], -1)
-
-
 def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: dict[str, int] | None = None,
-                       local_copy_pattern: str | None = None, step_name: str | None = None,
-                       min_step_ns: int = DEFAULT_MIN_STEP_NS) -> AllGathers:
+                       local_copy_pattern: str | None = None, steps=None, step_name: str | None = None,
+                       min_step_ns: int | None = None) -> AllGathers:
     """Cut the PtoP copies of every stream into AllGathers (see the module docstring).
 
     On each stream that carries PtoP copies, a local-copy kernel starts an AllGather and the PtoP copies
@@ -120,7 +111,7 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
         positive = counts[counts > 0]
         group_size = int(np.bincount(positive).argmax()) + 1 if positive.size else 2
     if group_size < 2:
-        raise TracekitError(f"--group-size must be at least 2, not {group_size}")
+        raise UsageError(f"--group-size must be at least 2, not {group_size}")
     per = group_size - 1
     chunk = np.where(is_local, 0, copy_rank // per)
     ag_key = group * (1 << 20) + chunk
@@ -130,7 +121,8 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
     renumber = np.empty_like(first_start)
     renumber[np.argsort(first_start, kind="stable")] = np.arange(first_start.size)
     rows["ag"] = renumber[ag]  # AllGathers numbered in time order
-    steps = _steps_or_none(trace, step_name, min_step_ns, warnings)
+    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+    warnings += steps.warnings
     per_ag = _per_ag(rows, group_size, sizes or {}, steps)
     rows = rows.drop(columns=["lane"])
     copies = _copies(ev, rows)
@@ -157,7 +149,7 @@ def _rank_within(group: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return c - base
 
 
-def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps) -> pd.DataFrame:
+def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps: Steps) -> pd.DataFrame:
     grp = rows.groupby("ag", sort=True)
     start = grp["start_ns"].min().to_numpy()
     end = grp["end_ns"].max().to_numpy()
@@ -177,7 +169,7 @@ def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps) -> pd.Data
     span = end - start
     out = pd.DataFrame({
         "ag": np.arange(len(start)),
-        "step": _step_of(start, steps),
+        "step": steps.step_of(start),
         "device": grp["device"].first().to_numpy(), "stream": grp["stream"].first().to_numpy(),
         "type": types, "start_ns": start, "end_ns": end, "copies": copies,
         "local_copy": grp["is_local"].any().to_numpy(), "local_copy_ns": local_ns,
@@ -235,12 +227,12 @@ def allgather_result(trace: Trace, **kw) -> Result:
                                                                         "median_gbps_overlapping", "copies_alone",
                                                                         "median_gbps_alone"]),
                           "copies": copies},
-                  warnings=list(trace.report.warnings) + ag.warnings)
+                  warnings=merge_warnings(trace.report.warnings, ag.warnings))
 
 
 def _params(ag: AllGathers, kw: dict) -> dict:
     return {"group_size": kw.get("group_size"), "group_size_used": ag.group_size, "sizes": kw.get("sizes") or {},
-            "step_name": kw.get("step_name"), "min_step_ns": kw.get("min_step_ns", DEFAULT_MIN_STEP_NS)}
+            "local_copy_pattern": kw.get("local_copy_pattern"), **step_params(ag.steps)}
 
 
 def _per_step_type(ag: AllGathers) -> pd.DataFrame:
@@ -280,11 +272,8 @@ def exposure(trace: Trace, **kw) -> Result:
     per_step_type = (per_ag.groupby(["step", "type"], sort=True)["exposed_ns"].sum().reset_index())
     per_step_type = per_step_type[["step", "type", "exposed_ns"]]
     steps = ag.steps
-    if steps is not None:
-        window = iv.measure_in_windows(exposed, steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
-        per_step_df = pd.DataFrame({"step": steps["step"].to_numpy(), "exposed_ns": window})
-    else:
-        per_step_df = pd.DataFrame({"step": [-1], "exposed_ns": [iv.total(exposed)]})
+    window = iv.measure_in_windows(exposed, steps.starts, steps.ends)
+    per_step_df = pd.DataFrame({"step": steps.table["step"].to_numpy(), "exposed_ns": window})
     intervals = pd.DataFrame({"ag": piece_ag, "step": per_ag["step"].to_numpy()[piece_ag] if len(piece_ag) else [],
                               "type": per_ag["type"].to_numpy()[piece_ag] if len(piece_ag) else [],
                               "start_ns": piece_s, "end_ns": piece_e})
@@ -300,7 +289,7 @@ def exposure(trace: Trace, **kw) -> Result:
                   tables={"per_step_type": per_step_type, "per_step": per_step_df,
                           "per_ag": per_ag[["ag", "step", "type", "start_ns", "end_ns", "exposed_ns"]],
                           "intervals": intervals},
-                  warnings=list(trace.report.warnings) + ag.warnings)
+                  warnings=merge_warnings(trace.report.warnings, ag.warnings))
 
 
 def _charge(exposed, rows: pd.DataFrame, per_ag: pd.DataFrame):
@@ -358,7 +347,7 @@ def weight_ag_mask(ev: pd.DataFrame, local_copy_pattern: str | None = None) -> n
 
 
 def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: str | None = None,
-                  step_name: str | None = None, min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+                  steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
     """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
     copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
     compute stream) and side streams (A7)."""
@@ -374,14 +363,10 @@ def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: 
                      "end_ns"]].copy()
     c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
     c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
-    steps = _steps_or_none(trace, step_name, min_step_ns, warnings)
-    if steps is not None:
-        ws, we, wid = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy()
-    else:
-        ws = np.array([ev["start_ns"].min()])
-        we = np.array([ev["end_ns"].max()])
-        wid = np.array([-1])
-    c["step"] = _step_of(c["start_ns"].to_numpy(), steps) if steps is not None else -1
+    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+    warnings = merge_warnings(warnings, steps.warnings)
+    ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
+    c["step"] = steps.step_of(c["start_ns"].to_numpy())
     rows = []
     for (cls, name), g in c.groupby(["class", c["name"].astype(str)], sort=True, observed=True):
         crit = g[g["critical"]]
@@ -389,7 +374,7 @@ def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: 
         crit_ns = iv.measure_in_windows(iv.normalize(crit["start_ns"], crit["end_ns"]), ws, we)
         side_ns = iv.measure_in_windows(iv.normalize(side["start_ns"], side["end_ns"]), ws, we)
         cnt = np.bincount(np.searchsorted(wid, g["step"].to_numpy()[g["step"].to_numpy() >= 0]),
-                          minlength=len(wid)) if steps is not None else np.array([len(g)])
+                          minlength=len(wid))
         first = g.iloc[0]
         for i in range(len(wid)):
             if crit_ns[i] or side_ns[i] or cnt[i]:
@@ -409,7 +394,7 @@ def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: 
         "median_side_ns_per_step_by_class": {str(k): median_ns(g["side_ns"].to_numpy()) for k, g in by_class},
     }
     return Result(command="comm", inputs=[trace_input(trace)],
-                  params={"main_stream": main, "step_name": step_name, "min_step_ns": min_step_ns},
+                  params={"main_stream": main, **step_params(steps)},
                   summary=summary, tables={"per_step_class": table, "per_step": per_step}, warnings=warnings)
 
 

@@ -5,29 +5,37 @@ import numpy as np
 import pandas as pd
 
 from ..annotate import Annotation, annotate
+from ..annotate.blocks import Annotated
 from ..errors import MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .select import select
-from .steps import find_steps, median_ns
+from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 
-def annotated(trace: Trace, ann: Annotation, *, step_name: str | None = None, min_step_ns: int | None = None):
-    """Steps from the annotation's marker (or the given one), then the block columns."""
-    name = step_name if step_name is not None else ann.step.name
-    floor = min_step_ns if min_step_ns is not None else int(round(ann.step.min_ms * 1e6))
-    steps = find_steps(trace, step_name=name, min_step_ns=floor)
-    return annotate(trace, ann, steps.table)
+def annotated_steps(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
+                    min_step_ns: int | None = None) -> tuple[Steps, Annotated]:
+    """The steps (given, or from the annotation's step options and the overrides), then the block columns."""
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns)
+    a = annotate(trace, ann, st.table)
+    a.warnings[:0] = [w for w in st.warnings if w not in a.warnings]
+    return st, a
 
 
-def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, step_name: str | None = None,
+def annotated(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
+              min_step_ns: int | None = None):
+    """The events with the block columns (see :func:`annotated_steps`)."""
+    return annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)[1]
+
+
+def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, steps=None, step_name: str | None = None,
                 min_step_ns: int | None = None) -> Result:
     """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
 
     Block kernel time is the sum of the durations of the kernels in the type's blocks (all streams),
     so it exceeds the wall where streams overlap. Copies are not kernels and are not counted.
     """
-    a = annotated(trace, ann, step_name=step_name, min_step_ns=min_step_ns)
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
     b = a.blocks
     per_step_type = (b.groupby(["step", "block_type"], sort=True)
                      .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
@@ -50,12 +58,12 @@ def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, step_
         "untyped_blocks": int((b["block_type"] == "untyped").sum()),
     }
     return Result(command="blocks", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name, "qlen": qlen, "step_name": step_name},
+                  params={"annotation": ann.name, "qlen": qlen, **step_params(st)},
                   summary=summary,
                   tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
                           "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
                           "blocks": b},
-                  warnings=list(trace.report.warnings) + a.warnings)
+                  warnings=merge_warnings(trace.report.warnings, a.warnings))
 
 
 def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -68,16 +76,16 @@ def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
 
 
 def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str | None = None, by: str = "name",
-                           ann: Annotation | None = None, step_name: str | None = None,
+                           ann: Annotation | None = None, steps=None, step_name: str | None = None,
                            min_step_ns: int | None = None) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not."""
     ev = trace.events
     warnings = list(trace.report.warnings)
     if ann is not None:
-        a = annotated(trace, ann, step_name=step_name, min_step_ns=min_step_ns)
+        a = annotated(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
         ev = a.events
-        warnings += a.warnings
+        warnings = merge_warnings(warnings, a.warnings)
     elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
             (overlap_with and ("block:" in overlap_with or "tag:" in overlap_with)):
         raise MissingDataError("selecting or grouping by block or tag needs an annotation (-a ANNOTATION)")

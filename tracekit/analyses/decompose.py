@@ -12,10 +12,10 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..data import load_classes
-from ..errors import TracekitError
+from ..errors import TracekitError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
-from .steps import DEFAULT_MIN_STEP_NS, find_steps, median_ns
+from .steps import get_steps, median_ns, merge_warnings, step_params
 
 AG_CHOICES = ("ptop", "ptop+local")
 WALL_COLUMNS = ["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]
@@ -25,9 +25,7 @@ def ag_copy_mask(events: pd.DataFrame, ag: str) -> np.ndarray:
     """Rows that are weight-AllGather copies: PtoP memcpys, plus (ptop+local) the local-copy
     kernels that run on a stream carrying PtoP copies."""
     if ag not in AG_CHOICES:
-        err = TracekitError(f"--ag must be one of {', '.join(AG_CHOICES)}, not {ag!r}")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"--ag must be one of {', '.join(AG_CHOICES)}, not {ag!r}")
     ptop = (events["copy_kind"] == "PtoP").to_numpy()
     if ag == "ptop":
         return ptop
@@ -45,11 +43,11 @@ def ag_copy_mask(events: pd.DataFrame, ag: str) -> np.ndarray:
     return ptop | local
 
 
-def decompose(trace: Trace, *, ag: str = "ptop", step_name: str | None = None,
-              min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+def decompose(trace: Trace, *, ag: str = "ptop", steps=None, step_name: str | None = None,
+              min_step_ns: int | None = None) -> Result:
     """`tracekit wall`: per-step busy / only-AllGather / idle, summing exactly to the wall."""
     ev = trace.events
-    steps = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns)
+    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
     gpu_mask = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
     ag_mask = ag_copy_mask(ev, ag) & gpu_mask
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
@@ -65,12 +63,13 @@ def decompose(trace: Trace, *, ag: str = "ptop", step_name: str | None = None,
         raise TracekitError(f"{trace.path}: decomposition parts exceed the wall in a step (a tracekit bug)")
     per_step = pd.DataFrame({"step": steps.table["step"].to_numpy(), "start_ns": ws, "wall_ns": wall,
                              "busy_ns": busy, "ag_only_ns": ag_only_ns, "idle_ns": idle})
-    warnings = list(trace.report.warnings)
+    warnings = merge_warnings(trace.report.warnings, steps.warnings)
     if not ag_mask.any():
         warnings.append(f"{trace.path}: no PtoP copies, so ag_only_ns is 0 in every step")
     summary = {
         "steps": int(len(per_step)),
         "marker": steps.marker,
+        "trustworthy": steps.trustworthy,
         "ag_copies": int(ag_mask.sum()),
         "median_wall_ns": median_ns(wall),
         "median_busy_ns": median_ns(busy),
@@ -78,7 +77,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", step_name: str | None = None,
         "median_idle_ns": median_ns(idle),
     }
     return Result(command="wall", inputs=[trace_input(trace)],
-                  params={"ag": ag, "step_name": step_name, "min_step_ns": min_step_ns},
+                  params={"ag": ag, **step_params(steps)},
                   summary=summary, tables={"per_step": per_step}, warnings=warnings)
 
 

@@ -24,8 +24,9 @@ from ..hardware import HardwareProfile
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import segment_allgathers
-from .roofline import annotated_with_steps, as_number, eval_formula, formula_env, op_traffic, step_batch_sizes
-from .steps import median_ns
+from .blocks import annotated_steps
+from .roofline import as_number, eval_formula, formula_env, op_traffic, step_batch_sizes
+from .steps import median_ns, merge_warnings, step_params
 
 
 def _rule(row, src: str, i: int) -> str:
@@ -43,13 +44,14 @@ def _rule(row, src: str, i: int) -> str:
 
 def hbm_bytes(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | None = None,
               q_len: float | None = None, variables: dict[str, float] | None = None,
-              step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+              steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
     """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table."""
     src = ann.source or ann.name
     if not ann.hbm:
         raise MissingDataError(f"annotation {src} has no 'hbm' rows; add them (docs/roofline.md)")
     rules = [_rule(r, src, i) for i, r in enumerate(ann.hbm)]
-    steps, a = annotated_with_steps(trace, ann, step_name, min_step_ns)
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+    steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
     step_ids = steps["step"].to_numpy()
@@ -62,11 +64,8 @@ def hbm_bytes(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float |
     ag_full = None
     if any(r == "allgather" for r in rules):
         ag = segment_allgathers(trace, group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
-                                local_copy_pattern=ann.allgather.local_copy,
-                                step_name=step_name if step_name is not None else ann.step.name,
-                                min_step_ns=min_step_ns if min_step_ns is not None
-                                else int(round(ann.step.min_ms * 1e6)))
-        warnings += ag.warnings
+                                local_copy_pattern=ann.allgather.local_copy, steps=st)
+        warnings = merge_warnings(warnings, ag.warnings)
         ag_full = ag.per_ag.groupby(["step", "type"])["full_bytes"].sum()
     rows = []
     for i, (row, rule) in enumerate(zip(ann.hbm, rules)):
@@ -111,7 +110,7 @@ def hbm_bytes(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float |
                "median_wall_ns": median_ns(walls)}
     return Result(command="hbm", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
-                          "q_len": q_len, "vars": dict(variables or {}), "step_name": step_name},
+                          "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
                   summary=summary,
                   tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
                                                                     "time_at_peak_ns", "note"]),

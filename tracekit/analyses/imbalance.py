@@ -18,7 +18,7 @@ from ..errors import MissingDataError
 from ..ingest import load
 from ..ingest.discover import discover
 from ..result import Result
-from .steps import DEFAULT_MIN_STEP_NS, find_steps
+from .steps import get_steps
 
 
 def _name_mask(ev: pd.DataFrame, pattern: str) -> np.ndarray:
@@ -29,11 +29,11 @@ def _name_mask(ev: pd.DataFrame, pattern: str) -> np.ndarray:
     return (codes >= 0) & hit[np.clip(codes, 0, None)] & (ev["kind"] == "kernel").to_numpy()
 
 
-def rank_layers(trace, *, step_name=None, min_step_ns=DEFAULT_MIN_STEP_NS) -> pd.DataFrame:
+def rank_layers(trace, *, steps=None, step_name=None, min_step_ns=None) -> pd.DataFrame:
     """Per step and layer: attention_ns, dispatch_ns, combine_ns of one rank (vectorised per step)."""
     phases = load_classes().moe_phases
     ev = trace.events
-    steps = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns).table
+    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns).table
     disp = _name_mask(ev, phases["dispatch"])
     comb = _name_mask(ev, phases["combine"])
     if not disp.any():
@@ -66,7 +66,7 @@ def rank_layers(trace, *, step_name=None, min_step_ns=DEFAULT_MIN_STEP_NS) -> pd
     return pd.concat(rows, ignore_index=True)
 
 
-def imbalance(root, *, step_name: str | None = None, min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
     """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across ranks."""
     refs = discover(root, rank=None)
     if len(refs) < 2:

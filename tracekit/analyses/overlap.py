@@ -9,7 +9,7 @@ from ..errors import MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .select import select
-from .steps import DEFAULT_MIN_STEP_NS, find_steps
+from .steps import get_steps, merge_warnings, step_params
 
 OVERLAP_KEYS = ["a_ns", "b_ns", "a_and_b_ns", "a_minus_b_ns", "a_hidden_pct"]
 
@@ -24,13 +24,15 @@ def _measures(a, b, ws=None, we=None) -> dict:
     return dict(zip(OVERLAP_KEYS[:4], vals))
 
 
-def overlap(trace: Trace, *, a: str, b: str, steps: bool = True, step_name: str | None = None,
-            min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True, step_name: str | None = None,
+            min_step_ns: int | None = None) -> Result:
     """|A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (unions of the selected events).
 
-    With ``steps`` (default) and steps present, the same per step window; a trace without steps
-    gives the whole-trace numbers only.
+    With ``per_step`` (default), the same per step window (``steps``: Steps, StepOptions or a table;
+    default: found from the step options). ``steps=False`` is the old spelling of ``per_step=False``.
     """
+    if isinstance(steps, bool):
+        per_step, steps = steps, None
     ev = trace.events
     ma, mb = select(ev, a), select(ev, b)
     if not ma.any():
@@ -42,20 +44,16 @@ def overlap(trace: Trace, *, a: str, b: str, steps: bool = True, step_name: str 
     summary["a_hidden_pct"] = summary["a_and_b_ns"] / summary["a_ns"] * 100.0 if summary["a_ns"] else None
     tables = {}
     warnings = list(trace.report.warnings)
-    if steps:
-        try:
-            st = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns)
-        except MissingDataError:
-            if step_name is not None:
-                raise
-            warnings.append(f"{trace.path}: no decode steps found; overlap is reported for the whole trace only")
-        else:
-            per = _measures(set_a, set_b, st.starts, st.ends)
-            df = pd.DataFrame({"step": st.table["step"].to_numpy(), "start_ns": st.starts, **per})
-            with np.errstate(invalid="ignore", divide="ignore"):
-                df["a_hidden_pct"] = np.where(df["a_ns"] > 0, df["a_and_b_ns"] / df["a_ns"] * 100.0, np.nan)
-            tables["per_step"] = df
-            summary["steps"] = int(len(df))
-    return Result(command="overlap", inputs=[trace_input(trace)],
-                  params={"a": a, "b": b, "step_name": step_name, "min_step_ns": min_step_ns},
+    params = {"a": a, "b": b}
+    if per_step:
+        st = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+        warnings = merge_warnings(warnings, st.warnings)
+        params.update(step_params(st))
+        per = _measures(set_a, set_b, st.starts, st.ends)
+        df = pd.DataFrame({"step": st.table["step"].to_numpy(), "start_ns": st.starts, **per})
+        with np.errstate(invalid="ignore", divide="ignore"):
+            df["a_hidden_pct"] = np.where(df["a_ns"] > 0, df["a_and_b_ns"] / df["a_ns"] * 100.0, np.nan)
+        tables["per_step"] = df
+        summary["steps"] = int(len(df))
+    return Result(command="overlap", inputs=[trace_input(trace)], params=params,
                   summary=summary, tables=tables, warnings=warnings)

@@ -9,42 +9,43 @@ from __future__ import annotations
 from ..annotate import Annotation
 from ..result import Result, trace_input
 from ..trace import Trace
-from .allgather import allgather_result, communication, exposure
+from .allgather import allgather_options, allgather_result, communication, exposure
 from .blocks import block_stats
 from .decompose import decompose
 from .info import trace_info
-from .steps import DEFAULT_MIN_STEP_NS
+from .steps import get_steps, merge_warnings, step_params
 
 
-def report(trace: Trace, ann: Annotation | None = None, *, step_name: str | None = None,
-           min_step_ns: int | None = None) -> Result:
-    name = step_name if step_name is not None else (ann.step.name if ann else None)
-    floor = min_step_ns if min_step_ns is not None else (
-        int(round(ann.step.min_ms * 1e6)) if ann else DEFAULT_MIN_STEP_NS)
+def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
+           min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+           steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
+    """The main job; the steps are found once and every part uses them."""
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
     info = trace_info(trace)
-    wall = decompose(trace, ag="ptop", step_name=name, min_step_ns=floor)
-    wall_local = decompose(trace, ag="ptop+local", step_name=name, min_step_ns=floor)
+    wall = decompose(trace, ag="ptop", steps=st)
+    wall_local = decompose(trace, ag="ptop+local", steps=st)
     s = wall.summary
     summary = {
         "rank": info.summary["rank"], "num_sms": info.summary["num_sms"], "kernels": info.summary["kernels"],
-        "steps": s["steps"], "marker": s["marker"], "median_wall_ns": s["median_wall_ns"],
+        "steps": s["steps"], "marker": s["marker"], "phases": st.phases, "trustworthy": st.trustworthy,
+        "median_wall_ns": s["median_wall_ns"],
         "median_busy_ns": s["median_busy_ns"], "median_ag_only_ns": s["median_ag_only_ns"],
         "median_idle_ns": s["median_idle_ns"],
         "median_ag_only_local_ns": wall_local.summary["median_ag_only_ns"],
     }
-    tables = {"wall": wall.tables["per_step"]}
-    warnings = list(wall.warnings)
+    tables = {"wall": wall.tables["per_step"], "steps": st.table}
+    warnings = merge_warnings(wall.warnings)
     if ann is not None and ann.blocks is not None:
-        b = block_stats(trace, ann, step_name=name, min_step_ns=floor)
+        b = block_stats(trace, ann, steps=st)
         summary["median_kernel_ns_by_block_type"] = b.summary["median_kernel_ns_by_type"]
         summary["blocks_per_step"] = b.summary["blocks_per_step"]
         tables["block_types"] = b.tables["per_step_type"]
         tables["op_tags"] = b.tables["per_tag"]
-        warnings += [w for w in b.warnings if w not in warnings]
+        warnings = merge_warnings(warnings, b.warnings)
+    agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
     if (trace.events["copy_kind"] == "PtoP").any():
-        kw = {"group_size": ann.allgather.group_size if ann else None, "sizes": ann.allgather.sizes if ann else {},
-              "local_copy_pattern": ann.allgather.local_copy if ann else None, "step_name": name,
-              "min_step_ns": floor}
+        kw = {**agopts, "steps": st}
         ag = allgather_result(trace, **kw)
         ex = exposure(trace, **kw)
         summary.update({"allgathers": ag.summary["allgathers"], "group_size": ag.summary["group_size"],
@@ -55,12 +56,14 @@ def report(trace: Trace, ann: Annotation | None = None, *, step_name: str | None
         tables["allgather_types"] = ag.tables["per_step_type"]
         tables["exposure_types"] = ex.tables["per_step_type"]
         tables["bandwidth"] = ag.tables["bandwidth"]
-        warnings += [w for w in ag.warnings if w not in warnings]
-    comm = communication(trace, local_copy_pattern=ann.allgather.local_copy if ann else None, step_name=name,
-                         min_step_ns=floor)
+        warnings = merge_warnings(warnings, ag.warnings)
+    main = ann.main_stream if ann is not None and isinstance(ann.main_stream, int) else None
+    comm = communication(trace, main=main, local_copy_pattern=agopts["local_copy_pattern"], steps=st)
     summary["median_critical_comm_ns_by_class"] = comm.summary["median_critical_ns_per_step_by_class"]
     summary["median_side_comm_ns_by_class"] = comm.summary["median_side_ns_per_step_by_class"]
     tables["comm"] = comm.tables["per_step"]
+    tables["health"] = st.health
     return Result(command="report", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name if ann else None, "step_name": name, "min_step_ns": floor},
+                  params={"annotation": ann.name if ann else None, **step_params(st),
+                          "group_size": agopts["group_size"], "sizes": agopts["sizes"]},
                   summary=summary, tables=tables, warnings=warnings)

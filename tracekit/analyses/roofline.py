@@ -20,13 +20,14 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, annotate
+from ..annotate import Annotation
 from ..annotate.spec import OpShape, OpTraffic
 from ..errors import DataFileError, InputError, MissingDataError
 from ..hardware import HardwareProfile, dtype_bytes
 from ..result import Result, trace_input
 from ..trace import Trace
-from .steps import find_steps
+from .blocks import annotated_steps
+from .steps import step_params
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
@@ -177,16 +178,9 @@ def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> 
                      " pass --bs N (requests per rank per step)")
 
 
-def annotated_with_steps(trace: Trace, ann: Annotation, step_name: str | None, min_step_ns: int | None):
-    name = step_name if step_name is not None else ann.step.name
-    floor = min_step_ns if min_step_ns is not None else int(round(ann.step.min_ms * 1e6))
-    steps = find_steps(trace, step_name=name, min_step_ns=floor).table
-    return steps, annotate(trace, ann, steps)
-
-
 def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | None = None,
              q_len: float | None = None, variables: dict[str, float] | None = None,
-             step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+             steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
     """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
 
     Steps and op tags come from the annotation; M (and any formula) is evaluated with each step's batch size
@@ -197,7 +191,8 @@ def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | 
     if not shaped:
         raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
                                " nothing to put on the roofline; add them (docs/roofline.md)")
-    steps, a = annotated_with_steps(trace, ann, step_name, min_step_ns)
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+    steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
     bs_of_step = dict(zip(steps["step"].tolist(), step_bs.tolist()))
@@ -232,5 +227,5 @@ def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | 
                "compute_bound": int((per_tag["bound"] == "compute").sum())}
     return Result(command="roofline", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
-                          "vars": dict(variables or {}), "step_name": step_name},
+                          "vars": dict(variables or {}), **step_params(st)},
                   summary=summary, tables={"per_tag": per_tag}, warnings=warnings)

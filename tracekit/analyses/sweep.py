@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..errors import TracekitError
+from ..errors import UsageError
 from ..ingest import load
 from ..ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover
 from ..result import Result
-from .allgather import allgather_result, exposure
+from .allgather import allgather_options, allgather_result, exposure
 from .blocks import block_stats
 from .decompose import decompose
-from .steps import DEFAULT_MIN_STEP_NS, median_ns
+from .steps import find_steps, median_ns, step_options
 
 SWEEP_COLUMNS = ["point", "bs", "context", "rank", "steps", "median_wall_ns", "median_busy_ns", "median_ag_only_ns",
                  "median_idle_ns", "median_ag_only_local_ns", "median_idle_local_ns", "median_ptop_busy_ns",
@@ -36,6 +36,11 @@ class SweepOptions:
     step_name: str | None = None
     min_step_ns: int | None = None
     cache: bool = True
+    phase: str | None = None
+    step_source: str | None = None
+    steps_file: str | None = None
+    ag_sizes: tuple[str, ...] = ()
+    group_size: int | None = None
 
 
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
@@ -44,12 +49,12 @@ def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
 
     ann = load_annotation(opts.annotation) if opts.annotation else None
     trace = load(path, cache=opts.cache)
-    step_name = opts.step_name if opts.step_name is not None else (ann.step.name if ann else None)
-    floor = opts.min_step_ns if opts.min_step_ns is not None else (
-        int(round(ann.step.min_ms * 1e6)) if ann else DEFAULT_MIN_STEP_NS)
+    steps = find_steps(trace, step_options(ann, step_name=opts.step_name, min_step_ns=opts.min_step_ns,
+                                           phase=opts.phase, source=opts.step_source, steps_file=opts.steps_file))
     out: dict[str, Any] = {"path": path, "warnings": list(trace.report.warnings)}
-    wall = decompose(trace, ag="ptop", step_name=step_name, min_step_ns=floor)
-    wall_local = decompose(trace, ag="ptop+local", step_name=step_name, min_step_ns=floor)
+    wall = decompose(trace, ag="ptop", steps=steps)
+    wall_local = decompose(trace, ag="ptop+local", steps=steps)
+    out["warnings"] += [w for w in wall.warnings if w not in out["warnings"]]
     per_step = wall.tables["per_step"].merge(
         wall_local.tables["per_step"][["step", "ag_only_ns", "idle_ns"]].rename(
             columns={"ag_only_ns": "ag_only_local_ns", "idle_ns": "idle_local_ns"}), on="step")
@@ -62,15 +67,13 @@ def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     per_step["ptop_busy_ns"] = iv.measure_in_windows(ptop_set, ws, we)
     out["blocks"] = pd.DataFrame(columns=["step", "block_type", "blocks", "kernel_ns", "kernels"])
     if ann is not None and ann.blocks is not None:
-        b = block_stats(trace, ann, step_name=step_name, min_step_ns=floor)
+        b = block_stats(trace, ann, steps=steps)
         out["blocks"] = b.tables["per_step_type"]
-        out["warnings"] += b.warnings
+        out["warnings"] += [w for w in b.warnings if w not in out["warnings"]]
     out["allgather"] = pd.DataFrame(columns=["step", "type", "count", "received_bytes", "full_bytes", "busy_ns"])
     out["exposure"] = pd.DataFrame(columns=["step", "type", "exposed_ns"])
     if ptop.any():
-        kw = {"group_size": ann.allgather.group_size if ann else None, "sizes": ann.allgather.sizes if ann else {},
-              "local_copy_pattern": ann.allgather.local_copy if ann else None, "step_name": step_name,
-              "min_step_ns": floor}
+        kw = {**allgather_options(ann, group_size=opts.group_size, sizes=list(opts.ag_sizes)), "steps": steps}
         out["allgather"] = allgather_result(trace, **kw).tables["per_step_type"]
         out["exposure"] = exposure(trace, **kw).tables["per_step_type"]
     return out
@@ -114,9 +117,7 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
         try:
             from dask.distributed import Client
         except ImportError as exc:
-            err = TracekitError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'")
-            err.exit_code = 2
-            raise err from exc
+            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
         with Client(dask) as client:
             futures = client.map(analyze_trace, paths, [opts] * len(paths), pure=False)
             results = client.gather(futures)
@@ -138,10 +139,14 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
 def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
             point_pattern: str = DEFAULT_POINT_PATTERN, step_name: str | None = None,
             min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True,
-            progress=None) -> Result:
+            progress=None, phase: str | None = None, step_source: str | None = None, steps_file: str | None = None,
+            ag_size: list[str] | None = None, group_size: int | None = None) -> Result:
     """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context)."""
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source)  # usage errors first
     refs = discover(root, point_pattern=point_pattern, rank=rank)
-    opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache)
+    opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache,
+                        phase=phase, step_source=step_source, steps_file=str(steps_file) if steps_file else None,
+                        ag_sizes=tuple(ag_size or ()), group_size=group_size)
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
     rows, per_step, blocks, ags, exps, warnings = [], [], [], [], [], []
     for ref, res in zip(refs, results):
@@ -151,7 +156,7 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
         for t, store in ((res["blocks"], blocks), (res["allgather"], ags), (res["exposure"], exps)):
             if not t.empty:
                 store.append(t.assign(**tag))
-        warnings += res["warnings"]
+        warnings += [w for w in res["warnings"] if w not in warnings]
     sweep = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
     tables = {"sweep": sweep,
               "block_types": _long_medians(blocks, "block_type", ["kernel_ns", "blocks"]),
@@ -162,7 +167,8 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
                "points": [r.point for r in refs]}
     return Result(command="analyze", inputs=[{"path": str(root)}],
                   params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
-                          "step_name": step_name, "min_step_ns": min_step_ns},
+                          "step_name": step_name, "min_step_ns": min_step_ns, "phase": phase,
+                          "step_source": step_source, "steps_file": opts.steps_file},
                   summary=summary, tables=tables, warnings=warnings)
 
 

@@ -27,7 +27,7 @@ from ..errors import DataFileError, InputError, MissingDataError
 from ..hardware import HardwareProfile
 from ..result import Result, trace_input
 from ..trace import Trace
-from .steps import DEFAULT_MIN_STEP_NS, find_steps
+from .steps import get_steps, merge_warnings, step_params
 
 SPLIT_RULES = ("mla-simplified", "wave-aware")
 MAX_SPLIT = 32
@@ -188,8 +188,8 @@ PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capa
 
 def kernel_waves(trace: Trace, *, sms: int | None = None, hw: HardwareProfile | None = None,
                  ann: Annotation | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
-                 top: int | None = None, step_name: str | None = None,
-                 min_step_ns: int = DEFAULT_MIN_STEP_NS) -> Result:
+                 top: int | None = None, steps=None, step_name: str | None = None,
+                 min_step_ns: int | None = None) -> Result:
     """`tracekit waves TRACE` (A10): every kernel with a grid, ranked by the time it loses to its tail wave.
 
     Per kernel event: CTAs, waves, efficiency E and lost = round(dur x (1 − E)). ``per_kernel`` sums by
@@ -222,7 +222,9 @@ def kernel_waves(trace: Trace, *, sms: int | None = None, hw: HardwareProfile | 
     eff = ctas / (waves * cap)
     dur = k["dur_ns"].to_numpy()
     lost = (dur - np.rint(dur * eff)).astype(np.int64)
-    step, n_steps = _step_of(trace, k["start_ns"].to_numpy(), step_name, min_step_ns, warnings)
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns)
+    warnings = merge_warnings(warnings, st.warnings)
+    step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
     df = pd.DataFrame({"name": names, "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
                        "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost,
                        "lost_in_step": np.where(step >= 0, lost, 0)})
@@ -259,23 +261,9 @@ def kernel_waves(trace: Trace, *, sms: int | None = None, hw: HardwareProfile | 
     }
     return Result(command="waves", inputs=[trace_input(trace)],
                   params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.name if ann else None,
-                          "ctas_per_sm": ctas_per_sm, "min_waves": min_waves, "top": top, "step_name": step_name},
+                          "ctas_per_sm": ctas_per_sm, "min_waves": min_waves, "top": top, **step_params(st)},
                   summary=summary,
                   tables={"per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),
                           "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True)},
                   warnings=warnings)
 
-
-def _step_of(trace: Trace, start: np.ndarray, step_name: str | None, min_step_ns: int,
-             warnings: list[str]) -> tuple[np.ndarray, int]:
-    """Index (0-based, in time order) of the step each start falls in, −1 outside; and the step count."""
-    try:
-        steps = find_steps(trace, step_name=step_name, min_step_ns=min_step_ns).table
-    except MissingDataError:
-        warnings.append("no decode steps found: per-step losses are not computed (totals are over the whole trace)")
-        return np.full(start.shape, -1, dtype=np.int64), 0
-    steps = steps.sort_values("start_ns", kind="stable")
-    ss, se = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
-    i = np.searchsorted(ss, start, side="right") - 1
-    inside = (i >= 0) & (start < se[np.clip(i, 0, None)])
-    return np.where(inside, i, -1).astype(np.int64), int(len(steps))

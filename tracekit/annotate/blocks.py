@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .. import intervals as iv
 from ..errors import MissingDataError
 from ..trace import Trace
 from .spec import Annotation
@@ -67,8 +68,8 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     start = ev["start_ns"].to_numpy()
     kind = ev["kind"].to_numpy()
     ss, se, sid = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy()
-    k = np.searchsorted(ss, start, side="right") - 1
-    in_step = (k >= 0) & (start < se[np.clip(k, 0, None)])
+    k = iv.window_of(start, ss, se)  # the one rule for which step an event is in (Steps.step_of)
+    in_step = k >= 0
     step = np.where(in_step, sid[np.clip(k, 0, None)], -1)
 
     on_main = (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream) & (kind == "kernel")

@@ -20,7 +20,7 @@ from ..errors import DataFileError, InputError
 
 class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
     name: Optional[str] = None  # annotation name marking a step; None = the default markers
-    min_ms: float = 10.0
+    min_ms: float = 0.0  # a filter: steps not longer than this are left out (empty markers go by content)
 
 
 class TypeRule(msgspec.Struct, forbid_unknown_fields=True):

@@ -14,7 +14,6 @@ from typing import Annotated, Optional
 import typer
 
 from .. import __version__
-from ..analyses.allgather import parse_sizes
 from ..annotate import load_annotation
 from ..ingest import load
 from ..render import emit
@@ -59,8 +58,39 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
 
 StepNameOpt = Annotated[Optional[str], typer.Option(
-    "--step-name", help="Annotation that marks a step (default: the markers of tracekit/data/steps.json, in order).")]
-MinStepOpt = Annotated[float, typer.Option("--min-step-ms", min=0, help="Ignore step annotations not longer than this.")]
+    "--step-name", help="The annotation that marks a step: its exact name, or a regex matching whole names"
+                        " (default: the dialects of tracekit/data/steps.json, in order; docs/steps.md).")]
+MinStepOpt = Annotated[Optional[float], typer.Option(
+    "--min-step-ms", min=0, help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
+                                 " step.min_ms, else 0). Empty markers are dropped by their content anyway.")]
+
+
+class PhaseChoice(str, Enum):
+    auto = "auto"
+    all = "all"
+    decode = "decode"
+    prefill = "prefill"
+    verify = "verify"
+    draft = "draft"
+    mixed = "mixed"
+    idle = "idle"
+    unknown = "unknown"
+
+
+class SourceChoice(str, Enum):
+    auto = "auto"
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+PhaseOpt = Annotated[PhaseChoice, typer.Option(
+    "--phase", help="Which steps: decode, prefill, verify, draft, mixed, idle, unknown or all (default auto:"
+                    " the decode steps when there are any, else all).")]
+StepSourceOpt = Annotated[SourceChoice, typer.Option(
+    "--step-source", help="Step windows from GPU marker spans (gpu), from the GPU work launched inside CPU marker"
+                          " spans (cpu), or auto: the GPU span unless it covers under half of that work.")]
+StepsFileOpt = Annotated[Optional[Path], typer.Option(
+    "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md).")]
 
 _state = {"debug": False, "quiet": False, "verbose": False}
 PROGRESS_MIN_BYTES = 32 << 20  # a progress bar only for files that take a noticeable time
@@ -151,15 +181,38 @@ AnnotationOpt = Annotated[Optional[str], typer.Option(
     "--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16).")]
 
 
-def _ag_kwargs(annotation, group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
-    """AllGather parameters: the annotation's, overridden by explicit options."""
-    ann = load_annotation(annotation) if annotation else None
-    sizes = dict(ann.allgather.sizes) if ann else {}
-    sizes.update(parse_sizes(ag_size))
-    return {"group_size": group_size if group_size is not None else (ann.allgather.group_size if ann else None),
-            "sizes": sizes,
-            "local_copy_pattern": local_copy or (ann.allgather.local_copy if ann else None),
-            "step_name": step_name if step_name is not None else (ann.step.name if ann else None),
-            "min_step_ns": _ns(min_step_ms)}
+def annotation_for(trace: Optional[Path], annotation: Optional[str]):
+    """The one rule for every command: the -a annotation; with no TRACE, the bundled sample's own; else none."""
+    if annotation:
+        return load_annotation(annotation)
+    return load_annotation(DEFAULT_ANNOTATION) if trace is None else None
+
+
+def need_annotation(ann, what: str):
+    """Commands that cut blocks need an annotation: say so in one sentence (exit 4)."""
+    if ann is None:
+        from ..annotate.spec import shipped
+        from ..errors import MissingDataError
+
+        names = sorted({p.stem for p in shipped().values()})
+        raise MissingDataError(f"{what} needs an annotation that describes the model's blocks: pass -a NAME or -a"
+                               f" FILE (shipped: {', '.join(names)}; docs/annotations.md)")
+    return ann
+
+
+def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
+    """CLI flags + the annotation's defaults → the one StepOptions every analysis of the command shares."""
+    from ..analyses.steps import step_options
+
+    return step_options(ann, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
+                        phase=getattr(phase, "value", phase), source=getattr(step_source, "value", step_source),
+                        steps_file=steps_file)
+
+
+def ag_opts(ann, group_size, ag_size, local_copy) -> dict:
+    """CLI flags + the annotation's allgather section → the AllGather keywords (one merge, in the analyses)."""
+    from ..analyses.allgather import allgather_options
+
+    return allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
 
 

@@ -18,8 +18,9 @@ from ..annotate import load_annotation
 from ..errors import InputError
 from ..hardware import load_profile, resolve_profile, shipped_profiles, with_hbm
 from ..result import Result
-from .common import (DEFAULT_ANNOTATION, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt,
-                     StepNameOpt, TableOpt, TraceArg, _load, _ns, _output, app)
+from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
+                     SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
+                     annotation_for, app, need_annotation, step_opts)
 
 HwOpt = Annotated[Optional[str], typer.Option(
     "--hw", help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
@@ -32,42 +33,44 @@ QlenOpt = Annotated[Optional[float], typer.Option(
     "--qlen", min=0, help="Tokens per request per step (default: the annotation's q_len constant, else 1).")]
 VarOpt = Annotated[Optional[list[str]], typer.Option(
     "--var", help="A formula variable, NAME=NUMBER (repeatable), e.g. context=200000.")]
-FloorOpt = Annotated[Optional[float], typer.Option(
-    "--min-step-ms", min=0, help="Step floor (default: the annotation's).")]
 
 
 def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
     return with_hbm(resolve_profile(hw, meta, what=what), hbm)
 
 
-def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms, format, out,
-                    table, no_cache, cache_dir) -> None:
+def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache,
+                    cache_dir) -> None:
     """roofline and hbm: one trace, an annotation with shapes, a hardware profile."""
+    ann = need_annotation(annotation_for(trace, annotation), what)
     t = _load(trace, no_cache, cache_dir)
-    ann = load_annotation(annotation or DEFAULT_ANNOTATION)
     res = fn(t, ann, _hw(hw, hbm_gbps, t.meta, what), bs=bs, q_len=qlen, variables=parse_vars(var),
-             step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None)
+             steps=step_opts(ann, *steps))
     _output(res, format, out, table)
 
 
 @app.command(name="roofline")
 def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
                  bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
-                 min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
+                 min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                 format: FormatOpt = Fmt.table, out: OutOpt = None,
                  table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Roofline (A9): per op tag with a shape, bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, bound."""
-    _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms,
-                    format, out, table, no_cache, cache_dir)
+    _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
+                    (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
 
 @app.command(name="hbm")
 def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
             bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
-            min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
+            min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+            step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+            format: FormatOpt = Fmt.table, out: OutOpt = None,
             table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Per-GPU per-step HBM bytes: state, KV, weights, experts — rows from the annotation's hbm table."""
-    _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var, step_name, min_step_ms,
-                    format, out, table, no_cache, cache_dir)
+    _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
+                    (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
 
 @app.command(name="hw")
@@ -137,16 +140,16 @@ def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, an
                 ctas_per_sm: CtasPerSmOpt = None,
                 min_waves: Annotated[int, typer.Option("--min-waves", min=1, help="Only kernels with at least this many waves (2: tail waves of multi-wave kernels only).")] = 1,
                 top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show only the N kernels that lose most.")] = None,
-                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """(default) Every kernel with a grid: CTAs, waves, wave efficiency, time lost to the tail wave; ranked."""
     t = _load(trace, no_cache, cache_dir)
     profile = load_profile(hw) if hw else None
-    ann = load_annotation(annotation) if annotation else None
+    ann = annotation_for(trace, annotation)
     res = kernel_waves(t, sms=sms, hw=profile, ann=ann, ctas_per_sm=ctas_per_sm, min_waves=min_waves, top=top,
-                       step_name=step_name if step_name is not None else (ann.step.name if ann else None),
-                       min_step_ns=_ns(min_step_ms))
+                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 
 

@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from ..analyses.allgather import parse_sizes
-from ..annotate import Annotation, load_annotation
-from ..errors import TracekitError
+from ..annotate import load_annotation
+from ..errors import UsageError
 from ..result import Result, trace_input
 from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
-                     NoCacheOpt, StepNameOpt, TableOpt, TraceArg, _load, _ns, _output, app)
+                     MinStepOpt, NoCacheOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
+                     StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
 
 
 class AgMode(str, Enum):
@@ -22,20 +23,12 @@ class AgMode(str, Enum):
 
 AgOpt = Annotated[AgMode, typer.Option("--ag", help="AllGather copies in the steps' decomposition: PtoP only, or"
                                                     " PtoP + the local copy kernel (as `wall`).")]
-FloorOpt = Annotated[Optional[float], typer.Option("--min-step-ms", min=0,
-                                                   help="Step floor (default: the annotation's, else 10).")]
 
 
-def _annotation_for(trace: Optional[Path], annotation: Optional[str]) -> Optional[Annotation]:
-    """The -a annotation; the bundled sample's own when TRACE is omitted; none otherwise."""
-    if annotation:
-        return load_annotation(annotation)
-    return load_annotation(DEFAULT_ANNOTATION) if trace is None else None
-
-
-def _overrides(group_size, ag_size, local_copy, step_name, min_step_ms) -> dict:
-    return {"group_size": group_size, "sizes": parse_sizes(ag_size), "local_copy_pattern": local_copy,
-            "step_name": step_name, "min_step_ns": _ns(min_step_ms) if min_step_ms is not None else None}
+def _overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file) -> dict:
+    """The keywords of export.collect: the AllGather options and the one StepOptions."""
+    return {**ag_opts(ann, group_size, ag_size, local_copy),
+            "steps": step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file)}
 
 
 @app.command(name="export")
@@ -44,7 +37,8 @@ def export_cmd(trace: TraceArg = None,
                                                                     " manifest.json (created if missing).")] = ...,
                annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
                ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
-               min_step_ms: FloorOpt = None,
+               min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+               step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                log: Annotated[Optional[Path], typer.Option("--log", help="An sglang launch log: adds the memory"
                                                            " ledger tables.")] = None,
                format: FormatOpt = Fmt.table, table: TableOpt = None,
@@ -53,8 +47,10 @@ def export_cmd(trace: TraceArg = None,
     intervals, communication and (with --log) the ledger, plus manifest.json; prints the files written."""
     from ..export import export_parquet
 
-    res = export_parquet(_load(trace, no_cache, cache_dir), _annotation_for(trace, annotation), out, ag=ag.value,
-                         log=log, **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
+    ann = annotation_for(trace, annotation)
+    res = export_parquet(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value, log=log,
+                         **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,
+                                      step_source, steps_file))
     _output(res, format, None, table)
 
 
@@ -64,14 +60,18 @@ def annotate_cmd(trace: TraceArg = None,
                                                                       " .json.gz or .json.zst).")] = ...,
                  annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
                  ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
-                 min_step_ms: FloorOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
+                 min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                 format: FormatOpt = Fmt.table, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
     tracekit reads it back with the same results (docs/export.md)."""
     from ..export import annotate_trace
 
-    res = annotate_trace(_load(trace, no_cache, cache_dir), _annotation_for(trace, annotation), out, ag=ag.value,
-                         **_overrides(group_size, ag_size, local_copy, step_name, min_step_ms))
+    ann = annotation_for(trace, annotation)
+    res = annotate_trace(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value,
+                         **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,
+                                      step_source, steps_file))
     _output(res, format, None, table)
 
 
@@ -92,10 +92,8 @@ LabelOpt = Annotated[Optional[list[str]], typer.Option(
 TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.")]
 
 
-def _usage(msg: str) -> TracekitError:
-    err = TracekitError(msg)
-    err.exit_code = 2
-    return err
+def _usage(msg: str) -> UsageError:
+    return UsageError(msg)
 
 
 def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
@@ -109,8 +107,7 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
 
 
 def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
-    from ..analyses import find_steps
-    from ..errors import MissingDataError
+    from ..analyses.steps import get_steps
     from ..render.plots import PlotInput, batch_size
 
     label_rules = _pairs(labels, "--label")
@@ -138,11 +135,7 @@ def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annot
         if ann is None and need_annotation:
             raise _usage(f"this plot needs an annotation for {p}: pass -a ANNOTATION (or -a {label}=ANNOTATION)")
         trace = _load(p, no_cache, cache_dir)
-        try:
-            steps = find_steps(trace, step_name=ann.step.name if ann else None,
-                               min_step_ns=int(round(ann.step.min_ms * 1e6)) if ann else 10_000_000).table
-        except MissingDataError:
-            steps = None
+        steps = get_steps(trace, ann=ann).table
         bs = batch_size(trace, steps)
         if bs is None:
             warnings.append(f"{trace.path}: no bs in its step markers or path (bs<N>); it is drawn under its file name")
@@ -209,7 +202,9 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
 def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: AnnotationOpt = None,
                   step: Annotated[Optional[int], typer.Option("--step", help="Step to draw (default: the median"
                                                                            " step).")] = None,
-                  ag_size: AgSizeOpt = None, step_name: StepNameOpt = None, min_step_ms: FloorOpt = None,
+                  ag_size: AgSizeOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
+                  phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
+                  steps_file: StepsFileOpt = None,
                   title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
                   no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """One step: streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
@@ -217,8 +212,9 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
     from ..render import plots
 
     t = _load(trace, no_cache, cache_dir)
-    ex = collect(t, _annotation_for(trace, annotation),
-                 **_overrides(None, ag_size, None, step_name, min_step_ms))
+    ann = annotation_for(trace, annotation)
+    ex = collect(t, ann, **_overrides(ann, None, ag_size, None, step_name, min_step_ms, phase, step_source,
+                                      steps_file))
     chosen = step if step is not None else plots.median_step(ex.tables["steps"])
     fig = plots.timeline_figure(ex.tables, step=chosen, main_stream=ex.main_stream, title=title)
     saved = plots.save_figure(fig, out)

@@ -14,7 +14,9 @@ from ..render.files import write_outputs
 from ..ingest.bench import read_bench
 from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
 from ..result import Result
-from .common import AnnotationOpt, Fmt, FormatOpt, OutOpt, StepNameOpt, TableOpt, _ns, _output, app, show_progress
+from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
+                     PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _ns, _output, app,
+                     show_progress)
 
 RankOpt = Annotated[Optional[str], typer.Option(
     "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9).")]
@@ -40,15 +42,17 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
                                                             " JSON) and a manifest to this directory.")] = None,
                 rank: RankOpt = "TP-0",
                 point_pattern: Annotated[str, typer.Option("--point-pattern", help="Regex with groups bs and ctx.")] = DEFAULT_POINT_PATTERN,
-                step_name: StepNameOpt = None,
-                min_step_ms: Annotated[Optional[float], typer.Option("--min-step-ms", min=0)] = None,
-                jobs: JobsOpt = None, dask: DaskOpt = None,
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
+                jobs: JobsOpt = None, dask: DaskOpt = None, no_cache: NoCacheOpt = False,
                 format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
     """A sweep (A13): walls, decomposition, block types, exposure and AllGather bytes per operating point."""
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
     kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
                   min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, jobs=jobs or default_jobs(n),
-                  dask=dask)
+                  dask=dask, cache=not no_cache, phase=phase.value, step_source=step_source.value,
+                  steps_file=steps_file, group_size=group_size, ag_size=ag_size)
     if show_progress() and n > 1:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -141,8 +145,8 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 
 @app.command(name="imbalance")
 def imbalance_cmd(directory: Annotated[Path, typer.Argument(help="The traces of several ranks of one run.")],
-                  step_name: StepNameOpt = None,
-                  min_step_ms: Annotated[float, typer.Option("--min-step-ms", min=0)] = 10.0,
+                  step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
                   format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """Rank imbalance (A14): per layer the slowest attention rank before the MoE dispatch, and max ÷ mean."""
-    _output(imbalance(directory, step_name=step_name, min_step_ns=_ns(min_step_ms)), format, out, table)
+    _output(imbalance(directory, step_name=step_name,
+                      min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None), format, out, table)

@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
-from .common import (CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, StepNameOpt, TableOpt, TraceArg,
-                     _load, _ns, _output, app)
+from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
+                     SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
+                     annotation_for, app, step_opts)
 
 
 @app.command()
@@ -29,11 +30,14 @@ def kernels(trace: TraceArg = None,
 
 
 @app.command()
-def steps(trace: TraceArg = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+def steps(trace: TraceArg = None, annotation: AnnotationOpt = None, step_name: StepNameOpt = None,
+          min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+          step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
           no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Decode steps (A1): each step's window and the median wall; says which marker was used."""
-    res = steps_result(_load(trace, no_cache, cache_dir), step_name=step_name, min_step_ns=_ns(min_step_ms))
+    """Steps (A1): each step's window, phase, batch size and health; which marker was used; the median wall."""
+    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
+    res = steps_result(_load(trace, no_cache, cache_dir), steps=opts)
     _output(res, format, out, table)
 
 
@@ -45,11 +49,14 @@ class AgChoice(str, Enum):
 @app.command()
 def wall(trace: TraceArg = None,
          ag: Annotated[AgChoice, typer.Option("--ag", help="AllGather copies: PtoP only, or PtoP + the local copy kernel.")] = AgChoice.ptop,
-         step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+         annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
+         phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
+         steps_file: StepsFileOpt = None,
          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Wall-clock decomposition (A2): per step busy, only-AllGather and idle time, summing to the wall."""
-    res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
+    res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, steps=opts)
     _output(res, format, out, table)
 
 
@@ -66,11 +73,14 @@ def temporal_cmd(trace: TraceArg = None,
 def overlap_cmd(trace: TraceArg = None,
                 a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
                 b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
-                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = 10.0,
+                annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
+                phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
+                steps_file: StepsFileOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Overlap of two selections: |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B, per step."""
-    res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, step_name=step_name, min_step_ns=_ns(min_step_ms))
+    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
+    res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, steps=opts)
     _output(res, format, out, table)
 
 

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..analyses import allgather_result, communication, decompose, exposure, find_steps
-from ..analyses.steps import DEFAULT_MIN_STEP_NS
+from ..analyses import allgather_result, communication, decompose, exposure
+from ..analyses.allgather import allgather_options
+from ..analyses.steps import get_steps, step_params
 from ..annotate import Annotation, annotate
 from ..errors import MissingDataError, TracekitError
 from ..result import Result, trace_input
@@ -54,8 +55,11 @@ TABLE_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
         "start_ns": ("int64", "ns", "step window start"),
         "dur_ns": ("int64", "ns", "step window length: the wall"),
         "end_ns": ("int64", "ns", "step window end"),
+        "phase": ("str", "", "decode, prefill, verify, draft, mixed, idle or unknown (from the marker's name)"),
         "bs": ("Int64", "", "batch size from the marker name (step[DECODE bs=N]); <NA> otherwise"),
-        "source": ("str", "", "gpu_annotation or cpu_annotation"),
+        "tokens": ("Int64", "", "tokens of the step from the marker name (toks=, vLLM's counts); <NA> otherwise"),
+        "source": ("str", "", "gpu_annotation, cpu_launch_window or whole_trace (docs/steps.md)"),
+        "kernels": ("int64", "", "kernels starting in the step window"),
         "busy_ns": ("int64", "ns", "time any GPU activity other than the AllGather copies runs (as `wall`)"),
         "ag_only_ns": ("int64", "ns", "time only AllGather copies run (as `wall`)"),
         "idle_ns": ("int64", "ns", "time nothing runs; busy + ag_only + idle = dur"),
@@ -135,31 +139,20 @@ class ExportTables:
     warnings: list[str] = field(default_factory=list)
 
 
-def ag_params(ann: Annotation | None, *, step_name: str | None = None, min_step_ns: int | None = None,
-              group_size: int | None = None, sizes: dict[str, int] | None = None,
-              local_copy_pattern: str | None = None) -> dict[str, Any]:
-    """The AllGather/step parameters an annotation implies, overridden by the explicit ones."""
-    all_sizes = dict(ann.allgather.sizes) if ann else {}
-    all_sizes.update(sizes or {})
-    floor = min_step_ns if min_step_ns is not None else (
-        int(round(ann.step.min_ms * 1e6)) if ann else DEFAULT_MIN_STEP_NS)
-    return {"group_size": group_size if group_size is not None else (ann.allgather.group_size if ann else None),
-            "sizes": all_sizes,
-            "local_copy_pattern": local_copy_pattern or (ann.allgather.local_copy if ann else None),
-            "step_name": step_name if step_name is not None else (ann.step.name if ann else None),
-            "min_step_ns": floor}
-
-
 def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", log: str | Path | None = None,
-            **overrides: Any) -> ExportTables:
+            steps=None, group_size: int | None = None, sizes=None, local_copy_pattern: str | None = None,
+            step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+            step_source: str | None = None, steps_file=None) -> ExportTables:
     """Run the analyses behind the export once: steps (with the decomposition and exposed time per step),
     annotated events and blocks (with ``ann``), AllGathers, their copies, exposed intervals and
-    communication. ``overrides`` are :func:`ag_params`' keywords. A trace without PtoP copies gets empty
-    AllGather tables and a warning; a trace without steps raises MissingDataError (exit 4)."""
-    kw = ag_params(ann, **overrides)
+    communication. A trace without PtoP copies gets empty AllGather tables and a warning; a trace without
+    step markers is one whole-trace step (with a warning)."""
+    kw = allgather_options(ann, group_size=group_size, sizes=sizes, local_copy=local_copy_pattern)
+    steps = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                      source=step_source, steps_file=steps_file)
+    kw["steps"] = steps
     warnings = list(trace.report.warnings)
-    steps = find_steps(trace, step_name=kw["step_name"], min_step_ns=kw["min_step_ns"])
-    dec = decompose(trace, ag=ag, step_name=kw["step_name"], min_step_ns=kw["min_step_ns"])
+    dec = decompose(trace, ag=ag, steps=steps)
     warnings += [w for w in dec.warnings if w not in warnings]
     main = None
     if ann is not None and ann.blocks is not None:
@@ -167,7 +160,7 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         events, blocks, main = a.events, a.blocks, a.main_stream
         warnings += a.warnings
     else:
-        events, blocks = _step_only(trace.events, steps.table), pd.DataFrame()
+        events, blocks = _step_only(trace.events, steps), pd.DataFrame()
         warnings.append(f"{trace.path}: " + ("no annotation" if ann is None else f"annotation {ann.name} has no"
                         " blocks section") + ", so the events carry steps but no blocks or op tags")
     try:
@@ -182,8 +175,7 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         per_ag = copies = exposed = pd.DataFrame()
         per_step_exposed = pd.DataFrame({"step": steps.table["step"], "exposed_ns": 0})
     comm = communication(trace, main=ann.main_stream if ann and isinstance(ann.main_stream, int) else None,
-                         local_copy_pattern=kw["local_copy_pattern"], step_name=kw["step_name"],
-                         min_step_ns=kw["min_step_ns"])
+                         local_copy_pattern=kw["local_copy_pattern"], steps=steps)
     step_table = (steps.table.merge(dec.tables["per_step"][["step", "busy_ns", "ag_only_ns", "idle_ns"]], on="step")
                   .merge(per_step_exposed, on="step", how="left"))
     step_table["exposed_ns"] = step_table["exposed_ns"].fillna(0)
@@ -192,9 +184,8 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
     if log is not None:
         tables.update(_ledger_tables(log, warnings))
-    params = {"annotation": ann.name if ann else None, "ag": ag,
-              **{k: v for k, v in kw.items() if k != "local_copy_pattern"},
-              "local_copy": kw["local_copy_pattern"]}
+    params = {"annotation": ann.name if ann else None, "ag": ag, "group_size": kw["group_size"],
+              "sizes": kw["sizes"], "local_copy": kw["local_copy_pattern"], **step_params(steps)}
     return ExportTables(trace=trace, annotation=ann.name if ann else None, params=params, tables=tables,
                         main_stream=main, warnings=warnings)
 
@@ -213,14 +204,10 @@ def _ledger_tables(log: str | Path, warnings: list[str]) -> dict[str, pd.DataFra
             "ledger_timeline": conform(timeline, LEDGER_COLUMNS["ledger_timeline"])}
 
 
-def _step_only(events: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    start = events["start_ns"].to_numpy()
-    ss, se, sid = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), steps["step"].to_numpy()
-    k = np.searchsorted(ss, start, side="right") - 1
-    inside = (k >= 0) & (start < se[np.clip(k, 0, None)])
+def _step_only(events: pd.DataFrame, steps) -> pd.DataFrame:
     none = np.full(len(events), -1, dtype=np.int64)
     empty_cat = pd.Categorical([None] * len(events), categories=pd.Index([], dtype=object))
-    return events.assign(step=np.where(inside, sid[np.clip(k, 0, None)], -1).astype(np.int64), block=none,
+    return events.assign(step=steps.step_of(events["start_ns"].to_numpy()), block=none,
                          block_type=empty_cat, layer=none, type_layer=none, op_tag=empty_cat.copy())
 
 

@@ -74,13 +74,11 @@ def median_step(steps: pd.DataFrame) -> int:
 # --------------------------------------------------------------------------- data for the per-bs plots
 
 
-def _step_kw(inp: PlotInput, step_name: str | None, min_step_ns: int | None) -> dict[str, Any]:
-    from ..analyses.steps import DEFAULT_MIN_STEP_NS
+def _steps(inp: PlotInput, step_name: str | None, min_step_ns: int | None):
+    """The trace's steps under its annotation and the overrides (found once per trace; see find_steps)."""
+    from ..analyses.steps import get_steps
 
-    ann = inp.annotation
-    return {"step_name": step_name if step_name is not None else (ann.step.name if ann else None),
-            "min_step_ns": min_step_ns if min_step_ns is not None else (
-                int(round(ann.step.min_ms * 1e6)) if ann else DEFAULT_MIN_STEP_NS)}
+    return get_steps(inp.trace, ann=inp.annotation, step_name=step_name, min_step_ns=min_step_ns)
 
 
 def _base_row(inp: PlotInput, step: int) -> dict[str, Any]:
@@ -94,7 +92,7 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name
 
     rows = []
     for inp in inputs:
-        res = decompose(inp.trace, ag=ag, **_step_kw(inp, step_name, min_step_ns))
+        res = decompose(inp.trace, ag=ag, steps=_steps(inp, step_name, min_step_ns))
         per = res.tables["per_step"].rename(columns={"wall_ns": "dur_ns"})
         r = per[per["step"] == median_step(per)].iloc[0]
         rows.append({**_base_row(inp, int(r["step"])), "wall_ns": int(r["dur_ns"]),
@@ -106,14 +104,13 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name
 def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
                   min_step_ns: int | None = None) -> pd.DataFrame:
     """Per trace and block type, the median step's block kernel time (as `tracekit blocks`)."""
-    from ..analyses import find_steps
     from ..annotate import annotate
 
     rows = []
     for inp in inputs:
         if inp.annotation is None:
             raise TracekitError(f"{inp.trace.path}: the blocks plot needs an annotation (-a ANNOTATION)")
-        steps = find_steps(inp.trace, **_step_kw(inp, step_name, min_step_ns)).table
+        steps = _steps(inp, step_name, min_step_ns).table
         step = median_step(steps)
         blocks = annotate(inp.trace, inp.annotation, steps).blocks
         agg = (blocks[blocks["step"] == step].groupby("block_type", sort=True)
@@ -128,16 +125,15 @@ def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
 def exposure_points(inputs: list[PlotInput], *, step_name: str | None = None, min_step_ns: int | None = None,
                     group_size: int | None = None, sizes: dict[str, int] | None = None) -> pd.DataFrame:
     """Per trace and AllGather type, the median step's exposed AllGather time (as `tracekit exposure`)."""
-    from ..analyses import exposure, find_steps
+    from ..analyses import exposure
+    from ..analyses.allgather import allgather_options
 
     rows = []
     for inp in inputs:
-        ann = inp.annotation
-        kw = _step_kw(inp, step_name, min_step_ns)
-        step = median_step(find_steps(inp.trace, **kw).table)
-        all_sizes = {**(ann.allgather.sizes if ann else {}), **(sizes or {})}
-        res = exposure(inp.trace, group_size=group_size or (ann.allgather.group_size if ann else None),
-                       sizes=all_sizes, local_copy_pattern=ann.allgather.local_copy if ann else None, **kw)
+        st = _steps(inp, step_name, min_step_ns)
+        step = median_step(st.table)
+        res = exposure(inp.trace, **allgather_options(inp.annotation, group_size=group_size, sizes=sizes or {}),
+                       steps=st)
         pst = res.tables["per_step_type"]
         for r in pst[pst["step"] == step].itertuples(index=False):
             rows.append({**_base_row(inp, step), "type": str(r.type), "exposed_ns": int(r.exposed_ns)})
