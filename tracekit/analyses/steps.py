@@ -66,6 +66,7 @@ class StepOptions:
     phase: str = "auto"  # auto = decode steps when there are any, else all
     source: str = "auto"  # auto | gpu | cpu
     steps_file: str | None = None  # a user dialect file, tried before the shipped dialects
+    strict: bool = True  # False: the name came from an annotation, and the dialects are tried when it is absent
 
 
 def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | None = None,
@@ -84,7 +85,8 @@ def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | N
     if min_step_ns < 0:
         raise UsageError(f"--min-step-ms must not be negative, not {min_step_ns / 1e6:g}")
     return StepOptions(name=name, min_step_ns=int(min_step_ns), phase=phase, source=source,
-                       steps_file=str(steps_file) if steps_file is not None else None)
+                       steps_file=str(steps_file) if steps_file is not None else None,
+                       strict=step_name is not None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -398,32 +400,35 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     ev = trace.events
     ann_kinds = ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
     tried: list[str] = []
+    attempts = [(d.label, d.name, d.kinds, _dialect_matcher(d)) for d in rules.dialects]
     if options.name is not None:
         present = set(ev.loc[ann_kinds, "name"].astype(str).unique())
         how, match = _name_matcher(options.name, present, rules)
-        attempts = [(options.name, how, ("gpu_annotation", "cpu_annotation"), match)]
-    else:
-        attempts = [(d.label, d.name, d.kinds, _dialect_matcher(d)) for d in rules.dialects]
+        named = (options.name, how, ("gpu_annotation", "cpu_annotation"), match)
+        attempts = [named] if options.strict else [named, *attempts]
     for label, how, kinds, match in attempts:
         found = _attempt(ctx, options, label, how, kinds, match, tried)
         if found is not None:
+            if options.name is not None and label != options.name:  # the annotation's marker is not in the trace
+                found.warnings.insert(0, f"{trace.path}: the annotation's step marker {options.name!r} is not in the"
+                                         f" trace ({tried[0]}); the steps are the {label} markers")
             return found
-    if options.name is not None:
+        if options.name is not None and label == options.name and len(tried) == 0:
+            tried.append(f"{label} (absent)")
+    if options.name is not None and options.strict:
         raise MissingDataError(_no_steps_message(trace, options.name, tried))
     return _whole_trace(ctx, options, tried)
 
 
 def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
     ev, rules = ctx.ev, ctx.rules
+    # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it
     g = _marker_rows(ev, "gpu_annotation", match) if "gpu_annotation" in kinds else _marker_rows(ev.iloc[0:0], "", match)
-    c = _marker_rows(ev, "cpu_annotation", match) if "cpu_annotation" in kinds else _marker_rows(ev.iloc[0:0], "", match)
-    if options.source == "gpu":
-        c_use = c.iloc[0:0]
-    else:
-        c_use = c
-    if g.empty and c.empty:
+    c = _marker_rows(ev, "cpu_annotation", match)
+    cpu_alone = ("cpu_annotation" in kinds or options.source == "cpu") and options.source != "gpu"
+    if g.empty and (c.empty or not cpu_alone):
         return None
-    candidates = len(g) + len(c)
+    c_use = c
     lw = ctx.launches_in(c_use["start_ns"].to_numpy(np.int64), c_use["end_ns"].to_numpy(np.int64))
     # pair GPU spans with their CPU spans by External id
     c_by_ext = {x: i for i, x in enumerate(c_use["external_id"].tolist()) if x >= 0}
@@ -434,7 +439,8 @@ def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, m
     rows = [_from_gpu_span(ctx, options, r, int(ci), lw, cov, int(out))  # per marker: markers are few
             for r, ci, cov, out in zip(g.to_dict("records"), pair.tolist(), cover.tolist(), outside.tolist())]
     paired = set(pair[pair >= 0].tolist())
-    for ci in range(len(c_use)):
+    candidates = len(g) + (len(c_use) - len(paired) if cpu_alone else 0)
+    for ci in range(len(c_use) if cpu_alone else 0):
         if ci in paired:
             continue
         r = c_use.iloc[ci]
@@ -513,9 +519,10 @@ def _drop_empty(ctx: _Context, rows: list[dict], lw: _Launches) -> tuple[list[di
     phase = np.array([r["phase"] for r in rows], dtype=object)
     keep = busy > 0
     for p in set(phase.tolist()):  # far less than the dialect's other spans of the same phase
-        same = (phase == p) & keep
+        same = (phase == p) & keep & ~lost
         if same.sum() >= 2:
             keep &= ~(same & (busy < ctx.rules.empty_fraction * np.median(busy[same])))
+    # a step whose graph replays were not recorded stays (and is flagged) as long as something of it is left
     under = int((~keep & lost).sum())
     kept = [r for r, k in zip(rows, keep.tolist()) if k]
     return kept, len(rows) - len(kept), {"under_recorded_markers": under}
@@ -572,8 +579,9 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
                      f"{int(kernels[i])} kernel(s) in the step" if kernels[i] else
                      "the step holds no kernel: nothing in it can be attributed"))
         ci = int(r.cpu)
-        if ci >= 0:
-            n, lost = int(lw.graphs[ci]), int(lw.graphs_empty[ci])
+        if ci >= 0 or r.source == "whole_trace":
+            n, lost = (int(lw.graphs[ci]), int(lw.graphs_empty[ci])) if ci >= 0 else (
+                int(ctx.l_graph.sum()), int((ctx.l_graph & ~ctx.l_recorded).sum()))
             rows.append((step, "graph_replays", lost == 0,
                          f"{n} CUDA-graph launch(es), every replay recorded" if lost == 0 else
                          f"{lost} of {n} CUDA-graph launch(es) left no GPU events (the profiler under-recorded the"
