@@ -7,7 +7,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "tracekit"
 # layer rank: a module may import only from its own rank or lower ones
-RANKS = {"errors": 0, "schema": 1, "intervals": 1, "result": 1, "trace": 1, "data": 1, "ingest": 2,
+RANKS = {"errors": 0, "_version": 0, "schema": 1, "intervals": 1, "result": 1, "trace": 1, "data": 1, "ingest": 2,
          "annotate": 3, "analyses": 4, "render": 5, "export": 5, "cli": 6, "__init__": 6, "__main__": 6}
 MODEL_STRINGS = ["memcpy128", "kda_", "ncclDevKernel", "deep_ep", "scheduler.run_batch"]
 
@@ -17,33 +17,63 @@ def _layer(path: Path) -> str:
     return rel[0].removesuffix(".py")
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
+def _targets(path: Path, pkg: Path = PKG) -> set[tuple[str, ...]]:
+    """The tracekit modules a file imports, as path parts under the package (``()`` is the package root)."""
     out = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level > 0:
-            base = list(path.relative_to(PKG).parts[:-1])
-            base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
-            mod = (base + (node.module.split(".") if node.module else []))
-            if mod:
-                out.add(mod[0])
-            else:
-                out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tracekit."):
-            out.add(node.module.split(".")[1])
+            base = list(path.relative_to(pkg).parts[:-1])
+            base = base[: len(base) - (node.level - 1)]
+            mod = base + (node.module.split(".") if node.module else [])
+            for a in node.names:  # `from .. import x`: x is a module or subpackage, or a name of the package
+                sub = [*mod, a.name]
+                is_mod = (pkg.joinpath(*sub).with_suffix(".py").exists() or pkg.joinpath(*sub).is_dir())
+                out.add(tuple(sub) if is_mod else tuple(mod))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tracekit":
+            out.add(tuple(node.module.split(".")[1:]))
     return out
 
 
-def test_imports_point_one_way():
+def _imports(path: Path, pkg: Path = PKG) -> set[str]:
+    """The layers a file imports; the package root itself is layer ``__init__``."""
+    return {t[0].removesuffix(".py") if t else "__init__" for t in _targets(path, pkg)}
+
+
+def _violations(pkg: Path) -> list[str]:
     bad = []
-    for path in PKG.rglob("*.py"):
-        me = _layer(path)
+    for path in pkg.rglob("*.py"):
+        me = path.relative_to(pkg).parts[0].removesuffix(".py")
         if me not in RANKS:
             continue
-        for dep in _imports(path):
+        for dep in _imports(path, pkg):
             if dep in RANKS and RANKS[dep] > RANKS[me]:
-                bad.append(f"{path.relative_to(PKG)} imports {dep}")
+                bad.append(f"{path.relative_to(pkg)} imports {dep}")
+    return bad
+
+
+def test_imports_point_one_way():
+    bad = _violations(PKG)
     assert not bad, bad
+
+
+def test_the_layer_check_sees_relative_imports_of_the_package_root(tmp_path):
+    """`from .. import __version__` in an analysis reaches up to the package root (the top layer)."""
+    pkg = tmp_path / "tracekit"
+    (pkg / "analyses").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '0'\n")
+    (pkg / "schema.py").write_text("")
+    (pkg / "analyses" / "__init__.py").write_text("")
+    (pkg / "analyses" / "fine.py").write_text("from .. import schema\nfrom ..schema import x\n")
+    (pkg / "analyses" / "planted.py").write_text("from .. import __version__\n")
+    assert _violations(pkg) == ["analyses/planted.py imports __init__"]
+
+
+def test_no_two_modules_import_each_other():
+    mods = {p.relative_to(PKG).with_suffix("").parts: p for p in PKG.rglob("*.py")}
+    edges = {m: {t for t in _targets(p) if t in mods and t != m} for m, p in mods.items()}
+    pairs = sorted({tuple(sorted((".".join(a), ".".join(b)))) for a, deps in edges.items() for b in deps
+                    if a in edges.get(b, set())})
+    assert not pairs, pairs
 
 
 def test_no_print_outside_render_and_cli():

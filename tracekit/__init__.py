@@ -14,8 +14,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__  # noqa: E402
 from .errors import InputError, MissingDataError, TracekitError  # noqa: E402
 from .ingest import load  # noqa: E402
 from .trace import IngestReport, Trace  # noqa: E402
@@ -30,10 +29,24 @@ _LAZY = {
     "imbalance": "analyses.imbalance", "ledger": "analyses.memory", "log_result": "analyses.memory",
     "capacity": "analyses.capacity", "load_annotation": "annotate.spec", "annotate": "annotate.blocks",
     "read_log": "ingest.sglang_log", "read_bench": "ingest.bench", "discover": "ingest.discover",
+    "get_steps": "analyses.steps", "step_options": "analyses.steps", "StepOptions": "analyses.steps",
+    "Steps": "analyses.steps", "allgather_options": "analyses.allgather", "annotated_steps": "analyses.blocks",
+    "roofline": "analyses.roofline", "hbm_bytes": "analyses.hbm", "kernel_waves": "analyses.waves",
+    "waves_calc": "analyses.waves", "compare_deployments": "analyses.compare", "bench_result": "analyses.compare",
+    "load_side": "analyses.compare", "launch_config": "ingest.launch_script", "export_parquet": "export.parquet",
+    "collect": "export.parquet", "annotate_trace": "export.perfetto", "load_profile": "hardware",
+    "resolve_profile": "hardware", "hw_profiles": "hardware", "emit": "render",
+    "decomposition_points": "render.plots", "blocks_points": "render.plots", "exposure_points": "render.plots",
+    "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }
 
 __all__ = ["__version__", "load", "Trace", "IngestReport", "TracekitError", "InputError", "MissingDataError",
            *_LAZY]
+
+
+def __dir__() -> list[str]:
+    """The lazily imported names too, so that completion in a notebook shows every analysis."""
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def __getattr__(name: str) -> Any:

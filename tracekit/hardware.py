@@ -215,3 +215,21 @@ def with_hbm(hw: HardwareProfile, hbm: float | str | None) -> HardwareProfile:
     if value <= 0:
         raise InputError(f"--hbm-gbps must be positive, not {value}")
     return msgspec.structs.replace(hw, hbm_gbps=value)
+
+
+def hw_profiles(name: str | None = None):
+    """`tracekit hw`: one profile (a shipped name or a JSON file), or every shipped one, as a table."""
+    import pandas as pd
+
+    from .result import Result
+
+    profiles = [load_profile(name)] if name else list(shipped_profiles().values())
+    rows = []
+    for p in profiles:
+        rows.append({"name": p.name, "full_name": p.full_name, "vendor": p.vendor, "sms": p.sms, "sm_unit": p.sm_unit,
+                     "hbm_gb": p.hbm_gb, "hbm_gbps": p.hbm_gbps,
+                     **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
+                     "link": p.interconnect.name, "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
+                     "source": p.source, "unverified": ", ".join(p.unverified), "path": p.path})
+    return Result(command="hw", inputs=[], params={"name": name}, summary={"profiles": len(rows)},
+                  tables={"profiles": pd.DataFrame(rows)})

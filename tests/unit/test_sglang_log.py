@@ -22,7 +22,7 @@ from tracekit.ingest.sglang_log import (
     rank_label,
     read_log,
 )
-from tracekit.render.formats import emit
+from tracekit.render import emit
 
 TS = "[2026-01-30 20:54:50{tags}] "
 

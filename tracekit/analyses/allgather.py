@@ -15,7 +15,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..data import load_classes
-from ..errors import MissingDataError, TracekitError, UsageError
+from ..errors import MissingDataError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .steps import Steps, get_steps, median_ns, merge_warnings, step_params

@@ -6,16 +6,19 @@ A batch size that was not captured as a CUDA graph runs the next captured one (`
 """
 from __future__ import annotations
 
-import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import InputError
+from ..ingest.bench import read_bench
+from ..ingest.launch_script import launch_config
 from ..result import Result
 from .sweep import analyze
+
+__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "load_side", "graph_bucket", "compare", "compare_deployments",
+           "config_diff", "launch_config", "bench_result"]
 
 DEFAULT_ACCEPT_LEN = 3.5
 
@@ -134,45 +137,6 @@ def _block_diff(a: Side, b: Side, matched: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- launch configuration
 
-_EXPORT = re.compile(r"^\s*(?:export\s+)?(SGLANG_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|CUDA_[A-Z0-9_]+)=(\S*)")
-
-
-def launch_config(path: str | Path) -> dict[str, str]:
-    """SGLANG_* (and NCCL_*, CUDA_*) environment and ``--flag value`` server arguments of a launch script
-    (``start_*.sh``) or the ``server_args=ServerArgs(...)`` line of a launch log."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"{p} could not be read ({exc.strerror or exc}); check the path") from exc
-    conf: dict[str, str] = {}
-    m = re.search(r"server_args=ServerArgs\((.*)\)\s*$", text, re.M)
-    if m:
-        for k, v in re.findall(r"(\w+)=('[^']*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|[^,]+)", m.group(1)):
-            conf[f"--{k.replace('_', '-')}"] = v.strip().strip("'\"")
-    joined = text.replace("\\\n", " ")
-    for line in joined.splitlines():
-        em = _EXPORT.match(line)
-        if em:
-            conf[em.group(1)] = em.group(2).strip("'\"")
-        if "--" in line and not line.lstrip().startswith("#"):
-            try:
-                tokens = shlex.split(line, comments=True)
-            except ValueError:
-                tokens = line.split()
-            for i, t in enumerate(tokens):
-                if t.startswith("--"):
-                    key, eq, val = t.partition("=")
-                    if not eq:
-                        nxt = tokens[i + 1] if i + 1 < len(tokens) else ""
-                        val = nxt if nxt and not nxt.startswith("--") else "true"
-                    conf[key] = val
-                elif "=" in t and t.split("=")[0].startswith(("SGLANG_", "NCCL_", "CUDA_")):
-                    k, _, v = t.partition("=")
-                    conf[k] = v
-    return conf
-
-
 def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
     keys = sorted(set(a) | set(b))
     rows = [{"key": k, "a": a.get(k), "b": b.get(k)} for k in keys if a.get(k) != b.get(k)]
@@ -180,3 +144,61 @@ def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
 
 
 
+
+
+def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
+    """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
+    files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
+    df = read_bench(files)
+    df["est_throughput_tok_s"] = df["concurrency"].astype(float) * accept_len / (df["step_time_ms"] / 1000.0)
+    return Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
+                  summary={"records": int(len(df)),
+                           "deployments": sorted(df["deployment"].dropna().unique().tolist())},
+                  tables={"results": df.sort_values(["deployment", "context", "concurrency"], kind="stable")})
+
+
+def _dp(given: int | None, conf: dict) -> int:
+    if given is not None:
+        return given
+    try:
+        return int(conf.get("--dp-size") or conf.get("--dp") or 1)
+    except ValueError:
+        return 1
+
+
+def _graph_sizes(text) -> tuple[int, ...]:
+    if not text:
+        return ()
+    if isinstance(text, (list, tuple)):
+        return tuple(int(x) for x in text)
+    try:
+        return tuple(int(x) for x in str(text).strip("[]").replace(" ", ",").split(",") if x)
+    except ValueError:
+        from ..errors import UsageError
+
+        raise UsageError(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
+
+
+def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = None, annotation_a: str | None = None,
+                        annotation_b: str | None = None, accept_len: float = DEFAULT_ACCEPT_LEN,
+                        cuda_graph_bs_a=None, cuda_graph_bs_b=None, bench=None, config_a=None, config_b=None,
+                        log_a=None, log_b=None, rank: str | None = "TP-0", jobs: int | None = None) -> Result:
+    """`tracekit compare`: two deployments (analyze outputs or trace directories), with their launch scripts or
+    logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference)."""
+    conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
+    conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
+    sides = []
+    for ref, dp, ann, gbs, conf in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a),
+                                    (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b)):
+        sides.append(load_side(ref, label=Path(ref).name, dp=_dp(dp, conf), annotation=ann, rank=rank,
+                               graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
+                               jobs=jobs or 1))
+    cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
+    ledger_rows = None
+    if log_a and log_b:
+        from ..ingest.sglang_log import read_log
+        from .memory import ledger
+
+        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
+    return compare(sides[0], sides[1], accept_len=accept_len, bench=read_bench(bench) if bench else None,
+                   config=cfg, ledger=ledger_rows)

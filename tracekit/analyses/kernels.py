@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, MissingDataError
+from ..errors import MissingDataError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .info import gpu_span_and_busy
@@ -32,9 +32,7 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         try:
             pat = re.compile(match)
         except re.error as exc:
-            err = InputError(f"--match {match!r} is not a valid regular expression ({exc})")
-            err.exit_code = 2
-            raise err from exc
+            raise UsageError(f"--match {match!r} is not a valid regular expression ({exc})") from exc
         names = kernels["name"].cat.categories
         keep = [n for n in names if pat.search(n)]
         kernels = kernels[kernels["name"].isin(keep)]

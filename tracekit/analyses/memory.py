@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from ..errors import MissingDataError, TracekitError
+from ..errors import MissingDataError, UsageError
 from ..ingest.sglang_log import (Grammar, Record, SglangLog, grammar_default, parse_rank_spec, rank_label,
                                  rank_sort_key)
 from ..result import Result
@@ -33,10 +33,8 @@ CRASH_KINDS = ("not_enough_memory", "oom")
 FINISH_KINDS = ("summary", "ready")
 
 
-class OptionError(TracekitError):
-    """Options that do not fit together (exit 2, like a usage error)."""
-
-    exit_code = 2
+class OptionError(UsageError):
+    """Options that do not fit together (exit 2, a usage error)."""
 
 
 def _r(x: float | None) -> float | None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..errors import TracekitError
+from ..errors import UsageError
 from ..result import Result
 
 
@@ -27,7 +27,5 @@ def rank_map(*, tp: int, dp: int = 1, attn_cp: int = 1, dp_attention: bool = Tru
                   summary=summary, tables={"ranks": pd.DataFrame(rows)})
 
 
-def _usage(msg: str) -> TracekitError:
-    err = TracekitError(msg)
-    err.exit_code = 2
-    return err
+def _usage(msg: str) -> UsageError:
+    return UsageError(msg)

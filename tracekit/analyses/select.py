@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..errors import TracekitError
+from ..errors import UsageError
 
 KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name", "stream": "stream",
         "device": "device", "cat": "cat", "collective": "collective",
@@ -26,8 +26,8 @@ KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name
 SHORTHANDS = {"gpu": "kind:kernel|memcpy|memset", "all": ""}
 
 
-class SelectorError(TracekitError):
-    exit_code = 2
+class SelectorError(UsageError):
+    """A selector that does not parse (exit 2)."""
 
 
 def select(events: pd.DataFrame, selector: str) -> np.ndarray:

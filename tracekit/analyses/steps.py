@@ -421,7 +421,7 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
 
 
 def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
-    ev, rules = ctx.ev, ctx.rules
+    ev = ctx.ev
     # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it
     g = _marker_rows(ev, "gpu_annotation", match) if "gpu_annotation" in kinds else _marker_rows(ev.iloc[0:0], "", match)
     c = _marker_rows(ev, "cpu_annotation", match)

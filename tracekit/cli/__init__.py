@@ -23,9 +23,19 @@ for _mod in pkgutil.iter_modules(__path__):
 __all__ = ["app", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
 
 
+GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v")
+
+
+def hoist_global_flags(args: list[str]) -> list[str]:
+    """``tracekit wall T -q`` is ``tracekit -q wall T``: the global flags may stand anywhere before ``--``."""
+    cut = args.index("--") if "--" in args else len(args)
+    flags = [a for a in args[:cut] if a in GLOBAL_FLAGS]
+    return flags + [a for a in args[:cut] if a not in GLOBAL_FLAGS] + args[cut:]
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never raises (tests call this)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = hoist_global_flags(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     logging.basicConfig(level=logging.WARNING)
     try:

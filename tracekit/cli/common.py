@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import __version__
+from .._version import __version__
 from ..annotate import load_annotation
 from ..ingest import load
 from ..render import emit

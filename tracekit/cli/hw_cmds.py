@@ -7,17 +7,14 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import pandas as pd
 import typer
 from typer.core import TyperGroup
 
 from ..analyses.hbm import hbm_bytes
 from ..analyses.roofline import parse_vars, roofline
 from ..analyses.waves import MAX_SPLIT, SPLIT_RULES, kernel_waves, waves_calc
-from ..annotate import load_annotation
 from ..errors import InputError
-from ..hardware import load_profile, resolve_profile, shipped_profiles, with_hbm
-from ..result import Result
+from ..hardware import hw_profiles, load_profile, resolve_profile, with_hbm
 from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
                      SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
                      annotation_for, app, need_annotation, step_opts)
@@ -77,17 +74,7 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
 def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """Hardware profiles: SMs, HBM, dense peaks per dtype, link bandwidth, and their sources."""
-    profiles = [load_profile(name)] if name else list(shipped_profiles().values())
-    rows = []
-    for p in profiles:
-        rows.append({"name": p.name, "full_name": p.full_name, "vendor": p.vendor, "sms": p.sms, "sm_unit": p.sm_unit,
-                     "hbm_gb": p.hbm_gb, "hbm_gbps": p.hbm_gbps,
-                     **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
-                     "link": p.interconnect.name, "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
-                     "source": p.source, "unverified": ", ".join(p.unverified), "path": p.path})
-    res = Result(command="hw", inputs=[], params={"name": name}, summary={"profiles": len(rows)},
-                 tables={"profiles": pd.DataFrame(rows)})
-    _output(res, format, out, table)
+    _output(hw_profiles(name), format, out, table)
 
 
 class _DefaultTraceGroup(TyperGroup):

@@ -6,14 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.compare import DEFAULT_ACCEPT_LEN, compare, config_diff, launch_config, load_side
+from ..analyses.compare import DEFAULT_ACCEPT_LEN, bench_result, compare_deployments
 from ..analyses.imbalance import imbalance
 from ..analyses.ranks import rank_map
 from ..analyses.sweep import analyze, default_jobs
 from ..render.files import write_outputs
-from ..ingest.bench import read_bench
 from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
-from ..result import Result
 from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
                      PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _ns, _output, app,
                      show_progress)
@@ -91,33 +89,12 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
 
     With --log-a/--log-b the launch logs also give the memory ledger difference, the server-argument difference,
     and (unless given) dp and the captured CUDA-graph batch sizes."""
-    conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
-    conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
-    side_a = load_side(a, label=a.name, dp=_dp(dp_a, conf_a), annotation=annotation_a, rank=rank,
-                       graph_bs=_graph_bs(cuda_graph_bs_a) or _graph_bs(conf_a.get("--cuda-graph-bs")),
-                       jobs=jobs or 1)
-    side_b = load_side(b, label=b.name, dp=_dp(dp_b, conf_b), annotation=annotation_b, rank=rank,
-                       graph_bs=_graph_bs(cuda_graph_bs_b) or _graph_bs(conf_b.get("--cuda-graph-bs")),
-                       jobs=jobs or 1)
-    cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
-    ledger_rows = None
-    if log_a and log_b:
-        from ..analyses.memory import ledger
-        from ..ingest.sglang_log import read_log
-
-        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
-    res = compare(side_a, side_b, accept_len=accept_len, bench=read_bench(bench) if bench else None, config=cfg,
-                  ledger=ledger_rows)
+    _graph_bs(cuda_graph_bs_a), _graph_bs(cuda_graph_bs_b)  # usage errors name the option
+    res = compare_deployments(a, b, dp_a=dp_a, dp_b=dp_b, annotation_a=annotation_a, annotation_b=annotation_b,
+                              accept_len=accept_len, cuda_graph_bs_a=cuda_graph_bs_a, cuda_graph_bs_b=cuda_graph_bs_b,
+                              bench=bench, config_a=config_a, config_b=config_b, log_a=log_a, log_b=log_b,
+                              rank=rank, jobs=jobs)
     _output(res, format, out, table)
-
-
-def _dp(given: Optional[int], conf: dict) -> int:
-    if given is not None:
-        return given
-    try:
-        return int(conf.get("--dp-size") or conf.get("--dp") or 1)
-    except ValueError:
-        return 1
 
 
 @app.command(name="bench")
@@ -125,12 +102,7 @@ def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result
               accept_len: Annotated[float, typer.Option("--accept-len", min=0.0)] = DEFAULT_ACCEPT_LEN,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """Benchmark results (tracekit columns, sglang bench_serving or bench_one_batch_server) as the performance table."""
-    df = read_bench(files)
-    df["est_throughput_tok_s"] = df["concurrency"].astype(float) * accept_len / (df["step_time_ms"] / 1000.0)
-    res = Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
-                 summary={"records": int(len(df)), "deployments": sorted(df["deployment"].dropna().unique().tolist())},
-                 tables={"results": df.sort_values(["deployment", "context", "concurrency"], kind="stable")})
-    _output(res, format, out, table)
+    _output(bench_result(files, accept_len=accept_len), format, out, table)
 
 
 @app.command(name="ranks")

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..analyses import allgather_result, communication, decompose, exposure
 from ..analyses.allgather import allgather_options
 from ..analyses.steps import get_steps, step_params
 from ..annotate import Annotation, annotate
-from ..errors import MissingDataError, TracekitError
+from ..errors import MissingDataError, TracekitError, UsageError
 from ..result import Result, trace_input
 from ..schema import ANNOTATION_COLUMNS, EVENT_COLUMNS
 from ..trace import Trace
@@ -255,9 +255,7 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        err = TracekitError(f"{out} exists and is not a directory; pass a directory for the parquet files")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"{out} exists and is not a directory; pass a directory for the parquet files")
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for name, df in export.tables.items():

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ..annotate import Annotation
-from ..errors import InputError, TracekitError
+from ..errors import InputError, UsageError
 from ..ingest import resolve_trace_path
 from ..ingest.reader import read_text, salvage_json
 from ..result import Result, trace_input
@@ -161,9 +161,7 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
     src = resolve_trace_path(source if source is not None else export.trace.path)
     out = Path(out)
     if out.exists() and out.is_dir():
-        err = TracekitError(f"{out} is a directory; pass a file name such as trace.annotated.json.gz")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"{out} is a directory; pass a file name such as trace.annotated.json.gz")
     doc, warnings = read_document(src)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     if not isinstance(events, list):

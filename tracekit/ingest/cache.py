@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import __version__
+from .._version import __version__
 from ..result import Result
 
 FORMATS = ("table", "json", "csv", "md")
@@ -144,15 +144,13 @@ def to_csv(result: Result, table: str | None) -> str:
 
 
 def _table_or_error(result: Result, name: str) -> pd.DataFrame:
-    from ..errors import TracekitError
+    from ..errors import UsageError
 
     if name == "summary":
         return pd.DataFrame([{k: _scalar(v) for k, v in result.summary.items() if not isinstance(v, (list, dict))}])
     if name not in result.tables:
-        err = TracekitError(f"{result.command} has no table '{name}'; its tables are: "
-                            f"{', '.join(['summary', *result.tables])}")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"{result.command} has no table '{name}'; its tables are: "
+                         f"{', '.join(['summary', *result.tables])}")
     return result.tables[name]
 
 
@@ -164,18 +162,3 @@ def write_csv_dir(result: Result, out: Path) -> list[Path]:
         _csv_frame(_table_or_error(result, name)).to_csv(p, index=False)
         paths.append(p)
     return paths
-
-
-def emit(result: Result, fmt: str, *, table: str | None = None) -> str:
-    """Render ``result`` as text in ``fmt`` (json, csv, md; 'table' is drawn by render.tables)."""
-    if fmt == "json":
-        return json.dumps(to_json_obj(result), indent=1, ensure_ascii=False) + "\n"
-    if fmt == "csv":
-        return to_csv(result, table)
-    if fmt == "md":
-        return to_markdown(result)
-    if fmt == "table":
-        from .tables import to_text
-
-        return to_text(result)
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..annotate import Annotation
-from ..errors import TracekitError
+from ..errors import InputError, TracekitError, UsageError
 from ..trace import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -149,9 +149,7 @@ def _figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        err = TracekitError(f"plots need matplotlib, which is not installed ({exc}); pip install matplotlib")
-        err.exit_code = 3
-        raise err from None
+        raise InputError(f"plots need matplotlib, which is not installed ({exc}); pip install matplotlib") from None
 
     return Figure(figsize=(width, height), layout="constrained")
 
@@ -280,9 +278,7 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
     steps = tables["steps"]
     row = steps[steps["step"] == step]
     if row.empty:
-        err = TracekitError(f"no step {step}; the trace has steps {int(steps['step'].min())}..{int(steps['step'].max())}")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"no step {step}; the trace has steps {int(steps['step'].min())}..{int(steps['step'].max())}")
     s0, s1 = int(row["start_ns"].iloc[0]), int(row["end_ns"].iloc[0])
     ev = tables["events"]
     gpu = ev[ev["kind"].isin(("kernel", "memcpy", "memset")) & (ev["start_ns"] >= s0) & (ev["start_ns"] < s1)]
@@ -408,10 +404,8 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, A
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
-        err = TracekitError(f"{path}: plots are written as .png or .svg, not {path.suffix or 'a file without suffix'};"
-                            " name the output e.g. plot.png")
-        err.exit_code = 2
-        raise err
+        raise UsageError(f"{path}: plots are written as .png or .svg, not {path.suffix or 'a file without suffix'};"
+                         " name the output e.g. plot.png")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=fmt, dpi=dpi)
     w, h = fig.get_size_inches()

@@ -1,0 +1,50 @@
+"""The one list of commands: each CLI command and the Python function it calls (the same options by name).
+
+``tests/integration/test_parity.py`` checks that the CLI has exactly these commands, that every function is
+public (``tracekit.<name>``), and that the CLI and the function give the same JSON.
+"""
+from __future__ import annotations
+
+# command (sub-commands as "group sub") -> "module:function" under tracekit
+COMMANDS: dict[str, str] = {
+    "info": "analyses.info:trace_info",
+    "kernels": "analyses.kernels:kernel_stats",
+    "steps": "analyses.steps:steps_result",
+    "wall": "analyses.decompose:decompose",
+    "temporal": "analyses.decompose:temporal",
+    "overlap": "analyses.overlap:overlap",
+    "allgather": "analyses.allgather:allgather_result",
+    "exposure": "analyses.allgather:exposure",
+    "comm": "analyses.allgather:communication",
+    "blocks": "analyses.blocks:block_stats",
+    "stats": "analyses.blocks:kernel_selection_stats",
+    "report": "analyses.report:report",
+    "roofline": "analyses.roofline:roofline",
+    "hbm": "analyses.hbm:hbm_bytes",
+    "hw": "hardware:hw_profiles",
+    "waves trace": "analyses.waves:kernel_waves",
+    "waves calc": "analyses.waves:waves_calc",
+    "log": "analyses.memory:log_result",
+    "ledger": "analyses.memory:ledger",
+    "capacity": "analyses.capacity:capacity",
+    "export": "export.parquet:export_parquet",
+    "annotate": "export.perfetto:annotate_trace",
+    "analyze": "analyses.sweep:analyze",
+    "compare": "analyses.compare:compare_deployments",
+    "bench": "analyses.compare:bench_result",
+    "ranks": "analyses.ranks:rank_map",
+    "imbalance": "analyses.imbalance:imbalance",
+    "plot decomposition": "render.plots:decomposition_points",
+    "plot blocks": "render.plots:blocks_points",
+    "plot exposure": "render.plots:exposure_points",
+    "plot timeline": "render.plots:timeline_figure",
+    "plot ledger": "render.plots:ledger_figure",
+}
+
+
+def api_function(command: str):
+    """The function behind a command."""
+    from importlib import import_module
+
+    module, _, name = COMMANDS[command].partition(":")
+    return getattr(import_module(f"tracekit.{module}"), name)
