@@ -51,7 +51,7 @@ def test_export_cli_writes_every_table_and_manifest(cli, tmp_path, dp16):
     names = ["events", "steps", "blocks", "allgathers", "copies", "exposed", "communication"]
     assert [r["table"] for r in doc["tables"]["files"]] == names
     manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())
-    assert manifest["format"] == "tracekit.export/1" and manifest["tracekit"] == tracekit.__version__
+    assert manifest["format"] == "tracekit.export/2" and manifest["tracekit"] == tracekit.__version__
     assert "ledger" in manifest["not_exported"] and manifest["annotation"] == "k3_dp16"
     _, _, ex = dp16
     for entry in manifest["tables"]:
@@ -64,17 +64,21 @@ def test_export_cli_writes_every_table_and_manifest(cli, tmp_path, dp16):
 def test_parquet_pandas_round_trip(tmp_path, dp16):
     _, _, ex = dp16
     write_parquet(ex, tmp_path)
+    from tracekit.export.parquet import missing_as_null
+
     for name, df in ex.tables.items():
         back = pd.read_parquet(tmp_path / f"{name}.parquet")
+        want = missing_as_null(name, df)  # the in-memory table with its -1 markers as NULL
         assert list(back.columns) == list(TABLE_COLUMNS[name])
-        pd.testing.assert_frame_equal(_plain(df), _plain(back), check_dtype=False)
+        pd.testing.assert_frame_equal(_plain(want), _plain(back), check_dtype=False)
         for col, (dtype, _, _) in TABLE_COLUMNS[name].items():
             if dtype == "category":
                 assert isinstance(back[col].dtype, pd.CategoricalDtype), (name, col)
             elif dtype in ("int64", "int32", "bool", "float64"):
-                assert str(back[col].dtype) == dtype, (name, col)
+                assert str(back[col].dtype) == str(want[col].dtype), (name, col)
+                assert str(want[col].dtype) in (dtype, dtype.replace("int", "Int")), (name, col)
     ev = pd.read_parquet(tmp_path / "events.parquet")
-    pd.testing.assert_frame_equal(ev, ex.tables["events"])  # categoricals and ints exactly as in memory
+    pd.testing.assert_frame_equal(ev, missing_as_null("events", ex.tables["events"]))  # exactly, NULL for -1
     assert str(pd.read_parquet(tmp_path / "steps.parquet")["bs"].dtype) == "Int64"
 
 
@@ -382,3 +386,25 @@ def test_export_with_a_launch_log_adds_the_ledger(cli, tmp_path):
     assert list(timeline.columns) == ["stage", "avail_gib", "line", "kind"] and len(timeline) >= 8
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["not_exported"] == {} and {"ledger", "ledger_timeline"} <= {t["table"] for t in manifest["tables"]}
+
+
+def test_missing_values_are_null_in_the_files(tmp_path):
+    """DuckDB's avg(bytes) over the exported events is the mean of the real byte counts (-1 was averaged in)."""
+    import duckdb
+
+    from tracekit.annotate import load_annotation
+    from tracekit.export import export_parquet
+
+    syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
+    trace = tracekit.load(syn / "dp16_bs4.trace.json.gz", cache=False)
+    export_parquet(trace, load_annotation("k3_dp16"), tmp_path)
+    ev = trace.events
+    real = ev.loc[ev["bytes"] >= 0, "bytes"]
+    avg, n, rows, outside = duckdb.sql(
+        f"select avg(bytes), count(bytes), count(*), count(*) filter (where step is null)"
+        f" from '{tmp_path / 'events.parquet'}'").fetchall()[0]
+    assert (n, rows) == (len(real), len(ev)) and avg == pytest.approx(real.mean(), rel=1e-12)
+    assert outside == int((pd.read_parquet(tmp_path / "events.parquet")["step"].isna()).sum()) > 0
+    back = pd.read_parquet(tmp_path / "events.parquet")
+    assert str(back["bytes"].dtype) == "Int64" and str(back["grid_x"].dtype) == "Int32"
+    assert back["bytes"].isna().sum() == int((ev["bytes"] == -1).sum())

@@ -52,3 +52,17 @@ def test_needs_several_ranks_and_dispatch(tmp_path):
     write_trace(tmp_path / "run-TP-1.trace.json", ev)
     with pytest.raises(MissingDataError, match="no MoE dispatch"):
         imbalance(tmp_path, min_step_ns=0)
+
+
+def test_refuses_what_is_not_the_ranks_of_one_run(tmp_path):
+    """A sweep of batch sizes once gave 'median imbalance 1.25'; untagged copies of one file are no ranks either."""
+    for bs in (4, 8):
+        (tmp_path / "sweep" / f"d_bs{bs}_100k").mkdir(parents=True)
+        write_trace(tmp_path / "sweep" / f"d_bs{bs}_100k" / "run-TP-0.trace.json", rank_trace([100.0], 10.0))
+    with pytest.raises(MissingDataError, match="2 operating points"):
+        imbalance(tmp_path / "sweep", min_step_ns=0)
+    (tmp_path / "copies").mkdir()
+    write_trace(tmp_path / "copies" / "a.trace.json", rank_trace([100.0], 10.0))
+    write_trace(tmp_path / "copies" / "b.trace.json", rank_trace([120.0], 10.0))
+    with pytest.raises(MissingDataError, match="not distinct ranks of one run"):
+        imbalance(tmp_path / "copies", min_step_ns=0)

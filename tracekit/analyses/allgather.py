@@ -15,6 +15,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..data import load_classes
+from ..events import lane_key, main_stream, weight_ag_mask
 from ..errors import MissingDataError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -65,13 +66,6 @@ def allgather_options(ann=None, *, group_size: int | None = None, sizes=None,
             "local_copy_pattern": local_copy or (spec.local_copy if spec else None)}
 
 
-def _local_copy_mask(ev: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
-    names = ev["name"].cat.categories
-    hit = np.fromiter((bool(pattern.search(str(n))) for n in names), dtype=bool, count=len(names))
-    codes = ev["name"].cat.codes.to_numpy()
-    return (ev["kind"] == "kernel").to_numpy() & (codes >= 0) & hit[np.clip(codes, 0, None)]
-
-
 def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: dict[str, int] | None = None,
                        local_copy_pattern: str | None = None, steps=None, step_name: str | None = None,
                        min_step_ns: int | None = None) -> AllGathers:
@@ -91,13 +85,12 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
     if not ptop.any():
         raise MissingDataError(f"{trace.path} has no PtoP copies (Memcpy PtoP), so no weight AllGather to segment")
     dev, st = ev["device"].to_numpy(), ev["stream"].to_numpy()
-    lane_key = dev.astype(np.int64) * (1 << 32) + st
-    ag_lanes = np.unique(lane_key[ptop])
-    local = _local_copy_mask(ev, pattern) & np.isin(lane_key, ag_lanes)
+    lanes = lane_key(ev)
+    local = weight_ag_mask(ev, pattern) & ~ptop
     sel = np.flatnonzero(ptop | local)
     rows = pd.DataFrame({
         "event_id": ev["event_id"].to_numpy()[sel],
-        "lane": lane_key[sel], "device": dev[sel], "stream": st[sel],
+        "lane": lanes[sel], "device": dev[sel], "stream": st[sel],
         "start_ns": ev["start_ns"].to_numpy()[sel], "end_ns": ev["end_ns"].to_numpy()[sel],
         "bytes": ev["bytes"].to_numpy()[sel], "is_local": local[sel],
     }).sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
@@ -326,24 +319,7 @@ def _charge(exposed, rows: pd.DataFrame, per_ag: pd.DataFrame):
 # --------------------------------------------------------------------------- communication (A7)
 
 
-def main_stream(ev: pd.DataFrame) -> tuple[int, int]:
-    """(device, stream) with the most kernel time: the critical-path compute stream."""
-    k = ev[ev["kind"] == "kernel"]
-    if k.empty:
-        raise MissingDataError("no kernel events, so no main compute stream")
-    tot = k.groupby(["device", "stream"])["dur_ns"].sum()
-    return tuple(int(x) for x in tot.idxmax())  # type: ignore[return-value]
-
-
 WEIGHT_AG_CLASS = "weight_ag"
-
-
-def weight_ag_mask(ev: pd.DataFrame, local_copy_pattern: str | None = None) -> np.ndarray:
-    """PtoP copies plus the local-copy kernels on the streams that carry them: the weight AllGathers."""
-    pattern = re.compile(local_copy_pattern) if local_copy_pattern else load_classes().ag_local_copy
-    ptop = (ev["copy_kind"] == "PtoP").to_numpy()
-    lane = ev["device"].to_numpy().astype(np.int64) * (1 << 32) + ev["stream"].to_numpy()
-    return ptop | (_local_copy_mask(ev, pattern) & np.isin(lane, np.unique(lane[ptop])))
 
 
 def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: str | None = None,
@@ -353,9 +329,7 @@ def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: 
     compute stream) and side streams (A7)."""
     ev = trace.events
     warnings = list(trace.report.warnings)
-    dev_main, st_main = main_stream(ev)
-    if main is not None:
-        st_main = main
+    dev_main, st_main = main_stream(ev, main)
     is_comm = ev["comm_class"].notna().to_numpy()
     is_ag = weight_ag_mask(ev, local_copy_pattern)
     sel = is_comm | is_ag

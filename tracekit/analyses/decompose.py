@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from .. import schema
-from ..data import load_classes
+from ..events import weight_ag_mask
 from ..errors import TracekitError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -26,21 +26,9 @@ def ag_copy_mask(events: pd.DataFrame, ag: str) -> np.ndarray:
     kernels that run on a stream carrying PtoP copies."""
     if ag not in AG_CHOICES:
         raise UsageError(f"--ag must be one of {', '.join(AG_CHOICES)}, not {ag!r}")
-    ptop = (events["copy_kind"] == "PtoP").to_numpy()
     if ag == "ptop":
-        return ptop
-    lanes = set(zip(events.loc[ptop, "device"].tolist(), events.loc[ptop, "stream"].tolist()))
-    pat = load_classes().ag_local_copy
-    names = events["name"].cat.categories
-    is_local_name = np.fromiter((bool(pat.search(str(n))) for n in names), dtype=bool, count=len(names))
-    codes = events["name"].cat.codes.to_numpy()
-    local = (events["kind"] == "kernel").to_numpy() & (codes >= 0) & is_local_name[np.clip(codes, 0, None)]
-    if local.any() and lanes:
-        on_lane = pd.MultiIndex.from_arrays([events["device"], events["stream"]]).isin(list(lanes))
-        local &= on_lane
-    else:
-        local[:] = False
-    return ptop | local
+        return (events["copy_kind"] == "PtoP").to_numpy()
+    return weight_ag_mask(events)
 
 
 def decompose(trace: Trace, *, ag: str = "ptop", steps=None, step_name: str | None = None,

@@ -8,7 +8,6 @@ are aligned across ranks by index (each rank's clock is its own, so only duratio
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -17,16 +16,9 @@ from ..data import load_classes
 from ..errors import MissingDataError
 from ..ingest import load
 from ..ingest.discover import discover
+from ..events import name_mask
 from ..result import Result
 from .steps import get_steps
-
-
-def _name_mask(ev: pd.DataFrame, pattern: str) -> np.ndarray:
-    rx = re.compile(pattern)
-    cats = ev["name"].cat.categories
-    hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
-    codes = ev["name"].cat.codes.to_numpy()
-    return (codes >= 0) & hit[np.clip(codes, 0, None)] & (ev["kind"] == "kernel").to_numpy()
 
 
 def rank_layers(trace, *, steps=None, step_name=None, min_step_ns=None) -> pd.DataFrame:
@@ -34,8 +26,8 @@ def rank_layers(trace, *, steps=None, step_name=None, min_step_ns=None) -> pd.Da
     phases = load_classes().moe_phases
     ev = trace.events
     steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns).table
-    disp = _name_mask(ev, phases["dispatch"])
-    comb = _name_mask(ev, phases["combine"])
+    disp = name_mask(ev, phases["dispatch"], kind="kernel")
+    comb = name_mask(ev, phases["combine"], kind="kernel")
     if not disp.any():
         raise MissingDataError(f"{trace.path} has no MoE dispatch kernel (DeepEP); rank imbalance needs expert"
                                " parallelism")
@@ -66,15 +58,37 @@ def rank_layers(trace, *, steps=None, step_name=None, min_step_ns=None) -> pd.Da
     return pd.concat(rows, ignore_index=True)
 
 
+def _check_one_deployment(root, refs, traces) -> None:
+    """The files must be different ranks of one run: one operating point, and distinct ranks (sglang's rank tags
+    in the names, or distributedInfo's rank) of one world size; otherwise say what they are instead."""
+    points = sorted({r.point for r in refs if r.bs is not None or r.context is not None})
+    if len({(r.bs, r.context) for r in refs}) > 1 and len(points) > 1:
+        raise MissingDataError(f"{root} holds the traces of {len(points)} operating points ({', '.join(points[:4])}"
+                               f"{', …' if len(points) > 4 else ''}), not the ranks of one run; point imbalance at one"
+                               " point's directory (tracekit analyze compares points)")
+    tags = [tuple(sorted(r.ranks.items())) for r in refs]
+    meta = [(t.meta.get("rank"), t.meta.get("world_size")) for t in traces]
+    if all(tags) and len(set(tags)) == len(tags):
+        return
+    if all(m[0] is not None for m in meta) and len({m[0] for m in meta}) == len(meta) and len({m[1] for m in meta}) == 1:
+        return
+    raise MissingDataError(f"{root}: its {len(refs)} traces are not distinct ranks of one run (no sglang rank tags such"
+                           " as TP-3 in the file names, and distributedInfo gives ranks"
+                           f" {[m[0] for m in meta]} of world sizes {sorted({str(m[1]) for m in meta})});"
+                           " rank imbalance needs one trace per rank of one deployment")
+
+
 def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
     """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across ranks."""
     refs = discover(root, rank=None)
     if len(refs) < 2:
         raise MissingDataError(f"{root} holds {len(refs)} trace; rank imbalance needs the traces of several ranks"
                                " of one run")
+    traces = [load(ref.path) for ref in refs]
+    _check_one_deployment(root, refs, traces)
     per_rank = []
-    for ref in refs:
-        t = rank_layers(load(ref.path), step_name=step_name, min_step_ns=min_step_ns)
+    for ref, trace in zip(refs, traces):
+        t = rank_layers(trace, step_name=step_name, min_step_ns=min_step_ns)
         per_rank.append(t.assign(rank=ref.rank_label if ref.ranks else ref.path.name))
     df = pd.concat(per_rank, ignore_index=True)
     common = df.groupby(["step", "layer"])["rank"].transform("nunique") == len(refs)

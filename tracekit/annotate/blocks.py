@@ -9,13 +9,13 @@ pattern within a block, since one GEMM kernel name serves several ops.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..events import main_stream, name_mask
 from ..errors import MissingDataError
 from ..trace import Trace
 from .spec import Annotation
@@ -35,27 +35,11 @@ class Annotated:
     warnings: list[str] = field(default_factory=list)
 
 
-def _name_hits(events: pd.DataFrame, pattern: str) -> np.ndarray:
-    """Row mask of events whose name matches ``pattern`` (evaluated once per distinct name)."""
-    rx = re.compile(pattern)
-    cats = events["name"].cat.categories
-    hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
-    codes = events["name"].cat.codes.to_numpy()
-    return (codes >= 0) & hit[np.clip(codes, 0, None)] if len(cats) else np.zeros(len(events), dtype=bool)
 
 
 def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int]:
-    k = events[events["kind"] == "kernel"]
-    if k.empty:
-        raise MissingDataError("the trace has no kernel events, so no main stream to cut blocks on")
-    if isinstance(ann.main_stream, int):
-        devs = k.loc[k["stream"] == ann.main_stream, "device"]
-        if devs.empty:
-            raise MissingDataError(f"the annotation's main_stream {ann.main_stream} carries no kernel")
-        return int(devs.iloc[0]), ann.main_stream
-    tot = k.groupby(["device", "stream"])["dur_ns"].sum()
-    d, s = tot.idxmax()
-    return int(d), int(s)
+    """The annotation's main stream, or (``auto``) the one with the most kernel time."""
+    return main_stream(events, ann.main_stream if isinstance(ann.main_stream, int) else None)
 
 
 def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
@@ -104,7 +88,7 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
         last_kept[kept_idx[np.concatenate([ks[1:] != ks[:-1], [True]])]] = True
     btype = np.full(n_blocks, None, dtype=object)
     for rule in spec.types:
-        hits = _name_hits(ev, rule.contains) & counted
+        hits = name_mask(ev, rule.contains) & counted
         has = np.bincount(block_of[hits], minlength=n_blocks) > 0
         btype = np.where((btype == None) & has, rule.type, btype)  # noqa: E711 - elementwise
     pos = spec.position
@@ -157,7 +141,7 @@ def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: n
     conditional: list[tuple[np.ndarray, object]] = []
     for rule in rules:
         pattern = rule if isinstance(rule, str) else rule.pattern
-        m = _name_hits(ev, pattern)[idx]
+        m = name_mask(ev, pattern)[idx]
         if not isinstance(rule, str):
             if rule.first_of_run:
                 m = m & ~(np.concatenate([[False], m[:-1]]) & ~new_step)
@@ -184,8 +168,8 @@ def _resolve_conditions(ev, idx, new_step, cand, conditional) -> np.ndarray:
         all_cand |= m
     tests = []
     for m, rule in conditional:
-        after = _name_hits(ev, rule.unless_after)[idx] if rule.unless_after else None
-        starts = _name_hits(ev, rule.unless_block_starts_with)[idx] if rule.unless_block_starts_with else None
+        after = name_mask(ev, rule.unless_after)[idx] if rule.unless_after else None
+        starts = name_mask(ev, rule.unless_block_starts_with)[idx] if rule.unless_block_starts_with else None
         tests.append([m, np.cumsum(after) if after is not None else None, starts, -1])
     block_start = 0  # position (in idx) of the kernel that opened the running block
     for pos in np.flatnonzero(all_cand | new_step).tolist():
@@ -220,7 +204,7 @@ def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Cat
     is_kernel = (ev["kind"] == "kernel").to_numpy()
     btype = ev["block_type"].astype(object).to_numpy()
     for rule in ann.op_tags:
-        m = _name_hits(ev, rule.pattern) & is_kernel & (row_block >= 0)
+        m = name_mask(ev, rule.pattern) & is_kernel & (row_block >= 0)
         if rule.block_type is not None:
             m &= btype == rule.block_type
         if rule.ordinal is not None:

@@ -12,6 +12,7 @@ back as ``category``, DuckDB as VARCHAR); the text columns of the other tables a
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from ..result import Result, trace_input
 from ..schema import ANNOTATION_COLUMNS, EVENT_COLUMNS
 from ..trace import Trace
 
-EXPORT_FORMAT = "tracekit.export/1"
+EXPORT_FORMAT = "tracekit.export/2"  # 2: missing values are NULL, not -1
 LEDGER_NOTE = "no launch log was given (--log LOG adds the ledger tables)"
 
 LEDGER_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
@@ -232,6 +233,25 @@ def conform(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]]) -> pd.Da
 
 # --------------------------------------------------------------------------- writing
 
+_MINUS_ONE = re.compile(r"(?:^|[;(,] ?)-1\b")  # "…; -1 if unknown", "(-1: …)": the column's missing-value marker
+
+
+def missing_as_null(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    """The file's view of a table: integer columns whose -1 means "unknown" or "none" become nullable Int64 with
+    NULL there, so that DuckDB's avg(bytes) and pandas' mean() see only real values (export format 2)."""
+    cols = {**TABLE_COLUMNS, **LEDGER_COLUMNS}[table]
+    out = {}
+    for name in df.columns:
+        dtype, _, meaning = cols.get(name, ("", "", ""))
+        s = df[name]
+        if (name == "layer" or _MINUS_ONE.search(meaning)) and s.dtype.kind == "i":
+            values = s.to_numpy()
+            out[name] = pd.arrays.IntegerArray(values, values == -1)  # keeps the width: int32 → Int32
+        else:
+            out[name] = s
+    return pd.DataFrame(out, index=df.index)
+
+
 
 def _arrow_table(df: pd.DataFrame):
     import pyarrow as pa
@@ -260,6 +280,7 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
     entries = []
     for name, df in export.tables.items():
         path = out / f"{name}.parquet"
+        df = missing_as_null(name, df)
         table = _arrow_table(df)
         pq.write_table(table, path, compression="zstd")
         entries.append({"table": name, "file": path.name, "rows": len(df), "bytes": path.stat().st_size,

@@ -1,0 +1,68 @@
+"""Questions about the events table that every layer asks, answered once (docs/architecture.md).
+
+Which events' names match a pattern (evaluated once per distinct name, never per event), the lane of an event
+(device and stream as one int64 key), GPU activity, the main compute stream, and the weight-AllGather copies.
+Which step an event belongs to is :meth:`tracekit.analyses.steps.Steps.step_of` (on
+:func:`tracekit.intervals.window_of`).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from . import schema
+from .data import load_classes
+from .errors import MissingDataError
+
+
+def name_mask(events: pd.DataFrame, pattern: str | re.Pattern, *, kind: str | None = None) -> np.ndarray:
+    """Rows whose ``name`` the regex finds (``re.search``), optionally of one ``kind`` only."""
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    col = events["name"]
+    cats = col.cat.categories
+    if len(cats) == 0:
+        return np.zeros(len(events), dtype=bool)
+    hit = np.fromiter((bool(rx.search(str(c))) for c in cats), dtype=bool, count=len(cats))
+    codes = col.cat.codes.to_numpy()
+    out = (codes >= 0) & hit[np.clip(codes, 0, None)]
+    if kind is not None:
+        out &= (events["kind"] == kind).to_numpy()
+    return out
+
+
+def lane_key(events: pd.DataFrame) -> np.ndarray:
+    """One int64 per event for its (device, stream) lane."""
+    return events["device"].to_numpy().astype(np.int64) * (1 << 32) + events["stream"].to_numpy().astype(np.int64)
+
+
+def gpu_mask(events: pd.DataFrame) -> np.ndarray:
+    """Kernels, memcpys and memsets: what GPU activity means everywhere in tracekit."""
+    return events["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
+
+
+def main_stream(events: pd.DataFrame, stream: int | None = None) -> tuple[int, int]:
+    """(device, stream) of the critical-path compute stream: ``stream`` when given, else the one with the most
+    kernel time."""
+    k = events[events["kind"] == "kernel"]
+    if k.empty:
+        raise MissingDataError("the trace has no kernel events, so no main compute stream")
+    if stream is not None:
+        devs = k.loc[k["stream"] == stream, "device"]
+        if devs.empty:
+            raise MissingDataError(f"the main stream {stream} carries no kernel")
+        return int(devs.iloc[0]), int(stream)
+    tot = k.groupby(["device", "stream"])["dur_ns"].sum()
+    d, s = tot.idxmax()
+    return int(d), int(s)
+
+
+def weight_ag_mask(events: pd.DataFrame, local_copy_pattern: str | re.Pattern | None = None) -> np.ndarray:
+    """The weight-AllGather copies: PtoP memcpys, plus the local-copy kernels on the lanes that carry them."""
+    pattern = local_copy_pattern if local_copy_pattern else load_classes().ag_local_copy
+    ptop = (events["copy_kind"] == "PtoP").to_numpy()
+    if not ptop.any():
+        return ptop
+    lane = lane_key(events)
+    return ptop | (name_mask(events, pattern, kind="kernel") & np.isin(lane, np.unique(lane[ptop])))
