@@ -7,6 +7,9 @@ from typing import Any
 import pandas as pd
 
 JSON_SCHEMA_MAJOR = 1
+# commands whose contract changed meaning (docs/json-contract.md says how): steps/2 — `source` is
+# cpu_launch_window where it was cpu_annotation, empty markers are not steps, no marker is one whole-trace step
+SCHEMA_MAJOR = {"steps": 2}
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,7 @@ class Result:
 
     @property
     def schema(self) -> str:
-        return f"tracekit.{self.command}/{JSON_SCHEMA_MAJOR}"
+        return f"tracekit.{self.command}/{SCHEMA_MAJOR.get(self.command, JSON_SCHEMA_MAJOR)}"
 
     @property
     def primary_table(self) -> str | None:

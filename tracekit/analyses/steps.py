@@ -39,7 +39,8 @@ PHASES = ("decode", "prefill", "verify", "draft", "mixed", "idle", "unknown")
 PHASE_CHOICES = ("auto", "all") + PHASES
 SOURCE_CHOICES = ("auto", "gpu", "cpu")
 SOURCES = ("gpu_annotation", "cpu_launch_window", "whole_trace")
-STEP_COLUMNS = ["step", "name", "phase", "bs", "tokens", "start_ns", "dur_ns", "end_ns", "source", "kernels"]
+# the columns of format 1 first, in their order; then what steps/2 added
+STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "bs", "source", "phase", "tokens", "kernels"]
 HEALTH_COLUMNS = ["step", "check", "ok", "detail"]
 DEFAULT_MIN_STEP_NS = 0  # empty markers are found by content; the floor is only a user filter
 
