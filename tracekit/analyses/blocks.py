@@ -28,7 +28,7 @@ def annotated(trace: Trace, ann: Annotation, *, steps=None, step_name: str | Non
     return annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)[1]
 
 
-def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, steps=None, step_name: str | None = None,
+def block_stats(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
                 min_step_ns: int | None = None) -> Result:
     """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
 
@@ -58,7 +58,7 @@ def block_stats(trace: Trace, ann: Annotation, *, qlen: int | None = None, steps
         "untyped_blocks": int((b["block_type"] == "untyped").sum()),
     }
     return Result(command="blocks", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name, "qlen": qlen, **step_params(st)},
+                  params={"annotation": ann.name, **step_params(st)},
                   summary=summary,
                   tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
                           "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],

@@ -10,7 +10,8 @@ from typing import Any
 from ..errors import MissingDataError
 from ..ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
 from ..result import Result
-from .memory import GIB, OptionError, _arg, _frame, _global, _r, rank_ledger, rank_view, resolve_rank
+from .ledger_engine import GIB, OptionError, frame, global_record, rank_view, resolve_rank, round_gib, server_arg
+from .ledger_rows import rank_ledger
 
 
 
@@ -74,9 +75,9 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
         rk = resolve_rank(log, rank)
         led = rank_ledger(log, rk)
         kv_rec = next((r for r in rank_view(log, rk) if r.kind == "kv_alloc"), None)
-        sargs = _global(log, "server_args", rk)
+        sargs = global_record(log, "server_args", rk)
         args = sargs.fields.get("args", {}) if sargs else {}
-        summ = _global(log, "summary", rk)
+        summ = global_record(log, "summary", rk)
         info = {"log_rank": rank_label(rk)}
         if summ is not None:
             info.update({k: summ.fields[k] for k in ("max_total_num_tokens", "max_running_requests", "context_len")
@@ -91,7 +92,7 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
         dtype_name = kv_rec.fields["dtype"]
     if dtype_name is None and log is not None:
         kd = next((r for r in log.records if r.kind == "kv_dtype"), None)
-        dtype_name = kd.fields.get("dtype") if kd else _arg(args, sa_names.get("kv_dtype", ()))
+        dtype_name = kd.fields.get("dtype") if kd else server_arg(args, sa_names.get("kv_dtype", ()))
         if dtype_name == "auto":
             dtype_name = None
     if dtype_name is None:
@@ -123,17 +124,17 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
         tokens_rank, tokens_source = int(kv_rec.fields["tokens"]), f"log line {kv_rec.line}: #tokens"
     else:
         tokens_rank, tokens_source = math.floor(pool * GIB / bpt), "pool ÷ bytes per token"
-    n_dcp = dcp if dcp is not None else int(_arg(args, sa_names.get("dcp", ())) or 1)
+    n_dcp = dcp if dcp is not None else int(server_arg(args, sa_names.get("dcp", ())) or 1)
     if ranks is not None:
         n_ranks = ranks
     elif args:
-        n_ranks = int(_arg(args, sa_names.get("tp", ())) or 1) * int(_arg(args, sa_names.get("pp", ())) or 1)
+        n_ranks = int(server_arg(args, sa_names.get("tp", ())) or 1) * int(server_arg(args, sa_names.get("pp", ())) or 1)
     else:
         n_ranks = 1
     if dp is not None:
         n_dp = dp
-    elif args and _arg(args, sa_names.get("dp", ())) is not None:
-        n_dp = int(_arg(args, sa_names.get("dp", ())))
+    elif args and server_arg(args, sa_names.get("dp", ())) is not None:
+        n_dp = int(server_arg(args, sa_names.get("dp", ())))
     else:
         n_dp = max(1, n_ranks // n_dcp)
     for name, v in (("--ranks", n_ranks), ("--dp", n_dp), ("--dcp", n_dcp)):
@@ -147,7 +148,7 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     tokens_inst = tokens_dp * n_dp
     summary: dict[str, Any] = {
         "bytes_per_token": _num(bpt), "bytes_per_token_source": bpt_source, "kv_dtype": dtype_name,
-        "dtype_bytes": _num(nbytes) if nbytes is not None else None, "pool_gib": _r(pool),
+        "dtype_bytes": _num(nbytes) if nbytes is not None else None, "pool_gib": round_gib(pool),
         "tokens_per_rank": tokens_rank, "tokens_per_rank_source": tokens_source, "ranks": n_ranks, "dp": n_dp,
         "dcp": n_dcp, "attn_tp": attn_tp, "tokens_per_dp": tokens_dp, "tokens_per_instance": tokens_inst,
         "context": context, "max_concurrency_per_dp": None, "max_concurrency": None, **info}
@@ -158,17 +159,17 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
         summary["max_concurrency"] = (tokens_dp // context) * n_dp
     per_request = None if context is None else tokens_rank // context
     levels = [
-        {"level": "rank", "gpus": 1, "kv_gib": _r(pool), "tokens": tokens_rank,
+        {"level": "rank", "gpus": 1, "kv_gib": round_gib(pool), "tokens": tokens_rank,
          "max_concurrency": per_request if n_dcp == 1 else None},  # under DCP a request spans the group's ranks
-        {"level": "dp_group", "gpus": attn_tp * n_dcp, "kv_gib": _r(pool * attn_tp * n_dcp), "tokens": tokens_dp,
+        {"level": "dp_group", "gpus": attn_tp * n_dcp, "kv_gib": round_gib(pool * attn_tp * n_dcp), "tokens": tokens_dp,
          "max_concurrency": summary["max_concurrency_per_dp"]},
-        {"level": "instance", "gpus": n_ranks, "kv_gib": _r(pool * n_ranks), "tokens": tokens_inst,
+        {"level": "instance", "gpus": n_ranks, "kv_gib": round_gib(pool * n_ranks), "tokens": tokens_inst,
          "max_concurrency": summary["max_concurrency"]},
     ]
     params = {"layers": dims.layers, "kv_lora_rank": dims.kv_lora_rank, "rope_dim": dims.rope_dim,
               "kv_heads": dims.kv_heads, "head_dim": dims.head_dim, "kv_dtype": kv_dtype, "pool_gib": pool_gib,
               "ranks": ranks, "dp": dp, "dcp": dcp, "context": context, "rank": rank}
     return Result(command="capacity", inputs=[{"path": log.path}] if log is not None else [], params=params,
-                  summary=summary, tables={"levels": _frame(levels, ["level", "gpus", "kv_gib", "tokens",
+                  summary=summary, tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens",
                                                                       "max_concurrency"])},
                   warnings=warnings + (list(log.warnings) if log is not None else []))

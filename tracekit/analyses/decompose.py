@@ -18,7 +18,6 @@ from ..trace import Trace
 from .steps import get_steps, median_ns, merge_warnings, step_params
 
 AG_CHOICES = ("ptop", "ptop+local")
-WALL_COLUMNS = ["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]
 
 
 def ag_copy_mask(events: pd.DataFrame, ag: str) -> np.ndarray:

@@ -79,13 +79,6 @@ def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     return out
 
 
-def _median_by(df: pd.DataFrame, key: str, col: str) -> dict[str, Any]:
-    if df.empty:
-        return {}
-    totals = df.groupby(["step", key])[col].sum().unstack(fill_value=0)
-    return {str(k): median_ns(totals[k].to_numpy()) for k in totals.columns}
-
-
 def _row(ref: TraceRef, res: dict[str, Any]) -> dict[str, Any]:
     ps = res["per_step"]
     ag = res["allgather"]

@@ -21,7 +21,6 @@ from ..trace import Trace
 from .spec import Annotation
 
 UNTYPED = "untyped"
-BLOCK_COLUMNS = ["step", "block", "block_type", "layer", "type_layer", "op_tag"]
 
 
 @dataclass(frozen=True)
@@ -231,7 +230,4 @@ def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
     return warnings
 
 
-def block_kernel_mask(events: pd.DataFrame) -> np.ndarray:
-    """Kernels inside blocks: what block kernel time sums (copies carry block columns but do not count)."""
-    return (events["kind"] == "kernel").to_numpy() & (events["block"].to_numpy() >= 0)
 

@@ -63,7 +63,6 @@ def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
 
 @app.command()
 def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
-           qlen: Annotated[Optional[int], typer.Option("--qlen", help="Tokens per request per step (for shapes).")] = None,
            step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
            phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
            steps_file: StepsFileOpt = None,
@@ -71,7 +70,7 @@ def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
            no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """Blocks (A3): per step kernel time and count per block type, per op tag the per-layer time."""
     ann = need_annotation(annotation_for(trace, annotation), "blocks")
-    res = block_stats(_load(trace, no_cache, cache_dir), ann, qlen=qlen,
+    res = block_stats(_load(trace, no_cache, cache_dir), ann,
                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 

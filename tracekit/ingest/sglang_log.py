@@ -37,7 +37,7 @@ RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated"}  # keys of a 
 
 
 @dataclass(frozen=True)
-class Alloc:
+class AllocRule:
     """A logged allocation: ``what`` it is, the fields summed for its size, and whether it is a state pool."""
 
     what: str
@@ -54,7 +54,7 @@ class Pattern:
     regex: re.Pattern
     const: dict[str, Any]
     types: dict[str, str]
-    alloc: Alloc | None = None
+    alloc: AllocRule | None = None
     stage: str | None = None
     measured: tuple[str, int] | None = None  # (field, sign): sign × field explains the fall before this stage
     example: str = ""
@@ -215,7 +215,7 @@ def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str]) -> Pa
             unknown = [f for f in a["fields"] if f not in regex.groupindex]
             if unknown:
                 raise DataFileError(f"{source}: {where}.alloc.fields names {unknown}, not groups of the regex")
-            alloc = Alloc(a["what"], tuple(a["fields"]), bool(a.get("state_pool", False)))
+            alloc = AllocRule(a["what"], tuple(a["fields"]), bool(a.get("state_pool", False)))
         if "stage" in p and not isinstance(p["stage"], str):
             raise DataFileError(f"{source}: {where}.stage must be a string")
         measured = None
