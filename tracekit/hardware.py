@@ -24,10 +24,10 @@ from .errors import DataFileError, InputError
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
 # bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
-DTYPE_BYTES = {"fp4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5, "fp6": 0.75, "fp8": 1.0, "e4m3": 1.0, "e5m2": 1.0,
-               "int8": 1.0, "bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp32": 4.0, "int32": 4.0}
-DTYPE_PEAK = {"nvfp4": "fp4", "mxfp4": "fp4", "fp6": "fp8", "e4m3": "fp8", "e5m2": "fp8", "int8": "fp8",
-              "int32": "fp32"}
+_DTYPES = json.loads(resources.files("tracekit.data").joinpath("dtypes.json").read_text(encoding="utf-8"))
+DTYPE_BYTES: dict[str, float] = {k: float(v) for k, v in _DTYPES["bytes"].items()}  # tracekit/data/dtypes.json
+DTYPE_ALIASES: dict[str, str] = dict(_DTYPES["aliases"])
+DTYPE_PEAK: dict[str, str] = dict(_DTYPES["peak"])
 
 
 class Interconnect(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -73,11 +73,20 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 _DECODER = msgspec.json.Decoder(HardwareProfile)
 
 
-def dtype_bytes(dtype: str, where: str = "") -> float:
-    try:
-        return DTYPE_BYTES[dtype.lower()]
-    except KeyError:
-        raise DataFileError(f"{where}unknown dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}") from None
+def canonical_dtype(dtype: str) -> str | None:
+    """``torch.bfloat16``, ``BF16``, ``bfloat16`` → ``bf16``; None when the dtype is unknown."""
+    key = str(dtype).strip().lower().removeprefix("torch.")
+    key = DTYPE_ALIASES.get(key, key)
+    return key if key in DTYPE_BYTES else None
+
+
+def dtype_bytes(dtype: str, where: str = "", error=DataFileError) -> float:
+    """Bytes per element (the one dtype table, tracekit/data/dtypes.json)."""
+    key = canonical_dtype(dtype)
+    if key is None:
+        known = ", ".join(sorted(set(DTYPE_BYTES) | set(DTYPE_ALIASES)))
+        raise error(f"{where}unknown dtype {dtype!r}; known: {known}")
+    return DTYPE_BYTES[key]
 
 
 def _hw_dir():

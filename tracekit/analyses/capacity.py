@@ -8,6 +8,7 @@ from typing import Any
 
 
 from ..errors import MissingDataError
+from ..hardware import dtype_bytes as hw_dtype_bytes
 from ..ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
 from ..result import Result
 from .ledger_engine import GIB, OptionError, frame, global_record, rank_view, resolve_rank, round_gib, server_arg
@@ -31,11 +32,8 @@ class ModelDims:
 
 
 def dtype_bytes(name: str, g: Grammar | None = None) -> float:
-    table = (g or grammar_default()).common.get("dtype_bytes", {})
-    key = str(name).strip().lower().removeprefix("torch.")
-    if key not in table:
-        raise OptionError(f"KV dtype {name!r} is unknown; use one of {', '.join(sorted(table))}")
-    return table[key]
+    """Bytes per KV element (the one dtype table, tracekit/data/dtypes.json)."""
+    return hw_dtype_bytes(name, "KV ", error=OptionError)
 
 
 def bytes_per_token(dims: ModelDims, nbytes: float) -> tuple[float, str]:

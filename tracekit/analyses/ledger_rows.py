@@ -150,9 +150,9 @@ class _Rows:
         target = next((gr for gr in self.graphs if gr.graph in ("target", "npu") and gr.phase in (None, "decode")),
                       None)
         if target is not None:
-            self.graph_buckets(target)
+            self._bucket_rows(target)
 
-    def graph_buckets(self, target: Graph) -> None:
+    def _bucket_rows(self, target: Graph) -> None:
         buckets = graph_buckets(target)
         # the bars give the static buffers and the largest bucket only when the first bar seen is the first one
         # drawn (the largest size); a pasted log often keeps only tqdm's final redraw

@@ -346,11 +346,15 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
 
 
 # the waterfall's steps: usable memory, then what the fixed overhead takes, then what is left as state pools
-LEDGER_STEPS = [("weights_resident_gib", "weights resident"), ("draft_weights_gib", "draft weights"),
-                ("cuda_graph_gib", "CUDA graphs"), ("nccl_init_gib", "NCCL init"),
-                ("workspace_residual_gib", "workspace (residual)"), ("runtime_margin_gib", "runtime margin")]
-LEDGER_POOLS = [("kv_gib", "KV cache"), ("ssm_state_gib", "SSM / KDA state"), ("replay_ssm_ring_gib", "ReplaySSM ring"),
-                ("draft_kv_gib", "draft KV")]
+def _ledger_rows() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    import json
+    from importlib import resources
+
+    doc = json.loads(resources.files("tracekit.data").joinpath("ledger_plot.json").read_text(encoding="utf-8"))
+    return [tuple(r) for r in doc["steps"]], [tuple(r) for r in doc["pools"]]
+
+
+LEDGER_STEPS, LEDGER_POOLS = _ledger_rows()  # tracekit/data/ledger_plot.json
 
 
 def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> Figure:
