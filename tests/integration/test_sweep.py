@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyses.compare import compare, config_diff, graph_bucket, launch_config, load_side
+from tracekit.analyses.compare import compare, config_diff, graph_bucket
+from tracekit.ingest.launch_script import launch_config
+from tracekit.sweeps import load_side
 from tracekit.analyses.ranks import rank_map
-from tracekit.analyses.sweep import analyze
+from tracekit.sweeps import analyze
 from tracekit.render.files import write_outputs
 from tracekit.ingest.bench import read_bench
 from tracekit.ingest.discover import discover, parse_context, rank_tags

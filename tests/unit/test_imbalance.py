@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.analyses.imbalance import imbalance
+from tracekit.sweeps import imbalance
 from tracekit.errors import MissingDataError
 from tests.conftest import kernel, write_trace
 

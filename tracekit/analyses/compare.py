@@ -1,24 +1,19 @@
 """A13 — two deployments side by side: step time per instance concurrency, throughput, and where it differs.
 
-Each side is an ``analyze`` output directory (its manifest) or a trace directory analysed on the fly.
+Each side is a :class:`Side`: a sweep's tables (``tracekit.sweeps.load_side`` reads an ``analyze`` output or
+analyses a trace directory).
 Instance concurrency = per-rank (per-DP) bs × dp; est_throughput = bs × dp × accept_len ÷ step time.
 A batch size that was not captured as a CUDA graph runs the next captured one (``cuda_graph_bs``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
-from ..ingest.bench import read_bench
-from ..ingest.launch_script import launch_config
 from ..result import Result
-from .sweep import analyze
 
-__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "load_side", "graph_bucket", "compare", "compare_deployments",
-           "config_diff", "launch_config", "bench_result"]
+__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table"]
 
 DEFAULT_ACCEPT_LEN = 3.5
 
@@ -31,24 +26,6 @@ class Side:
     exposure_types: pd.DataFrame
     dp: int
     graph_bs: tuple[int, ...] = ()
-
-
-def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = None, rank: str | None = "TP-0",
-              graph_bs: tuple[int, ...] = (), jobs: int = 1) -> Side:
-    """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
-    p = Path(ref)
-    if (p / "manifest.json").exists():
-        tables = {}
-        for name in ("sweep", "block_types", "exposure_types"):
-            f = p / f"{name}.parquet"
-            if not f.exists():
-                raise InputError(f"{p} has a manifest but no {f.name}; rerun tracekit analyze -o {p}")
-            tables[name] = pd.read_parquet(f)
-    else:
-        res = analyze(p, annotation=annotation, rank=rank, jobs=jobs)
-        tables = res.tables
-    return Side(label=label, sweep=tables["sweep"], block_types=tables["block_types"],
-                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs)))
 
 
 def graph_bucket(bs: int, captured: tuple[int, ...]) -> int | None:
@@ -143,62 +120,8 @@ def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["key", "a", "b"])
 
 
-
-
-
-def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
-    """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
-    files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
-    df = read_bench(files)
+def bench_table(df: pd.DataFrame, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> pd.DataFrame:
+    """Benchmark records (``tracekit.ingest.bench.read_bench``) with est_throughput, sorted for people."""
+    df = df.copy()
     df["est_throughput_tok_s"] = df["concurrency"].astype(float) * accept_len / (df["step_time_ms"] / 1000.0)
-    return Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
-                  summary={"records": int(len(df)),
-                           "deployments": sorted(df["deployment"].dropna().unique().tolist())},
-                  tables={"results": df.sort_values(["deployment", "context", "concurrency"], kind="stable")})
-
-
-def _dp(given: int | None, conf: dict) -> int:
-    if given is not None:
-        return given
-    try:
-        return int(conf.get("--dp-size") or conf.get("--dp") or 1)
-    except ValueError:
-        return 1
-
-
-def _graph_sizes(text) -> tuple[int, ...]:
-    if not text:
-        return ()
-    if isinstance(text, (list, tuple)):
-        return tuple(int(x) for x in text)
-    try:
-        return tuple(int(x) for x in str(text).strip("[]").replace(" ", ",").split(",") if x)
-    except ValueError:
-        from ..errors import UsageError
-
-        raise UsageError(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
-
-
-def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = None, annotation_a: str | None = None,
-                        annotation_b: str | None = None, accept_len: float = DEFAULT_ACCEPT_LEN,
-                        cuda_graph_bs_a=None, cuda_graph_bs_b=None, bench=None, config_a=None, config_b=None,
-                        log_a=None, log_b=None, rank: str | None = "TP-0", jobs: int | None = None) -> Result:
-    """`tracekit compare`: two deployments (analyze outputs or trace directories), with their launch scripts or
-    logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference)."""
-    conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
-    conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
-    sides = []
-    for ref, dp, ann, gbs, conf in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a),
-                                    (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b)):
-        sides.append(load_side(ref, label=Path(ref).name, dp=_dp(dp, conf), annotation=ann, rank=rank,
-                               graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
-                               jobs=jobs or 1))
-    cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
-    ledger_rows = None
-    if log_a and log_b:
-        from ..ingest.sglang_log import read_log
-        from .memory import ledger
-
-        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
-    return compare(sides[0], sides[1], accept_len=accept_len, bench=read_bench(bench) if bench else None,
-                   config=cfg, ledger=ledger_rows)
+    return df.sort_values(["deployment", "context", "concurrency"], kind="stable")

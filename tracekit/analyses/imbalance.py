@@ -14,8 +14,6 @@ import pandas as pd
 
 from ..data import load_classes
 from ..errors import MissingDataError
-from ..ingest import load
-from ..ingest.discover import discover
 from ..events import name_mask
 from ..result import Result
 from .steps import get_steps
@@ -78,14 +76,16 @@ def _check_one_deployment(root, refs, traces) -> None:
                            " rank imbalance needs one trace per rank of one deployment")
 
 
-def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
-    """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across ranks."""
-    refs = discover(root, rank=None)
+def check_one_deployment(root, refs, traces) -> None:
+    """Refuse files that are not the ranks of one run (see :func:`_check_one_deployment`)."""
     if len(refs) < 2:
         raise MissingDataError(f"{root} holds {len(refs)} trace; rank imbalance needs the traces of several ranks"
                                " of one run")
-    traces = [load(ref.path) for ref in refs]
     _check_one_deployment(root, refs, traces)
+
+
+def imbalance_of(refs, traces, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+    """Per layer the slowest attention rank and max ÷ mean across the ranks' traces (already loaded)."""
     per_rank = []
     for ref, trace in zip(refs, traces):
         t = rank_layers(trace, step_name=step_name, min_step_ns=min_step_ns)

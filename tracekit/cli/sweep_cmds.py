@@ -6,10 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.compare import DEFAULT_ACCEPT_LEN, bench_result, compare_deployments
-from ..analyses.imbalance import imbalance
+from ..analyses.compare import DEFAULT_ACCEPT_LEN
 from ..analyses.ranks import rank_map
-from ..analyses.sweep import analyze, default_jobs
+from ..sweeps import analyze, bench_result, compare_deployments, default_jobs, imbalance
 from ..render.files import write_outputs
 from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
 from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,

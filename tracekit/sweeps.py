@@ -1,0 +1,188 @@
+"""Analyses over many files: a sweep's operating points (serially, in a process pool or on Dask), a deployment's
+two sides, a run's ranks, benchmark files. The layer above the analyses: it loads (through ``tracekit.ingest``)
+and fans out; the analyses it calls are pure functions of tables.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .errors import InputError, UsageError
+from .ingest import load
+from .ingest.bench import read_bench
+from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover
+from .ingest.launch_script import launch_config
+from .result import Result
+from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, bench_table, compare, config_diff
+from .analyses.imbalance import check_one_deployment, imbalance_of
+from .analyses.steps import step_options
+from .analyses.sweep import per_trace, sweep_tables
+
+__all__ = ["SweepOptions", "analyze_trace", "run_sweep", "analyze", "default_jobs", "load_side",
+           "compare_deployments", "imbalance", "bench_result"]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    annotation: str | None = None
+    step_name: str | None = None
+    min_step_ns: int | None = None
+    cache: bool = True
+    phase: str | None = None
+    step_source: str | None = None
+    steps_file: str | None = None
+    ag_sizes: tuple[str, ...] = ()
+    group_size: int | None = None
+
+
+def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
+    """Every per-trace analysis of one operating point (a pure function of a file and plain options: it runs the
+    same in this process, a worker process or a Dask worker)."""
+    from .annotate import load_annotation
+
+    ann = load_annotation(opts.annotation) if opts.annotation else None
+    trace = load(path, cache=opts.cache)
+    steps = step_options(ann, step_name=opts.step_name, min_step_ns=opts.min_step_ns, phase=opts.phase,
+                         source=opts.step_source, steps_file=opts.steps_file)
+    return per_trace(trace, ann=ann, steps=steps, ag_sizes=opts.ag_sizes, group_size=opts.group_size)
+
+
+def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None,
+              progress=None) -> list[dict]:
+    """``analyze_trace`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster).
+    ``progress(done, total)`` is called as traces finish."""
+    paths = [str(r.path) for r in refs]
+    tick = progress or (lambda done, total: None)
+    if dask:
+        try:
+            from dask.distributed import Client
+        except ImportError as exc:
+            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
+        with Client(dask) as client:
+            futures = client.map(analyze_trace, paths, [opts] * len(paths), pure=False)
+            results = client.gather(futures)
+            tick(len(paths), len(paths))
+            return results
+    if jobs > 1 and len(paths) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            futures = [pool.submit(analyze_trace, p, opts) for p in paths]
+            for i, _ in enumerate(as_completed(futures), 1):
+                tick(i, len(paths))
+            return [f.result() for f in futures]
+    results = []
+    for i, p in enumerate(paths, 1):
+        results.append(analyze_trace(p, opts))
+        tick(i, len(paths))
+    return results
+
+
+def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
+            point_pattern: str = DEFAULT_POINT_PATTERN, step_name: str | None = None,
+            min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True,
+            progress=None, phase: str | None = None, step_source: str | None = None, steps_file: str | None = None,
+            ag_size: list[str] | None = None, group_size: int | None = None) -> Result:
+    """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context)."""
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source)  # usage errors first
+    refs = discover(root, point_pattern=point_pattern, rank=rank)
+    opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache,
+                        phase=phase, step_source=step_source, steps_file=str(steps_file) if steps_file else None,
+                        ag_sizes=tuple(ag_size or ()), group_size=group_size)
+    results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
+    tables, warnings = sweep_tables(refs, results)
+    summary = {"traces": len(refs), "annotation": annotation, "rank": rank,
+               "points": [r.point for r in refs]}
+    return Result(command="analyze", inputs=[{"path": str(root)}],
+                  params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
+                          "step_name": step_name, "min_step_ns": min_step_ns, "phase": phase,
+                          "step_source": step_source, "steps_file": opts.steps_file},
+                  summary=summary, tables=tables, warnings=warnings)
+
+
+def default_jobs(n_traces: int) -> int:
+    return max(1, min(os.cpu_count() or 1, n_traces))
+
+
+def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = None, rank: str | None = "TP-0",
+              graph_bs: tuple[int, ...] = (), jobs: int = 1) -> Side:
+    """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
+    p = Path(ref)
+    if (p / "manifest.json").exists():
+        tables = {}
+        for name in ("sweep", "block_types", "exposure_types"):
+            f = p / f"{name}.parquet"
+            if not f.exists():
+                raise InputError(f"{p} has a manifest but no {f.name}; rerun tracekit analyze -o {p}")
+            tables[name] = pd.read_parquet(f)
+    else:
+        res = analyze(p, annotation=annotation, rank=rank, jobs=jobs)
+        tables = res.tables
+    return Side(label=label, sweep=tables["sweep"], block_types=tables["block_types"],
+                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs)))
+
+
+def _dp(given: int | None, conf: dict) -> int:
+    if given is not None:
+        return given
+    try:
+        return int(conf.get("--dp-size") or conf.get("--dp") or 1)
+    except ValueError:
+        return 1
+
+
+def _graph_sizes(text) -> tuple[int, ...]:
+    if not text:
+        return ()
+    if isinstance(text, (list, tuple)):
+        return tuple(int(x) for x in text)
+    try:
+        return tuple(int(x) for x in str(text).strip("[]").replace(" ", ",").split(",") if x)
+    except ValueError:
+        raise UsageError(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
+
+
+def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = None, annotation_a: str | None = None,
+                        annotation_b: str | None = None, accept_len: float = DEFAULT_ACCEPT_LEN,
+                        cuda_graph_bs_a=None, cuda_graph_bs_b=None, bench=None, config_a=None, config_b=None,
+                        log_a=None, log_b=None, rank: str | None = "TP-0", jobs: int | None = None) -> Result:
+    """`tracekit compare`: two deployments (analyze outputs or trace directories), with their launch scripts or
+    logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference)."""
+    conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
+    conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
+    sides = []
+    for ref, dp, ann, gbs, conf in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a),
+                                    (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b)):
+        sides.append(load_side(ref, label=Path(ref).name, dp=_dp(dp, conf), annotation=ann, rank=rank,
+                               graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
+                               jobs=jobs or 1))
+    cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
+    ledger_rows = None
+    if log_a and log_b:
+        from .ingest.sglang_log import read_log
+        from .analyses.memory import ledger
+
+        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
+    return compare(sides[0], sides[1], accept_len=accept_len, bench=read_bench(bench) if bench else None,
+                   config=cfg, ledger=ledger_rows)
+
+
+def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+    """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across the ranks of one run."""
+    refs = discover(root, rank=None)
+    traces = [load(ref.path) for ref in refs]
+    check_one_deployment(root, refs, traces)
+    return imbalance_of(refs, traces, step_name=step_name, min_step_ns=min_step_ns)
+
+
+def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
+    """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
+    files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
+    df = bench_table(read_bench(files), accept_len=accept_len)
+    return Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
+                  summary={"records": int(len(df)),
+                           "deployments": sorted(df["deployment"].dropna().unique().tolist())},
+                  tables={"results": df})
