@@ -36,7 +36,8 @@ _LAZY = {
     "load_side": "sweeps", "launch_config": "ingest.launch_script", "export_parquet": "export.parquet",
     "collect": "export.parquet", "annotate_trace": "export.perfetto", "load_profile": "hardware",
     "resolve_profile": "hardware", "hw_profiles": "hardware", "emit": "render",
-    "decomposition_points": "render.plots", "blocks_points": "render.plots", "exposure_points": "render.plots",
+    "decomposition_points": "analyses.plot_data", "blocks_points": "analyses.plot_data",
+    "exposure_points": "analyses.plot_data", "PlotInput": "analyses.plot_data",
     "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }
 

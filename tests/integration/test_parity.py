@@ -173,7 +173,7 @@ def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
 
 
 def test_plot_points_match_their_functions(data, cli, tmp_path):
-    from tracekit.render import plots
+    from tracekit.analyses import plot_data as plots
 
     dp16, k3 = data["dp16"], _k3()
     inp = [plots.PlotInput(trace=_load(dp16), deployment="all", bs=4, annotation=k3)]

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from tracekit.errors import TracekitError
+from tracekit.analyses import plot_data
 from tracekit.render import plots
 
 
@@ -136,13 +137,13 @@ def test_save_figure_needs_png_or_svg(tmp_path):
                                       ("bs_32/rank0.json", 32), ("BS=8.json", 8), ("abs12/trace.json", None),
                                       ("dp16/trace.json", None), ("bs4/bs24.trace.json", 24)])
 def test_bs_from_path(path, bs):
-    assert plots.bs_from_path(path) == bs
+    assert plot_data.bs_from_path(path) == bs
 
 
 def test_median_step_is_the_lower_middle_wall():
     steps = pd.DataFrame({"step": [0, 1, 2, 3], "dur_ns": [40, 10, 30, 20]})
-    assert plots.median_step(steps) == 3  # walls sorted 10 (1), 20 (3), 30 (2), 40 (0): lower middle = step 3
-    assert plots.median_step(steps.iloc[:3]) == 2
+    assert plot_data.median_step(steps) == 3  # walls sorted 10 (1), 20 (3), 30 (2), 40 (0): lower middle = step 3
+    assert plot_data.median_step(steps.iloc[:3]) == 2
 
 
 def test_type_colors_are_stable_and_avoid_red_and_grey():

@@ -108,7 +108,7 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
 
 def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
     from ..analyses.steps import get_steps
-    from ..render.plots import PlotInput, batch_size
+    from ..analyses.plot_data import PlotInput, batch_size
 
     label_rules = _pairs(labels, "--label")
     names = {n for n, _ in label_rules}
@@ -152,18 +152,19 @@ def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, war
 
 
 def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_cache, cache_dir, **kw) -> None:
+    from ..analyses import plot_data
     from ..render import plots
 
     inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir,
                                     need_annotation=kind == "blocks")
     if kind == "decomposition":
-        points = plots.decomposition_points(inputs, ag=kw["ag"])
+        points = plot_data.decomposition_points(inputs, ag=kw["ag"])
         fig = plots.decomposition_figure(points, title=title)
     elif kind == "blocks":
-        points = plots.blocks_points(inputs)
+        points = plot_data.blocks_points(inputs)
         fig = plots.blocks_figure(points, title=title)
     else:
-        points = plots.exposure_points(inputs, sizes=kw["sizes"])
+        points = plot_data.exposure_points(inputs, sizes=kw["sizes"])
         fig = plots.exposure_figure(points, title=title)
     saved = plots.save_figure(fig, out)
     params = {"labels": label or [], "annotations": annotation or [], **{k: v for k, v in kw.items()}}
@@ -208,6 +209,7 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
                   title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
                   no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """One step: streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
+    from ..analyses import plot_data
     from ..export import collect
     from ..render import plots
 
@@ -215,7 +217,7 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
     ann = annotation_for(trace, annotation)
     ex = collect(t, ann, **_overrides(ann, None, ag_size, None, step_name, min_step_ms, phase, step_source,
                                       steps_file))
-    chosen = step if step is not None else plots.median_step(ex.tables["steps"])
+    chosen = step if step is not None else plot_data.median_step(ex.tables["steps"])
     fig = plots.timeline_figure(ex.tables, step=chosen, main_stream=ex.main_stream, title=title)
     saved = plots.save_figure(fig, out)
     ev = ex.tables["events"]

@@ -34,9 +34,9 @@ COMMANDS: dict[str, str] = {
     "bench": "sweeps:bench_result",
     "ranks": "analyses.ranks:rank_map",
     "imbalance": "sweeps:imbalance",
-    "plot decomposition": "render.plots:decomposition_points",
-    "plot blocks": "render.plots:blocks_points",
-    "plot exposure": "render.plots:exposure_points",
+    "plot decomposition": "analyses.plot_data:decomposition_points",
+    "plot blocks": "analyses.plot_data:blocks_points",
+    "plot exposure": "analyses.plot_data:exposure_points",
     "plot timeline": "render.plots:timeline_figure",
     "plot ledger": "render.plots:ledger_figure",
 }
