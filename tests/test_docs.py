@@ -50,3 +50,42 @@ def test_the_step_dialect_example_in_docs_steps_md_works(tmp_path):
             "args": {"correlation": 1}}, kernel("k", 100.0, 100.0, corr=1)]
     st = find_steps(tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False), step_options(steps_file=f))
     assert st.match == "my_engine" and st.table[["phase", "bs"]].values.tolist() == [["decode", 12]]
+
+
+def test_architecture_md_names_only_what_exists():
+    """Every `tracekit/...` path and `tracekit.x.y` name that docs/architecture.md mentions exists."""
+    import importlib
+    import re
+
+    text = (DOCS / "architecture.md").read_text()
+    root = DOCS.parent
+    paths = set(re.findall(r"`(tracekit/[\w/.]+)`", text)) | set(re.findall(r"`(tests/[\w/.]+)`", text))
+    assert paths and [p for p in paths if not (root / p).exists()] == []
+    for dotted in set(re.findall(r"`(tracekit(?:\.\w+)+)`", text)):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable module, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr)
+            break
+        else:
+            raise AssertionError(dotted)
+
+
+def test_the_pattern_file_example_in_docs_ledger_md_works(tmp_path):
+    """The pattern set of docs/ledger.md, as written there, reads its own example line as an allocation."""
+    import json
+    import re
+
+    from tracekit.ingest.sglang_log import read_log
+
+    block = re.search(r"## Pattern files.*?```json\n(.*?)\n```", (DOCS / "ledger.md").read_text(), re.S).group(1)
+    (tmp_path / "mine.json").write_text(block)
+    example = json.loads(block)["patterns"][0]["example"]
+    (tmp_path / "x.log").write_text(f"[2026-05-01 10:00:00 TP0] {example}\n")
+    log = read_log(tmp_path / "x.log", patterns=[tmp_path / "mine.json"])
+    rec = [r for r in log.records if r.kind == "my_pool"]
+    assert len(rec) == 1 and rec[0].fields["slots"] == 33 and rec[0].fields["size_gib"] == 4.96
