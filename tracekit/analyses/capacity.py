@@ -65,36 +65,8 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     attention TP 1)."""
     g = (log.grammar if log is not None else None) or grammar_default()
     sa_names = g.common.get("server_args", {})
-    warnings: list[str] = []
-    info: dict[str, Any] = {}
-    args: dict[str, Any] = {}
-    kv_rec = None
-    if log is not None:
-        rk = resolve_rank(log, rank)
-        led = rank_ledger(log, rk)
-        kv_rec = next((r for r in rank_view(log, rk) if r.kind == "kv_alloc"), None)
-        sargs = global_record(log, "server_args", rk)
-        args = sargs.fields.get("args", {}) if sargs else {}
-        summ = global_record(log, "summary", rk)
-        info = {"log_rank": rank_label(rk)}
-        if summ is not None:
-            info.update({k: summ.fields[k] for k in ("max_total_num_tokens", "max_running_requests", "context_len")
-                         if k in summ.fields})
-        if kv_rec is None and pool_gib is None:
-            raise MissingDataError(f"{log.path} has no 'KV Cache is allocated' line for {rank_label(rk)}; pass "
-                                   "--pool-gib with the model's dimensions instead")
-        if not led.complete:
-            warnings.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason})")
-    dtype_name = kv_dtype
-    if dtype_name is None and kv_rec is not None and "dtype" in kv_rec.fields:
-        dtype_name = kv_rec.fields["dtype"]
-    if dtype_name is None and log is not None:
-        kd = next((r for r in log.records if r.kind == "kv_dtype"), None)
-        dtype_name = kd.fields.get("dtype") if kd else server_arg(args, sa_names.get("kv_dtype", ()))
-        if dtype_name == "auto":
-            dtype_name = None
-    if dtype_name is None:
-        dtype_name = "bf16"
+    info, args, kv_rec, warnings = _from_log(log, rank, pool_gib)
+    dtype_name = _kv_dtype(kv_dtype, kv_rec, log, args, sa_names)
     log_pool = None
     if kv_rec is not None:
         log_pool = kv_rec.fields.get("kv_gib")
@@ -104,43 +76,12 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     if pool is None:
         raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
                           "--rope-dim or --kv-heads/--head-dim)")
-    if dims.given():
-        nbytes = dtype_bytes(dtype_name, g)
-        bpt, layout = bytes_per_token(dims, nbytes)
-        bpt_source = f"{layout} formula"
-    elif kv_rec is not None and kv_rec.fields.get("tokens"):
-        bpt = round(log_pool * GIB / kv_rec.fields["tokens"])
-        bpt_source = "log: KV size ÷ #tokens (sizes are printed to 0.01 GiB)"
-        try:
-            nbytes = dtype_bytes(dtype_name, g)
-        except OptionError:
-            nbytes = None
-    else:
-        raise OptionError("pass the model's dimensions (--layers and --kv-lora-rank/--rope-dim or --kv-heads/"
-                          "--head-dim) to turn --pool-gib into tokens")
+    bpt, bpt_source, nbytes = _token_bytes(dims, kv_rec, log_pool, dtype_name, g)
     if pool_gib is None and kv_rec is not None:
         tokens_rank, tokens_source = int(kv_rec.fields["tokens"]), f"log line {kv_rec.line}: #tokens"
     else:
         tokens_rank, tokens_source = math.floor(pool * GIB / bpt), "pool ÷ bytes per token"
-    n_dcp = dcp if dcp is not None else int(server_arg(args, sa_names.get("dcp", ())) or 1)
-    if ranks is not None:
-        n_ranks = ranks
-    elif args:
-        n_ranks = int(server_arg(args, sa_names.get("tp", ())) or 1) * int(server_arg(args, sa_names.get("pp", ())) or 1)
-    else:
-        n_ranks = 1
-    if dp is not None:
-        n_dp = dp
-    elif args and server_arg(args, sa_names.get("dp", ())) is not None:
-        n_dp = int(server_arg(args, sa_names.get("dp", ())))
-    else:
-        n_dp = max(1, n_ranks // n_dcp)
-    for name, v in (("--ranks", n_ranks), ("--dp", n_dp), ("--dcp", n_dcp)):
-        if v < 1:
-            raise OptionError(f"{name} must be at least 1")
-    if n_ranks % (n_dp * n_dcp):
-        raise OptionError(f"{n_ranks} ranks do not divide into dp {n_dp} × dcp {n_dcp} groups; check --ranks, --dp"
-                          " and --dcp")
+    n_ranks, n_dp, n_dcp = _parallelism(args, sa_names, ranks, dp, dcp)
     attn_tp = n_ranks // (n_dp * n_dcp)
     tokens_dp = tokens_rank * n_dcp
     tokens_inst = tokens_dp * n_dp
@@ -171,3 +112,80 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
                   summary=summary, tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens",
                                                                       "max_concurrency"])},
                   warnings=warnings + (list(log.warnings) if log is not None else []))
+
+
+def _from_log(log: SglangLog | None, rank: str | None, pool_gib: float | None):
+    """(summary entries, server args, the rank's KV allocation record, warnings) of a launch log."""
+    if log is None:
+        return {}, {}, None, []
+    warnings: list[str] = []
+    rk = resolve_rank(log, rank)
+    led = rank_ledger(log, rk)
+    kv_rec = next((r for r in rank_view(log, rk) if r.kind == "kv_alloc"), None)
+    sargs = global_record(log, "server_args", rk)
+    args = sargs.fields.get("args", {}) if sargs else {}
+    summ = global_record(log, "summary", rk)
+    info: dict[str, Any] = {"log_rank": rank_label(rk)}
+    if summ is not None:
+        info.update({k: summ.fields[k] for k in ("max_total_num_tokens", "max_running_requests", "context_len")
+                     if k in summ.fields})
+    if kv_rec is None and pool_gib is None:
+        raise MissingDataError(f"{log.path} has no 'KV Cache is allocated' line for {rank_label(rk)}; pass "
+                               "--pool-gib with the model's dimensions instead")
+    if not led.complete:
+        warnings.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason})")
+    return info, args, kv_rec, warnings
+
+
+def _kv_dtype(kv_dtype, kv_rec, log, args, sa_names) -> str:
+    """The option, else the KV line's dtype, else the log's kv dtype line or server arg, else bf16."""
+    name = kv_dtype
+    if name is None and kv_rec is not None and "dtype" in kv_rec.fields:
+        name = kv_rec.fields["dtype"]
+    if name is None and log is not None:
+        kd = next((r for r in log.records if r.kind == "kv_dtype"), None)
+        name = kd.fields.get("dtype") if kd else server_arg(args, sa_names.get("kv_dtype", ()))
+        if name == "auto":
+            name = None
+    return name or "bf16"
+
+
+def _token_bytes(dims: ModelDims, kv_rec, log_pool, dtype_name: str, g):
+    """(bytes per token, where it came from, bytes per element or None)."""
+    if dims.given():
+        nbytes = dtype_bytes(dtype_name, g)
+        bpt, layout = bytes_per_token(dims, nbytes)
+        return bpt, f"{layout} formula", nbytes
+    if kv_rec is not None and kv_rec.fields.get("tokens"):
+        bpt = round(log_pool * GIB / kv_rec.fields["tokens"])
+        try:
+            nbytes = dtype_bytes(dtype_name, g)
+        except OptionError:
+            nbytes = None
+        return bpt, "log: KV size ÷ #tokens (sizes are printed to 0.01 GiB)", nbytes
+    raise OptionError("pass the model's dimensions (--layers and --kv-lora-rank/--rope-dim or --kv-heads/"
+                      "--head-dim) to turn --pool-gib into tokens")
+
+
+def _parallelism(args, sa_names, ranks, dp, dcp) -> tuple[int, int, int]:
+    """(ranks, dp, dcp): the options, else the server args, else 1 rank, dp = ranks ÷ dcp."""
+    n_dcp = dcp if dcp is not None else int(server_arg(args, sa_names.get("dcp", ())) or 1)
+    if ranks is not None:
+        n_ranks = ranks
+    elif args:
+        n_ranks = int(server_arg(args, sa_names.get("tp", ())) or 1) * int(server_arg(args, sa_names.get("pp", ())) or 1)
+    else:
+        n_ranks = 1
+    if dp is not None:
+        n_dp = dp
+    elif args and server_arg(args, sa_names.get("dp", ())) is not None:
+        n_dp = int(server_arg(args, sa_names.get("dp", ())))
+    else:
+        n_dp = max(1, n_ranks // n_dcp)
+    for name, v in (("--ranks", n_ranks), ("--dp", n_dp), ("--dcp", n_dcp)):
+        if v < 1:
+            raise OptionError(f"{name} must be at least 1")
+    if n_ranks % (n_dp * n_dcp):
+        raise OptionError(f"{n_ranks} ranks do not divide into dp {n_dp} × dcp {n_dcp} groups; check --ranks, --dp"
+                          " and --dcp")
+    return n_ranks, n_dp, n_dcp
