@@ -66,3 +66,24 @@ def weight_ag_mask(events: pd.DataFrame, local_copy_pattern: str | re.Pattern | 
         return ptop
     lane = lane_key(events)
     return ptop | (name_mask(events, pattern, kind="kernel") & np.isin(lane, np.unique(lane[ptop])))
+
+
+def same_stream_overlaps(events: pd.DataFrame, *, tolerance_ns: int = 0, fraction: float = 0.0) -> np.ndarray:
+    """Row mask: GPU activities that start before an earlier activity of their lane has ended (the lane's running
+    maximum end, not only the previous event's), by more than ``max(tolerance_ns, fraction × own duration)``.
+    With the defaults any overlap counts; PDL lets a kernel start a little early, so the step health check asks
+    for more than half the duration (docs/steps.md)."""
+    out = np.zeros(len(events), dtype=bool)
+    rows = np.flatnonzero(gpu_mask(events))
+    if rows.size == 0:
+        return out
+    lane = lane_key(events)[rows]
+    s, e = events["start_ns"].to_numpy()[rows], events["end_ns"].to_numpy()[rows]
+    order = np.lexsort((s, lane))
+    ln, s, e, rows = lane[order], s[order], e[order], rows[order]
+    same = np.concatenate([[False], ln[1:] == ln[:-1]])
+    reach = pd.Series(e).groupby(ln).cummax().to_numpy()
+    prev = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
+    allowed = np.maximum(tolerance_ns, (fraction * (e - s)).astype(np.int64))
+    out[rows[same & (prev - s > allowed)]] = True
+    return out

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals, schema
+from ..events import same_stream_overlaps as overlap_mask
 from ..result import Result, trace_input
 from ..trace import Trace
 
@@ -21,18 +22,8 @@ def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
 
 
 def same_stream_overlaps(events: pd.DataFrame) -> int:
-    """Number of GPU activities that start before the previous one on their stream has ended."""
-    gpu = schema.gpu_activity(events)
-    if gpu.empty:
-        return 0
-    g = gpu.sort_values(["device", "stream", "start_ns"], kind="stable")
-    dev, st = g["device"].to_numpy(), g["stream"].to_numpy()
-    s, e = g["start_ns"].to_numpy(), g["end_ns"].to_numpy()
-    same = (dev[1:] == dev[:-1]) & (st[1:] == st[:-1])
-    # compare with the running maximum end of the lane, not only the previous event
-    lane_id = np.concatenate([[0], np.cumsum(~same)])
-    run_max = pd.Series(e).groupby(lane_id).cummax().to_numpy()
-    return int(np.sum(same & (s[1:] < run_max[:-1])))
+    """Number of GPU activities that start before an earlier one on their stream has ended."""
+    return int(overlap_mask(events).sum())
 
 
 def trace_info(trace: Trace) -> Result:
@@ -50,44 +41,10 @@ def trace_info(trace: Trace) -> Result:
                    .sort_values("count", ascending=False, kind="stable"))
     by_category["cat"] = by_category["cat"].astype(str)
 
-    lanes = ev[ev["kind"].isin(("kernel", "memcpy", "memset", "gpu_annotation"))]
-    by_stream = pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
-                                      "busy_ns"])
-    if not lanes.empty:
-        counts = pd.crosstab([lanes["device"], lanes["stream"]], lanes["kind"].astype(str))
-        for k in ("kernel", "memcpy", "memset", "gpu_annotation"):
-            if k not in counts:
-                counts[k] = 0
-        busy_by = (gpu.groupby(["device", "stream"])
-                   .apply(lambda g: intervals.total(intervals.normalize(g["start_ns"].to_numpy(),
-                                                                        g["end_ns"].to_numpy())),
-                          include_groups=False)
-                   if not gpu.empty else pd.Series(dtype=np.int64))
-        by_stream = pd.DataFrame({
-            "device": counts.index.get_level_values(0).astype(np.int64),
-            "stream": counts.index.get_level_values(1).astype(np.int64),
-            "kernels": counts["kernel"].to_numpy(np.int64),
-            "memcpys": counts["memcpy"].to_numpy(np.int64),
-            "memsets": counts["memset"].to_numpy(np.int64),
-            "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
-            "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index],
-        })
-
-    copies = ev[ev["copy_kind"].notna()]
-    copy_kinds = (copies.groupby("copy_kind", observed=True)
-                  .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
-                       bytes_total=("bytes", lambda b: int(b[b >= 0].sum())),
-                       bytes_unknown=("bytes", lambda b: int((b < 0).sum())))
-                  .reset_index())
-    copy_kinds["copy_kind"] = copy_kinds["copy_kind"].astype(str)
-
+    by_stream = _by_stream(ev, gpu)
+    copy_kinds = _copy_kinds(ev)
     comm = ev[ev["comm_class"].notna()]
-    comm_kernels = (comm.groupby(["comm_class", "collective", "algo", "protocol"], observed=True, dropna=False)
-                    .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index())
-    for c in ("comm_class", "collective", "algo", "protocol"):
-        comm_kernels[c] = comm_kernels[c].astype(object).where(comm_kernels[c].notna(), None)
-    comm_kernels = comm_kernels.sort_values("total_ns", ascending=False, kind="stable")
-
+    comm_kernels = _comm_kernels(comm)
     rep = trace.report
     ingest_rows = [{"what": "records read", "count": rep.records_read},
                    {"what": "events kept", "count": rep.events_kept}]
@@ -132,3 +89,51 @@ def trace_info(trace: Trace) -> Result:
                 "copy_kinds": copy_kinds, "comm_kernels": comm_kernels, "ingest": pd.DataFrame(ingest_rows)},
         warnings=warnings,
     )
+
+def _by_stream(ev: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
+    """Per (device, stream): kernels, copies, memsets, GPU annotations and busy time."""
+    lanes = ev[ev["kind"].isin(("kernel", "memcpy", "memset", "gpu_annotation"))]
+    by_stream = pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
+                                      "busy_ns"])
+    if not lanes.empty:
+        counts = pd.crosstab([lanes["device"], lanes["stream"]], lanes["kind"].astype(str))
+        for k in ("kernel", "memcpy", "memset", "gpu_annotation"):
+            if k not in counts:
+                counts[k] = 0
+        busy_by = (gpu.groupby(["device", "stream"])
+                   .apply(lambda g: intervals.total(intervals.normalize(g["start_ns"].to_numpy(),
+                                                                        g["end_ns"].to_numpy())),
+                          include_groups=False)
+                   if not gpu.empty else pd.Series(dtype=np.int64))
+        by_stream = pd.DataFrame({
+            "device": counts.index.get_level_values(0).astype(np.int64),
+            "stream": counts.index.get_level_values(1).astype(np.int64),
+            "kernels": counts["kernel"].to_numpy(np.int64),
+            "memcpys": counts["memcpy"].to_numpy(np.int64),
+            "memsets": counts["memset"].to_numpy(np.int64),
+            "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
+            "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index],
+        })
+    return by_stream
+
+
+def _copy_kinds(ev: pd.DataFrame) -> pd.DataFrame:
+    """Per copy kind: count, time, bytes (known) and copies of unknown size."""
+    copies = ev[ev["copy_kind"].notna()]
+    copy_kinds = (copies.groupby("copy_kind", observed=True)
+                  .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
+                       bytes_total=("bytes", lambda b: int(b[b >= 0].sum())),
+                       bytes_unknown=("bytes", lambda b: int((b < 0).sum())))
+                  .reset_index())
+    copy_kinds["copy_kind"] = copy_kinds["copy_kind"].astype(str)
+    return copy_kinds
+
+
+def _comm_kernels(comm: pd.DataFrame) -> pd.DataFrame:
+    """Per communication class and NCCL collective/algo/protocol: count and time."""
+    comm_kernels = (comm.groupby(["comm_class", "collective", "algo", "protocol"], observed=True, dropna=False)
+                    .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index())
+    for c in ("comm_class", "collective", "algo", "protocol"):
+        comm_kernels[c] = comm_kernels[c].astype(object).where(comm_kernels[c].notna(), None)
+    comm_kernels = comm_kernels.sort_values("total_ns", ascending=False, kind="stable")
+    return comm_kernels

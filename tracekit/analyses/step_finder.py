@@ -11,6 +11,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..errors import MissingDataError, UsageError
+from ..events import same_stream_overlaps
 from ..trace import Trace
 from .step_model import (HEALTH_COLUMNS, STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules)
 
@@ -39,10 +40,8 @@ class _Context:
         self.gpu = gpu
         self.gs = ev["start_ns"].to_numpy()[gpu]
         self.ge = ev["end_ns"].to_numpy()[gpu]
-        self.gdev = ev["device"].to_numpy()[gpu]
         self.gcorr = ev["correlation"].to_numpy()[gpu]
         self.gkernel = (ev["kind"].to_numpy()[gpu] == "kernel")
-        self.gstream = ev["stream"].to_numpy()[gpu]
         self.busy_set = iv.normalize(self.gs, self.ge)
         rt = ev["kind"].isin(rules.launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
         launches = ev.loc[rt, ["correlation", "start_ns", "name"]].drop_duplicates("correlation")
@@ -362,22 +361,11 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
 
 
 def _same_stream_overlaps(ctx: _Context, table: pd.DataFrame) -> np.ndarray:
-    """Per step: activities starting before the previous activity of their stream ended (beyond a tolerance)."""
-    n = len(table)
-    if ctx.gs.size == 0:
-        return np.zeros(n, dtype=np.int64)
-    lane = ctx.gdev.astype(np.int64) * (1 << 32) + ctx.gstream.astype(np.int64)
-    order = np.lexsort((ctx.gs, lane))
-    ln, s, e = lane[order], ctx.gs[order], ctx.ge[order]
-    same = np.concatenate([[False], ln[1:] == ln[:-1]])
-    reach = pd.Series(e).groupby(ln).cummax().to_numpy()  # the furthest end so far on the lane
-    prev_reach = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
-    # PDL lets a kernel start a little before its predecessor ends; damage (duplicates, nesting) overlaps more
-    bad = same & (prev_reach - s > np.maximum(ctx.rules.overlap_ns, (e - s) // 2))
-    ts, te = table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
-    k = np.searchsorted(ts, s[bad], side="right") - 1
-    inside = (k >= 0) & (s[bad] < te[np.clip(k, 0, None)])
-    return np.bincount(k[inside], minlength=n).astype(np.int64)
+    """Per step: activities overlapping an earlier one of their stream by more than half their duration."""
+    bad = same_stream_overlaps(ctx.ev, tolerance_ns=ctx.rules.overlap_ns, fraction=0.5)
+    k = iv.window_of(ctx.ev["start_ns"].to_numpy()[bad], table["start_ns"].to_numpy(np.int64),
+                     table["end_ns"].to_numpy(np.int64))
+    return np.bincount(k[k >= 0], minlength=len(table)).astype(np.int64)
 
 
 def _with_health_warnings(trace: Trace, st: Steps, table: pd.DataFrame) -> Steps:
