@@ -77,28 +77,7 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     kernels = np.bincount(block_of[counted], minlength=n_blocks)
     kernel_ns = np.bincount(block_of[counted], weights=ev["dur_ns"].to_numpy()[counted], minlength=n_blocks)
     keep_block = kernels > 0
-    # types: position first/last per step (judged among blocks that hold kernels), contains-rules, default
-    kept_idx = np.flatnonzero(keep_block)
-    first_kept = np.zeros(n_blocks, dtype=bool)
-    last_kept = np.zeros(n_blocks, dtype=bool)
-    if kept_idx.size:
-        ks = b_step[kept_idx]
-        first_kept[kept_idx[np.concatenate([[True], ks[1:] != ks[:-1]])]] = True
-        last_kept[kept_idx[np.concatenate([ks[1:] != ks[:-1], [True]])]] = True
-    btype = np.full(n_blocks, None, dtype=object)
-    for rule in spec.types:
-        hits = name_mask(ev, rule.contains) & counted
-        has = np.bincount(block_of[hits], minlength=n_blocks) > 0
-        btype = np.where((btype == None) & has, rule.type, btype)  # noqa: E711 - elementwise
-    pos = spec.position
-    if pos.first:
-        btype = np.where(first_kept, pos.first, btype)
-    if pos.last:
-        btype = np.where(last_kept & ~(first_kept & bool(pos.first)), pos.last, btype)
-    untyped = keep_block & (btype == None)  # noqa: E711
-    if pos.default:
-        btype = np.where(untyped, pos.default, btype)
-    btype = np.where(btype == None, UNTYPED, btype)  # noqa: E711
+    btype = _block_types(ev, spec, b_step, block_of, counted, keep_block)
     # renumber the blocks that hold kernels: block = index within the step, layer = within its type
     blocks = pd.DataFrame({"step": b_step, "start_ns": b_start, "end_ns": b_end, "block_type": btype,
                            "kernels": kernels, "kernel_ns": kernel_ns.astype(np.int64), "_id": np.arange(n_blocks)})
@@ -130,6 +109,35 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
                         f" {sample}")
     return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
 
+
+
+def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarray, counted: np.ndarray,
+                 keep_block: np.ndarray) -> np.ndarray:
+    """Each block's type: position first/last per step (judged among blocks that hold kernels), then the
+    contains-rules, then the default for untyped blocks between them; ``untyped`` otherwise."""
+    n_blocks = len(b_step)
+    kept_idx = np.flatnonzero(keep_block)
+    first_kept = np.zeros(n_blocks, dtype=bool)
+    last_kept = np.zeros(n_blocks, dtype=bool)
+    if kept_idx.size:
+        ks = b_step[kept_idx]
+        first_kept[kept_idx[np.concatenate([[True], ks[1:] != ks[:-1]])]] = True
+        last_kept[kept_idx[np.concatenate([ks[1:] != ks[:-1], [True]])]] = True
+    btype = np.full(n_blocks, None, dtype=object)
+    for rule in spec.types:
+        hits = name_mask(ev, rule.contains) & counted
+        has = np.bincount(block_of[hits], minlength=n_blocks) > 0
+        btype = np.where((btype == None) & has, rule.type, btype)  # noqa: E711 - elementwise
+    pos = spec.position
+    if pos.first:
+        btype = np.where(first_kept, pos.first, btype)
+    if pos.last:
+        btype = np.where(last_kept & ~(first_kept & bool(pos.first)), pos.last, btype)
+    untyped = keep_block & (btype == None)  # noqa: E711
+    if pos.default:
+        btype = np.where(untyped, pos.default, btype)
+    btype = np.where(btype == None, UNTYPED, btype)  # noqa: E711
+    return btype
 
 def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: np.ndarray) -> np.ndarray:
     """Rows of main-stream kernels that start a block, rule by rule (see BoundaryRule)."""
