@@ -110,7 +110,6 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
 
 
-
 def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarray, counted: np.ndarray,
                  keep_block: np.ndarray) -> np.ndarray:
     """Each block's type: position first/last per step (judged among blocks that hold kernels), then the
@@ -138,6 +137,7 @@ def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarra
         btype = np.where(untyped, pos.default, btype)
     btype = np.where(btype == None, UNTYPED, btype)  # noqa: E711
     return btype
+
 
 def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: np.ndarray) -> np.ndarray:
     """Rows of main-stream kernels that start a block, rule by rule (see BoundaryRule)."""

@@ -82,8 +82,9 @@ def ingest_file(source: Path, display_path: str | None = None, progress=None) ->
         report.file_bytes = size
         counter = _Counter()
         compression = _compression(source)
-        # compressed input already keeps a second core busy decompressing (in the reader thread)
-        workers = _workers(size) if compression == "none" else 1
+        # compressed input: decompression runs in the reader thread, and the decompressed pieces reach the
+        # helper process through shared memory; an uncompressed file's pieces are read by the helper itself
+        workers = _workers(size if compression == "none" else size * COMPRESSION_GUESS)
         on_read = (lambda pos: progress(pos, size)) if progress else None
         cols = decode_stream(counter.count(prefetch(iter_blocks(source, on_read=on_read))), workers=workers,
                              plain_file=str(source) if compression == "none" else None)
@@ -130,18 +131,24 @@ def ingest_file(source: Path, display_path: str | None = None, progress=None) ->
     return Trace(events=events, meta=meta, report=report)
 
 
-PARALLEL_MIN_BYTES = 32 << 20
+PARALLEL_MIN_BYTES = 32 << 20  # of text: below this a second process costs more than it saves
+COMPRESSION_GUESS = 5  # text bytes per compressed byte, at the least, for JSON traces (Kineto's: 10-20)
 
 
-def _workers(file_bytes: int) -> int:
-    """Decode with a second process for big files on machines with a spare core (TRACEKIT_WORKERS=1 disables)."""
+def _workers(text_bytes: int) -> int:
+    """Decode with a second process for big traces on machines with a spare core (TRACEKIT_WORKERS=1
+    disables, TRACEKIT_WORKERS=2 forces it whatever the size)."""
     env = os.environ.get("TRACEKIT_WORKERS")
     if env is not None:
         try:
             return max(1, int(env))
         except ValueError:
             return 1
-    return 2 if file_bytes >= PARALLEL_MIN_BYTES and (os.cpu_count() or 1) >= 2 else 1
+    try:
+        cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container may allow fewer)
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return 2 if text_bytes >= PARALLEL_MIN_BYTES and cores >= 2 else 1
 
 
 class _Counter:

@@ -19,8 +19,12 @@ decoded as a float and rounded.
 """
 from __future__ import annotations
 
+import itertools
+import mmap
 import os
+import pickle
 import re
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -28,7 +32,6 @@ from typing import Any, Union
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
 from .numbers import raw_to_ns
@@ -140,24 +143,33 @@ class RawColumns:
     utf8_repairs: int = 0  # records whose invalid UTF-8 bytes were replaced by U+FFFD
 
 
+def _int32s(values: list) -> np.ndarray:
+    return np.fromiter(values, dtype=np.int32, count=len(values))
+
+
 class _Dictionary:
-    """A growing string dictionary: chunk strings → global int32 codes."""
+    """A growing string dictionary: chunk strings → global int32 codes (first-seen order)."""
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
         self.values: list[str] = []
 
     def encode(self, strings: list) -> np.ndarray:
-        codes, uniques = pd.factorize(np.asarray(strings, dtype=object), use_na_sentinel=False)
-        table = np.empty(len(uniques), dtype=np.int32)
-        for i, u in enumerate(uniques):
-            key = u if isinstance(u, str) else ("" if u is None else str(u))
-            code = self.index.get(key)
-            if code is None:
-                code = self.index[key] = len(self.values)
-                self.values.append(key)
-            table[i] = code
-        return table[codes] if len(codes) else np.empty(0, dtype=np.int32)
+        get = self.index.get
+        return self.complete(_int32s([get(s, -1) for s in strings]), strings.__getitem__)
+
+    def complete(self, codes: np.ndarray, value_at) -> np.ndarray:
+        """Fill in the ``-1`` codes (strings not yet in the dictionary); ``value_at(i)`` is string ``i``."""
+        if codes.size and codes.min() < 0:
+            index, values = self.index, self.values
+            for i in np.flatnonzero(codes < 0).tolist():
+                s = value_at(i)
+                code = index.get(s)
+                if code is None:
+                    code = index[s] = len(values)
+                    values.append(s)
+                codes[i] = code
+        return codes
 
 
 class ColumnBuilder:
@@ -211,10 +223,17 @@ class ColumnBuilder:
         return Event(ph="<undecodable>")
 
     def add_events(self, events: list[Event]) -> None:
+        # Every step below is one pass over the events in C (a list comprehension or a numpy call), never
+        # a Python statement per event: at ~10^6 events a trace, each pass costs ~10-30 ns an event.
         lo = self.n
         n = len(events)
         self.n += n
-        ph_codes = self.ph.encode([e.ph for e in events])
+        phs = [e.ph for e in events]
+        if n and phs.count(phs[0]) == n:  # one phase only (a piece of cpu_ops, say): no lookup per event
+            ph_codes = np.full(n, self.ph.encode(phs[:1])[0], dtype=np.int32)
+        else:
+            ph_codes = self.ph.encode(phs)
+        del phs
         phases = self.ph.values
         reason = np.array([_PHASE_REASON.get(p, 6) for p in phases] + [6], dtype=np.int8)[ph_codes]
         instant_by_code = np.array([p in ("i", "I") for p in phases] + [False])
@@ -226,7 +245,7 @@ class ColumnBuilder:
         if cand.size < n:
             events = [events[i] for i in cand.tolist()]
         ts, ok = raw_to_ns([e.ts for e in events])
-        dur = np.array([e.dur for e in events], dtype=np.float64)
+        dur = np.fromiter([e.dur for e in events], dtype=np.float64, count=len(events))
         instant = instant_by_code[ph_codes[cand]]
         finite = np.isfinite(dur)
         state = np.where(np.isnan(dur), 1, np.where(~finite, 2, np.where(dur < 0, 3, 0))).astype(np.int8)
@@ -242,36 +261,58 @@ class ColumnBuilder:
         keep = np.flatnonzero(sub == 0)
         if keep.size < len(events):
             events = [events[i] for i in keep.tolist()]
+            ts, instant, dur_ns = ts[keep], instant[keep], dur_ns[keep]
         m = len(events)
         part: dict[str, np.ndarray] = {"row": (cand[keep] + lo).astype(np.int64)}
-        part["cat"] = self.cat.encode([e.cat for e in events])
-        part["name"] = self.name.encode([e.name for e in events])
+        cat_get = self.cat.index.get
+        part["cat"] = self.cat.complete(_int32s([cat_get(e.cat, -1) for e in events]), lambda i: events[i].cat)
+        name_get = self.name.index.get
+        part["name"] = self.name.complete(_int32s([name_get(e.name, -1) for e in events]), lambda i: events[i].name)
         part["pid"] = self._ints([e.pid for e in events])
         part["tid"] = self._ints([e.tid for e in events])
-        part["ts_ns"] = ts[keep]
-        part["instant"] = instant[keep]
-        part["dur_ns"] = dur_ns[keep]
+        part["ts_ns"] = ts
+        part["instant"] = instant
+        part["dur_ns"] = dur_ns
         args_all = [e.args for e in events]
-        idx = np.flatnonzero(np.fromiter((a is not None for a in args_all), dtype=bool, count=m))
-        args = [a for a in args_all if a is not None]
-        for key in INT_ARGS:
-            col = np.full(m, -1, dtype=np.int64)
-            if args:
-                col[idx] = self._ints([getattr(a, key) for a in args])
-            part[key] = col
+        args = list(filter(None, args_all))  # Args structs are always true
+        if len(args) == m:
+            idx = None  # every event has args (the common case)
+        else:
+            idx = np.flatnonzero(np.array([a is not None for a in args_all], dtype=bool))
+        del args_all
+        ints = self._ints
+        for key, values in (
+            ("device", [a.device for a in args]),
+            ("stream", [a.stream for a in args]),
+            ("correlation", [a.correlation for a in args]),
+            ("external_id", [a.external_id for a in args]),
+            ("bytes", [a.bytes for a in args]),
+            ("registers", [a.registers for a in args]),
+            ("shared_mem", [a.shared_mem for a in args]),
+        ):
+            if idx is None:
+                part[key] = ints(values) if values else np.full(m, -1, dtype=np.int64)
+            else:
+                col = np.full(m, -1, dtype=np.int64)
+                if args:
+                    col[idx] = ints(values)
+                part[key] = col
         part["grid"] = self._triples([a.grid for a in args], idx, m)
         part["block"] = self._triples([a.block for a in args], idx, m)
         if args:
             copy_cat = np.array([c in ("gpu_memcpy", "gpu_memset") for c in self.cat.values])
             rows = part["row"]
-            for j in np.flatnonzero(copy_cat[part["cat"][idx]]).tolist():
+            cats = part["cat"] if idx is None else part["cat"][idx]
+            for j in np.flatnonzero(copy_cat[cats]).tolist():
                 if args[j].kind is not None:
-                    self.kind_arg[int(rows[idx[j]])] = args[j].kind
+                    self.kind_arg[int(rows[j if idx is None else idx[j]])] = args[j].kind
         self.parts.append(part)
 
     def _ints(self, values: list) -> np.ndarray:
+        if values.count(-1) == len(values):  # the field is absent from every event (the default): no conversion
+            return np.full(len(values), -1, dtype=np.int64)
         try:
-            return np.array(values, dtype=np.int64)
+            return np.fromiter(values, dtype=np.int64, count=len(values))
         except (OverflowError, ValueError, TypeError):
             out = np.full(len(values), -1, dtype=np.int64)
             for i, v in enumerate(values):
@@ -287,24 +328,31 @@ class ColumnBuilder:
             return out
 
     @staticmethod
-    def _triples(values: list, idx: np.ndarray, n: int) -> np.ndarray:
+    def _triples(values: list, idx: np.ndarray | None, n: int) -> np.ndarray:
+        """(n, 3) int32 of the 3-int lists in ``values`` (at rows ``idx``, or all rows), -1 elsewhere."""
         out = np.full((n, 3), -1, dtype=np.int32)
-        sel = [i for i, v in enumerate(values) if isinstance(v, list)]
-        if not sel:
+        if values.count(None) == len(values):  # the field is absent from every event (the default)
             return out
-        lists = [values[i] for i in sel]
-        try:
-            arr = np.array(lists, dtype=np.int64)
-            ok = arr.ndim == 2 and arr.shape[1] == 3
-        except (ValueError, TypeError, OverflowError):
-            ok = False
-        if ok:
+        is_list = np.array([type(v) is list for v in values], dtype=bool)
+        sel = np.flatnonzero(is_list)
+        if not sel.size:
+            return out
+        lists = values if sel.size == len(values) else [values[i] for i in sel.tolist()]
+        rows = sel if idx is None else idx[sel]
+        arr = None
+        if set(map(len, lists)) == {3}:
+            try:
+                arr = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64,
+                                  count=3 * len(lists)).reshape(-1, 3)
+            except (ValueError, TypeError, OverflowError):
+                arr = None
+        if arr is not None:
             good = ((arr >= 0) & (arr < 2**31)).all(axis=1)
-            out[idx[np.asarray(sel)[good]]] = arr[good].astype(np.int32)
+            out[rows[good]] = arr[good].astype(np.int32)
             return out
-        for i, v in zip(sel, lists):
+        for r, v in zip(rows.tolist(), lists):
             if len(v) == 3 and all(isinstance(x, int) and 0 <= x < 2**31 for x in v):
-                out[idx[i]] = v
+                out[r] = v
         return out
 
     def export(self) -> dict[str, Any]:
@@ -412,15 +460,17 @@ class NotStreamable(Exception):
     """The layout is not one the streaming path handles; use the whole-document path."""
 
 
-def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None) -> RawColumns:
+def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None,
+                  piece_bytes: int | None = None) -> RawColumns:
     """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
 
-    With ``workers`` > 1 a forked helper process decodes pieces whenever it is not already busy
-    with two, while this process decodes the rest; the pieces are reassembled in file order.
-    ``plain_file`` (an uncompressed source, whose bytes are the text) lets the helper read its
-    pieces from the file instead of receiving them through the pipe.
+    With ``workers`` > 1 a forked helper process decodes pieces whenever it has fewer than
+    :attr:`_Helper.depth` waiting, while this process decodes the rest; the pieces are reassembled in
+    file order. ``plain_file`` (an uncompressed source, whose bytes are the text) lets the helper read its
+    pieces from the file; otherwise (decompressed text) they are handed over through a ring of shared
+    memory slots of ``piece_bytes`` (default: 1.25 blocks of the reader) each.
     """
-    helper = _Helper(plain_file) if workers > 1 else None
+    helper = _Helper(plain_file, piece_bytes) if workers > 1 else None
     try:
         return _decode_stream(blocks, helper)
     finally:
@@ -472,7 +522,7 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
         k = buf.rfind(sep)
         if k < 0:
             continue
-        if helper is not None and helper.pending() < helper.depth:
+        if helper is not None and helper.can_take(k):
             slots.append(None)
             helper.submit(buf, k, total_in - len(buf))
         else:
@@ -519,95 +569,219 @@ def _decode_text(text) -> dict[str, Any]:
     return b.export()
 
 
-class _Helper:
-    """A forked process that decodes pieces sent over a pipe and returns their columns in order."""
+_MSG = struct.Struct("<qq")  # a request (offset or slot, length) or a reply header (status, payload length)
+_OK, _FAILED, _DONE = 0, 1, 2
+_SLOTS = 2  # shared-memory slots: the helper decodes one while this process fills the other
 
-    def __init__(self, plain_file: str | None = None) -> None:
+
+class _Helper:
+    """A forked process that decodes pieces and returns their columns, in the order they were handed over.
+
+    Pieces of an uncompressed file are named by (offset, length) and read by the helper itself; pieces of
+    decompressed text are copied into a ring of shared memory slots (an anonymous shared mapping made
+    before the fork), so no text goes through a pipe. The columns come back pickled over a plain pipe,
+    read into one preallocated buffer per piece by a collector thread."""
+
+    def __init__(self, plain_file: str | None = None, piece_bytes: int | None = None) -> None:
         import multiprocessing as mp
         import threading
 
+        from . import reader
+
         ctx = mp.get_context("fork")
-        self.conn, child = ctx.Pipe()
         self.plain_file = plain_file
-        self.proc = ctx.Process(target=_helper_main, args=(child, plain_file), daemon=True, name="tracekit-decode")
-        self.proc.start()
-        child.close()
+        self.slot_bytes = piece_bytes or (reader.READ_BLOCK + reader.READ_BLOCK // 4 + 2)
+        self.shm = None if plain_file is not None else mmap.mmap(-1, _SLOTS * self.slot_bytes)
+        # how many pieces may wait for the helper: offsets cost nothing to queue; text needs a free slot
+        self.depth = 4 if plain_file is not None else _SLOTS
+        req_r, self._req_w = os.pipe()
+        self._res_r, res_w = os.pipe()
+        for fd in (self._req_w, res_w):
+            _grow_pipe(fd)
+        self.proc = ctx.Process(target=_helper_main, name="tracekit-decode", daemon=True,
+                                args=(req_r, res_w, (self._req_w, self._res_r), plain_file, self.shm,
+                                      self.slot_bytes))
+        try:
+            self.proc.start()
+        finally:
+            os.close(req_r)
+            os.close(res_w)
         self._results: list = []
+        self._received = 0
         self._error: str | None = None
+        self._sent = 0
+        self._stopped = False
         self._thread = threading.Thread(target=self._collect, daemon=True, name="tracekit-collect")
         self._thread.start()
-        self._stopped = False
-        self._sent = 0
-        # how many pieces may wait for the helper: offsets cost nothing to queue, while text sent
-        # through the pipe blocks this process until the helper reads it
-        self.depth = 4 if plain_file is not None else 1
 
     def pending(self) -> int:
-        return self._sent - len(self._results)
+        return self._sent - self._received
+
+    def can_take(self, k: int) -> bool:
+        """Whether the piece buf[1:k+1] can be handed over now."""
+        return self.pending() < self.depth and (self.shm is None or k + 2 <= self.slot_bytes)
 
     def submit(self, buf: bytearray, k: int, offset: int) -> None:
         """Hand over buf[1:k+1]; ``offset`` is the position of buf[0] in the text."""
-        if self.plain_file is not None:
-            self.conn.send_bytes(b"%d %d" % (offset + 1, k))
+        if self.shm is None:
+            msg = _MSG.pack(offset + 1, k)
         else:
-            view = memoryview(buf)[1 : k + 1]
-            try:
-                self.conn.send_bytes(view)
-            finally:
-                view.release()
+            at = (self._sent % _SLOTS) * self.slot_bytes  # free: at most _SLOTS - 1 others are pending
+            buf[0] = 91  # '[' over the byte before the first '{'
+            buf[k + 1] = 93  # ']' over the ',' after the last complete event
+            self.shm[at : at + k + 2] = memoryview(buf)[: k + 2]
+            msg = _MSG.pack(at, k + 2)
+        os.write(self._req_w, msg)
         self._sent += 1
 
     def _collect(self) -> None:
+        fd = self._res_r
         while True:
-            try:
-                status, payload = self.conn.recv()
-            except (EOFError, OSError):
+            head = _read_exact(fd, _MSG.size)
+            if head is None:
+                return  # the helper is gone: results() sees the shortfall
+            status, length = _MSG.unpack(head)
+            if status == _DONE:
                 return
-            if status == "done":
+            payload = _read_exact(fd, length) if length else bytearray()
+            if payload is None:
                 return
-            if status == "error":
-                self._error = payload
+            if status == _OK:
+                self._results.append(pickle.loads(payload))
             else:
-                self._results.append(payload)
+                self._error = bytes(payload).decode("utf-8", "replace")
+            del payload
+            self._received += 1
 
     def results(self) -> list:
-        self.conn.send_bytes(b"")
-        self._thread.join()
-        self._stopped = True
+        self._finish()
         if self._error is not None:
             raise NotStreamable(self._error)
+        if len(self._results) != self._sent:
+            raise NotStreamable(f"the decode helper process ended early (exit code {self.proc.exitcode})")
         return self._results
+
+    def _finish(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            os.write(self._req_w, _MSG.pack(-1, 0))
+        except OSError:
+            pass
+        self._thread.join()
 
     def stop(self) -> None:
         if not self._stopped:
+            self._stopped = True
             try:
-                self.conn.send_bytes(b"")
+                os.write(self._req_w, _MSG.pack(-1, 0))
             except OSError:
                 pass
             self._thread.join(timeout=5)
-        self.conn.close()
+        for fd in (self._req_w, self._res_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
         self.proc.join(timeout=5)
         if self.proc.is_alive():
             self.proc.kill()
+            self.proc.join(timeout=5)
+        if self.shm is not None:
+            try:
+                self.shm.close()
+            except BufferError:  # a view is still alive somewhere: the mapping goes with it
+                pass
+        self._results = []
 
 
-def _helper_main(conn, plain_file: str | None) -> None:
+def _grow_pipe(fd: int) -> None:
+    """Make the pipe hold 1 MiB (Linux; elsewhere the default), so replies move in few system calls."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass
+
+
+def _read_exact(fd: int, n: int) -> bytearray | None:
+    """Read exactly ``n`` bytes from ``fd`` into one buffer; ``None`` at end of file."""
+    out = bytearray(n)
+    view = memoryview(out)
+    got = 0
+    try:
+        while got < n:
+            r = os.readv(fd, [view[got:]])
+            if r == 0:
+                return None
+            got += r
+    finally:
+        view.release()
+    return out
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data).cast("B")
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        view.release()
+
+
+def _helper_main(req_r: int, res_w: int, parent_ends: tuple, plain_file: str | None, shm, slot_bytes: int) -> None:
+    for fd in parent_ends:  # so that each pipe reports end-of-file when the other side goes
+        os.close(fd)
     fd = os.open(plain_file, os.O_RDONLY) if plain_file is not None else None
+    scratch = bytearray()
     try:
         while True:
-            data = conn.recv_bytes()
-            if not data:
+            msg = _read_exact(req_r, _MSG.size)
+            if msg is None:
+                break  # the parent is gone
+            at, length = _MSG.unpack(msg)
+            if at < 0:
                 break
+            view = None
             try:
-                if fd is not None:
-                    offset, length = (int(x) for x in data.split())
-                    data = os.pread(fd, length, offset)
-                conn.send(("ok", _decode_text(b"[" + data + b"]")))
+                if fd is not None:  # (file offset, length) of a piece of the plain file
+                    if len(scratch) < length + 2:
+                        scratch = bytearray(length + 2 + (length >> 3))
+                    view = memoryview(scratch)
+                    got = 0
+                    while got < length:
+                        r = os.preadv(fd, [view[1 + got : 1 + length]], at + got)
+                        if r == 0:
+                            raise OSError(f"the file ends before byte {at + length}")
+                        got += r
+                    scratch[0] = 91
+                    scratch[length + 1] = 93
+                    text = view[: length + 2]
+                else:  # (slot offset, length) of a piece in shared memory, brackets included
+                    view = memoryview(shm)
+                    text = view[at : at + length]
+                try:
+                    payload = pickle.dumps(_decode_text(text), protocol=pickle.HIGHEST_PROTOCOL)
+                finally:
+                    text.release()
+                status = _OK
             except Exception as exc:  # reported to the parent, which falls back to the safe path
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        conn.send(("done", None))
+                payload = f"{type(exc).__name__}: {exc}".encode()
+                status = _FAILED
+            finally:
+                if view is not None:
+                    view.release()
+            _write_all(res_w, _MSG.pack(status, len(payload)))
+            _write_all(res_w, payload)
+            del payload
+        _write_all(res_w, _MSG.pack(_DONE, 0))
+    except OSError:
+        pass  # the parent closed its end: nothing left to report to
     finally:
-        conn.close()
+        os.close(req_r)
+        os.close(res_w)
         if fd is not None:
             os.close(fd)
 
