@@ -143,3 +143,20 @@ def test_comm_critical_vs_side(tmp_path):
     assert t.loc["nccl", "collective"] == "AllGather"
     assert (t.loc["deepep", "critical_ns"], t.loc["deepep", "side_ns"]) == (0, 30_000)
     assert (t.loc["weight_ag", "side_ns"], t.loc["weight_ag", "count"]) == (100_000, 1)
+
+
+def test_copies_without_bytes_make_sizes_and_rates_null_never_negative(tmp_path):
+    """A PtoP copy with no `bytes` arg (-1) once gave a negative GB/s and halved the received bytes."""
+    evs = [ann(0.0, 20_000.0)] + ag_events(100.0)
+    broken = ag_events(200.0)
+    broken[2] = memcpy(PTOP, broken[2]["ts"], 10.0, nbytes=None, stream=20)
+    ag = segment_allgathers(load(tmp_path, evs + broken), sizes={"small": 4000})
+    p = ag.per_ag
+    assert p["type"].tolist() == ["small", "unknown_size"] and p["copies_without_bytes"].tolist() == [0, 1]
+    assert p["received_bytes"].isna().tolist() == [False, True] and p["full_bytes"].isna().tolist() == [False, True]
+    assert p["effective_gbps"].isna().tolist() == [False, True]
+    g = ag.copies["gbps"]
+    assert g.isna().sum() == 1 and (g.dropna() > 0).all()
+    assert any("carry no byte count" in w and "unknown_size" in w for w in ag.warnings)
+    res = tracekit.allgather_result(load(tmp_path, evs + broken), sizes={"small": 4000})
+    assert res.summary["median_copy_gbps"] > 0

@@ -23,9 +23,11 @@ from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
 UNMATCHED = "unmatched"
+UNKNOWN_SIZE = "unknown_size"  # an AllGather with a copy whose bytes the trace does not give
 COMM_OVERLAP_CLASSES = ("nccl", "deepep")
 PER_AG_COLUMNS = ["ag", "step", "device", "stream", "type", "start_ns", "end_ns", "copies", "local_copy",
-                  "local_copy_ns", "gaps_ns", "received_bytes", "full_bytes", "effective_gbps", "complete"]
+                  "local_copy_ns", "gaps_ns", "received_bytes", "full_bytes", "effective_gbps", "complete",
+                  "copies_without_bytes"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,12 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
     per_ag = _per_ag(rows, group_size, sizes or {}, steps)
     rows = rows.drop(columns=["lane"])
     copies = _copies(ev, rows)
+    unknown = int((per_ag["type"] == UNKNOWN_SIZE).sum())
+    if unknown:
+        missing = int(per_ag["copies_without_bytes"].sum())
+        warnings.append(f"{trace.path}: {missing} PtoP cop(ies) carry no byte count (some AMD and CUPTI versions write"
+                        f" none), so {unknown} AllGather(s) have no size: their received and full bytes and their"
+                        f" bandwidth are null and their type is {UNKNOWN_SIZE}")
     unmatched = int((per_ag["type"] == UNMATCHED).sum())
     if unmatched:
         sizes_seen = ", ".join(str(b) for b in sorted(set(per_ag.loc[per_ag["type"] == UNMATCHED, "full_bytes"]))[:8])
@@ -152,6 +160,7 @@ def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps: Steps) -> 
     copies = (~is_local).groupby(rows["ag"]).sum().to_numpy()
     busy = dur.groupby(rows["ag"]).sum().to_numpy()
     recv = rows["bytes"].where(~is_local & (rows["bytes"] > 0), 0).groupby(rows["ag"]).sum().to_numpy()
+    no_bytes = (~is_local & (rows["bytes"] < 0)).groupby(rows["ag"]).sum().to_numpy()
     complete = copies == g - 1
     mean_copy = np.where(copies > 0, recv // np.maximum(copies, 1), 0)
     full = np.where(complete, recv * g // (g - 1), mean_copy * g)
@@ -159,6 +168,8 @@ def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps: Steps) -> 
     for name, size in sizes.items():
         tol = max(g, int(size * SIZE_TOLERANCE_REL))
         types[(np.abs(full - size) <= tol) & (types == UNMATCHED)] = name
+    unknown = no_bytes > 0  # a missing byte count makes the sizes and the rate unknown, never smaller
+    types[unknown] = UNKNOWN_SIZE
     span = end - start
     out = pd.DataFrame({
         "ag": np.arange(len(start)),
@@ -166,9 +177,10 @@ def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps: Steps) -> 
         "device": grp["device"].first().to_numpy(), "stream": grp["stream"].first().to_numpy(),
         "type": types, "start_ns": start, "end_ns": end, "copies": copies,
         "local_copy": grp["is_local"].any().to_numpy(), "local_copy_ns": local_ns,
-        "gaps_ns": span - busy, "received_bytes": recv, "full_bytes": full,
-        "effective_gbps": np.where(span > 0, recv / np.maximum(span, 1), np.nan),
-        "complete": complete,
+        "gaps_ns": span - busy, "received_bytes": pd.arrays.IntegerArray(recv.astype(np.int64), unknown),
+        "full_bytes": pd.arrays.IntegerArray(full.astype(np.int64), unknown),
+        "effective_gbps": np.where((span > 0) & ~unknown, recv / np.maximum(span, 1), np.nan),
+        "complete": complete, "copies_without_bytes": no_bytes.astype(np.int64),
     })
     return out[PER_AG_COLUMNS]
 
@@ -182,7 +194,8 @@ def _copies(ev: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "ag": cp["ag"].to_numpy(), "event_id": cp["event_id"].to_numpy(), "stream": cp["stream"].to_numpy(),
         "start_ns": s, "dur_ns": dur, "bytes": cp["bytes"].to_numpy(),
-        "gbps": np.where(dur > 0, cp["bytes"].to_numpy() / np.maximum(dur, 1), np.nan),
+        "gbps": np.where((dur > 0) & (cp["bytes"].to_numpy() >= 0), cp["bytes"].to_numpy() / np.maximum(dur, 1),
+                         np.nan),
         "overlaps_comm": iv.measure_in_windows(comm_set, s, e) > 0,
     })
 
