@@ -38,6 +38,10 @@ _LAZY = {
     "resolve_profile": "hardware", "hw_profiles": "hardware", "emit": "render",
     "decomposition_points": "analyses.plot_data", "blocks_points": "analyses.plot_data",
     "exposure_points": "analyses.plot_data", "PlotInput": "analyses.plot_data",
+    "layers": "analyses.layers", "find_layers": "analyses.layers", "suggest": "analyses.suggest",
+    "suggest_result": "analyses.suggest", "one_step_table": "analyses.onestep", "one_step_tables": "analyses.onestep",
+    "categorize": "analyses.categories", "load_categories": "analyses.categories",
+    "trace_categories": "analyses.categories",
     "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }
 

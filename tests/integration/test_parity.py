@@ -119,6 +119,8 @@ def _cases(d):
         ("compare", [d["dir"] / "a", d["dir"] / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
          lambda: tracekit.compare_deployments(d["dir"] / "a", d["dir"] / "b", dp_a=16, dp_b=2, jobs=1)),
         ("bench", [d["dir"] / "bench.csv"], lambda: tracekit.bench_result([d["dir"] / "bench.csv"])),
+        ("layers", [dp16], lambda: tracekit.layers(_load(dp16))),
+        ("suggest", [dp16], lambda: tracekit.suggest_result(_load(dp16))),
     ]
 
 

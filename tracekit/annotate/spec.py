@@ -163,12 +163,22 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
         raise DataFileError(f"{src}: $.allgather.group_size must be at least 2")
 
 
+def _without_docs(obj):
+    """``_doc`` and ``_doc_*`` keys are comments (``tracekit suggest`` writes them): dropped at any depth."""
+    if isinstance(obj, dict):
+        return {k: _without_docs(v) for k, v in obj.items() if not (isinstance(k, str) and k.startswith("_doc"))}
+    if isinstance(obj, list):
+        return [_without_docs(v) for v in obj]
+    return obj
+
+
 def parse_annotation(data: bytes, src: str) -> Annotation:
     try:
-        ann = _DECODER.decode(data)
+        ann = _DECODER.decode(data) if b'"_doc' not in data else msgspec.convert(
+            _without_docs(json.loads(data)), Annotation)
     except msgspec.ValidationError as exc:
         raise DataFileError(f"{src}: {exc}; see docs/annotations.md") from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, ValueError) as exc:
         raise DataFileError(f"{src} is not valid JSON ({exc})") from exc
     _validate_regexes(ann, src)
     ann.source = src

@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "bench": "sweeps:bench_result",
     "ranks": "analyses.ranks:rank_map",
     "imbalance": "sweeps:imbalance",
+    "layers": "analyses.layers:layers",
+    "suggest": "analyses.suggest:suggest_result",
     "plot decomposition": "analyses.plot_data:decomposition_points",
     "plot blocks": "analyses.plot_data:blocks_points",
     "plot exposure": "analyses.plot_data:exposure_points",

@@ -1,0 +1,376 @@
+"""Kernel categories as data: every GPU activity gets a category (gemm, attention_mla, norm, comm_nccl, …) and a
+family (gemm, attention, norm, comm, …).
+
+The rules live in ``tracekit/data/categories.json`` (docs/layers.md); a user file given with ``--categories FILE``
+has the same shape and its rules are tried first. A rule matches on the kernel name (a regex), the activity kind,
+the copy kind, the communication class, and whether the activity's stream carries copies of some kind; the first
+matching rule wins and an activity no rule matches is ``other``.
+
+:func:`categorize` is vectorised: each rule's regex runs once per distinct name (the name column's categories),
+and the rules are then applied to the distinct (name, kind, copy kind, comm class, stream flag) combinations,
+never per event.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..errors import DataFileError, InputError
+
+OTHER = "other"
+SHIPPED = "tracekit/data/categories.json"
+ROLES = ("mixer", "ffn")
+_RULE_KEYS = {"category", "pattern", "kind", "copy_kind", "comm_class", "stream_has_copy_kind"}
+_CATEGORY_KEYS = {"family", "layer_role", "layer_label"}
+_KINDS = schema.GPU_ACTIVITY_KINDS
+
+
+@dataclass(frozen=True)
+class CategoryInfo:
+    """One category: its family, and what it tells the automatic layer finder (a mixer or an FFN part)."""
+
+    name: str
+    family: str
+    layer_role: str | None = None  # "mixer" (attention, linear attention, state space) or "ffn"
+    layer_label: str | None = None  # the word in layer type names (attn, mla, kda, moe, mlp, …)
+    doc: str = ""
+
+
+def _lowered(pattern: str) -> re.Pattern | None:
+    """For a pattern that starts with ``(?i)`` and has no other inline flag: the same pattern lower-cased (escapes
+    kept) to run case-sensitively on lower-cased ASCII names, about five times faster than IGNORECASE."""
+    if not pattern.startswith("(?i)") or "(?" in pattern[4:].replace("(?:", "").replace("(?!", "").replace(
+            "(?=", "").replace("(?<", ""):
+        return None
+    out, esc = [], False
+    for ch in pattern[4:]:
+        out.append(ch if esc else ch.lower())
+        esc = (ch == "\\") and not esc
+    try:
+        return re.compile("".join(out), re.ASCII)
+    except re.error:
+        return None
+
+
+@dataclass(frozen=True)
+class CategoryRule:
+    category: str
+    pattern: re.Pattern | None = None
+    kinds: tuple[str, ...] | None = None
+    copy_kinds: tuple[str, ...] | None = None
+    comm_classes: tuple[str, ...] | None = None  # ("any",) = any communication class
+    stream_has_copy_kind: str | None = None
+    where: str = ""  # file and JSON path, for messages
+    lowered: re.Pattern | None = None  # the same pattern for lower-cased ASCII names (see _lowered)
+
+    def search(self, name: str, low: str | None) -> bool:
+        if self.lowered is not None and low is not None:
+            return self.lowered.search(low) is not None
+        return self.pattern.search(name) is not None  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class CategoryRules:
+    """Compiled category rules (user rules first) and the declared categories."""
+
+    rules: tuple[CategoryRule, ...]
+    categories: dict[str, CategoryInfo]
+    sources: tuple[str, ...] = ()
+    order: tuple[str, ...] = field(default=())  # category names in declaration order, "other" last
+
+    def family(self, category: str) -> str:
+        info = self.categories.get(category)
+        return info.family if info else OTHER
+
+    def info(self, category: str) -> CategoryInfo:
+        return self.categories.get(category) or CategoryInfo(category, OTHER)
+
+
+# --------------------------------------------------------------------------------------------------
+# loading
+# --------------------------------------------------------------------------------------------------
+
+def _strings(value: Any, where: str, src: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise DataFileError(f"{src}: {where} must be a string or a non-empty list of strings")
+
+
+def _parse_categories(doc: dict, src: str) -> dict[str, CategoryInfo]:
+    cats = doc.get("categories", {})
+    if not isinstance(cats, dict):
+        raise DataFileError(f"{src}: $.categories must be an object mapping category names to {{family, ...}}")
+    out: dict[str, CategoryInfo] = {}
+    for name, spec in cats.items():
+        where = f"$.categories.{name}"
+        if not isinstance(spec, dict):
+            raise DataFileError(f"{src}: {where} must be an object with a 'family'")
+        unknown = sorted(k for k in spec if k not in _CATEGORY_KEYS and not k.startswith("_"))
+        if unknown:
+            raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: family, layer_role,"
+                                " layer_label, _doc)")
+        family = spec.get("family")
+        if not isinstance(family, str) or not family:
+            raise DataFileError(f"{src}: {where}.family must be a non-empty string")
+        role = spec.get("layer_role")
+        if role is not None and role not in ROLES:
+            raise DataFileError(f"{src}: {where}.layer_role must be one of {', '.join(ROLES)} or absent, not {role!r}")
+        label = spec.get("layer_label")
+        if label is not None and not isinstance(label, str):
+            raise DataFileError(f"{src}: {where}.layer_label must be a string")
+        out[str(name)] = CategoryInfo(str(name), family, role, label, str(spec.get("_doc", "")))
+    return out
+
+
+def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo]) -> list[CategoryRule]:
+    rules = doc.get("rules", [])
+    if not isinstance(rules, list):
+        raise DataFileError(f"{src}: $.rules must be a list of rules")
+    out = []
+    for i, r in enumerate(rules):
+        where = f"$.rules[{i}]"
+        if not isinstance(r, dict):
+            raise DataFileError(f"{src}: {where} must be an object with a 'category'")
+        unknown = sorted(k for k in r if k not in _RULE_KEYS and not k.startswith("_"))
+        if unknown:
+            raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: "
+                                f"{', '.join(sorted(_RULE_KEYS))}, _doc)")
+        cat = r.get("category")
+        if not isinstance(cat, str) or not cat:
+            raise DataFileError(f"{src}: {where}.category must be a non-empty string")
+        if cat not in known and cat != OTHER:
+            raise DataFileError(f"{src}: {where}.category {cat!r} is not declared in $.categories (nor in {SHIPPED})")
+        pattern = None
+        if "pattern" in r:
+            if not isinstance(r["pattern"], str):
+                raise DataFileError(f"{src}: {where}.pattern must be a regular expression string")
+            try:
+                pattern = re.compile(r["pattern"], re.ASCII)
+            except re.error as exc:
+                raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
+        kinds = _strings(r["kind"], f"{where}.kind", src) if "kind" in r else None
+        if kinds and any(k not in _KINDS for k in kinds):
+            raise DataFileError(f"{src}: {where}.kind must be among {', '.join(_KINDS)}")
+        copy_kinds = _strings(r["copy_kind"], f"{where}.copy_kind", src) if "copy_kind" in r else None
+        if copy_kinds and any(k not in schema.COPY_KINDS for k in copy_kinds):
+            raise DataFileError(f"{src}: {where}.copy_kind must be among {', '.join(schema.COPY_KINDS)}")
+        comm = _strings(r["comm_class"], f"{where}.comm_class", src) if "comm_class" in r else None
+        if comm and any(c not in schema.COMM_CLASSES and c != "any" for c in comm):
+            raise DataFileError(f"{src}: {where}.comm_class must be among {', '.join(schema.COMM_CLASSES)} or 'any'")
+        has = r.get("stream_has_copy_kind")
+        if has is not None and has not in schema.COPY_KINDS:
+            raise DataFileError(f"{src}: {where}.stream_has_copy_kind must be one of {', '.join(schema.COPY_KINDS)}")
+        if pattern is None and kinds is None and copy_kinds is None and comm is None and has is None:
+            raise DataFileError(f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
+                                " stream_has_copy_kind), so it would match everything")
+        out.append(CategoryRule(cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}",
+                                _lowered(r["pattern"]) if pattern is not None else None))
+    return out
+
+
+def _read(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the categories file ({exc.strerror or exc})") from exc
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise DataFileError(f"{path}: not JSON ({exc}); a categories file is {{\"categories\": {{...}},"
+                            " \"rules\": [...]}}") from exc
+    if not isinstance(doc, dict):
+        raise DataFileError(f"{path}: $ must be a JSON object {{\"categories\": {{...}}, \"rules\": [...]}}")
+    return doc
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> CategoryRules:
+    doc = json.loads(resources.files("tracekit.data").joinpath("categories.json").read_text(encoding="utf-8"))
+    cats = _parse_categories(doc, SHIPPED)
+    if OTHER not in cats:
+        cats[OTHER] = CategoryInfo(OTHER, OTHER)
+    rules = _parse_rules(doc, SHIPPED, cats)
+    return CategoryRules(tuple(rules), cats, (SHIPPED,), tuple(cats))
+
+
+def load_categories(path: str | Path | None = None) -> CategoryRules:
+    """The shipped rules, or a user file's rules (tried first) followed by the shipped ones.
+
+    A user file may declare new categories (``categories``) and use the shipped ones; a malformed file raises
+    :class:`~tracekit.errors.DataFileError` naming the file and the JSON path of the bad field.
+    """
+    base = _shipped()
+    if path is None:
+        return base
+    p = Path(path)
+    doc = _read(p)
+    user_cats = _parse_categories(doc, str(p))
+    cats = {**base.categories, **user_cats}
+    rules = _parse_rules(doc, str(p), cats)
+    order = tuple(c for c in base.order if c != OTHER) + tuple(c for c in user_cats if c not in base.categories)
+    return CategoryRules(tuple(rules) + base.rules, cats, (str(p),) + base.sources, order + (OTHER,))
+
+
+def resolve_categories(categories=None) -> CategoryRules:
+    """``categories`` as given (CategoryRules), a path to a user file, or None for the shipped rules."""
+    if isinstance(categories, CategoryRules):
+        return categories
+    return load_categories(categories)
+
+
+# --------------------------------------------------------------------------------------------------
+# categorizing
+# --------------------------------------------------------------------------------------------------
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, list]:
+    """Integer codes (-1 = missing) and the category values of a column, categorical or not."""
+    c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
+    return c.cat.codes.to_numpy().astype(np.int64), [str(x) for x in c.cat.categories]
+
+
+def _value_mask(values: list[str], allowed: tuple[str, ...] | None, any_ok: bool = False) -> np.ndarray:
+    """Over the column's categories (and a last slot for missing): which satisfy the condition."""
+    out = np.zeros(len(values) + 1, dtype=bool)
+    if allowed is None:
+        out[:] = True
+        return out
+    if any_ok and "any" in allowed:
+        out[:-1] = True
+        return out
+    for i, v in enumerate(values):
+        out[i] = v in allowed
+    return out
+
+
+def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
+    """The category of every row: GPU activity (kernel, memcpy, memset) gets a category, other rows <NA>.
+
+    ``rules``: CategoryRules, a path to a user file, or None (shipped). The result is aligned with the rows of
+    ``events`` and its categories are every declared category (declaration order, ``other`` last).
+    """
+    cr = resolve_categories(rules)
+    schema.require_columns(events, ["name", "kind"], "categorize")
+    n = len(events)
+    names_c, names = _codes(events["name"])
+    kind_c, kinds = _codes(events["kind"])
+    gpu = np.isin(np.asarray(kinds, dtype=object), _KINDS)
+    is_gpu = (kind_c >= 0) & gpu[np.clip(kind_c, 0, None)] if len(kinds) else np.zeros(n, dtype=bool)
+    optional = {}
+    for col in ("copy_kind", "comm_class"):
+        if col in events.columns:
+            optional[col] = _codes(events[col])
+        else:
+            optional[col] = (np.full(n, -1, dtype=np.int64), [])
+    copy_c, copies = optional["copy_kind"]
+    comm_c, comms = optional["comm_class"]
+    # which copy kinds each lane carries (for stream_has_copy_kind)
+    wanted = sorted({r.stream_has_copy_kind for r in cr.rules if r.stream_has_copy_kind})
+    lane_flags = np.zeros(n, dtype=np.int64)
+    if wanted and {"device", "stream"} <= set(events.columns):
+        lane = events["device"].to_numpy().astype(np.int64) * (1 << 32) + events["stream"].to_numpy().astype(np.int64)
+        for bit, ck in enumerate(wanted):
+            has = copy_c == (copies.index(ck) if ck in copies else -2)
+            lane_flags |= np.isin(lane, np.unique(lane[has])).astype(np.int64) << bit
+    # the distinct combinations, then the rules over them (vectorised over combinations)
+    sel = np.flatnonzero(is_gpu)
+    radix = [len(names) + 1, len(kinds) + 1, len(copies) + 1, len(comms) + 1, 1 << max(len(wanted), 0)]
+    parts = [names_c[sel] + 1, kind_c[sel] + 1, copy_c[sel] + 1, comm_c[sel] + 1, lane_flags[sel]]
+    key = np.zeros(sel.size, dtype=np.int64)
+    for r, p in zip(radix, parts):
+        key = key * r + p
+    uniq, inverse = np.unique(key, return_inverse=True)
+    comb = []
+    rest = uniq.copy()
+    for r in reversed(radix):
+        comb.append(rest % r)
+        rest = rest // r
+    u_flags, u_comm, u_copy, u_kind, u_name = comb  # reversed order of `parts`
+    u_name, u_kind, u_copy, u_comm = u_name - 1, u_kind - 1, u_copy - 1, u_comm - 1
+    assigned = np.full(uniq.size, -1, dtype=np.int64)
+    order = list(cr.order)
+    cat_index = {c: i for i, c in enumerate(order)}
+    # regexes run once per distinct name that GPU activity uses (not per event, not on CPU-op names)
+    used, u_slot = np.unique(u_name, return_inverse=True)
+    used_names = [names[i] if i >= 0 else "" for i in used.tolist()]
+    lowered = [n.lower() if n.isascii() else None for n in used_names]
+    for rule in cr.rules:
+        open_ = assigned < 0
+        if not open_.any():
+            break
+        m = open_.copy()
+        if rule.pattern is not None:  # only on the names of combinations still without a category
+            need = np.unique(u_slot[open_ & (u_name >= 0)])
+            hit = np.zeros(len(used_names), dtype=bool)
+            hit[need] = np.fromiter((rule.search(used_names[i], lowered[i]) for i in need.tolist()), dtype=bool,
+                                    count=need.size)
+            m &= hit[u_slot]
+        if rule.kinds is not None:
+            m &= _value_mask(kinds, rule.kinds)[u_kind]
+        if rule.copy_kinds is not None:
+            m &= _value_mask(copies, rule.copy_kinds)[u_copy] & (u_copy >= 0)
+        if rule.comm_classes is not None:
+            m &= _value_mask(comms, rule.comm_classes, any_ok=True)[u_comm] & (u_comm >= 0)
+        if rule.stream_has_copy_kind is not None:
+            bit = wanted.index(rule.stream_has_copy_kind)
+            m &= ((u_flags >> bit) & 1).astype(bool)
+        assigned[m] = cat_index[rule.category]
+    assigned[assigned < 0] = cat_index[OTHER]
+    codes = np.full(n, -1, dtype=np.int64)
+    codes[sel] = assigned[inverse]
+    return pd.Categorical.from_codes(codes, categories=order)
+
+
+def families(categories, rules=None) -> pd.Categorical:
+    """The family of each category value (a Categorical or Series of categories; <NA> stays <NA>)."""
+    cr = resolve_categories(rules)
+    cat = pd.Categorical(categories)
+    fam = [cr.family(str(c)) for c in cat.categories]
+    uniq = list(dict.fromkeys(fam))
+    lookup = np.array([uniq.index(f) for f in fam] + [-1], dtype=np.int64)
+    codes = np.asarray(cat.codes, dtype=np.int64)
+    return pd.Categorical.from_codes(lookup[codes], categories=uniq)
+
+
+def with_categories(events: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """A copy of ``events`` with ``category`` and ``family`` columns (the input is not changed)."""
+    out = events.copy()
+    out["category"] = categorize(events, rules)
+    out["family"] = families(out["category"], rules)
+    return out
+
+
+def coverage(events: pd.DataFrame, rules=None, *, top: int = 10) -> dict:
+    """How much kernel time the rules categorise: ``kernel_ns``, ``categorized_ns`` (not ``other``), ``pct`` and
+    the largest uncategorised kernel names (``other_names``: name → ns)."""
+    k = events[(events["kind"] == "kernel").to_numpy()]
+    cats = categorize(k, rules)
+    dur = k["dur_ns"].to_numpy(np.int64)
+    other = np.asarray(cats == OTHER)
+    total = int(dur.sum())
+    left = k.loc[other, ["name", "dur_ns"]]
+    worst = left.groupby(left["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False).head(top)
+    return {"kernel_ns": total, "categorized_ns": int(total - dur[other].sum()),
+            "pct": 100.0 * (total - int(dur[other].sum())) / total if total else 100.0,
+            "other_names": {str(n): int(v) for n, v in worst.items()}}
+
+
+def trace_categories(trace, rules=None) -> pd.Categorical:
+    """:func:`categorize` over ``trace.events``, computed once per trace and rules (kept in ``trace.derived``, as
+    the steps are): what every analysis that groups by category should call."""
+    cr = resolve_categories(rules)
+    key = ("categories", cr.sources)
+    cached = trace.derived.get(key)
+    if cached is None or len(cached) != len(trace.events):
+        cached = trace.derived[key] = categorize(trace.events, cr)
+    return cached

@@ -1,0 +1,77 @@
+"""Commands for any model, with no annotation: layers (found automatically) and suggest (an annotation for them)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..analyses.layers import layers as layers_result
+from ..analyses.suggest import suggest as suggest_annotation
+from .common import (
+    AnnotationOpt,
+    CacheDirOpt,
+    Fmt,
+    FormatOpt,
+    MinStepOpt,
+    NoCacheOpt,
+    OutOpt,
+    PhaseChoice,
+    PhaseOpt,
+    SourceChoice,
+    StepNameOpt,
+    StepsFileOpt,
+    StepSourceOpt,
+    TableOpt,
+    TraceArg,
+    _load,
+    _output,
+    _state,
+    annotation_for,
+    app,
+    step_opts,
+)
+
+CategoriesOpt = Annotated[Optional[Path], typer.Option(
+    "--categories", help="A JSON file of extra kernel-category rules, tried before the shipped ones"
+                         " (tracekit/data/categories.json; docs/layers.md).")]
+
+
+@app.command(name="layers")
+def layers_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categories: CategoriesOpt = None,
+               step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+               step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Layers found automatically: per step the head, each decoder layer with its type, the tail; the one-step
+    table (every ns of the step charged to one kernel category and one layer type)."""
+    ann = annotation_for(trace, annotation)
+    res = layers_result(_load(trace, no_cache, cache_dir), categories=categories,
+                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
+    _output(res, format, out, table)
+
+
+@app.command(name="suggest")
+def suggest_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categories: CategoriesOpt = None,
+                name: Annotated[Optional[str], typer.Option("--name", help="The annotation's name (default:"
+                                                            " auto_<trace file stem>).")] = None,
+                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                format: FormatOpt = Fmt.table,
+                out: Annotated[Optional[Path], typer.Option(
+                    "--out", "-o", help="Write the suggested annotation (JSON) to this file. The check (whether"
+                                        " the engine reproduces the layers with it) is printed in --format.")] = None,
+                table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """A suggested annotation for the automatic layers (step marker, boundary rules, block types, op tags,
+    AllGather sizes), checked by running the annotation engine on the trace: `blocks -a FILE` reproduces `layers`."""
+    ann = annotation_for(trace, annotation)
+    doc, res = suggest_annotation(_load(trace, no_cache, cache_dir), categories=categories, name=name,
+                                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+    elif not _state["quiet"]:
+        typer.echo("note: the annotation was not written; pass -o FILE to write it", err=True)
+    _output(res, format, None, table)
