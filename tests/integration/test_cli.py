@@ -60,7 +60,9 @@ def test_kernels_match_top_and_csv_table(cli):
     assert code == 0 and len(doc["tables"]["kernels"]) == 1
     row = doc["tables"]["kernels"][0]
     assert "deep_gemm" in row["name"]
-    assert set(row) == {"name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct"}
+    assert set(row) == {"name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct",
+                        "category"}
+    assert row["category"] == "gemm"  # a DeepGEMM kernel, by tracekit/data/categories.json
     assert doc["summary"]["names_matched"] == 2 and doc["summary"]["names_shown"] == 1
     code, out, _ = cli("kernels", "--format", "csv", "--table", "summary")
     assert code == 0 and out.startswith("kernels_total,")

@@ -15,10 +15,9 @@ import tracekit
 from tracekit.analyses.onestep import (
     IDLE,
     ONE_STEP_COLUMNS,
-    median_step,
     one_step_table,
 )
-from tracekit.analyses.steps import get_steps
+from tracekit.analyses.steps import get_steps, median_step
 
 SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 MAIN = (0, 7)

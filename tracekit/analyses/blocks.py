@@ -62,8 +62,17 @@ def block_stats(trace: Trace, ann: Annotation, *, steps=None, step_name: str | N
                   summary=summary,
                   tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
                           "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
-                          "blocks": b},
+                          "blocks": b, "one_step": _one_step(trace, a, st)},
                   warnings=merge_warnings(trace.report.warnings, a.warnings))
+
+
+def _one_step(trace: Trace, a: Annotated, st: Steps) -> pd.DataFrame:
+    """Every ns of each step charged to one kernel category, one block type and one op tag (docs/layers.md)."""
+    from .categories import trace_categories
+    from .onestep import one_step_tables
+
+    return one_step_tables(a.events.assign(category=trace_categories(trace)), st,
+                           by=("category", "block_type", "op_tag"), main=a.main_stream)
 
 
 def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -77,7 +86,7 @@ def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
 
 def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str | None = None, by: str = "name",
                            ann: Annotation | None = None, steps=None, step_name: str | None = None,
-                           min_step_ns: int | None = None) -> Result:
+                           min_step_ns: int | None = None, categories=None) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not."""
     ev = trace.events
@@ -89,6 +98,11 @@ def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str 
     elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
             (overlap_with and ("block:" in overlap_with or "tag:" in overlap_with)):
         raise MissingDataError("selecting or grouping by block or tag needs an annotation (-a ANNOTATION)")
+    from .categories import families, trace_categories
+
+    cats = trace_categories(trace, categories)
+    ev = ev.assign(category=cats)
+    ev = ev.assign(family=families(ev["category"], categories))
     m = select(ev, select_expr)
     chosen = ev[m]
     if chosen.empty:
@@ -109,7 +123,8 @@ def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str 
             summary[f"{label}_mean_ns"] = float(part["dur_ns"].mean()) if len(part) else None
     return Result(command="stats", inputs=[trace_input(trace)],
                   params={"select": select_expr, "overlap_with": overlap_with, "by": by,
-                          "annotation": ann.name if ann else None},
+                          "annotation": ann.name if ann else None,
+                          "categories": str(categories) if categories is not None else None},
                   summary=summary, tables=tables, warnings=warnings)
 
 

@@ -11,19 +11,31 @@ from ..result import Result, trace_input
 from ..trace import Trace
 from .info import gpu_span_and_busy
 
-KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct"]
+KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct",
+                  "category"]
+BY_CHOICES = ("name", "category", "family")
 
 
-def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = None) -> Result:
-    """Statistics per kernel name, sorted by total time.
+def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = None, by: str = "name",
+                 categories=None) -> Result:
+    """Statistics per kernel name (or per kernel category or family: ``by``), sorted by total time.
+
+    Categories come from tracekit/data/categories.json (``categories``: a user file tried first).
 
     ``share_of_busy_pct`` = the kernel's summed duration ÷ GPU busy time (the union of all
     kernels, memcpys and memsets) × 100; shares can add up to more than 100 when streams overlap.
     ``match`` keeps names that match the regular expression (re.search); ``top`` keeps the N
     largest by total after matching; the summary counts what was left out.
     """
+    if by not in BY_CHOICES:
+        raise UsageError(f"--by must be one of {', '.join(BY_CHOICES)}, not {by!r}")
+    from .categories import families, trace_categories
+
     ev = trace.events
-    kernels = ev[ev["kind"] == "kernel"]
+    cats = trace_categories(trace, categories)
+    is_kernel = (ev["kind"] == "kernel").to_numpy()
+    kernels = ev[is_kernel].assign(category=cats[is_kernel])
+    kernels = kernels.assign(family=families(kernels["category"], categories))
     if kernels.empty:
         raise MissingDataError(f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
                                " GPU activity (ProfilerActivity.CUDA)")
@@ -36,7 +48,8 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         names = kernels["name"].cat.categories
         keep = [n for n in names if pat.search(n)]
         kernels = kernels[kernels["name"].isin(keep)]
-    g = kernels.groupby("name", observed=True)["dur_ns"]
+    key = by
+    g = kernels.groupby(key, observed=True)["dur_ns"]
     table = pd.DataFrame({
         "count": g.size(),
         "total_ns": g.sum(),
@@ -45,13 +58,20 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         "min_ns": g.min(),
         "max_ns": g.max(),
     }).reset_index()
-    table["name"] = table["name"].astype(str)
+    table[key] = table[key].astype(str)
     table["share_of_busy_pct"] = table["total_ns"] / busy * 100.0 if busy else np.nan
-    table = table.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    table = table.sort_values(["total_ns", key], ascending=[False, True], kind="stable").reset_index(drop=True)
     matched_names, matched_total = len(table), int(table["total_ns"].sum())
     if top is not None:
         table = table.head(top)
-    table = table[KERNEL_COLUMNS]
+    if by == "name":
+        first_cat = kernels.drop_duplicates("name").set_index(kernels.drop_duplicates("name")["name"].astype(str))
+        table["category"] = table["name"].map(first_cat["category"].astype(str))
+        table = table[KERNEL_COLUMNS]
+    else:
+        names = kernels.groupby(key, observed=True)["name"].nunique()
+        table["names"] = table[key].map({str(k): int(v) for k, v in names.items()}).astype(np.int64)
+        table = table[[key, *KERNEL_COLUMNS[1:-1], "names"]]
     summary = {
         "kernels_total": int((ev["kind"] == "kernel").sum()),
         "names_total": int(ev.loc[ev["kind"] == "kernel", "name"].nunique()),
@@ -62,5 +82,7 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         "shown_total_ns": int(table["total_ns"].sum()),
         "gpu_busy_ns": busy,
     }
-    return Result(command="kernels", inputs=[trace_input(trace)], params={"match": match, "top": top},
+    return Result(command="kernels", inputs=[trace_input(trace)],
+                  params={"match": match, "top": top, "by": by,
+                          "categories": str(categories) if categories is not None else None},
                   summary=summary, tables={"kernels": table}, warnings=list(trace.report.warnings))

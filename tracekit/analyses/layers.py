@@ -47,7 +47,8 @@ from .. import intervals as iv
 from ..result import Result, trace_input
 from ..trace import Trace
 from .categories import resolve_categories, trace_categories
-from .onestep import median_step, one_step_tables
+from .onestep import one_step_tables
+from .steps import median_step
 from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 MIN_COUNT = 3  # a boundary candidate occurs at least this often in some step

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..events import main_stream
 from .. import schema
 from ..errors import MissingDataError, UsageError
 
@@ -148,10 +149,7 @@ def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: t
     schema.require_columns(events, ["kind", "device", "stream", "start_ns", "end_ns"], "one_step_table")
     sid, ws, we = _step_windows(steps)
     if main is None:
-        from ..annotate import Annotation
-        from ..annotate.blocks import resolve_main_stream
-
-        main = resolve_main_stream(events, Annotation(name="auto"))
+        main = main_stream(events)
     codes, names = _labels(events, by, rules)
     n_names = len(names)
     rows, ps, pe = charge(events, main)
@@ -190,16 +188,6 @@ def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: t
     if bad:  # an invariant, not an assert: it must hold under -O too
         raise RuntimeError(f"one_step_table: the rows of step(s) {bad[:5]} do not sum to the wall (a tracekit bug)")
     return table[ONE_STEP_COLUMNS].reset_index(drop=True)
-
-
-def median_step(steps) -> int | None:
-    """The step whose wall is closest to the median wall (the earliest such step): the 'typical' step."""
-    table = getattr(steps, "table", steps)
-    if table is None or len(table) == 0:
-        return None
-    dur = (table["end_ns"] - table["start_ns"]).to_numpy(np.int64)
-    med = float(np.median(dur))
-    return int(table["step"].to_numpy()[int(np.argmin(np.abs(dur - med)))])
 
 
 def one_step_tables(events: pd.DataFrame, steps, *, by=("category",), main: tuple[int, int] | None = None,

@@ -14,6 +14,7 @@ import pandas as pd
 from ..annotate import Annotation
 from ..errors import TracekitError
 from ..trace import Trace
+from .steps import median_step as _median_step
 
 PARTS = ("busy", "ag_only", "idle")
 _BS_IN_NAME = re.compile(r"(?<![A-Za-z])bs[_=-]?(\d+)", re.IGNORECASE)
@@ -46,14 +47,10 @@ def batch_size(trace: Trace, steps: pd.DataFrame | None = None) -> int | None:
 
 
 def median_step(steps: pd.DataFrame) -> int:
-    """The step whose wall (``dur_ns``) is the median; the lower middle one for an even count."""
+    """The step whose wall is the median (:func:`tracekit.analyses.steps.median_step`)."""
     if steps.empty:
         raise TracekitError("no steps to pick the median step from")
-    order = steps.sort_values(["dur_ns", "step"], kind="stable")
-    return int(order["step"].iloc[(len(order) - 1) // 2])
-
-
-# --------------------------------------------------------------------------- data for the per-bs plots
+    return _median_step(steps)
 
 
 def _steps(inp: PlotInput, step_name: str | None, min_step_ns: int | None):

@@ -11,6 +11,7 @@ from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, allgather_result, communication, exposure
 from .blocks import block_stats
+from .layers import automatic_note, layers
 from .decompose import decompose
 from .info import trace_info
 from .steps import get_steps, merge_warnings, step_params
@@ -18,7 +19,8 @@ from .steps import get_steps, merge_warnings, step_params
 
 def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
            min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-           steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
+           steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
+           categories=None) -> Result:
     """The main job; the steps are found once and every part uses them."""
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
@@ -43,6 +45,16 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
         tables["block_types"] = b.tables["per_step_type"]
         tables["op_tags"] = b.tables["per_tag"]
         warnings = merge_warnings(warnings, b.warnings)
+        tables["one_step"] = b.tables["one_step"]
+        summary["layers_from"] = f"annotation {ann.name}"
+    else:  # any model: the automatic layers name what the step is made of
+        lay = layers(trace, steps=st, categories=categories)
+        tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
+        tables["one_step"] = lay.tables["one_step"]
+        summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
+                        "layer_types": lay.summary["types"]})
+        warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"]
+                                  else [])
     agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
     if (trace.events["copy_kind"] == "PtoP").any():
         kw = {**agopts, "steps": st}

@@ -2,7 +2,7 @@
 
     SEL   := TERM (';' TERM)*          terms are ANDed
     TERM  := ['!'] KEY ':' VALUE       '!' negates the term
-    KEY   := kind | copy | comm | name | stream | device | cat | collective
+    KEY   := kind | copy | comm | name | stream | device | cat | collective | category | family
     VALUE := alternatives joined by '|' (for name: one regular expression, matched with re.search)
 
 Examples: ``kind:kernel``, ``copy:PtoP``, ``comm:any`` (any communication kernel), ``comm:nccl|deepep``,
@@ -21,6 +21,8 @@ from ..errors import UsageError
 
 KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name", "stream": "stream",
         "device": "device", "cat": "cat", "collective": "collective",
+        # kernel categories and families (tracekit/data/categories.json)
+        "category": "category", "family": "family",
         # with an annotation (tracekit.annotate): block type, op tag, step and layer
         "block": "block_type", "tag": "op_tag", "step": "step", "layer": "layer"}
 SHORTHANDS = {"gpu": "kind:kernel|memcpy|memset", "all": ""}

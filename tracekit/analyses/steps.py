@@ -19,6 +19,7 @@ computes the steps once per (trace, options) and caches them on the trace.
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..result import Result, trace_input
@@ -30,7 +31,7 @@ from ..errors import UsageError
 
 __all__ = ["DEFAULT_MIN_STEP_NS", "HEALTH_COLUMNS", "PHASES", "PHASE_CHOICES", "SOURCES", "SOURCE_CHOICES",
            "STEP_COLUMNS", "Dialect", "StepOptions", "StepRules", "Steps", "compute_steps", "find_steps", "get_steps",
-           "median_ns", "merge_warnings", "step_options", "step_params", "step_rules", "steps_result"]
+           "median_ns", "median_step", "merge_warnings", "step_options", "step_params", "step_rules", "steps_result"]
 
 
 def find_steps(trace: Trace, options: StepOptions | None = None, *, step_name: str | None = None,
@@ -92,6 +93,18 @@ def steps_result(trace: Trace, *, steps=None, ann=None, step_name: str | None = 
                         f" {st.min_step_ns / 1e6:g} ms were not counted (--min-step-ms)")
     return Result(command="steps", inputs=[trace_input(trace)], params=step_params(st),
                   summary=summary, tables={"steps": st.table, "health": st.health}, warnings=warnings)
+
+
+def median_step(steps) -> int | None:
+    """The step whose wall is the median — the lower of the two middle steps for an even count — so that a
+    'typical step' is a step that happened (Steps or a table with step and dur_ns or start_ns/end_ns)."""
+    table = getattr(steps, "table", steps)
+    if table is None or len(table) == 0:
+        return None
+    dur = table["dur_ns"] if "dur_ns" in table else table["end_ns"] - table["start_ns"]
+    order = pd.DataFrame({"dur": dur.to_numpy(np.int64), "step": table["step"].to_numpy()}).sort_values(
+        ["dur", "step"], kind="stable")
+    return int(order["step"].iloc[(len(order) - 1) // 2])
 
 
 def step_params(st: Steps) -> dict:

@@ -9,7 +9,7 @@ import typer
 from ..analyses import allgather_result, communication, exposure
 from ..analyses.blocks import block_stats, kernel_selection_stats
 from ..analyses.report import report
-from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
+from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
                      StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, need_annotation,
                      step_opts)
@@ -79,6 +79,8 @@ class ByChoice(str, Enum):
     name = "name"
     tag = "op_tag"
     block = "block_type"
+    category = "category"
+    family = "family"
 
 
 @app.command()
@@ -86,7 +88,8 @@ def stats(trace: TraceArg = None,
           select: Annotated[str, typer.Option("--select", "-s", help="Events to describe (docs/selectors.md).")] = "kind:kernel",
           overlap_with: Annotated[Optional[str], typer.Option("--overlap-with", help="Split by overlap with this selection.")] = None,
           by: Annotated[ByChoice, typer.Option("--by", help="Group by kernel name, op tag or block type.")] = ByChoice.name,
-          annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
+          annotation: AnnotationOpt = None, categories: CategoriesOpt = None, step_name: StepNameOpt = None,
+          min_step_ms: MinStepOpt = None,
           phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
           steps_file: StepsFileOpt = None,
           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
@@ -94,7 +97,7 @@ def stats(trace: TraceArg = None,
     """Kernel statistics (A4): count, total, mean, median, p90; optionally split by overlap with a selection."""
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(_load(trace, no_cache, cache_dir), select_expr=select, overlap_with=overlap_with,
-                                 by=by.value, ann=ann,
+                                 by=by.value, ann=ann, categories=categories,
                                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 
@@ -102,7 +105,8 @@ def stats(trace: TraceArg = None,
 
 
 @app.command(name="report")
-def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group_size: GroupOpt = None,
+def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categories: CategoriesOpt = None,
+               group_size: GroupOpt = None,
                ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
                min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
@@ -114,5 +118,6 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group_s
     agk = ag_opts(ann, group_size, ag_size, local_copy)
     res = report(_load(trace, no_cache, cache_dir), ann,
                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-                 group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"])
+                 group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"],
+                 categories=categories)
     _output(res, format, out, table)

@@ -179,6 +179,9 @@ LocalOpt = Annotated[Optional[str], typer.Option(
 
 AnnotationOpt = Annotated[Optional[str], typer.Option(
     "--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16).")]
+CategoriesOpt = Annotated[Optional[Path], typer.Option(
+    "--categories", help="A JSON file of extra kernel-category rules, tried before the shipped ones"
+                         " (tracekit/data/categories.json; docs/layers.md).")]
 
 
 def annotation_for(trace: Optional[Path], annotation: Optional[str]):

@@ -12,6 +12,7 @@ from ..analyses.suggest import suggest as suggest_annotation
 from .common import (
     AnnotationOpt,
     CacheDirOpt,
+    CategoriesOpt,
     Fmt,
     FormatOpt,
     MinStepOpt,
@@ -33,9 +34,6 @@ from .common import (
     step_opts,
 )
 
-CategoriesOpt = Annotated[Optional[Path], typer.Option(
-    "--categories", help="A JSON file of extra kernel-category rules, tried before the shipped ones"
-                         " (tracekit/data/categories.json; docs/layers.md).")]
 
 
 @app.command(name="layers")

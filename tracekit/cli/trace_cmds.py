@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
-from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
+from .common import (AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
                      SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
                      annotation_for, app, step_opts)
 
@@ -19,14 +19,25 @@ def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = No
     _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
 
 
+class KernelBy(str, Enum):
+    name = "name"
+    category = "category"
+    family = "family"
+
+
 @app.command()
 def kernels(trace: TraceArg = None,
             match: Annotated[Optional[str], typer.Option("--match", "-m", help="Keep kernel names matching this regex.")] = None,
             top: Annotated[Optional[int], typer.Option("--top", "-n", min=1, help="Show the N largest by total time.")] = None,
+            by: Annotated[KernelBy, typer.Option("--by", help="Group by kernel name, category (gemm, attention_mla,"
+                                                 " comm_nccl, …) or family (gemm, attention, comm, …).")] = None,
+            categories: CategoriesOpt = None,
             format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
             no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Per kernel name: count, total, mean, median, min, max and share of GPU busy time."""
-    _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top), format, out, table)
+    """Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
+    _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top,
+                         by=(by or KernelBy.name).value, categories=categories), format, out, table)
+
 
 
 @app.command()
