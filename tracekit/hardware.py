@@ -153,11 +153,12 @@ def load_profile(ref: str | Path) -> HardwareProfile:
     """A profile by shipped name or alias (case-insensitive), or from a user JSON file.
 
     A user file with ``"base": NAME`` starts from that shipped profile and replaces the fields it gives
-    (``peak_dense_tflops`` and ``interconnect`` are merged key by key)."""
-    found = _by_name(str(ref))
+    (``peak_dense_tflops`` and ``interconnect`` are merged key by key). A file that exists wins over a shipped
+    name (``--hw b200.json`` is the user's file, not the shipped b200)."""
+    p = Path(ref)
+    found = None if p.is_file() else _by_name(str(ref))
     if found is not None:
         return _parse(*found)
-    p = Path(ref)
     if not p.is_file():
         names = ", ".join(sorted(_shipped_docs()))
         raise InputError(f"hardware {str(ref)!r} is neither a shipped profile ({names}) nor a file; pass --hw NAME"

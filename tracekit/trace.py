@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import TracekitError
+from .errors import MissingDataError, TracekitError
 
 
 @dataclass
@@ -63,3 +63,15 @@ class Trace:
     @property
     def rank(self) -> int | None:
         return self.meta.get("rank")
+
+    def on_device(self, device: int) -> "Trace":
+        """The trace of one GPU: that device's GPU events and every CPU event (a file that holds several GPUs is
+        analysed one GPU at a time; ``tracekit --device N``)."""
+        dev = self.events["device"]
+        if not (dev == device).any():
+            used = ", ".join(str(d) for d in self.meta.get("devices_used", [])) or "none"
+            raise MissingDataError(f"{self.path} has no GPU activity on device {device} (devices with activity:"
+                                   f" {used})")
+        events = self.events[((dev == device) | (dev < 0)).to_numpy()].reset_index(drop=True)
+        return Trace(events=events, meta={**self.meta, "devices_used": [int(device)], "device": int(device)},
+                     report=self.report)

@@ -44,23 +44,40 @@ class _Context:
         self.gkernel = (ev["kind"].to_numpy()[gpu] == "kernel")
         self.busy_set = iv.normalize(self.gs, self.ge)
         rt = ev["kind"].isin(rules.launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
-        launches = ev.loc[rt, ["correlation", "start_ns", "name"]].drop_duplicates("correlation")
+        launches = ev.loc[rt, ["correlation", "start_ns", "name"]]
         self.l_corr = launches["correlation"].to_numpy(np.int64)
         self.l_start = launches["start_ns"].to_numpy(np.int64)
         names = launches["name"].astype(str)
         is_graph = names.map(lambda n, p=rules.graph_launch: bool(p.search(n))) if len(names) else names
         self.l_graph = np.asarray(is_graph, dtype=bool)
-        self.l_recorded = np.isin(self.l_corr, self.gcorr)
-        order = np.argsort(self.l_corr, kind="stable")
-        self.l_corr_sorted, self.l_start_sorted = self.l_corr[order], self.l_start[order]
+        self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
+            if self.l_corr.size else 0
+        self.g_launch = self._match_launches()
+        self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
+
+    def _match_launches(self) -> np.ndarray:
+        """Per GPU activity: the index of its launch — the latest launch of its correlation id that starts before
+        it (ids are reused in long traces), else the id's first launch; -1 when no launch is known."""
+        n = self.gs.size
+        if self.l_corr.size == 0 or n == 0:
+            return np.full(n, -1, dtype=np.int64)
+        acts = pd.DataFrame({"corr": self.gcorr, "t": self.gs, "i": np.arange(n)}).sort_values("t", kind="stable")
+        lau = pd.DataFrame({"corr": self.l_corr, "t": self.l_start, "j": np.arange(self.l_corr.size)}).sort_values(
+            "t", kind="stable")
+        m = pd.merge_asof(acts, lau, on="t", by="corr", direction="backward")
+        out = np.full(n, -1, dtype=np.int64)
+        j = m["j"].to_numpy(dtype=float)
+        ok = ~np.isnan(j)
+        out[m["i"].to_numpy()[ok]] = j[ok].astype(np.int64)
+        first = lau.drop_duplicates("corr").set_index("corr")["j"]
+        missing = np.flatnonzero((out < 0) & (self.gcorr >= 0))
+        if missing.size:
+            out[missing] = pd.Series(self.gcorr[missing]).map(first).fillna(-1).to_numpy(np.int64)
+        return out
 
     def launch_time_of_gpu(self) -> np.ndarray:
         """Per GPU activity: the start of its launch (-1 when no launch is known)."""
-        if self.l_corr_sorted.size == 0:
-            return np.full(self.gs.shape, -1, dtype=np.int64)
-        k = np.clip(np.searchsorted(self.l_corr_sorted, self.gcorr), 0, self.l_corr_sorted.size - 1)
-        found = (self.l_corr_sorted[k] == self.gcorr) & (self.gcorr >= 0)
-        return np.where(found, self.l_start_sorted[k], -1)
+        return np.where(self.g_launch >= 0, self.l_start[np.clip(self.g_launch, 0, None)], -1)
 
     def launches_in(self, s: np.ndarray, e: np.ndarray) -> _Launches:
         """Launch windows of CPU spans (sorted by start; they do not overlap in practice)."""
@@ -136,6 +153,11 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
 
 def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     """Find the steps (uncached; call :func:`find_steps`)."""
+    devices = sorted(int(d) for d in trace.events.loc[schema.gpu_activity(trace.events).index, "device"].unique())
+    if len(devices) > 1:  # one timeline per GPU: pooling two would call one GPU's idle time the other's busy time
+        raise MissingDataError(f"{trace.path} holds the GPU activity of {len(devices)} devices"
+                               f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"
+                               f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)")
     rules = step_rules(options.steps_file)
     ctx = _Context(trace, rules)
     ev = trace.events
@@ -149,6 +171,9 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
         attempts = [named] if options.strict else [named, *attempts]
     for label, how, kinds, match in attempts:
         found = _attempt(ctx, options, label, how, kinds, match, tried)
+        if found is not None and ctx.reused_ids:
+            found.warnings.append(f"{trace.path}: {ctx.reused_ids} correlation id(s) are reused by several launches;"
+                                  " each GPU activity belongs to the latest launch of its id before it")
         if found is not None:
             if options.name is not None and label != options.name:  # the annotation's marker is not in the trace
                 found.warnings.insert(0, f"{trace.path}: the annotation's step marker {options.name!r} is not in the"
@@ -200,8 +225,10 @@ def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, m
     if table.empty:
         tried.append(f"{label} ({below} step(s), none longer than {options.min_step_ns / 1e6:g} ms)")
         return None
+    table, overlap_warnings = _resolve_overlaps(ctx.trace, table, label)
     phases = table["phase"].value_counts().to_dict()
     table, warnings = _select_phase(ctx.trace, table, options, label)
+    warnings = overlap_warnings + warnings
     table = table.sort_values("start_ns", kind="stable").reset_index(drop=True)
     table["step"] = np.arange(len(table), dtype=np.int64)
     table["dur_ns"] = table["end_ns"] - table["start_ns"]
@@ -272,6 +299,28 @@ def _drop_empty(ctx: _Context, rows: list[dict], lw: _Launches) -> tuple[list[di
 def _under_recorded_note(extra: dict) -> str:
     n = extra.get("under_recorded_markers", 0)
     return f"; {n} of them launched CUDA graphs whose replays left no GPU events (under-recorded)" if n else ""
+
+
+def _resolve_overlaps(trace: Trace, table: pd.DataFrame, label: str) -> tuple[pd.DataFrame, list[str]]:
+    """One rule for markers that overlap, so no nanosecond is in two steps: a window inside another is not a step
+    of its own (it is part of the outer one); a window that starts before the previous one ends cuts it there."""
+    t = table.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    keep, nested, cut = [], 0, 0
+    for i, (s, e) in enumerate(zip(t["start_ns"].tolist(), t["end_ns"].tolist())):  # per step: steps are few
+        if keep and e <= t.at[keep[-1], "end_ns"]:
+            nested += 1
+            continue
+        if keep and s < t.at[keep[-1], "end_ns"]:
+            t.at[keep[-1], "end_ns"] = s
+            cut += 1
+        keep.append(i)
+    warnings = []
+    if nested:
+        warnings.append(f"{trace.path}: {nested} {label} marker(s) lie inside another one and are part of it, not"
+                        " steps of their own")
+    if cut:
+        warnings.append(f"{trace.path}: {cut} {label} window(s) overlap the next one and end where it starts")
+    return t.loc[keep].reset_index(drop=True), warnings
 
 
 def _select_phase(trace: Trace, table: pd.DataFrame, options: StepOptions, label: str):

@@ -24,13 +24,25 @@ __all__ = ["app", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
 
 
 GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v")
+GLOBAL_OPTIONS = ("--device",)  # global options that take a value
 
 
 def hoist_global_flags(args: list[str]) -> list[str]:
-    """``tracekit wall T -q`` is ``tracekit -q wall T``: the global flags may stand anywhere before ``--``."""
+    """``tracekit wall T -q --device 1`` is ``tracekit -q --device 1 wall T``: the global flags and options may stand
+    anywhere before ``--``."""
     cut = args.index("--") if "--" in args else len(args)
-    flags = [a for a in args[:cut] if a in GLOBAL_FLAGS]
-    return flags + [a for a in args[:cut] if a not in GLOBAL_FLAGS] + args[cut:]
+    front, rest, i = [], [], 0
+    while i < cut:
+        a = args[i]
+        if a in GLOBAL_FLAGS or a.split("=", 1)[0] in GLOBAL_OPTIONS and "=" in a:
+            front.append(a)
+        elif a in GLOBAL_OPTIONS and i + 1 < cut:
+            front += [a, args[i + 1]]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest + args[cut:]
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -92,7 +92,7 @@ StepSourceOpt = Annotated[SourceChoice, typer.Option(
 StepsFileOpt = Annotated[Optional[Path], typer.Option(
     "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md).")]
 
-_state = {"debug": False, "quiet": False, "verbose": False}
+_state = {"debug": False, "quiet": False, "verbose": False, "device": None}
 PROGRESS_MIN_BYTES = 32 << 20  # a progress bar only for files that take a noticeable time
 
 
@@ -109,9 +109,12 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say on stderr what was read and how fast.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    device: Annotated[Optional[int], typer.Option("--device", min=0, help="Analyse this GPU of a trace that holds"
+                                                  " several (its GPU events and every CPU event).")] = None,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
     _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
+    _state["device"] = device
     if verbose:
         import logging
 
@@ -139,6 +142,8 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
                              progress=lambda done, total: bar.update(task, completed=done))
     else:
         trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir)
+    if _state["device"] is not None:
+        trace_obj = trace_obj.on_device(_state["device"])
     if _state["verbose"]:
         rep = trace_obj.report
         dt = time.perf_counter() - t0

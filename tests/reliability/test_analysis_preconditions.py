@@ -1,0 +1,99 @@
+"""Analyses check their preconditions and say when a number cannot be trusted (issue 20): several GPUs in one
+file, nested or overlapping step markers, duplicate correlation ids, copies without bytes, impossible values,
+a --hw that names a file."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tracekit
+from tracekit.analyses.steps import find_steps
+from tracekit.errors import MissingDataError
+from tests.conftest import kernel, write_trace
+
+
+def gpu_ann(name, ts, dur, ext=1, stream=7, device=0):
+    return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"External id": ext}}
+
+
+def cpu_ann(name, ts, dur, ext=None):
+    ev = {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur}
+    if ext is not None:
+        ev["args"] = {"External id": ext}
+    return ev
+
+
+def launch(name, ts, corr):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": 1.0,
+            "args": {"correlation": corr}}
+
+
+def load(tmp_path, events, name="t.json"):
+    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
+
+
+def test_two_gpus_in_one_file_are_analysed_one_at_a_time(tmp_path, cli):
+    """Device 0 busy 5 ms, device 1 busy 15 ms in one 20 ms step: pooled, 'busy' was 15 ms for a GPU busy 5."""
+    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), gpu_ann("scheduler.run_batch", 0.0, 20_000.0, device=1),
+           kernel("a", 10.0, 5_000.0), kernel("b", 10.0, 15_000.0, device=1)]
+    t = load(tmp_path, evs)
+    with pytest.raises(MissingDataError, match=r"2 devices \(0, 1\).*--device"):
+        find_steps(t)
+    assert tracekit.decompose(t.on_device(0)).tables["per_step"]["busy_ns"].tolist() == [5_000_000]
+    assert tracekit.decompose(t.on_device(1)).tables["per_step"]["busy_ns"].tolist() == [15_000_000]
+    path = tmp_path / "t.json"
+    code, out, err = cli("wall", path, "--format", "json")
+    assert code == 4 and out == "" and "--device" in err
+    for args in (("--device", "1", "wall", path), ("wall", path, "--device", "1"), ("wall", path, "--device=1")):
+        code, out, err = cli(*args, "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["tables"]["per_step"][0]["busy_ns"] == 15_000_000
+    code, _, err = cli("--device", "3", "wall", path)
+    assert code == 4 and "no GPU activity on device 3" in err
+    assert cli("info", path)[0] == 0  # what is in the file needs no one device
+
+
+def test_nested_and_overlapping_markers_are_resolved_by_one_rule(tmp_path):
+    """A marker inside another of its dialect is not a step of its own; overlapping ones are cut where the next
+    starts — and both are said, so that wall and blocks never count a nanosecond twice."""
+    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0, ext=1), gpu_ann("scheduler.run_batch", 5_000.0, 5_000.0, ext=2),
+           gpu_ann("scheduler.run_batch", 30_000.0, 20_000.0, ext=3), gpu_ann("scheduler.run_batch", 45_000.0, 20_000.0,
+                                                                              ext=4)]
+    evs += [kernel("k", float(t), 1_000.0) for t in (1_000, 6_000, 31_000, 46_000, 60_000)]
+    st = find_steps(load(tmp_path, evs))
+    assert st.table[["start_ns", "end_ns"]].values.tolist() == [[0, 20_000_000], [30_000_000, 45_000_000],
+                                                               [45_000_000, 65_000_000]]
+    assert any("inside another" in w for w in st.warnings) and any("overlap" in w for w in st.warnings)
+    wall = tracekit.decompose(load(tmp_path, evs, "t2.json"))
+    assert wall.tables["per_step"]["wall_ns"].sum() == 20_000_000 + 15_000_000 + 20_000_000
+
+
+def test_duplicate_correlation_ids_do_not_merge_steps(tmp_path):
+    """Two 17 ms steps whose launches reuse one correlation id became one 66 ms step."""
+    evs = []
+    for i, t0 in enumerate((0.0, 50_000.0)):
+        evs += [cpu_ann("step[DECODE bs=8]", t0, 100.0), launch("cudaGraphLaunch", t0 + 10.0, 77),
+                kernel("k", t0 + 1_000.0, 17_000.0, corr=77)]
+    st = find_steps(load(tmp_path, evs))
+    assert st.table[["start_ns", "dur_ns"]].values.tolist() == [[1_000_000, 17_000_000], [51_000_000, 17_000_000]]
+    assert any("correlation id" in w and "reused" in w for w in st.warnings)
+
+
+def test_hw_names_a_file_first(tmp_path, cli):
+    """`--hw b200.json` read the shipped b200 profile, not the user's file of that name."""
+    from tracekit.hardware import load_profile
+
+    doc = json.loads(load_profile("b200").path and open(load_profile("b200").path).read())
+    doc["name"], doc["hbm_gbps"] = "my_b200", 1234.0
+    (tmp_path / "b200.json").write_text(json.dumps(doc))
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert load_profile("b200.json").hbm_gbps == 1234.0
+        assert load_profile("b200").hbm_gbps != 1234.0
+    finally:
+        os.chdir(cwd)
