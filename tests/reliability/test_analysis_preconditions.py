@@ -97,3 +97,26 @@ def test_hw_names_a_file_first(tmp_path, cli):
         assert load_profile("b200").hbm_gbps != 1234.0
     finally:
         os.chdir(cwd)
+
+
+@pytest.mark.parametrize("expr, says", [("9**9**9", "out of range"), ("1e308*10", "outside"), ("bs/0", "divides by zero"),
+                                        ("(" * 300 + "1" + ")" * 300, "not a formula"), ("x" * 2000, "longer than"),
+                                        ("2**200", "out of range")])
+def test_formulas_are_bounded(expr, says):
+    """A formula `9**9**9` hung `roofline`; `1e308`-sized results were 'a tracekit bug'."""
+    import time
+
+    from tracekit.analyses.roofline import eval_formula
+    from tracekit.errors import DataFileError
+
+    t0 = time.perf_counter()
+    with pytest.raises(DataFileError, match=says):
+        eval_formula(expr, {"bs": 4.0}, "ann.json: $.op_shapes.x.m")
+    assert time.perf_counter() - t0 < 1.0
+    assert eval_formula("ceil(bs * 5 / 2) ** 2", {"bs": 4.0}, "w") == 100
+
+
+@pytest.mark.parametrize("bad", ["context=nan", "context=inf", "context=-inf"])
+def test_non_finite_variables_are_refused(bad, cli):
+    code, out, err = cli("hbm", "-a", "k3_dp16", "--hw", "b200", "--var", bad)
+    assert code == 3 and out == "" and "finite" in err and "Traceback" not in err

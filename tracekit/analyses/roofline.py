@@ -29,9 +29,21 @@ from ..trace import Trace
 from .blocks import annotated_steps
 from .steps import step_params
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _FUNCS = {"min": min, "max": max, "ceil": math.ceil, "floor": math.floor}
+FORMULA_LIMIT = 1e30  # no byte count, FLOP count or size of a decode step comes near this: beyond it is a mistake
+
+
+def _pow(a: float, b: float) -> float:
+    """``**`` that cannot hang: evaluated in floats, and only when the result stays in range (``9**9**9`` is an
+    error, not a minutes-long big-integer power)."""
+    a, b = float(a), float(b)
+    if a != 0 and abs(b) * math.log10(abs(a)) > 30:
+        raise OverflowError
+    return a ** b
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
 
 
 def eval_formula(expr: str | int | float, env: dict[str, float], where: str) -> float:
@@ -39,11 +51,34 @@ def eval_formula(expr: str | int | float, env: dict[str, float], where: str) -> 
 
     ``where`` names the file and JSON path for the error a bad formula raises."""
     if isinstance(expr, (int, float)):
-        return expr
+        return _checked(expr, expr, where)
+    if len(str(expr)) > 1000:
+        raise DataFileError(f"{where}: a formula of {len(str(expr))} characters is longer than any shape needs")
     try:
         tree = ast.parse(str(expr), mode="eval")
-    except SyntaxError as exc:
-        raise DataFileError(f"{where}: {expr!r} is not a formula ({exc.msg})") from exc
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        raise DataFileError(f"{where}: {expr!r} is not a formula ({getattr(exc, 'msg', exc)})") from exc
+    try:
+        return _checked(_eval(tree, expr, env, where), expr, where)
+    except (OverflowError, ZeroDivisionError, RecursionError) as exc:
+        what = "divides by zero" if isinstance(exc, ZeroDivisionError) else "is out of range"
+        raise DataFileError(f"{where}: {expr!r} {what} with {_env_text(expr, env)}") from None
+
+
+def _env_text(expr, env: dict[str, float]) -> str:
+    used = [k for k in sorted(env) if k in str(expr)]
+    return ", ".join(f"{k}={env[k]:g}" for k in used) or "no variables"
+
+
+def _checked(v, expr, where: str) -> float:
+    f = float(v)
+    if not math.isfinite(f) or abs(f) > FORMULA_LIMIT:
+        raise DataFileError(f"{where}: {expr!r} gives {f:g}, outside ±{FORMULA_LIMIT:g}; check the formula and its"
+                            " variables")
+    return v
+
+
+def _eval(tree, expr, env: dict[str, float], where: str) -> float:
 
     def ev(node: ast.AST) -> float:
         if isinstance(node, ast.Expression):
@@ -90,9 +125,12 @@ def parse_vars(items: list[str] | None) -> dict[str, float]:
         try:
             if not sep or not name.strip().isidentifier():
                 raise ValueError
-            out[name.strip()] = float(value)
+            v = float(value)
+            if not math.isfinite(v):
+                raise ValueError
+            out[name.strip()] = v
         except ValueError:
-            raise InputError(f"--var takes NAME=NUMBER, not {item!r}") from None
+            raise InputError(f"--var takes NAME=NUMBER with a finite number, not {item!r}") from None
     return out
 
 
