@@ -181,8 +181,8 @@ def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = N
 def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
     """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
     files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
-    df = bench_table(read_bench(files), accept_len=accept_len)
+    df, warnings = bench_table(read_bench(files), accept_len=accept_len)
     return Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
-                  summary={"records": int(len(df)),
+                  summary={"records": int(len(df)), "invalid": int((~df["valid"]).sum()),
                            "deployments": sorted(df["deployment"].dropna().unique().tolist())},
-                  tables={"results": df})
+                  tables={"results": df}, warnings=warnings)

@@ -120,3 +120,23 @@ def test_formulas_are_bounded(expr, says):
 def test_non_finite_variables_are_refused(bad, cli):
     code, out, err = cli("hbm", "-a", "k3_dp16", "--hw", "b200", "--var", bad)
     assert code == 3 and out == "" and "finite" in err and "Traceback" not in err
+
+
+def test_impossible_values_are_refused_or_flagged(tmp_path, cli):
+    """A negative KV size, 10^30 tokens and a bench row of -8 x -80 ms were accepted and turned into numbers."""
+    code, _, err = cli("capacity", "--pool-gib", "0", "--layers", "61", "--kv-lora-rank", "512", "--rope-dim", "64")
+    assert code == 3 and "which no GPU has" in err
+    log = tmp_path / "x.log"
+    log.write_text("[2026-05-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000000000000000000000000000000,"
+                   " KV size: 10.00 GB\n")
+    code, _, err = cli("capacity", "--log", log)
+    assert code == 3 and "#tokens" in err and "Traceback" not in err
+    (tmp_path / "b.csv").write_text("deployment,context,concurrency,generation_time_ms\na,100,-8,-80\nb,100,8,80\n")
+    code, out, err = cli("bench", tmp_path / "b.csv", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["invalid"] == 1 and "not positive" in err
+    rows = {r["deployment"]: r for r in doc["tables"]["results"]}
+    assert rows["a"]["valid"] is False and rows["a"]["est_throughput_tok_s"] is None
+    assert rows["b"]["est_throughput_tok_s"] == pytest.approx(8 * 3.5 / 0.08)
+    code, _, err = cli("bench", "fixtures/synthetic/dsv3_bs32.trace.json.gz")
+    assert code == 3 and "not a benchmark result" in err

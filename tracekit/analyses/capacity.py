@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-from ..errors import MissingDataError
+from ..errors import InputError, MissingDataError
 from ..hardware import dtype_bytes as hw_dtype_bytes
 from ..ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
 from ..result import Result
@@ -76,7 +76,16 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     if pool is None:
         raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
                           "--rope-dim or --kv-heads/--head-dim)")
+    if not pool > 0 or not math.isfinite(pool):
+        raise InputError(f"the KV pool is {pool} GiB ({'--pool-gib' if pool_gib is not None else 'from the log'}),"
+                         " which no GPU has; check the value")
+    if kv_rec is not None and not 0 < float(kv_rec.fields.get("tokens") or 1) < 1e15:
+        raise InputError(f"{log.path} line {kv_rec.line}: #tokens {kv_rec.fields.get('tokens')} is not a token count a"
+                         " GPU can hold; the line is damaged")
     bpt, bpt_source, nbytes = _token_bytes(dims, kv_rec, log_pool, dtype_name, g)
+    if not bpt >= 1:
+        raise InputError(f"{bpt:g} bytes per token: more tokens than the pool's bytes allow; check the log's KV line"
+                         " or the model's dimensions")
     if pool_gib is None and kv_rec is not None:
         tokens_rank, tokens_source = int(kv_rec.fields["tokens"]), f"log line {kv_rec.line}: #tokens"
     else:

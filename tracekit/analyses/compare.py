@@ -120,8 +120,19 @@ def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["key", "a", "b"])
 
 
-def bench_table(df: pd.DataFrame, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> pd.DataFrame:
-    """Benchmark records (``tracekit.ingest.bench.read_bench``) with est_throughput, sorted for people."""
+def bench_table(df: pd.DataFrame, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> tuple[pd.DataFrame, list[str]]:
+    """Benchmark records (``tracekit.ingest.bench.read_bench``) with est_throughput, sorted for people, and the
+    warnings: a record with a step time or a concurrency that is not positive is flagged (``valid`` false, no
+    throughput), never turned into a number."""
     df = df.copy()
-    df["est_throughput_tok_s"] = df["concurrency"].astype(float) * accept_len / (df["step_time_ms"] / 1000.0)
-    return df.sort_values(["deployment", "context", "concurrency"], kind="stable")
+    conc = pd.to_numeric(df["concurrency"], errors="coerce").astype(float)
+    step = pd.to_numeric(df["step_time_ms"], errors="coerce").astype(float)
+    bad = ((conc <= 0) | (step <= 0)).fillna(False).to_numpy(dtype=bool)
+    df["valid"] = ~bad
+    df["est_throughput_tok_s"] = (conc * accept_len / (step / 1000.0)).where(~bad)
+    warnings = []
+    if bad.any():
+        where = ", ".join(f"{s} ({d})" for s, d in df.loc[bad, ["source", "deployment"]].head(5).itertuples(index=False))
+        warnings.append(f"{int(bad.sum())} benchmark record(s) have a step time or concurrency that is not positive"
+                        f" ({where}); they are flagged valid=false and get no throughput")
+    return df.sort_values(["deployment", "context", "concurrency"], kind="stable"), warnings

@@ -29,9 +29,13 @@ def _formats() -> list[dict]:
 
 def _records(path: Path) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path} could not be read ({exc.strerror or exc}); check the path") from exc
+    if raw[:2] == b"\x1f\x8b" or raw[:4] == b"\x28\xb5\x2f\xfd" or b'"traceEvents"' in raw[:1 << 20]:
+        raise InputError(f"{path} is a compressed file or a profiler trace, not a benchmark result; tracekit bench"
+                         " reads CSV, JSON or JSONL results (docs/bench.md) — for a trace use tracekit report")
+    text = raw.decode("utf-8", errors="replace")
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{path} is empty; pass a benchmark result file (CSV, JSON or JSONL)")
@@ -92,7 +96,7 @@ def read_bench(paths: list[str | Path]) -> pd.DataFrame:
             fmt = next((f for f in _formats() if all(k in rec for k in f["detect"])), None)
             if fmt is None:
                 wanted = "; ".join(f"{f['name']}: {', '.join(f['detect'])}" for f in _formats())
-                raise InputError(f"{p} record {i + 1} matches no benchmark format (keys {sorted(rec)[:8]}); expected"
+                raise InputError(f"{p} record {i + 1} matches no benchmark format (keys {sorted(map(str, rec))[:8]}); expected"
                                  f" columns — {wanted}; see docs/bench.md")
             row = {k: _field(rec, alts) for k, alts in fmt["fields"].items()}
             for k, expr in fmt.get("derived", {}).items():
