@@ -15,7 +15,7 @@ import pandas as pd
 from .errors import InputError, UsageError
 from .ingest import load
 from .ingest.bench import read_bench
-from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover
+from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover_all
 from .ingest.launch_script import launch_config
 from .result import Result
 from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, bench_table, compare, config_diff
@@ -88,19 +88,43 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
             ag_size: list[str] | None = None, group_size: int | None = None) -> Result:
     """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context)."""
     step_options(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source)  # usage errors first
-    refs = discover(root, point_pattern=point_pattern, rank=rank)
+    refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache,
                         phase=phase, step_source=step_source, steps_file=str(steps_file) if steps_file else None,
                         ag_sizes=tuple(ag_size or ()), group_size=group_size)
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
     tables, warnings = sweep_tables(refs, results)
+    tables["skipped"] = pd.DataFrame(skipped, columns=["path", "reason"])
+    warnings += skip_warnings(root, skipped) + duplicate_point_warnings(refs)
     summary = {"traces": len(refs), "annotation": annotation, "rank": rank,
-               "points": [r.point for r in refs]}
+               "points": [r.point for r in refs], "skipped": len(skipped)}
     return Result(command="analyze", inputs=[{"path": str(root)}],
                   params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
                           "step_name": step_name, "min_step_ns": min_step_ns, "phase": phase,
                           "step_source": step_source, "steps_file": opts.steps_file},
                   summary=summary, tables=tables, warnings=warnings)
+
+
+def skip_warnings(root, skipped: list[tuple[str, str]]) -> list[str]:
+    """What a sweep left out, in a few lines: other ranks counted, everything else named."""
+    other_rank = [p for p, r in skipped if r.startswith("another rank")]
+    rest = [(p, r) for p, r in skipped if not r.startswith("another rank")]
+    out = [f"{root}: skipped {p}: {r}" for p, r in rest[:10]]
+    if len(rest) > 10:
+        out.append(f"{root}: … and {len(rest) - 10} more skipped (tables.skipped lists them all)")
+    if other_rank:
+        out.append(f"{root}: {len(other_rank)} trace(s) of other ranks were not analysed (--rank picks one per point)")
+    return out
+
+
+def duplicate_point_warnings(refs: list[TraceRef]) -> list[str]:
+    seen: dict[tuple, list[str]] = {}
+    for r in refs:
+        if r.bs is not None:
+            seen.setdefault((r.bs, r.context, r.rank_label), []).append(str(r.path))
+    return [f"{len(paths)} traces for the point bs {bs}" + (f", context {ctx}" if ctx else "") + f" ({label}):"
+            f" {', '.join(paths[:3])}; each is a row of the sweep, and compare uses the first"
+            for (bs, ctx, label), paths in seen.items() if len(paths) > 1]
 
 
 def default_jobs(n_traces: int) -> int:

@@ -140,3 +140,50 @@ def test_impossible_values_are_refused_or_flagged(tmp_path, cli):
     assert rows["b"]["est_throughput_tok_s"] == pytest.approx(8 * 3.5 / 0.08)
     code, _, err = cli("bench", "fixtures/synthetic/dsv3_bs32.trace.json.gz")
     assert code == 3 and "not a benchmark result" in err
+
+
+def test_a_sweep_names_every_point_it_skipped(tmp_path, cli):
+    """A point behind a symlink or in an unreadable directory was skipped with exit 0 and no word."""
+    import os
+    import shutil
+
+    from fixtures.synth import build, write_trace as write_synth
+
+    tr, _ = build("dsv3", 4, steps=2, step_marker="decode")
+    root = tmp_path / "sweep"
+    write_synth(root / "d_bs4_8k" / "run-TP-0.trace.json.gz", tr)
+    elsewhere = tmp_path / "elsewhere" / "d_bs8_8k"
+    write_synth(elsewhere / "run-TP-0.trace.json.gz", tr)
+    os.symlink(elsewhere, root / "d_bs8_8k")  # a point behind a link: followed
+    locked = root / "d_bs16_8k"
+    write_synth(locked / "run-TP-0.trace.json.gz", tr)
+    (root / "d_bs4_8k" / "analyze.json").write_text('{"tracekit": "0.1.0", "schema": "tracekit.analyze/1"}')
+    os.chmod(locked, 0)
+    try:
+        code, out, err = cli("analyze", root, "--format", "json", "-j", "1")
+    finally:
+        os.chmod(locked, 0o755)
+    doc = json.loads(out)
+    assert code == 0 and [p["bs"] for p in doc["tables"]["sweep"]] == ([4, 8, 16] if os.geteuid() == 0 else [4, 8])
+    reasons = {r["path"]: r["reason"] for r in doc["tables"]["skipped"]}
+    if os.geteuid() != 0:  # root reads a directory of mode 0 all the same
+        assert any("cannot be read" in r for r in reasons.values())
+    assert any("tracekit output" in r for r in reasons.values()) and doc["summary"]["skipped"] >= 1
+    assert "skipped" in err
+    shutil.rmtree(tmp_path / "elsewhere")
+    code, out, err = cli("analyze", root, "--format", "json", "-j", "1")
+    assert code == 0 and any("broken link" in r["reason"] for r in json.loads(out)["tables"]["skipped"])
+
+
+def test_the_same_point_twice_is_said_and_compare_works(tmp_path, cli):
+    from fixtures.synth import build, write_trace as write_synth
+
+    tr, _ = build("dsv3", 4, steps=2, step_marker="decode")
+    for side in ("a", "b"):
+        for run in ("r1", "r2"):
+            write_synth(tmp_path / side / run / "d_bs4_8k" / "x-TP-0.trace.json.gz", tr)
+    code, out, err = cli("analyze", tmp_path / "a", "--format", "json", "-j", "1")
+    assert code == 0 and "2 traces for the point bs 4" in err
+    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b", "--format", "json", "-j", "1")
+    assert code == 0, err
+    assert len(json.loads(out)["tables"]["steps"]) == 2  # one row per side for the one point

@@ -6,11 +6,12 @@ documented defaults, not hard-wired assumptions.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from . import TRACE_SUFFIXES
 
 DEFAULT_POINT_PATTERN = r"bs(?P<bs>\d+)(?:_(?P<ctx>\d+[kKmM]?))?"
@@ -49,23 +50,77 @@ def _is_trace(p: Path) -> bool:
     return p.is_file() and p.name.endswith(TRACE_SUFFIXES) and not p.name.endswith((".truth.json", "manifest.json"))
 
 
+def _is_tracekit_output(p: Path) -> bool:
+    """A JSON document tracekit wrote (``analyze -o``'s ``analyze.json``, a ``-f json -o`` file): not a trace."""
+    if not p.name.endswith(".json"):
+        return False
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(256)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"tracekit"' in head and b'"schema"' in head
+
+
+def _walk(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
+    """Trace files below ``root``, following links to directories (each real directory once) and counting what
+    cannot be read."""
+    files, seen = [], set()
+
+    def unreadable(err: OSError) -> None:
+        skipped.append((str(err.filename), f"cannot be read ({err.strerror or err})"))
+
+    for d, dirs, names in os.walk(root, onerror=unreadable, followlinks=True):
+        real = os.path.realpath(d)
+        if real in seen:  # a link back up the tree
+            skipped.append((d, "a link to a directory already searched"))
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        for n in sorted(names):
+            p = Path(d) / n
+            if p.is_symlink() and not p.exists():
+                skipped.append((str(p), "a broken link"))
+                continue
+            if not n.endswith(TRACE_SUFFIXES) or n.endswith((".truth.json", "manifest.json")):
+                continue
+            elif not os.access(p, os.R_OK):
+                skipped.append((str(p), "cannot be read (permission denied)"))
+            elif _is_tracekit_output(p):
+                skipped.append((str(p), "a tracekit output, not a trace"))
+            elif p.is_file():
+                files.append(p)
+    return files
+
+
 def discover(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, rank: str | None = "TP-0") -> list[TraceRef]:
-    """Every trace under ``root`` (a file, a run directory, or a directory of run directories).
+    """Every trace under ``root`` (a file, a run directory, or a directory of run directories); see
+    :func:`discover_all`, which also says what it skipped."""
+    return discover_all(root, point_pattern=point_pattern, rank=rank)[0]
+
+
+def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN,
+                 rank: str | None = "TP-0") -> tuple[list[TraceRef], list[tuple[str, str]]]:
+    """Every trace under ``root``, and every file or directory skipped with the reason.
 
     The operating point (bs, context) is searched in the file name first, then in its directory names.
     With ``rank`` (``TP-0``, ``DP-1-TP-1``, …) only files carrying all those tags are kept where a run has
-    several ranks; ``rank=None`` keeps every file.
+    several ranks; ``rank=None`` keeps every file. Links to directories are followed; unreadable directories
+    and files, broken links and tracekit's own outputs are skipped and named.
     """
     root = Path(root)
     if not root.exists():
         raise InputError(f"{root} does not exist; pass a trace file or a directory of traces")
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if _is_trace(p))
+    skipped: list[tuple[str, str]] = []
+    files = [root] if root.is_file() else _walk(root, skipped)
     if not files:
-        raise InputError(f"{root} holds no trace file (*.json, *.json.gz, *.json.zst); pass a trace directory")
+        why = f" ({'; '.join(f'{p}: {r}' for p, r in skipped[:3])})" if skipped else ""
+        raise InputError(f"{root} holds no trace file (*.json, *.json.gz, *.json.zst){why}; pass a trace directory")
     try:
         pat = re.compile(point_pattern)
     except re.error as exc:
-        raise InputError(f"--point-pattern {point_pattern!r} is not a valid regular expression ({exc})") from exc
+        raise UsageError(f"--point-pattern {point_pattern!r} is not a valid regular expression ({exc})") from exc
     want = rank_tags("-" + rank) if rank else {}
     refs = []
     by_dir: dict[Path, list[Path]] = {}
@@ -74,7 +129,9 @@ def discover(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, ra
     for d, group in by_dir.items():
         tagged = [f for f in group if rank_tags(f.name)]
         if want and len(group) > 1 and tagged:
-            group = [f for f in group if all(rank_tags(f.name).get(k) == v for k, v in want.items())]
+            kept = [f for f in group if all(rank_tags(f.name).get(k) == v for k, v in want.items())]
+            skipped += [(str(f), f"another rank (--rank {rank})") for f in group if f not in kept]
+            group = kept
         for f in group:
             bs = ctx = None
             point = f.name
@@ -86,13 +143,16 @@ def discover(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, ra
                 next((x for x in found if x[1].get("bs")), None)
             if best:
                 point, gd = best
+                if not str(gd["bs"]).isdigit():
+                    skipped.append((str(f), f"--point-pattern's bs group read {gd['bs']!r}, not a number"))
+                    continue
                 bs = int(gd["bs"])
                 ctx = parse_context(gd.get("ctx"))
             refs.append(TraceRef(path=f, point=point, bs=bs, context=ctx, ranks=rank_tags(f.name)))
     if not refs:
         raise InputError(f"{root} has traces but none for rank {rank}; pass --rank with a tag that exists"
                          f" (e.g. {sorted({r for f in files for r in [_tag_str(f)] if r})[:5]})")
-    return sorted(refs, key=lambda r: (r.bs if r.bs is not None else -1, r.context or 0, str(r.path)))
+    return sorted(refs, key=lambda r: (r.bs if r.bs is not None else -1, r.context or 0, str(r.path))), skipped
 
 
 def _tag_str(f: Path) -> str:
