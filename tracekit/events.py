@@ -15,11 +15,13 @@ import pandas as pd
 from . import schema
 from .data import load_classes
 from .errors import MissingDataError
+from .regexes import bounded
 
 
-def name_mask(events: pd.DataFrame, pattern: str | re.Pattern, *, kind: str | None = None) -> np.ndarray:
-    """Rows whose ``name`` the regex finds (``re.search``), optionally of one ``kind`` only."""
-    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+def name_mask(events: pd.DataFrame, pattern, *, kind: str | None = None, where: str = "a name pattern") -> np.ndarray:
+    """Rows whose ``name`` the regex finds (``search``), optionally of one ``kind`` only. A pattern given as text
+    comes from a user (an annotation, a selector) and runs time-bounded (:mod:`tracekit.regexes`)."""
+    rx = bounded(pattern, where)
     col = events["name"]
     cats = col.cat.categories
     if len(cats) == 0:

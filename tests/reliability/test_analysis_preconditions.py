@@ -187,3 +187,60 @@ def test_the_same_point_twice_is_said_and_compare_works(tmp_path, cli):
     code, out, err = cli("compare", tmp_path / "a", tmp_path / "b", "--format", "json", "-j", "1")
     assert code == 0, err
     assert len(json.loads(out)["tables"]["steps"]) == 2  # one row per side for the one point
+
+
+EVIL = "(a+)+$"
+
+
+def test_user_regexes_are_time_bounded(tmp_path, cli):
+    """A user regex `(a+)+$` in a boundary rule or a selector never returned."""
+    import time
+
+    name = "a" * 5000 + "!"  # the regex package gives up on this after its timeout; re would run for ever
+    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), kernel(name, 10.0, 5.0), kernel("k", 20.0, 5.0),
+           gpu_ann(name, 0.0, 10.0, ext=9)]
+    path = write_trace(tmp_path / "t.json", evs)
+    ann = json.loads(open("annotations/decode_sample.json").read())
+    ann["blocks"]["boundary"] = [EVIL]
+    (tmp_path / "evil.json").write_text(json.dumps(ann))
+    steps = tmp_path / "steps.json"
+    whole = "(a|aa)+"  # --step-name and dialects match whole names: this one backtracks there
+    steps.write_text(json.dumps({"dialects": [{"name": "x", "pattern": whole, "kinds": ["gpu_annotation"]}]}))
+    cases = [(("blocks", path, "-a", tmp_path / "evil.json"), 2), (("stats", path, "-s", f"name:{EVIL}"), 2),
+             (("steps", path, "--step-name", whole), 2), (("steps", path, "--steps-file", steps), 3)]
+    for args, want in cases:
+        t0 = time.perf_counter()
+        code, out, err = cli(*args)
+        assert code == want and out == "" and "backtracks" in err, (args, code, err)
+        assert time.perf_counter() - t0 < 10
+
+
+def test_shipped_patterns_are_linear_in_name_length():
+    """A 1 MB kernel name against a shipped pattern once took 129 s."""
+    import glob
+    import re
+    import time
+
+    pats = []
+
+    def collect(obj):
+        if isinstance(obj, dict):
+            for v in obj.values():
+                collect(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                collect(v)
+        elif isinstance(obj, str) and any(c in obj for c in "\\[(|^$*+?"):
+            try:
+                pats.append(re.compile(obj))
+            except re.error:
+                pass
+    for f in glob.glob("tracekit/data/*.json") + glob.glob("annotations/*.json"):
+        collect(json.load(open(f)))
+    assert len(pats) > 100
+    names = ["a" * 1_000_000, "_" * 1_000_000, "a_:<" * 250_000, "0" * 1_000_000]
+    t0 = time.perf_counter()
+    for rx in pats:
+        for n in names:
+            rx.search(n)
+    assert time.perf_counter() - t0 < 120  # ~40 s here: about 0.05 s per pattern and MB, linear

@@ -12,12 +12,12 @@ annotation's columns.
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
+from ..regexes import bounded
 
 KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name", "stream": "stream",
         "device": "device", "cat": "cat", "collective": "collective",
@@ -54,10 +54,7 @@ def select(events: pd.DataFrame, selector: str) -> np.ndarray:
 def _term(events: pd.DataFrame, key: str, value: str, raw: str) -> np.ndarray:
     col = events[KEYS[key]]
     if key == "name":
-        try:
-            pat = re.compile(value)
-        except re.error as exc:
-            raise SelectorError(f"selector term {raw!r}: {value!r} is not a valid regular expression ({exc})") from exc
+        pat = bounded(value, f"selector term {raw!r}", SelectorError)
         cats = col.cat.categories
         hit = np.fromiter((bool(pat.search(str(c))) for c in cats), dtype=bool, count=len(cats))
         codes = col.cat.codes.to_numpy()

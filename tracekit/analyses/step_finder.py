@@ -2,7 +2,6 @@
 tried in order, GPU spans paired with their CPU spans, launch windows, empty markers, phases, health."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,8 +9,9 @@ import pandas as pd
 
 from .. import intervals as iv
 from .. import schema
-from ..errors import MissingDataError, UsageError
+from ..errors import MissingDataError
 from ..events import same_stream_overlaps
+from ..regexes import bounded
 from ..trace import Trace
 from .step_model import (HEALTH_COLUMNS, STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules)
 
@@ -133,11 +133,7 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
     if step_name in names_present:
         how, test = "exact", (lambda n: n == step_name)
     else:
-        try:
-            rx = re.compile(step_name)
-        except re.error as exc:
-            raise UsageError(f"--step-name {step_name!r} is neither an annotation in the trace nor a valid regex"
-                             f" ({exc})") from exc
+        rx = bounded(step_name, f"--step-name {step_name!r} (not an annotation in the trace, so a regex)")
         how, test = "regex", (lambda n: rx.fullmatch(n) is not None)
 
     def match(name: str):

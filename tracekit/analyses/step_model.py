@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..errors import DataFileError, InputError, UsageError
+from ..regexes import bounded
 
 PHASES = ("decode", "prefill", "verify", "draft", "mixed", "idle", "unknown")
 PHASE_CHOICES = ("auto", "all") + PHASES
@@ -109,7 +110,7 @@ class StepRules:
     overlap_ns: int
 
 
-def _dialects(doc: dict, src: str) -> list[Dialect]:
+def _dialects(doc: dict, src: str, user: bool = False) -> list[Dialect]:
     out = []
     for i, d in enumerate(doc.get("dialects", [])):
         try:
@@ -120,8 +121,9 @@ def _dialects(doc: dict, src: str) -> list[Dialect]:
             wrong = [p for p in [phase, *(v for _, v in modes)] if p is not None and p not in PHASES]
             if bad or wrong:
                 raise ValueError(f"unknown kind(s) {bad}" if bad else f"unknown phase(s) {wrong}")
-            out.append(Dialect(str(d["name"]), str(d.get("label", d["name"])), re.compile(d["pattern"]), kinds,
-                               phase, modes))
+            pattern = (bounded(d["pattern"], f"{src}: $.dialects[{i}].pattern", DataFileError) if user
+                       else re.compile(d["pattern"]))  # a user's pattern runs time-bounded (tracekit.regexes)
+            out.append(Dialect(str(d["name"]), str(d.get("label", d["name"])), pattern, kinds, phase, modes))
         except (KeyError, TypeError, ValueError, re.error) as exc:
             raise DataFileError(f"{src}: $.dialects[{i}] is invalid ({exc}); see docs/steps.md") from exc
     return out
@@ -143,7 +145,7 @@ def step_rules(steps_file: str | None = None) -> StepRules:
             raise DataFileError(f"{path}: not JSON ({exc}); a step dialect file is {{\"dialects\": [...]}}") from exc
         if not isinstance(user, dict):
             raise DataFileError(f"{path}: a step dialect file is a JSON object {{\"dialects\": [...]}}")
-        dialects = _dialects(user, str(path)) + dialects
+        dialects = _dialects(user, str(path), user=True) + dialects
     return StepRules(tuple(dialects), float(doc["empty_fraction"]), float(doc["gpu_cover_min"]),
                      tuple(doc["launch_runtime_kinds"]), re.compile(doc["graph_launch"]),
                      int(doc["same_stream_overlap_ns"]))
