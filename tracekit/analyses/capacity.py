@@ -11,7 +11,8 @@ from ..errors import InputError, MissingDataError
 from ..hardware import dtype_bytes as hw_dtype_bytes
 from ..ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
 from ..result import Result
-from .ledger_engine import GIB, OptionError, frame, global_record, rank_view, resolve_rank, round_gib, server_arg
+from .ledger_engine import (GIB, OptionError, frame, global_record, one_launch, rank_view, resolve_rank, round_gib,
+                            server_arg)
 from .ledger_rows import rank_ledger
 
 
@@ -55,7 +56,8 @@ def _num(x: float) -> int | float:
 
 def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: ModelDims = ModelDims(),
              kv_dtype: str | None = None, pool_gib: float | None = None, ranks: int | None = None,
-             dp: int | None = None, dcp: int | None = None, context: int | None = None) -> Result:
+             dp: int | None = None, dcp: int | None = None, context: int | None = None,
+             launch: int | None = None) -> Result:
     """``tracekit capacity``: KV bytes per token, tokens per rank, per DP group (× dcp) and per instance (× dp),
     and the maximum concurrency at ``context`` tokens per request.
 
@@ -63,9 +65,13 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     max_total_num_tokens is per rank), and ranks / dp / dcp come from server_args; options override. Without a
     log, tokens per rank = ⌊pool × 2^30 ÷ bytes per token⌋ and dp defaults to ranks ÷ dcp (DP attention with
     attention TP 1)."""
+    launch_warnings: list[str] = []
+    if log is not None:
+        log, launch_warnings = one_launch(log, launch)
     g = (log.grammar if log is not None else None) or grammar_default()
     sa_names = g.common.get("server_args", {})
     info, args, kv_rec, warnings = _from_log(log, rank, pool_gib)
+    warnings = launch_warnings + warnings
     dtype_name = _kv_dtype(kv_dtype, kv_rec, log, args, sa_names)
     log_pool = None
     if kv_rec is not None:
@@ -116,7 +122,7 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     ]
     params = {"layers": dims.layers, "kv_lora_rank": dims.kv_lora_rank, "rope_dim": dims.rope_dim,
               "kv_heads": dims.kv_heads, "head_dim": dims.head_dim, "kv_dtype": kv_dtype, "pool_gib": pool_gib,
-              "ranks": ranks, "dp": dp, "dcp": dcp, "context": context, "rank": rank}
+              "ranks": ranks, "dp": dp, "dcp": dcp, "context": context, "rank": rank, "launch": launch}
     return Result(command="capacity", inputs=[{"path": log.path}] if log is not None else [], params=params,
                   summary=summary, tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens",
                                                                       "max_concurrency"])},

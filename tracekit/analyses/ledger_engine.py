@@ -14,8 +14,8 @@ from typing import Any
 import pandas as pd
 
 from ..errors import MissingDataError, UsageError
-from ..ingest.sglang_log import (Grammar, Record, SglangLog, parse_rank_spec, rank_label,
-                                 rank_sort_key)
+from ..ingest.sglang_log import (Grammar, Record, SglangLog, parse_rank_spec, rank_label, rank_sort_key,
+                                 split_launches)
 
 GIB = 1 << 30
 _ROUND = 6
@@ -331,3 +331,24 @@ def frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
     return pd.DataFrame({c: pd.Series([r.get(c) for r in rows], dtype=object) for c in columns})
+
+
+def one_launch(log: SglangLog, launch: int | None = None) -> tuple[SglangLog, list[str]]:
+    """The launch a ledger is of: ``launch`` (1-based), else the last complete one, else the last; and a warning
+    when the log holds several (a restart appended to the file: two launches' pools would add up)."""
+    parts = split_launches(log)
+    if launch is not None:
+        if not 1 <= launch <= len(parts):
+            raise OptionError(f"--launch {launch}: {log.path} holds {len(parts)} launch(es)")
+        chosen = launch
+    elif len(parts) == 1:
+        return log, []
+    else:
+        complete = [i for i, p in enumerate(parts, 1) if completeness(p)[0]]
+        chosen = complete[-1] if complete else len(parts)
+    part = parts[chosen - 1]
+    lines = [r.line for r in part.records]
+    warnings = [] if len(parts) == 1 else [
+        f"{log.path} holds {len(parts)} launches (the server was restarted into the same log); this is launch"
+        f" {chosen} (lines {min(lines)}–{max(lines)}), the last complete one unless --launch N says otherwise"]
+    return part, warnings

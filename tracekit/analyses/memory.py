@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..ingest.sglang_log import Record, SglangLog, rank_label
 from ..result import Result
-from .ledger_engine import GIB, OptionError, RankLedger, completeness, frame, resolve_rank, round_gib
+from .ledger_engine import GIB, OptionError, RankLedger, completeness, frame, one_launch, resolve_rank, round_gib
 from .ledger_rows import graph_buckets, rank_ledger
 
 __all__ = ["GIB", "OptionError", "records_frame", "log_result", "ledger"]
@@ -153,10 +153,15 @@ def _warnings_for(log: SglangLog, led: RankLedger) -> list[str]:
     return w
 
 
-def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None = None) -> Result:
-    """``tracekit ledger``: the memory ledger of one rank (default the lowest present); with ``log_b`` both side
-    by side (``diff`` = b − a). Tables: rows, timeline, intervals, allocations, graph_buckets, skew,
-    unrecognised."""
+def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None = None,
+           launch: int | None = None, launch_b: int | None = None) -> Result:
+    """``tracekit ledger``: the memory ledger of one rank (default the lowest present) of one launch (default the
+    last complete one); with ``log_b`` both side by side (``diff`` = b − a). Tables: rows, timeline, intervals,
+    allocations, graph_buckets, skew, unrecognised."""
+    log, launch_warnings = one_launch(log, launch)
+    if log_b is not None:
+        log_b, more = one_launch(log_b, launch_b)
+        launch_warnings += more
     logs = [log] + ([log_b] if log_b is not None else [])
     tags = ["a", "b"][: len(logs)]
     leds = [rank_ledger(lg, resolve_rank(lg, rank)) for lg in logs]
@@ -164,7 +169,7 @@ def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None =
     for lg, led, tag in zip(logs, leds, tags):
         for name, rows in _tables_for(lg, led, tag).items():
             tables.setdefault(name, []).extend(rows)
-    warnings = [w for lg, led in zip(logs, leds) for w in _warnings_for(lg, led)]
+    warnings = launch_warnings + [w for lg, led in zip(logs, leds) for w in _warnings_for(lg, led)]
     if log_b is None:
         rows_df = frame(leds[0].rows, ROW_COLUMNS)
         summary = _summary_for(log, leds[0])
@@ -176,7 +181,7 @@ def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None =
                    "diff": {k: v for k, v in diff.items() if v is not None}}
     return Result(command="ledger", inputs=[{"path": lg.path, "rank": rank_label(led.ranks)} for lg, led in
                                             zip(logs, leds)],
-                  params={"rank": rank}, summary=summary,
+                  params={"rank": rank, "launch": launch}, summary=summary,
                   tables={"rows": rows_df,
                           "timeline": frame(tables["timeline"], TIMELINE_COLUMNS),
                           "intervals": frame(tables["intervals"], INTERVAL_COLUMNS),

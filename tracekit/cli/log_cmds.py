@@ -17,6 +17,8 @@ LogArg = Annotated[Path, typer.Argument(help="sglang launch log (plain, .gz or .
                                         show_default=False)]
 RankOpt = Annotated[str | None, typer.Option(
     "--rank", help="Rank tags, e.g. 'DP0 TP0' or TP1 (all given tags must match; default: the lowest present).")]
+LaunchOpt = Annotated[int | None, typer.Option(
+    "--launch", min=1, help="Which launch of a log a restart appended to (1-based; default: the last complete one).")]
 PatternsOpt = Annotated[list[Path] | None, typer.Option(
     "--patterns", help="Extra pattern file or folder (repeatable), tried before the built-in sets; see docs/ledger.md.")]
 
@@ -41,12 +43,12 @@ def log_cmd(log: LogArg,
 def ledger_cmd(log: LogArg,
                log2: Annotated[Path | None, typer.Argument(help="A second launch log, shown side by side (diff = "
                                                                    "LOG2 − LOG).", show_default=False)] = None,
-               rank: RankOpt = None, patterns: PatternsOpt = None,
+               rank: RankOpt = None, patterns: PatternsOpt = None, launch: LaunchOpt = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """Memory ledger (A11): free memory by stage, logged allocations, interval residuals and the study's rows (GiB)."""
     a = read_log(log, patterns=patterns or ())
     b = read_log(log2, patterns=patterns or ()) if log2 is not None else None
-    _emit(ledger(a, b, rank=rank), format, out, table)
+    _emit(ledger(a, b, rank=rank, launch=launch, launch_b=launch), format, out, table)
 
 
 def _count(text: str | None, name: str) -> int | None:
@@ -82,11 +84,11 @@ def capacity_cmd(
                                                    "log's, else 1).")] = None,
         context: Annotated[str | None, typer.Option("--context", help="Tokens per request for the maximum "
                                                        "concurrency, e.g. 100000 or 100k.")] = None,
-        patterns: PatternsOpt = None,
+        patterns: PatternsOpt = None, launch: LaunchOpt = None,
         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """KV capacity (A12): bytes per token, tokens per rank, per DP group (× dcp), per instance; max concurrency."""
     parsed = read_log(log, patterns=patterns or ()) if log is not None else None
     dims = ModelDims(layers=layers, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, kv_heads=kv_heads, head_dim=head_dim)
     res = capacity(log=parsed, rank=rank, dims=dims, kv_dtype=kv_dtype, pool_gib=pool_gib, ranks=ranks, dp=dp, dcp=dcp,
-                   context=_count(context, "--context"))
+                   context=_count(context, "--context"), launch=launch)
     _emit(res, format, out, table)

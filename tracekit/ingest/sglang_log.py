@@ -126,6 +126,24 @@ class SglangLog:
         return sorted(seen.values(), key=rank_sort_key)
 
 
+def split_launches(log: SglangLog) -> list[SglangLog]:
+    """A log that holds several launches (a restart appends to the same file) as one log per launch: a launch
+    starts at each ``server_args`` line after the first. One launch: ``[log]``."""
+    starts = [r.line for r in log.records if r.kind == "server_args"]
+    cuts = sorted(set(starts))[1:]
+    if not cuts:
+        return [log]
+    bounds = [0, *cuts, log.lines + 1]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        recs = [r for r in log.records if a <= r.line < b]
+        unrec = [u for u in log.unrecognised if a <= u[0] < b]
+        out.append(SglangLog(path=log.path, lines=log.lines, records=recs, unrecognised=unrec,
+                             set_counts=log.set_counts, last_line_cut=log.last_line_cut and b > log.lines,
+                             warnings=list(log.warnings), grammar=log.grammar))
+    return out
+
+
 def rank_label(ranks: dict[str, int]) -> str:
     """``{"DP": 0, "TP": 0}`` → ``"DP0 TP0"``; ``{}`` → ``"untagged"``."""
     return " ".join(f"{k}{v}" for k, v in ranks.items()) or "untagged"
@@ -584,6 +602,9 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
         raise InputError(f"{shown} does not exist; pass the path of an sglang launch log")
     if p.is_dir():
         raise InputError(f"{shown} is a directory; pass an sglang launch log file")
+    if not p.is_file():
+        raise InputError(f"{shown} is not a regular file (a FIFO, a socket or a device): tracekit reads a launch log"
+                         " from a file; save it to one first")
     try:
         data = p.read_bytes()
     except OSError as exc:
