@@ -38,6 +38,7 @@ _LAZY = {
     "resolve_profile": "hardware", "hw_profiles": "hardware", "emit": "render",
     "decomposition_points": "analyses.plot_data", "blocks_points": "analyses.plot_data",
     "exposure_points": "analyses.plot_data", "PlotInput": "analyses.plot_data",
+    "cache_info": "ingest.cache_admin", "cache_clear": "ingest.cache_admin",
     "layers": "analyses.layers", "find_layers": "analyses.layers", "suggest": "analyses.suggest",
     "suggest_result": "analyses.suggest", "one_step_table": "analyses.onestep", "one_step_tables": "analyses.onestep",
     "categorize": "analyses.categories", "load_categories": "analyses.categories",

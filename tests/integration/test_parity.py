@@ -120,6 +120,7 @@ def _cases(d):
          lambda: tracekit.compare_deployments(d["dir"] / "a", d["dir"] / "b", dp_a=16, dp_b=2, jobs=1)),
         ("bench", [d["dir"] / "bench.csv"], lambda: tracekit.bench_result([d["dir"] / "bench.csv"])),
         ("layers", [dp16], lambda: tracekit.layers(_load(dp16))),
+        ("cache info", [], lambda: tracekit.cache_info()),
         ("suggest", [dp16], lambda: tracekit.suggest_result(_load(dp16))),
     ]
 
@@ -149,7 +150,7 @@ def _same_docs(doc: dict, api: dict) -> None:
 def test_cli_and_api_give_the_same_json(data, cli):
     cases = _cases(data)
     covered = {c for c, _, _ in cases} | {"export", "annotate", "plot decomposition", "plot blocks", "plot exposure",
-                                          "plot timeline", "plot ledger"}
+                                          "plot timeline", "plot ledger", "cache clear"}
     assert covered == set(COMMANDS)  # the file-writing commands are checked below
     for command, args, api in cases:
         code, out, err = cli(*command.split(), *args, "--no-cache", "--format", "json") if _takes_cache(command) \
@@ -159,7 +160,8 @@ def test_cli_and_api_give_the_same_json(data, cli):
 
 
 def _takes_cache(command: str) -> bool:
-    return command not in ("hw", "waves calc", "log", "ledger", "capacity", "ranks", "imbalance", "compare", "bench")
+    return command not in ("hw", "waves calc", "log", "ledger", "capacity", "ranks", "imbalance", "compare", "bench",
+                           "cache info")
 
 
 def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
@@ -202,3 +204,17 @@ def test_every_command_in_every_format(data, cli, fmt, tmp_path):
         assert code == 0 and out.strip(), (command, fmt, err)
     code, out, err = cli("plot", "ledger", data["log"], "-o", tmp_path / f"l{fmt}.png", "--format", fmt)
     assert code == 0 and out.strip(), err
+
+
+def test_cache_info_and_clear(tmp_path, cli, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "c"))
+    tracekit.load(SYN / "dp16_bs4.trace.json.gz")  # cached
+    code, out, _ = cli("cache", "info", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["entries"] == 1 and doc["tables"]["entries"][0]["source"].endswith(
+        "dp16_bs4.trace.json.gz")
+    (tmp_path / "c" / "notes.txt").write_text("mine")
+    code, out, _ = cli("cache", "clear", "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["removed"] == 1 and (tmp_path / "c" / "notes.txt").exists()
+    assert json.loads(cli("cache", "info", "--format", "json")[1])["summary"]["entries"] == 0
+    assert tracekit.load(SYN / "dp16_bs4.trace.json.gz").report.from_cache is False

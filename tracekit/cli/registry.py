@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "bench": "sweeps:bench_result",
     "ranks": "analyses.ranks:rank_map",
     "imbalance": "sweeps:imbalance",
+    "cache info": "ingest.cache_admin:cache_info",
+    "cache clear": "ingest.cache_admin:cache_clear",
     "layers": "analyses.layers:layers",
     "suggest": "analyses.suggest:suggest_result",
     "plot decomposition": "analyses.plot_data:decomposition_points",
