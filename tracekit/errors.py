@@ -26,6 +26,13 @@ class DataFileError(TracekitError):
     exit_code = 3
 
 
+class OutputError(TracekitError):
+    """An output cannot be written: a directory where a file should be, no such folder, no permission, a read-only
+    file system, a full disk, another writer (exit 3). Nothing partial is left behind."""
+
+    exit_code = 3
+
+
 class UsageError(TracekitError):
     """A bad option or option value (exit 2), e.g. an unknown --phase."""
 

@@ -244,3 +244,32 @@ def test_shipped_patterns_are_linear_in_name_length():
         for n in names:
             rx.search(n)
     assert time.perf_counter() - t0 < 120  # ~40 s here: about 0.05 s per pattern and MB, linear
+
+
+def test_a_log_with_two_launches_is_two_ledgers(tmp_path, cli):
+    """A log holding a restart gave weights_resident 49.8 instead of 97.5 GiB and doubled pools."""
+    one = open("fixtures/synthetic/dp16.launch.log").read()
+    log = tmp_path / "two.log"
+    log.write_text(one + one)
+    want = {r["row"]: r["value"] for r in json.loads(cli("ledger", "fixtures/synthetic/dp16.launch.log",
+                                                         "--format", "json")[1])["tables"]["rows"]}
+    for extra in ([], ["--launch", "1"], ["--launch", "2"]):
+        code, out, err = cli("ledger", log, *extra, "--format", "json")
+        rows = {r["row"]: r["value"] for r in json.loads(out)["tables"]["rows"]}
+        assert code == 0 and rows["weights_resident_gib"] == want["weights_resident_gib"] == 97.5
+        assert rows["kv_gib"] == want["kv_gib"] and "2 launches" in err
+    code, _, err = cli("ledger", log, "--launch", "3")
+    assert code == 2 and "holds 2 launch" in err
+    code, out, _ = cli("capacity", "--log", log, "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["tokens_per_rank"] == json.loads(
+        cli("capacity", "--log", "fixtures/synthetic/dp16.launch.log", "--format", "json")[1])["summary"]["tokens_per_rank"]
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path, cli):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (("ledger", fifo), ("info", fifo)):
+        code, out, err = cli(*args)
+        assert code == 3 and "not a regular file" in err, (args, err)

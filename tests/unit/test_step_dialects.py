@@ -262,3 +262,12 @@ def test_user_steps_table(tmp_path):
 
 def test_compute_is_exported_for_the_count():
     assert callable(compute_steps)
+
+
+def test_cpu_markers_without_any_runtime_launch_event(tmp_path):
+    """Step markers and kernels with correlation ids but no cuda_runtime events (a sampled trace) once raised
+    IndexError; the GPU spans are used and the CPU spans find no launch window."""
+    evs = [cpu_ann("step[DECODE bs=4]", 0.0, 100.0, ext=3), gpu_ann("step[DECODE bs=4]", 10.0, 200.0, ext=3),
+           kernel("k", 20.0, 100.0, corr=5)]
+    st = find_steps(load(tmp_path, evs))
+    assert st.table[["source", "start_ns", "end_ns"]].values.tolist() == [["gpu_annotation", 10_000, 210_000]]

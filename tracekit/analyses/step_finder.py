@@ -77,6 +77,8 @@ class _Context:
 
     def launch_time_of_gpu(self) -> np.ndarray:
         """Per GPU activity: the start of its launch (-1 when no launch is known)."""
+        if self.l_start.size == 0:  # no runtime launch events (a GPU-only or a sampled trace)
+            return np.full(self.gs.shape, -1, dtype=np.int64)
         return np.where(self.g_launch >= 0, self.l_start[np.clip(self.g_launch, 0, None)], -1)
 
     def launches_in(self, s: np.ndarray, e: np.ndarray) -> _Launches:

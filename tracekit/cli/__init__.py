@@ -14,6 +14,7 @@ import sys
 import typer
 
 from ..errors import TracekitError
+from ..render.human import safe_text
 from .common import SAMPLE_TRACE, app, bundled_sample
 
 for _mod in pkgutil.iter_modules(__path__):
@@ -23,7 +24,7 @@ for _mod in pkgutil.iter_modules(__path__):
 __all__ = ["app", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
 
 
-GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v")
+GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all")
 GLOBAL_OPTIONS = ("--device",)  # global options that take a value
 
 
@@ -58,15 +59,20 @@ def run(argv: list[str] | None = None) -> int:
     except TracekitError as exc:
         if debug:
             raise
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {safe_text(str(exc))}", err=True)  # names in messages may hold terminal escapes
         return exc.exit_code
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        typer.echo("interrupted: nothing partial was written (outputs are renamed into place whole)", err=True)
+        return 130
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become one line
         if debug:
             raise
-        typer.echo(f"error: unexpected {type(exc).__name__}: {exc} (a tracekit bug; rerun with --debug"
-                   " for the traceback and report it)", err=True)
+        typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+                   " --debug for the traceback and report it)", err=True)
         return 1
 
 

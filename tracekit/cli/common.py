@@ -5,6 +5,7 @@ imports them all and catches errors in one place.
 """
 from __future__ import annotations
 
+import os
 import sys
 from enum import Enum
 from importlib import resources
@@ -51,7 +52,9 @@ TraceArg = Annotated[Optional[Path], typer.Argument(
     show_default=False)]
 FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format: table, json, csv or md.")]
 OutOpt = Annotated[Optional[Path], typer.Option(
-    "--out", "-o", help="Write to this file instead of stdout (csv: a directory, one file per table).")]
+    "--out", "-o", help="Write to this file instead of stdout; its folder must exist. csv: a name with a suffix"
+                        " (x.csv) is one file (the first table, or --table); a name without one is a folder"
+                        " (created) with one file per table.")]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the parquet cache.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(
@@ -93,6 +96,9 @@ StepsFileOpt = Annotated[Optional[Path], typer.Option(
     "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md).")]
 
 _state = {"debug": False, "quiet": False, "verbose": False, "device": None}
+AllOpt = Annotated[bool, typer.Option(
+    "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
+                  " tables (json and csv always hold every row). May stand anywhere before `--`.")]
 PROGRESS_MIN_BYTES = 32 << 20  # a progress bar only for files that take a noticeable time
 
 
@@ -109,11 +115,13 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say on stderr what was read and how fast.")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    all_rows: AllOpt = False,
     device: Annotated[Optional[int], typer.Option("--device", min=0, help="Analyse this GPU of a trace that holds"
                                                   " several (its GPU events and every CPU event).")] = None,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
     _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
+    _state["all"] = all_rows
     _state["device"] = device
     if verbose:
         import logging
@@ -129,6 +137,11 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
     import time
 
     path = trace if trace is not None else bundled_sample()
+    if path.exists() and not path.is_file() and not path.is_dir():
+        from ..errors import InputError
+
+        raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
+                         " file; save it to one first")
     t0 = time.perf_counter()
     size = path.stat().st_size if path.is_file() else 0
     if show_progress() and size >= PROGRESS_MIN_BYTES:
@@ -154,20 +167,37 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
 
 
 def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
+    """Warnings to stderr, then the result to stdout or to ``--out``, written whole or not at all
+    (``tracekit.render.files``). csv with ``--out NAME``: NAME with a suffix is one file, NAME without one (or an
+    existing folder) a folder of one file per table."""
+    from ..render.files import refuse_overwriting_inputs, write_file
+    from ..render.human import safe_text
+    from ..render.tables import NOT_A_TERMINAL_WIDTH
+
     if not _state["quiet"]:
         for w in result.warnings:
-            typer.echo(f"warning: {w}", err=True)
-    if fmt is Fmt.csv and out is not None and table is None:
-        for p in write_csv_dir(result, out):
-            typer.echo(f"wrote {p}", err=True)
+            typer.echo(f"warning: {safe_text(w)}", err=True)
+    all_rows = bool(_state.get("all"))
+    if fmt is Fmt.csv and out is not None and (out.is_dir() or (not out.suffix and table is None)):
+        refuse_overwriting_inputs(result, out)
+        new = not out.exists()
+        paths = write_csv_dir(result, out, only=table)
+        typer.echo(f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
+                   f"{'one per table' if table is None else f'table {table}'}) into the folder {out}"
+                   f"{' (created)' if new else ''}", err=True)
         return
-    text = emit(result, fmt.value, table=table)
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {out}", err=True)
-    else:
+    columns = os.environ.get("COLUMNS", "")
+    width = None if out is None else (int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH)
+    text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width)
+    if out is None:
         sys.stdout.write(text)
+        return
+    write_file(out, text, what=f"{fmt.value} output", inputs=result)
+    note = ""
+    if fmt is Fmt.csv and table is None and len(result.tables) > 1:
+        note = (f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
+                " and --out NAME without a suffix writes every table into a folder)")
+    typer.echo(f"wrote {out}{note}", err=True)
 
 
 def _ns(ms: float) -> int:

@@ -273,28 +273,34 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
     Returns a Result whose ``files`` table lists each file, its rows, columns and size."""
     import pyarrow.parquet as pq
 
+    from ..render.files import OutputDir
+
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a directory; pass a directory for the parquet files")
-    out.mkdir(parents=True, exist_ok=True)
     entries = []
-    for name, df in export.tables.items():
-        path = out / f"{name}.parquet"
-        df = missing_as_null(name, df)
-        table = _arrow_table(df)
-        pq.write_table(table, path, compression="zstd")
-        entries.append({"table": name, "file": path.name, "rows": len(df), "bytes": path.stat().st_size,
-                        "columns": [{"name": f.name, "arrow_type": str(f.type), "pandas_dtype": str(df[f.name].dtype),
-                                     "unit": {**TABLE_COLUMNS, **LEDGER_COLUMNS}[name][f.name][1]}
-                                    for f in table.schema]})
-    manifest = {
-        "tracekit": __version__, "format": EXPORT_FORMAT, "inputs": [trace_input(export.trace)],
-        "annotation": export.annotation, "params": export.params,
-        "main_stream": list(export.main_stream) if export.main_stream else None,
-        "tables": entries, "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
-        "warnings": export.warnings,
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=_json_default) + "\n", encoding="utf-8")
+    # whole or not at all: every file staged under a temporary name, the manifest last, renamed in one go with
+    # interrupts held back; a second writer into the same directory is refused (tracekit/render/files.py)
+    with OutputDir(out, what="export") as d:
+        for name, df in export.tables.items():
+            path = d.stage(f"{name}.parquet")
+            df = missing_as_null(name, df)
+            table = _arrow_table(df)
+            pq.write_table(table, path, compression="zstd")
+            entries.append({"table": name, "file": f"{name}.parquet", "rows": len(df), "bytes": path.stat().st_size,
+                            "columns": [{"name": f.name, "arrow_type": str(f.type),
+                                         "pandas_dtype": str(df[f.name].dtype),
+                                         "unit": {**TABLE_COLUMNS, **LEDGER_COLUMNS}[name][f.name][1]}
+                                        for f in table.schema]})
+        manifest = {
+            "tracekit": __version__, "format": EXPORT_FORMAT, "inputs": [trace_input(export.trace)],
+            "annotation": export.annotation, "params": export.params,
+            "main_stream": list(export.main_stream) if export.main_stream else None,
+            "tables": entries, "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
+            "warnings": export.warnings,
+        }
+        d.stage_bytes("manifest.json", json.dumps(manifest, indent=1, default=_json_default) + "\n")
+        d.commit(remove=d.previous_files())
     files = pd.DataFrame([{"table": e["table"], "file": str(out / e["file"]), "rows": e["rows"],
                            "columns": len(e["columns"]), "bytes": e["bytes"]} for e in entries],
                          columns=["table", "file", "rows", "columns", "bytes"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import re
 import secrets
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..annotate import Annotation
-from ..errors import InputError, UsageError
+from ..errors import InputError
 from ..ingest import resolve_trace_path
 from ..ingest.reader import read_text, salvage_json
 from ..result import Result, trace_input
@@ -142,26 +143,37 @@ def _dumps(doc: Any) -> bytes:
 
 
 def _write_bytes(data: bytes, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
+    """The file whole or not at all: a temporary name beside ``out``, renamed into place (render/files.py)."""
+    from ..render.files import write_file
+
     name = out.name.lower()
     if name.endswith(".gz"):
-        with open(out, "wb") as fh:  # mtime 0 and no name: the same input gives the same bytes
+        def write(fh) -> None:  # mtime 0 and no name: the same input gives the same bytes
             with gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6, mtime=0, filename="") as gz:
                 gz.write(data)
     elif name.endswith((".zst", ".zstd")):
         import zstandard
 
-        out.write_bytes(zstandard.ZstdCompressor(level=6).compress(data))
+        def write(fh) -> None:
+            fh.write(zstandard.ZstdCompressor(level=6).compress(data))
     else:
-        out.write_bytes(data)
+        def write(fh) -> None:
+            fh.write(data)
+    write_file(out, write, what="annotated trace")
 
 
 def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str | Path | None = None) -> Result:
     """Write the source trace plus the analysis tracks to ``out`` (.json, .json.gz or .json.zst)."""
     src = resolve_trace_path(source if source is not None else export.trace.path)
     out = Path(out)
-    if out.exists() and out.is_dir():
-        raise UsageError(f"{out} is a directory; pass a file name such as trace.annotated.json.gz")
+    from ..render.files import OutputError, check_file_target
+
+    if out.is_dir():
+        raise OutputError(f"{out} is a directory; pass a file name such as trace.annotated.json.gz")
+    check_file_target(out, "annotated trace")  # before the work: no such folder, a read-only file
+    if out.exists() and os.path.samefile(out, src):
+        raise OutputError(f"{out} is the trace this annotate reads; writing there would replace it — choose another"
+                          " --out")
     doc, warnings = read_document(src)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     if not isinstance(events, list):

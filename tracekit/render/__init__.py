@@ -1,24 +1,28 @@
-"""Turn any :class:`~tracekit.result.Result` into text: rich tables (``tables``), json, csv, md (``formats``)."""
+"""Turn any :class:`~tracekit.result.Result` into text: terminal tables (``tables``), json, csv, md (``formats``);
+``files`` writes outputs whole or not at all, ``notebook`` is the HTML a notebook shows."""
 from __future__ import annotations
 
-import json
-
 from ..result import Result
-from .formats import FORMATS, to_csv, to_json_obj, to_markdown
+from .formats import FORMATS, to_csv, to_markdown
 
 __all__ = ["FORMATS", "emit"]
 
 
-def emit(result: Result, fmt: str, *, table: str | None = None) -> str:
-    """Render ``result`` as text in ``fmt``: table (for people), json, csv or md."""
+def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool = False,
+         width: int | None = None) -> str:
+    """Render ``result`` as text in ``fmt``: table (for people), json, csv or md.
+
+    ``all_rows`` shows every row in the human formats (table, md), which otherwise show the top rows of long
+    tables; json and csv always hold every row. ``width`` is the terminal's (default: ``COLUMNS``, the real
+    width, or 100)."""
     if fmt == "json":
-        return json.dumps(to_json_obj(result), indent=1, ensure_ascii=False) + "\n"
+        return result.to_json()
     if fmt == "csv":
         return to_csv(result, table)
     if fmt == "md":
-        return to_markdown(result)
+        return to_markdown(result, all_rows=all_rows)
     if fmt == "table":
         from .tables import to_text
 
-        return to_text(result)
+        return to_text(result, width=width, all_rows=all_rows)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

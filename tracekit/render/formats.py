@@ -1,145 +1,149 @@
 """Writers for every result: one envelope for JSON, one table per file for CSV, pipe tables for md.
 
-The JSON envelope is the stable contract documented in docs/json-contract.md. Human formats
-(table, md) show ``*_ns`` values as milliseconds or microseconds; machine formats (json, csv)
-keep integer nanoseconds.
+The JSON envelope is the stable contract documented in docs/json-contract.md (``tracekit.result.to_json_obj``):
+every string exactly as the trace has it. Human formats (table, md) show values with units, times relative to an
+origin and text made safe (``human.py``); machine formats (json, csv) keep integer nanoseconds and every row.
+
+CSV is opened by spreadsheets, which run a cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage
+return) as a formula. Text cells that start so are written with a leading ``'`` (OWASP's advice), and control,
+separator and invisible format characters (a terminal escape, a bidi override, a bare carriage return) are written as
+visible escapes (``\\x1b``, ``\\u202e``, ``\\r``); tab, newline and CR LF stay (csv quotes them). Numbers are
+never changed. ``TRACEKIT_CSV_RAW=1`` in the environment (or ``raw=True``) writes text exactly as it is (a file with
+a bare carriage return in a cell then ends its lines with CR LF, so that the cell is quoted).
 """
 from __future__ import annotations
 
 import io
 import json
-import math
+import os
+import re
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from .._version import __version__
-from ..result import Result
+from ..result import Result, _scalar, table_rows, to_json_obj  # noqa: F401 - re-exported: the envelope's home
+from .human import (_escape_char, _unsafe, ag_measures, column, display_frame, glossary, label_of, origin_of,
+                    safe_text, unit_of, value_text)
 
 FORMATS = ("table", "json", "csv", "md")
+MD_ROWS = 25  # md shows this many rows of a table unless --all
+CSV_RAW_ENV = "TRACEKIT_CSV_RAW"
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+_CSV_SAFE = re.compile(r"[\x20-\x7e\t\n]*\Z")
 
 
-def _scalar(v: Any) -> Any:
-    if v is None or v is pd.NA or v is pd.NaT:
-        return None
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        f = float(v)
-        return None if math.isnan(f) or math.isinf(f) else f
-    if isinstance(v, np.bool_):
-        return bool(v)
-    if isinstance(v, dict):
-        return {str(k): _scalar(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return [_scalar(x) for x in v]
-    return v
+# --------------------------------------------------------------------------- md
 
 
-def table_rows(df: pd.DataFrame, *, spread: bool = True) -> list[dict[str, Any]]:
-    """Rows as plain Python objects: ints stay ints, NaN and <NA> become None.
-
-    A table whose ``attrs["spread"]`` names a column of dicts has that dict merged into each row (records
-    whose fields differ from row to row, like ``tracekit log``'s)."""
-    cols = {}
-    for c in df.columns:
-        s = df[c]
-        if isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype(object)
-        cols[c] = [_scalar(x) for x in s.tolist()]
-    rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
-    col = df.attrs.get("spread")
-    if spread and col in cols:
-        rows = [{**{k: v for k, v in r.items() if k != col}, **(r[col] or {})} for r in rows]
-    return rows
-
-
-def _csv_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """csv cells holding lists or dicts are written as JSON text, not Python reprs."""
-    if not any(df[c].dtype == object for c in df.columns):
-        return df
-    out = df.copy()
-    for c in out.columns:
-        if out[c].dtype == object:
-            out[c] = [json.dumps(_scalar(v), ensure_ascii=False) if isinstance(v, (dict, list)) else v
-                      for v in out[c]]
-    return out
-
-
-def to_json_obj(result: Result) -> dict[str, Any]:
-    return {
-        "tracekit": __version__,
-        "schema": result.schema,
-        "command": result.command,
-        "inputs": _scalar(result.inputs),
-        "params": _scalar(result.params),
-        "warnings": list(result.warnings),
-        "summary": _scalar(result.summary),
-        "tables": {name: table_rows(df) for name, df in result.tables.items()},
-    }
-
-
-def _human_value(key: str, v: Any) -> str:
-    v = _scalar(v)
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if key.endswith("_ns") and isinstance(v, (int, float)):
-        return f"{v / 1e6:,.3f} ms" if abs(v) >= 1e5 else f"{v / 1e3:,.2f} µs"
-    if key.endswith("_bytes") and isinstance(v, (int, float)):
-        return f"{v:,}"
-    if isinstance(v, float):
-        return f"{v:,.2f}"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return str(v)
-
-
-def _human_frame(df: pd.DataFrame, max_chars: int = 90) -> tuple[list[str], list[list[str]]]:
-    headers = list(df.columns)
-    rows = []
-    for row in table_rows(df, spread=False):  # people read the fields as one JSON cell
-        cells = []
-        for k in headers:
-            text = _human_value(k, row[k])
-            cells.append(text if len(text) <= max_chars else text[: max_chars - 1] + "…")
-        rows.append(cells)
-    return headers, rows
-
-
-def to_markdown(result: Result) -> str:
-    out = [f"## tracekit {result.command}", ""]
+def to_markdown(result: Result, *, all_rows: bool = False) -> str:
+    origin = origin_of(result)
+    out = [f"## tracekit {_md_cell(safe_text(result.command))}", ""]
     if result.summary:
         out += ["| key | value |", "| --- | --- |"]
-        out += [f"| {k} | {_md_cell(_human_value(k, v))} |" for k, v in result.summary.items()]
+        out += [f"| {_md_cell(label_of(k, result.summary))} | {_md_cell(value_text(k, v, origin))} |"
+                for k, v in result.summary.items()]
         out.append("")
+    measures = ag_measures(list(result.summary))
+    empty = []
     for name, df in result.tables.items():
-        headers, rows = _human_frame(df, max_chars=200)
-        out += [f"### {name}", "", "| " + " | ".join(headers) + " |", "|" + " --- |" * len(headers)]
-        out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+        if not len(df):
+            empty.append(name)
+            continue
+        df = display_frame(df)
+        records = table_rows(df, spread=False)  # people read the fields as one JSON cell
+        cols = [column(c, [r[c] for r in records], origin) for c in df.columns]
+        shown = records if all_rows or len(records) <= MD_ROWS + 1 else records[:MD_ROWS]
+        out += [f"### {_md_cell(safe_text(name))}", "", "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
+                "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols)]
+        out += ["| " + " | ".join(_md_cell(c.fmt(r[c.name])) for c in cols) + " |" for r in shown]
+        if len(shown) < len(records):
+            out += ["", f"*… {len(records) - len(shown):,} more rows ({len(records):,} in all) — `--all` shows every"
+                        " row*"]
         out.append("")
+        measures += [m for m in ag_measures(list(df.columns)) if m not in measures]
+    notes = []
+    if origin is not None and (any(unit_of(k).kind == "abs" for k in result.summary) or any(
+            unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)):
+        notes.append(origin.note())
+    if len(measures) > 1:
+        notes.append(glossary(measures))
+    if empty:
+        notes.append("no rows: " + ", ".join(safe_text(e) for e in empty))
+    if notes:
+        out += [f"*{_md_text(n)}*  " for n in notes] + [""]
     if result.warnings:
-        out += ["### warnings", ""] + [f"- {w}" for w in result.warnings] + [""]
+        out += ["### warnings", ""] + [f"- {_md_text(safe_text(w))}" for w in result.warnings] + [""]
     return "\n".join(out)
 
 
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A pipe-table cell: backslashes and pipes escaped (so no cell splits a row), line breaks already visible."""
+    return safe_text(text).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def to_csv(result: Result, table: str | None) -> str:
+def _md_text(text: str) -> str:
+    return safe_text(text).replace("\\", "\\\\")
+
+
+# --------------------------------------------------------------------------- csv
+
+
+def csv_raw() -> bool:
+    return os.environ.get(CSV_RAW_ENV, "").strip().lower() in ("1", "yes", "true", "on")
+
+
+def neutralize(text: str) -> str:
+    """A text cell a spreadsheet will not run and a terminal will not obey: a leading ``'`` before a formula prefix;
+    control, separator and invisible format characters as visible escapes (tab, newline and CR LF stay: csv
+    quotes them)."""
+    if not _CSV_SAFE.match(text):
+        out = []
+        for i, ch in enumerate(text):
+            if ch == "\r":
+                out.append("\r" if text[i + 1:i + 2] == "\n" else "\\r")  # CR LF is a line break; a bare CR is not
+            else:
+                out.append(ch if ch in "\t\n" or not _unsafe(ch) else _escape_char(ch))
+        text = "".join(out)
+    return "'" + text if text.startswith(_FORMULA) else text
+
+
+def _csv_frame(df: pd.DataFrame, raw: bool | None = None) -> pd.DataFrame:
+    """csv cells holding lists or dicts are written as JSON text, not Python reprs; text cells are neutralised."""
+    raw = csv_raw() if raw is None else raw
+    objects = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.StringDtype,
+                                                                                             pd.CategoricalDtype))]
+    bad_names = not raw and any(isinstance(c, str) and neutralize(c) != c for c in df.columns)
+    if not objects and not bad_names:
+        return df
+    out = df.copy()
+    for c in objects:
+        s = out[c].astype(object)
+        vals = [json.dumps(_scalar(v), ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in s]
+        if not raw:
+            vals = [neutralize(v) if isinstance(v, str) else v for v in vals]
+        out[c] = pd.Series(vals, index=out.index, dtype=object)
+    if bad_names:
+        out.columns = [neutralize(c) if isinstance(c, str) else c for c in out.columns]
+    return out
+
+
+def to_csv(result: Result, table: str | None, *, raw: bool | None = None) -> str:
     name = table or result.primary_table
     if name is None:
         df = pd.DataFrame([{k: _scalar(v) for k, v in result.summary.items()}])
     else:
         df = _table_or_error(result, name)
+    return _csv_text(df, raw)
+
+
+def _csv_text(df: pd.DataFrame, raw: bool | None) -> str:
+    frame = _csv_frame(df, raw)
     buf = io.StringIO()
-    _csv_frame(df).to_csv(buf, index=False)
+    # a bare carriage return left in a cell (raw text) is quoted only when it ends lines: then CR LF line ends
+    # (RFC 4180) keep the file readable
+    bare_cr = any(isinstance(v, str) and "\r" in v.replace("\r\n", "")
+                  for c in frame.columns if frame[c].dtype == object for v in frame[c])
+    frame.to_csv(buf, index=False, lineterminator="\r\n" if bare_cr else "\n")
     return buf.getvalue()
 
 
@@ -154,11 +158,14 @@ def _table_or_error(result: Result, name: str) -> pd.DataFrame:
     return result.tables[name]
 
 
-def write_csv_dir(result: Result, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name in ["summary", *result.tables]:
-        p = out / f"{result.command}.{name}.csv"
-        _csv_frame(_table_or_error(result, name)).to_csv(p, index=False)
-        paths.append(p)
-    return paths
+def write_csv_dir(result: Result, out: Path, *, only: str | None = None, raw: bool | None = None) -> list[Path]:
+    """One csv file per table (``COMMAND.TABLE.csv``, the summary too) in the directory ``out``, created when
+    missing; the set is written whole or not at all (``files.OutputDir``)."""
+    from .files import OutputDir
+
+    names = [only] if only else ["summary", *result.tables]
+    frames = {n: _table_or_error(result, n) for n in names}  # a bad --table is a usage error before any writing
+    with OutputDir(out, what="csv file", manifest=None) as d:
+        for name, df in frames.items():
+            d.stage_bytes(f"{result.command}.{name}.csv", _csv_text(df, raw))
+        return d.commit()

@@ -299,8 +299,10 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, A
     if fmt not in IMAGE_FORMATS:
         raise UsageError(f"{path}: plots are written as .png or .svg, not {path.suffix or 'a file without suffix'};"
                          " name the output e.g. plot.png")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=dpi)
+    from .files import write_file
+
+    # whole or not at all: drawn into a temporary file beside it, renamed into place; its folder must exist
+    write_file(path, lambda fh: fig.savefig(fh, format=fmt, dpi=dpi), what="picture")
     w, h = fig.get_size_inches()
     return {"path": str(path), "format": fmt, "bytes": path.stat().st_size, "width_px": int(round(w * dpi)),
             "height_px": int(round(h * dpi))}

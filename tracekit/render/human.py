@@ -1,0 +1,395 @@
+"""What people read: units from key names, times relative to an origin, epochs as dates, safe text.
+
+Shared by the terminal tables (``tables.py``), markdown (``formats.py``) and the notebook HTML
+(``notebook.py``). None of this is a contract: scripts read ``--format json`` or ``csv``.
+
+* **Units come from the key's name**: a ``ns`` token (``wall_ns``, ``median_exposed_ns_per_step``,
+  ``wall_ns_a``) is a duration, ``bytes`` a size, ``gbps`` GB/s, ``pct`` %, ``gib`` GiB, ``ms``/``us``
+  themselves, ``tok_s`` tokens/s. A table column gets one unit, in its header (``wall ms``, ``received GB``);
+  a single value carries its unit (``83.142 ms``).
+* **Absolute times** (``start_ns``, ``end_ns``, ``*_start_ns``, ``*_end_ns``) are shown relative to one origin per
+  result (``+83.142``): the first step's start when the result has a steps table, else the first GPU activity,
+  else the earliest time shown; the origin itself is named once, as a date when it is an epoch value.
+* **Epoch values** (``base_time_ns``, and any ``ns`` value past 2000-01-01 since 1970) are dates, never durations.
+* **Text is safe**: control characters (C0, DEL, C1), line and paragraph separators, bidirectional overrides and
+  other invisible format characters are shown as visible escapes (``\\x1b``, ``\\n``, ``\\u202e``), so a name can
+  neither move the cursor, colour the terminal, break a row nor reorder what is printed. Cells are plain text:
+  nothing is interpreted as rich markup.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..result import Result, _scalar
+
+EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: any ns value past this counted from 1970 is a date
+EPOCH_MAX_NS = 4_102_444_800 * 10**9  # 2100-01-01
+ABSOLUTE_KEYS = ("start_ns", "end_ns")
+EPOCH_KEYS = ("base_time_ns",)
+_NOT_BYTES = ("copies_without_bytes", "bytes_unknown")  # counts, named after bytes
+
+# --------------------------------------------------------------------------- safe text
+
+_ASCII_SAFE = re.compile(r"[\x20-\x7e]*\Z")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _unsafe(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn") and ch not in ("\u200d",)
+
+
+def _escape_char(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else (f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+
+
+def safe_text(text: Any) -> str:
+    """``text`` with every control, separator and invisible format character as a visible escape."""
+    s = str(text)
+    if _ASCII_SAFE.match(s):
+        return s
+    return "".join(_escape_char(ch) if _unsafe(ch) else ch for ch in s)
+
+
+# --------------------------------------------------------------------------- units from names
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str  # ns, abs, epoch, bytes, gbps, pct, gib, mib, gb, ms, us, s, tok_s, tflops, or "" (none)
+    label: str  # the key without its unit, words separated by spaces
+
+
+_UNIT_TOKENS = {"ns": "ns", "bytes": "bytes", "gbps": "gbps", "tbps": "tbps", "pct": "pct", "gib": "gib",
+                "mib": "mib", "gb": "gb", "ms": "ms", "us": "us", "tflops": "tflops"}
+
+
+def unit_of(key: str) -> Unit:
+    """The unit a key's name states, and the key without it (``median_exposed_ns_per_step`` → ns,
+    "median exposed per step")."""
+    k = str(key)
+    if k in EPOCH_KEYS:
+        return Unit("epoch", _words(k.rsplit("_", 1)[0]))
+    if k in ABSOLUTE_KEYS or k.endswith(("_start_ns", "_end_ns")):
+        return Unit("abs", _words(k[:-3]))
+    tokens = k.split("_")
+    if len(tokens) >= 2 and tokens[-2:] == ["tok", "s"]:
+        return Unit("tok_s", _words("_".join(tokens[:-2])))
+    if k in _NOT_BYTES:
+        return Unit("", _words(k))
+    for i, t in enumerate(tokens):
+        kind = _UNIT_TOKENS.get(t)
+        if kind is not None and (len(tokens) > 1 or kind in ("bytes", "gbps")):
+            # a key that starts with its unit (bytes_per_token) keeps the word: the rest does not say what it is
+            rest = tokens if i == 0 and len(tokens) > 1 else tokens[:i] + tokens[i + 1:]
+            return Unit(kind, _words("_".join(rest)))
+    return Unit("", _words(k))
+
+
+def _words(k: str) -> str:
+    return k.replace("_", " ").strip()
+
+
+_UNIT_WORD = {"gbps": "GB/s", "tbps": "TB/s", "pct": "%", "gib": "GiB", "mib": "MiB", "gb": "GB", "ms": "ms", "us": "µs",
+              "tok_s": "tok/s", "tflops": "TFLOP/s"}
+
+
+def _num(v: Any) -> float | None:
+    v = _scalar(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _exact(v: Any) -> int | float | None:
+    """The value as a number without losing digits: ints stay ints (epoch ns exceed float precision)."""
+    v = _scalar(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return v
+
+
+def _signed_delta(v: Any, o: int, div: float, dec: int) -> str:
+    x = _exact(v)
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    d = x - o  # exact for ints
+    return f"{'+' if d >= 0 else '−'}{_fmt_num(abs(d) / div, dec)}"
+
+
+def is_epoch(ns: float) -> bool:
+    return EPOCH_MIN_NS <= ns < EPOCH_MAX_NS
+
+
+def epoch_text(ns: float) -> str:
+    """An epoch in ns as a UTC date: 2025-10-29 13:13:00 UTC (sub-second digits only when there are any)."""
+    ns = int(ns) if not isinstance(ns, float) or ns.is_integer() else int(round(ns))
+    secs, rest = divmod(ns, 10**9)
+    dt = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=secs)
+    text = dt.strftime("%Y-%m-%d %H:%M:%S")
+    if rest:
+        text += f".{rest:09d}".rstrip("0")
+    return text + " UTC"
+
+
+def _duration_scale(ns_values: list[float]) -> tuple[str, float, int]:
+    """(unit, divisor, decimals) for durations of this typical size."""
+    med = statistics.median(ns_values) if ns_values else 0.0
+    if med >= 1e10:
+        return "s", 1e9, 3
+    if med >= 1e5:
+        return "ms", 1e6, 3
+    if med >= 1e3:
+        return "µs", 1e3, 2
+    return "ns", 1.0, 0
+
+
+def _bytes_scale(values: list[float]) -> tuple[str, float, int]:
+    med = statistics.median(values) if values else 0.0
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if med >= div:
+            return unit, div, 3
+    return "B", 1.0, 0
+
+
+def _float_decimals(values: list[float]) -> int:
+    m = statistics.median(values) if values else 0.0
+    return 3 if m < 10 else 2 if m < 1000 else 1 if m < 1e6 else 0
+
+
+def _typical(values: list[Any]) -> list[float]:
+    nums = [abs(x) for x in (_num(v) for v in values) if x is not None and math.isfinite(x)]
+    nonzero = [x for x in nums if x != 0]
+    return nonzero or nums
+
+
+def _fmt_num(x: float, decimals: int) -> str:
+    if decimals == 0:
+        return f"{round(x):,}"
+    return f"{x:,.{decimals}f}"
+
+
+def plain_text(v: Any) -> str:
+    """A value with no unit: yes/no, 1,234, 3.142, lists and dicts as compact text."""
+    v = _scalar(v)
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return _fmt_num(v, _float_decimals([abs(v)]))
+    if isinstance(v, dict):
+        return safe_text(", ".join(f"{k}: {plain_text(x)}" for k, x in v.items())) if v else "–"
+    if isinstance(v, list):
+        return safe_text(", ".join(plain_text(x) for x in v)) if v else "none"
+    return safe_text(v)
+
+
+# --------------------------------------------------------------------------- origins of absolute times
+
+
+@dataclass(frozen=True)
+class Origin:
+    ns: int
+    what: str  # "the first step's start", …
+
+    def note(self, unit: str = "ms") -> str:
+        where = epoch_text(self.ns) if is_epoch(self.ns) else f"{self.ns / 1e6:,.3f} ms on the trace clock"
+        return f"+ times: {unit} after {self.what} ({where})"
+
+
+def origin_of(result: Result) -> Origin | None:
+    """The one origin of a result's absolute times (None when it shows none)."""
+    for name in ("steps", "wall", "per_step"):
+        df = result.tables.get(name)
+        if df is not None and len(df) and "start_ns" in df.columns and "step" in df.columns:
+            s = pd.to_numeric(df["start_ns"], errors="coerce").dropna()
+            if len(s):
+                return Origin(int(s.min()), "the first step's start")
+    first = _exact(result.summary.get("first_gpu_start_ns"))
+    if first is not None:
+        return Origin(int(first), "the first GPU activity")
+    values: list[float] = [x for k, v in result.summary.items() if unit_of(k).kind == "abs"
+                           for x in [_exact(v)] if x is not None]
+    for df in result.tables.values():
+        for c in df.columns:
+            if unit_of(c).kind == "abs" and len(df):
+                s = pd.to_numeric(df[c], errors="coerce").dropna()
+                if len(s):
+                    values.append(_exact(s.min()))
+    return Origin(int(min(values)), "the earliest time shown") if values else None
+
+
+# --------------------------------------------------------------------------- one value, with its unit
+
+
+def value_text(key: str, v: Any, origin: Origin | None = None) -> str:
+    """One value for people, with its unit (``83.142 ms``, ``48.410 GB``, ``+0.000 ms``, a date)."""
+    u = unit_of(key)
+    x = _num(v)
+    if x is None:
+        sv = _scalar(v)
+        if isinstance(sv, dict) and sv and all(not isinstance(y, (dict, list)) for y in sv.values()):
+            base = str(key).split("_by_", 1)[0]
+            return ", ".join(f"{safe_text(k)}: {value_text(base, y, origin)}" for k, y in sv.items())
+        return plain_text(sv)
+    if not math.isfinite(x):
+        return "–"
+    if u.kind == "abs" and origin is not None:
+        unit, div, dec = _duration_scale([abs(_exact(v) - origin.ns)])
+        unit, div, dec = ("ms", 1e6, 3) if unit in ("µs", "ns") else (unit, div, dec)
+        return f"{_signed_delta(v, origin.ns, div, dec)} {unit}"
+    if u.kind == "epoch" or (u.kind in ("ns", "abs") and is_epoch(abs(x))):
+        return epoch_text(_exact(v)) if is_epoch(x) else f"{int(x):,} ns"
+    if u.kind == "abs":
+        return f"{x / 1e6:,.3f} ms on the trace clock"
+    if u.kind == "ns":
+        unit, div, dec = _duration_scale([abs(x)] if x else [])
+        return f"{_fmt_num(x / div, dec)} {unit}"
+    if u.kind == "bytes":
+        if x < 0:
+            return "–"
+        unit, div, dec = _bytes_scale([x])
+        return f"{_fmt_num(x / div, dec)} {unit}"
+    if u.kind == "pct":
+        return f"{x:,.1f} %"
+    if u.kind in _UNIT_WORD:
+        return f"{plain_text(v)} {_UNIT_WORD[u.kind]}"
+    return plain_text(v)
+
+
+def label_of(key: str, siblings: Any = ()) -> str:
+    """A summary key for people: its words, without the unit the value carries — unless a sibling key would read
+    the same (``hbm_gb`` and ``hbm_gbps``), then all its words."""
+    u = unit_of(key)
+    label = u.label or str(key)
+    if any(s != key and (unit_of(s).label or str(s)) == label for s in siblings):
+        label = _words(str(key))
+    return safe_text(label)
+
+
+# --------------------------------------------------------------------------- one column, one unit in its header
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    header: str
+    numeric: bool  # right-aligned, never shortened
+    fmt: Callable[[Any], str]
+    kind: str
+
+
+def column(name: str, values: list[Any], origin: Origin | None = None) -> Column:
+    """How to show one table column: its header with the unit, and each cell without it."""
+    u = unit_of(name)
+    label = safe_text(u.label or str(name))
+    nums = [_num(v) for v in values]
+    numeric = all(x is not None or _scalar(v) is None for x, v in zip(nums, values)) and any(
+        x is not None for x in nums)
+    if not numeric:
+        return Column(name, safe_text(str(name)), False, _cell_text, u.kind)
+    typical = _typical(values)
+    if u.kind == "epoch" or (u.kind in ("ns", "abs") and typical and all(is_epoch(x) for x in typical)
+                             and u.kind != "abs"):
+        return Column(name, label, False, lambda v: "–" if _exact(v) is None else epoch_text(_exact(v)), "epoch")
+    if u.kind == "abs" and origin is not None:
+        rel = [abs(x - origin.ns) for x in (_exact(v) for v in values) if x is not None]
+        unit, div, dec = _duration_scale([x for x in rel if x] or rel)
+        unit, div, dec = ("ms", 1e6, 3) if unit in ("µs", "ns") else (unit, div, dec)
+        return Column(name, f"{label} {unit}", True,
+                      lambda v, o=origin.ns, div=div, dec=dec: _signed_delta(v, o, div, dec), "abs")
+    if u.kind in ("ns", "abs"):
+        unit, div, dec = _duration_scale(typical)
+        if u.kind == "abs":  # no origin: the trace clock, in ms
+            unit, div, dec = "ms", 1e6, 3
+        return Column(name, f"{label} {unit}", True, _scaled(div, dec, epoch=True), u.kind)
+    if u.kind == "bytes":
+        unit, div, dec = _bytes_scale([x for x in typical if x > 0])
+        return Column(name, f"{label} {unit}".strip(), True, _scaled(div, dec, nonneg=True), "bytes")
+    if u.kind == "pct":
+        return Column(name, f"{label} %".strip(), True, _scaled(1.0, 1), "pct")
+    if u.kind in _UNIT_WORD:
+        dec = _float_decimals(typical) if any(isinstance(_scalar(v), float) for v in values) else 0
+        return Column(name, f"{label} {_UNIT_WORD[u.kind]}".strip(), True, _scaled(1.0, dec), u.kind)
+    if any(isinstance(_scalar(v), float) for v in values):
+        whole = all(float(x).is_integer() for x in (_num(v) for v in values) if x is not None and math.isfinite(x))
+        return Column(name, label, True, _scaled(1.0, 0 if whole else _float_decimals(typical)), "float")
+    if all(isinstance(_scalar(v), bool) or _scalar(v) is None for v in values):
+        return Column(name, label, False, _cell_text, "bool")
+    return Column(name, label, True, _cell_text, "int")
+
+
+def _scaled(div: float, dec: int, *, nonneg: bool = False, epoch: bool = False) -> Callable[[Any], str]:
+    def fmt(v: Any) -> str:
+        x = _num(v)
+        if x is None or not math.isfinite(x) or (nonneg and x < 0):
+            return "–"
+        if epoch and is_epoch(abs(x)):
+            return epoch_text(_exact(v))
+        return _fmt_num(x / div, dec)
+
+    return fmt
+
+
+def _cell_text(v: Any) -> str:
+    v = _scalar(v)
+    if isinstance(v, (dict, list)):
+        import json
+
+        return safe_text(json.dumps(v, ensure_ascii=False))
+    return plain_text(v)
+
+
+# --------------------------------------------------------------------------- what a table shows
+
+
+def display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows people read, in the order they expect: operating points by bs, then context (numerically),
+    within each deployment."""
+    if "bs" in df.columns and ({"point", "deployment"} & set(df.columns)) and len(df) > 1:
+        keys = [k for k in ("deployment", "bs", "context") if k in df.columns]
+        order = pd.DataFrame({k: df[k] for k in keys}).reset_index(drop=True)
+        if "deployment" in order:
+            first = {d: i for i, d in enumerate(dict.fromkeys(order["deployment"].astype(str)))}
+            order["deployment"] = order["deployment"].astype(str).map(first)
+        for k in ("bs", "context"):
+            if k in order:
+                order[k] = pd.to_numeric(order[k], errors="coerce")
+        idx = order.sort_values(keys, kind="stable", na_position="last").index
+        return df.iloc[list(idx)]
+    return df
+
+
+AG_MEASURES = {
+    "ag_only": "only AllGather PtoP copies run",
+    "ag_only_local": "the same, local copies counted",
+    "exposed": "copy time no other GPU work hides",
+}
+
+
+def ag_measures(names: list[str], values: list[Any] = ()) -> list[str]:
+    """Which AllGather measures these keys (or these cell values, e.g. compare's `part`) show."""
+    found = []
+    for n in [*map(str, names), *(str(v) for v in values if isinstance(v, str))]:
+        m = "ag_only_local" if "ag_only_local" in n else "ag_only" if "ag_only" in n else \
+            "exposed" if "exposed" in n else None
+        if m and m not in found:
+            found.append(m)
+    return found
+
+
+def glossary(measures: list[str]) -> str:
+    return "; ".join(f"{m.replace('_', ' ')}: {AG_MEASURES[m]}" for m in AG_MEASURES if m in measures)
