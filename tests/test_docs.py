@@ -89,3 +89,25 @@ def test_the_pattern_file_example_in_docs_ledger_md_works(tmp_path):
     log = read_log(tmp_path / "x.log", patterns=[tmp_path / "mine.json"])
     rec = [r for r in log.records if r.kind == "my_pool"]
     assert len(rec) == 1 and rec[0].fields["slots"] == 33 and rec[0].fields["size_gib"] == 4.96
+
+
+def test_annotations_md_documents_every_field():
+    """docs/annotations.md calls itself the format: every field of the annotation spec is in its table."""
+    import msgspec
+
+    from tracekit.annotate import spec
+
+    text = (DOCS / "annotations.md").read_text()
+
+    def fields(struct, prefix=""):
+        for f in msgspec.structs.fields(struct):
+            name = f.encode_name
+            if name == "source":
+                continue
+            yield prefix + name
+
+    top = list(fields(spec.Annotation))
+    missing = [f for f in top if f"`{f}" not in text]
+    missing += [f"step.{f}" for f in fields(spec.StepSpec) if f"`step.{f}`" not in text]
+    missing += [f for f in fields(spec.OpShape) if f not in text]
+    assert missing == []
