@@ -189,12 +189,24 @@ def device_names(meta: dict[str, Any]) -> list[str]:
 
 
 def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
-    """The shipped profile whose device-name pattern matches the trace's device, or None."""
+    """The shipped profile whose device-name pattern matches the trace's device; when the trace gives no name (some
+    ROCm builds write ""), the one profile with the device's SM/CU count and memory size (within 10 %); else None."""
     for name in device_names(meta):
         for hw in shipped_profiles().values():
             if any(re.search(p, name) for p in hw.device_name_patterns):
                 return hw
-    return None
+    props = [d for d in meta.get("device_properties") or [] if isinstance(d, dict)]
+    used = set(meta.get("devices_used") or [])
+    dev = next((d for d in props if d.get("id") in used), props[0] if props else None)
+    if not dev or not isinstance(dev.get("numSms"), int):
+        return None
+    mem_gib = dev.get("totalGlobalMem", 0) / 2**30 if isinstance(dev.get("totalGlobalMem"), (int, float)) else None
+    fits = [hw for hw in shipped_profiles().values() if hw.sms == dev["numSms"]
+            and (mem_gib is None or hw.hbm_gb is None or abs(hw.hbm_gb - mem_gib) <= 0.1 * hw.hbm_gb)]
+    if len(fits) != 1:
+        return None
+    how = f"detected from the device's {dev['numSms']} SMs/CUs" + (f" and {mem_gib:.0f} GiB" if mem_gib else "")
+    return msgspec.structs.replace(fits[0], source=f"{how} (the trace names no device); {fits[0].source}")
 
 
 def resolve_profile(hw: str | Path | None, meta: dict[str, Any] | None = None, *, what: str = "this analysis") -> HardwareProfile:

@@ -130,3 +130,18 @@ def test_peak_flops_maps_dtypes():
     assert b200.peak_flops("fp8") == b200.peak_flops("e4m3") == b200.peak_flops("int8") == 4.5e15
     assert b200.peak_flops("nvfp4") == 9e15 and b200.peak_flops("BF16") == 2.25e15
     assert load_profile("a100").peak_flops("fp8") is None
+
+
+def test_a_device_without_a_name_is_found_by_its_sm_count_and_memory():
+    """The vLLM MI300 trace's deviceProperties name is empty: 'no deviceProperties' was the error."""
+    from tracekit.hardware import detect_profile
+
+    meta = {"device_properties": [{"id": 0, "name": "", "numSms": 304, "totalGlobalMem": 206141652992}],
+            "devices_used": [0]}
+    hw = detect_profile(meta)
+    assert hw is not None and hw.name == "mi300x" and "names no device" in hw.source
+    meta["device_properties"][0]["numSms"] = 132  # H100 and H200 both: memory tells them apart
+    meta["device_properties"][0]["totalGlobalMem"] = 150 * 2**30
+    assert detect_profile(meta).name == "h200"
+    meta["device_properties"][0]["totalGlobalMem"] = 40 * 2**30  # no profile fits: nothing is guessed
+    assert detect_profile(meta) is None

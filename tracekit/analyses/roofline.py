@@ -249,6 +249,11 @@ def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | 
                      "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
                      "n": tr["n"], "k": tr["k"],
                      "dtype": tr["dtype"], "source": tr["source"]})
+    no_peak = sorted({(r["op_tag"], r["dtype"]) for r in rows if r["flops"] is not None and r["mfu"] is None})
+    if no_peak:
+        dts = sorted({d for _, d in no_peak})
+        warnings.append(f"MFU is null for {', '.join(t for t, _ in no_peak)}: hardware profile {hw.name} gives no dense"
+                        f" peak for {', '.join(dts)} (add peak_dense_tflops.{dts[0]} with --hw FILE)")
     missing = sorted(set(shaped) - set(k["op_tag"].unique()))
     if missing:
         warnings.append(f"op tag(s) with a shape but no kernel inside a step: {', '.join(missing)}")
