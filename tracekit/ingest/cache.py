@@ -23,7 +23,8 @@ from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: the key holds a content fingerprint
+_PROBE = 1 << 16  # bytes hashed at each end of the file
 _META_KEY = b"tracekit"
 
 
@@ -36,8 +37,26 @@ def default_cache_dir() -> Path:
 
 
 def _key(source: Path) -> dict[str, Any]:
+    """What the cached entry must agree on: size, mtime, tracekit's version and format, and a fingerprint of the
+    file's first and last 64 KiB — a file replaced by one of the same size with its mtime kept (``cp -p``,
+    ``rsync -t``, ``tar x``) misses."""
     st = source.stat()
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "version": __version__, "format": CACHE_FORMAT}
+    h = hashlib.sha1()
+    with open(source, "rb") as fh:
+        h.update(fh.read(_PROBE))
+        if st.st_size > 2 * _PROBE:
+            fh.seek(st.st_size - _PROBE)
+        h.update(fh.read(_PROBE))
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "fingerprint": h.hexdigest()[:24],
+            "version": __version__, "format": CACHE_FORMAT}
+
+
+def key(source: Path) -> dict[str, Any] | None:
+    """The cache key of ``source`` now (take it before reading the file; :func:`write` compares)."""
+    try:
+        return _key(source)
+    except OSError:
+        return None
 
 
 def cache_path(source: Path, cache_dir: Path | None = None) -> Path:
@@ -74,8 +93,10 @@ def _restore_dtypes(events):
     return events
 
 
-def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | None:
-    """Store ``trace`` atomically; failures (read-only disk, full disk) only log."""
+def write(source: Path, trace: Trace, cache_dir: Path | None = None, before: dict[str, Any] | None = None) -> Path | None:
+    """Store ``trace`` atomically; failures (read-only disk, full disk) only log. ``before``: the key taken before
+    the file was read — a file that changed during the read (still being written) is not cached, so a later run
+    does not get a cut trace with a stale "truncated" warning."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -83,8 +104,12 @@ def write(source: Path, trace: Trace, cache_dir: Path | None = None) -> Path | N
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        now = _key(source)
+        if before is not None and before != now:
+            log.info("not caching %s: it changed while it was read", source)
+            return None
         table = pa.Table.from_pandas(trace.events, preserve_index=False)
-        payload = {"key": _key(source), "meta": trace.meta, "report": trace.report.to_dict()}
+        payload = {"key": now, "meta": trace.meta, "report": trace.report.to_dict()}
         metadata = dict(table.schema.metadata or {})
         metadata[_META_KEY] = json.dumps(payload).encode()
         table = table.replace_schema_metadata(metadata)
