@@ -2,12 +2,13 @@
 
 One command::
 
-    python benchmarks/ingest.py [--trace PATH] [--mb 320] [--events-min 1500000] [--out benchmarks/out]
+    python benchmarks/ingest.py [--trace PATH] [--mb 300] [--layout kineto] [--gz-level 9] [--out benchmarks/out]
 
 Without ``--trace`` a seeded Kineto-like trace is generated (``benchmarks/make_trace.py``) into
-the ``--out`` folder and reused by later runs with the same options. Every measurement runs in
-its own child process, so peak RSS is per process; see benchmarks/README.md for what each row
-means and how to read the output.
+the ``--out`` folder, with a gzip copy (level 9, what torch.profiler's ``.json.gz`` export writes) and a
+zstd copy, and reused by later runs with the same options. Every measurement runs in its own child
+process, so peak RSS is per process; see benchmarks/README.md for what each row means and how to read
+the output.
 
 This file is also the child: ``--child KIND`` runs one measurement and prints one JSON line.
 It imports only the standard library at module level, so the HTA venv's python can run it.
@@ -47,10 +48,15 @@ IMPORT_BASELINE = (
     "'tracekit_version': tracekit.__version__}))"
 )
 
-TARGETS = {
+TARGETS = {  # issue 18
+    "gz_speedup_vs_hta": (">=", 15.0, "x"),
+    "gz_mb_s": (">=", 180.0, " MB/s"),
+    "json_mb_s": (">=", 200.0, " MB/s"),
     "speedup_vs_hta": (">=", 10.0, "x"),
-    "cold_mb_s": (">=", 180.0, " MB/s"),
+    "rss_over_size_gz": ("<=", 1.5, ""),
     "rss_over_size": ("<=", 1.5, ""),
+    "rss_over_size_zst": ("<=", 1.5, ""),
+    "rss_over_size_cli": ("<=", 1.5, ""),
     "cached_speedup": (">=", 20.0, "x"),
 }
 
@@ -91,6 +97,10 @@ def _child(kind: str, path: str, cache_dir: str | None) -> dict:
             out["hta_version"] = version("HolisticTraceAnalysis")
         except Exception:  # noqa: BLE001
             out["hta_version"] = None
+    elif kind.startswith("inflate-"):
+        out.update(_inflate(kind[len("inflate-"):], path))
+    elif kind == "orjson":
+        out.update(_orjson_columns(path))
     else:
         try:
             import tracekit
@@ -115,6 +125,82 @@ def _child(kind: str, path: str, cache_dir: str | None) -> dict:
     out["vmhwm_kib"] = _vmhwm_kib()
     out["self_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return out
+
+
+def _inflate(module: str, path: str) -> dict:
+    """Decompress a .json.gz to nothing, streaming in 8 MiB blocks of text as tracekit's reader does."""
+    t0 = time.perf_counter()
+    if module == "rapidgzip":
+        import rapidgzip
+
+        n = 0
+        with rapidgzip.open(path, parallelization=os.cpu_count() or 1) as fh:
+            while True:
+                b = fh.read(8 << 20)
+                if not b:
+                    break
+                n += len(b)
+        return {"load_s": time.perf_counter() - t0, "text_bytes": n}
+    if module == "isal":
+        from isal import isal_zlib as z
+    elif module == "zlib-ng":
+        from zlib_ng import zlib_ng as z
+    else:
+        import zlib as z
+    n = 0
+    with open(path, "rb") as fh:
+        dec = z.decompressobj(16 + 15)
+        while True:
+            data = fh.read(1 << 20)
+            if not data:
+                break
+            while data:
+                n += len(dec.decompress(data, 8 << 20))
+                if dec.eof:
+                    rest = dec.unused_data
+                    dec = z.decompressobj(16 + 15)
+                    data = rest
+                else:
+                    data = dec.unconsumed_tail
+    return {"load_s": time.perf_counter() - t0, "text_bytes": n}
+
+
+def _orjson_columns(path: str) -> dict:
+    """orjson where it would serve ingest: decode the whole document, then build the same raw columns
+    tracekit builds (numpy columns of the kept events, names and categories factorised). ``ts`` comes out
+    of orjson as a float64, which is not exact for epoch-scale microseconds; the row measures speed only."""
+    import numpy as np
+    import orjson
+
+    t0 = time.perf_counter()
+    with open(path, "rb") as fh:
+        doc = orjson.loads(fh.read())
+    decoded = time.perf_counter()
+    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    del doc
+    kept = [e for e in evs if e.get("ph") in ("X", "i", "I") and "ts" in e]
+    n_records = len(evs)
+    del evs
+    names: dict = {}
+    cats: dict = {}
+    cols = {
+        "name": np.fromiter((names.setdefault(e.get("name", ""), len(names)) for e in kept), np.int32, len(kept)),
+        "cat": np.fromiter((cats.setdefault(e.get("cat", ""), len(cats)) for e in kept), np.int32, len(kept)),
+        "ts_ns": np.rint(np.fromiter((e["ts"] for e in kept), np.float64, len(kept)) * 1000).astype(np.int64),
+        "dur_ns": np.rint(np.fromiter((e.get("dur", 0.0) for e in kept), np.float64, len(kept)) * 1000).astype(np.int64),
+    }
+    for key in ("pid", "tid"):
+        cols[key] = np.fromiter((v if isinstance(v := e.get(key), int) else -1 for e in kept), np.int64, len(kept))
+    args = [e.get("args") or {} for e in kept]
+    for key in ("device", "stream", "correlation", "External id", "bytes", "registers per thread", "shared memory"):
+        cols[key] = np.fromiter((v if isinstance(v := a.get(key, -1), int) else -1 for a in args), np.int64, len(kept))
+    for key in ("grid", "block"):
+        cols[key] = np.array([v if isinstance(v := a.get(key), list) and len(v) == 3 else (-1, -1, -1) for a in args],
+                             dtype=np.int64)
+    order = np.argsort(cols["ts_ns"], kind="stable")
+    cols = {k: v[order] for k, v in cols.items()}
+    return {"load_s": time.perf_counter() - t0, "decode_s": decoded - t0, "records_read": n_records,
+            "events_kept": len(kept), "rows": len(kept)}
 
 
 # ============================================================================================
@@ -304,9 +390,23 @@ def _warm_page_cache(*paths: Path) -> None:
 
 
 # ---- inputs --------------------------------------------------------------------------------
-def _prepare_trace(args, out_dir: Path) -> tuple[Path, Path, dict, list[Path]]:
-    """Return (json path, gzip path, info, files we created)."""
+def _zstd_file(src: Path, dst: Path, level: int = 3) -> int:
+    """zstd copy of ``src`` (level 3, zstd's default); returns the compressed size."""
+    import zstandard
+
+    tmp = dst.with_name(dst.name + f".tmp-{os.getpid()}")
+    with open(src, "rb") as fi, open(tmp, "wb") as fo:
+        zstandard.ZstdCompressor(level=level).copy_stream(fi, fo)
+    os.replace(tmp, dst)
+    return dst.stat().st_size
+
+
+def _prepare_trace(args, out_dir: Path) -> tuple[Path, Path, Path, dict, list[Path]]:
+    """Return (json path, gzip path, zstd path, info, files we created)."""
     created: list[Path] = []
+    sys.path.insert(0, str(HERE))
+    from make_trace import GENERATOR_VERSION, gzip_file
+
     if args.trace:
         src = Path(args.trace).resolve()
         if not src.is_file():
@@ -326,40 +426,48 @@ def _prepare_trace(args, out_dir: Path) -> tuple[Path, Path, dict, list[Path]]:
         else:
             js = src
             gz = out_dir / (src.name + ".gz")
-            sys.path.insert(0, str(HERE))
-            from make_trace import gzip_file
-
-            _log(f"gzip -1 {src} -> {gz}")
-            gzip_file(src, gz, 1)
+            _log(f"gzip -{args.gz_level} {src} -> {gz}")
+            gzip_file(src, gz, args.gz_level)
             created.append(gz)
-        return js, gz, info, created
+        zst = out_dir / (js.name + ".zst")
+        _log(f"zstd -3 {js} -> {zst}")
+        _zstd_file(js, zst)
+        created.append(zst)
+        return js, gz, zst, info, created
     name = f"trace-{args.layout}-{args.mb:g}mb-{args.events_min}ev-seed{args.seed}"
     js = out_dir / f"{name}.json"
-    gz = out_dir / f"{name}.json.gz"
+    gz = out_dir / f"{name}.gz{args.gz_level}.json.gz"
+    zst = out_dir / f"{name}.json.zst"
     info_path = out_dir / f"{name}.info.json"
-    sys.path.insert(0, str(HERE))
-    from make_trace import GENERATOR_VERSION
-
-    if js.exists() and gz.exists() and info_path.exists() and not args.regenerate:
+    files = [js, gz, zst, info_path]
+    if all(p.exists() for p in files) and not args.regenerate:
         info = json.loads(info_path.read_text())
         if (info.get("bytes") == js.stat().st_size and info.get("gz_bytes") == gz.stat().st_size
+                and info.get("zst_bytes") == zst.stat().st_size and info.get("gz_level") == args.gz_level
                 and info.get("generator_version") == GENERATOR_VERSION):
             _log(f"reusing generated trace {js} ({info['bytes'] / MB:.0f} MB, {info['records']:,} records)")
             info["generated"] = "reused"
-            return js, gz, info, [js, gz, info_path]
-    _log(f"generating {js} (>= {args.mb:g} MB, >= {args.events_min:,} records, seed {args.seed}, layout {args.layout}) ...")
+            return js, gz, zst, info, files
+    _log(f"generating {js} (>= {args.mb:g} MB, >= {args.events_min:,} records, seed {args.seed}, layout {args.layout},"
+         f" gzip -{args.gz_level}, zstd -3) ...")
     cmd = [sys.executable, str(HERE / "make_trace.py"), str(js), "--mb", str(args.mb), "--events-min", str(args.events_min),
-           "--seed", str(args.seed), "--layout", args.layout, "--gz"]
+           "--seed", str(args.seed), "--layout", args.layout]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         sys.exit(f"make_trace failed (exit {proc.returncode})")
     info = json.loads(proc.stdout)
+    t0 = time.perf_counter()
+    info.update(gz_path=str(gz), gz_level=args.gz_level, gz_bytes=gzip_file(js, gz, args.gz_level),
+                gzip_s=round(time.perf_counter() - t0, 2))
+    t0 = time.perf_counter()
+    info.update(zst_path=str(zst), zst_level=3, zst_bytes=_zstd_file(js, zst), zstd_s=round(time.perf_counter() - t0, 2))
     info["generated"] = True
     info_path.write_text(json.dumps(info, indent=2) + "\n")
     _log(f"  {info['bytes'] / MB:.0f} MB, {info['records']:,} records ({info['x_events']:,} X events), "
-         f"{info['distinct_kernel_names']} kernel names, gzip {info['gz_bytes'] / MB:.0f} MB; "
-         f"{info['generate_s']:.0f} s + gzip {info['gzip_s']:.0f} s")
-    return js, gz, info, [js, gz, info_path]
+         f"{info['distinct_kernel_names']} kernel names, gzip -{args.gz_level} {info['gz_bytes'] / MB:.1f} MB "
+         f"({info['bytes'] / info['gz_bytes']:.1f}x), zstd {info['zst_bytes'] / MB:.1f} MB; "
+         f"{info['generate_s']:.0f} s + gzip {info['gzip_s']:.0f} s + zstd {info['zstd_s']:.0f} s")
+    return js, gz, zst, info, files
 
 
 def _hta_python(args) -> tuple[str | None, str]:
@@ -449,10 +557,12 @@ def _targets_table(ratios: list[dict]) -> str:
 
 
 def _ratios(by: dict[str, dict], size: int) -> list[dict]:
-    cold, gz, cached, hta, gzip_dc = (by.get(k) or {} for k in ("cold_json", "cold_gz", "cached", "hta", "gzip_dc"))
+    def row(key):
+        return by.get(key) or {}
 
-    def t(row, key):
-        return row.get(key) if row.get("ok") else None
+    def t(key, field="load_s"):
+        r = row(key)
+        return r.get(field) if r.get("ok") else None
 
     out = []
 
@@ -465,37 +575,51 @@ def _ratios(by: dict[str, dict], size: int) -> list[dict]:
             item["verdict"] = _verdict(key, load)
         out.append(item)
 
-    add("speedup_vs_hta", "tracekit cold .json vs HTA (HTA time / tracekit time)",
-        _ratio(t(hta, "load_s"), t(cold, "load_s")), _ratio(t(hta, "wall_s"), t(cold, "wall_s")))
-    add("cold_mb_s", "tracekit cold .json throughput",
-        _ratio(size / MB, t(cold, "load_s")), _ratio(size / MB, t(cold, "wall_s")), ".1f", " MB/s")
-    add("cold_gz_mb_s", "tracekit cold .json.gz throughput (unzipped MB)",
-        _ratio(size / MB, t(gz, "load_s")), _ratio(size / MB, t(gz, "wall_s")), ".1f", " MB/s")
-    rss = t(cold, "mem_mib")
-    add("rss_over_size", "tracekit cold .json peak RSS / unzipped size",
-        rss * MIB / size if rss else None, None, ".3f", "")
-    rss_gz = t(gz, "mem_mib")
-    add("rss_over_size_gz", "tracekit cold .json.gz peak RSS / unzipped size",
-        rss_gz * MIB / size if rss_gz else None, None, ".3f", "")
-    add("cached_speedup", "cached re-open speed-up (cold .json / cached)",
-        _ratio(t(cold, "load_s"), t(cached, "load_s")), _ratio(t(cold, "wall_s"), t(cached, "wall_s")), ".1f")
-    add("cold_vs_gzip", "tracekit cold .json time / gzip -dc time",
-        _ratio(t(cold, "load_s"), t(gzip_dc, "wall_s")), _ratio(t(cold, "wall_s"), t(gzip_dc, "wall_s")))
-    add("cold_gz_vs_gzip", "tracekit cold .json.gz time / gzip -dc time",
-        _ratio(t(gz, "load_s"), t(gzip_dc, "wall_s")), _ratio(t(gz, "wall_s"), t(gzip_dc, "wall_s")))
-    return out
+    def mb_s(key):
+        return _ratio(size / MB, t(key)), _ratio(size / MB, t(key, "wall_s"))
+
+    def vs(a, b):  # how many times faster b runs than a
+        return _ratio(t(a), t(b)), _ratio(t(a, "wall_s"), t(b, "wall_s"))
+
+    def rss(key):
+        m = t(key, "mem_mib")
+        return (m * MIB / size if m else None), None
+
+    add("gz_mb_s", "tracekit cold .json.gz throughput (MB of unzipped JSON/s)", *mb_s("cold_gz"), ".1f", " MB/s")
+    add("gz_speedup_vs_hta", "tracekit cold .json.gz vs HTA on .json.gz (HTA time / tracekit time)", *vs("hta_gz", "cold_gz"))
+    add("json_mb_s", "tracekit cold .json throughput", *mb_s("cold_json"), ".1f", " MB/s")
+    add("speedup_vs_hta", "tracekit cold .json vs HTA on .json", *vs("hta", "cold_json"))
+    add("zst_mb_s", "tracekit cold .json.zst throughput", *mb_s("cold_zst"), ".1f", " MB/s")
+    add("rss_over_size_gz", "tracekit cold .json.gz peak memory / unzipped size", *rss("cold_gz"), ".3f", "")
+    add("rss_over_size", "tracekit cold .json peak memory / unzipped size", *rss("cold_json"), ".3f", "")
+    add("rss_over_size_zst", "tracekit cold .json.zst peak memory / unzipped size", *rss("cold_zst"), ".3f", "")
+    add("rss_over_size_cli", "CLI info --no-cache .json.gz peak memory / unzipped size", *rss("cli_gz"), ".3f", "")
+    add("cached_speedup", "cached re-open speed-up (cold .json / cached)", *vs("cold_json", "cached"), ".1f")
+    add("gz_two_vs_one", ".json.gz: 1 worker time / 2 workers time", *vs("cold_gz_1w", "cold_gz"))
+    add("json_two_vs_one", ".json: 1 worker time / 2 workers time", *vs("cold_json_1w", "cold_json"))
+    add("isal_vs_zlib", ".json.gz ingest: zlib time / ISA-L time (the default)", *vs("cold_gz_zlib", "cold_gz"))
+    add("gz_vs_gzip", "tracekit cold .json.gz time / gzip -dc time", _ratio(t("cold_gz"), t("gzip_dc", "wall_s")),
+        _ratio(t("cold_gz", "wall_s"), t("gzip_dc", "wall_s")))
+    add("json_vs_gzip", "tracekit cold .json time / gzip -dc time", _ratio(t("cold_json"), t("gzip_dc", "wall_s")),
+        _ratio(t("cold_json", "wall_s"), t("gzip_dc", "wall_s")))
+    add("orjson_vs_tracekit", "orjson decode + columns time / tracekit cold .json time", *vs("orjson", "cold_json"))
+    return [r for r in out if r["load"] is not None or r["wall"] is not None or r["key"] in TARGETS]
 
 
 # ---- main ----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="tracekit ingest benchmark (see benchmarks/README.md)")
     ap.add_argument("--trace", help="use this trace (.json or .json.gz) instead of generating one")
-    ap.add_argument("--mb", type=float, default=320, help="generated trace: minimum unzipped size in MB (default 320)")
-    ap.add_argument("--events-min", type=int, default=1_500_000,
-                    help="generated trace: minimum number of traceEvents records (default 1,500,000)")
+    ap.add_argument("--mb", type=float, default=300, help="generated trace: minimum unzipped size in MB (default 300)")
+    ap.add_argument("--events-min", type=int, default=750_000,
+                    help="generated trace: minimum number of traceEvents records (default 750,000)")
     ap.add_argument("--seed", type=int, default=0, help="generated trace: seed (default 0)")
-    ap.add_argument("--layout", choices=("oneline", "kineto"), default="oneline",
-                    help="generated trace: one record per line (default) or libkineto's multi-line layout")
+    ap.add_argument("--layout", choices=("oneline", "kineto"), default="kineto",
+                    help="generated trace: libkineto's multi-line layout (default) or one record per line")
+    ap.add_argument("--gz-level", type=int, default=9,
+                    help="gzip level of the .json.gz copy (default 9: what torch.profiler's .json.gz export writes)")
+    ap.add_argument("--skip-extras", action="store_true",
+                    help="measure only the main rows (no 1-worker, zlib, inflater-alone, orjson and CLI rows)")
     ap.add_argument("--regenerate", action="store_true", help="generate the trace even if a matching one is in --out")
     ap.add_argument("--out", default=str(HERE / "out"),
                     help="results folder (ingest-results.json goes there; also holds the generated trace), "
@@ -528,10 +652,11 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     fp_start = _tracekit_fingerprint()
-    js, gz, trace_info, created = _prepare_trace(args, out_dir)
+    js, gz, zst, trace_info, created = _prepare_trace(args, out_dir)
     size = js.stat().st_size
     gz_size = gz.stat().st_size
-    _warm_page_cache(js, gz)
+    zst_size = zst.stat().st_size
+    _warm_page_cache(js, gz, zst)
 
     notes: list[str] = []
     hta_py, hta_note = (None, "skipped (--skip-hta)") if args.skip_hta else _hta_python(args)
@@ -545,33 +670,52 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     rows: dict[str, dict] = {}
     try:
-        _log(f"measuring on {js.name}: {size / MB:.1f} MB unzipped, {gz_size / MB:.1f} MB gzip")
-        rows["import"] = _measure("python -c 'import tracekit'", [py, "-c", IMPORT_BASELINE], args.repeat, env=env,
-                                  timeout=args.timeout)
-        rows["import"]["per_size"] = False
-        rows["gzip_dc"] = _measure("gzip -dc .json.gz > /dev/null", ["gzip", "-dc", str(gz)], args.repeat,
-                                   stdout_devnull=True, timeout=args.timeout)
-        rows["gzip_dc"]["rss_per_size"] = False
-        rows["cold_json"] = _measure("tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)), args.repeat,
-                                     env=env, timeout=args.timeout)
-        rows["cold_gz"] = _measure("tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)), args.repeat,
-                                   env=env, timeout=args.timeout)
-        rows["cache_write"] = _measure("tracekit first load, cache=True (writes cache)",
-                                       _child_cmd(py, "tracekit-cache-write", str(js), cache_dir), 1, env=env,
-                                       timeout=args.timeout)
-        rows["cached"] = _measure("tracekit cached re-open (cache=True)",
-                                  _child_cmd(py, "tracekit-cached", str(js), cache_dir), args.repeat, env=env,
-                                  timeout=args.timeout)
+        _log(f"measuring on {js.name}: {size / MB:.1f} MB unzipped, {gz_size / MB:.1f} MB gzip, {zst_size / MB:.1f} MB zstd")
+        r = args.repeat
+        one_worker = dict(env, TRACEKIT_WORKERS="1")
+
+        def measure(key, label, cmd, repeat=r, **kw):
+            kw.setdefault("env", env)
+            rows[key] = _measure(label, cmd, repeat, timeout=args.timeout, **kw)
+            return rows[key]
+
+        measure("import", "python -c 'import tracekit'", [py, "-c", IMPORT_BASELINE])["per_size"] = False
+        measure("gzip_dc", "gzip -dc .json.gz > /dev/null", ["gzip", "-dc", str(gz)],
+                stdout_devnull=True)["rss_per_size"] = False
+        if not args.skip_extras:
+            for module in _INFLATERS:
+                if module == "zlib" or _importable(module):
+                    measure(f"inflate_{module}", f"{module} alone: inflate .json.gz in 8 MiB blocks",
+                            _child_cmd(py, f"inflate-{module}", str(gz)))["rss_per_size"] = False
+        measure("cold_gz", "tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)))
+        if not args.skip_extras:
+            measure("cold_gz_1w", "tracekit cold .json.gz, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(gz)),
+                    env=one_worker)
+            measure("cold_gz_zlib", "tracekit cold .json.gz, TRACEKIT_INFLATE=zlib", _child_cmd(py, "tracekit", str(gz)),
+                    env=dict(env, TRACEKIT_INFLATE="zlib"))
+            measure("cli_gz", "tracekit info --no-cache .json.gz (CLI process)",
+                    [str(Path(py).with_name("tracekit")), "info", "--no-cache", str(gz)], stdout_devnull=True)
+        measure("cold_json", "tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)))
+        if not args.skip_extras:
+            measure("cold_json_1w", "tracekit cold .json, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(js)),
+                    env=one_worker)
+        measure("cold_zst", "tracekit cold .json.zst (cache=False)", _child_cmd(py, "tracekit", str(zst)))
+        measure("cache_write", "tracekit first load, cache=True (writes cache)",
+                _child_cmd(py, "tracekit-cache-write", str(js), cache_dir), 1)
+        measure("cached", "tracekit cached re-open (cache=True)", _child_cmd(py, "tracekit-cached", str(js), cache_dir))
+        if not args.skip_extras and _importable("orjson"):
+            measure("orjson", "orjson.loads(.json) + the same columns (inexact ts)", _child_cmd(py, "orjson", str(js)), 1)
         if hta_py:
-            rows["hta"] = _measure(f"HTA {HTA_VERSION} parse_trace_file(.json)", _child_cmd(hta_py, "hta", str(js)), 1,
-                                   timeout=args.timeout)
+            measure("hta_gz", f"HTA {HTA_VERSION} parse_trace_file(.json.gz)", _child_cmd(hta_py, "hta", str(gz)), 1,
+                    env=None)
+            measure("hta", f"HTA {HTA_VERSION} parse_trace_file(.json)", _child_cmd(hta_py, "hta", str(js)), 1, env=None)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
     # sanity checks on what tracekit returned
     cold_c = (rows["cold_json"].get("child") or {}) if rows["cold_json"].get("ok") else {}
-    for key in ("cold_gz", "cache_write", "cached"):
-        c = rows[key].get("child") if rows[key].get("ok") else None
+    for key in ("cold_gz", "cold_gz_1w", "cold_gz_zlib", "cold_json_1w", "cold_zst", "cache_write", "cached"):
+        c = rows[key].get("child") if key in rows and rows[key].get("ok") else None
         if c and cold_c and (c.get("events_kept"), c.get("rows")) != (cold_c.get("events_kept"), cold_c.get("rows")):
             notes.append(f"{rows[key]['label']}: {c.get('events_kept')} events kept / {c.get('rows')} rows, but the cold "
                          f".json load kept {cold_c.get('events_kept')} / {cold_c.get('rows')}")
@@ -594,17 +738,20 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"tracekit's sources changed while the benchmark ran (sha1 {fp_start['sha1'][:12]} -> "
                      f"{fp_end['sha1'][:12]}): rows may mix two versions; run again")
 
-    order = ["import", "gzip_dc", "cold_json", "cold_gz", "cache_write", "cached", "hta"]
+    order = ["import", "gzip_dc", *[f"inflate_{m}" for m in _INFLATERS], "cold_gz", "cold_gz_1w", "cold_gz_zlib",
+             "cli_gz", "cold_json", "cold_json_1w", "cold_zst", "cache_write", "cached", "orjson", "hta_gz", "hta"]
     table_rows = [rows[k] for k in order if k in rows]
     ratios = _ratios(rows, size)
 
-    hdr = (f"trace: {js}  ({size / MB:.1f} MB unzipped = {size / MIB:.1f} MiB; gzip -1 copy {gz_size / MB:.1f} MB)")
+    hdr = (f"trace: {js}  ({size / MB:.1f} MB unzipped = {size / MIB:.1f} MiB; gzip -{args.gz_level} copy "
+           f"{gz_size / MB:.1f} MB = {size / gz_size:.1f}x; zstd -3 copy {zst_size / MB:.1f} MB = {size / zst_size:.1f}x)")
     if trace_info.get("records"):
         hdr += (f"\n       {trace_info['records']:,} traceEvents records, {trace_info['x_events']:,} complete (X) events, "
                 f"{trace_info.get('distinct_kernel_names', '?')} distinct kernel names, layout {trace_info.get('layout')}")
     if cold_c:
         hdr += f"\n       tracekit: {cold_c['records_read']:,} records read, {cold_c['events_kept']:,} events kept"
-    hdr += (f"\nmachine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}; "
+    hdr += (f"\nmachine: {_cpu_model()}, {platform.machine()}, {os.cpu_count()} CPUs, "
+            f"{(_meminfo_total() or 0) / (1 << 20):.0f} GiB, python {platform.python_version()}; "
             f"tracekit {cold_c.get('tracekit_version', '?')}; best of {args.repeat} for tracekit/gzip rows, "
             f"HTA once; file in page cache; tracekit sources sha1 {fp_start['sha1'][:12]}")
     text = "\n".join([
@@ -614,7 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         "exit); CPU s = user+sys of that process (more than wall s means threads). MB/s over the unzipped .json\n"
         "size (10^6 bytes). peak RSS = the process's own VmHWM (MiB). tree = the most memory its process tree held\n"
         "in one 20 ms sample: RSS while alone, sum of PSS while it had descendants (tracekit may fork a helper);\n"
-        "procs = most processes seen at once. RSS/size = max(peak RSS, tree) in bytes / unzipped bytes.", "",
+        "procs = most processes seen at once. RSS/size = max(peak RSS, tree) in bytes / unzipped bytes.\n"
+        "Every .json.gz and .json.zst row is per MB of the unzipped .json too. The inflater rows decompress only.", "",
         _targets_table(ratios),
     ])
     if notes:
@@ -627,7 +775,8 @@ def main(argv: list[str] | None = None) -> int:
                              *sys.argv]),
         "machine": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
                     "python": platform.python_version(), "mem_total_kib": _meminfo_total()},
-        "trace": {"json": str(js), "json_bytes": size, "gz": str(gz), "gz_bytes": gz_size, **trace_info},
+        "trace": {"json": str(js), "json_bytes": size, "gz": str(gz), "gz_bytes": gz_size, "zst": str(zst),
+                  "zst_bytes": zst_size, **trace_info},
         "hta_python": hta_py, "hta_python_note": hta_note,
         "rows": {k: v for k, v in rows.items()},
         "ratios": ratios,
@@ -648,6 +797,26 @@ def main(argv: list[str] | None = None) -> int:
         _log("deleted " + ", ".join(p.name for p in created))
     failed = [r for r in ratios if r.get("verdict") == "FAIL"]
     return 1 if (args.strict and failed) else 0
+
+
+_INFLATERS = ("zlib", "isal", "zlib-ng", "rapidgzip")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec({"zlib-ng": "zlib_ng"}.get(module, module)) is not None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
 
 
 def _meminfo_total() -> int | None:

@@ -105,7 +105,7 @@ def test_public_api_names_resolve():
 
 def test_no_import_of_packages_we_do_not_depend_on():
     """click came in through dask in the dev venv once; a fresh `pip install .` has only the declared deps."""
-    declared = {"numpy", "pandas", "pyarrow", "msgspec", "typer", "rich", "zstandard", "matplotlib", "regex"}
+    declared = {"numpy", "pandas", "pyarrow", "msgspec", "typer", "rich", "zstandard", "matplotlib", "regex", "isal"}
     stdlib = set(__import__("sys").stdlib_module_names)
     optional = {"dask", "duckdb"}  # imported inside functions, behind a clear error
     bad = []

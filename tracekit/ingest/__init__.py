@@ -66,9 +66,10 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
             hit.report.path = shown
             hit.meta["source"] = shown
             return hit
+    before = _cache.key(source) if cache else None  # a file that changes while it is read is not cached
     trace = ingest_file(source, display_path=shown, progress=progress)
     if cache:
-        _cache.write(source, trace, cdir)
+        _cache.write(source, trace, cdir, before=before)
     return trace
 
 
@@ -87,8 +88,9 @@ def ingest_file(source: Path, display_path: str | None = None, progress=None) ->
         workers = _workers(size if compression == "none" else size * COMPRESSION_GUESS)
         on_read = (lambda pos: progress(pos, size)) if progress else None
         cols = decode_stream(counter.count(prefetch(iter_blocks(source, on_read=on_read))), workers=workers,
-                             plain_file=str(source) if compression == "none" else None)
-        report.text_bytes = counter.total
+                             plain_file=str(source) if compression == "none" else None, on_position=on_read)
+        # a plain file's text is the file (with the helper, it is not all read through the counter)
+        report.text_bytes = size if compression == "none" else counter.total
         report.compression = compression
     except (NotStreamable, StreamDamaged, InputError):
         cols = None  # the whole-document reader below salvages, or says exactly what is wrong
@@ -141,14 +143,20 @@ def _workers(text_bytes: int) -> int:
     env = os.environ.get("TRACEKIT_WORKERS")
     if env is not None:
         try:
-            return max(1, int(env))
+            return max(1, int(env)) if _can_fork() else 1
         except ValueError:
             return 1
     try:
         cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container may allow fewer)
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return 2 if text_bytes >= PARALLEL_MIN_BYTES and cores >= 2 else 1
+    return 2 if text_bytes >= PARALLEL_MIN_BYTES and cores >= 2 and _can_fork() else 1
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 class _Counter:

@@ -5,13 +5,15 @@ Two ways in, one way out:
 * **Streaming** (the fast path): the decompressed text arrives in blocks; pieces of whole events
   are cut at the separator between top-level events (``},`` + newline + indentation + ``{`` —
   JSON strings cannot hold a raw newline, so the pattern never occurs inside a value) and each
-  piece is decoded in place. Only one block of text is held at a time.
+  piece is decoded in place. Only a few blocks of text are held at a time. On two cores a forked
+  helper process decodes pieces too (:class:`_Helper`), through memory shared with it.
 * **Whole document** (the fallback, and for salvage): the full text is split into raw event
   slices, which are decoded in chunks.
 
 Either way each chunk is decoded by msgspec into a fixed schema that holds only the fields
-tracekit uses, then turned into numpy columns at once (strings are factorised per chunk into
-codes of a global dictionary, so no per-event string survives the chunk).
+tracekit uses, then turned into numpy columns at once, one C-level pass per field and never a
+Python statement per event (strings are factorised per chunk into codes of a global dictionary,
+so no per-event string survives the chunk).
 
 ``ts`` is kept as number text and converted to nanoseconds exactly (see ``numbers.py``); ``dur``
 is a duration of at most hours, which a float64 holds to far better than a nanosecond, so it is
@@ -118,7 +120,8 @@ _INT64_MAX = 2**63 - 1
 
 @dataclass
 class RawColumns:
-    """Columns of the kept events, in file order (``row`` = index in ``traceEvents``)."""
+    """Columns of the kept events, in file order (``row`` = index in ``traceEvents``). Each column is an
+    array or, as :meth:`ColumnBuilder.finish` leaves them, the :class:`Pieces` of one (see :func:`whole`)."""
 
     n: int  # records read
     row: np.ndarray
@@ -143,8 +146,24 @@ class RawColumns:
     utf8_repairs: int = 0  # records whose invalid UTF-8 bytes were replaced by U+FFFD
 
 
-def _int32s(values: list) -> np.ndarray:
-    return np.fromiter(values, dtype=np.int32, count=len(values))
+class Pieces(list):
+    """A raw column still in its pieces' arrays. It is joined only when it is used (:meth:`whole`): joining
+    each column just before it is gathered lets a few buffers serve every column in turn, where joining all
+    of them first touches fresh memory for all of them at once (page faults cost more than the copy)."""
+
+    def __init__(self, arrays: list, empty: np.ndarray) -> None:
+        super().__init__(arrays)
+        self.empty = empty
+
+    def whole(self) -> np.ndarray:
+        if not self:
+            return self.empty
+        return self[0] if len(self) == 1 else np.concatenate(self)
+
+
+def whole(column) -> np.ndarray:
+    """A raw column as one array (it may still be in :class:`Pieces`)."""
+    return column.whole() if isinstance(column, Pieces) else column
 
 
 class _Dictionary:
@@ -155,21 +174,27 @@ class _Dictionary:
         self.values: list[str] = []
 
     def encode(self, strings: list) -> np.ndarray:
-        get = self.index.get
-        return self.complete(_int32s([get(s, -1) for s in strings]), strings.__getitem__)
+        """Codes of ``strings``: factorised within the list first, in C (``dict.fromkeys`` keeps first-seen
+        order, and each string's hash is computed once and cached in the string), then only the distinct
+        values are looked up in the global dictionary."""
+        n = len(strings)
+        if n == 0:
+            return np.empty(0, dtype=np.int32)
+        if strings.count(strings[0]) == n:  # one value (a piece of cpu_ops, say): nothing to look up
+            return np.full(n, self._code(strings[0]), dtype=np.int32)
+        local = dict.fromkeys(strings)
+        table = np.empty(len(local), dtype=np.int32)
+        for j, key in enumerate(local):
+            local[key] = j
+            table[j] = self._code(key)
+        return table[np.fromiter(map(local.__getitem__, strings), dtype=np.int32, count=n)]
 
-    def complete(self, codes: np.ndarray, value_at) -> np.ndarray:
-        """Fill in the ``-1`` codes (strings not yet in the dictionary); ``value_at(i)`` is string ``i``."""
-        if codes.size and codes.min() < 0:
-            index, values = self.index, self.values
-            for i in np.flatnonzero(codes < 0).tolist():
-                s = value_at(i)
-                code = index.get(s)
-                if code is None:
-                    code = index[s] = len(values)
-                    values.append(s)
-                codes[i] = code
-        return codes
+    def _code(self, key: str) -> int:
+        code = self.index.get(key)
+        if code is None:
+            code = self.index[key] = len(self.values)
+            self.values.append(key)
+        return code
 
 
 class ColumnBuilder:
@@ -228,12 +253,7 @@ class ColumnBuilder:
         lo = self.n
         n = len(events)
         self.n += n
-        phs = [e.ph for e in events]
-        if n and phs.count(phs[0]) == n:  # one phase only (a piece of cpu_ops, say): no lookup per event
-            ph_codes = np.full(n, self.ph.encode(phs[:1])[0], dtype=np.int32)
-        else:
-            ph_codes = self.ph.encode(phs)
-        del phs
+        ph_codes = self.ph.encode([e.ph for e in events])
         phases = self.ph.values
         reason = np.array([_PHASE_REASON.get(p, 6) for p in phases] + [6], dtype=np.int8)[ph_codes]
         instant_by_code = np.array([p in ("i", "I") for p in phases] + [False])
@@ -264,10 +284,8 @@ class ColumnBuilder:
             ts, instant, dur_ns = ts[keep], instant[keep], dur_ns[keep]
         m = len(events)
         part: dict[str, np.ndarray] = {"row": (cand[keep] + lo).astype(np.int64)}
-        cat_get = self.cat.index.get
-        part["cat"] = self.cat.complete(_int32s([cat_get(e.cat, -1) for e in events]), lambda i: events[i].cat)
-        name_get = self.name.index.get
-        part["name"] = self.name.complete(_int32s([name_get(e.name, -1) for e in events]), lambda i: events[i].name)
+        part["cat"] = self.cat.encode([e.cat for e in events])
+        part["name"] = self.name.encode([e.name for e in events])
         part["pid"] = self._ints([e.pid for e in events])
         part["tid"] = self._ints([e.tid for e in events])
         part["ts_ns"] = ts
@@ -358,7 +376,10 @@ class ColumnBuilder:
     def export(self) -> dict[str, Any]:
         """This builder's columns with its own codes, to be merged into another by :meth:`absorb`."""
         keys = list(self.parts[0]) if self.parts else []
-        part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
+        if len(self.parts) == 1:
+            part = self.parts[0]
+        else:
+            part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
         return {"part": part, "n": self.n, "cat": self.cat.values, "name": self.name.values,
                 "kind_arg": self.kind_arg, "meta": self.meta, "reasons": self.reasons,
                 "loose": self.loose_chunks, "overflows": self.int_overflows, "utf8": self.utf8_repairs}
@@ -382,9 +403,8 @@ class ColumnBuilder:
         self.n += exported["n"]
 
     def finish(self, header: dict[str, Any]) -> RawColumns:
-        def cat(key: str, empty_shape: tuple = (0,), dtype=np.int64) -> np.ndarray:
-            arrays = [p.pop(key) for p in self.parts]
-            return np.concatenate(arrays) if arrays else np.empty(empty_shape, dtype=dtype)
+        def cat(key: str, empty_shape: tuple = (0,), dtype=np.int64) -> "Pieces":
+            return Pieces([p.pop(key) for p in self.parts], np.empty(empty_shape, dtype=dtype))
 
         cols = RawColumns(
             n=self.n, row=cat("row"),
@@ -461,24 +481,26 @@ class NotStreamable(Exception):
 
 
 def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None,
-                  piece_bytes: int | None = None) -> RawColumns:
+                  piece_bytes: int | None = None, on_position=None) -> RawColumns:
     """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
 
-    With ``workers`` > 1 a forked helper process decodes pieces whenever it has fewer than
-    :attr:`_Helper.depth` waiting, while this process decodes the rest; the pieces are reassembled in
-    file order. ``plain_file`` (an uncompressed source, whose bytes are the text) lets the helper read its
-    pieces from the file; otherwise (decompressed text) they are handed over through a ring of shared
-    memory slots of ``piece_bytes`` (default: 1.25 blocks of the reader) each.
+    With ``workers`` > 1 a forked helper process shares the decoding of the pieces with this one (see
+    :class:`_Helper`); the pieces are reassembled in file order, so the result is the same as with one
+    worker. Decompressed text reaches the helper through a ring of shared memory slots of ``piece_bytes``
+    (default: 1.25 blocks of the reader) each. ``plain_file`` (an uncompressed source, whose bytes are the
+    text) is not read through ``blocks`` beyond the first event separator: from there the file is cut into
+    pieces by reading a few KiB around each cut point, each piece is read by the process that decodes it,
+    and ``on_position(offset)`` reports the progress.
     """
     helper = _Helper(plain_file, piece_bytes) if workers > 1 else None
     try:
-        return _decode_stream(blocks, helper)
+        return _decode_stream(blocks, helper, on_position)
     finally:
         if helper is not None:
             helper.stop()
 
 
-def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColumns:
+def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_position=None) -> RawColumns:
     slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
     buf = bytearray()
     it = iter(blocks)
@@ -508,10 +530,21 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
         header_text = header_text[3:]
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
     sep: bytes | None = None
+    tail: bytes | None = None
+    to_slots = helper is not None and helper.plain_file is None
     for block in _chain_first(buf, it):
         if block is not buf:
-            buf += block
             total_in += len(block)
+            if to_slots and sep is not None:
+                # the piece goes from the carry and the block straight into a shared slot, without first
+                # joining them here: the last separator of carry + block is the block's last one
+                kb = block.rfind(sep)
+                if kb >= 0 and len(buf) + kb + 2 <= helper.slot_bytes:
+                    slots.append(None)
+                    helper.submit_parts(buf, block, kb)
+                    buf = bytearray(memoryview(block)[kb + len(sep) - 2 :])
+                    continue
+            buf += block
         if sep is None:
             m = _SEP_RE.search(buf)
             if m is None:
@@ -519,6 +552,13 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
                     raise NotStreamable("no newline-separated events")
                 continue
             sep = m.group(0)
+            if helper is not None and helper.plain_file is not None:
+                # the rest of a plain file is cut where it lies: no need to read it all through this process
+                close = getattr(it, "close", None)
+                if close is not None:
+                    close()
+                tail = _cut_plain_file(helper, sep, total_in - len(buf), slots, on_position)
+                break
         k = buf.rfind(sep)
         if k < 0:
             continue
@@ -532,7 +572,9 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None") -> RawColu
             del buf[:cut]
         except BufferError:  # something (a profiler, a debugger) still holds a view: copy instead
             buf = bytearray(buf[cut:])
-    tail = bytes(buf[1:])  # buf[0] is the byte before the next event ("[" or whitespace)
+    if tail is None:
+        tail = bytes(buf[1:])  # buf[0] is the byte before the next event ("[" or whitespace)
+    del buf
     try:
         if array_form:
             last = _ARRAY_DECODER.decode(b"[" + tail)
@@ -569,18 +611,27 @@ def _decode_text(text) -> dict[str, Any]:
     return b.export()
 
 
-_MSG = struct.Struct("<qq")  # a request (offset or slot, length) or a reply header (status, payload length)
-_OK, _FAILED, _DONE = 0, 1, 2
-_SLOTS = 2  # shared-memory slots: the helper decodes one while this process fills the other
+_REPLY = struct.Struct("<qqq")  # (piece index, status, payload length)
+_OK, _OK_IN_SLOT, _FAILED = 0, 1, 2
+_RING = 4  # pieces handed over and not yet decoded, at most (each has a shared memory slot for its text)
+# the shared control block: int64 words
+_PUBLISHED, _TAKEN, _STOP = 0, 1, 2
+_DESC = 8  # descriptors (offset or slot start, length) of the ring's pieces start at this word
 
 
 class _Helper:
-    """A forked process that decodes pieces and returns their columns, in the order they were handed over.
+    """A forked process that shares the decoding of pieces with this one.
 
-    Pieces of an uncompressed file are named by (offset, length) and read by the helper itself; pieces of
-    decompressed text are copied into a ring of shared memory slots (an anonymous shared mapping made
-    before the fork), so no text goes through a pipe. The columns come back pickled over a plain pipe,
-    read into one preallocated buffer per piece by a collector thread."""
+    Pieces go into a ring of :data:`_RING` entries in memory shared with the helper (anonymous shared
+    mappings made before the fork): an uncompressed file's pieces as (offset, length), which the helper
+    reads from the file itself; decompressed text copied into the piece's slot. Whoever is free takes the
+    oldest piece not yet taken (a counter under a lock, a semaphore counting the pieces waiting), so this
+    process decodes whenever the ring is full, and at the end of the input it takes every piece the
+    helper has not started: neither side waits on a queue the other filled. The helper pickles each
+    piece's columns into the piece's slot (the pipe only says which piece, and carries a result too big
+    for the slot), so it never waits for this process to read; a collector thread unpickles them and
+    files them by piece index, which frees the ring entry.
+    """
 
     def __init__(self, plain_file: str | None = None, piece_bytes: int | None = None) -> None:
         import multiprocessing as mp
@@ -591,109 +642,350 @@ class _Helper:
         ctx = mp.get_context("fork")
         self.plain_file = plain_file
         self.slot_bytes = piece_bytes or (reader.READ_BLOCK + reader.READ_BLOCK // 4 + 2)
-        self.shm = None if plain_file is not None else mmap.mmap(-1, _SLOTS * self.slot_bytes)
-        # how many pieces may wait for the helper: offsets cost nothing to queue; text needs a free slot
-        self.depth = 4 if plain_file is not None else _SLOTS
-        req_r, self._req_w = os.pipe()
+        self.shm = mmap.mmap(-1, _RING * self.slot_bytes)  # the pieces' text (compressed input) and results
+        self.ctl_map = mmap.mmap(-1, 8 * (_DESC + 2 * _RING))
+        self.ctl = np.frombuffer(self.ctl_map, dtype=np.int64)
+        self.lock = ctx.Lock()
+        self.waiting = ctx.Semaphore(0)  # pieces published and not yet taken (plus one to stop)
         self._res_r, res_w = os.pipe()
-        for fd in (self._req_w, res_w):
-            _grow_pipe(fd)
+        _grow_pipe(res_w)
+        self._fd = os.open(plain_file, os.O_RDONLY) if plain_file is not None else None
+        self._scratch = bytearray()
         self.proc = ctx.Process(target=_helper_main, name="tracekit-decode", daemon=True,
-                                args=(req_r, res_w, (self._req_w, self._res_r), plain_file, self.shm,
-                                      self.slot_bytes))
+                                args=(self, res_w, os.getpid()))
         try:
             self.proc.start()
         finally:
-            os.close(req_r)
             os.close(res_w)
-        self._results: list = []
-        self._received = 0
+        self.published = 0
+        self.helper_pieces = 0  # pieces the helper decoded (for tests and benchmarks)
+        self.done: dict[int, Any] = {}  # piece index -> its exported columns (decoded here or by the helper)
         self._error: str | None = None
-        self._sent = 0
+        self._gone = False
+        self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._collect, daemon=True, name="tracekit-collect")
         self._thread.start()
 
-    def pending(self) -> int:
-        return self._sent - self._received
+    # ---- this process ------------------------------------------------------------------------
 
     def can_take(self, k: int) -> bool:
-        """Whether the piece buf[1:k+1] can be handed over now."""
-        return self.pending() < self.depth and (self.shm is None or k + 2 <= self.slot_bytes)
+        """Whether the piece buf[1:k+1] can go into the ring (a piece too big for a slot is decoded here)."""
+        return self.plain_file is not None or k + 2 <= self.slot_bytes
+
+    def submit_range(self, offset: int, length: int) -> None:
+        """Publish the plain file's bytes [offset, offset + length) as the next piece."""
+        self._free_entry()
+        self._publish((offset, length))
 
     def submit(self, buf: bytearray, k: int, offset: int) -> None:
-        """Hand over buf[1:k+1]; ``offset`` is the position of buf[0] in the text."""
-        if self.shm is None:
-            msg = _MSG.pack(offset + 1, k)
-        else:
-            at = (self._sent % _SLOTS) * self.slot_bytes  # free: at most _SLOTS - 1 others are pending
-            buf[0] = 91  # '[' over the byte before the first '{'
-            buf[k + 1] = 93  # ']' over the ',' after the last complete event
-            self.shm[at : at + k + 2] = memoryview(buf)[: k + 2]
-            msg = _MSG.pack(at, k + 2)
-        os.write(self._req_w, msg)
-        self._sent += 1
+        """Publish buf[1:k+1] as the next piece; ``offset`` is the position of buf[0] in the text."""
+        entry = self._free_entry()
+        if self.plain_file is not None:
+            self._publish((offset + 1, k))
+            return
+        at = entry * self.slot_bytes
+        buf[0] = 91  # '[' over the byte before the first '{'
+        buf[k + 1] = 93  # ']' over the ',' after the last complete event
+        self.shm[at : at + k + 2] = memoryview(buf)[: k + 2]
+        self._publish((at, k + 2))
+
+    def submit_parts(self, carry: bytearray, block: bytes, kb: int) -> None:
+        """Publish (carry + block)[1 : len(carry) + kb + 1] as the next piece, copied into its slot."""
+        at = self._free_entry() * self.slot_bytes
+        n = len(carry)
+        shm = self.shm
+        shm[at] = 91  # '[' in place of carry[0], the byte before the first '{'
+        shm[at + 1 : at + n] = memoryview(carry)[1:]
+        shm[at + n : at + n + kb + 1] = memoryview(block)[: kb + 1]
+        shm[at + n + kb + 1] = 93  # ']' in place of the ',' after the last complete event
+        self._publish((at, n + kb + 2))
+
+    def _free_entry(self) -> int:
+        """The ring entry of the next piece, once free: decodes waiting pieces here while the ring is full."""
+        i = self.published
+        done = self.done
+        while i >= _RING and (i - _RING) not in done:  # the entry still holds piece i - _RING
+            if not self._take_one():
+                self._wait_until(lambda: (i - _RING) in done)
+        return i % _RING
+
+    def _publish(self, desc: tuple[int, int]) -> None:
+        i = self.published
+        entry = i % _RING
+        self.ctl[_DESC + 2 * entry : _DESC + 2 * entry + 2] = desc
+        self.published = i + 1
+        self.ctl[_PUBLISHED] = i + 1
+        self.waiting.release()
+
+    def results(self) -> list:
+        """Every piece's columns in order: decodes what the helper has not started, waits for the rest."""
+        while self._take_one():
+            pass
+        self._wait_until(lambda: len(self.done) >= self.published)
+        self.stop()
+        if self._error is not None:
+            raise NotStreamable(self._error)
+        return [self.done.pop(i) for i in range(self.published)]
+
+    def _take_one(self) -> bool:
+        if not self.waiting.acquire(False):
+            return False
+        j = self._claim()
+        if j < 0:
+            return False
+        a, length = (int(x) for x in self.ctl[_DESC + 2 * (j % _RING) : _DESC + 2 * (j % _RING) + 2])
+        if self._fd is not None and len(self._scratch) < length + 2:
+            self._scratch = bytearray(length + 2 + (length >> 3))  # reused: fresh pages cost a fault each
+        self.done[j] = _decode_text_at(a, length, self.shm, self._fd, self._scratch)
+        return True
+
+    def _claim(self) -> int:
+        if not self.lock.acquire(timeout=30):  # only a helper killed inside its few locked lines holds it
+            raise NotStreamable("the decode helper process holds its lock")
+        try:
+            j = int(self.ctl[_TAKEN])
+            if j >= self.ctl[_PUBLISHED]:
+                return -1
+            self.ctl[_TAKEN] = j + 1
+            return j
+        finally:
+            self.lock.release()
+
+    def _wait_until(self, ready) -> None:
+        """Wait for the helper's results until ``ready()``; checked under the collector's lock, so a result
+        that lands between the caller's own check and this wait is not missed."""
+        with self._cond:
+            while not ready():
+                if self._error is not None:
+                    raise NotStreamable(self._error)
+                if self._gone or not self.proc.is_alive():
+                    if ready():
+                        break
+                    raise NotStreamable(f"the decode helper process ended early (exit code {self.proc.exitcode})")
+                self._cond.wait(1.0)
+        if self._error is not None:
+            raise NotStreamable(self._error)
 
     def _collect(self) -> None:
         fd = self._res_r
         while True:
-            head = _read_exact(fd, _MSG.size)
-            if head is None:
-                return  # the helper is gone: results() sees the shortfall
-            status, length = _MSG.unpack(head)
-            if status == _DONE:
-                return
-            payload = _read_exact(fd, length) if length else bytearray()
-            if payload is None:
-                return
-            if status == _OK:
-                self._results.append(pickle.loads(payload))
-            else:
-                self._error = bytes(payload).decode("utf-8", "replace")
+            head = _read_exact(fd, _REPLY.size)
+            payload = None
+            if head is not None:
+                j, status, length = _REPLY.unpack(head)
+                payload = _read_exact(fd, length) if length and status != _OK_IN_SLOT else bytearray()
+            with self._cond:
+                if payload is None:
+                    self._gone = True
+                    self._cond.notify_all()
+                    return
+                if status != _FAILED:
+                    self.helper_pieces += 1
+                if status == _OK_IN_SLOT:
+                    at = (j % _RING) * self.slot_bytes
+                    with memoryview(self.shm) as view, view[at : at + length] as data:
+                        self.done[j] = pickle.loads(data)
+                elif status == _OK:
+                    self.done[j] = pickle.loads(payload)
+                else:
+                    self._error = bytes(payload).decode("utf-8", "replace")
+                self._cond.notify_all()
             del payload
-            self._received += 1
 
-    def results(self) -> list:
-        self._finish()
-        if self._error is not None:
-            raise NotStreamable(self._error)
-        if len(self._results) != self._sent:
-            raise NotStreamable(f"the decode helper process ended early (exit code {self.proc.exitcode})")
-        return self._results
-
-    def _finish(self) -> None:
+    def stop(self) -> None:
         if self._stopped:
             return
         self._stopped = True
-        try:
-            os.write(self._req_w, _MSG.pack(-1, 0))
-        except OSError:
-            pass
-        self._thread.join()
-
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            try:
-                os.write(self._req_w, _MSG.pack(-1, 0))
-            except OSError:
-                pass
-            self._thread.join(timeout=5)
-        for fd in (self._req_w, self._res_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self.ctl[_STOP] = 1
+        self.waiting.release()  # wakes the helper if it waits for a piece
         self.proc.join(timeout=5)
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(timeout=5)
-        if self.shm is not None:
+        self._thread.join(timeout=5)
+        for fd in (self._res_r, self._fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        del self.ctl
+        for m in (self.shm, self.ctl_map):
+            if m is not None:
+                try:
+                    m.close()
+                except BufferError:  # a view is still alive somewhere: the mapping goes with it
+                    pass
+
+    # ---- the helper process ------------------------------------------------------------------
+
+    def _next(self, parent: int) -> int:
+        """The next piece for the helper to decode, or -1 to stop (asked to, or the parent is gone)."""
+        while True:
+            if self.waiting.acquire(timeout=1.0):
+                if self.ctl[_STOP]:
+                    return -1
+                j = self._claim()
+                if j >= 0:
+                    return j
+            elif os.getppid() != parent or self.ctl[_STOP]:
+                return -1
+
+
+def _cut_plain_file(helper: _Helper, sep: bytes, pos: int, slots: list, on_position=None) -> bytes:
+    """Publish the pieces of a plain file from ``pos`` (the offset of the byte before the next event), each
+    about one reader block, cut at the last event separator before the block's end; return the text after
+    the last separator of the file (the last event and the document's end), as the streaming loop would."""
+    from . import reader
+
+    fd = helper._fd
+    size = os.fstat(fd).st_size
+    block = reader.READ_BLOCK
+    while True:
+        k = _rfind_in_file(fd, sep, pos + 1, min(pos + block, size)) if pos + block < size else -1
+        if k < 0:  # a block without a separator (one huge event), or the end of the file is near
+            k = _find_in_file(fd, sep, pos + block, size) if pos + block < size else -1
+            if k < 0:
+                k = _rfind_in_file(fd, sep, pos + 1, size)
+                if k < 0:
+                    break
+                slots.append(None)
+                helper.submit_range(pos + 1, k - pos)
+                pos = k + len(sep) - 2
+                break
+        slots.append(None)
+        helper.submit_range(pos + 1, k - pos)  # the text from after buf[0] through the '}' of the separator
+        pos = k + len(sep) - 2  # the byte before the next '{'
+        if on_position is not None:
+            on_position(pos)
+    if on_position is not None:
+        on_position(size)
+    return os.pread(fd, size - pos - 1, pos + 1)
+
+
+_PROBE = 1 << 16
+
+
+def _rfind_in_file(fd: int, sep: bytes, lo: int, hi: int) -> int:
+    """Offset of the last ``sep`` that lies wholly in [lo, hi) of the file, or -1 (reads backwards)."""
+    end = hi
+    while end - lo >= len(sep):
+        start = max(lo, end - _PROBE)
+        k = os.pread(fd, end - start, start).rfind(sep)
+        if k >= 0:
+            return start + k
+        if start == lo:
+            return -1
+        end = start + len(sep) - 1  # a separator across the window's start is found in the next window
+    return -1
+
+
+def _find_in_file(fd: int, sep: bytes, lo: int, hi: int) -> int:
+    """Offset of the first ``sep`` that starts at or after ``lo`` and ends by ``hi``, or -1."""
+    start = lo
+    while hi - start >= len(sep):
+        end = min(hi, start + _PROBE)
+        k = os.pread(fd, end - start, start).find(sep)
+        if k >= 0:
+            return start + k
+        if end == hi:
+            return -1
+        start = end - len(sep) + 1
+    return -1
+
+
+def _decode_text_at(a: int, length: int, shm, fd: int | None, scratch: bytearray | None = None) -> dict[str, Any]:
+    """Decode one ring piece: (offset, length) of the plain file, or (slot start, length) in ``shm``."""
+    if fd is not None:
+        buf = scratch if scratch is not None and len(scratch) >= length + 2 else bytearray(length + 2)
+        view = memoryview(buf)
+        try:
+            _pread_into(fd, view[1 : 1 + length], a)
+            buf[0] = 91
+            buf[length + 1] = 93
+            with view[: length + 2] as text:
+                return _decode_text(text)
+        finally:
+            view.release()
+    with memoryview(shm) as view, view[a : a + length] as text:
+        return _decode_text(text)
+
+
+def _pread_into(fd: int, view: memoryview, offset: int) -> None:
+    """Fill ``view`` with the file's bytes from ``offset`` (``preadv`` reads straight into it)."""
+    got, n = 0, len(view)
+    while got < n:
+        if hasattr(os, "preadv"):
+            r = os.preadv(fd, [view[got:]], offset + got)
+        else:  # pragma: no cover - platforms without preadv
+            data = os.pread(fd, n - got, offset + got)
+            view[got : got + len(data)] = data
+            r = len(data)
+        if r == 0:
+            raise NotStreamable(f"the file ends before byte {offset + n}")
+        got += r
+
+
+def _helper_main(helper: _Helper, res_w: int, parent: int) -> None:
+    os.close(helper._res_r)  # so that the pipe reports end-of-file to the parent when this process goes
+    fd = os.open(helper.plain_file, os.O_RDONLY) if helper.plain_file is not None else None
+    scratch = bytearray(helper.slot_bytes if fd is not None else 0)
+    try:
+        while True:
+            j = helper._next(parent)
+            if j < 0:
+                break
+            e = _DESC + 2 * (j % _RING)
+            a, length = int(helper.ctl[e]), int(helper.ctl[e + 1])
+            payload = None
             try:
-                self.shm.close()
-            except BufferError:  # a view is still alive somewhere: the mapping goes with it
-                pass
-        self._results = []
+                if fd is not None and len(scratch) < length + 2:
+                    scratch = bytearray(length + 2 + (length >> 3))
+                columns = _decode_text_at(a, length, helper.shm if fd is None else None, fd, scratch)
+                # pickled straight into the piece's slot (its text is no longer needed there); a result too
+                # big for the slot goes through the pipe
+                slot = _SlotFile(helper.shm, (j % _RING) * helper.slot_bytes, helper.slot_bytes)
+                try:
+                    pickle.Pickler(slot, protocol=pickle.HIGHEST_PROTOCOL).dump(columns)
+                    status, size = _OK_IN_SLOT, slot.pos - slot.start
+                except _SlotFull:
+                    payload = pickle.dumps(columns, protocol=pickle.HIGHEST_PROTOCOL)
+                    status, size = _OK, len(payload)
+                del columns
+            except Exception as exc:  # reported to the parent, which falls back to the safe path
+                payload = f"{type(exc).__name__}: {exc}".encode()
+                status, size = _FAILED, len(payload)
+            _write_all(res_w, _REPLY.pack(j, status, size))
+            if payload is not None:
+                _write_all(res_w, payload)
+            del payload
+    except OSError:
+        pass  # the parent closed its end: nothing left to report to
+    finally:
+        os.close(res_w)
+        if fd is not None:
+            os.close(fd)
+
+
+class _SlotFull(Exception):
+    pass
+
+
+class _SlotFile:
+    """A write-only file over ``size`` bytes of a shared mapping from ``start`` (for ``pickle.Pickler``)."""
+
+    def __init__(self, mapping, start: int, size: int) -> None:
+        self.mapping, self.start, self.end, self.pos = mapping, start, start + size, start
+
+    def write(self, data) -> int:
+        with memoryview(data) as view:
+            n = view.nbytes
+            if self.pos + n > self.end:
+                raise _SlotFull
+            self.mapping[self.pos : self.pos + n] = view.cast("B") if view.ndim != 1 or view.format != "B" else view
+        self.pos += n
+        return n
 
 
 def _grow_pipe(fd: int) -> None:
@@ -729,61 +1021,6 @@ def _write_all(fd: int, data) -> None:
             view = view[os.write(fd, view):]
     finally:
         view.release()
-
-
-def _helper_main(req_r: int, res_w: int, parent_ends: tuple, plain_file: str | None, shm, slot_bytes: int) -> None:
-    for fd in parent_ends:  # so that each pipe reports end-of-file when the other side goes
-        os.close(fd)
-    fd = os.open(plain_file, os.O_RDONLY) if plain_file is not None else None
-    scratch = bytearray()
-    try:
-        while True:
-            msg = _read_exact(req_r, _MSG.size)
-            if msg is None:
-                break  # the parent is gone
-            at, length = _MSG.unpack(msg)
-            if at < 0:
-                break
-            view = None
-            try:
-                if fd is not None:  # (file offset, length) of a piece of the plain file
-                    if len(scratch) < length + 2:
-                        scratch = bytearray(length + 2 + (length >> 3))
-                    view = memoryview(scratch)
-                    got = 0
-                    while got < length:
-                        r = os.preadv(fd, [view[1 + got : 1 + length]], at + got)
-                        if r == 0:
-                            raise OSError(f"the file ends before byte {at + length}")
-                        got += r
-                    scratch[0] = 91
-                    scratch[length + 1] = 93
-                    text = view[: length + 2]
-                else:  # (slot offset, length) of a piece in shared memory, brackets included
-                    view = memoryview(shm)
-                    text = view[at : at + length]
-                try:
-                    payload = pickle.dumps(_decode_text(text), protocol=pickle.HIGHEST_PROTOCOL)
-                finally:
-                    text.release()
-                status = _OK
-            except Exception as exc:  # reported to the parent, which falls back to the safe path
-                payload = f"{type(exc).__name__}: {exc}".encode()
-                status = _FAILED
-            finally:
-                if view is not None:
-                    view.release()
-            _write_all(res_w, _MSG.pack(status, len(payload)))
-            _write_all(res_w, payload)
-            del payload
-        _write_all(res_w, _MSG.pack(_DONE, 0))
-    except OSError:
-        pass  # the parent closed its end: nothing left to report to
-    finally:
-        os.close(req_r)
-        os.close(res_w)
-        if fd is not None:
-            os.close(fd)
 
 
 def _chain_first(first: bytearray, rest: Iterable[bytes]):

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import schema
 from ..data import load_classes
-from .kineto import RawColumns
+from .kineto import RawColumns, whole
 
 GPU_KINDS = ("kernel", "memcpy", "memset", "sync", "gpu_annotation")
 
@@ -25,30 +25,32 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
     final columns are never all alive at once.
     """
     lanes = _lane_names(raw)
-    order = np.argsort(raw.ts_ns, kind="stable")  # ties keep file order
-    start = raw.ts_ns[order]
+    ts = whole(raw.ts_ns)
     raw.ts_ns = None
-    event_id = raw.row[order]
-    dur = raw.dur_ns[order]
-    inst = raw.instant[order]
+    order = np.argsort(ts, kind="stable")  # ties keep file order
+    start = ts[order]
+    del ts
+    event_id = _take(raw.row, order)
+    dur = _take(raw.dur_ns, order)
+    inst = _take(raw.instant, order)
     raw.row = raw.dur_ns = raw.instant = None
 
     classes = load_classes()
-    cat_codes = raw.cat[order]
+    cat_codes = _take(raw.cat, order)
     kind_by_cat = np.array([schema.KINDS.index(classes.kind_for_cat(c)) for c in raw.cat_uniques] + [0],
                            dtype=np.int8)
     kind_code = np.where(inst, schema.KINDS.index("instant"), kind_by_cat[cat_codes]).astype(np.int8)
 
-    pid, tid = raw.pid[order], raw.tid[order]
+    pid, tid = _take(raw.pid, order), _take(raw.tid, order)
     raw.pid = raw.tid = None
-    args = {k: raw.ints.pop(k)[order] for k in list(raw.ints)}
+    args = {k: _take(raw.ints.pop(k), order) for k in list(raw.ints)}
     is_gpu = np.isin(kind_code, [schema.KINDS.index(k) for k in GPU_KINDS])
     is_ann = kind_code == schema.KINDS.index("gpu_annotation")
     stream = np.where(is_gpu, np.where((args["stream"] >= 0) & ~is_ann, args["stream"], tid), -1)
     device = np.where(is_gpu, np.where(args["device"] >= 0, args["device"], pid), -1)
 
-    name_codes = raw.name[order]
-    grid, block = raw.grid[order], raw.block[order]
+    name_codes = _take(raw.name, order)
+    grid, block = _take(raw.grid, order), _take(raw.block, order)
     raw.grid = raw.block = None
     data = {
         "event_id": event_id,
@@ -73,6 +75,12 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "shared_mem": args["shared_mem"].astype(np.int64),
     }
     return pd.DataFrame(data, copy=False), dict(raw.reasons), lanes
+
+
+def _take(column, order: np.ndarray) -> np.ndarray:
+    """``column[order]`` (rows, for the 2-D grid and block), joining the column's pieces first: one column
+    at a time, so the joined array is freed before the next is made."""
+    return np.take(whole(column), order, axis=0)
 
 
 def _categorical(codes: np.ndarray, uniques: list) -> pd.Categorical:
@@ -106,13 +114,14 @@ def _classify_copies(raw: RawColumns, event_id: np.ndarray, name_codes: np.ndarr
 
 def _classify_comm(names: list[str], codes: np.ndarray, kind_code: np.ndarray, classes) -> dict[str, pd.Categorical]:
     per_name = [classes.comm_for(n) for n in names]
-    is_kernel = kind_code == schema.KINDS.index("kernel")
+    # one gather per column: non-kernels point at the table's last entry, which is -1 (missing)
+    kernel_codes = np.where(kind_code == schema.KINDS.index("kernel"), codes, len(names))
     out: dict[str, pd.Categorical] = {}
     for j, key in enumerate(("comm_class", "collective", "algo", "protocol")):
         values = [p[j] for p in per_name]
         cats = schema.COMM_CLASSES if key == "comm_class" else sorted({v for v in values if v is not None})
         table = np.array([_code(cats, v) for v in values] + [-1], dtype=np.int16)
-        col = np.where(is_kernel, table[codes], -1)
+        col = table[kernel_codes] if (table >= 0).any() else np.full(len(codes), -1, dtype=np.int16)
         out[key] = pd.Categorical.from_codes(col, categories=pd.Index(cats) if cats else pd.Index([], dtype=object))
     return out
 

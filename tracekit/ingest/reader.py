@@ -297,24 +297,18 @@ class StreamDamaged(Exception):
 def _inflater():
     """``(decompressobj(wbits), errors)`` for the streaming gzip reader.
 
-    ISA-L (the ``isal`` package, a dependency with wheels for every common platform) inflates about 2.5x
-    faster than zlib on Kineto JSON, which matters when two cores share decompression and decoding; without
-    it, zlib. ``TRACEKIT_INFLATE=zlib|isal|zlib-ng`` picks one (for benchmarks). Both check the CRC and
-    length of every member as zlib does. The whole-document (salvage) reader always uses zlib, whose
-    ``copy()`` it needs to keep every byte before a damage."""
-    choice = os.environ.get("TRACEKIT_INFLATE", "").strip().lower()
-    if choice in ("", "isal"):
+    ISA-L (the ``isal`` package, a dependency with wheels for the common platforms) inflates Kineto JSON
+    about 3x faster than zlib (benchmarks/README.md), which leaves more of two cores to decoding; without
+    it, zlib. ``TRACEKIT_INFLATE=zlib`` picks zlib (for benchmarks). ISA-L checks the CRC and length of
+    every member as zlib does. The whole-document (salvage) reader always uses zlib, whose ``copy()`` it
+    needs to keep every byte before a damage."""
+    if os.environ.get("TRACEKIT_INFLATE", "").strip().lower() != "zlib":
         try:
             from isal import isal_zlib
 
             return isal_zlib.decompressobj, (isal_zlib.error, zlib.error)
         except ImportError:
-            if choice:
-                raise
-    elif choice in ("zlib-ng", "zlib_ng"):
-        from zlib_ng import zlib_ng
-
-        return zlib_ng.decompressobj, (zlib_ng.error, zlib.error)
+            pass
     return zlib.decompressobj, (zlib.error,)
 
 
