@@ -38,6 +38,33 @@ def write_trace(path: Path, events: list, *, wrap: bool = True, compress: str | 
     return path
 
 
+def gpu_ann(name: str, ts: float, dur: float, ext: int = 1, stream: int = 7, device: int = 0) -> dict:
+    """A gpu_user_annotation span (a GPU step marker), paired to its CPU half by ``External id``."""
+    return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"External id": ext}}
+
+
+def cpu_ann(name: str, ts: float, dur: float, ext: int | None = None) -> dict:
+    """A CPU user_annotation span (a CPU step marker)."""
+    ev = {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur}
+    if ext is not None:
+        ev["args"] = {"External id": ext}
+    return ev
+
+
+def launch(name: str, ts: float, corr: int) -> dict:
+    """A runtime launch (cudaLaunchKernel, cudaGraphLaunch, …) with its correlation id."""
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": 1.0,
+            "args": {"correlation": corr}}
+
+
+def load_events(tmp_path: Path, events: list, name: str = "t.json"):
+    """Write ``events`` as a trace and load it without the cache."""
+    import tracekit
+
+    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `tracekit ARGS...` in-process: returns (exit code, stdout, stderr)."""

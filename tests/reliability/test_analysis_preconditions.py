@@ -10,28 +10,8 @@ import pytest
 import tracekit
 from tracekit.analyses.steps import find_steps
 from tracekit.errors import MissingDataError
-from tests.conftest import kernel, write_trace
-
-
-def gpu_ann(name, ts, dur, ext=1, stream=7, device=0):
-    return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"External id": ext}}
-
-
-def cpu_ann(name, ts, dur, ext=None):
-    ev = {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur}
-    if ext is not None:
-        ev["args"] = {"External id": ext}
-    return ev
-
-
-def launch(name, ts, corr):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": 1.0,
-            "args": {"correlation": corr}}
-
-
-def load(tmp_path, events, name="t.json"):
-    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
+from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
+from tests.conftest import load_events as load
 
 
 def test_two_gpus_in_one_file_are_analysed_one_at_a_time(tmp_path, cli):

@@ -13,7 +13,8 @@ import tracekit
 from tracekit.analyses.steps import (Steps, StepOptions, compute_steps, find_steps, get_steps, step_options,
                                      step_rules)
 from tracekit.errors import DataFileError, MissingDataError, UsageError
-from tests.conftest import kernel, write_trace
+from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
+from tests.conftest import load_events as load
 
 
 def _fields(name):
@@ -82,27 +83,6 @@ def test_vllm_native_phase_follows_the_counts(ctx, gen, ctok, gtok):
 
 
 # --------------------------------------------------------------------------- the finder on hand-built traces
-
-def gpu_ann(name, ts, dur, ext, stream=7):
-    return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-            "args": {"External id": ext}}
-
-
-def cpu_ann(name, ts, dur, ext=None):
-    ev = {"ph": "X", "cat": "user_annotation", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": dur}
-    if ext is not None:
-        ev["args"] = {"External id": ext}
-    return ev
-
-
-def launch(name, ts, corr):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 100, "tid": 100, "ts": ts, "dur": 1.0,
-            "args": {"correlation": corr}}
-
-
-def load(tmp_path, events, name="t.json"):
-    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
-
 
 def _mixed_sglang(tmp_path):
     """Three CPU-marked steps: DECODE, EXTEND, DECODE, each one eager kernel of 100 µs."""
