@@ -29,7 +29,7 @@ def annotated(trace: Trace, ann: Annotation, *, steps=None, step_name: str | Non
 
 
 def block_stats(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
-                min_step_ns: int | None = None) -> Result:
+                min_step_ns: int | None = None, categories=None) -> Result:
     """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
 
     Block kernel time is the sum of the durations of the kernels in the type's blocks (all streams),
@@ -62,16 +62,16 @@ def block_stats(trace: Trace, ann: Annotation, *, steps=None, step_name: str | N
                   summary=summary,
                   tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
                           "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
-                          "blocks": b, "one_step": _one_step(trace, a, st)},
+                          "blocks": b, "one_step": _one_step(trace, a, st, categories)},
                   warnings=merge_warnings(trace.report.warnings, a.warnings))
 
 
-def _one_step(trace: Trace, a: Annotated, st: Steps) -> pd.DataFrame:
+def _one_step(trace: Trace, a: Annotated, st: Steps, categories=None) -> pd.DataFrame:
     """Every ns of each step charged to one kernel category, one block type and one op tag (docs/layers.md)."""
     from .categories import trace_categories
     from .onestep import one_step_tables
 
-    return one_step_tables(a.events.assign(category=trace_categories(trace)), st,
+    return one_step_tables(a.events.assign(category=trace_categories(trace, categories)), st,
                            by=("category", "block_type", "op_tag"), main=a.main_stream)
 
 

@@ -61,12 +61,13 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
     table[key] = table[key].astype(str)
     table["share_of_busy_pct"] = table["total_ns"] / busy * 100.0 if busy else np.nan
     table = table.sort_values(["total_ns", key], ascending=[False, True], kind="stable").reset_index(drop=True)
-    matched_names, matched_total = len(table), int(table["total_ns"].sum())
+    matched_names, matched_total = int(kernels["name"].nunique()), int(table["total_ns"].sum())
+    groups = len(table)
     if top is not None:
         table = table.head(top)
     if by == "name":
-        first_cat = kernels.drop_duplicates("name").set_index(kernels.drop_duplicates("name")["name"].astype(str))
-        table["category"] = table["name"].map(first_cat["category"].astype(str))
+        first = kernels.drop_duplicates("name")
+        table["category"] = table["name"].map(dict(zip(first["name"].astype(str), first["category"].astype(str))))
         table = table[KERNEL_COLUMNS]
     else:
         names = kernels.groupby(key, observed=True)["name"].nunique()
@@ -77,7 +78,8 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         "names_total": int(ev.loc[ev["kind"] == "kernel", "name"].nunique()),
         "kernels_matched": int(len(kernels)),
         "names_matched": matched_names,
-        "names_shown": int(len(table)),
+        "names_shown": int(len(table)) if by == "name" else int(table["names"].sum()),
+        **({} if by == "name" else {f"{by}_groups": groups, f"{by}_groups_shown": int(len(table))}),
         "matched_total_ns": matched_total,
         "shown_total_ns": int(table["total_ns"].sum()),
         "gpu_busy_ns": busy,

@@ -39,7 +39,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     tables = {"wall": wall.tables["per_step"], "steps": st.table}
     warnings = merge_warnings(wall.warnings)
     if ann is not None and ann.blocks is not None:
-        b = block_stats(trace, ann, steps=st)
+        b = block_stats(trace, ann, steps=st, categories=categories)
         summary["median_kernel_ns_by_block_type"] = b.summary["median_kernel_ns_by_type"]
         summary["blocks_per_step"] = b.summary["blocks_per_step"]
         tables["block_types"] = b.tables["per_step_type"]
