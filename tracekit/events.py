@@ -89,3 +89,26 @@ def same_stream_overlaps(events: pd.DataFrame, *, tolerance_ns: int = 0, fractio
     allowed = np.maximum(tolerance_ns, (fraction * (e - s)).astype(np.int64))
     out[rows[same & (prev - s > allowed)]] = True
     return out
+
+
+def launch_index(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray,
+                 launch_start: np.ndarray) -> np.ndarray:
+    """Per GPU activity: the index (into the launch arrays) of the runtime call that launched it — the latest
+    launch of its correlation id that starts before it (ids are reused in long traces), else the id's first
+    launch; -1 when no launch is known. The one rule for which launch a kernel or copy belongs to."""
+    n = gpu_start.size
+    if launch_corr.size == 0 or n == 0:
+        return np.full(n, -1, dtype=np.int64)
+    acts = pd.DataFrame({"corr": gpu_corr, "t": gpu_start, "i": np.arange(n)}).sort_values("t", kind="stable")
+    lau = pd.DataFrame({"corr": launch_corr, "t": launch_start, "j": np.arange(launch_corr.size)}).sort_values(
+        "t", kind="stable")
+    m = pd.merge_asof(acts, lau, on="t", by="corr", direction="backward")
+    out = np.full(n, -1, dtype=np.int64)
+    j = m["j"].to_numpy(dtype=float)
+    ok = ~np.isnan(j)
+    out[m["i"].to_numpy()[ok]] = j[ok].astype(np.int64)
+    first = lau.drop_duplicates("corr").set_index("corr")["j"]
+    missing = np.flatnonzero((out < 0) & (gpu_corr >= 0))
+    if missing.size:
+        out[missing] = pd.Series(gpu_corr[missing]).map(first).fillna(-1).to_numpy(np.int64)
+    return out

@@ -10,7 +10,7 @@ import pandas as pd
 from .. import intervals as iv
 from .. import schema
 from ..errors import MissingDataError
-from ..events import same_stream_overlaps
+from ..events import launch_index, same_stream_overlaps
 from ..regexes import bounded
 from ..trace import Trace
 from .step_model import (HEALTH_COLUMNS, STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules)
@@ -56,24 +56,7 @@ class _Context:
         self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
 
     def _match_launches(self) -> np.ndarray:
-        """Per GPU activity: the index of its launch — the latest launch of its correlation id that starts before
-        it (ids are reused in long traces), else the id's first launch; -1 when no launch is known."""
-        n = self.gs.size
-        if self.l_corr.size == 0 or n == 0:
-            return np.full(n, -1, dtype=np.int64)
-        acts = pd.DataFrame({"corr": self.gcorr, "t": self.gs, "i": np.arange(n)}).sort_values("t", kind="stable")
-        lau = pd.DataFrame({"corr": self.l_corr, "t": self.l_start, "j": np.arange(self.l_corr.size)}).sort_values(
-            "t", kind="stable")
-        m = pd.merge_asof(acts, lau, on="t", by="corr", direction="backward")
-        out = np.full(n, -1, dtype=np.int64)
-        j = m["j"].to_numpy(dtype=float)
-        ok = ~np.isnan(j)
-        out[m["i"].to_numpy()[ok]] = j[ok].astype(np.int64)
-        first = lau.drop_duplicates("corr").set_index("corr")["j"]
-        missing = np.flatnonzero((out < 0) & (self.gcorr >= 0))
-        if missing.size:
-            out[missing] = pd.Series(self.gcorr[missing]).map(first).fillna(-1).to_numpy(np.int64)
-        return out
+        return launch_index(self.gs, self.gcorr, self.l_corr, self.l_start)
 
     def launch_time_of_gpu(self) -> np.ndarray:
         """Per GPU activity: the start of its launch (-1 when no launch is known)."""
