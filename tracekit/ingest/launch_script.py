@@ -9,6 +9,9 @@ from pathlib import Path
 from ..errors import InputError
 
 _EXPORT = re.compile(r"^\s*(?:export\s+)?(SGLANG_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|CUDA_[A-Z0-9_]+)=(\S*)")
+# sglang logs its non-default environment as one line: "... Non-default environment: SGLANG_A=1 SGLANG_B=2"
+_ENV_LINE = re.compile(r"Non-default environment:(.*)$")
+_ENV_PAIR = re.compile(r"\b((?:SGLANG|NCCL|CUDA)_[A-Z0-9_]+)=(\S*)")
 
 
 def launch_config(path: str | Path) -> dict[str, str]:
@@ -29,6 +32,10 @@ def launch_config(path: str | Path) -> dict[str, str]:
         em = _EXPORT.match(line)
         if em:
             conf[em.group(1)] = em.group(2).strip("'\"")
+        env = _ENV_LINE.search(line)
+        if env:
+            for k, v in _ENV_PAIR.findall(env.group(1)):
+                conf[k] = v.strip("'\"")
         if "--" in line and not line.lstrip().startswith("#"):
             try:
                 tokens = shlex.split(line, comments=True)
