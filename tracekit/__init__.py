@@ -42,7 +42,8 @@ _LAZY = {
     "layers": "analyses.layers", "find_layers": "analyses.layers", "suggest": "analyses.suggest",
     "suggest_result": "analyses.suggest", "one_step_table": "analyses.onestep", "one_step_tables": "analyses.onestep",
     "categorize": "analyses.categories", "load_categories": "analyses.categories",
-    "trace_categories": "analyses.categories",
+    "trace_categories": "analyses.categories", "findings": "analyses.findings",
+    "compare_findings": "analyses.findings_compare", "whatif": "analyses.whatif",
     "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }
 

@@ -122,6 +122,16 @@ def _cases(d):
         ("layers", [dp16], lambda: tracekit.layers(_load(dp16))),
         ("cache info", [], lambda: tracekit.cache_info()),
         ("suggest", [dp16], lambda: tracekit.suggest_result(_load(dp16))),
+        ("whatif", [log, "--set", "disaggregation_decode_extra_slots=2", "--set", "mem_fraction_static=0.9"],
+         lambda: tracekit.whatif(tracekit.read_log(log), settings=["disaggregation_decode_extra_slots=2",
+                                                                   "mem_fraction_static=0.9"])),
+        ("findings", [dp16, "-a", "k3_dp16", "--log", log],
+         lambda: tracekit.findings(_load(dp16), k3, log=tracekit.read_log(log), steps=k3_steps, **_ag_report(k3))),
+        ("findings", ["--compare", dp16, SYN / "dp2dcp8_bs64.trace.json.gz", "-a", "k3_dp16", "--annotation-b",
+                      "k3_dp2_dcp8", "--log", log, "--log-b", d["log2"]],
+         lambda: tracekit.findings(compare=(_load(dp16), _load(SYN / "dp2dcp8_bs64.trace.json.gz")), ann=k3,
+                                   ann_b=load_annotation("k3_dp2_dcp8"), config=tracekit.launch_config(log),
+                                   config_b=tracekit.launch_config(d["log2"]), steps=k3_steps)),
     ]
 
 
@@ -161,7 +171,7 @@ def test_cli_and_api_give_the_same_json(data, cli):
 
 def _takes_cache(command: str) -> bool:
     return command not in ("hw", "waves calc", "log", "ledger", "capacity", "ranks", "imbalance", "compare", "bench",
-                           "cache info")
+                           "cache info", "whatif")
 
 
 def test_file_writing_commands_match_their_functions(data, cli, tmp_path):

@@ -38,6 +38,8 @@ COMMANDS: dict[str, str] = {
     "cache clear": "ingest.cache_admin:cache_clear",
     "layers": "analyses.layers:layers",
     "suggest": "analyses.suggest:suggest_result",
+    "findings": "analyses.findings:findings",
+    "whatif": "analyses.whatif:whatif",
     "plot decomposition": "analyses.plot_data:decomposition_points",
     "plot blocks": "analyses.plot_data:blocks_points",
     "plot exposure": "analyses.plot_data:exposure_points",

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 import pandas as pd
+from rich.cells import cell_len, set_cell_size
 
 from ..result import Result, _scalar
 
@@ -393,3 +394,58 @@ def ag_measures(names: list[str], values: list[Any] = ()) -> list[str]:
 
 def glossary(measures: list[str]) -> str:
     return "; ".join(f"{m.replace('_', ' ')}: {AG_MEASURES[m]}" for m in AG_MEASURES if m in measures)
+
+
+# --------------------------------------------------------------------------- fitting text into cells
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, shortened with an ellipsis."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    return set_cell_size(text, width - 1).rstrip() + "…"
+
+
+def fit_left(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, its start replaced by an ellipsis (paths keep their file name)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    out = ""
+    for ch in reversed(text):
+        if cell_len(ch + out) > width - 1:
+            break
+        out = ch + out
+    return "…" + out
+
+
+def _wrap_words(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    cur = ""
+    for word in text.split(" "):
+        if not cur:
+            cur = word
+        elif cell_len(cur) + 1 + cell_len(word) <= width:
+            cur += " " + word
+        else:
+            lines.append(cur)
+            cur = word
+    lines.append(cur)
+    return [fit(ln, width) for ln in lines]
+
+
+def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose (notes, the glossary) wrapped at word boundaries."""
+    words, lines, cur = text.split(" "), [], indent
+    for w in words:
+        if cur.strip() and cell_len(cur) + 1 + cell_len(w) > width:
+            lines.append(cur.rstrip())
+            cur = indent + "  " + w
+        else:
+            cur = (cur + " " + w) if cur.strip() else cur + w
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines

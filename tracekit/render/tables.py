@@ -24,9 +24,10 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pandas as pd
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 
 from ..result import Result, _scalar, table_rows
+from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
 from .human import (Origin, ag_measures, column, display_frame, glossary, label_of, origin_of, plain_text,
                     safe_text, unit_of, value_text)
 
@@ -55,61 +56,9 @@ def terminal_width() -> int:
 # --------------------------------------------------------------------------- text helpers
 
 
-def fit(text: str, width: int) -> str:
-    """``text`` in at most ``width`` cells, shortened with an ellipsis."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    return set_cell_size(text, width - 1).rstrip() + "…"
-
-
-def fit_left(text: str, width: int) -> str:
-    """``text`` in at most ``width`` cells, its start replaced by an ellipsis (paths keep their file name)."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 1:
-        return "…"[:width]
-    out = ""
-    for ch in reversed(text):
-        if cell_len(ch + out) > width - 1:
-            break
-        out = ch + out
-    return "…" + out
-
-
 def _pad(text: str, width: int, right: bool) -> str:
     pad = " " * max(0, width - cell_len(text))
     return pad + text if right else text + pad
-
-
-def _wrap_words(text: str, width: int) -> list[str]:
-    lines: list[str] = []
-    cur = ""
-    for word in text.split(" "):
-        if not cur:
-            cur = word
-        elif cell_len(cur) + 1 + cell_len(word) <= width:
-            cur += " " + word
-        else:
-            lines.append(cur)
-            cur = word
-    lines.append(cur)
-    return [fit(ln, width) for ln in lines]
-
-
-def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
-    """Prose (notes, the glossary) wrapped at word boundaries."""
-    words, lines, cur = text.split(" "), [], indent
-    for w in words:
-        if cur.strip() and cell_len(cur) + 1 + cell_len(w) > width:
-            lines.append(cur.rstrip())
-            cur = indent + "  " + w
-        else:
-            cur = (cur + " " + w) if cur.strip() else cur + w
-    if cur.strip():
-        lines.append(cur.rstrip())
-    return lines
 
 
 # --------------------------------------------------------------------------- a block: one table to draw
@@ -412,11 +361,17 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     blocks = _dict_blocks(dicts, origin, width)
     empty = [name for name, df in result.tables.items() if len(df) == 0]
     limit = None if all_rows else max_lines  # no table shows more rows than the whole output has lines
-    blocks += [_table_block(name, df, origin, width, limit) for name, df in result.tables.items() if len(df)]
+    from .findings_text import findings_lines, is_findings
+
+    lists = [findings_lines(name, df, width, all_rows) for name, df in result.tables.items()
+             if len(df) and is_findings(df)]
+    blocks += [_table_block(name, df, origin, width, limit) for name, df in result.tables.items()
+               if len(df) and not is_findings(df)]
     uses_abs = any(unit_of(k).kind == "abs" for k in result.summary) or any(
         unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
 
-    _allot(blocks, width, max_lines - len(head) - len(summary) - len(summary_notes) - 4, all_rows)
+    _allot(blocks, width, max_lines - len(head) - len(summary) - len(summary_notes) - 4
+           - sum(len(x) for x in lists), all_rows)
 
     out: list[str] = list(head)
     said_glossary = False
@@ -430,6 +385,8 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     if summary:
         out += summary + summary_notes
         maybe_glossary(summary_measures)
+    for lines in lists:
+        out += lines
     for b in blocks:
         b.shown = min(b.shown, len(b.rows))
         rows = b.rows[: b.shown]

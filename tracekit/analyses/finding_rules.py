@@ -1,0 +1,106 @@
+"""What findings are made of, shared by `tracekit findings` of one trace, of two deployments and of a launch log:
+the rules file (``tracekit/data/findings.json``), a finding's words filled in, one row, and the ranking."""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from ..errors import DataFileError, MissingDataError
+
+FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",
+                   "evidence", "command", "suggestion", "how", "minor", "source"]
+SOURCE_COLUMNS = ["source", "ran", "findings", "reason"]
+
+
+@lru_cache(maxsize=1)
+def finding_rules() -> dict[str, Any]:
+    """``tracekit/data/findings.json``, checked for the keys the sources read."""
+    src = "tracekit/data/findings.json"
+    try:
+        doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
+        for k in ("min_ms", "min_gib", "max_per_source", "idle", "waves", "roofline", "sm_limits", "kinds"):
+            doc[k]  # noqa: B018 - presence check
+        for name, kind in doc["kinds"].items():
+            for key in ("title", "basis", "how", "command", "suggestion"):
+                kind[key]  # noqa: B018
+        doc["_kernel_suggestions"] = [(re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"])
+                                      for s in doc.get("kernel_suggestions", [])]
+    except (KeyError, TypeError, ValueError, re.error) as exc:
+        raise DataFileError(f"{src} is invalid ({exc}); see docs/findings.md") from exc
+    return doc
+
+
+class _Fmt(dict):
+    """str.format_map that leaves an unknown {placeholder} as it is (never a KeyError in a message)."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def ms_text(ns: float | None) -> str:
+    return "–" if ns is None else f"{ns / 1e6:.3g} ms"
+
+
+def words(kind: str, **values) -> dict[str, str]:
+    """Title, how, command and suggestion of a finding of ``kind`` (tracekit/data/findings.json), filled in."""
+    spec = finding_rules()["kinds"][kind]
+    fmt = _Fmt(**values)
+    return {k: str(spec[k]).format_map(fmt) for k in ("title", "how", "command", "suggestion")} | \
+        {"basis": spec["basis"]}
+
+
+def finding(ctx,  kind: str, source: str, *, gain_ns: float | None = None, gain_gib: float | None = None,
+            gain_tokens: int | None = None, evidence: str = "", step_ns: float | None = None,
+            words: dict[str, str] | None = None, **values) -> dict[str, Any]:
+    """One row of the findings table (rank and minor are set when the list is ranked)."""
+    step = step_ns if step_ns is not None else (ctx.step_ns if ctx is not None else None)
+    gain_ms = None if gain_ns is None else gain_ns / 1e6
+    gain_txt = ("" if gain_ms is None else f"{gain_ms:.3g} ms per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
+    if words is None:
+        words = ctx.words(kind, gain=gain_txt, gain_gib=f"{gain_gib:.2f} GiB" if gain_gib is not None else "", **values)
+    return {"kind": kind, **words, "gain_ms_per_step": gain_ms,
+            "gain_pct": None if gain_ms is None or not step else 100.0 * gain_ns / step,
+            "gain_gib": gain_gib, "gain_tokens": gain_tokens, "evidence": evidence, "source": source}
+
+
+def _short_name(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float) -> pd.DataFrame:
+    """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last."""
+    def minor(r):
+        if r.get("force_minor") is not None:
+            return r["force_minor"]
+        if r["gain_gib"] is not None:
+            return r["gain_gib"] < min_gib
+        return r["gain_ms_per_step"] is not None and r["gain_ms_per_step"] < min_ms
+
+    def key(r):
+        group = 0 if r["gain_ms_per_step"] is not None and r["gain_gib"] is None else 1 if r["gain_gib"] is not None \
+            else 2
+        value = r["gain_ms_per_step"] if group == 0 else r["gain_gib"] if group == 1 else 0.0
+        return (minor(r), group, -value, r["kind"], r["title"])
+
+    ordered = sorted(rows, key=key)
+    for i, r in enumerate(ordered, 1):
+        r["rank"], r["minor"] = i, bool(minor(r))
+    df = pd.DataFrame(ordered, columns=FINDING_COLUMNS)
+    for c in ("gain_ms_per_step", "gain_pct", "gain_gib"):
+        df[c] = pd.array(df[c].tolist(), dtype="Float64")
+    df["gain_tokens"] = pd.array(df["gain_tokens"].tolist(), dtype="Int64")
+    df["rank"] = df["rank"].astype("int64")
+    return df
+
+
+def log_server_args(log) -> dict[str, Any]:
+    """A launch log's server arguments (its first ``server_args`` record); a MissingDataError when it has none."""
+    for r in log.records:
+        if r.kind == "server_args":
+            return dict(r.fields.get("args") or {})
+    raise MissingDataError(f"{log.path} has no server_args line, so its launch parameters are unknown")

@@ -1,0 +1,340 @@
+"""`tracekit findings`: what to change, ranked by what it gains per step (docs/findings.md).
+
+Each source is a small function over results that already exist (exposure, the idle gaps of the wall, waves,
+communication, the roofline, the steps' batch sizes against the captured CUDA graphs, the memory replay). A source
+that cannot run on this input (no PtoP copies, no annotation with shapes, no launch log) is listed in
+``tables.sources`` with the reason, never silently left out. Words, thresholds and commands live in
+``tracekit/data/findings.json``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from .. import intervals as iv
+from ..annotate import Annotation
+from ..errors import MissingDataError, TracekitError, UsageError
+from ..events import gpu_mask, launch_index
+from ..hardware import HardwareProfile, resolve_profile
+from ..result import Result, trace_input
+from ..trace import Trace
+from .allgather import allgather_options, communication, exposure
+from .compare import graph_bucket
+from .finding_rules import (SOURCE_COLUMNS, _Fmt, _short_name, finding, finding_rules, log_server_args, ms_text,
+                            rank_findings, words)
+from .roofline import roofline
+from .step_model import step_rules
+from .steps import get_steps, median_ns, merge_warnings, step_params
+from .waves import kernel_waves
+
+
+@dataclass
+class Context:
+    """What every source of one trace reads: the trace, its steps and the options, resolved once."""
+
+    trace: Trace
+    ann: Annotation | None
+    steps: Any
+    step_ns: float
+    hw: HardwareProfile | None
+    log: Any
+    agopts: dict
+    sms: int | None
+    bs: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def words(self, kind: str, **values) -> dict[str, str]:
+        return words(kind, trace=self.trace.path, ann_opt=f" -a {self.ann.name}" if self.ann is not None else "",
+                     log=getattr(self.log, "path", "LOG"), **values)
+
+
+# ------------------------------------------------------------------------------------------------ sources
+
+
+def exposed_allgathers(ctx: Context) -> list[dict]:
+    """Exposed weight-AllGather time per layer type (the medians `tracekit exposure` reports)."""
+    if not (ctx.trace.events["copy_kind"] == "PtoP").any():
+        raise MissingDataError("the trace has no PtoP copies, so no weight AllGathers")
+    ex = exposure(ctx.trace, **ctx.agopts, steps=ctx.steps)
+    ctx.warnings += ex.warnings
+    per = ex.tables["per_step_type"]
+    out = []
+    for typ, ns in (ex.summary["median_exposed_ns_per_step_by_type"] or {}).items():
+        if not ns:
+            continue
+        n = int((ex.tables["per_ag"]["type"] == typ).sum())
+        steps = per.loc[per["type"] == typ, "exposed_ns"]
+        out.append(finding(ctx, "exposed_allgather", "exposure", gain_ns=float(ns), type=typ,
+                           evidence=f"median exposed per step {ms_text(ns)} over {len(steps)} step(s) (min "
+                                    f"{ms_text(steps.min())}, max {ms_text(steps.max())}); {n} {typ} AllGathers"))
+    return out
+
+
+def idle_gaps(ctx: Context) -> list[dict]:
+    """Idle time inside the steps, split by why the GPU waited (data: idle.*)."""
+    ev = ctx.trace.events
+    rules = finding_rules()["idle"]
+    short = int(rules["short_gap_ns"])
+    g = gpu_mask(ev)
+    gs, ge = ev["start_ns"].to_numpy()[g], ev["end_ns"].to_numpy()[g]
+    order = np.argsort(gs, kind="stable")
+    gs, ge = gs[order], ge[order]
+    gcorr = ev["correlation"].to_numpy()[g][order]
+    st = ctx.steps
+    gaps_s, gaps_e = iv.subtract(iv.normalize(st.starts, st.ends), iv.normalize(gs, ge))
+    if gaps_s.size == 0:
+        return []
+    step = st.step_of(gaps_s)
+    nxt = np.searchsorted(gs, gaps_e, side="left")  # the first activity starting at the gap's end
+    has_next = (nxt < gs.size) & (nxt >= 0)
+    has_next[has_next] = gs[nxt[has_next]] == gaps_e[has_next]
+    lk = ev["kind"].isin(step_rules().launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+    l_corr = ev["correlation"].to_numpy()[lk]
+    l_start, l_end = ev["start_ns"].to_numpy()[lk], ev["end_ns"].to_numpy()[lk]
+    li = np.full(gaps_s.size, -1, dtype=np.int64)
+    if has_next.any():
+        li[has_next] = launch_index(gs[nxt[has_next]], gcorr[nxt[has_next]], l_corr, l_start)
+    launched_end = np.where(li >= 0, l_end[np.clip(li, 0, None)] if l_end.size else 0, -1)
+    dur = gaps_e - gaps_s
+    cls = np.full(gaps_s.size, "unattributed", dtype=object)
+    known = li >= 0
+    cls[known & (launched_end > gaps_s)] = "host"
+    cls[known & (launched_end <= gaps_s)] = "sync"
+    cls[(cls == "sync") & (dur < short)] = "short"
+    # what ended just before a sync wait began (the dependency it most likely waited for)
+    prev_end_order = np.argsort(ge, kind="stable")
+    ends_sorted = ge[prev_end_order]
+    prev = np.searchsorted(ends_sorted, gaps_s, side="right") - 1
+    names = ev["name"].astype(str).to_numpy()[g][order]
+    n_steps = len(st.table)
+    out = []
+    for c, kind in (("host", "idle_host"), ("sync", "idle_sync"), ("short", "idle_short"),
+                    ("unattributed", "idle_unattributed")):
+        m = (cls == c) & (step >= 0)
+        if not m.any():
+            continue
+        per_step = np.bincount(np.searchsorted(st.table["step"].to_numpy(), step[m]), weights=dur[m],
+                               minlength=n_steps)
+        med = float(np.median(per_step))
+        extra: dict[str, Any] = {"short_us": f"{short / 1000:g}", "count": f"{int(m.sum()):,}"}
+        evidence = (f"{int(m.sum()):,} gap(s) in {n_steps} step(s), median {ms_text(med)} per step of "
+                    f"{ms_text(ctx.step_ns)}")
+        if c == "sync":
+            p = prev[m]
+            before = pd.Series(np.where(p >= 0, names[prev_end_order[np.clip(p, 0, None)]], "the step start"))
+            top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
+            extra["after"] = _short_name(str(top.index[0]))
+            evidence += "; time by what ended before the gap: " + ", ".join(
+                f"{_short_name(str(n))} {ms_text(v / n_steps)}" for n, v in top.head(3).items())
+        out.append(finding(ctx, kind, "idle", gain_ns=med, evidence=evidence, **extra))
+    return out
+
+
+def wave_losses(ctx: Context) -> list[dict]:
+    """Tail-wave loss per kernel (the `waves` ranking, per step), kernels of at least ``waves.min_waves`` waves."""
+    rules = finding_rules()
+    w = kernel_waves(ctx.trace, sms=ctx.sms, hw=ctx.hw, ann=ctx.ann, steps=ctx.steps,
+                     min_waves=int(rules["waves"]["min_waves"]))
+    ctx.warnings += [x for x in w.warnings if x not in ctx.trace.report.warnings]
+    pk = w.tables["per_kernel"]
+    if rules["waves"].get("exclude_comm"):
+        comm = set(ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].astype(str))
+        pk = pk[~pk["name"].isin(comm)]
+    pk = pk[pk["lost_per_step_ns"] > 0]
+    out = []
+    cap = int(rules["max_per_source"])
+    for _, r in pk.head(cap).iterrows():
+        name = str(r["name"])
+        f = finding(ctx, "wave_quantization", "waves", gain_ns=float(r["lost_per_step_ns"]), kernel=_short_name(name),
+                    ctas=f"{int(r['ctas']):,}", capacity=f"{int(r['capacity']):,}", waves=int(r["waves"]),
+                    eff=f"{float(r['wave_efficiency']):.0%}",
+                    evidence=f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {ms_text(r['lost_ns'])} "
+                             f"lost ({float(r['lost_pct']):.1f} %); {name}")
+        for rx, kinds, text in rules["_kernel_suggestions"]:
+            if "wave_quantization" in kinds and rx.search(name):
+                f["suggestion"] = text.format_map(_Fmt(capacity=int(r["capacity"])))
+        out.append(f)
+    rest = pk.iloc[cap:]
+    if len(rest):
+        out.append(finding(ctx, "wave_quantization_rest", "waves", gain_ns=float(rest["lost_per_step_ns"].sum()),
+                           count=len(rest), evidence=f"{len(rest)} kernel name(s), largest "
+                                                    f"{ms_text(rest['lost_per_step_ns'].max())} per step"))
+    return out
+
+
+def critical_communication(ctx: Context) -> list[dict]:
+    """Communication on the main stream (its result is the next kernel's input), per class."""
+    main = ctx.ann.main_stream if ctx.ann is not None and isinstance(ctx.ann.main_stream, int) else None
+    c = communication(ctx.trace, main=main, local_copy_pattern=ctx.agopts["local_copy_pattern"], steps=ctx.steps)
+    per = c.tables["per_step_class"]
+    n_steps = max(1, int(c.summary["steps"]))
+    out = []
+    for cls, ns in (c.summary["median_critical_ns_per_step_by_class"] or {}).items():
+        if not ns:
+            continue
+        by_name = (per[per["class"] == cls].groupby("name", observed=True)["critical_ns"].sum() / n_steps) \
+            .sort_values(ascending=False)
+        by_name = by_name[by_name > 0]
+        names = ", ".join(f"{_short_name(str(n), 40)} {ms_text(v)}" for n, v in by_name.head(3).items())
+        out.append(finding(ctx, "critical_comm", "comm", gain_ns=float(ns), cls=cls, names=names or cls,
+                           evidence=f"median {ms_text(ns)} per step on the main stream (device {c.summary['main_device']}"
+                                    f" stream {c.summary['main_stream']}); by name per step: {names}"))
+    return out
+
+
+def roofline_gaps(ctx: Context) -> list[dict]:
+    """Time the shaped op tags spend above the achievable fraction of the hardware's HBM or FLOP/s peak."""
+    if ctx.ann is None:
+        raise MissingDataError("needs an annotation with op_shapes or op_traffic (-a ANN)")
+    if ctx.hw is None:
+        raise MissingDataError("needs a hardware profile: the trace's device matches none; pass --hw NAME")
+    rf = roofline(ctx.trace, ctx.ann, ctx.hw, bs=ctx.bs, steps=ctx.steps)
+    rules = finding_rules()["roofline"]
+    f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
+    n_steps = max(1, len(ctx.steps.table))
+    out = []
+    for _, r in rf.tables["per_tag"].iterrows():
+        t_mem = r["bytes"] / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
+        peak = ctx.hw.peak_flops(str(r["dtype"])) if r["flops"] is not pd.NA and r["flops"] is not None else None
+        t_fl = float(r["flops"]) / (f_fl * peak) * 1e9 if peak else 0.0
+        target = max(t_mem, t_fl)
+        per_step = r["count"] / n_steps
+        gain = (float(r["mean_ns"]) - target) * per_step
+        if gain <= 0:
+            continue
+        mbu = r.get("mbu")
+        mfu = r.get("mfu")
+        out.append(finding(ctx, "roofline_gap", "roofline", gain_ns=gain, tag=r["op_tag"],
+                           mean_us=f"{r['mean_ns'] / 1e3:.1f}", per_step=f"{per_step:g}", target_us=f"{target / 1e3:.1f}",
+                           hbm_pct=f"{f_hbm:.0%}", flops_pct=f"{f_fl:.0%}", hw=ctx.hw.name,
+                           mbu="–" if mbu is None or pd.isna(mbu) else f"{float(mbu):.0%}",
+                           mfu="–" if mfu is None or pd.isna(mfu) else f"{float(mfu):.0%}",
+                           bound=str(r.get("bound") or "memory"),
+                           evidence=f"bs {r['bs']}: {int(r['bytes']):,} B, "
+                                    f"{'–' if pd.isna(r['flops']) else format(int(r['flops']), ',')} FLOP per kernel"))
+    return out
+
+
+def graph_padding(ctx: Context) -> list[dict]:
+    """Steps whose batch size was not captured as a CUDA graph (they pad to the next one, or run eagerly)."""
+    if ctx.log is None:
+        raise MissingDataError("needs the launch log (--log) for the captured CUDA-graph sizes")
+    args = log_server_args(ctx.log)
+    captured = tuple(sorted(int(x) for x in (args.get("cuda_graph_bs") or [])))
+    if not captured:
+        raise MissingDataError(f"{ctx.log.path} names no cuda_graph_bs")
+    if args.get("disable_cuda_graph"):
+        raise MissingDataError(f"{ctx.log.path}: CUDA graphs are disabled (--disable-cuda-graph)")
+    bs = pd.to_numeric(ctx.steps.table["bs"], errors="coerce")
+    if bs.isna().all():
+        raise MissingDataError("the step markers carry no batch size")
+    out = []
+    for b, n in bs.dropna().astype(int).value_counts().sort_index().items():
+        if b in captured:
+            continue
+        bucket = graph_bucket(int(b), captured)
+        text = ",".join(map(str, captured))
+        if bucket is None:
+            out.append(finding(ctx, "graph_missing", "graphs", bs=b, n=n, largest=captured[-1], captured=text,
+                               evidence=f"{n} step(s) at bs {b}; captured {text}"))
+        else:
+            out.append(finding(ctx, "graph_padding", "graphs", bs=b, bucket=bucket, n=n, pad=bucket - b,
+                               captured=text, evidence=f"{n} step(s) at bs {b}; captured {text}"))
+    return out
+
+
+SOURCES: list[tuple[str, Callable[[Context], list[dict]]]] = [
+    ("exposure", exposed_allgathers), ("idle", idle_gaps), ("waves", wave_losses), ("comm", critical_communication),
+    ("roofline", roofline_gaps), ("graphs", graph_padding),
+]
+
+
+def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
+    """Every source's findings, and per source whether it ran and why not."""
+    rows, status = [], []
+    for name, fn in sources:
+        try:
+            got = fn(ctx)
+        except (TracekitError, UsageError) as exc:
+            status.append({"source": name, "ran": False, "findings": 0, "reason": str(exc)})
+            continue
+        rows += got
+        status.append({"source": name, "ran": True, "findings": len(got), "reason": None})
+    return rows, status
+
+
+def findings(trace: Trace | None = None, ann: Annotation | None = None, *, log=None,
+             hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
+             min_ms: float | None = None, compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | None = None,
+             config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
+             min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+             steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
+    """`tracekit findings TRACE`: a ranked list of opportunities, each with its gain per step, its basis (measured
+    or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
+    CUDA-graph and memory sources run too.
+
+    ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
+    ``config_b`` their launch settings from :func:`tracekit.launch_config`): the same op slower in one of them with
+    its launch-configuration difference, and the settings that differ."""
+    if compare is not None:
+        if trace is not None:
+            raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
+        from .findings_compare import compare_findings
+
+        so = dict(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source, steps_file=steps_file)
+        a, b = compare
+        return compare_findings(a, b, ann_a=ann, ann_b=ann_b if ann_b is not None else ann, config_a=config,
+                                config_b=config_b, min_ms=min_ms,
+                                steps_a=get_steps(a, steps, ann=ann, **so),
+                                steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann, **so))
+    if trace is None:
+        raise UsageError("findings needs a TRACE (or --compare A B)")
+    rules = finding_rules()
+    min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
+    if min_ms < 0:
+        raise UsageError("--min-ms must be 0 or more")
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
+    wall = (st.ends - st.starts).astype(np.int64)
+    step_ns = float(median_ns(wall)) if wall.size else 0.0
+    profile = hw if isinstance(hw, HardwareProfile) else _profile(hw, trace)
+    ctx = Context(trace=trace, ann=ann, steps=st, step_ns=step_ns, hw=profile, log=log, bs=bs,
+                  agopts=allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy), sms=sms)
+    srcs = list(SOURCES)
+    if log is not None:
+        from .findings_memory import MEMORY_SOURCES
+        srcs += MEMORY_SOURCES
+    rows, status = run_sources(ctx, srcs)
+    table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]))
+    major = table[~table["minor"]]
+    summary = {"step_ms": step_ns / 1e6, "findings": int(len(table)), "major": int(len(major)),
+               "minor": int(table["minor"].sum()),
+               "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
+               "total_gain_gib": float(np.nansum(table["gain_gib"].to_numpy(dtype=float, na_value=np.nan))),
+               "top": str(table["title"].iloc[0]) if len(table) else None,
+               "steps": int(len(st.table)), "marker": st.marker, "trustworthy": st.trustworthy,
+               "hw": profile.name if profile is not None else None}
+    warnings = merge_warnings(trace.report.warnings, st.warnings, ctx.warnings)
+    if not st.trustworthy:
+        warnings.append(f"{trace.path}: the step health checks failed for some steps (tracekit steps); the gains are"
+                        " medians over steps that may be under-recorded")
+    return Result(command="findings", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
+                  params={"annotation": ann.name if ann else None, "hw": profile.name if profile else None,
+                          "sms": sms, "min_ms": min_ms, **step_params(st), "group_size": ctx.agopts["group_size"],
+                          "sizes": ctx.agopts["sizes"]},
+                  summary=summary,
+                  tables={"findings": table, "sources": pd.DataFrame(status, columns=SOURCE_COLUMNS)},
+                  warnings=warnings)
+
+
+def _profile(hw, trace: Trace) -> HardwareProfile | None:
+    """The named profile, else the trace's detected one, else None (the roofline source then says why)."""
+    try:
+        return resolve_profile(hw, trace.meta, what="findings")
+    except TracekitError:
+        if hw is not None:
+            raise
+        return None

@@ -1,0 +1,65 @@
+"""`tracekit findings`: a ranked list of what to change, for one trace or for two deployments (--compare A B)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..analyses.findings import findings
+from ..errors import UsageError
+from ..hardware import load_profile
+from ..ingest.launch_script import launch_config
+from ..ingest.sglang_log import read_log
+from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
+                     NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt,
+                     TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
+from .hw_cmds import BsOpt, HwOpt
+
+MinMsOpt = Annotated[Optional[float], typer.Option(
+    "--min-ms", min=0.0, help="Findings that gain less than this per step are listed as minor (default 0.5 ms).")]
+
+
+@app.command(name="findings")
+def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
+                 log: Annotated[Optional[Path], typer.Option(
+                     "--log", help="sglang launch log of the trace's deployment: captured CUDA-graph sizes, memory"
+                                   " findings (with --compare: the log of A).")] = None,
+                 hw: HwOpt = None,
+                 sms: Annotated[Optional[int], typer.Option("--sms", min=1, help="SM count (default: the trace's).")]
+                 = None,
+                 bs: BsOpt = None, min_ms: MinMsOpt = None,
+                 compare: Annotated[Optional[tuple[Path, Path]], typer.Option(
+                     "--compare", help="Two deployments' traces, A B, instead of TRACE: the same op slower in one,"
+                                       " with its launch-configuration difference.", show_default=False)] = None,
+                 annotation_b: Annotated[Optional[str], typer.Option(
+                     "--annotation-b", help="With --compare: B's annotation (default: -a's).")] = None,
+                 log_b: Annotated[Optional[Path], typer.Option(
+                     "--log-b", help="With --compare: B's launch log or launch script (A's is --log).")] = None,
+                 group_size: GroupOpt = None, ag_size: AgSizeOpt = None, local_copy: LocalOpt = None,
+                 step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
+                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
+                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+    """Findings: a ranked list of what to change — each with its gain in ms per step (GiB for memory), whether it is
+    measured or estimated, the evidence, the command that shows it, and what to try."""
+    if compare is not None:
+        if trace is not None:
+            raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
+        a_path, b_path = compare
+        ann = annotation_for(a_path, annotation)
+        ann_b = annotation_for(b_path, annotation_b) if annotation_b else ann
+        res = findings(compare=(_load(a_path, no_cache, cache_dir), _load(b_path, no_cache, cache_dir)), ann=ann,
+                       ann_b=ann_b, min_ms=min_ms, config=launch_config(log) if log else None,
+                       config_b=launch_config(log_b) if log_b else None,
+                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
+    else:
+        if annotation_b or log_b:
+            raise UsageError("--annotation-b and --log-b go with --compare A B")
+        ann = annotation_for(trace, annotation)
+        agk = ag_opts(ann, group_size, ag_size, local_copy)
+        res = findings(_load(trace, no_cache, cache_dir), ann, log=read_log(log) if log else None,
+                       hw=load_profile(hw) if hw else None, sms=sms, bs=bs, min_ms=min_ms,
+                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+                       group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"])
+    _output(res, format, out, table)

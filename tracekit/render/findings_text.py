@@ -1,0 +1,49 @@
+"""Findings for people: a numbered list (title, gain, basis; then how, evidence, what to try and the command), not a
+grid of truncated cells. Any result's table with the findings columns is drawn this way by ``tables.to_text``."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .human import fit, safe_text, wrap_prose
+
+NEEDED = {"rank", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "basis", "how", "evidence", "suggestion",
+          "command", "minor"}
+MAJOR_SHOWN = 10  # without --all: the first major findings in full, the rest as one line each
+
+
+def is_findings(df: pd.DataFrame) -> bool:
+    return NEEDED <= set(df.columns)
+
+
+def _gain(r) -> str:
+    if not pd.isna(r["gain_gib"]):
+        tok = r.get("gain_tokens")
+        return f"{float(r['gain_gib']):.2f} GiB" + ("" if tok is None or pd.isna(tok) else f", {int(tok):,} tokens")
+    if pd.isna(r["gain_ms_per_step"]):
+        return "not measurable"
+    pct = "" if pd.isna(r["gain_pct"]) else f", {float(r['gain_pct']):.1f} %"
+    return f"{float(r['gain_ms_per_step']):.3f} ms/step{pct}"
+
+
+def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool) -> list[str]:
+    """The findings table ``name`` as a numbered list that fits ``width``."""
+    major = df[~df["minor"].astype(bool)]
+    minor = df[df["minor"].astype(bool)]
+    out = [fit(safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they do not"
+                         " add up)"), width)]
+    full = df if all_rows else major.head(MAJOR_SHOWN)
+    for _, r in full.iterrows():
+        head = f"{int(r['rank']):>2}. {safe_text(r['title'])}"
+        tag = f"  [{_gain(r)}; {r['basis']}{'; minor' if r['minor'] else ''}]"
+        out += wrap_prose(head + tag, width)
+        for label, key in (("how ", "how"), ("data", "evidence"), ("try ", "suggestion"), ("see ", "command")):
+            text = safe_text(r[key]) if isinstance(r[key], str) and r[key] else ""
+            if text:
+                out += wrap_prose(f"    {label}  {text}", width, indent="    ")
+    if not all_rows:
+        rest = pd.concat([major.iloc[MAJOR_SHOWN:], minor])
+        for _, r in rest.iterrows():
+            out.append(fit(f"{int(r['rank']):>2}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width))
+        if len(rest):
+            out.append(fit("    (--all shows every finding in full)", width))
+    return out
