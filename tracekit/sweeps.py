@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover_all
 from .ingest.launch_script import launch_config
 from .result import Result
-from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, bench_table, compare, config_diff
+from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
 from .analyses.imbalance import check_one_deployment, imbalance_of
 from .analyses.steps import step_options
 from .analyses.sweep import per_trace, sweep_tables
@@ -170,28 +170,41 @@ def _graph_sizes(text) -> tuple[int, ...]:
 
 
 def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = None, annotation_a: str | None = None,
-                        annotation_b: str | None = None, accept_len: float = DEFAULT_ACCEPT_LEN,
+                        annotation_b: str | None = None, accept_len: float | None = None,
                         cuda_graph_bs_a=None, cuda_graph_bs_b=None, bench=None, config_a=None, config_b=None,
                         log_a=None, log_b=None, rank: str | None = "TP-0", jobs: int | None = None) -> Result:
     """`tracekit compare`: two deployments (analyze outputs or trace directories), with their launch scripts or
-    logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference)."""
+    logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference).
+
+    ``accept_len`` (tokens accepted per request per step) given applies to both; else each side's comes from its
+    launch log (:func:`tracekit.analyses.compare.accept_len_of`), and the summary says where from."""
+    from .ingest.sglang_log import read_log
+
     conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
     conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
-    sides = []
-    for ref, dp, ann, gbs, conf in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a),
-                                    (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b)):
-        sides.append(load_side(ref, label=Path(ref).name, dp=_dp(dp, conf), annotation=ann, rank=rank,
-                               graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
-                               jobs=jobs or 1))
+    logs = (read_log(log_a) if log_a else None, read_log(log_b) if log_b else None)
+    sides, warnings = [], []
+    for ref, dp, ann, gbs, conf, log in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a, logs[0]),
+                                         (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b, logs[1])):
+        label = Path(ref).name
+        if accept_len is None:
+            acc, src, warn = accept_len_of(log, label)
+            warnings += [warn] if warn else []
+        else:
+            acc, src = float(accept_len), "option"
+        side = load_side(ref, label=label, dp=_dp(dp, conf), annotation=ann, rank=rank,
+                         graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")), jobs=jobs or 1)
+        sides.append(replace(side, accept_len=acc, accept_len_source=src))
     cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
     ledger_rows = None
-    if log_a and log_b:
-        from .ingest.sglang_log import read_log
+    if logs[0] is not None and logs[1] is not None:
         from .analyses.memory import ledger
 
-        ledger_rows = ledger(read_log(log_a), read_log(log_b)).tables["rows"]
-    return compare(sides[0], sides[1], accept_len=accept_len, bench=read_bench(bench) if bench else None,
-                   config=cfg, ledger=ledger_rows)
+        ledger_rows = ledger(logs[0], logs[1]).tables["rows"]
+    res = compare(sides[0], sides[1], accept_len=accept_len if accept_len is not None else sides[0].accept_len,
+                  bench=read_bench(bench) if bench else None, config=cfg, ledger=ledger_rows)
+    res.warnings[:0] = [w for w in warnings if w not in res.warnings]
+    return res
 
 
 def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:

@@ -13,9 +13,33 @@ import pandas as pd
 
 from ..result import Result
 
-__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table"]
+__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table", "accept_len_of"]
 
-DEFAULT_ACCEPT_LEN = 3.5
+DEFAULT_ACCEPT_LEN = 3.5  # the study's convention: 5 tokens verified per request per step, 3.5 accepted
+
+
+def accept_len_of(log, label: str) -> tuple[float, str, str | None]:
+    """(accept_len, where it came from, a warning or None) for one deployment's launch log (an SglangLog or None):
+    the median ``accept len`` of its decode-batch lines; else the study's 3.5 when speculative decoding is on; else 1
+    (no speculative decoding); with no log the study's 3.5, said."""
+    if log is None:
+        return DEFAULT_ACCEPT_LEN, "default (no launch log)", (
+            f"{label}: no launch log, so accept_len is the study's {DEFAULT_ACCEPT_LEN} (speculative decoding assumed);"
+            " pass --accept-len, or the logs with --log-a/--log-b")
+    vals = [float(r.fields["accept_len"]) for r in log.records if r.kind == "decode_stats"
+            and r.fields.get("accept_len") is not None]
+    if vals:
+        v = float(pd.Series(vals).median())
+        return v, f"log: median accept len of {len(vals)} decode-batch line(s)", None
+    args = next((dict(r.fields.get("args") or {}) for r in log.records if r.kind == "server_args"), {})
+    algo = args.get("speculative_algorithm")
+    if algo not in (None, "", "None", False):
+        return DEFAULT_ACCEPT_LEN, f"default for speculative decoding ({algo})", (
+            f"{label}: {log.path} runs speculative decoding ({algo}, {args.get('speculative_num_draft_tokens')} draft"
+            f" tokens) but logs no accept length; accept_len is the study's {DEFAULT_ACCEPT_LEN}, pass --accept-len with"
+            " the measured value")
+    return 1.0, "no speculative decoding (log)", (
+        f"{label}: {log.path} runs no speculative decoding, so accept_len is 1 (one token per request per step)")
 
 
 @dataclass(frozen=True)
@@ -26,6 +50,8 @@ class Side:
     exposure_types: pd.DataFrame
     dp: int
     graph_bs: tuple[int, ...] = ()
+    accept_len: float | None = None  # this side's own (from its log); None: the comparison's
+    accept_len_source: str = "option"
 
 
 def graph_bucket(bs: int, captured: tuple[int, ...]) -> int | None:
@@ -38,6 +64,7 @@ def graph_bucket(bs: int, captured: tuple[int, ...]) -> int | None:
 
 def _steps(side: Side, accept_len: float) -> pd.DataFrame:
     # one row per operating point: a point analysed twice (two traces of one bs) counts once, the first
+    accept_len = side.accept_len if side.accept_len is not None else accept_len
     s = side.sweep.drop_duplicates(["bs", "context"], keep="first")
     wall_ms = s["median_wall_ns"].astype(float) / 1e6
     out = pd.DataFrame({
@@ -47,6 +74,7 @@ def _steps(side: Side, accept_len: float) -> pd.DataFrame:
         "median_wall_ns": s["median_wall_ns"], "median_busy_ns": s["median_busy_ns"],
         "median_ag_only_ns": s["median_ag_only_ns"], "median_idle_ns": s["median_idle_ns"],
         "median_exposed_ns": s["median_exposed_ns"],
+        "accept_len": accept_len,
         "est_throughput_tok_s": s["bs"] * side.dp * accept_len / (wall_ms / 1000.0),
     })
     return out
@@ -83,7 +111,11 @@ def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: 
     if ledger is not None:
         tables["ledger"] = ledger
     summary = {
-        "a": a.label, "b": b.label, "accept_len": accept_len, "matched_concurrencies": [int(c) for c in
+        "a": a.label, "b": b.label, "accept_len": accept_len,
+        "accept_len_a": a.accept_len if a.accept_len is not None else accept_len,
+        "accept_len_b": b.accept_len if b.accept_len is not None else accept_len,
+        "accept_len_source_a": a.accept_len_source, "accept_len_source_b": b.accept_len_source,
+        "matched_concurrencies": [int(c) for c in
                                                                                         matched["concurrency"]],
         "throughput_ratio_b_over_a": {str(int(c)): float(r) for c, r in
                                       zip(matched["concurrency"], matched["throughput_ratio_b_over_a"])},

@@ -73,7 +73,7 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
                 dp_b: Annotated[Optional[int], typer.Option("--dp-b", min=1, help="DP size of B.")] = None,
                 annotation_a: Annotated[Optional[str], typer.Option("--annotation-a")] = None,
                 annotation_b: Annotated[Optional[str], typer.Option("--annotation-b")] = None,
-                accept_len: Annotated[float, typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step.")] = DEFAULT_ACCEPT_LEN,
+                accept_len: Annotated[Optional[float], typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step, for both (default: each side's from its --log: the logged accept len, else 3.5 with speculative decoding, else 1).")] = None,
                 cuda_graph_bs_a: Annotated[Optional[str], typer.Option("--cuda-graph-bs-a", help="Captured batch sizes of A, e.g. 1,2,4,8,16,24.")] = None,
                 cuda_graph_bs_b: Annotated[Optional[str], typer.Option("--cuda-graph-bs-b")] = None,
                 bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
