@@ -203,8 +203,39 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
         ledger_rows = ledger(logs[0], logs[1]).tables["rows"]
     res = compare(sides[0], sides[1], accept_len=accept_len if accept_len is not None else sides[0].accept_len,
                   bench=read_bench(bench) if bench else None, config=cfg, ledger=ledger_rows)
+    warnings += _pair_findings(res, sides, annotation_a, annotation_b, conf_a, conf_b)
     res.warnings[:0] = [w for w in warnings if w not in res.warnings]
     return res
+
+
+def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, conf_a: dict, conf_b: dict) -> list[str]:
+    """The findings of the two traces at the highest instance concurrency both deployments ran (tables.findings),
+    when both traces are at hand (an analyze output keeps only its tables)."""
+    from .analyses.findings_compare import compare_findings
+    from .annotate import load_annotation
+
+    m = res.tables["matched"]
+    if m.empty:
+        return []
+    conc, ctx = m.sort_values("concurrency").iloc[-1][["concurrency", "context"]]
+    paths = []
+    for side, col in ((sides[0], "bs_a"), (sides[1], "bs_b")):
+        bs = m.loc[(m["concurrency"] == conc) & (m["context"] == ctx), col].iloc[0]
+        rows = side.sweep[(side.sweep["bs"] == bs) & (side.sweep["context"] == ctx)]
+        p = rows["path"].iloc[0] if "path" in rows and len(rows) else None
+        paths.append(p if p and Path(str(p)).is_file() else None)
+    if None in paths:
+        return [f"no findings section: the traces at concurrency {int(conc)} are not at hand (an analyze output keeps"
+                " only its tables); run tracekit findings --compare A B on two traces"]
+    f = compare_findings(load(paths[0]), load(paths[1]),
+                         ann_a=load_annotation(annotation_a) if annotation_a else None,
+                         ann_b=load_annotation(annotation_b) if annotation_b else None,
+                         config_a=conf_a or None, config_b=conf_b or None,
+                         labels=(sides[0].label, sides[1].label))
+    res.tables["findings"] = f.tables["findings"]
+    res.summary["findings_at_concurrency"] = int(conc)
+    res.summary["top_finding"] = f.summary["top"]
+    return [w for w in f.warnings if w not in res.warnings]
 
 
 def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:

@@ -75,6 +75,13 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     summary["median_side_comm_ns_by_class"] = comm.summary["median_side_ns_per_step_by_class"]
     tables["comm"] = comm.tables["per_step"]
     tables["health"] = st.health
+    from .findings import findings
+
+    fnd = findings(trace, ann, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
+                   local_copy=agopts["local_copy_pattern"])
+    tables["findings"] = fnd.tables["findings"]
+    summary["findings"] = fnd.summary["findings"]
+    summary["top_finding"] = fnd.summary["top"]
     return Result(command="report", inputs=[trace_input(trace)],
                   params={"annotation": ann.name if ann else None, **step_params(st),
                           "group_size": agopts["group_size"], "sizes": agopts["sizes"]},

@@ -9,6 +9,7 @@ from .human import fit, safe_text, wrap_prose
 NEEDED = {"rank", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "basis", "how", "evidence", "suggestion",
           "command", "minor"}
 MAJOR_SHOWN = 10  # without --all: the first major findings in full, the rest as one line each
+SECTION_SHOWN = 5  # a findings section of another command: the first major ones, one line each
 
 
 def is_findings(df: pd.DataFrame) -> bool:
@@ -25,12 +26,18 @@ def _gain(r) -> str:
     return f"{float(r['gain_ms_per_step']):.3f} ms/step{pct}"
 
 
-def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool) -> list[str]:
-    """The findings table ``name`` as a numbered list that fits ``width``."""
+def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, detailed: bool = True) -> list[str]:
+    """The findings table ``name`` as a numbered list that fits ``width``: in full (``detailed``: the findings
+    command) or one line each for the first ones (a section of report or compare)."""
     major = df[~df["minor"].astype(bool)]
     minor = df[df["minor"].astype(bool)]
     out = [fit(safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they do not"
                          " add up)"), width)]
+    if not detailed and not all_rows:
+        for _, r in major.head(SECTION_SHOWN).iterrows():
+            out.append(fit(f"{int(r['rank']):>2}. {safe_text(r['title'])}  [{r['basis']}]", width))
+        out.append(fit("    (tracekit findings shows each with its evidence and what to try)", width))
+        return out
     full = df if all_rows else major.head(MAJOR_SHOWN)
     for _, r in full.iterrows():
         head = f"{int(r['rank']):>2}. {safe_text(r['title'])}"

@@ -363,8 +363,8 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     limit = None if all_rows else max_lines  # no table shows more rows than the whole output has lines
     from .findings_text import findings_lines, is_findings
 
-    lists = [findings_lines(name, df, width, all_rows) for name, df in result.tables.items()
-             if len(df) and is_findings(df)]
+    lists = [findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
+             for name, df in result.tables.items() if len(df) and is_findings(df)]
     blocks += [_table_block(name, df, origin, width, limit) for name, df in result.tables.items()
                if len(df) and not is_findings(df)]
     uses_abs = any(unit_of(k).kind == "abs" for k in result.summary) or any(
