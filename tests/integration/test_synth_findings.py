@@ -158,3 +158,19 @@ def test_findings_print_as_a_list_that_fits(traces, cli, tmp_path):
     assert set(doc["summary"]) >= {"step_ms", "findings", "total_gain_ms"}
     assert set(doc["tables"]["findings"][0]) >= {"rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib",
                                                  "gain_tokens", "basis", "evidence", "command", "suggestion"}
+
+
+def test_compare_carries_the_findings_of_the_matched_traces(tmp_path):
+    for side, preset, bss in (("a", "dp16", (8,)), ("b", "dp2dcp8", (64,))):
+        for bs in bss:
+            tr, _ = build(preset, bs, steps=2)
+            write_trace(tmp_path / side / f"d_bs{bs}_100k" / "1758612345.12-TP-0.trace.json.gz", tr)
+    res = tracekit.compare_deployments(tmp_path / "a", tmp_path / "b", dp_a=16, dp_b=2, annotation_a="k3_dp16",
+                                       annotation_b="k3_dp2_dcp8", log_a=SYN / "dp16.launch.log",
+                                       log_b=SYN / "dp2dcp8.launch.log", jobs=1)
+    assert res.summary["findings_at_concurrency"] == 128
+    f = res.tables["findings"]
+    assert (f["kind"] == "slower_kernel").any() and (f["kind"] == "config_diff").any()
+    # the logs run speculative decoding but log no accept length: the study's 3.5, said
+    assert res.summary["accept_len_a"] == 3.5 and "speculative" in res.summary["accept_len_source_a"]
+    assert any("accept_len is the study's 3.5" in w for w in res.warnings)
