@@ -201,7 +201,7 @@ def test_plot_points_match_their_functions(data, cli, tmp_path):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
-@pytest.mark.parametrize("fmt", ["table", "csv", "md"])
+@pytest.mark.parametrize("fmt", ["table", "csv", "md", "html"])
 def test_every_command_in_every_format(data, cli, fmt, tmp_path):
     for command, args, _ in _cases(data):
         extra = ["--no-cache"] if _takes_cache(command) else []
@@ -209,6 +209,8 @@ def test_every_command_in_every_format(data, cli, fmt, tmp_path):
         assert code == 0 and out.strip(), (command, fmt, err)
         if fmt == "csv":
             assert "," in out.splitlines()[0], (command, out[:200])
+        if fmt == "html":
+            assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>"), (command, out[:200])
     for command, target in (("export", "x"), ("annotate", "x.json.gz")):
         code, out, err = cli(command, data["dp16"], "-o", tmp_path / fmt / target, "--no-cache", "--format", fmt)
         assert code == 0 and out.strip(), (command, fmt, err)

@@ -6,7 +6,7 @@ communication on the critical path. Each part is the same function its own comma
 """
 from __future__ import annotations
 
-from ..annotate import Annotation
+from ..annotate import Annotation, annotate
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, allgather_result, communication, exposure
@@ -14,14 +14,17 @@ from .blocks import block_stats
 from .layers import automatic_note, layers
 from .decompose import decompose
 from .info import trace_info
-from .steps import get_steps, merge_warnings, step_params
+from .memory import ledger
+from .steps import get_steps, median_step, merge_warnings, step_params
+from .timeline import step_timeline
 
 
 def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
            min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
            steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
-           categories=None) -> Result:
-    """The main job; the steps are found once and every part uses them."""
+           categories=None, log=None) -> Result:
+    """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
+    memory ledger's rows and the memory findings come too."""
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
     info = trace_info(trace)
@@ -38,8 +41,10 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     }
     tables = {"wall": wall.tables["per_step"], "steps": st.table}
     warnings = merge_warnings(wall.warnings)
+    block_spans, block_lane = None, "blocks"
     if ann is not None and ann.blocks is not None:
         b = block_stats(trace, ann, steps=st, categories=categories)
+        block_spans = annotate(trace, ann, st.table).blocks
         summary["median_kernel_ns_by_block_type"] = b.summary["median_kernel_ns_by_type"]
         summary["blocks_per_step"] = b.summary["blocks_per_step"]
         tables["block_types"] = b.tables["per_step_type"]
@@ -50,12 +55,14 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     else:  # any model: the automatic layers name what the step is made of
         lay = layers(trace, steps=st, categories=categories)
         tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
+        block_spans, block_lane = lay.tables["layers"], "layers"
         tables["one_step"] = lay.tables["one_step"]
         summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
                         "layer_types": lay.summary["types"]})
         warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"]
                                   else [])
     agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
+    ex = None
     if (trace.events["copy_kind"] == "PtoP").any():
         kw = {**agopts, "steps": st}
         ag = allgather_result(trace, **kw)
@@ -77,12 +84,24 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     tables["health"] = st.health
     from .findings import findings
 
-    fnd = findings(trace, ann, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
+    fnd = findings(trace, ann, log=log, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
                    local_copy=agopts["local_copy_pattern"])
     tables["findings"] = fnd.tables["findings"]
     summary["findings"] = fnd.summary["findings"]
     summary["top_finding"] = fnd.summary["top"]
-    return Result(command="report", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name if ann else None, **step_params(st),
+    if log is not None:
+        led = ledger(log)
+        tables["ledger"] = led.tables["rows"]
+        warnings = merge_warnings(warnings, led.warnings)
+    typical = median_step(st)
+    if typical is not None:
+        summary["timeline_step"] = typical
+        tables["timeline"] = step_timeline(trace, st, typical, blocks=block_spans, block_lane=block_lane,
+                                           allgathers=ex.tables["per_ag"] if ex is not None else None,
+                                           exposed=ex.tables["intervals"] if ex is not None else None,
+                                           categories=categories)
+    return Result(command="report", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
+                  params={"annotation": ann.name if ann else None, "log": log.path if log is not None else None,
+                          **step_params(st),
                           "group_size": agopts["group_size"], "sizes": agopts["sizes"]},
                   summary=summary, tables=tables, warnings=warnings)

@@ -36,6 +36,7 @@ class Fmt(str, Enum):
     json = "json"
     csv = "csv"
     md = "md"
+    html = "html"
 
 
 SAMPLE_TRACE = "decode_sample.json.gz"
@@ -50,7 +51,9 @@ def bundled_sample() -> Path:
 TraceArg = Annotated[Optional[Path], typer.Argument(
     help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
     show_default=False)]
-FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format: table, json, csv or md.")]
+FormatOpt = Annotated[Fmt, typer.Option(
+    "--format", "-f", help="Output format: table (for people), json, csv, md, or html (one self-contained page; with"
+                           " --out FILE.html the -f json document is written beside it as FILE.json).")]
 OutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", help="Write to this file instead of stdout; its folder must exist. csv: a name with a suffix"
                         " (x.csv) is one file (the first table, or --table); a name without one is a folder"
@@ -191,6 +194,12 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width)
     if out is None:
         sys.stdout.write(text)
+        return
+    if fmt is Fmt.html:
+        sidecar = out.with_suffix(".json")
+        write_file(out, text, what="html report", inputs=result)
+        write_file(sidecar, emit(result, "json"), what="json sidecar", inputs=result)
+        typer.echo(f"wrote {out} and its json sidecar {sidecar}", err=True)
         return
     write_file(out, text, what=f"{fmt.value} output", inputs=result)
     note = ""

@@ -10,7 +10,7 @@ __all__ = ["FORMATS", "emit"]
 
 def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool = False,
          width: int | None = None) -> str:
-    """Render ``result`` as text in ``fmt``: table (for people), json, csv or md.
+    """Render ``result`` as text in ``fmt``: table (for people), json, csv, md or html (a self-contained page).
 
     ``all_rows`` shows every row in the human formats (table, md), which otherwise show the top rows of long
     tables; json and csv always hold every row. ``width`` is the terminal's (default: ``COLUMNS``, the real
@@ -25,4 +25,8 @@ def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool =
         from .tables import to_text
 
         return to_text(result, width=width, all_rows=all_rows)
+    if fmt == "html":
+        from .html import to_html
+
+        return to_html(result)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")

@@ -25,7 +25,7 @@ from ..result import Result, _scalar, table_rows, to_json_obj  # noqa: F401 - re
 from .human import (_escape_char, _unsafe, ag_measures, column, display_frame, glossary, label_of, origin_of,
                     safe_text, unit_of, value_text)
 
-FORMATS = ("table", "json", "csv", "md")
+FORMATS = ("table", "json", "csv", "md", "html")
 MD_ROWS = 25  # md shows this many rows of a table unless --all
 CSV_RAW_ENV = "TRACEKIT_CSV_RAW"
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")

@@ -19,14 +19,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UsageError
+from .colors import color_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 IMAGE_FORMATS = ("png", "svg")
-PART_COLORS = {"busy": "#4C72B0", "ag_only": "#DD8452", "idle": "#C7C7C7"}
+PART_COLORS = {p: color_of(p) for p in ("busy", "ag_only", "idle")}
 PART_LABELS = {"busy": "busy (compute, comm, other copies)", "ag_only": "only AllGather copies", "idle": "idle"}
-EXPOSED_COLOR = "#D62728"
+EXPOSED_COLOR = color_of("exposed")
 NO_BLOCK = "(no block)"
 _HATCHES = ["", "//", "..", "xx", "\\\\", "oo"]
 
@@ -44,15 +45,10 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def type_colors(types) -> dict[str, Any]:
-    """A stable colour per type: sorted names take the palette's colours in turn. The palette has no red
-    (exposed time is red) and no grey (events outside blocks are grey)."""
-    from matplotlib import colormaps
-
-    tab10, tab20 = colormaps["tab10"], colormaps["tab20"]
-    palette = [tab10(i) for i in (0, 1, 2, 4, 5, 6, 8, 9)] + [tab20(i) for i in (1, 3, 5, 9, 11, 13, 17, 19)]
-    names = sorted({str(t) for t in types if str(t) != NO_BLOCK})
-    out: dict[str, Any] = {n: palette[i % len(palette)] for i, n in enumerate(names)}
-    out[NO_BLOCK] = (0.55, 0.55, 0.55, 1.0)
+    """The colour of each type: the same for a name in every plot and in the HTML report
+    (:func:`tracekit.render.colors.color_of`), never chosen by what else is drawn."""
+    out: dict[str, Any] = {str(t): color_of(t) for t in types}
+    out[NO_BLOCK] = color_of(NO_BLOCK)
     return out
 
 

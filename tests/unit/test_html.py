@@ -1,0 +1,58 @@
+"""The HTML page without a browser: self-contained, escaped, bounded, the same colour for a name everywhere."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+import tracekit
+from tracekit.annotate import load_annotation
+from tracekit.render import emit
+from tracekit.render.colors import color_of
+from tracekit.render.html import MAX_ROWS
+from tracekit.render.plots import type_colors
+from tracekit.result import Result
+
+from conftest import gpu_ann, kernel, load_events
+
+SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
+
+
+def test_the_page_needs_no_network_and_escapes_names(tmp_path):
+    evil = '<script>alert("x")</script><img src="http://evil.example/x.png">'
+    t = load_events(tmp_path, [gpu_ann("scheduler.run_batch", 0.0, 100.0), kernel(evil, 0.0, 40.0),
+                               kernel("gemm", 50.0, 40.0)])
+    page = emit(tracekit.report(t), "html")
+    assert not EXTERNAL.search(page), EXTERNAL.search(page).group(0)
+    res = Result(command="kernels", inputs=[{"path": evil}], params={"select": evil}, summary={"top_name": evil},
+                 tables={"kernels": pd.DataFrame({"name": [evil], "total_ns": [5]})}, warnings=[evil])
+    page = emit(res, "html")
+    assert "<script>alert" not in page and "&lt;script&gt;alert" in page
+    assert not EXTERNAL.search(page)
+    assert page.count("<script>") == 1  # the one inline sorting script
+
+
+def test_k3_report_page_holds_its_sections_and_stays_small():
+    t = tracekit.load(SYN / "dp16_bs4.trace.json.gz", cache=False)
+    res = tracekit.report(t, load_annotation("k3_dp16"))
+    page = emit(res, "html")
+    for section in ("Findings", "Summary", "Wall decomposition per step", "Kernel time per block type",
+                    "timeline (the median step)", "Trace health", "How these numbers were obtained"):
+        assert section in page, section
+    assert len(page.encode()) < 2_000_000
+    assert res.tables["findings"].iloc[0]["title"] in page
+
+
+def test_long_tables_are_cut_with_a_note():
+    df = pd.DataFrame({"name": [f"k{i}" for i in range(MAX_ROWS + 7)], "total_ns": range(MAX_ROWS + 7)})
+    page = emit(Result(command="kernels", inputs=[], params={}, summary={}, tables={"kernels": df}), "html")
+    assert f"the first {MAX_ROWS:,} of {MAX_ROWS + 7:,} rows" in page
+    assert page.count("<tr>") == MAX_ROWS + 1  # rows + the header
+
+
+def test_one_colour_per_name_whatever_else_is_drawn():
+    assert color_of("KDA") == type_colors(["KDA", "MoE"])["KDA"] == type_colors(["KDA", "zzz", "aaa"])["KDA"]
+    assert color_of("some_new_type") == color_of("some_new_type") and color_of("some_new_type").startswith("#")
+    assert type_colors(["x", "y"])["x"] == type_colors(["x"])["x"]

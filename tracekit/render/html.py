@@ -1,0 +1,356 @@
+"""Any result as one self-contained HTML page (``-f html``): no network — styles, the sorting script and every
+picture (plain SVG) are inline, so the file opens offline and from a mail attachment.
+
+What a page holds, in order: the findings; the headline numbers; the pictures its tables allow (the wall
+decomposition per step, the one-step table, kernel time per block type, the step timeline, the memory ledger
+waterfall, step time per concurrency for two deployments, the decomposition per operating point of a sweep);
+every table (sortable, the first ``MAX_ROWS`` rows — the JSON sidecar holds all); the warnings and the step health
+checks; and how every number was obtained (command, tracekit version, parameters, inputs).
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any, Iterable
+
+import pandas as pd
+
+from .._version import __version__
+from ..result import Result, _scalar, table_rows
+from .colors import color_of
+from .human import column, display_frame, glossary, ag_measures, label_of, origin_of, value_text
+
+MAX_ROWS = 500  # rows of one table on the page; the JSON sidecar (and -f json) has every row
+MAX_BARS = 60
+CHART_W = 900
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
+main{max-width:1100px;margin:0 auto;padding:24px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+.sub{color:#555;margin:0 0 16px} .kv{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:2px 24px}
+.kv div{display:flex;justify-content:space-between;border-bottom:1px dotted #ddd;padding:2px 0}
+.kv span:last-child{font-variant-numeric:tabular-nums;text-align:right;margin-left:12px}
+.finding{background:#fff;border:1px solid #ddd;border-left:4px solid #4C72B0;border-radius:4px;padding:8px 12px;margin:8px 0}
+.finding.minor{border-left-color:#bbb;opacity:.85} .finding h3{font-size:15px;margin:0 0 4px}
+.finding .gain{float:right;font-variant-numeric:tabular-nums;color:#333} .finding p{margin:2px 0}
+.finding code,.prov code{background:#f0f0f0;padding:1px 4px;border-radius:3px;font-size:12px}
+.tag{display:inline-block;font-size:11px;padding:0 6px;border-radius:8px;background:#eef;margin-left:6px}
+table{border-collapse:collapse;background:#fff;font-size:12.5px;margin:6px 0 2px;display:block;overflow-x:auto;max-width:100%}
+th,td{border:1px solid #e2e2e2;padding:3px 7px;white-space:nowrap} th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
+td.n{text-align:right;font-variant-numeric:tabular-nums} tr.bad td{background:#fde8e8}
+th.asc::after{content:" ▲"} th.desc::after{content:" ▼"} .note{color:#666;font-size:12px;margin:2px 0 10px}
+details{margin:6px 0} summary{cursor:pointer;font-weight:600} .warn{color:#8a4b00}
+svg{background:#fff;border:1px solid #e2e2e2;border-radius:4px;max-width:100%;height:auto}
+svg text{font:11px system-ui,sans-serif;fill:#333} .legend span{display:inline-block;margin-right:12px;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+"""
+
+SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function(t){
+  t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
+    var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows),asc=!th.classList.contains('asc');
+    t.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc')});th.classList.add(asc?'asc':'desc');
+    rows.sort(function(a,b){var x=a.cells[i].getAttribute('data-v'),y=b.cells[i].getAttribute('data-v');
+      var nx=parseFloat(x),ny=parseFloat(y),r;
+      if(!isNaN(nx)&&!isNaN(ny)){r=nx-ny}else{r=(x||'').localeCompare(y||'')}return asc?r:-r});
+    rows.forEach(function(r){body.appendChild(r)});});});});
+"""
+
+
+def esc(v: Any) -> str:
+    return html.escape(str(v), quote=True)
+
+
+def _num(v: Any) -> float | None:
+    v = _scalar(v)
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+# --------------------------------------------------------------------------- pictures (plain SVG)
+
+
+def _legend(names: Iterable[str]) -> str:
+    return '<div class="legend">' + "".join(f'<span><i style="background:{color_of(n)}"></i>{esc(n)}</span>'
+                                            for n in dict.fromkeys(names)) + "</div>"
+
+
+def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div: float) -> str:
+    """One horizontal bar per row, its parts stacked in order (values in base units ÷ ``div`` = ``unit``)."""
+    rows = rows[:MAX_BARS]
+    if not rows:
+        return ""
+    top = max(sum(max(v, 0) for _, v in parts) for _, parts in rows) or 1.0
+    label_w, bar_h, gap = 170, 18, 6
+    plot_w = CHART_W - label_w - 90
+    h = len(rows) * (bar_h + gap) + 10
+    out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
+    for i, (label, parts) in enumerate(rows):
+        y = 5 + i * (bar_h + gap)
+        out.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end">{esc(label)}</text>')
+        x = float(label_w)
+        for name, v in parts:
+            w = max(v, 0) / top * plot_w
+            if w <= 0:
+                continue
+            out.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{color_of(name)}">'
+                       f'<title>{esc(name)}: {v / div:,.3f} {unit}</title></rect>')
+            x += w
+        total = sum(max(v, 0) for _, v in parts)
+        out.append(f'<text x="{x + 4:.2f}" y="{y + 13}">{total / div:,.2f} {unit}</text>')
+    out.append("</svg>")
+    return "".join(out) + _legend(n for _, parts in rows for n, _ in parts)
+
+
+def _lane_color(lane: str, label: str) -> str:
+    return color_of("exposed") if lane == "exposed" else color_of("step") if lane == "step" else color_of(label)
+
+
+def step_timeline_svg(tl: pd.DataFrame) -> str:
+    """The lanes of one step (tracekit.analyses.timeline): a row per lane, each interval a rectangle coloured by its
+    label, exposed AllGather time red; hovering names it."""
+    if tl.empty:
+        return ""
+    s0, s1 = int(tl["start_ns"].min()), int(tl["end_ns"].max())
+    span = max(1, s1 - s0)
+    lanes = list(dict.fromkeys(tl["lane"]))
+    label_w, lane_h, gap = 110, 16, 4
+    plot_w = CHART_W - label_w - 10
+    h = len(lanes) * (lane_h + gap) + 30
+    out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
+    for i, lane in enumerate(lanes):
+        y = 4 + i * (lane_h + gap)
+        out.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{esc(lane)}</text>')
+        d = tl[tl["lane"] == lane]
+        for label, g in d.groupby("label", sort=True):
+            fill = _lane_color(lane, label)
+            rects = []
+            for a, b in zip(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()):
+                x = label_w + (int(a) - s0) / span * plot_w
+                w = max((int(b) - int(a)) / span * plot_w, 0.3)
+                rects.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{lane_h}"/>')
+            total = int((g["end_ns"] - g["start_ns"]).sum())
+            out.append(f'<g fill="{fill}"><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
+                       f'{total / 1e6:,.3f} ms</title>{"".join(rects)}</g>')
+    axis_y = len(lanes) * (lane_h + gap) + 16
+    for k in range(6):
+        x = label_w + k / 5 * plot_w
+        out.append(f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle">+{span * k / 5 / 1e6:,.1f} ms</text>')
+    out.append("</svg>")
+    labels = list(dict.fromkeys(tl.loc[~tl["lane"].isin(["exposed", "step"]), "label"]))
+    return "".join(out) + _legend(labels[:40] + (["exposed"] if (tl["lane"] == "exposed").any() else []))
+
+
+def ledger_waterfall_svg(rows: dict[str, float]) -> str:
+    """Usable memory falling by each fixed-overhead row, then the state pools filling what is left (the same rows as
+    ``tracekit plot ledger``)."""
+    from .plots import LEDGER_POOLS, LEDGER_STEPS
+
+    usable = rows.get("usable_gib")
+    if usable is None:
+        return ""
+    bars = [("usable", 0.0, float(usable))]
+    level = float(usable)
+    for key, name in LEDGER_STEPS:
+        v = rows.get(key)
+        if v is None or not math.isfinite(float(v)):
+            continue
+        level -= float(v)
+        bars.append((name, level, float(v)))
+    bottom = 0.0
+    for key, name in LEDGER_POOLS:
+        v = rows.get(key)
+        if v is None or not math.isfinite(float(v)):
+            continue
+        bars.append((name, bottom, float(v)))
+        bottom += float(v)
+    top = max(b + v for _, b, v in bars) or 1.0
+    h, base, bw = 360, 250, max(24, (CHART_W - 80) // max(len(bars), 1) - 10)
+    out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
+    for i, (name, b, v) in enumerate(bars):
+        x = 60 + i * (bw + 10)
+        y = base - (b + v) / top * 230
+        hh = max(v / top * 230, 0.5)
+        out.append(f'<rect x="{x}" y="{y:.2f}" width="{bw}" height="{hh:.2f}" fill="{color_of(name)}">'
+                   f'<title>{esc(name)}: {v:,.2f} GiB</title></rect>')
+        out.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{v:,.1f}</text>')
+        out.append(f'<text transform="translate({x + bw / 2:.1f},{base + 12}) rotate(-35)" text-anchor="end" '
+                   f'font-size="10">{esc(name)}</text>')
+    ly = base - level / top * 230
+    out.append(f'<line x1="55" x2="{CHART_W - 10}" y1="{ly:.1f}" y2="{ly:.1f}" stroke="#000" stroke-dasharray="4 3"/>')
+    out.append(f'<text x="60" y="{ly - 4:.1f}">{level:,.1f} GiB left for the state pools</text></svg>')
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------- the pictures a result's tables allow
+
+
+def _wall_rows(df: pd.DataFrame, label_of_row) -> list[tuple[str, list[tuple[str, float]]]]:
+    return [(label_of_row(r), [(p, float(r[f"{p}_ns"] or 0)) for p in ("busy", "ag_only", "idle")])
+            for _, r in df.iterrows()]
+
+
+def pictures(result: Result) -> list[tuple[str, str, str]]:
+    """(title, svg, note) for each picture this result's tables allow."""
+    t, s, out = result.tables, result.summary, []
+    wall = t.get("wall") if "wall" in t else (t.get("per_step") if result.command == "wall" else None)
+    if wall is not None and len(wall) and {"busy_ns", "ag_only_ns", "idle_ns"} <= set(wall.columns):
+        out.append(("Wall decomposition per step", stacked_bars(_wall_rows(wall, lambda r: f"step {int(r['step'])}"),
+                                                                "ms", 1e6),
+                    glossary(ag_measures(["ag_only", "idle"]))))
+    one = t.get("one_step")
+    if one is not None and len(one) and {"step", "group_by", "name", "wall_ns"} <= set(one.columns):
+        step = s.get("timeline_step", int(one["step"].min()))
+        cat = one[(one["step"] == step) & (one["group_by"] == "category")].sort_values("wall_ns", ascending=False)
+        if len(cat):
+            out.append((f"Where step {step}'s wall clock goes, by kernel category",
+                        stacked_bars([(f"step {step}", [(str(r["name"]), float(r["wall_ns"])) for _, r in
+                                                        cat.iterrows()])], "ms", 1e6),
+                        "every ns of the step charged to one category; the parts sum exactly to the wall"))
+    bt = t.get("block_types")
+    if bt is not None and len(bt) and {"block_type", "kernel_ns"} <= set(bt.columns) and "step" in bt.columns:
+        med = bt.groupby("block_type")["kernel_ns"].median().sort_values(ascending=False)
+        out.append(("Kernel time per block type (median step)",
+                    stacked_bars([(str(k), [(str(k), float(v))]) for k, v in med.items()], "ms", 1e6),
+                    "kernel time summed over every stream, so it can exceed the wall where streams overlap"))
+    tl = t.get("timeline")
+    if tl is not None and len(tl) and {"lane", "label", "start_ns", "end_ns"} <= set(tl.columns):
+        out.append((f"Step {s.get('timeline_step', '')} timeline (the median step)", step_timeline_svg(tl),
+                    "lanes: the step, its blocks or layers, each GPU stream by kernel category, the weight "
+                    "AllGathers and the exposed AllGather time (red); hover for names and totals"))
+    led = t.get("ledger")
+    if led is not None and len(led) and {"row", "value"} <= set(led.columns):
+        rows = {str(r["row"]): _num(r["value"]) for _, r in led.iterrows() if _num(r["value"]) is not None}
+        svg = ledger_waterfall_svg(rows)
+        if svg:
+            out.append(("Memory ledger (GiB per GPU)", svg, "from the launch log: tracekit ledger LOG"))
+    steps = t.get("steps")
+    if result.command == "compare" and steps is not None and len(steps) and \
+            {"deployment", "concurrency", "median_wall_ns"} <= set(steps.columns):
+        rows = [(f"{r['deployment']} · conc {int(r['concurrency'])}", [(str(r["deployment"]),
+                                                                       float(r["median_wall_ns"]))])
+                for _, r in steps.sort_values(["concurrency", "deployment"]).iterrows()]
+        out.append(("Median step time per instance concurrency", stacked_bars(rows, "ms", 1e6), ""))
+    sweep = t.get("sweep")
+    if sweep is not None and len(sweep) and {"median_busy_ns", "median_ag_only_ns", "median_idle_ns"} <= set(sweep):
+        sw = display_frame(sweep)
+        rows = [(" ".join(str(r[k]) for k in ("deployment", "bs", "context") if k in sw.columns),
+                 [(p, float(r[f"median_{p}_ns"] or 0)) for p in ("busy", "ag_only", "idle")]) for _, r in sw.iterrows()]
+        out.append(("Median step per operating point", stacked_bars(rows, "ms", 1e6), ""))
+    return [x for x in out if x[1]]
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def findings_html(df: pd.DataFrame) -> str:
+    out = []
+    for _, r in df.iterrows():
+        if _num(r.get("gain_gib")) is not None:
+            gain = f"{float(r['gain_gib']):.2f} GiB"
+        elif _num(r.get("gain_ms_per_step")) is not None:
+            pct = _num(r.get("gain_pct"))
+            gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
+        else:
+            gain = "not measurable from one trace"
+        minor = bool(r.get("minor"))
+        out.append(f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
+                   f'<h3>{int(r["rank"])}. {esc(r["title"])}<span class="tag">{esc(r["basis"])}</span>'
+                   f'{"<span class=tag>minor</span>" if minor else ""}</h3>'
+                   f'<p><b>How:</b> {esc(r.get("how") or "")}</p><p><b>Evidence:</b> {esc(r.get("evidence") or "")}</p>'
+                   f'<p><b>Try:</b> {esc(r.get("suggestion") or "")}</p>'
+                   f'<p><b>See:</b> <code>{esc(r.get("command") or "")}</code></p></div>')
+    return "".join(out)
+
+
+def summary_html(result: Result) -> str:
+    origin = origin_of(result)
+    cells = [f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
+             for k, v in result.summary.items()]
+    return f'<div class="kv">{"".join(cells)}</div>'
+
+
+def table_html(name: str, df: pd.DataFrame, origin=None) -> str:
+    df = display_frame(df)
+    shown = df.head(MAX_ROWS)
+    records = table_rows(shown)
+    cols = [column(c, [r.get(c) for r in records], origin) for c in shown.columns]
+    bad_rows = ("ok" in shown.columns)
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
+    body = []
+    for r in records:
+        cls = ' class="bad"' if bad_rows and r.get("ok") is False else ""
+        tds = []
+        for c in cols:
+            v = r.get(c.name)
+            raw = _scalar(v)
+            sort = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else c.fmt(v)
+            tds.append(f'<td{" class=n" if c.numeric else ""} data-v="{esc(sort)}">{esc(c.fmt(v))}</td>')
+        body.append(f"<tr{cls}>{''.join(tds)}</tr>")
+    note = "" if len(df) <= MAX_ROWS else (f'<p class="note">the first {MAX_ROWS:,} of {len(df):,} rows; the JSON '
+                                           "sidecar (or -f json) holds every row</p>")
+    return (f'<table class="sortable" id="t-{esc(name)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>{note}')
+
+
+def _command_line(result: Result) -> str:
+    paths = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    opts = []
+    for k, v in result.params.items():
+        if v in (None, False, [], {}, ""):
+            continue
+        opts.append(f"--{k.replace('_', '-')}" + ("" if v is True else f" {json.dumps(v) if not isinstance(v, str) else v}"))
+    return " ".join(["tracekit", result.command, *paths, *opts])
+
+
+def to_html(result: Result) -> str:
+    """The whole page."""
+    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    title = f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
+    parts = [f"<h1>{esc(title)}</h1>",
+             f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>']
+    f = result.tables.get("findings")
+    if f is not None and len(f) and {"rank", "title"} <= set(f.columns):
+        parts.append("<h2>Findings</h2>" + '<p class="note">ranked by gain; gains overlap, so they do not add up</p>'
+                     + findings_html(f))
+    parts.append("<h2>Summary</h2>" + summary_html(result))
+    for ptitle, svg, note in pictures(result):
+        parts.append(f"<h2>{esc(ptitle)}</h2>{svg}" + (f'<p class="note">{esc(note)}</p>' if note else ""))
+    if result.warnings:
+        parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings)
+                     + "</ul>")
+    health = result.tables.get("health")
+    if health is not None and len(health) and {"check", "ok"} <= set(health.columns):
+        bad = int((~health["ok"].astype(bool)).sum()) if "ok" in health else 0
+        parts.append(f"<h2>Trace health</h2><p>{len(health):,} checks, {bad:,} failed</p>"
+                     + table_html("health", health, origin_of(result)))
+    parts.append("<h2>Tables</h2>")
+    origin = origin_of(result)
+    if origin is not None:
+        parts.append(f'<p class="note">{esc(origin.note())}</p>')
+    for name, df in result.tables.items():
+        if not len(df) or (name == "health" and "check" in df.columns) or (name == "timeline" and "lane" in df.columns):
+            continue
+        parts.append(f"<details{' open' if name in ('findings', 'wall', 'one_step', 'matched') else ''}>"
+                     f"<summary>{esc(name)} ({len(df):,} rows)</summary>{table_html(name, df, origin)}</details>")
+    tl = result.tables.get("timeline")
+    if tl is not None and len(tl) and "lane" in tl.columns:
+        parts.append(f'<p class="note">the timeline table ({len(tl):,} intervals) is in the JSON sidecar</p>')
+    params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
+    parts.append('<h2>How these numbers were obtained</h2><div class="prov">'
+                 f"<p>Command: <code>{esc(_command_line(result))}</code></p>"
+                 f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
+                 "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
+                 f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(i, default=str))}</code></li>' for i in result.inputs)}</ul>"
+                 f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(parts)}</main>"
+            f"<script>{SORT_JS}</script></body></html>\n")
