@@ -22,7 +22,10 @@ def allgather(trace: TraceArg = None, annotation: AnnotationOpt = None, group_si
               steps_file: StepsFileOpt = None,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Weight AllGathers (A5, A8): each local copy + PtoP run, typed by size, with bytes and bandwidth."""
+    """The weight AllGathers: count, type, bytes and bandwidth.
+
+    Each AllGather is a local copy kernel and the PtoP copies from its peers, typed by its size; per step and type
+    the counts and bytes, and the copies' bandwidth."""
     ann = annotation_for(trace, annotation)
     res = allgather_result(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
                            steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -36,7 +39,9 @@ def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group
                  steps_file: StepsFileOpt = None,
                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Exposed AllGather time (A6): copies running while nothing else runs, per step and type."""
+    """AllGather time that no other GPU work hides, per step and type.
+
+    Exposed time is when AllGather copies run and no other kernel or copy runs on any stream."""
     ann = annotation_for(trace, annotation)
     res = exposure(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
                    steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -51,7 +56,10 @@ def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
          steps_file: StepsFileOpt = None,
          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Communication (A7): every comm kernel and PtoP copy per step, critical path vs side streams."""
+    """Communication time per step, on the critical path or beside it.
+
+    Every communication kernel and PtoP copy per step, split into the main stream (the critical path) and side
+    streams."""
     ann = annotation_for(trace, annotation)
     if main_stream is None and ann is not None and isinstance(ann.main_stream, int):
         main_stream = ann.main_stream
@@ -68,7 +76,10 @@ def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
            steps_file: StepsFileOpt = None,
            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
            no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Blocks (A3): per step kernel time and count per block type, per op tag the per-layer time."""
+    """Kernel time per block type of the model, per step.
+
+    Per step the kernel time and count of each block type, and per op tag the time per layer. Needs an annotation
+    (-a) that describes the model's blocks."""
     ann = need_annotation(annotation_for(trace, annotation), "blocks")
     res = block_stats(_load(trace, no_cache, cache_dir), ann,
                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -86,15 +97,18 @@ class ByChoice(str, Enum):
 @app.command()
 def stats(trace: TraceArg = None,
           select: Annotated[str, typer.Option("--select", "-s", help="Events to describe (docs/selectors.md).")] = "kind:kernel",
-          overlap_with: Annotated[Optional[str], typer.Option("--overlap-with", help="Split by overlap with this selection.")] = None,
-          by: Annotated[ByChoice, typer.Option("--by", help="Group by kernel name, op tag or block type.")] = ByChoice.name,
+          overlap_with: Annotated[Optional[str], typer.Option("--overlap-with", help="Also split each group into the events that overlap this selection and those that do not.")] = None,
+          by: Annotated[ByChoice, typer.Option("--by", help="Group by kernel name, op tag, block type, kernel category or family.")] = ByChoice.name,
           annotation: AnnotationOpt = None, categories: CategoriesOpt = None, step_name: StepNameOpt = None,
           min_step_ms: MinStepOpt = None,
           phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
           steps_file: StepsFileOpt = None,
           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
           no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Kernel statistics (A4): count, total, mean, median, p90; optionally split by overlap with a selection."""
+    """Duration statistics of any selection of events.
+
+    Count, total, mean, median and p90 per group (--by); with --overlap-with, split by overlap with a second
+    selection."""
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(_load(trace, no_cache, cache_dir), select_expr=select, overlap_with=overlap_with,
                                  by=by.value, ann=ann, categories=categories,
@@ -112,8 +126,10 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """The main job: one trace's decode step end to end — wall decomposition, block types, AllGathers, exposure,
-    communication. With no TRACE: the bundled sample and its annotation."""
+    """One trace's decode step end to end: the main report.
+
+    Wall time decomposition, block types, AllGathers, exposure, communication and findings. With no TRACE: the
+    bundled sample and its annotation."""
     ann = annotation_for(trace, annotation)
     agk = ag_opts(ann, group_size, ag_size, local_copy)
     res = report(_load(trace, no_cache, cache_dir), ann,

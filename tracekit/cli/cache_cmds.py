@@ -6,20 +6,24 @@ import typer
 from ..ingest.cache_admin import cache_clear, cache_info
 from .common import CacheDirOpt, Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
-cache_app = typer.Typer(help="The parquet cache of ingested traces ($TRACEKIT_CACHE_DIR, else ~/.cache/tracekit):"
-                             " what it holds, and clearing it.", no_args_is_help=True, rich_markup_mode=None)
+cache_app = typer.Typer(help="What the parquet cache holds, and clearing it. The cache keeps the traces already read,"
+                             " in $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command(name="info")
 def cache_info_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
                    table: TableOpt = None) -> None:
-    """Where the cache is, its entries (the trace each came from) and their size."""
+    """Where the cache is, what it holds and how big it is.
+
+    Its entries (the trace each came from) and their size."""
     _output(cache_info(cache_dir), format, out, table)
 
 
 @cache_app.command(name="clear")
 def cache_clear_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
                     table: TableOpt = None) -> None:
-    """Remove every cache entry (the next load of each trace reads the file again)."""
+    """Remove every cache entry.
+
+    The next load of each trace reads the file again."""
     _output(cache_clear(cache_dir), format, out, table)

@@ -41,8 +41,10 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Findings: a ranked list of what to change — each with its gain in ms per step (GiB for memory), whether it is
-    measured or estimated, the evidence, the command that shows it, and what to try."""
+    """What to change, ranked by what it would gain.
+
+    Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
+    the command that shows it, and what to try."""
     if compare is not None:
         if trace is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")

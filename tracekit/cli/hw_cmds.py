@@ -1,4 +1,4 @@
-"""Commands that use hardware profiles: roofline (A9), waves and waves calc (A10), hbm, hw.
+"""Commands that use hardware profiles: roofline, waves and waves calc (wave quantization), hbm, hw.
 
 ``tracekit waves TRACE`` and ``tracekit waves calc ...`` share one name: ``waves`` is a group whose
 default sub-command (``trace``) is used whenever the first argument is not a sub-command's name.
@@ -53,7 +53,10 @@ def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: H
                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                  format: FormatOpt = Fmt.table, out: OutOpt = None,
                  table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Roofline (A9): per op tag with a shape, bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, bound."""
+    """How close each op runs to the GPU's memory and compute peaks.
+
+    Per op tag with a shape in the annotation: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it
+    is memory or compute bound."""
     _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
@@ -65,7 +68,9 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
             step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
             format: FormatOpt = Fmt.table, out: OutOpt = None,
             table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Per-GPU per-step HBM bytes: state, KV, weights, experts — rows from the annotation's hbm table."""
+    """HBM bytes per GPU per step: state, KV, weights, experts.
+
+    One row per entry of the annotation's hbm table."""
     _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
@@ -73,7 +78,9 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
 @app.command(name="hw")
 def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Hardware profiles: SMs, HBM, dense peaks per dtype, link bandwidth, and their sources."""
+    """The hardware profiles tracekit knows, or one of them.
+
+    SMs, HBM, dense peaks per dtype, link bandwidth, and where each figure comes from."""
     _output(hw_profiles(name), format, out, table)
 
 
@@ -99,9 +106,10 @@ class _DefaultTraceGroup(TyperGroup):
 
 
 waves_app = typer.Typer(cls=_DefaultTraceGroup, add_completion=False, rich_markup_mode=None,
-                        help="Wave quantization (A10). `tracekit waves [TRACE]` ranks the kernels of a trace by time"
-                             " lost to their tail wave (the `trace` sub-command, the default); `tracekit waves calc`"
-                             " is the split calculator.")
+                        help="Time kernels lose to a partly filled last wave. `tracekit waves [TRACE]` ranks the kernels of a trace by"
+                             " the time lost to their tail wave (wave quantization; the `trace` sub-command, the"
+                             " default); `tracekit waves calc` works out the waves of one launch grid and the best"
+                             " KV split.")
 app.add_typer(waves_app, name="waves")
 
 
@@ -131,7 +139,9 @@ def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, an
                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """(default) Every kernel with a grid: CTAs, waves, wave efficiency, time lost to the tail wave; ranked."""
+    """Kernels of a trace ranked by time lost to the tail wave (default).
+
+    Every kernel with a launch grid: CTAs, waves, wave efficiency and the time lost to the tail wave."""
     t = _load(trace, no_cache, cache_dir)
     profile = load_profile(hw) if hw else None
     ann = annotation_for(trace, annotation)
@@ -153,7 +163,10 @@ def waves_calc_cmd(
         split: Annotated[str, typer.Option("--split", help=f"Split rule for the grid from --batch/--qlen: {' or '.join(SPLIT_RULES)}.")] = "mla-simplified",
         max_split: Annotated[int, typer.Option("--max-split", min=1, help="Largest KV split considered.")] = MAX_SPLIT,
         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Wave calculator (A10): CTAs, waves, efficiency of a grid; estimated time with full waves; saving per step."""
+    """Waves of one launch grid, and what full waves would save.
+
+    CTAs, waves and wave efficiency of a grid (--grid, or from --batch and --qlen); with --time-us the estimated
+    time with full waves, and with --layers the saving per step."""
     parsed = _grid(grid)
     n_sms = sms
     if n_sms is None:

@@ -42,8 +42,10 @@ def layers_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Layers found automatically: per step the head, each decoder layer with its type, the tail; the one-step
-    table (every ns of the step charged to one kernel category and one layer type)."""
+    """The model's layers, found with no annotation.
+
+    Per step the head, each decoder layer with its type, and the tail; the one-step table charges every ns of the
+    step to one kernel category and one layer type."""
     ann = annotation_for(trace, annotation)
     res = layers_result(_load(trace, no_cache, cache_dir), categories=categories,
                         steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -61,8 +63,10 @@ def suggest_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, catego
                     "--out", "-o", help="Write the suggested annotation (JSON) to this file. The check (whether"
                                         " the engine reproduces the layers with it) is printed in --format.")] = None,
                 table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """A suggested annotation for the automatic layers (step marker, boundary rules, block types, op tags,
-    AllGather sizes), checked by running the annotation engine on the trace: `blocks -a FILE` reproduces `layers`."""
+    """A suggested annotation for the layers that `layers` finds.
+
+    Step marker, boundary rules, block types, op tags and AllGather sizes, checked by running the annotation
+    engine on the trace: `blocks -a FILE` reproduces `layers`."""
     ann = annotation_for(trace, annotation)
     doc, res = suggest_annotation(_load(trace, no_cache, cache_dir), categories=categories, name=name,
                                   steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))

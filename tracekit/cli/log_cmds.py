@@ -1,4 +1,4 @@
-"""Commands over sglang launch logs: log (the records), ledger (A11, memory) and capacity (A12, KV tokens)."""
+"""Commands over sglang launch logs: log (the records), ledger (memory) and capacity (KV tokens)."""
 from __future__ import annotations
 
 import re
@@ -35,7 +35,9 @@ def log_cmd(log: LogArg,
             kind: Annotated[list[str] | None, typer.Option("--kind", help="Keep records of this kind (repeatable).")] = None,
             patterns: PatternsOpt = None,
             format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Every recognised sglang launch-log record with its line and rank tags; memory lines no pattern knows."""
+    """The records tracekit recognises in an sglang launch log.
+
+    Each record with its line and rank tags; also the memory lines that no pattern knows."""
     _emit(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind), format, out, table)
 
 
@@ -45,7 +47,10 @@ def ledger_cmd(log: LogArg,
                                                                    "LOG2 − LOG).", show_default=False)] = None,
                rank: RankOpt = None, patterns: PatternsOpt = None, launch: LaunchOpt = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Memory ledger (A11): free memory by stage, logged allocations, interval residuals and the study's rows (GiB)."""
+    """Where each GPU's memory goes, from an sglang launch log (GiB).
+
+    Free memory at each stage of the launch, the logged allocations, the memory no log line explains, and the
+    ledger's rows: weights, CUDA graphs, NCCL, workspace, margin and the state pools (docs/ledger.md)."""
     a = read_log(log, patterns=patterns or ())
     b = read_log(log2, patterns=patterns or ()) if log2 is not None else None
     _emit(ledger(a, b, rank=rank, launch=launch, launch_b=launch), format, out, table)
@@ -86,7 +91,10 @@ def capacity_cmd(
                                                        "concurrency, e.g. 100000 or 100k.")] = None,
         patterns: PatternsOpt = None, launch: LaunchOpt = None,
         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """KV capacity (A12): bytes per token, tokens per rank, per DP group (× dcp), per instance; max concurrency."""
+    """How many KV-cache tokens fit, and how many requests at once.
+
+    KV bytes per token; tokens per rank, per DP group (× dcp) and per instance; with --context, the maximum
+    concurrency."""
     parsed = read_log(log, patterns=patterns or ()) if log is not None else None
     dims = ModelDims(layers=layers, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, kv_heads=kv_heads, head_dim=head_dim)
     res = capacity(log=parsed, rank=rank, dims=dims, kv_dtype=kv_dtype, pool_gib=pool_gib, ranks=ranks, dp=dp, dcp=dcp,

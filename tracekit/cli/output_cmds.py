@@ -43,8 +43,10 @@ def export_cmd(trace: TraceArg = None,
                                                            " ledger tables.")] = None,
                format: FormatOpt = Fmt.table, table: TableOpt = None,
                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Parquet files (DuckDB, pandas) of the annotated events, steps, blocks, AllGathers, copies, exposed
-    intervals, communication and (with --log) the ledger, plus manifest.json; prints the files written."""
+    """The analyses' tables as Parquet files, for DuckDB or pandas.
+
+    The annotated events, steps, blocks, AllGathers, copies, exposed intervals, communication and (with --log)
+    the ledger, plus manifest.json; prints the files written."""
     from ..export import export_parquet
 
     ann = annotation_for(trace, annotation)
@@ -64,7 +66,9 @@ def annotate_cmd(trace: TraceArg = None,
                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
                  format: FormatOpt = Fmt.table, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
+    """The trace with extra tracks for steps, blocks and AllGathers.
+
+    The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
     tracekit reads it back with the same results (docs/export.md)."""
     from ..export import annotate_trace
 
@@ -77,8 +81,8 @@ def annotate_cmd(trace: TraceArg = None,
 
 # --------------------------------------------------------------------------- plot
 
-plot_app = typer.Typer(help="Pictures (PNG or SVG, from the --out suffix) of the analyses: decomposition, blocks,"
-                            " exposure per bs, and one step's timeline.", no_args_is_help=True,
+plot_app = typer.Typer(help="Pictures of the analyses, as PNG or SVG. Decomposition, blocks and exposure per batch"
+                            " size, one step's timeline and the memory ledger; the --out suffix picks PNG or SVG.", no_args_is_help=True,
                        rich_markup_mode=None)
 app.add_typer(plot_app, name="plot")
 
@@ -176,7 +180,9 @@ def plot_decomposition(traces: TracesArg = None, out: ImageOpt = ..., annotation
                        label: LabelOpt = None, ag: AgOpt = AgMode.ptop, title: TitleOpt = None,
                        format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
                        cache_dir: CacheDirOpt = None) -> None:
-    """Stacked bars per bs (one or more deployments): the median step's busy / only-AllGather / idle time."""
+    """Busy, AllGather-only and idle time per batch size, as bars.
+
+    Stacked bars per bs (one or more deployments): the median step's busy / only-AllGather / idle time."""
     _bs_plot("decomposition", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              ag=ag.value)
 
@@ -185,7 +191,9 @@ def plot_decomposition(traces: TracesArg = None, out: ImageOpt = ..., annotation
 def plot_blocks(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
                 label: LabelOpt = None, title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Stacked bars per bs: the median step's kernel time per block type (needs an annotation)."""
+    """Kernel time per block type per batch size, as bars.
+
+    Stacked bars per bs: the median step's kernel time per block type (needs an annotation)."""
     _bs_plot("blocks", traces, annotation, label, out, title, format, table, no_cache, cache_dir)
 
 
@@ -194,7 +202,9 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
                   label: LabelOpt = None, ag_size: AgSizeOpt = None, title: TitleOpt = None,
                   format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
                   cache_dir: CacheDirOpt = None) -> None:
-    """Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
+    """Exposed AllGather time per type per batch size, as bars.
+
+    Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
     _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              sizes=parse_sizes(ag_size))
 
@@ -208,7 +218,9 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
                   steps_file: StepsFileOpt = None,
                   title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
                   no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """One step: streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
+    """One step as a timeline of its streams.
+
+    Streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
     from ..analyses import plot_data
     from ..export import collect
     from ..render import plots
@@ -234,7 +246,9 @@ def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sgla
                 rank: Annotated[Optional[str], typer.Option("--rank", help="Rank tags, e.g. 'DP0 TP0' (default: the"
                                                             " lowest present).")] = None,
                 format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
-    """The memory ledger as a waterfall per launch log: usable GiB, each fixed overhead, then the state pools."""
+    """The memory ledger of launch logs, as a waterfall.
+
+    Per launch log (one or two): usable GiB, each fixed overhead, then the state pools."""
     import pandas as pd
 
     from ..analyses.memory import ledger

@@ -44,7 +44,10 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
                 group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
                 jobs: JobsOpt = None, dask: DaskOpt = None, no_cache: NoCacheOpt = False,
                 format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
-    """A sweep (A13): walls, decomposition, block types, exposure and AllGather bytes per operating point."""
+    """A sweep: the analyses at every operating point of a directory.
+
+    Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
+    bytes."""
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
     kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
                   min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, jobs=jobs or default_jobs(n),
@@ -71,11 +74,15 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
                 dp_a: Annotated[Optional[int], typer.Option("--dp-a", min=1, help="DP size of A (instance concurrency ="
                                                             " bs × dp; default: the log's dp_size, else 1).")] = None,
                 dp_b: Annotated[Optional[int], typer.Option("--dp-b", min=1, help="DP size of B.")] = None,
-                annotation_a: Annotated[Optional[str], typer.Option("--annotation-a")] = None,
-                annotation_b: Annotated[Optional[str], typer.Option("--annotation-b")] = None,
+                annotation_a: Annotated[Optional[str], typer.Option(
+                    "--annotation-a", help="Annotation of A (a file or a shipped name), used where A's traces"
+                                           " are analysed now (a trace directory) and for the findings.")] = None,
+                annotation_b: Annotated[Optional[str], typer.Option(
+                    "--annotation-b", help="Annotation of B, likewise.")] = None,
                 accept_len: Annotated[Optional[float], typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step, for both (default: each side's from its --log: the logged accept len, else 3.5 with speculative decoding, else 1).")] = None,
                 cuda_graph_bs_a: Annotated[Optional[str], typer.Option("--cuda-graph-bs-a", help="Captured batch sizes of A, e.g. 1,2,4,8,16,24.")] = None,
-                cuda_graph_bs_b: Annotated[Optional[str], typer.Option("--cuda-graph-bs-b")] = None,
+                cuda_graph_bs_b: Annotated[Optional[str], typer.Option(
+                    "--cuda-graph-bs-b", help="Captured batch sizes of B, likewise.")] = None,
                 bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
                 config_a: Annotated[Optional[Path], typer.Option("--config-a", help="Launch script or log of A.")] = None,
                 config_b: Annotated[Optional[Path], typer.Option("--config-b", help="Launch script or log of B.")] = None,
@@ -84,7 +91,9 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
                 log_b: Annotated[Optional[Path], typer.Option("--log-b", help="sglang launch log of B.")] = None,
                 rank: RankOpt = "TP-0", jobs: JobsOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Two deployments (A13): step time and est_throughput per instance concurrency, B against A, and where they differ.
+    """Two deployments compared: B against A, and where they differ.
+
+    Step time and estimated throughput (est_throughput) per instance concurrency.
 
     With --log-a/--log-b the launch logs also give the memory ledger difference, the server-argument difference,
     and (unless given) dp and the captured CUDA-graph batch sizes."""
@@ -98,19 +107,28 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
 
 @app.command(name="bench")
 def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result files: CSV, JSON or JSONL.")],
-              accept_len: Annotated[float, typer.Option("--accept-len", min=0.0)] = DEFAULT_ACCEPT_LEN,
+              accept_len: Annotated[float, typer.Option(
+                  "--accept-len", min=0.0, help="Accepted tokens per request per step, for the estimated throughput"
+                                                 " (the default assumes speculative decoding; pass 1 without it).")] = DEFAULT_ACCEPT_LEN,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Benchmark results (tracekit columns, sglang bench_serving or bench_one_batch_server) as the performance table."""
+    """Benchmark result files as one performance table.
+
+    Reads tracekit's own columns, sglang bench_serving and bench_one_batch_server results, and adds the estimated
+    throughput."""
     _output(bench_result(files, accept_len=accept_len), format, out, table)
 
 
 @app.command(name="ranks")
 def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all ranks of the instance).")],
-              dp: Annotated[int, typer.Option("--dp", min=1)] = 1,
-              attn_cp: Annotated[int, typer.Option("--attn-cp", min=1)] = 1,
-              dp_attention: Annotated[bool, typer.Option("--dp-attention/--no-dp-attention")] = True,
+              dp: Annotated[int, typer.Option("--dp", min=1, help="DP size: the number of attention DP groups.")] = 1,
+              attn_cp: Annotated[int, typer.Option("--attn-cp", min=1, help="Attention context-parallel (CP) size.")] = 1,
+              dp_attention: Annotated[bool, typer.Option(
+                  "--dp-attention/--no-dp-attention", help="DP attention on (the default) or off; off makes the whole TP"
+                                                           " group one attention group.")] = True,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """The DP-attention rank map (A14): attention TP size, TP rank, CP rank and DP rank of every rank."""
+    """Which attention group and rank each GPU is under DP attention.
+
+    Attention TP size, and the attention TP rank, CP rank and DP rank of every TP rank."""
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention), format, out, table)
 
 
@@ -118,6 +136,8 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 def imbalance_cmd(directory: Annotated[Path, typer.Argument(help="The traces of several ranks of one run.")],
                   step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
                   format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Rank imbalance (A14): per layer the slowest attention rank before the MoE dispatch, and max ÷ mean."""
+    """How unevenly the ranks of one run reach each MoE dispatch.
+
+    Per layer the slowest rank's attention time before the MoE dispatch, and max ÷ mean across the ranks."""
     _output(imbalance(directory, step_name=step_name,
                       min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None), format, out, table)

@@ -15,7 +15,10 @@ from .common import (AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, 
 @app.command()
 def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Rank, devices, SM count, GPU span, counts by kind / category / stream, copies, comm kernels, ingest losses."""
+    """What a trace holds: rank, devices, SM count and GPU time span.
+
+    Also its events counted by kind, kernel category and stream, its copies and communication kernels, and the
+    records lost or skipped while reading it."""
     _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
 
 
@@ -34,7 +37,9 @@ def kernels(trace: TraceArg = None,
             categories: CategoriesOpt = None,
             format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
             no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
+    """Which kernels take the GPU time, largest total first.
+
+    Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
     _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top,
                          by=(by or KernelBy.name).value, categories=categories), format, out, table)
 
@@ -46,7 +51,9 @@ def steps(trace: TraceArg = None, annotation: AnnotationOpt = None, step_name: S
           step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
           no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Steps (A1): each step's window, phase, batch size and health; which marker was used; the median wall."""
+    """Where the steps are, and how long each one takes.
+
+    Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = steps_result(_load(trace, no_cache, cache_dir), steps=opts)
     _output(res, format, out, table)
@@ -59,13 +66,16 @@ class AgChoice(str, Enum):
 
 @app.command()
 def wall(trace: TraceArg = None,
-         ag: Annotated[AgChoice, typer.Option("--ag", help="AllGather copies: PtoP only, or PtoP + the local copy kernel.")] = AgChoice.ptop,
+         ag: Annotated[AgChoice, typer.Option("--ag", help="What counts as AllGather time: the PtoP copies only (ptop), or the PtoP copies and the local copy kernel (ptop+local).")] = AgChoice.ptop,
          annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
          phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
          steps_file: StepsFileOpt = None,
          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Wall-clock decomposition (A2): per step busy, only-AllGather and idle time, summing to the wall."""
+    """Where each step's wall time goes: busy, AllGather-only, idle.
+
+    Per step the time the GPU runs anything besides AllGather copies (busy), only AllGather copies, or nothing
+    (idle); the three sum exactly to the step's wall time."""
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, steps=opts)
     _output(res, format, out, table)
@@ -76,7 +86,9 @@ def temporal_cmd(trace: TraceArg = None,
                  per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Temporal breakdown of the whole trace: span, busy, idle, compute, communication, memory, overlap."""
+    """How the GPU time of the whole trace splits, without steps.
+
+    Span, busy, idle, compute, communication and memory time, and how much of them overlaps."""
     _output(temporal(_load(trace, no_cache, cache_dir), per_stream=per_stream), format, out, table)
 
 
@@ -89,7 +101,9 @@ def overlap_cmd(trace: TraceArg = None,
                 steps_file: StepsFileOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Overlap of two selections: |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B, per step."""
+    """How much of one selection of events runs hidden under another.
+
+    Per step |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (selections: docs/selectors.md)."""
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, steps=opts)
     _output(res, format, out, table)

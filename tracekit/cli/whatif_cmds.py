@@ -24,7 +24,10 @@ DimOpt = Annotated[list[str] | None, typer.Option(
 def whatif_cmd(log: LogArg, settings: SetOpt, rank: RankOpt = None, patterns: PatternsOpt = None,
                launch: LaunchOpt = None, dims: DimOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
                table: TableOpt = None) -> None:
-    """Memory what-if: replay the ledger with changed launch parameters; what moves into the KV pool and the margin."""
+    """What changed launch settings would do to memory.
+
+    Replays a launch log's memory ledger with the --set values: what moves into the KV pool, and the margin
+    left."""
     res = whatif(read_log(log, patterns=patterns or ()), settings=settings, rank=rank, launch=launch,
                  dims=dims or None)
     _output(res, format, out, table)
