@@ -12,6 +12,7 @@ its peak, ``null`` where the GPU has no such rate.
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -20,7 +21,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from .errors import DataFileError, InputError
+from .errors import DataFileError, InputError, UsageError
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
 # bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
@@ -209,10 +210,23 @@ def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
     return msgspec.structs.replace(fits[0], source=f"{how} (the trace names no device); {fits[0].source}")
 
 
-def resolve_profile(hw: str | Path | None, meta: dict[str, Any] | None = None, *, what: str = "this analysis") -> HardwareProfile:
-    """``hw`` if given, else the profile detected from the trace; an InputError says what to pass otherwise."""
-    if hw is not None:
+def as_profile(hw, *, name: str = "hw") -> Optional[HardwareProfile]:
+    """What an analysis calls on its ``hw`` argument, so that a notebook may pass what the CLI's ``--hw`` takes:
+    None stays None, a HardwareProfile is itself, a shipped name or a JSON file is loaded (:func:`load_profile`)."""
+    if hw is None or isinstance(hw, HardwareProfile):
+        return hw
+    if isinstance(hw, (str, os.PathLike)):
         return load_profile(hw)
+    raise UsageError(f"{name} must be a hardware profile name, a path to a profile file or a HardwareProfile,"
+                     f" not {type(hw).__name__}")
+
+
+def resolve_profile(hw: HardwareProfile | str | Path | None, meta: dict[str, Any] | None = None, *,
+                    what: str = "this analysis") -> HardwareProfile:
+    """``hw`` if given (see :func:`as_profile`), else the profile detected from the trace; an InputError says what
+    to pass otherwise."""
+    if hw is not None:
+        return as_profile(hw)
     found = detect_profile(meta or {})
     if found is None:
         seen = ", ".join(device_names(meta or {})) or "no deviceProperties"

@@ -7,6 +7,7 @@ of the bad field. Files are found by path, or by name (or alias) among the shipp
 from __future__ import annotations
 
 import json
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -15,7 +16,7 @@ from typing import Optional, Union
 
 import msgspec
 
-from ..errors import DataFileError, InputError
+from ..errors import DataFileError, InputError, MissingDataError, UsageError
 
 
 class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -227,3 +228,26 @@ def load_annotation(ref: str | Path) -> Annotation:
         return parse_annotation(known[key].read_bytes(), str(known[key]))
     names = ", ".join(sorted(known)) or "none"
     raise InputError(f"annotation {ref!r} is neither a file nor a shipped annotation (shipped: {names})")
+
+
+def as_annotation(ann, *, name: str = "ann") -> Annotation | None:
+    """What every analysis calls on its annotation argument, so that a notebook may pass what the CLI's ``-a``
+    takes: None stays None, an Annotation is itself, a name or a path is loaded (:func:`load_annotation`).
+    ``name`` is the argument's name, for the error."""
+    if ann is None or isinstance(ann, Annotation):
+        return ann
+    if isinstance(ann, (str, os.PathLike)):
+        return load_annotation(ann)
+    raise UsageError(f"{name} must be an annotation name, a path to an annotation file or an Annotation,"
+                     f" not {type(ann).__name__}")
+
+
+def required_annotation(ann, what: str, *, name: str = "ann") -> Annotation:
+    """:func:`as_annotation` for an analysis that cannot run without one (blocks, roofline, hbm)."""
+    found = as_annotation(ann, name=name)
+    if found is None:
+        names = ", ".join(sorted({p.stem for p in shipped().values()})) or "none"
+        raise MissingDataError(f"{what} needs an annotation that describes the model's blocks: pass {name} as a"
+                               f" shipped name ({names}), a path to an annotation file or an Annotation"
+                               " (docs/annotations.md)")
+    return found
