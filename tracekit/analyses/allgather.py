@@ -14,11 +14,14 @@ import pandas as pd
 
 from .. import intervals as iv
 from .. import schema
+from ..annotate import as_annotation
 from ..data import load_classes
-from ..events import lane_key, main_stream, weight_ag_mask
+from ..events import lane_key, weight_ag_mask
+from ..events import main_stream as find_main_stream
 from ..errors import MissingDataError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
+from .aliases import one_of
 from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
@@ -59,8 +62,9 @@ def parse_sizes(items: list[str] | None) -> dict[str, int]:
 def allgather_options(ann=None, *, group_size: int | None = None, sizes=None,
                       local_copy: str | None = None) -> dict:
     """The AllGather parameters: the annotation's ``allgather`` section, overridden by explicit options
-    (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The one place they merge."""
-    spec = getattr(ann, "allgather", None)
+    (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The one place they merge.
+    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`)."""
+    spec = getattr(as_annotation(ann), "allgather", None)
     merged = dict(spec.sizes) if spec else {}
     merged.update(sizes if isinstance(sizes, dict) else parse_sizes(sizes))
     return {"group_size": group_size if group_size is not None else (spec.group_size if spec else None),
@@ -200,9 +204,30 @@ def _copies(ev: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def allgather_result(trace: Trace, **kw) -> Result:
-    """`tracekit allgather`: every AllGather, per step and type counts and bytes, copy bandwidth (A5, A8)."""
-    ag = segment_allgathers(trace, **kw)
+def _segment(trace: Trace, ann, *, group_size, ag_size, local_copy, sizes, local_copy_pattern, steps, step_name,
+             min_step_ns, phase, step_source, steps_file) -> tuple[AllGathers, dict]:
+    """allgather and exposure: the annotation resolved, its AllGather options merged with the explicit ones
+    (:func:`allgather_options`), the steps under its step options, then the AllGathers."""
+    ann = as_annotation(ann)
+    opts = allgather_options(ann, group_size=group_size, sizes=one_of(ag_size, sizes, "ag_size", "sizes"),
+                             local_copy=one_of(local_copy, local_copy_pattern, "local_copy", "local_copy_pattern"))
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
+    return segment_allgathers(trace, **opts, steps=st), opts
+
+
+def allgather_result(trace: Trace, ann=None, *, group_size: int | None = None, ag_size=None,
+                     local_copy: str | None = None, sizes=None, local_copy_pattern: str | None = None, steps=None,
+                     step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+                     step_source: str | None = None, steps_file=None) -> Result:
+    """`tracekit allgather`: every AllGather, per step and type counts and bytes, copy bandwidth (A5, A8).
+
+    ``ann`` (a name, a path or an Annotation) gives the AllGather and step options that the explicit ones
+    override; ``ag_size`` (``TYPE=BYTES`` items or a dict) and ``local_copy`` are the CLI's ``--ag-size`` and
+    ``--local-copy`` (``sizes`` and ``local_copy_pattern`` are the same options under their older names)."""
+    ag, kw = _segment(trace, ann, group_size=group_size, ag_size=ag_size, local_copy=local_copy, sizes=sizes,
+                      local_copy_pattern=local_copy_pattern, steps=steps, step_name=step_name,
+                      min_step_ns=min_step_ns, phase=phase, step_source=step_source, steps_file=steps_file)
     per_ag = ag.per_ag
     copies = ag.copies.merge(per_ag[["ag", "type", "step"]], on="ag", how="left")
     per_step_type = _per_step_type(ag)
@@ -256,15 +281,21 @@ def _per_step_type(ag: AllGathers) -> pd.DataFrame:
 # --------------------------------------------------------------------------- exposure (A6)
 
 
-def exposure(trace: Trace, **kw) -> Result:
+def exposure(trace: Trace, ann=None, *, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
+             sizes=None, local_copy_pattern: str | None = None, steps=None, step_name: str | None = None,
+             min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+             steps_file=None) -> Result:
     """`tracekit exposure`: time when AllGather copies (local copy + PtoP) run and nothing else does.
 
     Exposed time = union of the AllGather copy intervals minus the union of every other kernel, memcpy
     and memset on any stream. Each exposed instant is charged to the AllGather whose copy is running then
     (the earliest-started one when AllGathers of two streams run together); per step and type by the
-    AllGather's step. ``tables.intervals`` holds the exposed intervals themselves.
+    AllGather's step. ``tables.intervals`` holds the exposed intervals themselves. The options are
+    :func:`allgather_result`'s.
     """
-    ag = segment_allgathers(trace, **kw)
+    ag, kw = _segment(trace, ann, group_size=group_size, ag_size=ag_size, local_copy=local_copy, sizes=sizes,
+                      local_copy_pattern=local_copy_pattern, steps=steps, step_name=step_name,
+                      min_step_ns=min_step_ns, phase=phase, step_source=step_source, steps_file=steps_file)
     ev = trace.events
     gpu = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
     is_ag = np.isin(ev["event_id"].to_numpy(), ag.rows["event_id"].to_numpy())
@@ -335,14 +366,27 @@ def _charge(exposed, rows: pd.DataFrame, per_ag: pd.DataFrame):
 WEIGHT_AG_CLASS = "weight_ag"
 
 
-def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: str | None = None,
-                  steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+def communication(trace: Trace, ann=None, *, main_stream: int | None = None, local_copy: str | None = None,
+                  main: int | None = None, local_copy_pattern: str | None = None, steps=None,
+                  step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+                  step_source: str | None = None, steps_file=None) -> Result:
     """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
     copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
-    compute stream) and side streams (A7)."""
+    compute stream) and side streams (A7).
+
+    ``ann`` (a name, a path or an Annotation) gives the main stream (its ``main_stream`` when a number), the
+    local-copy pattern and the step options, each overridden by the explicit option; ``main_stream`` and
+    ``local_copy`` are the CLI's ``--main-stream`` and ``--local-copy`` (``main`` and ``local_copy_pattern``
+    are the same options under their older names)."""
+    ann = as_annotation(ann)
+    main = one_of(main_stream, main, "main_stream", "main")
+    if main is None and ann is not None and isinstance(ann.main_stream, int):
+        main = ann.main_stream
+    local_copy_pattern = allgather_options(ann, local_copy=one_of(local_copy, local_copy_pattern, "local_copy",
+                                                                  "local_copy_pattern"))["local_copy_pattern"]
     ev = trace.events
     warnings = list(trace.report.warnings)
-    dev_main, st_main = main_stream(ev, main)
+    dev_main, st_main = find_main_stream(ev, main)
     is_comm = ev["comm_class"].notna().to_numpy()
     is_ag = weight_ag_mask(ev, local_copy_pattern)
     sel = is_comm | is_ag
@@ -350,7 +394,8 @@ def communication(trace: Trace, *, main: int | None = None, local_copy_pattern: 
                      "end_ns"]].copy()
     c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
     c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
-    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+    steps = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                      source=step_source, steps_file=steps_file)
     warnings = merge_warnings(warnings, steps.warnings)
     ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
     c["step"] = steps.step_of(c["start_ns"].to_numpy())

@@ -4,38 +4,49 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, annotate
+from ..annotate import Annotation, annotate, as_annotation, required_annotation
 from ..annotate.blocks import Annotated
 from ..errors import MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
-from .select import select
+from .aliases import one_of
+from .select import select as select_events
 from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 
-def annotated_steps(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
-                    min_step_ns: int | None = None) -> tuple[Steps, Annotated]:
-    """The steps (given, or from the annotation's step options and the overrides), then the block columns."""
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns)
+def annotated_steps(trace: Trace, ann: Annotation | str, *, steps=None, step_name: str | None = None,
+                    min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+                    steps_file=None, what: str = "blocks") -> tuple[Steps, Annotated]:
+    """The steps (given, or from the annotation's step options and the overrides), then the block columns.
+    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`)."""
+    ann = required_annotation(ann, what)
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
     a = annotate(trace, ann, st.table)
     a.warnings[:0] = [w for w in st.warnings if w not in a.warnings]
     return st, a
 
 
-def annotated(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
-              min_step_ns: int | None = None):
+def annotated(trace: Trace, ann: Annotation | str, *, steps=None, step_name: str | None = None,
+              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+              steps_file=None):
     """The events with the block columns (see :func:`annotated_steps`)."""
-    return annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)[1]
+    return annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                           step_source=step_source, steps_file=steps_file, what="annotated")[1]
 
 
-def block_stats(trace: Trace, ann: Annotation, *, steps=None, step_name: str | None = None,
-                min_step_ns: int | None = None, categories=None) -> Result:
+def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, step_name: str | None = None,
+                min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+                steps_file=None, categories=None) -> Result:
     """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
 
     Block kernel time is the sum of the durations of the kernels in the type's blocks (all streams),
-    so it exceeds the wall where streams overlap. Copies are not kernels and are not counted.
+    so it exceeds the wall where streams overlap. Copies are not kernels and are not counted. ``ann``: a
+    name, a path or an Annotation.
     """
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+    ann = required_annotation(ann, "blocks")
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                            step_source=step_source, steps_file=steps_file)
     b = a.blocks
     per_step_type = (b.groupby(["step", "block_type"], sort=True)
                      .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
@@ -84,15 +95,22 @@ def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str | None = None, by: str = "name",
-                           ann: Annotation | None = None, steps=None, step_name: str | None = None,
-                           min_step_ns: int | None = None, categories=None) -> Result:
+def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *, select: str | None = None,
+                           overlap_with: str | None = None, by: str = "name", select_expr: str | None = None,
+                           steps=None, step_name: str | None = None, min_step_ns: int | None = None,
+                           phase: str | None = None, step_source: str | None = None, steps_file=None,
+                           categories=None) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
-    ``overlap_with``, the same for the selected events that overlap the second selection and those that do not."""
+    ``overlap_with``, the same for the selected events that overlap the second selection and those that do not.
+    ``select`` is the CLI's ``--select`` (default ``kind:kernel``; ``select_expr`` is its older name); ``ann``
+    (a name, a path or an Annotation) adds the block and tag columns."""
+    select_expr = one_of(select, select_expr, "select", "select_expr") or "kind:kernel"
+    ann = as_annotation(ann)
     ev = trace.events
     warnings = list(trace.report.warnings)
     if ann is not None:
-        a = annotated(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+        a = annotated(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                      step_source=step_source, steps_file=steps_file)
         ev = a.events
         warnings = merge_warnings(warnings, a.warnings)
     elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
@@ -103,7 +121,7 @@ def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str 
     cats = trace_categories(trace, categories)
     ev = ev.assign(category=cats)
     ev = ev.assign(family=families(ev["category"], categories))
-    m = select(ev, select_expr)
+    m = select_events(ev, select_expr)
     chosen = ev[m]
     if chosen.empty:
         raise MissingDataError(f"{trace.path}: the selection {select_expr!r} matches no event")
@@ -111,7 +129,7 @@ def kernel_selection_stats(trace: Trace, *, select_expr: str, overlap_with: str 
     summary = {"events": int(len(chosen)), "total_ns": int(chosen["dur_ns"].sum()),
                "mean_ns": float(chosen["dur_ns"].mean()), "median_ns": median_ns(chosen["dur_ns"].to_numpy())}
     if overlap_with:
-        other = select(ev, overlap_with)
+        other = select_events(ev, overlap_with)
         ov = _overlaps(chosen, ev[other], other[m])
         if other[m].any():
             warnings.append("the two selections share events; an event does not count as overlapping itself")

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..annotate import Annotation
+from ..annotate import Annotation, as_annotation
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..events import gpu_mask, launch_index
 from ..hardware import HardwareProfile, resolve_profile
@@ -266,9 +266,10 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
     return rows, status
 
 
-def findings(trace: Trace | None = None, ann: Annotation | None = None, *, log=None,
+def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
              hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
-             min_ms: float | None = None, compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | None = None,
+             min_ms: float | None = None, compare: tuple[Trace, Trace] | None = None,
+             ann_b: Annotation | str | None = None,
              config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
              steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
@@ -278,7 +279,9 @@ def findings(trace: Trace | None = None, ann: Annotation | None = None, *, log=N
 
     ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
     ``config_b`` their launch settings from :func:`tracekit.launch_config`): the same op slower in one of them with
-    its launch-configuration difference, and the settings that differ."""
+    its launch-configuration difference, and the settings that differ. ``ann`` and ``ann_b``: a name, a path or an
+    Annotation; ``hw``: a profile, its name or a JSON file."""
+    ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
         if trace is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")

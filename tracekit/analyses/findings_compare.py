@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotate import Annotation, as_annotation
 from ..errors import TracekitError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -143,11 +143,13 @@ def config_diffs(config_a: dict | None, config_b: dict | None) -> list[dict]:
             if config_a.get(k) != config_b.get(k)]
 
 
-def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | None = None, ann_b: Annotation | None = None,
+def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = None,
+                     ann_b: Annotation | str | None = None,
                      config_a: dict | None = None, config_b: dict | None = None, min_ms: float | None = None,
                      steps_a=None, steps_b=None, labels: tuple[str, str] | None = None) -> Result:
     """Two deployments: per op the one slower per call, its launch-configuration difference, and the differing
-    launch settings (named on the ops they touch)."""
+    launch settings (named on the ops they touch). ``ann_a`` and ``ann_b``: a name, a path or an Annotation."""
+    ann_a, ann_b = as_annotation(ann_a, name="ann_a"), as_annotation(ann_b, name="ann_b")
     rules = finding_rules()
     crules = rules["compare"]
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)

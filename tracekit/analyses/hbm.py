@@ -23,9 +23,9 @@ from ..errors import DataFileError, MissingDataError
 from ..hardware import HardwareProfile
 from ..result import Result, trace_input
 from ..trace import Trace
-from .allgather import segment_allgathers
+from .allgather import allgather_options, segment_allgathers
 from .blocks import annotated_steps
-from .roofline import as_number, eval_formula, formula_env, op_traffic, step_batch_sizes
+from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
 from .steps import median_ns, merge_warnings, step_params
 
 
@@ -42,15 +42,21 @@ def _rule(row, src: str, i: int) -> str:
     return given[0] if given[0] != "tags" or row.mbu is None else "tags×mbu"
 
 
-def hbm_bytes(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | None = None,
+def hbm_bytes(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | None = None, *,
+              bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
               q_len: float | None = None, variables: dict[str, float] | None = None,
-              steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
-    """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table."""
+              steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+              step_source: str | None = None, steps_file=None) -> Result:
+    """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
+    :func:`tracekit.roofline`'s)."""
+    ann, hw, q_len, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, qlen=qlen, q_len=q_len,
+                                              var=var, variables=variables)
     src = ann.source or ann.name
     if not ann.hbm:
         raise MissingDataError(f"annotation {src} has no 'hbm' rows; add them (docs/roofline.md)")
     rules = [_rule(r, src, i) for i, r in enumerate(ann.hbm)]
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                            step_source=step_source, steps_file=steps_file, what="hbm")
     steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
@@ -63,8 +69,7 @@ def hbm_bytes(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float |
     tag_time = k.groupby(["step", "op_tag"])["dur_ns"].sum()
     ag_full = None
     if any(r == "allgather" for r in rules):
-        ag = segment_allgathers(trace, group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
-                                local_copy_pattern=ann.allgather.local_copy, steps=st)
+        ag = segment_allgathers(trace, **allgather_options(ann), steps=st)
         warnings = merge_warnings(warnings, ag.warnings)
         ag_full = ag.per_ag.groupby(["step", "type"])["full_bytes"].sum()
     rows = []

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotate import Annotation, as_annotation
 from ..errors import TracekitError
 from ..trace import Trace
 from .steps import median_step as _median_step
@@ -22,12 +22,16 @@ _BS_IN_NAME = re.compile(r"(?<![A-Za-z])bs[_=-]?(\d+)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class PlotInput:
-    """One trace of a per-bs plot: its deployment label, batch size (None: unknown) and annotation."""
+    """One trace of a per-bs plot: its deployment label, batch size (None: unknown) and annotation (an Annotation,
+    or a name or path, loaded here)."""
 
     trace: Trace
     deployment: str
     bs: int | None
     annotation: Annotation | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "annotation", as_annotation(self.annotation, name="annotation"))
 
 
 def bs_from_path(path: str | Path) -> int | None:

@@ -20,12 +20,13 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotate import Annotation, required_annotation
 from ..annotate.spec import OpShape, OpTraffic
 from ..errors import DataFileError, InputError, MissingDataError
-from ..hardware import HardwareProfile, dtype_bytes
+from ..hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from ..result import Result, trace_input
 from ..trace import Trace
+from .aliases import one_of
 from .blocks import annotated_steps
 from .steps import step_params
 
@@ -216,20 +217,40 @@ def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> 
                      " pass --bs N (requests per rank per step)")
 
 
-def roofline(trace: Trace, ann: Annotation, hw: HardwareProfile, *, bs: float | None = None,
+def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, qlen, q_len, var, variables):
+    """roofline and hbm: the annotation and the profile resolved (a name, a path or the object; no ``hw``: the
+    trace's device), ``hbm_gbps`` applied, and the CLI's ``qlen`` / ``var`` (NAME=NUMBER items or a dict) taken
+    for the older ``q_len`` / ``variables``."""
+    ann = required_annotation(ann, what)
+    profile = with_hbm(resolve_profile(hw, trace.meta, what=what), hbm_gbps)
+    var = one_of(var, variables, "var", "variables")
+    if isinstance(var, str):
+        var = [var]
+    return ann, profile, one_of(qlen, q_len, "qlen", "q_len"), (var if isinstance(var, dict) or var is None
+                                                                 else parse_vars(list(var)))
+
+
+def roofline(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | None = None, *,
+             bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
              q_len: float | None = None, variables: dict[str, float] | None = None,
-             steps=None, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
+             steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+             step_source: str | None = None, steps_file=None) -> Result:
     """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
 
-    Steps and op tags come from the annotation; M (and any formula) is evaluated with each step's batch size
-    (``bs``, else the step marker's, else the annotation's ``bs`` constant) and ``q_len`` (else the
-    annotation's constant, else 1). Rows are per (op tag, batch size); ``mean_ns`` is the mean duration of
-    one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    Steps and op tags come from the annotation (a name, a path or an Annotation); ``hw`` is a profile, its name
+    or a JSON file (default: detected from the trace), ``hbm_gbps`` the CLI's ``--hbm-gbps``. M (and any formula)
+    is evaluated with each step's batch size (``bs``, else the step marker's, else the annotation's ``bs``
+    constant) and ``qlen`` (else the annotation's constant, else 1); ``var``: more formula names (``q_len`` and
+    ``variables`` are the older names of ``qlen`` and ``var``). Rows are per (op tag, batch size); ``mean_ns`` is
+    the mean duration of one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    ann, hw, q_len, variables = shape_options(trace, ann, hw, what="roofline", hbm_gbps=hbm_gbps, qlen=qlen,
+                                              q_len=q_len, var=var, variables=variables)
     shaped = list(ann.op_shapes) + [t for t in ann.op_traffic if t not in ann.op_shapes]
     if not shaped:
         raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
                                " nothing to put on the roofline; add them (docs/roofline.md)")
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns)
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                            step_source=step_source, steps_file=steps_file, what="roofline")
     steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)

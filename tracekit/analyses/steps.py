@@ -66,10 +66,13 @@ def get_steps(trace: Trace, steps=None, *, ann=None, step_name: str | None = Non
 # `tracekit steps`
 # --------------------------------------------------------------------------------------------------
 
-def steps_result(trace: Trace, *, steps=None, ann=None, step_name: str | None = None,
-                 min_step_ns: int | None = None) -> Result:
-    """`tracekit steps`: every step window with its phase and health, and the median wall."""
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns)
+def steps_result(trace: Trace, ann=None, *, steps=None, step_name: str | None = None,
+                 min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+                 steps_file=None) -> Result:
+    """`tracekit steps`: every step window with its phase and health, and the median wall. ``ann`` (a name, a
+    path or an Annotation) gives the step options that the explicit ones override."""
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
     durs = st.table["dur_ns"].to_numpy()
     summary = {
         "marker": st.marker,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..annotate import as_annotation
 from ..ingest.discover import TraceRef
 from .allgather import allgather_options, allgather_result, exposure
 from .blocks import block_stats
@@ -58,6 +59,7 @@ def _long_medians(parts: list[pd.DataFrame], key: str, cols: list[str]) -> pd.Da
 
 def per_trace(trace, *, ann=None, steps=None, ag_sizes=(), group_size: int | None = None) -> dict[str, Any]:
     """Every per-trace analysis of one operating point, as plain tables (picklable)."""
+    ann = as_annotation(ann)
     steps = get_steps(trace, steps, ann=ann)
     out: dict[str, Any] = {"path": trace.path, "warnings": list(trace.report.warnings)}
     wall = decompose(trace, ag="ptop", steps=steps)

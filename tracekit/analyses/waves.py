@@ -22,9 +22,9 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotate import Annotation, as_annotation
 from ..errors import DataFileError, InputError, MissingDataError
-from ..hardware import HardwareProfile
+from ..hardware import HardwareProfile, as_profile
 from ..result import Result, trace_input
 from ..trace import Trace
 from .steps import get_steps, merge_warnings, step_params
@@ -186,17 +186,20 @@ PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capa
                     "total_ns", "lost_ns"]
 
 
-def kernel_waves(trace: Trace, *, sms: int | None = None, hw: HardwareProfile | None = None,
-                 ann: Annotation | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
+def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int | None = None,
+                 hw: HardwareProfile | str | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
                  top: int | None = None, steps=None, step_name: str | None = None,
-                 min_step_ns: int | None = None) -> Result:
+                 min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+                 steps_file=None) -> Result:
     """`tracekit waves TRACE` (A10): every kernel with a grid, ranked by the time it loses to its tail wave.
 
     Per kernel event: CTAs, waves, efficiency E and lost = round(dur x (1 − E)). ``per_kernel`` sums by
     kernel name (``ctas``/``waves`` are the most common launch; ``wave_efficiency`` = 1 − lost/total, time
     weighted), sorted by ``lost_ns``; ``per_grid`` splits a name by launch grid. CTAs per SM come from the
     annotation's ``ctas_per_sm`` rules, else ``ctas_per_sm`` (default 1). Kernels with fewer than
-    ``min_waves`` waves are left out (counted). Kernels without a grid are counted, never silently dropped."""
+    ``min_waves`` waves are left out (counted). Kernels without a grid are counted, never silently dropped.
+    ``ann``: a name, a path or an Annotation; ``hw``: a profile, its name or a JSON file."""
+    ann, hw = as_annotation(ann), as_profile(hw)
     warnings = list(trace.report.warnings)
     n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
     ev = trace.events
@@ -222,7 +225,8 @@ def kernel_waves(trace: Trace, *, sms: int | None = None, hw: HardwareProfile | 
     eff = ctas / (waves * cap)
     dur = k["dur_ns"].to_numpy()
     lost = (dur - np.rint(dur * eff)).astype(np.int64)
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns)
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
     df = pd.DataFrame({"name": names, "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
