@@ -67,4 +67,6 @@ def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None
         if df is not None and len(df):
             d = df[df["step"] == step]
             parts.append(_rows(lane, d["type"], d["start_ns"], d["end_ns"]))
-    return pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
+    out = pd.concat(parts, ignore_index=True)[TIMELINE_COLUMNS]
+    out.attrs["picture"] = True  # the terminal leaves it out unless --all: it is what -f html draws
+    return out

@@ -15,7 +15,7 @@ import typer
 
 from ..errors import TracekitError
 from ..render.human import safe_text
-from .common import SAMPLE_TRACE, app, bundled_sample
+from .common import SAMPLE_TRACE, app, bundled_sample, phase
 
 for _mod in pkgutil.iter_modules(__path__):
     if _mod.name != "common":
@@ -57,6 +57,7 @@ def run(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except TracekitError as exc:
+        phase.stop()
         if debug:
             raise
         typer.echo(f"error: {safe_text(str(exc))}", err=True)  # names in messages may hold terminal escapes
@@ -64,16 +65,20 @@ def run(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
+        phase.stop()
         if debug:
             raise
         typer.echo("interrupted: nothing partial was written (outputs are renamed into place whole)", err=True)
         return 130
     except Exception as exc:  # noqa: BLE001 - the one place unexpected errors become one line
+        phase.stop()
         if debug:
             raise
         typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
                    " --debug for the traceback and report it)", err=True)
         return 1
+    finally:
+        phase.stop()  # the "analysing …" line never outlives the command
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -9,6 +10,7 @@ import typer
 from ..analyses import allgather_result, communication, exposure
 from ..analyses.blocks import block_stats, kernel_selection_stats
 from ..analyses.report import report
+from ..ingest.sglang_log import read_log
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
                      StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, need_annotation,
@@ -124,6 +126,9 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
                ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
                min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+               log: Annotated[Optional[Path], typer.Option(
+                   "--log", help="The deployment's sglang launch log: adds the memory ledger and the memory"
+                                 " findings (and the ledger waterfall to -f html).")] = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """One trace's decode step end to end: the main report.
@@ -135,5 +140,5 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
     res = report(_load(trace, no_cache, cache_dir), ann,
                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
                  group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"],
-                 categories=categories)
+                 categories=categories, log=read_log(log) if log is not None else None)
     _output(res, format, out, table)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -102,7 +103,8 @@ _state = {"debug": False, "quiet": False, "verbose": False, "device": None}
 AllOpt = Annotated[bool, typer.Option(
     "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
                   " tables (json and csv always hold every row). May stand anywhere before `--`.")]
-PROGRESS_MIN_BYTES = 32 << 20  # a progress bar only for files that take a noticeable time
+PROGRESS_AFTER_S = 1.0  # the reading bar appears once a load has taken this long
+PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after the load has taken this long
 
 
 def _print_version(value: bool) -> None:
@@ -136,6 +138,82 @@ def show_progress() -> bool:
     """Progress bars go to stderr, only on a terminal and never with --quiet."""
     return not _state["quiet"] and sys.stderr.isatty()
 
+class _LazyBar:
+    """The reading bar, shown only once a load has taken ``PROGRESS_AFTER_S`` (a cached or small trace shows
+    none, a 14 MB .gz holding 400 MB of JSON does). Compressed files count the compressed bytes read."""
+
+    def __init__(self, size: int, compressed: bool):
+        import time
+
+        self.size, self.compressed, self.t0, self.bar, self.task = size, compressed, time.monotonic(), None, None
+        self.lock = threading.Lock()
+
+    def update(self, done: int, total: int) -> None:
+        import time
+
+        with self.lock:
+            if self.bar is None:
+                if time.monotonic() - self.t0 < PROGRESS_AFTER_S:
+                    return
+                from rich.console import Console
+                from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
+                                           TransferSpeedColumn)
+
+                what = "reading (compressed)" if self.compressed else "reading"
+                self.bar = Progress(what, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+                                    console=Console(stderr=True), transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task("read", total=total or self.size)
+            self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.bar is not None:
+                self.bar.stop()
+                self.bar = None
+
+
+class _Phase:
+    """A transient status line on stderr ("analysing x.json.gz …") for work after the load that takes longer than
+    ``PHASE_AFTER_S``; stopped by the output (or an error). Only on a terminal, never with --quiet."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.timer: threading.Timer | None = None
+        self.status = None
+
+    def start(self, text: str) -> None:
+        self.stop()
+        if not show_progress():
+            return
+
+        def show() -> None:
+            from rich.console import Console
+
+            with self.lock:
+                if self.timer is None:  # stopped meanwhile
+                    return
+                self.status = Console(stderr=True).status(text)
+                self.status.start()
+
+        with self.lock:
+            self.timer = threading.Timer(PHASE_AFTER_S, show)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            if self.status is not None:
+                self.status.stop()
+                self.status = None
+
+
+phase = _Phase()
+
+
 def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
     import time
 
@@ -147,15 +225,14 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
                          " file; save it to one first")
     t0 = time.perf_counter()
     size = path.stat().st_size if path.is_file() else 0
-    if show_progress() and size >= PROGRESS_MIN_BYTES:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-        with Progress("reading", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
-            task = bar.add_task("read", total=size)
-            trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir,
-                             progress=lambda done, total: bar.update(task, completed=done))
+    if show_progress() and size:
+        with open(path, "rb") as fh:
+            compressed = fh.read(4)[:2] in (b"\x1f\x8b", b"\x28\xb5")
+        bar = _LazyBar(size, compressed)
+        try:
+            trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir, progress=bar.update)
+        finally:
+            bar.close()
     else:
         trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir)
     if _state["device"] is not None:
@@ -166,6 +243,7 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
         how = "from the cache" if rep.from_cache else f"{rep.reader} reader, {rep.compression}"
         typer.echo(f"read {rep.records_read:,} records ({rep.events_kept:,} events kept) of {path} in {dt:.2f} s"
                    f" ({how}; {rep.text_bytes / max(dt, 1e-9) / 1e6:,.0f} MB/s of text)", err=True)
+    phase.start(f"analysing {path.name} …")
     return trace_obj
 
 
@@ -176,6 +254,8 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     from ..render.files import refuse_overwriting_inputs, write_file
     from ..render.human import safe_text
     from ..render.tables import NOT_A_TERMINAL_WIDTH
+
+    phase.stop()
 
     if not _state["quiet"]:
         for w in result.warnings:

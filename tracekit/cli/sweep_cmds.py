@@ -65,6 +65,9 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
         res = analyze(directory, **kwargs)
     if out is not None:
         typer.echo(f"wrote {write_outputs(res, out)}", err=True)
+        if format is Fmt.html:  # the page beside the tables, whose JSON the manifest lists
+            _output(res, format, out / "analyze.html", table)
+            return
     _output(res, format, None, table)
 
 

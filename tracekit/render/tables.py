@@ -365,8 +365,9 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
 
     lists = [findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
              for name, df in result.tables.items() if len(df) and is_findings(df)]
+    pictures = [name for name, df in result.tables.items() if len(df) and df.attrs.get("picture") and not all_rows]
     blocks += [_table_block(name, df, origin, width, limit) for name, df in result.tables.items()
-               if len(df) and not is_findings(df)]
+               if len(df) and not is_findings(df) and name not in pictures]
     uses_abs = any(unit_of(k).kind == "abs" for k in result.summary) or any(
         unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
 
@@ -398,6 +399,9 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
         tail.append(origin.note())
     if empty:
         tail.append("no rows: " + ", ".join(safe_text(e) for e in empty))
+    if pictures:
+        tail.append("not shown: " + ", ".join(f"{safe_text(p)} ({len(result.tables[p]):,} rows, what -f html draws)"
+                                              for p in pictures) + "; --all or -f json has them")
     if tail:
         out += [ln for t in tail for ln in wrap_prose(t, width)]
     return "\n".join(out) + "\n"
