@@ -253,3 +253,15 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path, cli):
     for args in (("ledger", fifo), ("info", fifo)):
         code, out, err = cli(*args)
         assert code == 3 and "not a regular file" in err, (args, err)
+
+
+def test_the_api_refuses_a_fifo_too(tmp_path):
+    import os
+
+    import tracekit
+    from tracekit.errors import InputError
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file"):
+        tracekit.load(fifo)  # was: blocked forever waiting for a writer

@@ -178,3 +178,16 @@ def test_ledger_waterfall(cli, tmp_path):
     code, _, err = cli("plot", "ledger", syn / "dp16.launch.log", syn / "dp16.launch.log", syn / "dp16.launch.log",
                        "-o", out)
     assert code == 2
+
+
+def test_dollar_signs_in_names_are_drawn_as_written(tmp_path):
+    from matplotlib.text import Text
+
+    from tracekit.render.plots import save_figure, stacked_bars_figure
+
+    pts = pd.DataFrame({"deployment": ["a", "a"], "bs": [1, 1], "trace": ["t", "t"], "step": [0, 0],
+                        "block_type": ["$x_1$", "cost $5"], "kernel_ns": [1e6, 2e6]})
+    fig = stacked_bars_figure(pts, stack="block_type", value="kernel_ns", title="unbalanced $")
+    texts = fig.findobj(Text) + [t for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert texts and not any(t.get_parse_math() for t in texts)
+    assert save_figure(fig, tmp_path / "d.png")["bytes"] > 0  # an unbalanced $ would fail in mathtext

@@ -57,6 +57,9 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
     when given, is called with the bytes of the file read so far (for a progress bar).
     """
     source = resolve_trace_path(path)
+    if source.exists() and not source.is_file():
+        raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
+                         " file; save it to one first")
     # messages name the file as the user gave it, or the file found in the directory they gave
     shown = str(path) if source == Path(path) else str(Path(path) / source.name)
     cdir = Path(cache_dir) if cache_dir is not None else None

@@ -35,6 +35,24 @@ _HATCHES = ["", "//", "..", "xx", "\\\\", "oo"]
 # --------------------------------------------------------------------------- figures
 
 
+def _literal(fig: Figure) -> Figure:
+    """Every text of ``fig`` drawn as written: a block type or kernel name with ``$`` in it is a name, not
+    matplotlib mathtext (which would render it as a formula, or fail on an unbalanced ``$``)."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        t.set_parse_math(False)
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is not None:
+            for t in leg.get_texts():
+                t.set_parse_math(False)
+    for leg in fig.legends:
+        for t in leg.get_texts():
+            t.set_parse_math(False)
+    return fig
+
+
 def _figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.figure import Figure
@@ -124,7 +142,7 @@ def stacked_bars_figure(points: pd.DataFrame, *, stack: str, value: str, title: 
         handles += [Patch(facecolor="white", edgecolor="black", hatch=_HATCHES[k % len(_HATCHES)], label=d)
                     for k, d in enumerate(deployments)]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return fig
+    return _literal(fig)
 
 
 def decomposition_figure(points: pd.DataFrame, *, title: str | None = None) -> Figure:
@@ -227,7 +245,7 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
                 Patch(facecolor=EXPOSED_COLOR, label="exposed AllGather"),
                 Patch(facecolor="#777777", alpha=0.5, label="copies: paler")]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
-    return fig
+    return _literal(fig)
 
 
 # the waterfall's steps: usable memory, then what the fixed overhead takes, then what is left as state pools
@@ -285,7 +303,7 @@ def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | No
         ax.set_axisbelow(True)
     axes[0].set_ylabel("GiB per GPU")
     fig.suptitle(title or "Where every GiB went (launch-log ledger)")
-    return fig
+    return _literal(fig)
 
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, Any]:
