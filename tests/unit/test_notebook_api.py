@@ -55,6 +55,7 @@ ANALYSES = {
     "hbm_bytes": lambda t, a: hbm_bytes(t, a, "b200", bs=4, var=["context=100000"]),
     "kernel_waves": lambda t, a: kernel_waves(t, a, top=3),
     "findings": lambda t, a: tracekit.findings(t, a),
+    "report": lambda t, a: tracekit.report(t, a),
 }
 
 

@@ -6,7 +6,7 @@ communication on the critical path. Each part is the same function its own comma
 """
 from __future__ import annotations
 
-from ..annotate import Annotation, annotate
+from ..annotate import Annotation, annotate, as_annotation
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, allgather_result, communication, exposure
@@ -25,6 +25,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
            categories=None, log=None) -> Result:
     """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
     memory ledger's rows and the memory findings come too."""
+    ann = as_annotation(ann)
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
     info = trace_info(trace)
