@@ -108,7 +108,7 @@ def idle_gaps(ctx: Context) -> list[dict]:
     prev_end_order = np.argsort(ge, kind="stable")
     ends_sorted = ge[prev_end_order]
     prev = np.searchsorted(ends_sorted, gaps_s, side="right") - 1
-    names = ev["name"].astype(str).to_numpy()[g][order]
+    rows_of = np.flatnonzero(g)[order]  # event rows of the sorted GPU activities (names looked up only where needed)
     n_steps = len(st.table)
     out = []
     for c, kind in (("host", "idle_host"), ("sync", "idle_sync"), ("short", "idle_short"),
@@ -124,7 +124,8 @@ def idle_gaps(ctx: Context) -> list[dict]:
                     f"{ms_text(ctx.step_ns)}")
         if c == "sync":
             p = prev[m]
-            before = pd.Series(np.where(p >= 0, names[prev_end_order[np.clip(p, 0, None)]], "the step start"))
+            picked = ev["name"].iloc[rows_of[prev_end_order[np.clip(p, 0, None)]]].astype(str).to_numpy()
+            before = pd.Series(np.where(p >= 0, picked, "the step start"))
             top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
             extra["after"] = _short_name(str(top.index[0]))
             evidence += "; time by what ended before the gap: " + ", ".join(
@@ -141,7 +142,7 @@ def wave_losses(ctx: Context) -> list[dict]:
     ctx.warnings += [x for x in w.warnings if x not in ctx.trace.report.warnings]
     pk = w.tables["per_kernel"]
     if rules["waves"].get("exclude_comm"):
-        comm = set(ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].astype(str))
+        comm = {str(n) for n in ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].unique()}
         pk = pk[~pk["name"].isin(comm)]
     pk = pk[pk["lost_per_step_ns"] > 0]
     out = []

@@ -93,17 +93,17 @@ def _minus(idx, ps, pe, covered: iv.IntervalSet):
 
 def charge(events: pd.DataFrame, main: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row positions (into ``events``) and the disjoint pieces of time each one is charged with, by PRIORITY."""
-    kind = events["kind"].astype(str).to_numpy()
-    gpu = np.isin(kind, schema.GPU_ACTIVITY_KINDS)
+    gpu = events["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
+    is_kernel = (events["kind"] == "kernel").to_numpy()
+    is_memcpy = (events["kind"] == "memcpy").to_numpy()
     dev = events["device"].to_numpy().astype(np.int64)
     stream = events["stream"].to_numpy().astype(np.int64)
     s_all = events["start_ns"].to_numpy(np.int64)
     e_all = events["end_ns"].to_numpy(np.int64)
     sel = np.flatnonzero(gpu & (dev == main[0]) & (e_all > s_all))
     on_main = stream[sel] == main[1]
-    k = kind[sel]
-    tier = np.where(on_main, np.where(k == "kernel", 0, 1),
-                    np.where(k == "kernel", 2, np.where(k == "memcpy", 3, 4)))
+    kern, mcpy = is_kernel[sel], is_memcpy[sel]
+    tier = np.where(on_main, np.where(kern, 0, 1), np.where(kern, 2, np.where(mcpy, 3, 4)))
     out_i, out_s, out_e = [], [], []
     covered = (np.empty(0, np.int64), np.empty(0, np.int64))
     for t in range(5):
@@ -133,6 +133,16 @@ def _labels(events: pd.DataFrame, by: str, rules) -> tuple[np.ndarray, list[str]
         col = pd.Series(categorize(events, rules), index=events.index)
     else:
         col = events[by]
+    if isinstance(col.dtype, pd.CategoricalDtype):  # codes as they are (3M rows of astype(str) took seconds)
+        names = [str(c) for c in col.cat.categories]
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        if (codes < 0).any():
+            if NONE not in names:
+                names.append(NONE)
+            codes[codes < 0] = names.index(NONE)
+        uniq = sorted(set(names))  # the same names, sorted as pd.Categorical of the strings would sort them
+        remap = np.array([uniq.index(n) for n in names], dtype=np.int64)
+        return remap[codes] if codes.size else codes, uniq
     cat = pd.Categorical(col.astype(object).where(col.notna(), NONE).astype(str))
     return np.asarray(cat.codes, dtype=np.int64), [str(c) for c in cat.categories]
 
@@ -157,10 +167,10 @@ def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: t
     windows = [(np.arange(ws.size), ws, we)] if disjoint else [(np.array([j]), ws[j:j + 1], we[j:j + 1])
                                                                 for j in range(ws.size)]
     # what each name ran (raw intervals), for overlapped_ns
-    kind = events["kind"].astype(str).to_numpy()
+    gpu = events["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
     dev = events["device"].to_numpy().astype(np.int64)
     s_all, e_all = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
-    act = np.flatnonzero(np.isin(kind, schema.GPU_ACTIVITY_KINDS) & (dev == main[0]) & (e_all > s_all))
+    act = np.flatnonzero(gpu & (dev == main[0]) & (e_all > s_all))
     wall = np.zeros((ws.size, n_names), dtype=np.int64)
     ran = np.zeros((ws.size, n_names), dtype=np.int64)
     for wid, a, b in windows:

@@ -215,8 +215,15 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
         raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
     k = k[has_grid]
     gx, gy, gz = gx[has_grid], gy[has_grid], gz[has_grid]
-    names = k["name"].astype(str).to_numpy()
-    uniq, inv = np.unique(names, return_inverse=True)
+    # per distinct name, not per event: the categorical's codes (np.unique over millions of strings took seconds)
+    codes = k["name"].cat.codes.to_numpy()
+    used, inv = np.unique(codes, return_inverse=True)
+    uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+    order = np.argsort(uniq, kind="stable")  # names sorted as before
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    uniq, inv = uniq[order], rank[inv]
+    names = uniq[inv]
     cps = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm if ann else [], ctas_per_sm or 1,
                                 (ann.source or ann.name) if ann else "")[inv]
     ctas = gx * gy * gz

@@ -42,7 +42,19 @@ def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int
 
 
 def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
-    """Add the block columns to a copy of the events (the input is not changed)."""
+    """Add the block columns to a copy of the events (the input is not changed). Computed once per trace,
+    annotation and steps (kept in ``trace.derived``: a report asks for it three times)."""
+    key = ("annotate", id(ann), steps["step"].to_numpy().tobytes(), steps["start_ns"].to_numpy().tobytes(),
+           steps["end_ns"].to_numpy().tobytes())
+    hit = trace.derived.get(key)
+    if hit is None or hit[0] is not ann:  # the entry holds the annotation, so its id cannot be reused meanwhile
+        hit = trace.derived[key] = (ann, _annotate(trace, ann, steps))
+    a = hit[1]
+    return Annotated(events=a.events, blocks=a.blocks, main_stream=a.main_stream, annotation=ann,
+                     warnings=list(a.warnings))
+
+
+def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     if ann.blocks is None:
         raise MissingDataError(f"annotation {ann.source or ann.name} has no 'blocks' section, so blocks cannot be cut")
     ev = trace.events
