@@ -56,3 +56,16 @@ def test_one_colour_per_name_whatever_else_is_drawn():
     assert color_of("KDA") == type_colors(["KDA", "MoE"])["KDA"] == type_colors(["KDA", "zzz", "aaa"])["KDA"]
     assert color_of("some_new_type") == color_of("some_new_type") and color_of("some_new_type").startswith("#")
     assert type_colors(["x", "y"])["x"] == type_colors(["x"])["x"]
+
+
+def test_a_notebook_shows_what_the_page_shows():
+    t = tracekit.load(SYN / "dp16_bs4.trace.json.gz", cache=False)
+    res = tracekit.report(t, "k3_dp16")
+    cell = res._repr_html_()
+    assert cell.startswith('<div class="tracekit-result"><style>.tracekit-result')
+    assert "<!DOCTYPE" not in cell and "<body" not in cell and "<script" not in cell  # a fragment, styles scoped
+    for section in ("Findings", "Wall decomposition per step", "timeline (the median step)", "Trace health"):
+        assert section in cell, section
+    assert "result.frames()[NAME]" in cell  # long tables say where every row is
+    css = cell.split("<style>", 1)[1].split("</style>", 1)[0]
+    assert all(rule.startswith(".tracekit-result") for rule in css.split("}") if rule)

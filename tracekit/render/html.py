@@ -19,7 +19,7 @@ import pandas as pd
 from .._version import __version__
 from ..result import Result, _scalar, table_rows
 from .colors import color_of
-from .human import column, display_frame, glossary, ag_measures, label_of, origin_of, value_text
+from .human import ag_measures, column, display_frame, glossary, label_of, origin_of, safe_text, value_text
 
 MAX_ROWS = 500  # rows of one table on the page; the JSON sidecar (and -f json) has every row
 MAX_BARS = 60
@@ -60,7 +60,9 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 
 
 def esc(v: Any) -> str:
-    return html.escape(str(v), quote=True)
+    """Text for HTML: control characters made visible (``safe_text``), then escaped — a kernel name cannot inject
+    markup or script."""
+    return html.escape(safe_text(str(v)), quote=True)
 
 
 def _num(v: Any) -> float | None:
@@ -277,9 +279,9 @@ def summary_html(result: Result) -> str:
     return f'<div class="kv">{"".join(cells)}</div>'
 
 
-def table_html(name: str, df: pd.DataFrame, origin=None) -> str:
+def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS, more: str | None = None) -> str:
     df = display_frame(df)
-    shown = df.head(MAX_ROWS)
+    shown = df.head(rows)
     records = table_rows(shown)
     cols = [column(c, [r.get(c) for r in records], origin) for c in shown.columns]
     bad_rows = ("ok" in shown.columns)
@@ -294,8 +296,8 @@ def table_html(name: str, df: pd.DataFrame, origin=None) -> str:
             sort = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else c.fmt(v)
             tds.append(f'<td{" class=n" if c.numeric else ""} data-v="{esc(sort)}">{esc(c.fmt(v))}</td>')
         body.append(f"<tr{cls}>{''.join(tds)}</tr>")
-    note = "" if len(df) <= MAX_ROWS else (f'<p class="note">the first {MAX_ROWS:,} of {len(df):,} rows; the JSON '
-                                           "sidecar (or -f json) holds every row</p>")
+    note = "" if len(df) <= rows else (f'<p class="note">the first {rows:,} of {len(df):,} rows; '
+                                       f'{more or "the JSON sidecar (or -f json) holds every row"}</p>')
     return (f'<table class="sortable" id="t-{esc(name)}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>{note}')
 
@@ -310,8 +312,8 @@ def _command_line(result: Result) -> str:
     return " ".join(["tracekit", result.command, *paths, *opts])
 
 
-def to_html(result: Result) -> str:
-    """The whole page."""
+def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, page: bool = True) -> list[str]:
+    """The parts of a result's HTML, in order (the page and the notebook display share them)."""
     names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
     title = f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
     parts = [f"<h1>{esc(title)}</h1>",
@@ -326,31 +328,54 @@ def to_html(result: Result) -> str:
     if result.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings)
                      + "</ul>")
+    origin = origin_of(result)
     health = result.tables.get("health")
     if health is not None and len(health) and {"check", "ok"} <= set(health.columns):
         bad = int((~health["ok"].astype(bool)).sum()) if "ok" in health else 0
         parts.append(f"<h2>Trace health</h2><p>{len(health):,} checks, {bad:,} failed</p>"
-                     + table_html("health", health, origin_of(result)))
+                     + table_html("health", health, origin, rows=rows, more=more))
     parts.append("<h2>Tables</h2>")
-    origin = origin_of(result)
     if origin is not None:
         parts.append(f'<p class="note">{esc(origin.note())}</p>')
     for name, df in result.tables.items():
         if not len(df) or (name == "health" and "check" in df.columns) or (name == "timeline" and "lane" in df.columns):
             continue
         parts.append(f"<details{' open' if name in ('findings', 'wall', 'one_step', 'matched') else ''}>"
-                     f"<summary>{esc(name)} ({len(df):,} rows)</summary>{table_html(name, df, origin)}</details>")
+                     f"<summary>{esc(name)} ({len(df):,} rows)</summary>"
+                     f"{table_html(name, df, origin, rows=rows, more=more)}</details>")
     tl = result.tables.get("timeline")
     if tl is not None and len(tl) and "lane" in tl.columns:
-        parts.append(f'<p class="note">the timeline table ({len(tl):,} intervals) is in the JSON sidecar</p>')
-    params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
-    parts.append('<h2>How these numbers were obtained</h2><div class="prov">'
-                 f"<p>Command: <code>{esc(_command_line(result))}</code></p>"
-                 f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
-                 "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
-                 f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(i, default=str))}</code></li>' for i in result.inputs)}</ul>"
-                 f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
+        parts.append(f'<p class="note">the timeline table ({len(tl):,} intervals) is in '
+                     f'{"the JSON sidecar" if page else "result.frames()"}</p>')
+    if page:
+        params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
+        parts.append('<h2>How these numbers were obtained</h2><div class="prov">'
+                     f"<p>Command: <code>{esc(_command_line(result))}</code></p>"
+                     f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
+                     "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
+                     f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(i, default=str))}</code></li>' for i in result.inputs)}</ul>"
+                     f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
+    return parts
+
+
+def scoped_css(scope: str) -> str:
+    """The page's styles limited to the elements under ``scope`` (a notebook cell must not restyle the notebook)."""
+    out = []
+    for rule in CSS.replace("\n", "").split("}"):
+        if "{" not in rule:
+            continue
+        sel, body = rule.split("{", 1)
+        sels = [x.strip() for x in sel.split(",") if x.strip()]
+        sels = [scope if x in ("body", "main") else f"{scope} {x}" for x in sels]
+        out.append(f"{','.join(sels)}{{{body}}}")
+    return "".join(out)
+
+
+def to_html(result: Result) -> str:
+    """The whole page."""
+    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    title = f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(parts)}</main>"
+            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
             f"<script>{SORT_JS}</script></body></html>\n")
