@@ -3,9 +3,10 @@
 A block starts at a boundary kernel on the main stream; every kernel or copy of any stream that
 starts inside the block's window belongs to it (that is how a side-stream local copy lands in the
 block running then). The segment of a step before its first boundary kernel is a block too. Block
-types come from the annotation: by position (first, last), by a kernel the block contains, and a
-default for untyped blocks between the first and the last. Op tags pick the n-th kernel matching a
-pattern within a block, since one GEMM kernel name serves several ops.
+types come from the annotation: by position (first, last), by a kernel the block contains (its name,
+launch grid and duration, and every other such block by parity), and a default for untyped blocks
+between the first and the last. Op tags pick the n-th kernel matching a pattern within a block, since
+one GEMM kernel name serves several ops.
 """
 from __future__ import annotations
 
@@ -89,7 +90,7 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     kernels = np.bincount(block_of[counted], minlength=n_blocks)
     kernel_ns = np.bincount(block_of[counted], weights=ev["dur_ns"].to_numpy()[counted], minlength=n_blocks)
     keep_block = kernels > 0
-    btype = _block_types(ev, spec, b_step, block_of, counted, keep_block)
+    btype, type_warnings = _block_types(ev, spec, b_step, block_of, counted, keep_block)
     # renumber the blocks that hold kernels: block = index within the step, layer = within its type
     blocks = pd.DataFrame({"step": b_step, "start_ns": b_start, "end_ns": b_end, "block_type": btype,
                            "kernels": kernels, "kernel_ns": kernel_ns.astype(np.int64), "_id": np.arange(n_blocks)})
@@ -113,7 +114,7 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     out["op_tag"] = _op_tags(out, ann, row_block)
     blocks = blocks[["step", "block", "block_type", "layer", "type_layer", "start_ns", "end_ns", "kernels",
                      "kernel_ns"]]
-    warnings = _check_expectations(blocks, ann)
+    warnings = type_warnings + _check_expectations(blocks, ann)
     n_untyped = int((blocks["block_type"] == UNTYPED).sum())
     if n_untyped:
         sample = blocks.loc[blocks["block_type"] == UNTYPED, ["step", "block"]].head(5).values.tolist()
@@ -123,9 +124,10 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
 
 
 def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarray, counted: np.ndarray,
-                 keep_block: np.ndarray) -> np.ndarray:
-    """Each block's type: position first/last per step (judged among blocks that hold kernels), then the
-    contains-rules, then the default for untyped blocks between them; ``untyped`` otherwise."""
+                 keep_block: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each block's type: position first/last per step (judged among blocks that hold kernels), then the type
+    rules (the first a block matches wins), then the default for untyped blocks between them; ``untyped``
+    otherwise. Also the warnings of duration rules that found no clear gap."""
     n_blocks = len(b_step)
     kept_idx = np.flatnonzero(keep_block)
     first_kept = np.zeros(n_blocks, dtype=bool)
@@ -135,9 +137,10 @@ def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarra
         first_kept[kept_idx[np.concatenate([[True], ks[1:] != ks[:-1]])]] = True
         last_kept[kept_idx[np.concatenate([ks[1:] != ks[:-1], [True]])]] = True
     btype = np.full(n_blocks, None, dtype=object)
-    for rule in spec.types:
-        hits = name_mask(ev, rule.contains) & counted
-        has = np.bincount(block_of[hits], minlength=n_blocks) > 0
+    warnings: list[str] = []
+    clusters: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # short and long blocks of one population
+    for i, rule in enumerate(spec.types):
+        has = _type_rule_blocks(ev, rule, i, b_step, block_of, counted, n_blocks, clusters, warnings)
         btype = np.where((btype == None) & has, rule.type, btype)  # noqa: E711 - elementwise
     pos = spec.position
     if pos.first:
@@ -148,7 +151,102 @@ def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarra
     if pos.default:
         btype = np.where(untyped, pos.default, btype)
     btype = np.where(btype == None, UNTYPED, btype)  # noqa: E711
-    return btype
+    return btype, warnings
+
+
+def _type_rule_blocks(ev: pd.DataFrame, rule, i: int, b_step: np.ndarray, block_of: np.ndarray,
+                      counted: np.ndarray, n_blocks: int, clusters: dict, warnings: list[str]) -> np.ndarray:
+    """The blocks one type rule matches, whatever the other rules do (TypeRule; docs/annotations.md)."""
+    hits = name_mask(ev, rule.contains, where=f"blocks.types[{i}].contains") & counted
+    if rule.grid is not None:
+        for col, want in zip(("grid_x", "grid_y", "grid_z"), rule.grid):
+            if want is not None:
+                hits &= ev[col].to_numpy() == want
+    holds = np.bincount(block_of[hits], minlength=n_blocks) > 0
+    has = holds
+    if rule.duration is not None or rule.min_us is not None or rule.max_us is not None:
+        # the block's time in the matching kernels (all streams)
+        t_ns = np.bincount(block_of[hits], weights=ev["dur_ns"].to_numpy()[hits].astype(np.float64),
+                           minlength=n_blocks)
+        if rule.min_us is not None:
+            has = has & (t_ns >= rule.min_us * 1000.0)
+        if rule.max_us is not None:
+            has = has & (t_ns <= rule.max_us * 1000.0)
+        if rule.duration is not None:
+            key = (rule.contains, None if rule.grid is None else tuple(rule.grid), rule.gap_ratio)
+            if key not in clusters:
+                short, long_, warning = _duration_clusters(t_ns, holds, b_step, rule.gap_ratio)
+                clusters[key] = (short, long_)
+                if warning:
+                    warnings.append(f"blocks.types[{i}] ({rule.type!r}, duration {rule.duration!r}): the blocks' time"
+                                    f" in kernels matching {rule.contains!r}{_grid_text(rule.grid)} {warning}; those"
+                                    " steps' blocks are typed by no duration rule of that pattern")
+            has = has & clusters[key][0 if rule.duration == "short" else 1]
+    if rule.parity is not None:
+        ids = np.flatnonzero(has)  # block ids run in (step, start) order
+        st = b_step[ids]
+        first = np.concatenate([[True], st[1:] != st[:-1]]) if ids.size else np.zeros(0, dtype=bool)
+        rank = np.arange(ids.size) - np.maximum.accumulate(np.where(first, np.arange(ids.size), 0))
+        has = np.zeros(n_blocks, dtype=bool)
+        has[ids[rank % 2 == (0 if rule.parity == "even" else 1)]] = True
+    return has
+
+
+def _grid_text(grid) -> str:
+    if grid is None:
+        return ""
+    return " with grid [" + ", ".join("any" if g is None else str(g) for g in grid) + "]"
+
+
+def _duration_clusters(t_ns: np.ndarray, pop: np.ndarray, b_step: np.ndarray,
+                       gap_ratio: float) -> tuple[np.ndarray, np.ndarray, str | None]:
+    """Within each step, the blocks of ``pop`` split by their time ``t_ns`` into a short and a long cluster at the
+    largest gap between sorted times, where that gap is more than ``gap_ratio`` times the wider cluster's range
+    (max - min). Steps without such a gap (or with fewer than two blocks) put no block in either; the warning
+    (or None) says how many and why."""
+    n_blocks = len(t_ns)
+    short = np.zeros(n_blocks, dtype=bool)
+    long_ = np.zeros(n_blocks, dtype=bool)
+    ids = np.flatnonzero(pop)
+    if ids.size == 0:
+        return short, long_, None
+    o = np.lexsort((t_ns[ids], b_step[ids]))
+    ids = ids[o]
+    s, d = b_step[ids], t_ns[ids]
+    n = ids.size
+    g_start = np.flatnonzero(np.concatenate([[True], s[1:] != s[:-1]]))
+    g_last = np.concatenate([g_start[1:], [n]]) - 1
+    n_groups = g_start.size
+    # the largest gap of each step (the first of equal ones): positions p with d[p], d[p + 1] in one step
+    p = np.flatnonzero(s[1:] == s[:-1])
+    gaps = d[p + 1] - d[p]
+    g_of_p = np.searchsorted(g_start, p, side="right") - 1
+    best = np.full(n_groups, -1, dtype=np.int64)
+    if p.size:
+        o2 = np.lexsort((-gaps, g_of_p))
+        lead = np.concatenate([[True], g_of_p[o2][1:] != g_of_p[o2][:-1]])
+        best[g_of_p[o2][lead]] = p[o2][lead]
+    two = best >= 0
+    b = np.where(two, best, 0)
+    gap = np.where(two, d[np.minimum(b + 1, n - 1)] - d[b], 0.0)
+    spread = np.where(two, np.maximum(d[b] - d[g_start], d[g_last] - d[np.minimum(b + 1, n - 1)]), 0.0)
+    clear = two & (gap > 0) & (gap > gap_ratio * spread)
+    g_of = np.repeat(np.arange(n_groups), g_last - g_start + 1)
+    pos = np.arange(n)
+    short[ids[clear[g_of] & (pos <= best[g_of])]] = True
+    long_[ids[clear[g_of] & (pos > best[g_of])]] = True
+    if clear.all():
+        return short, long_, None
+    bad = np.flatnonzero(~clear)
+    g = int(bad[0])
+    size = int(g_last[g] - g_start[g] + 1)
+    if not two[g]:
+        why = f"only {size} block holds such a kernel"
+    else:
+        why = (f"{size} blocks, largest gap {gap[g] / 1000:.3g} µs, not more than gap_ratio {gap_ratio:g} x the wider"
+               f" cluster's range of {spread[g] / 1000:.3g} µs")
+    example = int(s[g_start[g]])
+    return short, long_, f"has no clear short/long gap in {bad.size} of {n_groups} step(s) (e.g. step {example}: {why})"
 
 
 def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -158,12 +256,15 @@ def _boundaries(ev: pd.DataFrame, rules: list, main_in_step: np.ndarray, step: n
     new_step = np.concatenate([[True], st[1:] != st[:-1]])
     cand = np.zeros(idx.size, dtype=bool)
     conditional: list[tuple[np.ndarray, object]] = []
-    for rule in rules:
+    for i, rule in enumerate(rules):
         pattern = rule if isinstance(rule, str) else rule.pattern
         m = name_mask(ev, pattern)[idx]
         if not isinstance(rule, str):
             if rule.first_of_run:
                 m = m & ~(np.concatenate([[False], m[:-1]]) & ~new_step)
+            if rule.after:  # the previous main-stream kernel of the step matches
+                prev = name_mask(ev, rule.after, where=f"blocks.boundary[{i}].after")[idx]
+                m = m & np.concatenate([[False], prev[:-1]]) & ~new_step
             if rule.skip:
                 rank = pd.Series(m.astype(np.int64)).groupby(st).cumsum().to_numpy() - m
                 m = m & (rank >= rule.skip)

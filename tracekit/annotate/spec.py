@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Optional, Union
+from typing import Literal, Optional, Union
 
 import msgspec
 
@@ -25,8 +25,20 @@ class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class TypeRule(msgspec.Struct, forbid_unknown_fields=True):
+    """A block matches when it holds a kernel (of any stream) whose name matches ``contains`` and whose launch grid
+    matches ``grid``, and the block's time in those kernels passes ``duration`` / ``min_us`` / ``max_us``;
+    ``parity`` then keeps every other one of the step's blocks that match all that (docs/annotations.md)."""
+
     type: str
     contains: str  # regex: the block holds a kernel whose name matches
+    grid: Optional[list[Optional[int]]] = None  # [x, y, z] of that kernel's launch grid; null = any
+    # within each step, the matching blocks' time in those kernels splits into a short and a long cluster at the
+    # largest gap, if that gap is clear: at least gap_ratio times the wider cluster's range (max - min)
+    duration: Optional[Literal["short", "long"]] = None
+    gap_ratio: float = 3.0
+    min_us: Optional[float] = None  # the block's time in those kernels is at least this ...
+    max_us: Optional[float] = None  # ... and at most this
+    parity: Optional[Literal["even", "odd"]] = None  # 0-based index among the step's blocks matching the rest
 
 
 class Position(msgspec.Struct, forbid_unknown_fields=True):
@@ -37,6 +49,9 @@ class Position(msgspec.Struct, forbid_unknown_fields=True):
 
 class BoundaryRule(msgspec.Struct, forbid_unknown_fields=True):
     pattern: str
+    # a match counts only when the main-stream kernel right before it in the step matches this (a tail's norm,
+    # told from every layer's same norm by what precedes it)
+    after: Optional[str] = None
     skip: int = 0  # ignore the first `skip` matches of each step (e.g. an embedding kernel also used in the head)
     first_of_run: bool = False  # only a match whose previous main-stream kernel does not match starts a block
     # no block starts here when a main-stream kernel matching this ran since this rule's previous match in
@@ -142,10 +157,12 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
             if isinstance(p, str):
                 continue
             checks += [(f"$.blocks.boundary[{i}].{k}", getattr(p, k)) for k in
-                       ("unless_after", "unless_block_starts_with") if getattr(p, k)]
+                       ("after", "unless_after", "unless_block_starts_with") if getattr(p, k)]
             if p.skip < 0:
                 raise DataFileError(f"{src}: $.blocks.boundary[{i}].skip must be 0 or more")
         checks += [(f"$.blocks.types[{i}].contains", r.contains) for i, r in enumerate(ann.blocks.types)]
+        for i, r in enumerate(ann.blocks.types):
+            _validate_type_rule(r, f"{src}: $.blocks.types[{i}]")
     checks += [(f"$.op_tags[{i}].pattern", r.pattern) for i, r in enumerate(ann.op_tags)]
     checks += [(f"$.comm_patterns[{i}].pattern", r.pattern) for i, r in enumerate(ann.comm_patterns)]
     if ann.allgather.local_copy:
@@ -162,6 +179,19 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
         raise DataFileError(f"{src}: $.main_stream must be \"auto\" or a stream number")
     if ann.allgather.group_size is not None and ann.allgather.group_size < 2:
         raise DataFileError(f"{src}: $.allgather.group_size must be at least 2")
+
+
+def _validate_type_rule(r: TypeRule, where: str) -> None:
+    if r.grid is not None and len(r.grid) != 3:
+        raise DataFileError(f"{where}.grid must be [x, y, z] (3 numbers, null for any), not {len(r.grid)} value(s)")
+    if not r.gap_ratio > 0:
+        raise DataFileError(f"{where}.gap_ratio must be more than 0")
+    for k in ("min_us", "max_us"):
+        v = getattr(r, k)
+        if v is not None and not v >= 0:
+            raise DataFileError(f"{where}.{k} must be 0 or more")
+    if r.min_us is not None and r.max_us is not None and r.min_us > r.max_us:
+        raise DataFileError(f"{where}: min_us ({r.min_us}) is more than max_us ({r.max_us}), so no block can match")
 
 
 def _without_docs(obj):
