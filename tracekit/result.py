@@ -55,7 +55,18 @@ class Result:
     def to_json(self, *, indent: int | None = 1) -> str:
         """The ``--format json`` document as text — with the default ``indent`` byte for byte what the CLI
         prints (ending in a newline). ``json.loads(r.to_json()) == r.to_dict()``."""
-        return json.dumps(to_json_obj(self), indent=indent, ensure_ascii=False) + "\n"
+        # msgspec: the same document as json.dumps (floats may print as 1e-7 for 1e-07), tens of times faster on
+        # tables of millions of rows
+        import msgspec
+
+        obj = to_json_obj(self)
+        try:
+            raw = msgspec.json.encode(obj)
+        except (TypeError, OverflowError):  # a value msgspec does not know: the standard library's encoder
+            return json.dumps(obj, indent=indent, ensure_ascii=False) + "\n"
+        if indent is not None:
+            raw = msgspec.json.format(raw, indent=indent)
+        return raw.decode("utf-8") + "\n"
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """``{"summary": one-row frame, **tables}`` — copies, so editing them leaves the Result as it was.

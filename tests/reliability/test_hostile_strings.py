@@ -91,9 +91,16 @@ def test_random_strings_through_every_renderer(names, value, table, width):
     assert all(_unescaped_pipes(ln) == 3 for ln in body) and lines[head + 2 + len(names)] == "", body
     assert all(_unescaped_pipes(ln) == 3 for ln in lines[2:4 + 2])  # the summary's key / value rows too
     # the notebook: only the tags it writes; the text inside is safe
+    written = {"div", "p", "b", "code", "table", "thead", "tbody", "tr", "th", "td", "i", "ul", "li", "h1", "h2",
+               "h3", "details", "summary", "style", "span", "pre", "svg", "rect", "g", "title", "text", "line"}
     p = _Tags()
     p.feed(to_html(r))
-    assert p.tags <= {"div", "p", "b", "code", "table", "thead", "tbody", "tr", "th", "td", "i", "ul", "li"}
+    assert p.tags <= written, p.tags - written
+    assert _unsafe_chars("".join(p.text)) == []
+    # the HTML page: the same, plus its frame and the one sorting script
+    p = _Tags()
+    p.feed(emit(r, "html"))
+    assert p.tags <= written | {"html", "head", "meta", "body", "main", "script"}, p.tags - written
     assert _unsafe_chars("".join(p.text)) == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -546,3 +547,23 @@ def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
         capacity(log=log, context=1000)
     except (MissingDataError, OptionError):
         pass
+
+
+def test_a_flood_of_unrecognised_memory_lines_is_counted_not_kept(tmp_path):
+    import gzip as gz
+
+    from tracekit.analyses.memory import log_result
+    from tracekit.ingest.sglang_log import UNRECOGNISED_KEEP
+
+    base = (Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16.launch.log").read_text()
+    n = UNRECOGNISED_KEEP + 2_500
+    flood = "".join(f"[2026-10-29 20:20:00 DP0 TP0 EP0] worker {i}: cache grew, memory now {i % 9}.50 GB\n"
+                    for i in range(n))
+    for name, data in (("f.log", (base + flood).encode()), ("f.log.gz", gz.compress((base + flood).encode()))):
+        (tmp_path / name).write_bytes(data)
+        log = read_log(tmp_path / name)
+        assert log.unrecognised_total == n and len(log.unrecognised) == UNRECOGNISED_KEEP
+        assert log.lines == base.count("\n") + n
+        assert any(f"{n:,} lines mention memory" in w for w in log.warnings)
+        res = log_result(log)
+        assert res.summary["unrecognised"] == n and len(res.tables["unrecognised"]) == UNRECOGNISED_KEEP

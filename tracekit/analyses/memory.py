@@ -59,12 +59,12 @@ def log_result(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] 
     counts: dict[str, int] = {}
     for r in recs:
         counts[r.kind] = counts.get(r.kind, 0) + 1
-    summary = {"lines": log.lines, "records": len(recs), "unrecognised": len(log.unrecognised), "complete": complete,
+    summary = {"lines": log.lines, "records": len(recs), "unrecognised": log.unrecognised_total, "complete": complete,
                "incomplete_reason": reason, "ranks_present": [rank_label(r) for r in log.ranks_present()],
                "pattern_sets": dict(log.set_counts), "kinds": counts}
     warnings = list(log.warnings)
-    if log.unrecognised:
-        warnings.append(f"{log.path}: {len(log.unrecognised)} line(s) mention memory but match no pattern"
+    if log.unrecognised and log.unrecognised_total == len(log.unrecognised):  # else the log's own warning says it
+        warnings.append(f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
                         " (see tables.unrecognised)")
     if not complete:
         warnings.append(f"{log.path}: the launch is incomplete ({reason})")
@@ -134,7 +134,7 @@ def _tables_for(log: SglangLog, led: RankLedger, tag: str) -> dict[str, list[dic
 def _summary_for(log: SglangLog, led: RankLedger) -> dict[str, Any]:
     return {"rank": rank_label(led.ranks), "ranks_present": [rank_label(r) for r in log.ranks_present()],
             "complete": led.complete, "incomplete_reason": led.incomplete_reason, "last_line": led.last_line,
-            "lines": log.lines, "records": len(log.records), "unrecognised": len(log.unrecognised),
+            "lines": log.lines, "records": len(log.records), "unrecognised": log.unrecognised_total,
             "pattern_sets": dict(log.set_counts), "unaccounted_gib": led.unaccounted_gib,
             "missing_rows": list(led.missing), **led.values()}
 
@@ -144,8 +144,8 @@ def _warnings_for(log: SglangLog, led: RankLedger) -> list[str]:
     if not led.complete:
         w.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason}); the ledger of "
                  f"{rank_label(led.ranks)} shows what was read up to line {led.last_line}")
-    if log.unrecognised:
-        w.append(f"{log.path}: {len(log.unrecognised)} line(s) mention memory but match no pattern"
+    if log.unrecognised and log.unrecognised_total == len(log.unrecognised):  # else the log's own warning says it
+        w.append(f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
                  " (see tables.unrecognised)")
     if led.unaccounted_gib is not None and abs(led.unaccounted_gib) > 0.05:
         w.append(f"{log.path}: usable − fixed overhead − state pools leaves {led.unaccounted_gib} GiB unaccounted"

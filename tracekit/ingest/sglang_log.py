@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import io
 import json
 import math
 import re
@@ -33,6 +34,7 @@ from ..errors import DataFileError, InputError, MissingDataError
 FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
 _FLOAT_SUFFIXES = ("_gib", "_mib", "_s")
 _UNRECOGNISED_TEXT_MAX = 400
+UNRECOGNISED_KEEP = 10_000  # unrecognised memory lines kept with their text; beyond it they are counted
 RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated"}  # keys of a record row that fields may not shadow
 
 
@@ -117,6 +119,12 @@ class SglangLog:
     last_line_cut: bool = False
     warnings: list[str] = field(default_factory=list)
     grammar: Grammar | None = None
+    unrecognised_total: int = -1  # every unrecognised memory line, counted (-1: as many as listed)
+    has_text: bool = True  # False: every line is blank
+
+    def __post_init__(self) -> None:
+        if self.unrecognised_total < 0:
+            self.unrecognised_total = len(self.unrecognised)
 
     def ranks_present(self) -> list[dict[str, int]]:
         """Distinct rank tag sets of the records, lowest first (untagged last, when tags exist)."""
@@ -524,16 +532,23 @@ def _messages(piece: str, g: Grammar) -> Iterable[tuple[dict[str, int], str]]:
 
 def parse_text(text: str, path: str = "<text>", grammar: Grammar | None = None) -> SglangLog:
     """Parse launch-log text into records. Never raises on any text."""
+    return parse_lines(io.StringIO(text, newline="\n"), path, grammar)
+
+
+def parse_lines(lines: Iterable[str], path: str = "<text>", grammar: Grammar | None = None) -> SglangLog:
+    """Parse launch-log lines (each with its line end, as a text file yields them) into records, streaming: memory
+    does not grow with the lines that match nothing, and at most ``UNRECOGNISED_KEEP`` unrecognised memory lines
+    are kept (the rest are counted). Never raises on any text."""
     g = grammar or grammar_default()
     records: list[Record] = []
     unrecognised: list[tuple[int, dict[str, int], str]] = []
+    n_unrecognised = 0
     counts: Counter = Counter()
     rank_cache: dict[tuple, dict[str, int]] = {}
-    physical = text.split("\n")
-    last_cut = bool(text) and not text.endswith("\n")
-    if text.endswith("\n"):
-        physical.pop()
-    for lineno, raw in enumerate(physical, 1):
+    lineno, last_cut, has_text = 0, False, False
+    for lineno, line in enumerate(lines, 1):
+        last_cut = not line.endswith("\n")
+        raw = line[:-1] if not last_cut else line
         if not raw:
             continue
         if "\x1b" in raw:
@@ -541,6 +556,7 @@ def parse_text(text: str, path: str = "<text>", grammar: Grammar | None = None) 
         for piece in raw.split("\r") if "\r" in raw else (raw,):
             if not piece.strip():
                 continue
+            has_text = True
             for ranks, msg in _messages(piece, g):
                 msg = msg.strip()
                 if not msg:
@@ -552,12 +568,18 @@ def parse_text(text: str, path: str = "<text>", grammar: Grammar | None = None) 
                     records.append(rec)
                     counts[rec.set] += 1
                 elif _mentions_memory(msg, g):
-                    shown = msg if len(msg) <= _UNRECOGNISED_TEXT_MAX else msg[: _UNRECOGNISED_TEXT_MAX - 1] + "…"
-                    unrecognised.append((lineno, ranks, shown))
-    log = SglangLog(path=path, lines=len(physical), records=records, unrecognised=unrecognised,
-                    set_counts=dict(counts), last_line_cut=last_cut, grammar=g)
-    if last_cut and physical:
-        log.warnings.append(f"{path}: the last line ({len(physical)}) has no line end; the file may be cut mid-line")
+                    n_unrecognised += 1
+                    if len(unrecognised) < UNRECOGNISED_KEEP:
+                        shown = msg if len(msg) <= _UNRECOGNISED_TEXT_MAX else msg[: _UNRECOGNISED_TEXT_MAX - 1] + "…"
+                        unrecognised.append((lineno, ranks, shown))
+    log = SglangLog(path=path, lines=lineno, records=records, unrecognised=unrecognised,
+                    set_counts=dict(counts), last_line_cut=last_cut and lineno > 0, grammar=g,
+                    unrecognised_total=n_unrecognised, has_text=has_text)
+    if log.last_line_cut:
+        log.warnings.append(f"{path}: the last line ({lineno}) has no line end; the file may be cut mid-line")
+    if n_unrecognised > len(unrecognised):
+        log.warnings.append(f"{path}: {n_unrecognised:,} lines mention memory but match no pattern; the first "
+                            f"{len(unrecognised):,} are listed (tables.unrecognised), the rest counted")
     return log
 
 
@@ -578,20 +600,21 @@ def _match(msg: str, g: Grammar, lineno: int, ranks: dict[str, int]) -> Record |
     return None
 
 
-def _decode(data: bytes, shown: str) -> str:
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise InputError(f"{shown} is a damaged gzip file ({exc}); pass the plain or a complete .gz log") from exc
-    elif data[:4] == b"\x28\xb5\x2f\xfd":
+def _open_text(p: Path, shown: str):
+    """The log as a text stream (plain, .gz or .zst by content), decoded as UTF-8 with bad bytes replaced."""
+    fh = open(p, "rb")
+    head = fh.read(4)
+    fh.seek(0)
+    if head[:2] == b"\x1f\x8b":
+        raw = gzip.GzipFile(fileobj=fh)
+    elif head[:4] == b"\x28\xb5\x2f\xfd":
         import zstandard
 
-        try:
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
-        except zstandard.ZstdError as exc:
-            raise InputError(f"{shown} is a damaged zstd file ({exc}); pass the plain or a complete .zst log") from exc
-    return data.decode("utf-8", errors="replace")
+        raw = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+    else:
+        raw = fh
+    return io.TextIOWrapper(io.BufferedReader(raw) if raw is not fh else raw, encoding="utf-8", errors="replace",
+                            newline="\n")
 
 
 def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> SglangLog:
@@ -605,13 +628,23 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
     if not p.is_file():
         raise InputError(f"{shown} is not a regular file (a FIFO, a socket or a device): tracekit reads a launch log"
                          " from a file; save it to one first")
+    grammar = load_grammar(patterns)
     try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{shown} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
-    if not data.strip():
+        with _open_text(p, shown) as text:
+            log = parse_lines(text, shown, grammar)
+    except OSError as exc:  # unreadable, or a damaged .gz
+        what = "is a damaged gzip file" if isinstance(exc, gzip.BadGzipFile) else "could not be read"
+        raise InputError(f"{shown} {what} ({exc.strerror or exc}); check the path and permissions, or pass the "
+                         "plain or a complete compressed log") from exc
+    except EOFError as exc:
+        raise InputError(f"{shown} is a damaged gzip file, cut before its end ({exc}); pass the plain or a complete"
+                         " .gz log") from exc
+    except Exception as exc:  # zstandard raises its own error class
+        if type(exc).__name__ == "ZstdError":
+            raise InputError(f"{shown} is a damaged zstd file ({exc}); pass the plain or a complete .zst log") from exc
+        raise
+    if not log.has_text:
         raise InputError(f"{shown} is empty; pass an sglang launch log")
-    log = parse_text(_decode(data, shown), shown, load_grammar(patterns))
     if not log.records:
         hint = f"; {len(log.unrecognised)} line(s) mention memory but match no pattern (add a pattern file with " \
                "--patterns, see docs/ledger.md)" if log.unrecognised else ""
