@@ -170,3 +170,22 @@ def test_hbm_row_validation(tmp_path):
         hbm_bytes(tr, toy_ann(hbm=[{"name": "x", "tags": ["norm"]}]), B200, bs=16)
     r = hbm_bytes(tr, toy_ann(hbm=[{"name": "x", "tags": ["nothing"], "mbu": 0.5}]), B200, bs=16)
     assert any("matched nothing" in w for w in r.warnings)
+
+
+def test_a_grouped_expert_gemm_reads_the_weights_of_the_experts_it_touches():
+    from tracekit.analyses.roofline import gemm_traffic
+    from tracekit.annotate.spec import OpShape
+
+    # 80 tokens, top-8 of 448 experts, 28 on this rank (EP16): 40 rows here; P(expert hit) = 1 − (447/448)^640
+    s = OpShape(m="bs*q_len", n=4096, k=7168, dtype="fp8", out_dtype="bf16", experts=448, local_experts=28, top_k=8)
+    t = gemm_traffic(s, {"bs": 16, "q_len": 5}, "test")
+    touched = 28 * (1 - (1 - 1 / 448) ** 640)
+    assert t["source"] == "grouped_gemm" and t["m"] == pytest.approx(80 * 8 * 28 / 448)
+    assert t["experts_touched"] == pytest.approx(touched)
+    assert t["bytes"] == pytest.approx(40 * 7168 * 1 + touched * 4096 * 7168 * 1 + 40 * 4096 * 2)
+    assert t["flops"] == pytest.approx(2 * 40 * 4096 * 7168)
+    # one token, top-1: one expert's weight at most, on average local/experts of one
+    one = gemm_traffic(OpShape(m=1, n=10, k=10, experts=4, top_k=1), {}, "t")
+    assert one["experts_touched"] == pytest.approx(1.0) and one["m"] == pytest.approx(1.0)
+    with pytest.raises(Exception, match="top_k"):
+        gemm_traffic(OpShape(m=1, n=1, k=1, experts=4, top_k=9), {}, "t")

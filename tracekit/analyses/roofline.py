@@ -156,9 +156,33 @@ def gemm_traffic(shape: OpShape, env: dict[str, float], where: str) -> dict[str,
     b_act = dtype_bytes(shape.dtype, f"{where}.dtype: ")
     b_w = dtype_bytes(shape.w_dtype or shape.dtype, f"{where}.w_dtype: ")
     b_out = dtype_bytes(shape.out_dtype, f"{where}.out_dtype: ")
+    if shape.experts is not None:
+        return grouped_gemm_traffic(shape, m, env, where, b_act, b_w, b_out)
     nbytes = m * k * b_act + n * k * b_w + m * n * b_out
     return {"m": m, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * m * n * k,
             "source": "gemm"}
+
+
+def grouped_gemm_traffic(shape: OpShape, tokens: float, env: dict[str, float], where: str, b_act: float,
+                         b_w: float, b_out: float) -> dict[str, Any]:
+    """A routed-expert GEMM: ``tokens`` tokens each routed to ``top_k`` of ``experts`` experts (uniformly), this rank
+    holding ``local_experts`` of them. Rows = tokens × top_k × local ÷ experts; an expert is touched when it receives
+    at least one row, expected local × (1 − (1 − 1/experts)^(tokens × top_k)); every touched expert reads its whole
+    N × K weight. ``m`` in the result is the rows."""
+    e = eval_formula(shape.experts, env, f"{where}.experts")
+    local = eval_formula(shape.local_experts, env, f"{where}.local_experts") if shape.local_experts is not None else e
+    top_k = eval_formula(shape.top_k, env, f"{where}.top_k") if shape.top_k is not None else 1.0
+    if not (e >= 1 and 1 <= local <= e and 1 <= top_k <= e):
+        raise DataFileError(f"{where}: experts {e:g}, local_experts {local:g}, top_k {top_k:g} — need 1 ≤ top_k ≤ "
+                            "experts and 1 ≤ local_experts ≤ experts")
+    routed = tokens * top_k
+    rows = routed * local / e
+    touched = local * (1.0 - (1.0 - 1.0 / e) ** routed) if routed > 0 else 0.0
+    n, k = shape.n, shape.k
+    nbytes = rows * k * b_act + touched * n * k * b_w + rows * n * b_out
+    return {"m": rows, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * rows * n * k,
+            "source": "grouped_gemm", "experts_touched": touched,
+            "tokens_per_expert": rows / touched if touched else 0.0}
 
 
 def formula_traffic(spec: OpTraffic, env: dict[str, float], where: str) -> dict[str, Any]:
@@ -199,7 +223,8 @@ def roofline_point(nbytes: float, flops: float | None, time_ns: float, hw: Hardw
 
 
 PER_TAG_COLUMNS = ["op_tag", "mean_ns", "bytes", "flops", "mbu", "mfu", "bound", "count", "bs", "q_len", "m", "n",
-                   "k", "dtype", "source", "achieved_tbps", "achieved_tflops", "intensity", "ridge", "peak_tflops"]
+                   "k", "dtype", "source", "achieved_tbps", "achieved_tflops", "intensity", "ridge", "peak_tflops",
+                   "experts_touched"]
 
 
 def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> tuple[np.ndarray, str]:
@@ -269,7 +294,7 @@ def roofline(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | No
                      "flops": None if tr["flops"] is None else int(round(tr["flops"])), **pt,
                      "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
                      "n": tr["n"], "k": tr["k"],
-                     "dtype": tr["dtype"], "source": tr["source"]})
+                     "dtype": tr["dtype"], "source": tr["source"], "experts_touched": tr.get("experts_touched")})
     no_peak = sorted({(r["op_tag"], r["dtype"]) for r in rows if r["flops"] is not None and r["mfu"] is None})
     if no_peak:
         dts = sorted({d for _, d in no_peak})

@@ -91,6 +91,11 @@ class OpShape(msgspec.Struct, forbid_unknown_fields=True):
     out_dtype: str = "bf16"
     w_dtype: Optional[str] = None  # the weight's dtype when it differs from the activation's (e.g. fp4 weights)
     note: str = ""
+    # a grouped (routed-expert) GEMM: m tokens, each routed to top_k of `experts` experts, of which this rank holds
+    # `local_experts`; every expert that receives a row reads its whole weight (docs/roofline.md)
+    experts: Union[str, int, None] = None
+    local_experts: Union[str, int, None] = None
+    top_k: Union[str, int, None] = None
 
 
 class OpTraffic(msgspec.Struct, forbid_unknown_fields=True):
