@@ -44,7 +44,8 @@ _LAZY = {
     "categorize": "analyses.categories", "load_categories": "analyses.categories",
     "trace_categories": "analyses.categories", "findings": "analyses.findings",
     "compare_findings": "analyses.findings_compare", "whatif": "analyses.whatif",
-    "as_annotation": "annotate.spec", "as_profile": "hardware",
+    "as_annotation": "annotate.spec", "as_profile": "hardware", "annotation_fit": "analyses.fit",
+    "best_fit": "analyses.fit",
     "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }
 

@@ -122,6 +122,7 @@ def _cases(d):
         ("layers", [dp16], lambda: tracekit.layers(_load(dp16))),
         ("cache info", [], lambda: tracekit.cache_info()),
         ("suggest", [dp16], lambda: tracekit.suggest_result(_load(dp16))),
+        ("annotations", [dp16], lambda: tracekit.annotation_fit(_load(dp16))),
         ("whatif", [log, "--set", "disaggregation_decode_extra_slots=2", "--set", "mem_fraction_static=0.9"],
          lambda: tracekit.whatif(tracekit.read_log(log), settings=["disaggregation_decode_extra_slots=2",
                                                                    "mem_fraction_static=0.9"])),

@@ -13,6 +13,7 @@ from .allgather import allgather_options, allgather_result, communication, expos
 from .blocks import block_stats
 from .layers import automatic_note, layers
 from .decompose import decompose
+from .fit import best_fit
 from .info import trace_info
 from .memory import ledger
 from .steps import get_steps, median_step, merge_warnings, step_params
@@ -57,6 +58,11 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
         lay = layers(trace, steps=st, categories=categories)
         tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
         block_spans, block_lane = lay.tables["layers"], "layers"
+        fit = best_fit(trace, st, layers=lay)
+        if fit:
+            summary["fitting_annotation"] = fit[0]
+            warnings = merge_warnings(warnings, [f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit "
+                                                 f"annotations` ranks them): rerun with -a {fit[0]}"])
         tables["one_step"] = lay.tables["one_step"]
         summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
                         "layer_types": lay.summary["types"]})

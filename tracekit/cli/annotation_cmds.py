@@ -41,7 +41,7 @@ def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group
                  steps_file: StepsFileOpt = None,
                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """AllGather time that no other GPU work hides, per step and type.
+    """AllGather time no other GPU work hides, per step and type.
 
     Exposed time is when AllGather copies run and no other kernel or copy runs on any stream."""
     ann = annotation_for(trace, annotation)
@@ -58,7 +58,7 @@ def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
          steps_file: StepsFileOpt = None,
          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """Communication time per step, on the critical path or beside it.
+    """Communication per step: on the critical path or beside it.
 
     Every communication kernel and PtoP copy per step, split into the main stream (the critical path) and side
     streams."""

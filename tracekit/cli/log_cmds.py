@@ -47,7 +47,7 @@ def ledger_cmd(log: LogArg,
                                                                    "LOG2 − LOG).", show_default=False)] = None,
                rank: RankOpt = None, patterns: PatternsOpt = None, launch: LaunchOpt = None,
                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Where each GPU's memory goes, from an sglang launch log (GiB).
+    """Where each GPU's memory goes, from a launch log (GiB).
 
     Free memory at each stage of the launch, the logged allocations, the memory no log line explains, and the
     ledger's rows: weights, CUDA graphs, NCCL, workspace, margin and the state pools (docs/ledger.md)."""

@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "suggest": "analyses.suggest:suggest_result",
     "findings": "analyses.findings:findings",
     "whatif": "analyses.whatif:whatif",
+    "annotations": "analyses.fit:annotation_fit",
     "plot decomposition": "analyses.plot_data:decomposition_points",
     "plot blocks": "analyses.plot_data:blocks_points",
     "plot exposure": "analyses.plot_data:exposure_points",

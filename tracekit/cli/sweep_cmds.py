@@ -44,7 +44,7 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
                 group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
                 jobs: JobsOpt = None, dask: DaskOpt = None, no_cache: NoCacheOpt = False,
                 format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
-    """A sweep: the analyses at every operating point of a directory.
+    """A sweep: the analyses at every point of a directory.
 
     Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
     bytes."""
@@ -129,7 +129,7 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
                   "--dp-attention/--no-dp-attention", help="DP attention on (the default) or off; off makes the whole TP"
                                                            " group one attention group.")] = True,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """Which attention group and rank each GPU is under DP attention.
+    """Each GPU's attention group and rank under DP attention.
 
     Attention TP size, and the attention TP rank, CP rank and DP rank of every TP rank."""
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention), format, out, table)

@@ -15,7 +15,7 @@ from .common import (AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, 
 @app.command()
 def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """What a trace holds: rank, devices, SM count and GPU time span.
+    """What a trace holds: rank, devices, SMs, GPU time span.
 
     Also its events counted by kind, kernel category and stream, its copies and communication kernels, and the
     records lost or skipped while reading it."""
@@ -101,7 +101,7 @@ def overlap_cmd(trace: TraceArg = None,
                 steps_file: StepsFileOpt = None,
                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
-    """How much of one selection of events runs hidden under another.
+    """How much of one selection runs hidden under another.
 
     Per step |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (selections: docs/selectors.md)."""
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
