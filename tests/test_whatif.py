@@ -159,6 +159,10 @@ def test_deepep_without_the_buffer_line_needs_the_dimensions():
 
     assert row["basis"] == "estimated" and row["before_gib"] == pytest.approx(layout(144), abs=1e-6)
     assert row["after_gib"] == pytest.approx(layout(120), abs=1e-6) and round(layout(144), 2) == 3.5
+    # the tokens per rank come from the log's environment line when --dim does not give them
+    res_env = whatif(log, settings=["deepep_max_dispatch_tokens=120"], dims=["hidden_size=7168", "num_experts=448"])
+    assert _rows(res_env)["deepep_ll_buffer"]["before_gib"] == pytest.approx(layout(144), abs=1e-6)
+    assert res_env.summary["changes"]["deepep_max_dispatch_tokens"]["before"] == 144
 
 
 def test_mem_fraction_static_moves_the_margin_into_kv_by_the_formula(dp16):

@@ -372,8 +372,11 @@ class _Replay:
             return after, tokens, "measured", [rec.line]
         d = self.dims
         names = spec["dims"]
-        if names["h"] in d and names["e"] in d and (tokens is not None or names["t"] in d):
-            t = tokens if tokens is not None else d[names["t"]]
+        env = next((r for r in self.log.records if r.kind == "environment"
+                    and r.fields.get("deepep_max_dispatch_tokens") is not None), None)  # the launch's env line
+        t_now = d.get(names["t"], int(env.fields["deepep_max_dispatch_tokens"]) if env is not None else None)
+        if names["h"] in d and names["e"] in d and (tokens is not None or t_now is not None):
+            t = tokens if tokens is not None else t_now
             size = _eval(spec, "layout_formula", {"t": t, "h": d[names["h"]], "e": d[names["e"]]}, "$.deepep")
             return size, t, "estimated", []
         return None
@@ -383,9 +386,9 @@ class _Replay:
         now = self.deepep_size()
         if now is None:
             raise MissingDataError(f"{self.log.path} has no 'DeepEP low-latency buffer allocated' line; pass --dim "
-                                   "hidden_size=N --dim num_experts=N --dim num_max_dispatch_tokens_per_rank=N (the "
-                                   "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK of the launch) to use DeepEP's layout"
-                                   " formula")
+                                   "hidden_size=N --dim num_experts=N (and --dim num_max_dispatch_tokens_per_rank=N "
+                                   "when the log's environment line does not give "
+                                   "SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK) to use DeepEP's layout formula")
         size, t0, basis, lines = now
         self._check_dispatch_rows(tokens_after, new)
         after, _t, basis_after, _ = self.deepep_size(tokens_after)
