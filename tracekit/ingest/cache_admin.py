@@ -1,28 +1,40 @@
-"""What the parquet cache holds, and clearing it (``tracekit cache info|clear``)."""
+"""What the cache holds, and clearing it (``tracekit cache info|clear``).
+
+Entries of every format are listed and cleared: the Arrow IPC files of format 4 and the parquet files of
+formats 1-3, which a load never reads (their ``format`` column says which is which)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from ..errors import InputError
 from ..result import Result
-from .cache import _META_KEY, default_cache_dir
+from .cache import _META_KEY, LEGACY_SUFFIXES, SUFFIX, default_cache_dir, read_metadata
 
 CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format"]
 
 
 def _entries(root: Path) -> list[Path]:
-    return sorted(p for p in root.glob("*.parquet") if p.is_file()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(p for suffix in (SUFFIX, *LEGACY_SUFFIXES) for p in root.glob(f"*{suffix}") if p.is_file())
+
+
+def _stored(p: Path) -> dict:
+    if p.name.endswith(SUFFIX):
+        return read_metadata(p)
+    import pyarrow.parquet as pq  # an entry of formats 1-3
+
+    return json.loads(pq.read_schema(p).metadata[_META_KEY])
 
 
 def _describe(p: Path) -> dict:
     row = {"file": p.name, "bytes": p.stat().st_size, "source": None, "source_bytes": None, "version": None,
            "format": None}
     try:
-        meta = json.loads(pq.read_schema(p).metadata[_META_KEY])
+        meta = _stored(p)
     except Exception:  # noqa: BLE001 - a damaged entry is listed, not fatal: the cache rewrites it
         return row
     key = meta.get("key", {}) if isinstance(meta, dict) else {}
@@ -44,7 +56,8 @@ def cache_info(cache_dir: str | Path | None = None) -> Result:
 
 
 def cache_clear(cache_dir: str | Path | None = None) -> Result:
-    """`tracekit cache clear`: remove every cache entry (the cache's parquet files; nothing else in the folder)."""
+    """`tracekit cache clear`: remove every cache entry (the cache's .arrow files and the .parquet files of older
+    formats; nothing else in the folder)."""
     root = Path(cache_dir) if cache_dir else default_cache_dir()
     removed, freed = [], 0
     for p in _entries(root):
