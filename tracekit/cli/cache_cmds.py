@@ -1,4 +1,4 @@
-"""The parquet cache of ingested traces: what it holds, and clearing it."""
+"""The cache of ingested traces (Arrow IPC files): what it holds, and clearing it."""
 from __future__ import annotations
 
 import typer
@@ -6,7 +6,7 @@ import typer
 from ..ingest.cache_admin import cache_clear, cache_info
 from .common import CacheDirOpt, Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
-cache_app = typer.Typer(help="What the parquet cache holds, and clearing it. The cache keeps the traces already read,"
+cache_app = typer.Typer(help="What the cache holds, and clearing it. The cache keeps the traces already read,"
                              " in $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(cache_app, name="cache")
 

@@ -60,7 +60,7 @@ OutOpt = Annotated[Optional[Path], typer.Option(
                         " (x.csv) is one file (the first table, or --table); a name without one is a folder"
                         " (created) with one file per table.")]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the parquet cache.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of traces already read.")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
 
