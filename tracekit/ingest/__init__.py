@@ -53,8 +53,8 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
     Accepts ``.json``, ``.json.gz`` and ``.json.zst`` (detected from the content), Kineto's
     object form and the bare Chrome-trace array. A truncated file is salvaged: every complete
     event is kept and a warning says how many bytes were lost. With ``cache`` (the default) the
-    normalised table is stored (an Arrow IPC file, memory-mapped on reading) and reused while the file is unchanged. ``progress(done, total)``,
-    when given, is called with the bytes of the file read so far (for a progress bar).
+    normalised table is stored (an Arrow IPC file, memory-mapped on reading) and reused while the file is
+    unchanged. ``progress(done, total)``, when given, is called with the bytes of the file read so far (for a progress bar).
     """
     source = resolve_trace_path(path)
     if source.exists() and not source.is_file():
