@@ -261,7 +261,7 @@ def findings_html(df: pd.DataFrame) -> str:
             pct = _num(r.get("gain_pct"))
             gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
         else:
-            gain = "not measurable from one trace"
+            gain = "no number (not measured)"
         minor = bool(r.get("minor"))
         out.append(f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
                    f'<h3>{int(r["rank"])}. {esc(r["title"])}<span class="tag">{esc(r["basis"])}</span>'
