@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..result import Result
+from .ledger_engine import global_record
 
 __all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table", "accept_len_of"]
 
@@ -31,7 +32,8 @@ def accept_len_of(log, label: str) -> tuple[float, str, str | None]:
     if vals:
         v = float(pd.Series(vals).median())
         return v, f"log: median accept len of {len(vals)} decode-batch line(s)", None
-    args = next((dict(r.fields.get("args") or {}) for r in log.records if r.kind == "server_args"), {})
+    rec = global_record(log, "server_args", {})
+    args = dict(rec.fields.get("args") or {}) if rec is not None else {}
     algo = args.get("speculative_algorithm")
     if algo not in (None, "", "None", False):
         return DEFAULT_ACCEPT_LEN, f"default for speculative decoding ({algo})", (

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import DataFileError, MissingDataError
+from .ledger_engine import global_record
 
 FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",
                    "evidence", "command", "suggestion", "how", "minor", "source"]
@@ -99,8 +100,8 @@ def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float) -> pd.Data
 
 
 def log_server_args(log) -> dict[str, Any]:
-    """A launch log's server arguments (its first ``server_args`` record); a MissingDataError when it has none."""
-    for r in log.records:
-        if r.kind == "server_args":
-            return dict(r.fields.get("args") or {})
-    raise MissingDataError(f"{log.path} has no server_args line, so its launch parameters are unknown")
+    """A launch log's server arguments (the ledger's ``global_record``); a MissingDataError when it has none."""
+    rec = global_record(log, "server_args", {})
+    if rec is None:
+        raise MissingDataError(f"{log.path} has no server_args line, so its launch parameters are unknown")
+    return dict(rec.fields.get("args") or {})

@@ -199,7 +199,7 @@ def roofline_gaps(ctx: Context) -> list[dict]:
     out = []
     for _, r in rf.tables["per_tag"].iterrows():
         t_mem = r["bytes"] / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
-        peak = ctx.hw.peak_flops(str(r["dtype"])) if r["flops"] is not pd.NA and r["flops"] is not None else None
+        peak = ctx.hw.peak_flops(str(r["dtype"])) if pd.notna(r["flops"]) else None
         t_fl = float(r["flops"]) / (f_fl * peak) * 1e9 if peak else 0.0
         target = max(t_mem, t_fl)
         per_step = r["count"] / n_steps

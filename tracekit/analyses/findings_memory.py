@@ -32,7 +32,7 @@ def extra_slots(ctx) -> list[dict]:
     res = whatif(ctx.log, settings={"disaggregation_decode_extra_slots": target})
     gib, tokens, kv, margin = _gain(res)
     slots = res.summary.get("request_slots_before")
-    per_slot = _per_slot(res, slots)
+    per_slot = _per_slot(res)
     return [finding(ctx, "extra_slots", "memory", gain_gib=gib, gain_tokens=tokens, extra=extra, mrr=mrr,
                     slots=slots, per_slot=f"{per_slot:.2f}" if per_slot is not None else "–", target=target,
                     headroom=f"{target / int(mrr):.0%}",
@@ -41,7 +41,7 @@ def extra_slots(ctx) -> list[dict]:
                              f"{res.summary['tokens_per_instance_before']:,} → {res.summary['tokens_per_instance_after']:,}")]
 
 
-def _per_slot(res, slots) -> float | None:
+def _per_slot(res) -> float | None:
     rows = res.tables["before_after"]
     moved = rows[(rows["flows_to"] == "kv_pool")] if "flows_to" in rows else rows.iloc[0:0]
     n = (res.summary.get("request_slots_before") or 0) - (res.summary.get("request_slots_after") or 0)

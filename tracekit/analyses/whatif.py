@@ -499,7 +499,7 @@ class _Replay:
                                  "per-bucket bars in the log; the replay keeps its cost")
 
 
-def _sink_rows(rp: _Replay, kv_before: float, margin_before: float, total: float | None) -> tuple[float, float]:
+def _sink_rows(rp: _Replay, kv_before: float, margin_before: float) -> tuple[float, float]:
     """The KV pool and runtime margin after: each row's freed GiB (− delta) into its sink; the static budget's
     growth into the KV pool, out of the runtime margin."""
     msf = rp.rules["mem_fraction_static"]
@@ -573,7 +573,7 @@ def whatif(log: SglangLog, *, settings: list[str] | dict[str, str] | None = None
     if "mem_fraction_static" in new:
         rp.mem_fraction(new["mem_fraction_static"])
         total = rp.total
-    kv_d, margin_d = _sink_rows(rp, kv_before, margin_before, total)
+    kv_d, margin_d = _sink_rows(rp, kv_before, margin_before)
     kv_after, margin_after = kv_before + kv_d, margin_before + margin_d
     if not kv_after > 0:
         raise OptionError(f"--set {', '.join(given.values())}: the KV pool would be {round_gib(kv_after)} GiB, so "

@@ -600,7 +600,7 @@ def _match(msg: str, g: Grammar, lineno: int, ranks: dict[str, int]) -> Record |
     return None
 
 
-def _open_text(p: Path, shown: str):
+def _open_text(p: Path):
     """The log as a text stream (plain, .gz or .zst by content), decoded as UTF-8 with bad bytes replaced."""
     fh = open(p, "rb")
     head = fh.read(4)
@@ -630,7 +630,7 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
                          " from a file; save it to one first")
     grammar = load_grammar(patterns)
     try:
-        with _open_text(p, shown) as text:
+        with _open_text(p) as text:
             log = parse_lines(text, shown, grammar)
     except OSError as exc:  # unreadable, or a damaged .gz
         what = "is a damaged gzip file" if isinstance(exc, gzip.BadGzipFile) else "could not be read"

@@ -303,7 +303,7 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
 
 
 def _command_line(result: Result) -> str:
-    paths = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    paths = _names_title(result)[0]
     opts = []
     for k, v in result.params.items():
         if v in (None, False, [], {}, ""):
@@ -312,10 +312,15 @@ def _command_line(result: Result) -> str:
     return " ".join(["tracekit", result.command, *paths, *opts])
 
 
+def _names_title(result: Result) -> tuple[list[str], str]:
+    """The inputs' names, and the page's title (the command and the first input's file name)."""
+    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    return names, f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
+
+
 def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, page: bool = True) -> list[str]:
     """The parts of a result's HTML, in order (the page and the notebook display share them)."""
-    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
-    title = f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
+    names, title = _names_title(result)
     parts = [f"<h1>{esc(title)}</h1>",
              f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>']
     f = result.tables.get("findings")
@@ -373,8 +378,7 @@ def scoped_css(scope: str) -> str:
 
 def to_html(result: Result) -> str:
     """The whole page."""
-    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
-    title = f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
+    title = _names_title(result)[1]
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
