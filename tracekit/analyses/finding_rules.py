@@ -44,7 +44,11 @@ class _Fmt(dict):
 
 
 def ms_text(ns: float | None) -> str:
-    return "–" if ns is None else f"{ns / 1e6:.3g} ms"
+    """A duration for a finding's words, in the unit that reads best: 13.7 ms, 471 µs, 80 ns."""
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    return f"{ns / 1e6:.3g} ms" if a >= 1e6 else f"{ns / 1e3:.3g} µs" if a >= 1e3 else f"{ns:.3g} ns"
 
 
 def words(kind: str, **values) -> dict[str, str]:
@@ -61,7 +65,7 @@ def finding(ctx,  kind: str, source: str, *, gain_ns: float | None = None, gain_
     """One row of the findings table (rank and minor are set when the list is ranked)."""
     step = step_ns if step_ns is not None else (ctx.step_ns if ctx is not None else None)
     gain_ms = None if gain_ns is None else gain_ns / 1e6
-    gain_txt = ("" if gain_ms is None else f"{gain_ms:.3g} ms per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
+    gain_txt = ("" if gain_ns is None else f"{ms_text(gain_ns)} per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
     if words is None:
         words = ctx.words(kind, gain=gain_txt, gain_gib=f"{gain_gib:.2f} GiB" if gain_gib is not None else "", **values)
     return {"kind": kind, **words, "gain_ms_per_step": gain_ms,

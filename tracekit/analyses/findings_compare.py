@@ -15,7 +15,7 @@ from ..result import Result, trace_input
 from ..trace import Trace
 from .blocks import annotated_steps
 from .categories import categorize
-from .finding_rules import _short_name, finding, finding_rules, rank_findings
+from .finding_rules import _short_name, finding, finding_rules, ms_text, rank_findings
 from .finding_rules import words as _words
 from .steps import get_steps, median_ns, merge_warnings, step_params
 from .waves import resolve_sms
@@ -192,12 +192,12 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
                        calls=f"{r[f'calls_per_step_{s}']:g}", trace_slow=paths[s], trace_fast=paths[f], diff=text)
         rows.append(finding(None, "slower_kernel", "ops", gain_ns=float(gain), step_ns=step_a if s == "a" else step_b,
                             words=words, evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
-                                                  f"{r['per_step_ns_a'] / 1e6:.3g} ms in {la}, "
-                                                  f"{r['per_step_ns_b'] / 1e6:.3g} ms in {lb}"))
+                                                  f"{ms_text(r['per_step_ns_a'])} in {la}, "
+                                                  f"{ms_text(r['per_step_ns_b'])} in {lb}"))
     rest = slower[cap:]
     if rest:
         rows.append(finding(None, "slower_rest", "ops", gain_ns=float(sum(x[0] for x in rest)), step_ns=step_a,
-                            words=_words("slower_rest", count=len(rest), gain=f"{sum(x[0] for x in rest) / 1e6:.3g} ms"
+                            words=_words("slower_rest", count=len(rest), gain=f"{ms_text(sum(x[0] for x in rest))}"
                                          " per step", trace_a=a.path, trace_b=b.path),
                             evidence=", ".join(_short_name(str(x[1]["op"]), 40) for x in rest[:5])))
     for d in diffs:

@@ -35,12 +35,12 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
                          " add up)"), width)]
     if not detailed and not all_rows:
         for _, r in major.head(SECTION_SHOWN).iterrows():
-            out.append(fit(f"{int(r['rank']):>2}. {safe_text(r['title'])}  [{r['basis']}]", width))
+            out.append(fit(f"{int(r['rank'])}. {safe_text(r['title'])}  [{r['basis']}]", width))
         out.append(fit("    (tracekit findings shows each with its evidence and what to try)", width))
         return out
     full = df if all_rows else major.head(MAJOR_SHOWN)
     for _, r in full.iterrows():
-        head = f"{int(r['rank']):>2}. {safe_text(r['title'])}"
+        head = f"{int(r['rank'])}. {safe_text(r['title'])}"
         tag = f"  [{_gain(r)}; {r['basis']}{'; minor' if r['minor'] else ''}]"
         out += wrap_prose(head + tag, width)
         for label, key in (("how ", "how"), ("data", "evidence"), ("try ", "suggestion"), ("see ", "command")):
@@ -50,7 +50,7 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
     if not all_rows:
         rest = pd.concat([major.iloc[MAJOR_SHOWN:], minor])
         for _, r in rest.iterrows():
-            out.append(fit(f"{int(r['rank']):>2}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width))
+            out.append(fit(f"{int(r['rank'])}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width))
         if len(rest):
             out.append(fit("    (--all shows every finding in full)", width))
     return out
