@@ -21,6 +21,7 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -210,8 +211,13 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = False, timeout: float = 1800) -> dict:
-    """Run ``cmd`` as a child, timing it and reading its own rusage with wait4."""
+def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = False, timeout: float = 1800,
+         tree: bool = False) -> dict:
+    """Run ``cmd`` as a child, timing it and reading its own rusage with wait4.
+
+    ``tree``: sample the memory of the child's whole process tree (see :func:`_poll_memory`). That reads
+    ``smaps_rollup``, which takes each process's mmap lock and costs the sampled processes about a tenth of
+    their speed, so a run that samples the tree is a memory run: its times are not used."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL if stdout_devnull else out_f, stderr=err_f,
@@ -220,7 +226,7 @@ def _run(cmd: list[str], *, env: dict | None = None, stdout_devnull: bool = Fals
         killer.start()
         polled: dict = {}
         stop = threading.Event()
-        poller = threading.Thread(target=_poll_memory, args=(proc.pid, polled, stop), daemon=True)
+        poller = threading.Thread(target=_poll_memory, args=(proc.pid, polled, stop, tree), daemon=True)
         poller.start()
         try:
             _, status, ru = os.wait4(proc.pid, 0)
@@ -279,8 +285,8 @@ def _read_kib(path: str, key: str) -> int:
     return 0
 
 
-def _poll_memory(pid: int, box: dict, stop: threading.Event) -> None:
-    """Sample the child's process tree every POLL_S seconds until it exits.
+def _poll_memory(pid: int, box: dict, stop: threading.Event, tree: bool = True) -> None:
+    """Sample the child every POLL_S seconds until it exits; with ``tree``, its whole process tree.
 
     * root_vmhwm_kib: the child's own VmHWM (monotonic), for children that cannot report it
       themselves (gzip). wait4's ru_maxrss cannot serve: Linux carries the parent's RSS at fork
@@ -290,17 +296,20 @@ def _poll_memory(pid: int, box: dict, stop: threading.Event) -> None:
       helper) it is the sum of their PSS from smaps_rollup, which splits the pages they still
       share instead of counting them twice. smaps_rollup is only read then, because reading it
       takes the target's mmap lock and would slow a big single process down.
+
+    Without ``tree`` only the root's VmHWM and the process count are read (no mmap lock taken).
     """
     while not stop.is_set():
         pids = _tree(pid)
         box["max_procs"] = max(box.get("max_procs", 0), len(pids))
         status = f"/proc/{pid}/status"
         box["root_vmhwm_kib"] = max(box.get("root_vmhwm_kib", 0), _read_kib(status, "VmHWM:"))
-        if len(pids) == 1:
-            total = _read_kib(status, "VmRSS:")
-        else:
-            total = sum(_read_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
-        box["tree_kib"] = max(box.get("tree_kib", 0), total)
+        if tree:
+            if len(pids) == 1:
+                total = _read_kib(status, "VmRSS:")
+            else:
+                total = sum(_read_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids)
+            box["tree_kib"] = max(box.get("tree_kib", 0), total)
         stop.wait(POLL_S)
 
 
@@ -323,12 +332,16 @@ def _tree_mib(res: dict) -> float | None:
 
 
 def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None, stdout_devnull: bool = False,
-             timeout: float = 1800) -> dict:
+             timeout: float = 1800, memory_run: bool = False) -> dict:
+    """``repeat`` timed runs, then (``memory_run``) one more that samples the process tree's memory."""
     runs = []
-    for i in range(repeat):
-        _log(f"  {label}{f' (run {i + 1}/{repeat})' if repeat > 1 else ''} ...")
-        res = _run(cmd, env=env, stdout_devnull=stdout_devnull, timeout=timeout)
-        runs.append(res)
+    mem_runs = []
+    for i in range(repeat + (1 if memory_run else 0)):
+        is_mem = i == repeat
+        what = "memory run, tree sampled, time not used" if is_mem else f"run {i + 1}/{repeat}" if repeat > 1 else ""
+        _log(f"  {label}{f' ({what})' if what else ''} ...")
+        res = _run(cmd, env=env, stdout_devnull=stdout_devnull, timeout=timeout, tree=is_mem)
+        (mem_runs if is_mem else runs).append(res)
         if "error" in res:
             _log(f"    FAILED: {res['error']}\n{res.get('stderr_tail', '')}")
             break
@@ -338,20 +351,24 @@ def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None
         _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB"
              + (f", tree peak {tree:.0f} MiB over {res.get('max_procs')} process(es)" if tree else ""))
     ok = [r for r in runs if "error" not in r]
-    row: dict = {"label": label, "runs": runs, "ok": bool(ok) and len(ok) == len(runs)}
+    mem_ok = [r for r in mem_runs if "error" not in r]
+    row: dict = {"label": label, "runs": runs, "memory_runs": mem_runs,
+                 "ok": bool(ok) and len(ok) == len(runs) and len(mem_ok) == len(mem_runs)}
     if ok:
         loads = [r["child"]["load_s"] for r in ok if "load_s" in (r.get("child") or {})]
         row["load_s"] = min(loads) if loads else None
         row["load_s_all"] = loads
+        row["load_s_median"] = statistics.median(loads) if loads else None
         row["wall_s"] = min(r["wall_s"] for r in ok)
         row["wall_s_all"] = [r["wall_s"] for r in ok]
+        row["wall_s_median"] = statistics.median(row["wall_s_all"])
         best = min(ok, key=lambda r: r["wall_s"])
         row["cpu_s"] = best["user_s"] + best["sys_s"]  # of the fastest run, whole process
-        row["peak_rss_mib"] = max(_peak_mib(r) for r in ok)
-        row["wait4_maxrss_mib"] = max(r["wait4_maxrss_kib"] for r in ok) / 1024.0
-        trees = [_tree_mib(r) for r in ok if _tree_mib(r)]
+        row["peak_rss_mib"] = max(_peak_mib(r) for r in ok + mem_ok)
+        row["wait4_maxrss_mib"] = max(r["wait4_maxrss_kib"] for r in ok + mem_ok) / 1024.0
+        trees = [_tree_mib(r) for r in mem_ok if _tree_mib(r)]
         row["tree_peak_mib"] = max(trees) if trees else None
-        row["max_procs"] = max((r.get("max_procs") or 1) for r in ok)
+        row["max_procs"] = max((r.get("max_procs") or 1) for r in ok + mem_ok)
         # the memory figure the RSS/size ratio uses: the larger of the exact own peak and the tree's
         row["mem_mib"] = max(row["peak_rss_mib"], row["tree_peak_mib"] or 0)
         row["rss_source"] = ("child VmHWM" if (ok[-1].get("child") or {}).get("vmhwm_kib")
@@ -512,12 +529,12 @@ def _verdict(key: str, value) -> str:
 
 
 def _table(rows: list[dict], size: int) -> str:
-    head = ("measurement", "load s", "wall s", "CPU s", "MB/s load", "MB/s wall", "peak RSS MiB", "tree MiB", "procs",
+    head = ("measurement", "load s", "med", "wall s", "CPU s", "MB/s load", "MB/s wall", "peak RSS MiB", "tree MiB", "procs",
             "RSS/size")
     lines = []
     for r in rows:
         if not r.get("ok"):
-            lines.append((r["label"], "FAILED", r.get("error") or "", "", "", "", "", "", "", ""))
+            lines.append((r["label"], "FAILED", r.get("error") or "", "", "", "", "", "", "", "", ""))
             continue
         load = r.get("load_s")
         wall = r.get("wall_s")
@@ -526,7 +543,8 @@ def _table(rows: list[dict], size: int) -> str:
         per_size = r.get("per_size", True)
         rss_per_size = per_size and r.get("rss_per_size", True)
         lines.append((
-            r["label"], _fmt(load, ".3f"), _fmt(wall, ".3f"), _fmt(r.get("cpu_s"), ".2f"),
+            r["label"], _fmt(load, ".3f"), _fmt(r.get("load_s_median") if len(r.get("load_s_all") or ()) > 1 else None, ".3f"),
+            _fmt(wall, ".3f"), _fmt(r.get("cpu_s"), ".2f"),
             _fmt(size / MB / load if load and per_size else None, ".1f"),
             _fmt(size / MB / wall if wall and per_size else None, ".1f"),
             _fmt(rss, ".1f"), _fmt(r.get("tree_peak_mib"), ".1f"), _fmt(r.get("max_procs"), "d"),
@@ -627,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "out"),
                     help="results folder (ingest-results.json goes there; also holds the generated trace), "
                          "or a .json file path (default benchmarks/out)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs of each tracekit and gzip row; best time is reported (default 3)")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs of each tracekit and gzip row; the best time is reported, the median beside it (default 5)")
     ap.add_argument("--skip-hta", action="store_true", help="do not run HolisticTraceAnalysis")
     ap.add_argument("--hta-python", help="python interpreter with HolisticTraceAnalysis 0.5.0 installed "
                                          "(default: benchmarks/.venv-hta, created on first use)")
@@ -690,19 +708,20 @@ def main(argv: list[str] | None = None) -> int:
                 if module == "zlib" or _importable(module):
                     measure(f"inflate_{module}", f"{module} alone: inflate .json.gz in 8 MiB blocks",
                             _child_cmd(py, f"inflate-{module}", str(gz)))["rss_per_size"] = False
-        measure("cold_gz", "tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)))
+        measure("cold_gz", "tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)), memory_run=True)
         if not args.skip_extras:
             measure("cold_gz_1w", "tracekit cold .json.gz, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(gz)),
                     env=one_worker)
             measure("cold_gz_zlib", "tracekit cold .json.gz, TRACEKIT_INFLATE=zlib", _child_cmd(py, "tracekit", str(gz)),
-                    env=dict(env, TRACEKIT_INFLATE="zlib"))
+                    env=dict(env, TRACEKIT_INFLATE="zlib"), memory_run=True)
             measure("cli_gz", "tracekit info --no-cache .json.gz (CLI process)",
-                    [str(Path(py).with_name("tracekit")), "info", "--no-cache", str(gz)], stdout_devnull=True)
-        measure("cold_json", "tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)))
+                    [str(Path(py).with_name("tracekit")), "info", "--no-cache", str(gz)], stdout_devnull=True,
+                    memory_run=True)
+        measure("cold_json", "tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)), memory_run=True)
         if not args.skip_extras:
             measure("cold_json_1w", "tracekit cold .json, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(js)),
                     env=one_worker)
-        measure("cold_zst", "tracekit cold .json.zst (cache=False)", _child_cmd(py, "tracekit", str(zst)))
+        measure("cold_zst", "tracekit cold .json.zst (cache=False)", _child_cmd(py, "tracekit", str(zst)), memory_run=True)
         measure("cache_write", "tracekit first load .json, cache=True (writes cache)",
                 _child_cmd(py, "tracekit-cache-write", str(js), cache_dir), 1)
         measure("cached", "tracekit cached re-open .json (cache=True)", _child_cmd(py, "tracekit-cached", str(js), cache_dir))
@@ -775,9 +794,11 @@ def main(argv: list[str] | None = None) -> int:
         _table(table_rows, size), "",
         "load s = time around the load call inside the child; wall s = the whole child process (start, imports,\n"
         "exit); CPU s = user+sys of that process (more than wall s means threads). MB/s over the unzipped .json\n"
-        "size (10^6 bytes). peak RSS = the process's own VmHWM (MiB). tree = the most memory its process tree held\n"
-        "in one 20 ms sample: RSS while alone, sum of PSS while it had descendants (tracekit may fork a helper);\n"
-        "procs = most processes seen at once. RSS/size = max(peak RSS, tree) in bytes / unzipped bytes.\n"
+        "size (10^6 bytes); load s and wall s are the best of the timed runs, med = their median. peak RSS = the\n"
+        "process's own VmHWM (MiB). tree = the most memory its process tree held in one 20 ms sample of the row's\n"
+        "memory run (one more run, not timed: sampling PSS slows the sampled processes): RSS while alone, sum of\n"
+        "PSS while it had descendants (tracekit may fork a helper); procs = most processes seen at once.\n"
+        "RSS/size = max(peak RSS, tree) in bytes / unzipped bytes.\n"
         "Every .json.gz and .json.zst row is per MB of the unzipped .json too. The inflater rows decompress only.", "",
         _targets_table(ratios),
     ])
