@@ -1,6 +1,7 @@
 """Ingest: files in, a normalised :class:`~tracekit.trace.Trace` out."""
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from pathlib import Path
@@ -77,6 +78,19 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
 
 
 def ingest_file(source: Path, display_path: str | None = None, progress=None) -> Trace:
+    # Decoding makes ~10^6 short-lived objects and no reference cycles; the cyclic collector, left on, walks
+    # the whole heap again and again while they exist (16% of the decode time measured on 8 MiB pieces).
+    # It is off for the ingest only, in this process and the forked decode helper, and back as it was after.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _ingest_file(source, display_path, progress)
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     shown = display_path or str(source)
     cols = None
     json_cut = False
