@@ -176,3 +176,42 @@ def test_a_piece_the_helper_cannot_decode_falls_back_to_the_safe_reader(tmp_path
     assert one.report.reader == "whole" and any("invalid UTF-8" in w for w in one.report.warnings)
     pd.testing.assert_frame_equal(two.events, one.events, check_exact=True)
     assert two.report.to_dict() == one.report.to_dict()
+
+
+@pytest.mark.parametrize("layout", ["kineto", "oneline"])
+def test_pieces_decoded_a_sub_chunk_at_a_time_give_the_same_table(layout, tmp_path, monkeypatch, helper_use):
+    """Each piece is decoded about SUB_CHUNK bytes at a time (for the allocator's sake): with sub-chunks of
+    2 KiB, every 64 KiB piece is cut some thirty times, and the table and the accounting do not change."""
+    paths = _write_all(tmp_path, _text(layout))
+    monkeypatch.setenv("TRACEKIT_WORKERS", "1")
+    ref = tracekit.load(paths["json"], cache=False)  # 64 KiB pieces: below SUB_CHUNK, decoded whole
+    ref_report = {k: v for k, v in ref.report.to_dict().items() if k in _SAME_REPORT}
+    monkeypatch.setattr(kineto, "SUB_CHUNK", 2048)
+    cuts: list[int] = []
+    sub_chunks = kineto._sub_chunks
+
+    def count(text):
+        chunks = list(sub_chunks(text))
+        cuts.append(len(chunks))
+        return iter(chunks)
+
+    monkeypatch.setattr(kineto, "_sub_chunks", count)
+    for workers in ("1", "2"):
+        monkeypatch.setenv("TRACEKIT_WORKERS", workers)
+        for key, path in paths.items():
+            got = tracekit.load(path, cache=False)
+            pd.testing.assert_frame_equal(got.events, ref.events, check_exact=True)
+            assert {k: v for k, v in got.report.to_dict().items() if k in _SAME_REPORT} == ref_report, (key, workers)
+    assert cuts and max(cuts) >= 20  # (counted in this process: the pieces it decoded itself)
+
+
+@pytest.mark.parametrize("sep", [b",\n  ", b",\n", b",\r\n\t"])
+@pytest.mark.parametrize("readonly", [True, False])
+def test_sub_chunks_cut_between_events_only(sep, readonly, monkeypatch):
+    monkeypatch.setattr(kineto, "SUB_CHUNK", 64)
+    events = [b'{"ph": "X", "name": "k%d, },\\n {", "ts": %d}' % (i, i) for i in range(200)]
+    text = b"[" + sep.join(events) + b"]"
+    chunks = [bytes(c) for c in kineto._sub_chunks(text if readonly else bytearray(text))]
+    assert len(chunks) > 10
+    decoded = [e for c in chunks for e in json.loads(c)]
+    assert decoded == [json.loads(e) for e in events]
