@@ -238,12 +238,14 @@ def _table(cols):
 
 @settings(max_examples=STREAM_EXAMPLES, **SETTINGS)
 @given(recs=st.lists(records().filter(lambda r: not r.nonfinite_literal), min_size=1, max_size=40),
-       layout=st.sampled_from(["kineto", "oneline", "array"]), block=st.integers(1, 4096))
-def test_streaming_in_any_block_size_equals_the_whole_document_reader(recs, layout, block):
+       layout=st.sampled_from(["kineto", "oneline", "array"]), block=st.integers(1, 4096),
+       piece=st.integers(1, 4096))
+def test_streaming_in_any_block_size_equals_the_whole_document_reader(recs, layout, block, piece):
+    """Blocks of any size, gathered into pieces of any size: the table of the whole-document reader."""
     text = document(recs, layout)
     raws, header = split_document("t", text)
     ref = _table(decode_slices(raws, header))
-    got = _table(decode_stream(iter([text[i:i + block] for i in range(0, len(text), block)])))
+    got = _table(decode_stream(iter([text[i:i + block] for i in range(0, len(text), block)]), piece_target=piece))
     assert got[0].equals(ref[0])
     assert got[1:] == ref[1:]
     assert ref[3] == len(recs)

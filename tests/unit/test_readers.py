@@ -90,3 +90,28 @@ def test_load_uses_helper_and_matches_single_process(tmp_path, monkeypatch):
     assert one.report.reader == two.report.reader == "stream"
     assert two.events.equals(one.events)
     assert two.report.to_dict() == one.report.to_dict()
+
+
+@pytest.mark.parametrize("kind", ["json", "gz", "gz-zlib", "gz-members", "zst"])
+def test_read_ahead_gives_the_text_in_order(kind, tmp_path, monkeypatch):
+    """The streaming ingest's blocks (views of reused buffers for gzip, taken one at a time as the decoder
+    does) put back together are the file's text."""
+    import gzip as _gzip
+
+    import zstandard
+
+    from tracekit.ingest import reader
+
+    text = b"".join(b'{"ph": "X", "name": "k%d", "ts": %d}\n' % (i, i) for i in range(40000))
+    data = {"json": text, "gz": _gzip.compress(text), "gz-zlib": _gzip.compress(text),
+            "gz-members": _gzip.compress(text[:1000]) + _gzip.compress(text[1000:]) + b"\x00" * 8,
+            "zst": zstandard.ZstdCompressor().compress(text)}[kind]
+    if kind == "gz-zlib":
+        monkeypatch.setenv("TRACEKIT_INFLATE", "zlib")
+    monkeypatch.setattr(reader, "TEXT_BLOCK", 4096)  # many blocks: the pool of buffers goes round often
+    path = tmp_path / "t.bin"
+    path.write_bytes(data)
+    got = bytearray()
+    for block in reader.read_ahead(path):
+        got += block
+    assert bytes(got) == text

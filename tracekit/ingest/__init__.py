@@ -15,7 +15,7 @@ from ..trace import IngestReport, Trace
 from . import cache as _cache
 from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
 from .normalize import build_events
-from .reader import (StreamDamaged, iter_blocks, prefetch, read_text, replace_lone_surrogates, replace_nonfinite,
+from .reader import (StreamDamaged, read_ahead, read_text, replace_lone_surrogates, replace_nonfinite,
                      salvage_json)
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
         # helper process through shared memory; an uncompressed file's pieces are read by the helper itself
         workers = _workers(size if compression == "none" else size * COMPRESSION_GUESS)
         on_read = (lambda pos: progress(pos, size)) if progress else None
-        cols = decode_stream(counter.count(prefetch(iter_blocks(source, on_read=on_read))), workers=workers,
+        cols = decode_stream(counter.count(read_ahead(source, on_read=on_read)), workers=workers,
                              plain_file=str(source) if compression == "none" else None, on_position=on_read)
         # a plain file's text is the file (with the helper, it is not all read through the counter)
         report.text_bytes = size if compression == "none" else counter.total

@@ -481,26 +481,30 @@ class NotStreamable(Exception):
 
 
 def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None,
-                  piece_bytes: int | None = None, on_position=None) -> RawColumns:
+                  piece_bytes: int | None = None, on_position=None, piece_target: int | None = None) -> RawColumns:
     """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
 
     With ``workers`` > 1 a forked helper process shares the decoding of the pieces with this one (see
     :class:`_Helper`); the pieces are reassembled in file order, so the result is the same as with one
     worker. Decompressed text reaches the helper through a ring of shared memory slots of ``piece_bytes``
-    (default: 1.25 blocks of the reader) each. ``plain_file`` (an uncompressed source, whose bytes are the
+    (default: 1.25 blocks of the reader) each. Pieces are cut once ``piece_target`` bytes of text have gathered
+    (default: the reader's READ_BLOCK), whatever the size of the blocks. ``plain_file`` (an uncompressed source, whose bytes are the
     text) is not read through ``blocks`` beyond the first event separator: from there the file is cut into
     pieces by reading a few KiB around each cut point, each piece is read by the process that decodes it,
     and ``on_position(offset)`` reports the progress.
     """
     helper = _Helper(plain_file, piece_bytes) if workers > 1 else None
     try:
-        return _decode_stream(blocks, helper, on_position)
+        return _decode_stream(blocks, helper, on_position, piece_target)
     finally:
         if helper is not None:
             helper.stop()
 
 
-def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_position=None) -> RawColumns:
+def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_position=None,
+                   piece_target: int | None = None) -> RawColumns:
+    from . import reader
+
     slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
     buf = bytearray()
     it = iter(blocks)
@@ -529,26 +533,29 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
     if header_text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
         header_text = header_text[3:]
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
+    # From here the text gathers in one buffer of fixed size, reused for every piece (fresh memory for each
+    # piece would cost a page fault per 4 KiB): acc[:n] is the text not yet cut, acc[0] the byte before its
+    # first event. A piece is cut at the last event separator once about `target` bytes have gathered.
+    target = piece_target or reader.READ_BLOCK
+    limit = target + target // 4 if helper is None else min(target + target // 4, helper.slot_bytes - 2)
+    n = len(buf)
+    acc = bytearray(max(target + target // 4 + 2, 2 * n))
+    acc[:n] = buf
+    del buf
     sep: bytes | None = None
     tail: bytes | None = None
-    to_slots = helper is not None and helper.plain_file is None
-    for block in _chain_first(buf, it):
-        if block is not buf:
-            total_in += len(block)
-            if to_slots and sep is not None:
-                # the piece goes from the carry and the block straight into a shared slot, without first
-                # joining them here: the last separator of carry + block is the block's last one
-                kb = block.rfind(sep)
-                if kb >= 0 and len(buf) + kb + 2 <= helper.slot_bytes:
-                    slots.append(None)
-                    helper.submit_parts(buf, block, kb)
-                    buf = bytearray(memoryview(block)[kb + len(sep) - 2 :])
-                    continue
-            buf += block
+    for block in itertools.chain((b"",), it):  # the empty first round looks at what the head left
+        size = len(block)
+        if size:
+            total_in += size
+            if n + size > len(acc):  # one event bigger than the buffer: grow it
+                acc.extend(bytes(n + size + len(acc) // 2 - len(acc)))
+            acc[n : n + size] = block
+            n += size
         if sep is None:
-            m = _SEP_RE.search(buf)
+            m = _SEP_RE.search(acc, 0, n)
             if m is None:
-                if len(buf) > _MAX_HEAD:
+                if n > _MAX_HEAD:
                     raise NotStreamable("no newline-separated events")
                 continue
             sep = m.group(0)
@@ -557,24 +564,15 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
                 close = getattr(it, "close", None)
                 if close is not None:
                     close()
-                tail = _cut_plain_file(helper, sep, total_in - len(buf), slots, on_position)
+                tail = _cut_plain_file(helper, sep, total_in - n, slots, on_position)
                 break
-        k = buf.rfind(sep)
-        if k < 0:
-            continue
-        if helper is not None and helper.can_take(k):
-            slots.append(None)
-            helper.submit(buf, k, total_in - len(buf))
-        else:
-            slots.append(_decode_piece(buf, k))
-        cut = k + len(sep) - 2  # keep the byte before the next '{': it becomes the next '['
-        try:
-            del buf[:cut]
-        except BufferError:  # something (a profiler, a debugger) still holds a view: copy instead
-            buf = bytearray(buf[cut:])
-    if tail is None:
-        tail = bytes(buf[1:])  # buf[0] is the byte before the next event ("[" or whitespace)
-    del buf
+        if n >= target:
+            n = _cut_piece(acc, n, sep, helper, slots, limit)
+    else:
+        if sep is not None:
+            n = _cut_piece(acc, n, sep, helper, slots, limit)  # the text before the last separator of the input
+        tail = bytes(acc[1:n])  # acc[0] is the byte before the next event ("[" or whitespace)
+    del acc
     try:
         if array_form:
             last = _ARRAY_DECODER.decode(b"[" + tail)
@@ -600,6 +598,24 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
         header.update({k: getattr(head_doc, k) for k in HEADER_KEYS if getattr(head_doc, k) is not None})
     header.update({k: v for k, v in trailer.items() if v is not None})
     return builder.finish(header)
+
+
+def _cut_piece(acc: bytearray, n: int, sep: bytes, helper: "_Helper | None", slots: list, limit: int) -> int:
+    """Cut acc[1 : k + 1] (whole events, up to the last separator in acc[:n]) as the next piece: into the
+    helper's ring, or decoded here; move the rest to the front of ``acc`` and return its length."""
+    k = acc.rfind(sep, 0, min(n, limit))  # a piece fits a ring slot
+    if k < 0:
+        k = acc.rfind(sep, 0, n)
+        if k < 0:  # no separator yet (one event longer than a piece): gather on
+            return n
+    if helper is not None and helper.can_take(k):
+        slots.append(None)
+        helper.submit(acc, k)
+    else:
+        slots.append(_decode_piece(acc, k))
+    cut = k + len(sep) - 2  # keep the byte before the next '{': it becomes the next '['
+    acc[: n - cut] = acc[cut:n]
+    return n - cut
 
 
 def _decode_text(text) -> dict[str, Any]:
@@ -712,35 +728,20 @@ class _Helper:
 
     def can_take(self, k: int) -> bool:
         """Whether the piece buf[1:k+1] can go into the ring (a piece too big for a slot is decoded here)."""
-        return self.plain_file is not None or k + 2 <= self.slot_bytes
+        return k + 2 <= self.slot_bytes
 
     def submit_range(self, offset: int, length: int) -> None:
         """Publish the plain file's bytes [offset, offset + length) as the next piece."""
         self._free_entry()
         self._publish((offset, length))
 
-    def submit(self, buf: bytearray, k: int, offset: int) -> None:
-        """Publish buf[1:k+1] as the next piece; ``offset`` is the position of buf[0] in the text."""
-        entry = self._free_entry()
-        if self.plain_file is not None:
-            self._publish((offset + 1, k))
-            return
-        at = entry * self.slot_bytes
+    def submit(self, buf: bytearray, k: int) -> None:
+        """Publish buf[1:k+1] (whole events of decompressed text) as the next piece, copied into its slot."""
+        at = self._free_entry() * self.slot_bytes
         buf[0] = 91  # '[' over the byte before the first '{'
         buf[k + 1] = 93  # ']' over the ',' after the last complete event
         self.shm[at : at + k + 2] = memoryview(buf)[: k + 2]
         self._publish((at, k + 2))
-
-    def submit_parts(self, carry: bytearray, block: bytes, kb: int) -> None:
-        """Publish (carry + block)[1 : len(carry) + kb + 1] as the next piece, copied into its slot."""
-        at = self._free_entry() * self.slot_bytes
-        n = len(carry)
-        shm = self.shm
-        shm[at] = 91  # '[' in place of carry[0], the byte before the first '{'
-        shm[at + 1 : at + n] = memoryview(carry)[1:]
-        shm[at + n : at + n + kb + 1] = memoryview(block)[: kb + 1]
-        shm[at + n + kb + 1] = 93  # ']' in place of the ',' after the last complete event
-        self._publish((at, n + kb + 2))
 
     def _free_entry(self) -> int:
         """The ring entry of the next piece, once free: decodes waiting pieces here while the ring is full."""
