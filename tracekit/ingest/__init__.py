@@ -100,11 +100,12 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
         report.file_bytes = size
         counter = _Counter()
         compression = _compression(source)
-        # compressed input: decompression runs in the reader thread, and the decompressed pieces reach the
-        # helper process through shared memory; an uncompressed file's pieces are read by the helper itself
+        # compressed input: this process decompresses (in its own thread when it decodes alone), and the
+        # pieces reach the helper process through shared memory; an uncompressed file's pieces are read by
+        # the helper itself
         workers = _workers(size if compression == "none" else size * COMPRESSION_GUESS)
         on_read = (lambda pos: progress(pos, size)) if progress else None
-        cols = decode_stream(counter.count(read_ahead(source, on_read=on_read)), workers=workers,
+        cols = decode_stream(counter.count(read_ahead(source, on_read=on_read, inline=workers > 1)), workers=workers,
                              plain_file=str(source) if compression == "none" else None, on_position=on_read)
         # a plain file's text is the file (with the helper, it is not all read through the counter)
         report.text_bytes = size if compression == "none" else counter.total
