@@ -331,25 +331,50 @@ def _tree_mib(res: dict) -> float | None:
     return kib / 1024.0 if kib else None
 
 
-def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None, stdout_devnull: bool = False,
-             timeout: float = 1800, memory_run: bool = False) -> dict:
-    """``repeat`` timed runs, then (``memory_run``) one more that samples the process tree's memory."""
-    runs = []
-    mem_runs = []
-    for i in range(repeat + (1 if memory_run else 0)):
-        is_mem = i == repeat
-        what = "memory run, tree sampled, time not used" if is_mem else f"run {i + 1}/{repeat}" if repeat > 1 else ""
-        _log(f"  {label}{f' ({what})' if what else ''} ...")
-        res = _run(cmd, env=env, stdout_devnull=stdout_devnull, timeout=timeout, tree=is_mem)
-        (mem_runs if is_mem else runs).append(res)
-        if "error" in res:
-            _log(f"    FAILED: {res['error']}\n{res.get('stderr_tail', '')}")
-            break
-        c = res.get("child") or {}
-        load = f"load {c['load_s']:.2f} s, " if "load_s" in c else ""
-        tree = _tree_mib(res)
-        _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB"
-             + (f", tree peak {tree:.0f} MiB over {res.get('max_procs')} process(es)" if tree else ""))
+def _run_logged(label: str, cmd: list[str], what: str, *, env: dict | None = None, stdout_devnull: bool = False,
+                timeout: float = 1800, tree: bool = False) -> dict:
+    _log(f"  {label}{f' ({what})' if what else ''} ...")
+    res = _run(cmd, env=env, stdout_devnull=stdout_devnull, timeout=timeout, tree=tree)
+    if "error" in res:
+        _log(f"    FAILED: {res['error']}\n{res.get('stderr_tail', '')}")
+        return res
+    c = res.get("child") or {}
+    load = f"load {c['load_s']:.2f} s, " if "load_s" in c else ""
+    tree_mib = _tree_mib(res)
+    _log(f"    {load}wall {res['wall_s']:.2f} s, peak RSS {_peak_mib(res):.0f} MiB"
+         + (f", tree peak {tree_mib:.0f} MiB over {res.get('max_procs')} process(es)" if tree_mib else ""))
+    return res
+
+
+def _measure_rounds(specs: list[dict], timeout: float) -> dict[str, dict]:
+    """Run every row's timed runs in rounds (round i runs run i of every row, in the rows' order), then one
+    memory run for each row that asks for it; return the rows by key.
+
+    A slow spell of the machine (a noisy neighbour, the host reclaiming memory) then touches every row
+    alike instead of the few measured during it. A row with one run (the cache writes, which the cached
+    rows need first) runs in the first round; HTA and orjson (a run each, 10-30 s) in the middle one."""
+    rounds = max((sp["repeat"] for sp in specs), default=0)
+    runs: dict[str, list] = {sp["key"]: [] for sp in specs}
+    for i in range(rounds):
+        for sp in specs:
+            rep, got = sp["repeat"], runs[sp["key"]]
+            single_round = rounds // 2 if sp.get("middle") else 0
+            if (rep == 1 and i != single_round) or (rep > 1 and i >= rep) or any("error" in r for r in got):
+                continue
+            got.append(_run_logged(sp["label"], sp["cmd"], f"run {len(got) + 1}/{rep}" if rep > 1 else "",
+                                   env=sp["env"], stdout_devnull=sp["stdout_devnull"], timeout=timeout))
+    rows = {}
+    for sp in specs:
+        mem_runs = []
+        if sp["memory_run"] and runs[sp["key"]] and not any("error" in r for r in runs[sp["key"]]):
+            mem_runs.append(_run_logged(sp["label"], sp["cmd"], "memory run, tree sampled, time not used",
+                                        env=sp["env"], stdout_devnull=sp["stdout_devnull"], timeout=timeout,
+                                        tree=True))
+        rows[sp["key"]] = {**_summarise(sp["label"], runs[sp["key"]], mem_runs), **sp["extra"]}
+    return rows
+
+
+def _summarise(label: str, runs: list[dict], mem_runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
     mem_ok = [r for r in mem_runs if "error" not in r]
     row: dict = {"label": label, "runs": runs, "memory_runs": mem_runs,
@@ -374,9 +399,10 @@ def _measure(label: str, cmd: list[str], repeat: int, *, env: dict | None = None
         row["rss_source"] = ("child VmHWM" if (ok[-1].get("child") or {}).get("vmhwm_kib")
                              else "polled VmHWM" if ok[-1].get("polled_vmhwm_kib") else "wait4 ru_maxrss")
         row["child"] = ok[-1].get("child")
-    else:
-        row["error"] = runs[-1].get("error")
-        row["stderr_tail"] = runs[-1].get("stderr_tail")
+    if not row["ok"]:
+        failed = [r for r in runs + mem_runs if "error" in r] or runs[-1:]
+        row["error"] = failed[0].get("error") if failed else "not run"
+        row["stderr_tail"] = failed[0].get("stderr_tail") if failed else None
     return row
 
 
@@ -695,10 +721,13 @@ def main(argv: list[str] | None = None) -> int:
         r = args.repeat
         one_worker = dict(env, TRACEKIT_WORKERS="1")
 
-        def measure(key, label, cmd, repeat=r, **kw):
-            kw.setdefault("env", env)
-            rows[key] = _measure(label, cmd, repeat, timeout=args.timeout, **kw)
-            return rows[key]
+        specs: list[dict] = []
+
+        def measure(key, label, cmd, repeat=r, *, env=env, stdout_devnull=False, memory_run=False, middle=False):
+            """Register a row; returns a dict of extra fields for it. The rows run in rounds, below."""
+            specs.append({"key": key, "label": label, "cmd": cmd, "repeat": repeat, "env": env, "extra": {},
+                          "stdout_devnull": stdout_devnull, "memory_run": memory_run, "middle": middle})
+            return specs[-1]["extra"]
 
         measure("import", "python -c 'import tracekit'", [py, "-c", IMPORT_BASELINE])["per_size"] = False
         measure("gzip_dc", "gzip -dc .json.gz > /dev/null", ["gzip", "-dc", str(gz)],
@@ -733,11 +762,14 @@ def main(argv: list[str] | None = None) -> int:
             measure("cli_gz_cached", "tracekit info .json.gz with the cache (CLI process)",
                     [str(Path(py).with_name("tracekit")), "info", str(gz)], stdout_devnull=True)
         if not args.skip_extras and _importable("orjson"):
-            measure("orjson", "orjson.loads(.json) + the same columns (inexact ts)", _child_cmd(py, "orjson", str(js)), 1)
+            measure("orjson", "orjson.loads(.json) + the same columns (inexact ts)", _child_cmd(py, "orjson", str(js)), 1,
+                    middle=True)
         if hta_py:
             measure("hta_gz", f"HTA {HTA_VERSION} parse_trace_file(.json.gz)", _child_cmd(hta_py, "hta", str(gz)), 1,
-                    env=None)
-            measure("hta", f"HTA {HTA_VERSION} parse_trace_file(.json)", _child_cmd(hta_py, "hta", str(js)), 1, env=None)
+                    env=None, middle=True)
+            measure("hta", f"HTA {HTA_VERSION} parse_trace_file(.json)", _child_cmd(hta_py, "hta", str(js)), 1, env=None,
+                    middle=True)
+        rows.update(_measure_rounds(specs, args.timeout))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
 
@@ -787,8 +819,8 @@ def main(argv: list[str] | None = None) -> int:
         hdr += f"\n       tracekit: {cold_c['records_read']:,} records read, {cold_c['events_kept']:,} events kept"
     hdr += (f"\nmachine: {_cpu_model()}, {platform.machine()}, {os.cpu_count()} CPUs, "
             f"{(_meminfo_total() or 0) / (1 << 20):.0f} GiB, python {platform.python_version()}; "
-            f"tracekit {cold_c.get('tracekit_version', '?')}; best of {args.repeat} for tracekit/gzip rows, "
-            f"HTA once; file in page cache; tracekit sources sha1 {fp_start['sha1'][:12]}")
+            f"tracekit {cold_c.get('tracekit_version', '?')}; best of {args.repeat} for tracekit/gzip rows, run in "
+            f"{args.repeat} rounds, HTA once in the middle round; file in page cache; tracekit sources sha1 {fp_start['sha1'][:12]}")
     text = "\n".join([
         hdr, "",
         _table(table_rows, size), "",
