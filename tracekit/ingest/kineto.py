@@ -487,9 +487,9 @@ def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str 
     With ``workers`` > 1 a forked helper process shares the decoding of the pieces with this one (see
     :class:`_Helper`); the pieces are reassembled in file order, so the result is the same as with one
     worker. Decompressed text reaches the helper through a ring of shared memory slots of ``piece_bytes``
-    (default: 1.25 blocks of the reader) each. Pieces are cut once ``piece_target`` bytes of text have gathered
-    (default: the reader's READ_BLOCK), whatever the size of the blocks. ``plain_file`` (an uncompressed source, whose bytes are the
-    text) is not read through ``blocks`` beyond the first event separator: from there the file is cut into
+    (default: 1.25 blocks of the reader) each. Pieces are cut once ``piece_target`` bytes of text have
+    gathered (default: the reader's READ_BLOCK), whatever the size of the blocks. ``plain_file`` (an
+    uncompressed source, whose bytes are the text) is not read through ``blocks`` beyond the first event separator: from there the file is cut into
     pieces by reading a few KiB around each cut point, each piece is read by the process that decodes it,
     and ``on_position(offset)`` reports the progress.
     """
@@ -566,11 +566,17 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
                     close()
                 tail = _cut_plain_file(helper, sep, total_in - n, slots, on_position)
                 break
-        if n >= target:
-            n = _cut_piece(acc, n, sep, helper, slots, limit)
+        while n >= target:  # (several pieces when a block is bigger than a piece)
+            rest = _cut_piece(acc, n, sep, helper, slots, limit)
+            if rest == n:
+                break
+            n = rest
     else:
-        if sep is not None:
-            n = _cut_piece(acc, n, sep, helper, slots, limit)  # the text before the last separator of the input
+        while sep is not None:  # the text before the last separator of the input
+            rest = _cut_piece(acc, n, sep, helper, slots, limit)
+            if rest == n:
+                break
+            n = rest
         tail = bytes(acc[1:n])  # acc[0] is the byte before the next event ("[" or whitespace)
     del acc
     try:
