@@ -37,3 +37,16 @@ class UsageError(TracekitError):
     """A bad option or option value (exit 2), e.g. an unknown --phase."""
 
     exit_code = 2
+
+
+def named_or_loaded(value, cls: type, load, *, name: str, must_be: str):
+    """What an analysis calls on an argument a notebook may give as the CLI takes it: None stays None, a
+    ``cls`` is itself, a name or a path is loaded with ``load``; anything else is a UsageError that names the
+    argument (``name``) and what it ``must_be``."""
+    import os
+
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return load(value)
+    raise UsageError(f"{name} must be {must_be}, not {type(value).__name__}")

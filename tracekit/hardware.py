@@ -12,7 +12,6 @@ its peak, ``null`` where the GPU has no such rate.
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -21,7 +20,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from .errors import DataFileError, InputError, UsageError
+from .errors import DataFileError, InputError, named_or_loaded
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
 # bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
@@ -213,12 +212,8 @@ def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
 def as_profile(hw, *, name: str = "hw") -> Optional[HardwareProfile]:
     """What an analysis calls on its ``hw`` argument, so that a notebook may pass what the CLI's ``--hw`` takes:
     None stays None, a HardwareProfile is itself, a shipped name or a JSON file is loaded (:func:`load_profile`)."""
-    if hw is None or isinstance(hw, HardwareProfile):
-        return hw
-    if isinstance(hw, (str, os.PathLike)):
-        return load_profile(hw)
-    raise UsageError(f"{name} must be a hardware profile name, a path to a profile file or a HardwareProfile,"
-                     f" not {type(hw).__name__}")
+    return named_or_loaded(hw, HardwareProfile, load_profile, name=name,
+                           must_be="a hardware profile name, a path to a profile file or a HardwareProfile")
 
 
 def resolve_profile(hw: HardwareProfile | str | Path | None, meta: dict[str, Any] | None = None, *,

@@ -7,7 +7,6 @@ of the bad field. Files are found by path, or by name (or alias) among the shipp
 from __future__ import annotations
 
 import json
-import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -16,7 +15,7 @@ from typing import Literal, Optional, Union
 
 import msgspec
 
-from ..errors import DataFileError, InputError, MissingDataError, UsageError
+from ..errors import DataFileError, InputError, MissingDataError, named_or_loaded
 
 
 class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -269,12 +268,8 @@ def as_annotation(ann, *, name: str = "ann") -> Annotation | None:
     """What every analysis calls on its annotation argument, so that a notebook may pass what the CLI's ``-a``
     takes: None stays None, an Annotation is itself, a name or a path is loaded (:func:`load_annotation`).
     ``name`` is the argument's name, for the error."""
-    if ann is None or isinstance(ann, Annotation):
-        return ann
-    if isinstance(ann, (str, os.PathLike)):
-        return load_annotation(ann)
-    raise UsageError(f"{name} must be an annotation name, a path to an annotation file or an Annotation,"
-                     f" not {type(ann).__name__}")
+    return named_or_loaded(ann, Annotation, load_annotation, name=name,
+                           must_be="an annotation name, a path to an annotation file or an Annotation")
 
 
 def required_annotation(ann, what: str, *, name: str = "ann") -> Annotation:
