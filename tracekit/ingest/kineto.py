@@ -1071,11 +1071,6 @@ def _write_all(fd: int, data) -> None:
         view.release()
 
 
-def _chain_first(first: bytearray, rest: Iterable[bytes]):
-    yield first
-    yield from rest
-
-
 def _decode_piece(buf: bytearray, k: int) -> dict[str, Any]:
     """Decode buf[1:k+1] (whole events) in place: '[' and ']' are written over the bytes around it."""
     buf[k + 1] = 93  # ']' over the ',' after the last complete event

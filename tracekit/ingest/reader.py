@@ -295,35 +295,40 @@ class StreamDamaged(Exception):
     """The compressed stream is corrupt or cut: the caller falls back to the salvaging reader."""
 
 
-def _gzip_readinto(fh):
-    """(A file object that inflates the gzip stream of ``fh`` with ISA-L into the caller's buffers
-    (``readinto``: no memory allocated per block), the errors it raises), or (None, ()) where the zlib path is to be used (``isal``
-    missing, or TRACEKIT_INFLATE=zlib). It checks every member's CRC and length, reads concatenated members
-    and skips zero padding, as the zlib path does; a damaged or cut stream raises."""
+def _isal():
+    """ISA-L's ``(igzip, isal_zlib)`` when gzip text is to be inflated with it, else None (zlib then).
+
+    ISA-L (the ``isal`` package, a dependency with wheels for the common platforms) inflates Kineto JSON
+    about 4x faster than zlib (benchmarks/README.md), which leaves more of two cores to decoding, and checks
+    the CRC and length of every member as zlib does. ``TRACEKIT_INFLATE=zlib`` picks zlib (for benchmarks).
+    The whole-document (salvage) reader always uses zlib, whose ``copy()`` it needs to keep every byte
+    before a damage."""
     if os.environ.get("TRACEKIT_INFLATE", "").strip().lower() == "zlib":
-        return None, ()
+        return None
     try:
         from isal import igzip, isal_zlib
     except ImportError:
+        return None
+    return igzip, isal_zlib
+
+
+def _gzip_readinto(fh):
+    """(A file object that inflates the gzip stream of ``fh`` with ISA-L into the caller's buffers
+    (``readinto``: no memory allocated per block), the errors it raises), or (None, ()) where zlib is to be
+    used. It reads concatenated members and skips zero padding, as the zlib path does; a damaged or cut
+    stream raises."""
+    isal = _isal()
+    if isal is None:
         return None, ()
+    igzip, isal_zlib = isal
     return igzip.IGzipFile(fileobj=fh, mode="rb"), (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
 
 
 def _inflater():
-    """``(decompressobj(wbits), errors)`` for the streaming gzip reader.
-
-    ISA-L (the ``isal`` package, a dependency with wheels for the common platforms) inflates Kineto JSON
-    about 3x faster than zlib (benchmarks/README.md), which leaves more of two cores to decoding; without
-    it, zlib. ``TRACEKIT_INFLATE=zlib`` picks zlib (for benchmarks). ISA-L checks the CRC and length of
-    every member as zlib does. The whole-document (salvage) reader always uses zlib, whose ``copy()`` it
-    needs to keep every byte before a damage."""
-    if os.environ.get("TRACEKIT_INFLATE", "").strip().lower() != "zlib":
-        try:
-            from isal import isal_zlib
-
-            return isal_zlib.decompressobj, (isal_zlib.error, zlib.error)
-        except ImportError:
-            pass
+    """``(decompressobj(wbits), errors)`` for the streaming gzip reader without reused buffers."""
+    isal = _isal()
+    if isal is not None:
+        return isal[1].decompressobj, (isal[1].error, zlib.error)
     return zlib.decompressobj, (zlib.error,)
 
 
