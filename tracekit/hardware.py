@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import msgspec
+import numpy as np
 
-from .errors import DataFileError, InputError, named_or_loaded
+from .errors import DataFileError, InputError, MissingDataError, named_or_loaded
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
 # bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
@@ -49,6 +50,7 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     aliases: list[str] = []
     device_name_patterns: list[str] = []  # regexes matched against deviceProperties[].name
     sm_unit: str = "SM"
+    compute_capability: Optional[str] = None  # "9.0" (NVIDIA) / "9.4" (AMD gfx942): the row of _occupancy.json
     hbm_gbps_bus: Optional[float] = None  # bus width x memory clock as the driver reports it, where it differs
     sources: dict[str, str] = {}  # field -> document, where it differs from `source`
     note: str = ""
@@ -103,6 +105,10 @@ def _parse(doc: dict[str, Any], src: str) -> HardwareProfile:
         raise DataFileError(f"{src}: $.peak_dense_tflops has unknown dtype(s) {', '.join(bad)}; use {', '.join(DTYPES)}")
     if hw.sms < 1 or hw.hbm_gbps <= 0:
         raise DataFileError(f"{src}: $.sms and $.hbm_gbps must be positive")
+    if hw.compute_capability is not None and hw.compute_capability not in _occupancy_table().get(hw.vendor, {}).get(
+            "by_compute_capability", {}):
+        raise DataFileError(f"{src}: $.compute_capability {hw.compute_capability!r} has no row in"
+                            f" tracekit/data/hardware/_occupancy.json ({hw.vendor})")
     for i, p in enumerate(hw.device_name_patterns):
         try:
             re.compile(p)
@@ -126,7 +132,7 @@ def _read_json(text: str, src: str) -> dict[str, Any]:
 def _shipped_docs() -> dict[str, tuple[dict[str, Any], str]]:
     out: dict[str, tuple[dict[str, Any], str]] = {}
     for f in sorted(_hw_dir().iterdir(), key=lambda p: p.name):
-        if not f.name.endswith(".json"):
+        if not f.name.endswith(".json") or f.name.startswith("_"):  # _occupancy.json is not a profile
             continue
         src = f"tracekit/data/hardware/{f.name}"
         out[f.name.removesuffix(".json")] = (_read_json(f.read_text(encoding="utf-8"), src), src)
@@ -264,3 +270,174 @@ def hw_profiles(name: str | None = None):
                      "source": p.source, "unverified": ", ".join(p.unverified), "path": p.path})
     return Result(command="hw", inputs=[], params={"name": name}, summary={"profiles": len(rows)},
                   tables={"profiles": pd.DataFrame(rows)})
+
+
+# ------------------------------------------------------------------------------------------------ occupancy
+
+
+@lru_cache(maxsize=1)
+def _occupancy_table() -> dict[str, Any]:
+    src = "tracekit/data/hardware/_occupancy.json"
+    doc = _read_json(_hw_dir().joinpath("_occupancy.json").read_text(encoding="utf-8"), src)
+    for vendor in ("NVIDIA", "AMD"):
+        if not isinstance(doc.get(vendor, {}).get("by_compute_capability"), dict):
+            raise DataFileError(f"{src}: $.{vendor}.by_compute_capability is missing")
+    return doc
+
+
+class SmLimits(msgspec.Struct, kw_only=True):
+    """What one SM (CU) holds at once, for the occupancy calculator (:func:`ctas_per_sm`). ``None`` where unknown
+    (that limit is then not applied, and ``assumed`` says so). ``sources`` names where each field came from."""
+
+    vendor: str
+    compute_capability: Optional[str]
+    warp_size: int
+    max_threads_per_sm: int
+    max_blocks_per_sm: Optional[int]
+    registers_per_sm: Optional[int]
+    registers_per_block: Optional[int]
+    register_allocation_unit: int = 256
+    register_sub_partitions: int = 1
+    shared_memory_per_sm: Optional[int]
+    shared_memory_per_block_optin: Optional[int]
+    shared_memory_allocation_unit: int = 1
+    reserved_shared_memory_per_block: int = 0
+    sources: dict[str, str] = {}
+    assumed: list[str] = []
+
+    def summary(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__struct_fields__}
+
+
+_DEVICE_FIELDS = {  # deviceProperties key(s) -> SmLimits field
+    "warp_size": ("warpSize",),
+    "max_threads_per_sm": ("maxThreadsPerMultiprocessor", "maxThreadsPerMultiProcessor"),
+    "registers_per_sm": ("regsPerMultiprocessor",),
+    "registers_per_block": ("regsPerBlock",),
+    "shared_memory_per_sm": ("sharedMemPerMultiprocessor", "maxSharedMemoryPerMultiProcessor"),
+    "shared_memory_per_block_optin": ("sharedMemPerBlockOptin",),
+}
+
+
+def _used_device(meta: dict[str, Any]) -> Optional[dict[str, Any]]:
+    props = [d for d in meta.get("device_properties") or [] if isinstance(d, dict)]
+    used = set(meta.get("devices_used") or [])
+    return next((d for d in props if d.get("id") in used), props[0] if props else None)
+
+
+def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) -> SmLimits:
+    """The per-SM limits of a trace's device: each field from its ``deviceProperties`` where it has it, else the
+    row of ``tracekit/data/hardware/_occupancy.json`` for its compute capability (deviceProperties'
+    computeMajor.computeMinor, else ``hw.compute_capability``), else that vendor's defaults. A MissingDataError
+    when neither the trace nor ``hw`` names a compute capability the table knows."""
+    table = _occupancy_table()
+    dev = _used_device(meta or {}) or {}
+    vendor = None
+    if isinstance(dev.get("computeMajor"), int):
+        name = str(dev.get("name") or "")
+        # ROCm writes warpSize 64 (and sometimes no name); CUDA 32
+        vendor = "AMD" if dev.get("warpSize") == 64 or "AMD" in name or (meta or {}).get("vendor") == "AMD" \
+            else "NVIDIA"
+        cc = f"{dev['computeMajor']}.{dev.get('computeMinor', 0)}"
+        cc_from = "trace deviceProperties computeMajor.computeMinor"
+    elif hw is not None and hw.compute_capability is not None:
+        vendor, cc, cc_from = hw.vendor, hw.compute_capability, f"hardware profile {hw.name}"
+    else:
+        raise MissingDataError("the trace's deviceProperties give no compute capability and no hardware profile"
+                               " names one, so the SM's occupancy limits are unknown; pass --hw NAME")
+    spec = table[vendor]
+    row = spec["by_compute_capability"].get(cc)
+    sources: dict[str, str] = {"compute_capability": cc_from}
+    assumed: list[str] = []
+    if row is None:
+        raise MissingDataError(f"compute capability {cc} ({vendor}) has no row in"
+                               " tracekit/data/hardware/_occupancy.json, so the SM's occupancy limits are unknown;"
+                               " add one (docs/roofline.md)")
+    if cc in spec.get("unverified", []):
+        assumed.append(f"the table's row for compute capability {cc} is unverified")
+    merged = {**spec["defaults"], **row}
+    vals: dict[str, Any] = {}
+    for f in SmLimits.__struct_fields__:
+        if f in ("vendor", "compute_capability", "sources", "assumed"):
+            continue
+        got = next((dev[k] for k in _DEVICE_FIELDS.get(f, ()) if isinstance(dev.get(k), int) and dev[k] > 0), None)
+        if got is not None:
+            vals[f], sources[f] = got, "trace deviceProperties"
+        elif f in merged:
+            vals[f], sources[f] = merged[f], f"_occupancy.json {vendor} {cc}"
+        else:
+            vals[f] = None
+    if vendor == "AMD":
+        assumed.append(spec["assumed"])
+        vals["register_sub_partitions"] = vals.get("register_sub_partitions") or 1
+    for f in ("warp_size", "max_threads_per_sm"):
+        if not vals.get(f):
+            raise MissingDataError(f"the SM's {f} is unknown ({vendor} {cc}); pass --hw NAME")
+    return SmLimits(vendor=vendor, compute_capability=cc, sources=sources, assumed=assumed,
+                    **{k: v for k, v in vals.items() if v is not None or k in
+                       ("max_blocks_per_sm", "registers_per_sm", "registers_per_block", "shared_memory_per_sm",
+                        "shared_memory_per_block_optin")})
+
+
+LIMITS = ("threads", "registers", "shared_memory", "blocks_per_sm")
+
+
+def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
+    """CTAs of each kernel resident on one SM at once, as CUDA's occupancy calculator counts them (cuda_occupancy.h),
+    vectorised over kernels: the least of
+
+    * **threads**: (max threads per SM ÷ warp size) ÷ warps per block (warps rounded up);
+    * **registers**: registers per warp (per thread × warp size) rounded up to the allocation unit (256), whole
+      warps per register sub-partition (registers per SM ÷ 4 sub-partitions), × sub-partitions, ÷ warps per block;
+    * **shared memory**: shared memory per SM ÷ (the block's shared memory + the reserved part per block, 1 KiB on
+      8.0 and later, rounded up to the allocation unit);
+    * **blocks_per_sm**: the cap on resident blocks (32 on 8.0/9.0/10.x, 16 or 24 on some).
+
+    A limit whose input is unknown (registers or shared memory < 0, as on ROCm) is not applied. Returns
+    ``(ctas_per_sm, limited_by, status)``: int64 ≥ 1 (1 where the block size is unknown), the name(s) of the
+    binding limit(s) joined with '+', and per kernel ``ok``, ``no_block`` (threads unknown: 1 assumed) or
+    ``exceeds`` (the limits admit no CTA although it ran: the table or deviceProperties disagree with the kernel;
+    1 used)."""
+    t = np.asarray(threads, dtype=np.int64)
+    r = np.asarray(registers, dtype=np.int64)
+    s = np.asarray(shared_mem, dtype=np.int64)
+    big = np.iinfo(np.int64).max // 4
+    ws = int(lim.warp_size)
+    known = t > 0
+    warps = np.where(known, -(-np.maximum(t, 1) // ws), 1)
+    by_threads = (int(lim.max_threads_per_sm) // ws) // warps
+    if lim.registers_per_sm is not None:
+        parts = max(int(lim.register_sub_partitions), 1)
+        unit = max(int(lim.register_allocation_unit), 1)
+        per_warp = np.maximum(r, 0) * ws
+        alloc = -(-per_warp // unit) * unit
+        warps_per_part = (int(lim.registers_per_sm) // parts) // np.maximum(alloc, 1)
+        by_regs = np.where(r > 0, (warps_per_part * parts) // warps, big)
+        if lim.registers_per_block is not None:  # the per-block register check of the hardware (and the software)
+            too_many = (per_warp * (-(-warps // parts) * parts) > lim.registers_per_block) | \
+                (alloc * warps > lim.registers_per_block)
+            by_regs = np.where((r > 0) & too_many, 0, by_regs)
+    else:
+        by_regs = np.full(t.shape, big, dtype=np.int64)
+    if lim.shared_memory_per_sm is not None:
+        unit = max(int(lim.shared_memory_allocation_unit), 1)
+        alloc = -(-(np.maximum(s, 0) + int(lim.reserved_shared_memory_per_block)) // unit) * unit
+        by_smem = np.where((s >= 0) & (alloc > 0), int(lim.shared_memory_per_sm) // np.maximum(alloc, 1), big)
+        if lim.shared_memory_per_block_optin is not None:
+            by_smem = np.where((s >= 0) & (s > lim.shared_memory_per_block_optin), 0, by_smem)
+    else:
+        by_smem = np.full(t.shape, big, dtype=np.int64)
+    cap = np.full(t.shape, big if lim.max_blocks_per_sm is None else int(lim.max_blocks_per_sm), dtype=np.int64)
+    stack = np.vstack([by_threads, by_regs, by_smem, cap])
+    got = stack.min(axis=0)
+    binding = stack == got
+    names = np.asarray(LIMITS, dtype=object)
+    # one label per distinct pattern of binding limits (at most 15), not a string join per kernel
+    code = (binding * (1 << np.arange(4))[:, None]).sum(axis=0)
+    labels = np.empty(16, dtype=object)
+    for c in range(16):
+        labels[c] = "+".join(names[[bool(c >> i & 1) for i in range(4)]])
+    limited_by = labels[code]
+    status = np.where(~known, "no_block", np.where(got < 1, "exceeds", "ok")).astype(object)
+    limited_by = np.where(known, limited_by, "unknown (no block size)")
+    return np.where(known & (got >= 1), got, 1).astype(np.int64), limited_by, status

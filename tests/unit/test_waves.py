@@ -143,8 +143,9 @@ def test_kernel_waves_options(tmp_path):
 
 def test_kernel_waves_sms_sources(tmp_path):
     tr = wave_trace(tmp_path, sms=None)
-    with pytest.raises(InputError, match="--sms"):
+    with pytest.raises(MissingDataError, match="--sms") as exc:  # the trace lacks what waves needs: exit 4, not 3
         kernel_waves(tr)
+    assert exc.value.exit_code == 4 and str(exc.value).count(". ") == 0  # one sentence
     r = kernel_waves(tr, hw=load_profile("h100"))
     assert (r.summary["sms"], r.summary["sms_from"]) == (132, "hardware profile h100")
 

@@ -1,7 +1,11 @@
 """A10 — wave quantization: CTAs, waves, wave efficiency and the time lost to the tail wave (docs/roofline.md).
 
-A kernel launches C = grid_x·grid_y·grid_z CTAs onto S SMs that hold r CTAs each at once (r = 1 unless
-the annotation's ``ctas_per_sm`` says otherwise), so it runs in W = ceil(C / (S·r)) waves. Every wave
+A kernel launches C = grid_x·grid_y·grid_z CTAs onto S SMs that hold r CTAs each at once, so it runs in
+W = ceil(C / (S·r)) waves. r comes from the kernel's launch configuration (threads per block, registers per
+thread, shared memory per block) against the SM's limits, as CUDA's occupancy calculator counts it
+(:func:`tracekit.hardware.ctas_per_sm`; the limits from the trace's deviceProperties and
+``tracekit/data/hardware/_occupancy.json``); an annotation's ``ctas_per_sm`` rule or the ``ctas_per_sm`` option
+overrides it. Every wave
 takes about as long as the others, but the last one holds only C − (W−1)·S·r CTAs. Wave efficiency is
 E = C / (W·S·r); the time lost to the tail wave is t·(1 − E): what the same work would save if it were
 spread over full waves (the study's "scale the measured time by the CTA count"). A single under-filled
@@ -24,7 +28,8 @@ import pandas as pd
 
 from ..annotate import Annotation, as_annotation
 from ..errors import DataFileError, InputError, MissingDataError
-from ..hardware import HardwareProfile, as_profile
+from ..hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \
+    sm_limits
 from ..result import Result, trace_input
 from ..trace import Trace
 from .steps import get_steps, merge_warnings, step_params
@@ -161,7 +166,8 @@ def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warni
         return traced, "trace deviceProperties"
     if hw is not None:
         return hw.sms, f"hardware profile {hw.name}"
-    raise InputError(f"{trace.path} has no deviceProperties SM count; pass --sms N or --hw NAME")
+    raise MissingDataError(f"{trace.path} has no SM count (its deviceProperties give no numSms); pass --sms N or"
+                           " --hw NAME")
 
 
 def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) -> np.ndarray:
@@ -180,10 +186,81 @@ def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) 
     return out
 
 
+def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None = None, *,
+                       names: tuple[np.ndarray, np.ndarray] | None = None, ann: Annotation | None = None,
+                       ctas_per_sm: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, list[str]]:
+    """CTAs per SM of each kernel row of ``k`` (``names``: its distinct names and each row's index into them, when
+    the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule
+    (``annotation``), else the ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's
+    limits (``launch configuration``), else 1 (``assumed``: no block size, or the SM's limits unknown).
+
+    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings)``; ``occupancy`` is the summary's
+    ``occupancy`` object: the SM limits used and where each came from, whether the count is ``assumed`` (and
+    why), the launches per source."""
+    n = len(k)
+    warnings: list[str] = []
+    cps = np.zeros(n, dtype=np.int64)
+    limited = np.full(n, "", dtype=object)
+    src = np.full(n, "", dtype=object)
+    if ann is not None and ann.ctas_per_sm:
+        if names is None:  # per distinct name (the categorical's codes), not per event
+            codes = k["name"].cat.codes.to_numpy() if hasattr(k["name"], "cat") else None
+            if codes is None:
+                uniq, inv = np.unique(k["name"].astype(str).to_numpy().astype(object), return_inverse=True)
+            else:
+                used, inv = np.unique(codes, return_inverse=True)
+                uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+        else:
+            uniq, inv = names
+        by_ann = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
+        hit = by_ann > 0
+        cps[hit], limited[hit], src[hit] = by_ann[hit], "annotation", "annotation"
+    if ctas_per_sm is not None:
+        if ctas_per_sm < 1:
+            raise InputError(f"--ctas-per-sm must be positive, not {ctas_per_sm}")
+        rest = cps == 0
+        cps[rest], limited[rest], src[rest] = ctas_per_sm, "option", "option"
+    lim: SmLimits | None = None
+    notes: list[str] = []
+    rest = cps == 0
+    if rest.any():
+        try:
+            lim = sm_limits(trace.meta, hw if hw is not None else detect_profile(trace.meta))
+        except (MissingDataError, DataFileError) as exc:
+            notes.append(f"{exc}: 1 CTA per SM assumed")
+        if lim is not None:
+            kr = k[rest]
+            bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
+            threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
+            got, why, status = occupancy_ctas_per_sm(threads, kr["registers"].to_numpy(), kr["shared_mem"].to_numpy(),
+                                                     lim)
+            cps[rest], limited[rest] = got, why
+            src[rest] = np.where(status == "ok", "launch configuration", "assumed")
+            n_block, n_exc = int((status == "no_block").sum()), int((status == "exceeds").sum())
+            if n_block:
+                notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
+            if n_exc:
+                notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
+                             f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
+                             " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
+                limited[rest] = np.where(status == "exceeds", "exceeds the SM's limits", limited[rest])
+            notes += lim.assumed
+        else:
+            cps[rest], limited[rest], src[rest] = 1, "unknown (no SM limits)", "assumed"
+    warnings += [f"CTAs per SM: {x}" for x in notes]
+    sources, counts = np.unique(src.astype(str), return_counts=True)
+    occupancy = {"sm_limits": lim.summary() if lim is not None else None,
+                 "assumed": bool(notes) or bool((src == "assumed").any()),
+                 "assumed_why": notes,
+                 "launches_by_source": {str(a): int(b) for a, b in zip(sources, counts)}}
+    return cps, limited, src, occupancy, warnings
+
+
 PER_KERNEL_COLUMNS = ["name", "count", "ctas", "waves", "wave_efficiency", "lost_ns", "total_ns", "lost_pct",
-                      "capacity", "ctas_min", "ctas_max", "grids", "lost_per_step_ns"]
+                      "capacity", "ctas_min", "ctas_max", "grids", "lost_per_step_ns", "ctas_per_sm", "limited_by",
+                      "ctas_per_sm_from"]
 PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capacity", "waves", "wave_efficiency",
-                    "total_ns", "lost_ns"]
+                    "total_ns", "lost_ns", "ctas_per_sm", "limited_by", "ctas_per_sm_from"]
 
 
 def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int | None = None,
@@ -224,8 +301,9 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     rank[order] = np.arange(order.size)
     uniq, inv = uniq[order], rank[inv]
     names = uniq[inv]
-    cps = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm if ann else [], ctas_per_sm or 1,
-                                (ann.source or ann.name) if ann else "")[inv]
+    cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(trace, k, hw, names=(uniq, inv), ann=ann,
+                                                                       ctas_per_sm=ctas_per_sm)
+    warnings += occ_warnings
     ctas = gx * gy * gz
     cap = n_sms * cps
     waves = -(-ctas // cap)
@@ -237,14 +315,17 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
     df = pd.DataFrame({"name": names, "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
-                       "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost,
+                       "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost, "ctas_per_sm": cps,
+                       "limited_by": limited, "ctas_per_sm_from": cps_from,
                        "lost_in_step": np.where(step >= 0, lost, 0)})
     keep = df["waves"] >= min_waves
     excluded = int((~keep).sum())
     df = df[keep]
     if df.empty:
         raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
-    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z"], sort=False)
+    # a name and grid launched with two block configurations (two CTAs-per-SM counts) are two rows
+    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
+                           sort=False)
                 .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
                      waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
                      lost_ns=("lost_ns", "sum")).reset_index())
@@ -256,7 +337,8 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
                                "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
                                "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
-    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity"]]).reset_index()
+    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
+                                         "ctas_per_sm_from"]]).reset_index()
     per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
     per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
     per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
@@ -269,6 +351,7 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
         "total_ns": int(df["dur_ns"].sum()), "lost_ns": int(df["lost_ns"].sum()), "steps": n_steps,
         "lost_per_step_ns": lost_steps / n_steps if n_steps else None,
         "top_name": str(per_kernel["name"].iloc[0]), "top_lost_ns": int(per_kernel["lost_ns"].iloc[0]),
+        "occupancy": occupancy,
     }
     return Result(command="waves", inputs=[trace_input(trace)],
                   params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.name if ann else None,
