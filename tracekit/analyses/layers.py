@@ -38,12 +38,13 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
+from ..errors import MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .categories import resolve_categories, trace_categories
@@ -63,6 +64,8 @@ SPLIT_SEPARATION = 3.0  # ... with a gap this many times the larger cluster's sp
 SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's layers (and 2)
 MAX_TYPES_FLOOR, MAX_TYPES_SHARE = 3, 0.25  # a stack of layers: at most this many distinct types (_stack_like)
 NORM_FAMILY = "norm"
+COMM_FAMILY = "comm"
+STRUCTURE_SLACK = 0.05  # a boundary whose layers agree with the structure this much less than the best is out
 EMBEDDING_FAMILY = "embedding"
 HEAD, TAIL, BETWEEN = "head", "tail", "between"
 LAYER_COLUMNS = ["step", "layer", "layer_type", "start_ns", "end_ns", "kernels", "kernel_ns"]
@@ -82,6 +85,10 @@ class _Seq:
     codes: np.ndarray  # their name codes
     starts: np.ndarray
     durs: np.ndarray
+    # the structure, counted independently of any boundary kernel: every mixer -> FFN transition of the step (the
+    # last mixer kernel before an FFN kernel, and that FFN kernel; kernels of no layer role in between are skipped)
+    trans_mixer: np.ndarray = None
+    trans_ffn: np.ndarray = None
 
 
 @dataclass
@@ -92,6 +99,8 @@ class _Ctx:
     cat_names: list[str]
     mixer_cat: np.ndarray  # category index -> is a mixer
     family_of_cat: list[str]
+    ffn_cat: np.ndarray = None  # category index -> is an FFN part
+    comm_code: np.ndarray = None  # name code -> is a communication kernel (family comm)
 
 
 @dataclass
@@ -112,6 +121,10 @@ class _Assembly:
     labels: dict[bytes, int]
     label_seq: dict[int, tuple]  # label id -> codes
     covered: int = 0
+    layers_n: int = 0  # layers over all steps
+    agree: int = 0  # layers holding exactly one mixer -> FFN transition (the structure's period)
+    decoder: bool = False  # a decoder stack: some layer holds a mixer, and every layer type a mixer or an FFN part
+    n_types: int = 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -419,6 +432,7 @@ class LayerFinding:
     segments_per_layer: int | None
     types: pd.DataFrame  # layer_type, signature (main-stream kernel names), label, run, layers
     warnings: list[str]
+    check: dict = field(default_factory=dict)  # the independent structure check (_structure_check)
 
     @property
     def layers(self) -> pd.DataFrame:
@@ -441,14 +455,38 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     cat_of_code = np.zeros(len(names) + 1, dtype=np.int64)
     cat_of_code[codes_all[sel]] = np.asarray(cats.codes, dtype=np.int64)
     mixer = np.array([cr.info(c).layer_role == "mixer" for c in cat_names], dtype=bool)
+    ffn = np.array([cr.info(c).layer_role == "ffn" for c in cat_names], dtype=bool)
     fam = [cr.family(c) for c in cat_names]
+    comm_cat = np.array([f == COMM_FAMILY for f in fam], dtype=bool)
     seqs = []
     dur = ev["dur_ns"].to_numpy(np.int64)[sel]
     for row in st.table.itertuples(index=False):
         m = step == row.step
-        seqs.append(_Seq(int(row.step), int(row.start_ns), int(row.end_ns), sel[m], codes_all[sel][m], starts[m],
-                         dur[m]))
-    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam)
+        seq = _Seq(int(row.step), int(row.start_ns), int(row.end_ns), sel[m], codes_all[sel][m], starts[m], dur[m])
+        cats_s = cat_of_code[seq.codes]
+        seq.trans_mixer, seq.trans_ffn = _transitions(mixer[cats_s] if cats_s.size else np.zeros(0, bool),
+                                                      ffn[cats_s] if cats_s.size else np.zeros(0, bool))
+        seqs.append(seq)
+    comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
+    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code)
+
+
+def _transitions(is_mixer: np.ndarray, is_ffn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every mixer -> FFN transition of a kernel sequence: (position of the last mixer kernel, position of the FFN
+    kernel after it), kernels of neither role skipped. A decoder layer holds exactly one (its attention, then its
+    MLP or MoE), whatever kernel repeats inside it: the count per step is the independent check of the layers."""
+    role = np.where(is_mixer, 1, np.where(is_ffn, 2, 0)).astype(np.int8)
+    pos = np.flatnonzero(role)
+    r = role[pos]
+    hit = np.flatnonzero((r[1:] == 2) & (r[:-1] == 1))
+    return pos[hit].astype(np.int64), pos[hit + 1].astype(np.int64)
+
+
+def _inside(seq: _Seq, lo: int, hi: int) -> int:
+    """Mixer -> FFN transitions wholly inside main-stream kernels [lo, hi) of a step."""
+    a = int(np.searchsorted(seq.trans_mixer, lo, side="left"))
+    b = int(np.searchsorted(seq.trans_ffn, hi, side="left"))
+    return max(0, b - a)
 
 
 def _stack_like(asm: _Assembly) -> bool:
@@ -464,31 +502,101 @@ def _stack_like(asm: _Assembly) -> bool:
     return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
 
 
+def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
+    """The structure of an assembly's layers: how many hold exactly one mixer -> FFN transition, and whether they
+    form a decoder stack (some layer holds an attention / linear-attention / state-space kernel, and every layer
+    type holds a mixer or an FFN kernel: a cut inside a layer leaves types with neither)."""
+    seq_of = {s.step: s for s in ctx.seqs}
+    has_mixer, has_part = {}, {}
+    n = agree = 0
+    for step, lays in asm.layers.items():
+        seq = seq_of[step]
+        for l in lays:
+            n += 1
+            agree += _inside(seq, l.lo, l.hi) == 1
+            if l.sig not in has_mixer:
+                cats = ctx.cat_of_code[seq.codes[l.lo:l.hi]]
+                has_mixer[l.sig] = bool(ctx.mixer_cat[cats].any())
+                has_part[l.sig] = has_mixer[l.sig] or bool(ctx.ffn_cat[cats].any())
+    asm.layers_n, asm.agree, asm.n_types = n, agree, len(has_mixer)
+    asm.decoder = bool(has_mixer) and any(has_mixer.values()) and all(has_part.values())
+    return asm
+
+
+def _share(asm: _Assembly) -> float:
+    return asm.agree / asm.layers_n if asm.layers_n else 0.0
+
+
 def _choose(ctx: _Ctx) -> _Assembly | None:
+    """The boundary kernel whose layers are a decoder stack that agrees best with the structure (one mixer -> FFN
+    transition per layer, counted without any boundary kernel), then (within STRUCTURE_SLACK of that agreement) a
+    norm kernel covering NORM_PREFERENCE of the best coverage, then the most main-stream kernels covered, the fewest
+    layer types, the rarest kernel. A kernel that repeats inside a layer (an elementwise kernel three times per
+    layer) cuts layers without an attention or an FFN part, or with no transition in most of them: it loses."""
     counts: Counter = Counter()
     for seq in ctx.seqs:
         c = Counter(seq.codes.tolist())
         for code, v in c.items():
             if v >= MIN_COUNT:
                 counts[code] = max(counts[code], v)
-    if not counts:
-        return None
+    if not counts or not any(ctx.mixer_cat[ctx.cat_of_code[s.codes]].any() for s in ctx.seqs if s.codes.size):
+        return None  # no attention, linear-attention or state-space kernel: no decoder stack
     is_norm = {tok: ctx.family_of_cat[ctx.cat_of_code[tok]] == NORM_FAMILY for tok in counts}
     total = sum(seq.codes.size for seq in ctx.seqs)
-    results = [a for a in (_assemble(ctx, tok) for tok in sorted(counts) if is_norm[tok])
-               if a.covered and _stack_like(a)]
-    # a norm boundary covering 90 % of all main-stream kernels wins whatever the others cover: skip them
-    if not results or max(a.covered for a in results) < NORM_PREFERENCE * total:
-        results += [a for a in (_assemble(ctx, tok) for tok in sorted(counts) if not is_norm[tok])
-                    if a.covered and _stack_like(a)]
+
+    def build(tokens) -> list[_Assembly]:
+        out = []
+        for tok in tokens:
+            a = _assemble(ctx, tok)
+            if a.covered and _stack_like(a) and _measure(ctx, a).decoder:
+                out.append(a)
+        return out
+
+    results = build(tok for tok in sorted(counts) if is_norm[tok])
+    # a norm boundary covering 90 % of all main-stream kernels, every layer holding one transition, wins whatever
+    # the others cover: skip them
+    if not any(a.covered >= NORM_PREFERENCE * total and _share(a) >= 1.0 - STRUCTURE_SLACK for a in results):
+        results += build(tok for tok in sorted(counts) if not is_norm[tok])
     if not results:
         return None
-    best = max(results, key=lambda a: (a.covered, -a.token))
-    norms = [a for a in results if ctx.family_of_cat[ctx.cat_of_code[a.token]] == NORM_FAMILY
-             and a.covered >= NORM_PREFERENCE * best.covered]
+    top = max(_share(a) for a in results)
+    results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
+
+    def key(a: _Assembly):
+        return (a.covered, -a.n_types, -counts[a.token], -a.token)
+
+    best = max(results, key=key)
+    norms = [a for a in results if is_norm[a.token] and a.covered >= NORM_PREFERENCE * best.covered]
     if norms:
-        best = max(norms, key=lambda a: (a.covered, -a.token))
+        best = max(norms, key=key)
     return best
+
+
+CHECK_COMPARED = ("layers per step against the mixer -> FFN transitions per step (an attention, linear-attention or"
+                  " state-space kernel followed by an MLP or MoE kernel on the main stream), counted without the"
+                  " boundary kernel, and one such transition inside every layer")
+
+
+def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
+    return (f"{trace.path}: no decoder stack on the main stream (device {main[0]}, stream {main[1]}): no kernel"
+            " sequence repeats as a few layer types that hold attention, linear-attention or state-space kernels")
+
+
+def _structure_check(ctx: _Ctx, asm: _Assembly | None) -> dict:
+    """The layers against the structure counted without them: per step the mixer -> FFN transitions on the main
+    stream (one per decoder layer) and the layers found; ``agrees`` when every step has as many layers as
+    transitions and every layer holds exactly one."""
+    trans = np.array([s.trans_mixer.size for s in ctx.seqs], dtype=np.int64)
+    found = np.array([len(asm.layers.get(s.step, [])) if asm is not None else 0 for s in ctx.seqs], dtype=np.int64)
+    one = asm.agree if asm is not None else 0
+    total = int(found.sum())
+    agrees = bool(total > 0 and np.array_equal(trans, found) and one == total)
+    return {"compared": CHECK_COMPARED,
+            "layers_per_step": median_ns(found) if found.size else 0,
+            "transitions_per_step": median_ns(trans) if trans.size else 0,
+            "layers_with_one_transition": one, "layers": total,
+            "steps_disagreeing": int((trans != found).sum()),
+            "agrees": agrees}
 
 
 def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
@@ -506,16 +614,19 @@ def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_s
     asm = _choose(ctx)
     warnings = list(st.warnings)
     if asm is None:
-        warnings.append(f"{trace.path}: no stack of repeating layers on the main stream (device {main[0]}, stream"
-                        f" {main[1]}): no kernel sequence repeats as a few layer types; every step is one head"
-                        " window and no layer was found")
+        warnings.append(no_stack_message(trace, main))
     windows, types = _windows(trace, ctx, asm, cr)
     k = None
     if asm is not None and asm.k:
         ks = [v for v in asm.k.values() if v]
         k = Counter(ks).most_common(1)[0][0] if ks else None
     boundary = ctx.names[asm.token] if asm is not None else None
-    return LayerFinding(windows, st, main, boundary, k, types, warnings)
+    check = _structure_check(ctx, asm)
+    if asm is not None and not check["agrees"]:
+        warnings.append(f"{trace.path}: the automatic layers ({check['layers_per_step']} per step) are not confirmed"
+                        f" by the structure ({check['transitions_per_step']} attention -> MLP/MoE transitions per"
+                        " step on the main stream); check them before you rely on them")
+    return LayerFinding(windows, st, main, boundary, k, types, warnings, check)
 
 
 def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -544,7 +655,7 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
                 kind_w = HEAD if li == 0 else BETWEEN
                 rows.append([seq.step, kind_w, -1, kind_w, cursor, s, None, row_at(pos)])
             e = at(lay.hi)
-            tid = sigs.setdefault(lay.sig, len(sigs))
+            tid = sigs.setdefault(_type_key(ctx, asm, lay.sig), len(sigs))
             rows.append([seq.step, "layer", li, tid, s, e, lay, row_at(lay.lo)])
             inst[tid].append((seq, lay))
             cursor, pos = e, lay.hi
@@ -584,6 +695,13 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
 # --------------------------------------------------------------------------------------------------
 # names and duration clusters
 # --------------------------------------------------------------------------------------------------
+
+def _type_key(ctx: _Ctx, asm: _Assembly, sig: tuple) -> tuple:
+    """What makes a layer type: the layer's main-stream kernel names (its segment labels in order), communication
+    kernels left out — a layer that ends with a collective (the last layer before the logits AllGather, a TP
+    all-reduce one layer has and another not) keeps the type of the layers it otherwise equals."""
+    return tuple(c for lid in sig for c in asm.label_seq[lid] if not ctx.comm_code[c])
+
 
 def _identifier(name: str) -> str:
     """The function's last identifier in a kernel name (demangled when it is an Itanium-mangled name), without
@@ -662,12 +780,8 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
     def join(parts: list[str]) -> str:
         return "+".join(p for p in parts if p) or "layer"
 
-    # draft: types only a later run has, when the first run has none of them
-    runs_of: dict[int, set] = defaultdict(set)
-    for tid, lst in inst.items():
-        for _, lay in lst:
-            runs_of[tid].add(lay.run)
-    prefix = {tid: ("draft:" if 0 not in r else "") for tid, r in runs_of.items()}
+    draft = _draft_types(inst)
+    prefix = {tid: ("draft:" if tid in draft else "") for tid in inst}
     base = {tid: prefix[tid] + join(parts_of[tid]) for tid in sigs.values()}
     names = dict(base)
     by_name: dict[str, list[int]] = defaultdict(list)
@@ -701,6 +815,27 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
             if seen[names[tid]] > 1:
                 names[tid] = f"{names[tid]}#{seen[names[tid]]}"
     return names
+
+
+def _draft_types(inst: dict) -> set[int]:
+    """Types of a draft model's layers, decided over the whole trace: the target model's types are those of the
+    longest run of layers of any step; a draft type never shares a run with one of them and follows a run of them in
+    some step. A step whose target layers went unrecorded (only the draft run left) types its draft layers as the
+    other steps do."""
+    run_types: dict[tuple, set] = defaultdict(set)
+    run_size: Counter = Counter()
+    for tid, lst in inst.items():
+        for seq, lay in lst:
+            run_types[(seq.step, lay.run)].add(tid)
+            run_size[(seq.step, lay.run)] += 1
+    if not run_size:
+        return set()
+    target = run_types[max(run_size, key=lambda r: (run_size[r], -r[0], -r[1]))]
+    with_target = set().union(*(t for t in run_types.values() if t & target))
+    target_runs = [r for r, t in run_types.items() if t & target]
+    later = set().union(*(t for (step, run), t in run_types.items()
+                          if any(s == step and r < run for s, r in target_runs)))
+    return {tid for tid in inst if tid not in with_target and tid in later}
 
 
 def _duration_split(ctx: _Ctx, inst: dict, names: dict[int, str]) -> dict[int, str]:
@@ -794,17 +929,23 @@ def automatic_note(result: Result) -> str:
 
 
 def layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-           categories=None) -> Result:
+           categories=None, missing_ok: bool = False) -> Result:
     """`tracekit layers`: per step the decoder layers found automatically, their types, and the one-step table.
 
     ``tables.layers``: one row per layer (LAYER_COLUMNS); ``tables.layer_types``: per step and type the layer
     count, the kernel time of its layers (all streams, exceeding the wall where streams overlap) and their wall
     time (the windows' durations; head, between and tail rows make the wall add up to the step's);
     ``tables.one_step``: every ns of each step charged to one category and to one layer type
-    (tracekit.analyses.onestep); ``tables.windows``: every window of each step.
+    (tracekit.analyses.onestep); ``tables.windows``: every window of each step. ``summary.check``: the layers
+    against the structure counted without them (_structure_check).
+
+    A trace without a decoder stack (a CNN, a recommender's training step) raises MissingDataError (exit 4) in one
+    sentence; with ``missing_ok`` (``report`` on any trace) the Result has no layers and says so in a warning.
     """
     cr = resolve_categories(categories)
     found = find_layers(trace, steps=steps, step_name=step_name, min_step_ns=min_step_ns, categories=cr)
+    if found.boundary is None and not missing_ok:
+        raise MissingDataError(no_stack_message(trace, found.main_stream))
     st = found.steps
     win = found.windows
     lay = found.layers
@@ -840,6 +981,7 @@ def layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_n
         "main_stream": found.main_stream[1],
         "median_step": median_step(st),
         "inexact_layers": int((~win.loc[win["kind"] == "layer", "exact"]).sum()),
+        "check": found.check,
     }
     warnings = merge_warnings(trace.report.warnings, found.warnings)
     return Result(command="layers", inputs=[trace_input(trace)],

@@ -55,7 +55,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
         tables["one_step"] = b.tables["one_step"]
         summary["layers_from"] = f"annotation {ann.name}"
     else:  # any model: the automatic layers name what the step is made of
-        lay = layers(trace, steps=st, categories=categories)
+        lay = layers(trace, steps=st, categories=categories, missing_ok=True)
         tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
         block_spans, block_lane = lay.tables["layers"], "layers"
         fit = best_fit(trace, st, layers=lay)
