@@ -1,4 +1,4 @@
-"""The cache's file format (issue 18): uncompressed Arrow IPC, format 4. The same table comes back as ingest makes it,
+"""The cache's file format (issue 18; format 5 since issue 26): uncompressed Arrow IPC. The same table comes back as ingest makes it,
 dtypes and categories included; an entry of an older format (a parquet file, or a key with another format number) is
 never used, only rebuilt; a damaged file is rebuilt without an error; a loaded Trace does not keep the file mapped."""
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_the_cached_table_is_the_ingested_one_dtypes_included(tmp_path, fixture)
     with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression
         reader = pa.ipc.open_file(f)
         assert reader.num_record_batches >= 1
-        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == _cache.CACHE_FORMAT == 4
+        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == _cache.CACHE_FORMAT == 5
 
 
 def test_all_null_categoricals_keep_their_dtype(tmp_path):
@@ -75,9 +75,9 @@ def test_all_null_categoricals_keep_their_dtype(tmp_path):
 
 def test_an_entry_of_another_format_is_rebuilt_not_used(tmp_path, monkeypatch):
     p = _small(tmp_path)
-    monkeypatch.setattr(_cache, "CACHE_FORMAT", 3)
-    assert _cache.write(p, tracekit.load(p, cache=False)) is not None
     monkeypatch.setattr(_cache, "CACHE_FORMAT", 4)
+    assert _cache.write(p, tracekit.load(p, cache=False)) is not None
+    monkeypatch.setattr(_cache, "CACHE_FORMAT", 5)
     assert _cache.read(p) is None  # same file name, an older format number in its key: a miss
     assert tracekit.load(p).report.from_cache is False
     assert tracekit.load(p).report.from_cache is True
@@ -102,7 +102,7 @@ def test_a_legacy_parquet_entry_is_never_read_listed_then_removed(tmp_path):
     assert t.report.from_cache is False and len(t.events) == 2
     assert not legacy.exists()  # replaced by the format-4 entry
     info = cache_info(cdir).tables["entries"]
-    assert info["format"].tolist() == [4] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
+    assert info["format"].tolist() == [5] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
     pq.write_table(table, legacy, compression="lz4")
     cleared = cache_clear(cdir)
     assert cleared.summary["removed"] == 2 and list(cdir.iterdir()) == []

@@ -1,12 +1,19 @@
 """Cache of a normalised events table, as an uncompressed Arrow IPC file (Feather v2).
 
-A cache entry is valid while the source file has the same size, mtime and content fingerprint and was
-written by the same tracekit version and cache format. Entries live in ``$TRACEKIT_CACHE_DIR`` (default
-``~/.cache/tracekit``), named by a hash of the source's absolute path, so read-only trace directories work and
-trace folders are not littered. Writes go to a unique temporary file in the cache directory and are renamed
-into place, so concurrent loads never see a partial file (a reader that has the old file mapped keeps it).
+A cache entry is valid while the source file has the same size, mtime, ctime, inode and content checksum and was
+written by the same tracekit version and cache format (the key, :func:`_key`). Entries live in
+``$TRACEKIT_CACHE_DIR`` (default ``~/.cache/tracekit``), named by a hash of the source's absolute path, so
+read-only trace directories work and trace folders are not littered. Writes go to a unique temporary file in the
+cache directory and are renamed into place, so concurrent loads never see a partial file (a reader that has the
+old file mapped keeps it).
 
-Why uncompressed Arrow IPC (format 4; formats up to 3 were lz4 parquet): it is read by memory-mapping the
+The cache owns only what it wrote: an entry is a regular file whose name is ``NAME.<20 hex>.arrow`` and whose Arrow
+schema (stored at the start of the file and again in its footer) holds tracekit's key; a temporary file is
+``.tmp-tracekit-PID-XXXXXXXX.arrow`` (``.tmp-XXXXXXXX.arrow|parquet`` before). Anything else in the folder is the
+user's (``tracekit cache info|clear`` neither count nor remove it), and a FIFO, device or symbolic link at an
+entry's path is never opened or replaced.
+
+Why uncompressed Arrow IPC (format 4 on; formats up to 3 were lz4 parquet): it is read by memory-mapping the
 file and copying the columns into pandas, ~0.03-0.06 s for 670k events against ~0.13-0.2 s for parquet with
 any codec (parquet's decoding, not its decompression, is the cost) and ~0.08-0.18 s for lz4 Arrow IPC. It
 takes ~130 bytes an event on disk (87 MB for a 300 MB JSON / 19 MB .json.gz trace, parquet 19 MB);
@@ -14,11 +21,19 @@ takes ~130 bytes an event on disk (87 MB for a 300 MB JSON / 19 MB .json.gz trac
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
+import mmap
 import os
+import re
+import signal
+import stat
 import tempfile
+import threading
+import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +44,31 @@ from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = 4  # 3: the key holds a content fingerprint; 4: uncompressed Arrow IPC instead of lz4 parquet
+# 3: the key holds a content fingerprint; 4: uncompressed Arrow IPC instead of lz4 parquet; 5: the key covers the
+# whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file)
+CACHE_FORMAT = 5
 SUFFIX = ".arrow"
 LEGACY_SUFFIXES = (".parquet",)  # formats 1-3: never read, listed and removed by `tracekit cache info|clear`
-_PROBE = 1 << 16  # bytes hashed at each end of the file
 _META_KEY = b"tracekit"
+_ARROW_MAGIC = b"ARROW1"
+
+# the key's checksum: every byte of a file up to WHOLE_MAX (a .json.gz of ~1 GB of JSON), else the first and last
+# 64 KiB and SAMPLES blocks of 4 KiB spread evenly over the file — then a change is caught by ctime, which every
+# write and every utime() moves, and a file changed less than RACY_NS ago (when ctime may not yet have moved past
+# the key's: the clock behind file times ticks in ms) is checksummed whole. docs/ingest.md has the costs.
+WHOLE_MAX = 64 << 20
+_END = 1 << 16
+SAMPLES = 256
+_BLOCK = 1 << 12
+RACY_NS = 2_000_000_000
+_READ = 4 << 20
+
+# names the cache writes; anything else in the folder is not tracekit's
+ENTRY_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.(?:arrow|parquet)$")
+TMP_NAME = re.compile(r"^\.tmp-(?:tracekit-\d+-)?[a-z0-9_]{8}\.(?:arrow|parquet)$")
+STALE_TMP_S = 600  # a temporary file not modified for this long belongs to a process that was killed
+
+_warned: set[str] = set()
 
 
 def default_cache_dir() -> Path:
@@ -44,19 +79,64 @@ def default_cache_dir() -> Path:
     return Path(base) / "tracekit"
 
 
-def _key(source: Path) -> dict[str, Any]:
-    """What the cached entry must agree on: size, mtime, tracekit's version and format, and a fingerprint of the
-    file's first and last 64 KiB — a file replaced by one of the same size with its mtime kept (``cp -p``,
-    ``rsync -t``, ``tar x``) misses."""
-    st = source.stat()
-    h = hashlib.sha1()
-    with open(source, "rb") as fh:
-        h.update(fh.read(_PROBE))
-        if st.st_size > 2 * _PROBE:
-            fh.seek(st.st_size - _PROBE)
-        h.update(fh.read(_PROBE))
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "fingerprint": h.hexdigest()[:24],
-            "version": __version__, "format": CACHE_FORMAT}
+# --------------------------------------------------------------------------- the key
+
+
+def _crc(*args, **kw):
+    try:
+        from isal import isal_zlib  # ~8 GB/s, zlib's ~1 GB/s
+
+        return isal_zlib.crc32(*args, **kw)
+    except ImportError:
+        return zlib.crc32(*args, **kw)
+
+
+def _racy(st: os.stat_result) -> bool:
+    """Changed so recently (or dated in the future) that a further change may not move mtime or ctime."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
+
+
+def _checksum(fd: int, size: int, whole: bool) -> int:
+    crc = 0
+    if whole:
+        buf = bytearray(min(_READ, max(size, 1)))
+        view = memoryview(buf)
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
+            while True:
+                n = fh.readinto(view)
+                if not n:
+                    break
+                crc = _crc(view[:n], crc)
+        return crc
+    for offset, length in _samples(size):
+        crc = _crc(os.pread(fd, length, offset), crc)
+    return crc
+
+
+def _samples(size: int) -> list[tuple[int, int]]:
+    """(offset, length) of the blocks the checksum of a big file covers: both ends, and SAMPLES blocks between."""
+    spots = [(0, _END), (size - _END, _END)]
+    step = (size - _BLOCK) / (SAMPLES - 1)
+    spots += [(int(i * step), _BLOCK) for i in range(SAMPLES)]
+    return spots
+
+
+def _key(source: Path, whole: bool | None = None) -> dict[str, Any]:
+    """What the cached entry must agree on: size, mtime, ctime, inode, tracekit's version and format, and a CRC-32
+    of the content — of every byte (``whole``), or of blocks spread over the file. ``whole=None`` decides: whole
+    for a file up to WHOLE_MAX or one changed in the last RACY_NS. Raises OSError for anything but a regular file."""
+    fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(source))
+        if whole is None:
+            whole = st.st_size <= WHOLE_MAX or _racy(st)
+        crc = _checksum(fd, st.st_size, whole)
+    finally:
+        os.close(fd)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+            "crc32": crc, "whole": whole, "version": __version__, "format": CACHE_FORMAT}
 
 
 def key(source: Path) -> dict[str, Any] | None:
@@ -67,24 +147,150 @@ def key(source: Path) -> dict[str, Any] | None:
         return None
 
 
+def _matches(stored: Any, source: Path) -> bool:
+    """Whether the entry's key is ``source``'s now; the stat fields first, the checksum only when they agree."""
+    if not isinstance(stored, dict) or stored.get("format") != CACHE_FORMAT or stored.get("version") != __version__:
+        return False
+    st = os.stat(source)
+    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (
+            stored.get("size"), stored.get("mtime_ns"), stored.get("ctime_ns"), stored.get("ino")):
+        return False
+    return _key(source, whole=bool(stored.get("whole"))) == stored
+
+
+# --------------------------------------------------------------------------- paths, and what is tracekit's
+
+
 def cache_path(source: Path, cache_dir: Path | None = None, suffix: str = SUFFIX) -> Path:
     digest = hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:20]
     return (cache_dir or default_cache_dir()) / f"{source.name[:60]}.{digest}{suffix}"
 
 
-def read_metadata(path: Path) -> dict[str, Any]:
-    """What an entry stores besides the table (its key, the trace's meta and report), from the file's footer."""
+def _warn_once(what: str, message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        log.warning("%s", message)
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a symbolic link" if stat.S_ISLNK(mode) else
+            "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def _not_usable(path: Path, exc: OSError, doing: str) -> None:
+    """One warning per cache folder and cause: the trace is read (or was read) without the cache."""
+    folder = path.parent
+    e = exc.errno
+    if e in (errno.ENOTDIR, errno.EEXIST) and folder.exists() and not folder.is_dir():
+        what, msg = str(folder), f"the cache folder {folder} is a file, not a folder"
+    elif e in (errno.EACCES, errno.EPERM):
+        what, msg = f"{folder}:perm", f"the cache folder {folder} cannot be {doing} (permission denied)"
+    elif e == errno.EROFS:
+        what, msg = f"{folder}:rofs", f"the cache folder {folder} is on a read-only file system"
+    elif e in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        what, msg = f"{folder}:space", f"no space left for the cache entry {path}"
+    else:
+        what, msg = f"{folder}:{e}", f"the cache entry {path} cannot be {doing} ({exc.strerror or exc})"
+    _warn_once(what, f"{msg}; the trace is read without the cache — fix that, or pass --cache-dir DIR (or --no-cache)")
+
+
+def _not_regular(path: Path, mode: int, doing: str) -> None:
+    _warn_once(f"{path}:special", f"the cache entry {path} is {_kind(mode)}, not a file tracekit wrote, so it is not "
+                                  f"{doing}; the trace is read without the cache — remove it, or pass --cache-dir DIR")
+
+
+def open_entry(path: Path) -> mmap.mmap | None:
+    """``path`` memory-mapped read-only when it is a regular file; None when it is absent or empty. A FIFO, device,
+    socket or symbolic link is never opened (it would block, or be someone else's): OSError(EINVAL) then, with its
+    st_mode as the exception's ``mode``. Never follows the last component's link, never waits."""
+    st = os.lstat(path)
+    if not stat.S_ISREG(st.st_mode):
+        exc = OSError(errno.EINVAL, "not a regular file", str(path))
+        exc.mode = st.st_mode  # type: ignore[attr-defined]
+        raise exc
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped since the lstat
+            exc = OSError(errno.EINVAL, "not a regular file", str(path))
+            exc.mode = st.st_mode  # type: ignore[attr-defined]
+            raise exc
+        if st.st_size == 0:
+            return None
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def stored_metadata(path: Path) -> dict[str, Any] | None:
+    """What a file at a tracekit entry name stores (key, meta, report), from the schema at the start of the file
+    (so an entry cut later is still recognised), or None when it is not a tracekit cache entry."""
     import pyarrow as pa
     from pyarrow import ipc
 
-    with pa.memory_map(str(path)) as src:
-        return json.loads(ipc.open_file(src).schema.metadata[_META_KEY])
+    try:
+        if path.name.endswith(SUFFIX):
+            mm = open_entry(path)
+            if mm is None or mm[:6] != _ARROW_MAGIC:
+                return None
+            try:
+                buf = pa.py_buffer(mm)
+                schema = ipc.open_stream(pa.BufferReader(buf.slice(8))).schema
+                raw = (schema.metadata or {}).get(_META_KEY)
+                del schema, buf
+            finally:
+                try:
+                    mm.close()
+                except BufferError:
+                    pass
+        else:
+            import pyarrow.parquet as pq  # an entry of formats 1-3
+
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            with open(path, "rb") as fh:
+                if fh.read(4) != b"PAR1":
+                    return None
+            raw = (pq.read_schema(path).metadata or {}).get(_META_KEY)
+        stored = json.loads(raw) if raw else None
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    if not (isinstance(stored, dict) and isinstance(stored.get("key"), dict)
+            and isinstance(stored["key"].get("format"), int) and isinstance(stored.get("report"), dict)):
+        return None
+    return stored
+
+
+def read_metadata(path: Path) -> dict[str, Any]:
+    """What an entry stores besides the table (its key, the trace's meta and report); ValueError when ``path`` is
+    not a tracekit cache entry."""
+    stored = stored_metadata(path)
+    if stored is None:
+        raise ValueError(f"{path} is not a tracekit cache entry")
+    return stored
+
+
+# --------------------------------------------------------------------------- read
 
 
 def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
-    """The cached Trace for ``source``, or None when absent, stale or unreadable."""
+    """The cached Trace for ``source``, or None when absent, stale or unreadable (a cache folder that cannot be
+    read, or something else than a file at the entry's path, is warned about once)."""
     path = cache_path(source, cache_dir)
-    if not path.exists():
+    try:
+        mm = open_entry(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if getattr(exc, "mode", None) is not None:
+            _not_regular(path, exc.mode, "read")  # type: ignore[attr-defined]
+        else:
+            _not_usable(path, exc, "read")
+        return None
+    if mm is None:
         return None
     import pyarrow as pa  # loaded with pandas already; pyarrow.ipc costs nothing more
     from pyarrow import ipc
@@ -92,9 +298,9 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
     try:
         # the mapping goes with the last reference to it (the columns are copied out, see _restore_dtypes); a
         # concurrent writer replaces the file by rename, so what is mapped never changes under the reader
-        reader = ipc.open_file(pa.memory_map(str(path)))
+        reader = ipc.open_file(pa.py_buffer(mm))
         stored = json.loads(reader.schema.metadata[_META_KEY])
-        if stored.get("key") != _key(source):
+        if not _matches(stored.get("key"), source):
             return None
         table = reader.read_all()
         if table.num_rows != stored["report"]["events_kept"]:
@@ -110,6 +316,12 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
     except Exception as exc:  # noqa: BLE001 - a damaged cache is never fatal: ingest again
         log.info("ignoring unreadable cache %s: %s", path, exc)
         return None
+    finally:
+        reader = table = None
+        try:
+            mm.close()  # nothing points into it any more (else the last reference unmaps it)
+        except BufferError:
+            pass
     report.from_cache = True
     return Trace(events=events, meta=meta, report=report)
 
@@ -130,42 +342,180 @@ def _restore_dtypes(events):
     return events
 
 
-def write(source: Path, trace: Trace, cache_dir: Path | None = None, before: dict[str, Any] | None = None) -> Path | None:
-    """Store ``trace`` atomically; failures (read-only disk, full disk) only log. ``before``: the key taken before
-    the file was read — a file that changed during the read (still being written) is not cached, so a later run
-    does not get a cut trace with a stale "truncated" warning."""
-    import pyarrow as pa
+# --------------------------------------------------------------------------- write
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived while a temporary file existed (raised so that it is removed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):  # noqa: ARG001
+    raise _Terminated(signum)
+
+
+_TERMINATING = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP")) if s is not None)
+
+
+def _catch_termination(old: dict) -> None:
+    """While a temporary file exists, SIGTERM and SIGHUP (when they would kill the process outright, i.e. their
+    handler is the default) raise :class:`_Terminated`, as SIGINT raises KeyboardInterrupt, so the ``finally`` that
+    removes the file runs. Only in the main thread, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in _TERMINATING:
+        try:
+            if signal.getsignal(s) == signal.SIG_DFL:
+                old[s] = signal.signal(s, _raise_terminated)
+        except (ValueError, OSError):
+            pass
+
+
+def _restore(old: dict) -> None:
+    """Back to the handlers before (the default where ours went in before ``old`` could note it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in _TERMINATING:
+        try:
+            if signal.getsignal(s) is _raise_terminated:
+                signal.signal(s, old.get(s, signal.SIG_DFL))
+        except (ValueError, OSError):
+            pass
+
+
+def _write_table(tmp_name: str, table) -> None:
     from pyarrow import ipc
 
+    # uncompressed: it is read by mapping the file, ~2-3x faster than lz4 (see the module's docstring)
+    with ipc.new_file(tmp_name, table.schema, options=ipc.IpcWriteOptions(compression=None)) as writer:
+        writer.write_table(table)
+
+
+def write(source: Path, trace: Trace, cache_dir: Path | None = None, before: dict[str, Any] | None = None) -> Path | None:
+    """Store ``trace`` atomically; failures (read-only disk, full disk, a cache folder that is a file or cannot be
+    written) warn once and leave the load as it is. ``before``: the key taken before the file was read — a file that
+    changed during the read (still being written) is not cached, so a later run does not get a cut trace with a
+    stale "truncated" warning. SIGTERM/SIGHUP/SIGINT during the write remove the temporary file, then act as usual."""
+    import pyarrow as pa
+
     path = cache_path(source, cache_dir)
-    tmp_name = None
+    try:
+        now = _key(source, whole=None if before is None else bool(before.get("whole")))
+    except OSError as exc:
+        log.info("not caching %s: %s", source, exc)
+        return None
+    if before is not None and before != now:
+        log.info("not caching %s: it changed while it was read", source)
+        return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        now = _key(source)
-        if before is not None and before != now:
-            log.info("not caching %s: it changed while it was read", source)
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        _not_usable(path, exc, "written")
+        return None
+    else:
+        if not stat.S_ISREG(st.st_mode):  # a FIFO, a link, a folder: not ours to replace
+            _not_regular(path, st.st_mode, "replaced")
             return None
+    try:
         table = pa.Table.from_pandas(trace.events, preserve_index=False)
         payload = {"key": now, "meta": trace.meta, "report": trace.report.to_dict()}
         metadata = dict(table.schema.metadata or {})
         metadata[_META_KEY] = json.dumps(payload).encode()
         table = table.replace_schema_metadata(metadata)
-        fd, tmp_name = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=path.parent)
-        os.close(fd)
-        # uncompressed: it is read by mapping the file, ~2-3x faster than lz4 (see the module's docstring)
-        with ipc.new_file(tmp_name, table.schema, options=ipc.IpcWriteOptions(compression=None)) as writer:
-            writer.write_table(table)
-        os.replace(tmp_name, path)
-        tmp_name = None
-        for suffix in LEGACY_SUFFIXES:  # this source's entry in an older format is dead weight now
-            try:
-                cache_path(source, cache_dir, suffix).unlink(missing_ok=True)
-            except OSError:
-                pass
-        return path
-    except (OSError, pa.ArrowException) as exc:
+    except (pa.ArrowException, TypeError, ValueError) as exc:
         log.info("could not write cache %s: %s", path, exc)
         return None
+    tmp_name = None
+    terminated = None
+    old: dict = {}
+    try:
+        _catch_termination(old)
+        try:
+            fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-tracekit-{os.getpid()}-", suffix=SUFFIX, dir=path.parent)
+            os.close(fd)
+            _write_table(tmp_name, table)
+            os.replace(tmp_name, path)
+            tmp_name = None
+        except (OSError, pa.ArrowException) as exc:
+            err = exc if isinstance(exc, OSError) else _arrow_os_error(exc)
+            _not_usable(path, err, "written")
+            return None
+        finally:
+            if tmp_name:
+                try:
+                    os.unlink(tmp_name)
+                except OSError:
+                    pass
+    except _Terminated as exc:
+        terminated = exc.signum
     finally:
-        if tmp_name and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+        _restore(old)
+    if terminated is not None:
+        signal.raise_signal(terminated)  # the default action now: the process ends as it would have
+        return None
+    for suffix in LEGACY_SUFFIXES:  # this source's entry in an older format is dead weight now
+        try:
+            legacy = cache_path(source, cache_dir, suffix)
+            if stored_metadata(legacy) is not None:
+                legacy.unlink()
+        except OSError:
+            pass
+    remove_stale_temporaries(path.parent)
+    return path
+
+
+def _arrow_os_error(exc: Exception) -> OSError:
+    m = re.search(r"\[errno (\d+)\]", str(exc), re.I)  # pyarrow's IO errors carry it in the text
+    return OSError(int(m.group(1)) if m else errno.EIO, str(exc))
+
+
+# --------------------------------------------------------------------------- temporaries
+
+
+def is_temporary(path: Path, st: os.stat_result) -> bool:
+    """A temporary file of a cache write: its name, a regular file, and empty or starting as an entry does."""
+    if not (TMP_NAME.match(path.name) and stat.S_ISREG(st.st_mode)):
+        return False
+    if st.st_size == 0:
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            head = os.pread(fd, 6, 0)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return head.startswith(_ARROW_MAGIC) or head.startswith(b"PAR1")
+
+
+def is_stale(st: os.stat_result) -> bool:
+    return time.time() - st.st_mtime > STALE_TMP_S
+
+
+def remove_stale_temporaries(folder: Path) -> int:
+    """Remove the temporary files of writes killed before they could (SIGKILL, power loss): those not modified for
+    STALE_TMP_S. A write in progress modifies its file all the time, so it is left alone."""
+    removed = 0
+    try:
+        it = os.scandir(folder)
+    except OSError:
+        return 0
+    with it:
+        for e in it:
+            if not e.name.startswith(".tmp-"):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+                if is_temporary(Path(e.path), st) and is_stale(st):
+                    os.unlink(e.path)
+                    removed += 1
+            except OSError:
+                pass
+    return removed

@@ -1,73 +1,127 @@
 """What the cache holds, and clearing it (``tracekit cache info|clear``).
 
-Entries of every format are listed and cleared: the Arrow IPC files of format 4 and the parquet files of
-formats 1-3, which a load never reads (their ``format`` column says which is which)."""
+Only what tracekit wrote counts: an entry is a regular file named ``NAME.<20 hex>.arrow`` (or ``.parquet``, formats
+1-3, which a load never reads) whose schema holds tracekit's key (``tracekit.ingest.cache.stored_metadata``); a
+temporary file is ``.tmp-…`` of a write, empty or started as an entry. Everything else in the folder — a user's
+``notes.parquet``, tracekit's own exports, links, FIFOs — is left as it is and only counted (``other_files``).
+Entries of every format are listed and cleared (their ``format`` column says which is which); temporary files are
+removed by ``clear`` once no write has touched them for ``STALE_TMP_S`` (a write in progress is left alone)."""
 from __future__ import annotations
 
-import json
+import errno
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import InputError
 from ..result import Result
-from .cache import _META_KEY, LEGACY_SUFFIXES, SUFFIX, default_cache_dir, read_metadata
+from .cache import STALE_TMP_S, default_cache_dir, is_stale, is_temporary, stored_metadata, ENTRY_NAME
 
 CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format"]
 
 
-def _entries(root: Path) -> list[Path]:
-    if not root.is_dir():
-        return []
-    return sorted(p for suffix in (SUFFIX, *LEGACY_SUFFIXES) for p in root.glob(f"*{suffix}") if p.is_file())
+def _root(cache_dir: str | Path | None) -> Path:
+    return Path(cache_dir) if cache_dir else default_cache_dir()
 
 
-def _stored(p: Path) -> dict:
-    if p.name.endswith(SUFFIX):
-        return read_metadata(p)
-    import pyarrow.parquet as pq  # an entry of formats 1-3
-
-    return json.loads(pq.read_schema(p).metadata[_META_KEY])
-
-
-def _describe(p: Path) -> dict:
-    row = {"file": p.name, "bytes": p.stat().st_size, "source": None, "source_bytes": None, "version": None,
-           "format": None}
+def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], int]:
+    """(entries as rows with their path, temporary files, how many other things the folder holds)."""
     try:
-        meta = _stored(p)
-    except Exception:  # noqa: BLE001 - a damaged entry is listed, not fatal: the cache rewrites it
-        return row
-    key = meta.get("key", {}) if isinstance(meta, dict) else {}
-    report = meta.get("report", {}) if isinstance(meta, dict) else {}
-    row.update(source=report.get("path"), source_bytes=key.get("size"),
-               version=key.get("version"), format=key.get("format"))
-    return row
+        st = os.stat(root)
+    except FileNotFoundError:
+        return [], [], 0
+    except OSError as exc:
+        raise InputError(f"the cache folder {root} cannot be read ({exc.strerror or exc}); check its permissions or"
+                         " pass another --cache-dir") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{root} is not a folder; pass the cache's folder as --cache-dir (default"
+                         " $TRACEKIT_CACHE_DIR or ~/.cache/tracekit)")
+    try:
+        with os.scandir(root) as it:
+            found = sorted((e.name, e.path) for e in it)
+    except OSError as exc:
+        raise InputError(f"the cache folder {root} cannot be listed ({exc.strerror or exc}); check its permissions"
+                         " or pass another --cache-dir") from exc
+    entries, temporaries, others = [], [], 0
+    for name, path in found:
+        p = Path(path)
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue  # gone meanwhile
+        if stat.S_ISREG(st.st_mode) and ENTRY_NAME.match(name):
+            stored = stored_metadata(p)
+            if stored is not None:
+                key, report = stored["key"], stored["report"]
+                entries.append({"path": p, "file": name, "bytes": st.st_size, "source": report.get("path"),
+                                "source_bytes": key.get("size"), "version": key.get("version"),
+                                "format": key.get("format")})
+                continue
+        elif name.startswith(".tmp-") and is_temporary(p, st):
+            temporaries.append((p, st))
+            continue
+        others += 1
+    return entries, temporaries, others
 
 
 def cache_info(cache_dir: str | Path | None = None) -> Result:
-    """`tracekit cache info`: where the cache is, its entries and their size."""
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
-    rows = [_describe(p) for p in _entries(root)]
-    table = pd.DataFrame(rows, columns=CACHE_COLUMNS)
-    summary = {"cache_dir": str(root), "exists": root.is_dir(), "entries": len(rows),
-               "total_bytes": int(table["bytes"].sum()) if rows else 0}
+    """`tracekit cache info`: where the cache is, its entries and their size; what else the folder holds is counted,
+    not listed."""
+    root = _root(cache_dir)
+    entries, temporaries, others = _scan(root)
+    table = pd.DataFrame([{c: e[c] for c in CACHE_COLUMNS} for e in entries], columns=CACHE_COLUMNS)
+    summary = {"cache_dir": str(root), "exists": root.is_dir(), "entries": len(entries),
+               "total_bytes": int(sum(e["bytes"] for e in entries)),
+               "temporary_files": len(temporaries),
+               "stale_temporary_files": sum(1 for _, st in temporaries if is_stale(st)),
+               "other_files": others}
+    warnings = []
+    if others:
+        warnings.append(f"{root} holds {others} other file(s) that are not tracekit cache entries; `tracekit cache"
+                        " clear` leaves them")
     return Result(command="cache", inputs=[], params={"action": "info", "cache_dir": str(root)}, summary=summary,
-                  tables={"entries": table})
+                  tables={"entries": table}, warnings=warnings)
 
 
 def cache_clear(cache_dir: str | Path | None = None) -> Result:
     """`tracekit cache clear`: remove every cache entry (the cache's .arrow files and the .parquet files of older
-    formats; nothing else in the folder)."""
-    root = Path(cache_dir) if cache_dir else default_cache_dir()
+    formats, recognised by their name and the key inside) and the temporary files of writes that were killed; nothing
+    else in the folder."""
+    root = _root(cache_dir)
+    entries, temporaries, others = _scan(root)
     removed, freed = [], 0
-    for p in _entries(root):
-        size = p.stat().st_size
-        try:
-            p.unlink()
-        except OSError as exc:
-            raise InputError(f"{p} could not be removed ({exc.strerror or exc}); check the permissions of {root}") from exc
-        removed.append({"file": p.name, "bytes": size})
-        freed += size
+    for e in entries:
+        if _unlink(e["path"], root):
+            removed.append({"file": e["file"], "bytes": e["bytes"]})
+            freed += e["bytes"]
+    stale = 0
+    for p, st in temporaries:
+        if is_stale(st) and _unlink(p, root):
+            stale += 1
+            freed += st.st_size
+    summary = {"cache_dir": str(root), "removed": len(removed), "freed_bytes": freed,
+               "stale_temporary_files_removed": stale,
+               "temporary_files_left": len(temporaries) - stale, "other_files_left": others}
+    warnings = []
+    if others:
+        warnings.append(f"left {others} file(s) in {root} that are not tracekit cache entries")
+    if len(temporaries) - stale:
+        warnings.append(f"left {len(temporaries) - stale} temporary file(s) in {root} that a write modified in the last"
+                        f" {STALE_TMP_S // 60} minutes (a load may be writing them)")
     return Result(command="cache", inputs=[], params={"action": "clear", "cache_dir": str(root)},
-                  summary={"cache_dir": str(root), "removed": len(removed), "freed_bytes": freed},
-                  tables={"removed": pd.DataFrame(removed, columns=["file", "bytes"])})
+                  summary=summary, tables={"removed": pd.DataFrame(removed, columns=["file", "bytes"])},
+                  warnings=warnings)
+
+
+def _unlink(p: Path, root: Path) -> bool:
+    try:
+        p.unlink()
+    except FileNotFoundError:
+        return False  # removed meanwhile (another clear, or a load replacing it)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise InputError(f"{p} could not be removed ({exc.strerror or exc}); check the permissions of {root}") from exc
+        raise InputError(f"{p} could not be removed ({exc.strerror or exc})") from exc
+    return True
