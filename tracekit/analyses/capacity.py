@@ -75,9 +75,11 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     dtype_name = _kv_dtype(kv_dtype, kv_rec, log, args, sa_names)
     log_pool = None
     if kv_rec is not None:
-        log_pool = kv_rec.fields.get("kv_gib")
-        if log_pool is None and "k_gib" in kv_rec.fields and "v_gib" in kv_rec.fields:
-            log_pool = kv_rec.fields["k_gib"] + kv_rec.fields["v_gib"]
+        log_pool = _pool_of(kv_rec)
+        if kv_rec.fields.get("rejected") and pool_gib is None:
+            bad = "; ".join(f"{k} = {v:g} is {why}" for k, (v, why) in kv_rec.fields["rejected"].items())
+            raise InputError(f"{log.path} line {kv_rec.line}: the KV size is not one a GPU can have ({bad}); the line is"
+                             " damaged: pass --pool-gib with the model's dimensions instead")
     pool = pool_gib if pool_gib is not None else log_pool
     if pool is None:
         raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
@@ -100,24 +102,35 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     attn_tp = n_ranks // (n_dp * n_dcp)
     tokens_dp = tokens_rank * n_dcp
     tokens_inst = tokens_dp * n_dp
+    pool_inst = pool * n_ranks
+    per_dp: list[tuple[int, float]] | None = None  # each DP group's own (tokens per rank, pool), when the log has all
+    if log is not None and pool_gib is None:
+        per_dp, more = _dp_readings(log, n_ranks, n_dp)
+        warnings += more
+        if per_dp is not None:
+            tokens_inst = sum(t for t, _ in per_dp) * n_dcp
+            pool_inst = sum(p for _, p in per_dp) * attn_tp * n_dcp
     summary: dict[str, Any] = {
         "bytes_per_token": _num(bpt), "bytes_per_token_source": bpt_source, "kv_dtype": dtype_name,
         "dtype_bytes": _num(nbytes) if nbytes is not None else None, "pool_gib": round_gib(pool),
         "tokens_per_rank": tokens_rank, "tokens_per_rank_source": tokens_source, "ranks": n_ranks, "dp": n_dp,
         "dcp": n_dcp, "attn_tp": attn_tp, "tokens_per_dp": tokens_dp, "tokens_per_instance": tokens_inst,
-        "context": context, "max_concurrency_per_dp": None, "max_concurrency": None, **info}
+        "context": context, "max_concurrency_per_dp": None, "max_concurrency": None,
+        "tokens_per_instance_source": ("each DP rank's own #tokens" if per_dp is not None
+                                       else "tokens per DP group × dp"), **info}
     if context is not None:
         if context < 1:
             raise OptionError("--context must be at least 1 token")
         summary["max_concurrency_per_dp"] = tokens_dp // context
-        summary["max_concurrency"] = (tokens_dp // context) * n_dp
+        summary["max_concurrency"] = (sum(t * n_dcp // context for t, _ in per_dp) if per_dp is not None
+                                      else (tokens_dp // context) * n_dp)
     per_request = None if context is None else tokens_rank // context
     levels = [
         {"level": "rank", "gpus": 1, "kv_gib": round_gib(pool), "tokens": tokens_rank,
          "max_concurrency": per_request if n_dcp == 1 else None},  # under DCP a request spans the group's ranks
         {"level": "dp_group", "gpus": attn_tp * n_dcp, "kv_gib": round_gib(pool * attn_tp * n_dcp), "tokens": tokens_dp,
          "max_concurrency": summary["max_concurrency_per_dp"]},
-        {"level": "instance", "gpus": n_ranks, "kv_gib": round_gib(pool * n_ranks), "tokens": tokens_inst,
+        {"level": "instance", "gpus": n_ranks, "kv_gib": round_gib(pool_inst), "tokens": tokens_inst,
          "max_concurrency": summary["max_concurrency"]},
     ]
     params = {"layers": dims.layers, "kv_lora_rank": dims.kv_lora_rank, "rope_dim": dims.rope_dim,
@@ -152,6 +165,44 @@ def _from_log(log: SglangLog | None, rank: str | None, pool_gib: float | None):
     return info, args, kv_rec, warnings
 
 
+def _pool_of(rec) -> float | None:
+    """The KV pool (GiB) a ``KV Cache is allocated`` record gives: KV size, or K size + V size."""
+    f = rec.fields
+    if "kv_gib" in f:
+        return f["kv_gib"]
+    return f["k_gib"] + f["v_gib"] if "k_gib" in f and "v_gib" in f else None
+
+
+def _dp_readings(log: SglangLog, n_ranks: int, n_dp: int) -> tuple[list[tuple[int, float]] | None, list[str]]:
+    """When the ranks of the log disagree on the target KV pool: (each DP group's (tokens, pool) when every DP group
+    of the instance logged one, else None; a warning naming the ranks and their values). A rank's DP group is
+    sglang's ``tp_rank // (tp_size // dp_size)`` (its DP tag when it has no TP tag); a DP group's ranks share their
+    tokens (sglang keeps the smallest), so each group counts with its smallest reading."""
+    readings = []
+    for rk in log.ranks_present():
+        if not rk:
+            continue
+        rec = next((r for r in rank_view(log, rk) if r.kind == "kv_alloc"), None)
+        if rec is not None and isinstance(rec.fields.get("tokens"), int) and _pool_of(rec) is not None:
+            readings.append((rk, rec.fields["tokens"], _pool_of(rec), rec.line))
+    if len({(t, p) for _, t, p, _ in readings}) < 2:
+        return None, []
+    shown = "; ".join(f"{rank_label(rk)}: {t:,} tokens, {p:g} GiB (line {ln})" for rk, t, p, ln in readings[:8])
+    shown += f"; and {len(readings) - 8} more" if len(readings) > 8 else ""
+    groups: dict[int, list[tuple[int, float]]] = {}
+    for rk, t, p, _ in readings:
+        dp_group = rk["TP"] // max(1, n_ranks // n_dp) if "TP" in rk else rk.get("DP", 0)
+        groups.setdefault(dp_group, []).append((t, p))
+    if n_dp > 1 and sorted(groups) == list(range(n_dp)):
+        per_dp = [min(groups[d]) for d in range(n_dp)]
+        return per_dp, [f"{log.path}: the ranks disagree on the KV pool ({shown}); the per-instance tokens and pool"
+                        " add each DP group's own reading"]
+    lo, hi = min(t for _, t, _, _ in readings), max(t for _, t, _, _ in readings)
+    return None, [f"{log.path}: the ranks disagree on the KV pool ({shown}); the log holds the KV line of"
+                  f" {len(groups)} of {n_dp} DP group(s), so the per-instance tokens and pool are the chosen rank's"
+                  f" × {n_dp} and may be off by the spread ({lo:,}–{hi:,} tokens per rank)"]
+
+
 def _kv_dtype(kv_dtype, kv_rec, log, args, sa_names) -> str:
     """The option, else the KV line's dtype, else the log's kv dtype line or server arg, else bf16."""
     name = kv_dtype
@@ -171,7 +222,7 @@ def _token_bytes(dims: ModelDims, kv_rec, log_pool, dtype_name: str, g):
         nbytes = dtype_bytes(dtype_name, g)
         bpt, layout = bytes_per_token(dims, nbytes)
         return bpt, f"{layout} formula", nbytes
-    if kv_rec is not None and kv_rec.fields.get("tokens"):
+    if kv_rec is not None and kv_rec.fields.get("tokens") and log_pool is not None:
         bpt = round(log_pool * GIB / kv_rec.fields["tokens"])
         try:
             nbytes = dtype_bytes(dtype_name, g)

@@ -161,7 +161,7 @@ def walk_timeline(view: list[Record], g: Grammar) -> tuple[list[Point], list[All
     graphs: list[Graph] = []
     open_graphs: dict[tuple[str, str | None], Graph] = {}
     notes: dict[str, Any] = {"weight_begin": [], "weight_end": [], "dist_init_end": [], "kv": [], "released": [],
-                             "sizes": []}
+                             "sizes": [], "rejected_allocs": []}
     wb = we = pe = 0
     loading: str | None = None
     for pos, r in enumerate(view):
@@ -218,7 +218,9 @@ def walk_timeline(view: list[Record], g: Grammar) -> tuple[list[Point], list[All
                 notes["released"].append(r)
         if stage is not None and "avail_gib" in f and k != "summary":
             points.append(Point(stage, f["avail_gib"], r.line, pos, k, r))
-        if pat is not None and pat.alloc is not None:
+        if pat is not None and pat.alloc is not None and any(x in f.get("rejected", {}) for x in pat.alloc.fields):
+            notes["rejected_allocs"].append((pat.alloc.what, pat.alloc.state_pool, r))
+        elif pat is not None and pat.alloc is not None:
             parts = [_gib(x, f[x]) for x in pat.alloc.fields if x in f]
             parts = [p for p in parts if p is not None]
             if parts:

@@ -72,8 +72,8 @@ class _Rows:
         end = next(iter(self._role("weight_end", "target")), None)
         init = self.notes["dist_init_end"][0] if self.notes["dist_init_end"] else None
         nccl = init.fields.get("usage_gib") if init else None
-        if nccl is not None and begin is not None:
-            self.add("usable_gib", nccl + begin.fields["avail_gib"], [init.line, begin.line], "derived",
+        if nccl is not None and _avail(begin) is not None:
+            self.add("usable_gib", nccl + _avail(begin), [init.line, begin.line], "derived",
                      "Init torch distributed mem usage + Load weight begin avail mem")
         else:
             self.missing.append("usable_gib")
@@ -86,8 +86,8 @@ class _Rows:
         if end is not None and "usage_gib" in end.fields:
             peak = end.fields["usage_gib"]
             self.add("load_peak_gib", peak, [end.line], "read", "target Load weight end: mem usage")
-        elif end is not None and begin is not None:
-            peak = begin.fields["avail_gib"] - end.fields["avail_gib"]
+        elif _avail(end) is not None and _avail(begin) is not None:
+            peak = _avail(begin) - _avail(end)
             self.add("load_peak_gib", peak, [begin.line, end.line], "derived", "target Load weight begin − end avail")
         else:
             self.missing.append("load_peak_gib")
@@ -104,28 +104,39 @@ class _Rows:
 
     def _draft_weights(self) -> None:
         ends, begins = self._role("weight_end", "draft"), self._role("weight_begin", "draft")
-        total, lines, how = 0.0, [], "read"
+        total, lines, how, known = 0.0, [], "read", True
         for i, r in enumerate(ends):
             if "usage_gib" in r.fields:
                 total += r.fields["usage_gib"]
                 lines.append(r.line)
-            elif i < len(begins):
-                total += begins[i].fields["avail_gib"] - r.fields["avail_gib"]
+            elif i < len(begins) and _avail(begins[i]) is not None and _avail(r) is not None:
+                total += _avail(begins[i]) - _avail(r)
                 lines += [begins[i].line, r.line]
                 how = "derived"
-        if ends:
+            else:
+                known = False  # a draft load the log does not measure: the total is unknown, not smaller
+        if ends and known:
             self.add("draft_weights_gib", total, lines, how, "draft Load weight end: mem usage")
-        self.v["draft_weights"] = total
+        elif ends:
+            self.missing.append("draft_weights_gib")
+        self.v["draft_weights"] = total if known else None
 
     def allocations(self, state_pool: bool) -> None:
         chosen = [a for a in self.allocs if a.state_pool == state_pool]
+        # a size no GPU can have (the log's warnings name its line): that pool is unknown, never left out of a sum
+        rejected = sorted({what for what, pool, _r in self.notes["rejected_allocs"] if pool == state_pool})
+        self.missing += [f"{what}_gib" for what in rejected]
         for (what, role), group in _group_allocs(chosen).items():
+            if what in rejected:
+                continue
             note = (f"{len(group)} logged allocation(s)" if state_pool else
                     "; ".join(sorted({f"{a.interval}: {self.WHERE.get(a.counted_in, a.counted_in)}" for a in group})))
             self.add(f"{role_prefix(role)}{what}_gib", sum(a.gib for a in group), [a.line for a in group], "read", note)
         if state_pool:
-            self.v["state"] = sum(a.gib for a in chosen) if chosen else None
-            if chosen:
+            self.v["state"] = sum(a.gib for a in chosen) if chosen and not rejected else None
+            if rejected:
+                self.missing.append("state_pools_gib")
+            if chosen and not rejected:
                 self.add("state_pools_gib", self.v["state"], [a.line for a in chosen], "derived", "Σ state pools")
 
     def graph_rows(self) -> None:
@@ -158,8 +169,8 @@ class _Rows:
         # drawn (the largest size); a pasted log often keeps only tqdm's final redraw
         sizes = target.sizes or [b["size"] for b in buckets]
         first_is_largest = bool(buckets) and buckets[0]["size"] == max(sizes) and (bool(target.sizes) or len(buckets) > 1)
-        if target.begin is not None and first_is_largest:
-            first = target.progress[0]
+        first = target.progress[0] if target.progress else None
+        if _avail(target.begin) is not None and first_is_largest and _avail(first) is not None:
             self.add("cuda_graph_static_gib", target.begin.fields["avail_gib"] - first.fields["avail_gib"],
                      [target.begin.line, first.line], "derived", "capture begin avail − first progress bar avail")
             if buckets[0]["cost_gib"] is not None:
@@ -185,10 +196,11 @@ class _Rows:
         else:
             margin = None
             self.missing.append("runtime_margin_gib")
-        parts = [self.v["weights"], self.v["nccl"], workspace, margin.avail if margin else None, self.v["graphs"]]
+        parts = [self.v["weights"], self.v["nccl"], workspace, margin.avail if margin else None, self.v["graphs"],
+                 self.v["draft_weights"]]
         self.v["fixed"] = None
         if self.complete and all(x is not None for x in parts):
-            self.v["fixed"] = sum(parts) + self.v["draft_weights"]
+            self.v["fixed"] = sum(parts)
             self.add("fixed_overhead_gib", self.v["fixed"], [], "derived",
                      "weights resident + draft weights + CUDA graph + NCCL init + workspace residual + runtime margin")
         else:
@@ -225,6 +237,11 @@ def rank_ledger(log: SglangLog, ranks: dict[str, int]) -> RankLedger:
                       last_line=max((r.line for r in b.view), default=0), missing=b.missing, unaccounted_gib=unaccounted)
 
 
+def _avail(r: Record | None) -> float | None:
+    """The free-memory reading of a record; None without one (or when it was rejected as impossible)."""
+    return None if r is None else r.fields.get("avail_gib")
+
+
 def _group_allocs(allocs: list[Alloc]) -> dict[tuple[str, str], list[Alloc]]:
     out: dict[tuple[str, str], list[Alloc]] = {}
     for a in allocs:
@@ -236,6 +253,8 @@ def graph_buckets(gr: Graph) -> list[dict[str, Any]]:
     """Per captured size: its progress-bar reading and cost (drop to the next bar, or to the capture end)."""
     bars: list[Record] = []
     for r in gr.progress:
+        if "avail_gib" not in r.fields:
+            continue  # a reading rejected as impossible (the log's warnings name the line)
         size = r.fields.get("bs", r.fields.get("num_tokens"))
         if bars and bars[-1].fields.get("bs", bars[-1].fields.get("num_tokens")) == size:
             continue  # tqdm's final redraw repeats the last size

@@ -35,7 +35,7 @@ FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
 _FLOAT_SUFFIXES = ("_gib", "_mib", "_s")
 _UNRECOGNISED_TEXT_MAX = 400
 UNRECOGNISED_KEEP = 10_000  # unrecognised memory lines kept with their text; beyond it they are counted
-RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated"}  # keys of a record row that fields may not shadow
+RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated", "rejected"}  # keys of a record row that fields may not shadow
 
 
 @dataclass(frozen=True)
@@ -364,7 +364,7 @@ def _intlist(text: str) -> list[int] | None:
     return [int(x) for x in items] if all(re.fullmatch(r"-?\d+", x) for x in items) else None
 
 
-_PAIR = re.compile(r"(\w+)=(-?\d+(?:\.\d+)?)(\s*GB)?(?=\s*,|\s*$)")
+_PAIR = re.compile(r"(\w+)=(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)(\s*GB)?(?=\s*,|\s*$)")
 
 
 def _pairs(text: str, with_unit: tuple[str, ...] = (), may_end: tuple[str, ...] = ()) -> tuple[dict[str, Any], bool]:
@@ -546,6 +546,8 @@ def parse_lines(lines: Iterable[str], path: str = "<text>", grammar: Grammar | N
     counts: Counter = Counter()
     rank_cache: dict[tuple, dict[str, int]] = {}
     lineno, last_cut, has_text = 0, False, False
+    rejected_warnings: list[str] = []
+    n_rejected = 0
     for lineno, line in enumerate(lines, 1):
         last_cut = not line.endswith("\n")
         raw = line[:-1] if not last_cut else line
@@ -565,6 +567,10 @@ def parse_lines(lines: Iterable[str], path: str = "<text>", grammar: Grammar | N
                 ranks = rank_cache.setdefault(key, ranks)
                 rec = _match(msg, g, lineno, ranks) if g.prefilter.search(msg) else None
                 if rec is not None:
+                    if "rejected" in rec.fields:
+                        n_rejected += 1
+                        if len(rejected_warnings) < REJECTED_WARNINGS_KEEP:
+                            rejected_warnings.append(_rejected_warning(path, rec))
                     records.append(rec)
                     counts[rec.set] += 1
                 elif _mentions_memory(msg, g):
@@ -575,6 +581,14 @@ def parse_lines(lines: Iterable[str], path: str = "<text>", grammar: Grammar | N
     log = SglangLog(path=path, lines=lineno, records=records, unrecognised=unrecognised,
                     set_counts=dict(counts), last_line_cut=last_cut and lineno > 0, grammar=g,
                     unrecognised_total=n_unrecognised, has_text=has_text)
+    for rec in _reject_above_the_gpu(records):
+        n_rejected += 1
+        if len(rejected_warnings) < REJECTED_WARNINGS_KEEP:
+            rejected_warnings.append(_rejected_warning(path, rec))
+    log.warnings += rejected_warnings
+    if n_rejected > len(rejected_warnings):
+        log.warnings.append(f"{path}: {n_rejected:,} lines hold a size or free-memory reading no GPU can have; the first"
+                            f" {len(rejected_warnings)} are named above, every one is marked 'rejected' in its record")
     if log.last_line_cut:
         log.warnings.append(f"{path}: the last line ({lineno}) has no line end; the file may be cut mid-line")
     if n_unrecognised > len(unrecognised):
@@ -596,8 +610,78 @@ def _match(msg: str, g: Grammar, lineno: int, ranks: dict[str, int]) -> Record |
         if p.contains in msg:
             m = p.regex.search(msg)
             if m:
-                return Record(line=lineno, ranks=ranks, kind=p.kind, fields=fields_of(p, m), pattern=p.id, set=p.set)
+                fields = fields_of(p, m)
+                _reject_impossible(fields, p, g)
+                return Record(line=lineno, ranks=ranks, kind=p.kind, fields=fields, pattern=p.id, set=p.set)
     return None
+
+
+REJECTED_WARNINGS_KEEP = 20
+_TO_GIB = {"_gib": 1.0, "_mib": 1.0 / 1024}
+
+
+def _reject_impossible(fields: dict[str, Any], pattern: Pattern, g: Grammar) -> None:
+    """Move the values no GPU can have out of ``fields`` into ``fields["rejected"]`` ({field: [value, why]}): a
+    size or reading beyond ``max_memory_gib`` (_common.json), a negative free-memory reading (``avail*``), a
+    negative allocation (the pattern's ``alloc`` fields). A "mem usage" may be slightly negative (memory freed while
+    capturing) and is only bounded."""
+    limit = float(g.common.get("max_memory_gib", 1024))
+    alloc = set(pattern.alloc.fields) if pattern.alloc else set()
+    for name in list(fields):
+        value = fields[name]
+        suffix = next((s for s in _TO_GIB if name.endswith(s)), None)
+        if suffix is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        gib = value * _TO_GIB[suffix]
+        why = None
+        if not math.isfinite(gib) or abs(gib) > limit:
+            why = f"more than any GPU has (over {limit:g} GiB)"
+        elif gib < 0 and name.startswith("avail"):
+            why = "a negative free-memory reading"
+        elif gib < 0 and name in alloc:
+            why = "a negative size"
+        if why is not None:
+            fields.setdefault("rejected", {})[name] = [value, why]
+            del fields[name]
+
+
+GPU_BOUND_SLACK_GIB = 1.0  # readings are printed to 0.01 GB; memory returned by the allocator may round up
+
+
+def _reject_above_the_gpu(records: list[Record]) -> list[Record]:
+    """Reject the free-memory readings of a rank above what its GPU holds: the rank's free memory at its first
+    ``Load weight begin`` plus what the distributed init used before it (+ 1 GiB of slack). Nothing a launch does
+    frees more than that. Per launch (a ``server_args`` line starts one). Returns the records changed."""
+    bound: dict[tuple, tuple[float, int]] = {}
+    init: dict[tuple, float] = {}
+    changed = []
+    for rec in records:
+        f, key = rec.fields, tuple(rec.ranks.items())
+        if rec.kind == "server_args":
+            bound.clear()
+            init.clear()
+        elif rec.kind == "dist_init_end" and isinstance(f.get("usage_gib"), (int, float)) and key not in init:
+            init[key] = max(0.0, float(f["usage_gib"]))
+        elif rec.kind == "weight_begin" and key not in bound and isinstance(f.get("avail_gib"), (int, float)):
+            bound[key] = (f["avail_gib"] + init.get(key, 0.0), rec.line)
+            continue
+        if key not in bound:
+            continue
+        limit, line = bound[key]
+        for name in [n for n in f if n.startswith("avail") and n.endswith("_gib")]:
+            v = f[name]
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > limit + GPU_BOUND_SLACK_GIB:
+                f.setdefault("rejected", {})[name] = [v, f"more free memory than the GPU holds ({limit:g} GiB by"
+                                                         f" line {line})"]
+                del f[name]
+                if rec not in changed:
+                    changed.append(rec)
+    return changed
+
+
+def _rejected_warning(path: str, rec: Record) -> str:
+    what = "; ".join(f"{name} = {value:g} is {why}" for name, (value, why) in rec.fields["rejected"].items())
+    return (f"{path} line {rec.line}: {what}; the value is not used (the line is damaged or not what it seems)")
 
 
 def _open_text(p: Path):
