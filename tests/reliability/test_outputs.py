@@ -126,7 +126,7 @@ def test_an_output_never_replaces_an_input(cli, tmp_path):
     trace.write_bytes(bundled_sample().read_bytes())
     before = trace.read_bytes()
     _one_sentence(*cli("info", trace, "-f", "json", "-o", trace, "--no-cache"), "is an input of this info")
-    _one_sentence(*cli("annotate", trace, "-o", trace, "--no-cache"), "is the trace this annotate reads")
+    _one_sentence(*cli("annotate", trace, "-o", trace, "--no-cache"), "is an input of this annotate")
     assert trace.read_bytes() == before
 
 

@@ -15,13 +15,13 @@ import typer
 
 from ..errors import TracekitError
 from ..render.human import safe_text
-from .common import SAMPLE_TRACE, app, bundled_sample, phase
+from .common import SAMPLE_TRACE, _state, app, bundled_sample, guarded, phase
 
 for _mod in pkgutil.iter_modules(__path__):
     if _mod.name != "common":
         importlib.import_module(f"{__name__}.{_mod.name}")
 
-__all__ = ["app", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
+__all__ = ["app", "command", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
 
 
 GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all")
@@ -46,13 +46,47 @@ def hoist_global_flags(args: list[str]) -> list[str]:
     return front + rest + args[cut:]
 
 
+def command():
+    """The click command tree of ``app`` with the one output rule on every command (``common.guarded``), and the
+    parser's own readable check off: an unreadable input is one sentence and exit 3, not a usage error."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+
+    def walk(cmd) -> None:
+        for param in getattr(cmd, "params", []):
+            info = getattr(getattr(param, "type_descriptor", None), "parameter_info", None)
+            if info is not None and getattr(info, "readable", False):
+                info.readable = False
+        subs = getattr(cmd, "commands", None)
+        if subs is not None:
+            for sub in subs.values():
+                walk(sub)
+        elif cmd.callback is not None:
+            cmd.callback = guarded(cmd.callback)
+
+    walk(root)
+    return root
+
+
+def _memory_error() -> tuple[str, int]:
+    reading, analysing = _state.get("reading"), _state.get("analysing")
+    if reading is not None:
+        return (f"ran out of memory reading {reading}; free memory or raise the limit (ulimit -v), or pass a smaller"
+                " trace", 3)
+    if analysing is not None:
+        return (f"ran out of memory analysing {analysing}; free memory or raise the limit (ulimit -v), or pass a"
+                " smaller trace or fewer steps", 3)
+    return "ran out of memory; free memory or raise the limit (ulimit -v) and run the command again", 1
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never raises (tests call this)."""
     args = hoist_global_flags(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
     logging.basicConfig(level=logging.WARNING)
     try:
-        app(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
+        command()(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
         return 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -64,6 +98,31 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        phase.stop()
+        if debug:
+            raise
+        msg, code = _memory_error()
+        typer.echo(f"error: {safe_text(msg)}", err=True)
+        return code
+    except OverflowError as exc:
+        phase.stop()
+        if debug:
+            raise
+        typer.echo(f"error: a number given is too large to compute with ({safe_text(str(exc))}); pass a smaller"
+                   " value", err=True)
+        return 2
+    except OSError as exc:
+        phase.stop()
+        if debug or not getattr(exc, "filename", None):
+            if debug:
+                raise
+            typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+                       " --debug for the traceback and report it)", err=True)
+            return 1
+        typer.echo(f"error: {safe_text(str(exc.filename))} cannot be read or written ({safe_text(exc.strerror or str(exc))});"
+                   " check the path and its permissions", err=True)
+        return 3
     except KeyboardInterrupt:
         phase.stop()
         if debug:

@@ -67,8 +67,19 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option(
 StepNameOpt = Annotated[Optional[str], typer.Option(
     "--step-name", help="The annotation that marks a step: its exact name, or a regex matching whole names"
                         " (default: the dialects of tracekit/data/steps.json, in order; docs/steps.md).")]
+MAX_STEP_MS = 9.2e12  # int64 nanoseconds, in ms: a longer filter cannot be a time tracekit holds
+
+
+def _step_ms(value: Optional[float]) -> Optional[float]:
+    """--min-step-ms is a finite number of ms that fits int64 ns (1e308 or nan is a usage error here, not later)."""
+    if value is not None and not (0 <= value <= MAX_STEP_MS):  # nan fails both comparisons
+        raise typer.BadParameter(f"{value!r} is not a step length: give milliseconds from 0 to {MAX_STEP_MS:.3g}",
+                                 param_hint="--min-step-ms")
+    return value
+
+
 MinStepOpt = Annotated[Optional[float], typer.Option(
-    "--min-step-ms", min=0, help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
+    "--min-step-ms", min=0, callback=_step_ms, help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
                                  " step.min_ms, else 0). Empty markers are dropped by their content anyway.")]
 
 
@@ -99,7 +110,7 @@ StepSourceOpt = Annotated[SourceChoice, typer.Option(
 StepsFileOpt = Annotated[Optional[Path], typer.Option(
     "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md).")]
 
-_state = {"debug": False, "quiet": False, "verbose": False, "device": None}
+_state = {"debug": False, "quiet": False, "verbose": False, "device": None, "reading": None, "analysing": None}
 AllOpt = Annotated[bool, typer.Option(
     "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
                   " tables (json and csv always hold every row). May stand anywhere before `--`.")]
@@ -128,6 +139,7 @@ def _root(
     _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
     _state["all"] = all_rows
     _state["device"] = device
+    _state["reading"] = _state["analysing"] = None
     if verbose:
         import logging
 
@@ -218,11 +230,16 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
     import time
 
     path = trace if trace is not None else bundled_sample()
+    _state["reading"] = path
     if path.exists() and not path.is_file() and not path.is_dir():
         from ..errors import InputError
 
         raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
                          " file; save it to one first")
+    from ..ingest import resolve_trace_path
+    from ..render.files import protect
+
+    protect(resolve_trace_path(path), "the trace it reads")  # a directory's trace file: no output may replace it
     t0 = time.perf_counter()
     size = path.stat().st_size if path.is_file() else 0
     if show_progress() and size:
@@ -243,15 +260,23 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
         how = "from the cache" if rep.from_cache else f"{rep.reader} reader, {rep.compression}"
         typer.echo(f"read {rep.records_read:,} records ({rep.events_kept:,} events kept) of {path} in {dt:.2f} s"
                    f" ({how}; {rep.text_bytes / max(dt, 1e-9) / 1e6:,.0f} MB/s of text)", err=True)
+    _state["reading"] = None
+    _state["analysing"] = path
     phase.start(f"analysing {path.name} …")
     return trace_obj
 
 
+def sidecar_of(out: Path) -> Path:
+    """The JSON companion of an html page written to ``out``: FILE.json beside FILE.html."""
+    return out.with_suffix(".json")
+
+
 def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
     """Warnings to stderr, then the result to stdout or to ``--out``, written whole or not at all
-    (``tracekit.render.files``). csv with ``--out NAME``: NAME with a suffix is one file, NAME without one (or an
-    existing folder) a folder of one file per table."""
-    from ..render.files import refuse_overwriting_inputs, write_file
+    (``tracekit.render.files``: every target decided by ``output_target``). csv with ``--out NAME``: NAME with a
+    suffix is one file, NAME without one (or an existing folder) a folder of one file per table; a device, FIFO or
+    ``/dev/stdout`` is one stream (the first table; html without its json companion)."""
+    from ..render.files import is_stream, protect_result_inputs, write_file, write_files
     from ..render.human import safe_text
     from ..render.tables import NOT_A_TERMINAL_WIDTH
 
@@ -261,8 +286,10 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         for w in result.warnings:
             typer.echo(f"warning: {safe_text(w)}", err=True)
     all_rows = bool(_state.get("all"))
-    if fmt is Fmt.csv and out is not None and (out.is_dir() or (not out.suffix and table is None)):
-        refuse_overwriting_inputs(result, out)
+    stream = out is not None and is_stream(out)
+    if out is not None:
+        protect_result_inputs(result)  # what the run read (a directory's traces, say): no output replaces them
+    if fmt is Fmt.csv and out is not None and not stream and (out.is_dir() or (not out.suffix and table is None)):
         new = not out.exists()
         paths = write_csv_dir(result, out, only=table)
         typer.echo(f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
@@ -275,10 +302,10 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     if out is None:
         sys.stdout.write(text)
         return
-    if fmt is Fmt.html:
-        sidecar = out.with_suffix(".json")
-        write_file(out, text, what="html report", inputs=result)
-        write_file(sidecar, emit(result, "json"), what="json sidecar", inputs=result)
+    if fmt is Fmt.html and not stream:
+        sidecar = sidecar_of(out)
+        write_files([(out, text, "html report"), (sidecar, emit(result, "json"), f"json sidecar of {out}")],
+                    inputs=result)
         typer.echo(f"wrote {out} and its json sidecar {sidecar}", err=True)
         return
     write_file(out, text, what=f"{fmt.value} output", inputs=result)
@@ -286,7 +313,99 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     if fmt is Fmt.csv and table is None and len(result.tables) > 1:
         note = (f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
                 " and --out NAME without a suffix writes every table into a folder)")
+    if fmt is Fmt.html:
+        note = " (a device or stream: no json sidecar beside it)"
     typer.echo(f"wrote {out}{note}", err=True)
+
+
+# --------------------------------------------------------------------------- the output rule, for every command
+
+NOT_INPUTS = frozenset({"out", "cache_dir"})  # path-valued parameters a command writes, not reads
+
+
+def _role(param) -> str:
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+    return opts[0] if opts and getattr(param, "param_type_name", "") == "option" else (param.name or "").upper()
+
+
+def _values(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return [v for item in value for v in _values(item)]
+    return [value]
+
+
+def command_inputs(ctx) -> list[tuple[Path, str, bool]]:
+    """Every file a command was given to read, from its parsed parameters, with no list per command:
+    ``(path, how the command names it, given as a path)``. Path-valued parameters (arguments and options) other than
+    its outputs, and any text value that names an existing file (``-a FILE``, ``--hw FILE``, ``LABEL=FILE``)."""
+    found: list[tuple[Path, str, bool]] = []
+    for param in ctx.command.params:
+        name = param.name or ""
+        if name in NOT_INPUTS:
+            continue
+        for v in _values(ctx.params.get(name)):
+            if isinstance(v, Path):
+                found.append((v, _role(param), True))
+            elif isinstance(v, str) and v:
+                for cand in dict.fromkeys((v, v.partition("=")[2])):
+                    if cand and len(cand) < 4096 and "\0" not in cand and os.path.isfile(cand):
+                        found.append((Path(cand), _role(param), False))
+    return found
+
+
+def _check_readable(path: Path, role: str) -> None:
+    """An input that exists but cannot be read: one sentence, exit 3 (the parser's check would be a usage error)."""
+    import stat as st_
+
+    from ..errors import InputError
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # missing: the command says what it wanted there
+    try:
+        if st_.S_ISREG(st.st_mode):
+            with open(path, "rb"):
+                pass
+        elif st_.S_ISDIR(st.st_mode):
+            os.listdir(path)
+    except PermissionError:
+        raise InputError(f"{path} cannot be read (permission denied); make it readable or pass another {role}") from None
+    except OSError as exc:
+        raise InputError(f"{path} cannot be read ({exc.strerror or exc}); pass another {role}") from None
+
+
+def guarded(callback):
+    """Wrap a command's callback with the one output rule: its inputs readable (else exit 3), its ``--out`` (and an
+    html page's json companion) not one of them, checked before any work; while it runs no writer
+    (``tracekit.render.files.output_target``) replaces any of them."""
+    import functools
+
+    @functools.wraps(callback)
+    def run_guarded(*args, **kwargs):
+        try:
+            from typer._click.globals import get_current_context  # typer's own click (typer >= 0.20)
+        except ImportError:  # pragma: no cover - typer on the click package
+            from click import get_current_context
+
+        from ..render.files import guarding, output_target
+
+        ctx = get_current_context()
+        command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.command_path
+        inputs = command_inputs(ctx)
+        for path, role, given_as_path in inputs:
+            if given_as_path:
+                _check_readable(path, role)
+        with guarding([(p, role) for p, role, _ in inputs], command):
+            out = ctx.params.get("out")
+            if isinstance(out, Path) and not out.is_dir():
+                output_target(out, "output", early=True)
+                fmt = ctx.params.get("format")
+                if getattr(fmt, "value", fmt) == "html" and not output_target(out, early=True).stream:
+                    output_target(sidecar_of(out), f"json sidecar of {out}", early=True)
+            return callback(*args, **kwargs)
+
+    return run_guarded
 
 
 def _ns(ms: float) -> int:

@@ -15,8 +15,12 @@ traces, plots) goes through here:
   the renames into place — the manifest last — run with SIGINT/SIGTERM/SIGHUP held back, so an interrupt leaves
   the previous complete set or the new complete one. Files of the previous set that the new one lacks are removed
   after the new manifest is in place;
-* an output never replaces one of the run's inputs (and a sweep skips tracekit's own outputs, so ``analyze DIR
-  -o DIR`` does not read its ``analyze.json`` as a trace next time: ``tracekit.ingest.discover``).
+* one function decides where an output goes (:func:`output_target`), for every writer: an output that is one of
+  the run's inputs (every file a command reads: trace, annotation, hardware file, categories, steps file, log, bench
+  file; symlinks followed) is refused before anything is written; a symbolic link is written through (its target
+  is replaced, never the link); a character device, a FIFO or ``/dev/stdout`` is written to directly, never
+  renamed over. A sweep skips tracekit's own outputs, so ``analyze DIR -o DIR`` does not read its
+  ``analyze.json`` as a trace next time (``tracekit.ingest.discover``).
 """
 from __future__ import annotations
 
@@ -26,9 +30,12 @@ import os
 import re
 import secrets
 import signal
+import stat
+import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Union
 
 from ..errors import OutputError, TracekitError  # noqa: F401 - OutputError is re-exported here
 from ..result import Result, to_json_obj
@@ -116,23 +123,163 @@ def _unlink(p: Path) -> None:
         pass
 
 
-# --------------------------------------------------------------------------- one file
+# --------------------------------------------------------------------------- where an output goes: the one rule
+
+# A path that names an open descriptor of this process: written to that descriptor, never opened anew or renamed over.
+_FD_PATH = re.compile(r"^/(?:proc/(?:self|thread-self|%d)/fd|dev/fd)/(\d+)$" % os.getpid())
+_STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+# The run's inputs, while a command runs (:func:`guarding`): (st_dev, st_ino) -> (path, how the command names it).
+_GUARD: dict[tuple[int, int], tuple[str, str]] = {}
+_COMMAND: list[str] = []
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an output goes. ``path`` as given (messages name it); ``dest`` the file that is replaced: the path itself,
+    or the final target of a symbolic link (written through, never replaced); ``stream`` for a character device, a
+    FIFO, a socket or an open descriptor (``/dev/stdout``, ``/dev/fd/N``): written to directly, never renamed over."""
+
+    path: Path
+    dest: Path
+    stream: bool = False
+    fd: int | None = None
+
+
+@contextmanager
+def guarding(inputs: Iterable[tuple[str | Path, str]], command: str = "command") -> Iterator[None]:
+    """While the block runs, an output that is one of ``inputs`` (``(path, how the command names it)``, symlinks
+    followed, hard links included) is refused by :func:`output_target`, so no writer replaces a file the run reads."""
+    saved, saved_cmd = dict(_GUARD), list(_COMMAND)
+    _COMMAND[:] = [command]
+    try:
+        for p, role in inputs:
+            protect(p, role)
+        yield
+    finally:
+        _GUARD.clear()
+        _GUARD.update(saved)
+        _COMMAND[:] = saved_cmd
+
+
+def protect(path: str | Path, role: str = "an input") -> None:
+    """Add ``path`` (a file the run reads) to the inputs no output may replace; directories are not files to guard."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        _GUARD.setdefault((st.st_dev, st.st_ino), (str(path), role))
+
+
+def _fd_of(path: Path) -> int | None:
+    """The descriptor a path such as ``/dev/stdout``, ``/dev/fd/3`` or ``/proc/self/fd/1`` (or a link to one) names."""
+    p = os.path.abspath(path)
+    for _ in range(40):
+        if p in _STD_PATHS:
+            return _STD_PATHS[p]
+        m = _FD_PATH.match(p)
+        if m:
+            return int(m.group(1))
+        try:
+            link = os.readlink(p)
+        except OSError:
+            return None
+        p = os.path.normpath(os.path.join(os.path.dirname(p), link))
+    return None
+
+
+def is_stream(path: str | Path) -> bool:
+    """A character device, a FIFO, a socket or an open descriptor (``/dev/stdout``): no file to rename, no companion
+    beside it, no folder of csv files."""
+    if _fd_of(Path(path)) is not None:
+        return True
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode)
+
+
+def output_target(path: str | Path, what: str = "output", *, inputs: Iterable[str | Path] = (),
+                  early: bool = False) -> Target:
+    """The one decision about an output path, made before anything is written; every writer calls it.
+
+    * an output that is one of the run's inputs (:func:`guarding`, or ``inputs``), symlinks followed, is refused;
+    * a character device, a FIFO, a socket, an open descriptor (``/dev/stdout``) is written to directly;
+    * a symbolic link is written through: its target is replaced (atomically), never the link itself;
+    * a directory, a missing folder, a read-only file, a link that loops are refused in one sentence.
+
+    ``early`` (a command's ``--out`` before its work): only whether it is an input; the rest is decided when it is
+    written (a directory writer creates its folder then)."""
+    path = Path(path)
+    fd = _fd_of(path)
+    if fd is not None:
+        return Target(path, path, stream=True, fd=fd)
+    link = path.is_symlink()
+    if link:
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutputError(f"{path} is a symbolic link that loops; choose another --out") from None
+        dest = Path(os.path.realpath(path))
+    else:
+        dest = path
+    via = f" (a link to {dest})" if link else ""
+    try:
+        st = os.stat(dest)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(_sentence(exc, path, what)) from None
+    if early:
+        if st is not None and stat.S_ISREG(st.st_mode):
+            _refuse_input(path, via, st, inputs, what)
+        return Target(path, dest, stream=st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode))
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{path}{via} is a directory; pass a file name for the {what} (e.g."
+                              f" {path / 'out'}{_ext(what)})")
+        if not stat.S_ISREG(st.st_mode):
+            return Target(path, dest, stream=True)
+        _refuse_input(path, via, st, inputs, what)
+        if not os.access(dest, os.W_OK):
+            raise OutputError(f"{path}{via} is read-only; choose another --out or make it writable")
+    parent = dest.parent
+    if not parent.exists():
+        raise OutputError(f"the folder {parent} does not exist{' (' + str(path) + ' links there)' if link else ''};"
+                          " create it first (tracekit creates no folder for an output file)")
+    if not parent.is_dir():
+        raise OutputError(f"{parent} is a file, not a folder; choose another --out")
+    return Target(path, dest)
+
+
+def _refuse_input(path: Path, via: str, st: os.stat_result, inputs: Iterable[str | Path], what: str) -> None:
+    key = (st.st_dev, st.st_ino)
+    hit = _GUARD.get(key)
+    if hit is None:
+        for p in inputs:
+            try:
+                s = os.stat(p)
+            except (OSError, ValueError):
+                continue
+            if (s.st_dev, s.st_ino) == key:
+                hit = (str(p), "an input")
+                break
+    if hit is not None:
+        command = _COMMAND[0] if _COMMAND else "command"
+        named, role = hit
+        same = "" if os.path.abspath(named) == os.path.abspath(path) else f", {named}"
+        raise OutputError(f"{path}{via} is an input of this {command} ({role}{same}); writing the {what} there would"
+                          " replace it — choose another --out")
 
 
 def check_file_target(path: str | Path, what: str = "output") -> Path:
-    """``path`` if a file can be written there: not a directory, in an existing folder, not a read-only file."""
-    path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"{path} is a directory; pass a file name for the {what} (e.g. {path / 'out'}{_ext(what)})")
-    parent = path.parent
-    if not parent.exists():
-        raise OutputError(f"the folder {parent} does not exist; create it first (tracekit creates no folder for an"
-                          " output file)")
-    if not parent.is_dir():
-        raise OutputError(f"{parent} is a file, not a folder; choose another --out")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise OutputError(f"{path} is read-only; choose another --out or make it writable")
-    return path
+    """``path`` if a file can be written there (:func:`output_target`): not a directory, in an existing folder, not a
+    read-only file, not an input of the run."""
+    output_target(path, what)
+    return Path(path)
 
 
 def _ext(what: str) -> str:
@@ -140,30 +287,78 @@ def _ext(what: str) -> str:
     return {"picture": ".png", "annotated": ".json.gz", "csv": ".csv", "md": ".md", "table": ".txt"}.get(fmt, ".json")
 
 
+def _write_to(fh: BinaryIO, data: Data) -> None:
+    if callable(data):
+        data(fh)
+    else:
+        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def _write_stream(t: Target, data: Data, what: str) -> None:
+    """A device, FIFO or descriptor: written to directly (nothing to rename; a partial write cannot be taken back)."""
+    try:
+        if t.fd is not None:
+            if t.fd in (1, 2):
+                (sys.stdout if t.fd == 1 else sys.stderr).flush()
+            fh = os.fdopen(os.dup(t.fd), "wb")
+        else:
+            fh = open(t.dest, "wb")
+        with fh:
+            _write_to(fh, data)
+            fh.flush()
+    except OSError as exc:
+        raise OutputError(_sentence(exc, t.path, what)) from None
+
+
 def write_file(path: str | Path, data: Data, *, what: str = "output", inputs: Result | None = None) -> Path:
     """Write ``data`` (bytes, text as UTF-8, or a function that writes to a binary file) to ``path`` whole or not
-    at all: a temporary name beside it, flushed, then renamed into place."""
-    path = check_file_target(path, what)
-    if inputs is not None:
-        refuse_overwriting_inputs(inputs, path)
-    tmp = _temp(path)
+    at all: a temporary name beside it (beside a link's target), flushed, then renamed into place. A device, FIFO or
+    ``/dev/stdout`` is written to directly (:func:`output_target` decides)."""
+    write_files([(path, data, what)], inputs=inputs)
+    return Path(path)
+
+
+def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | None = None) -> list[Path]:
+    """Several files (a page and its companion) all or none: every target is decided, every temporary file written,
+    and only then are they renamed into place (interrupts held back meanwhile); a refusal or a failure leaves none."""
+    extra = _input_paths(inputs) if inputs is not None else []
+    targets = [output_target(p, what, inputs=extra) for p, _, what in items]
+    seen: dict[str, Path] = {}
+    for t in targets:
+        key = str(t.dest) if not t.stream else f"stream:{t.dest}:{t.fd}"
+        if key in seen:
+            raise OutputError(f"{seen[key]} and {t.path} are the same file; tracekit would write it twice — choose"
+                              " another --out")
+        seen[key] = t.path
+    temps: list[Path | None] = []
     try:
-        with open(tmp, "xb") as fh:
-            if callable(data):
-                data(fh)
-            else:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        for t, (_, data, what) in zip(targets, items):
+            if t.stream:
+                temps.append(None)
+                continue
+            tmp = _temp(t.dest)
+            temps.append(tmp)
+            try:
+                with open(tmp, "xb") as fh:
+                    _write_to(fh, data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                raise OutputError(_sentence(exc, t.path, what)) from None
         with held_signals():
-            os.replace(tmp, path)
-    except OSError as exc:
-        _unlink(tmp)
-        raise OutputError(_sentence(exc, path, what)) from None
-    except BaseException:
-        _unlink(tmp)
-        raise
-    return path
+            for t, tmp, (_, data, what) in zip(targets, temps, items):
+                if tmp is None:
+                    _write_stream(t, data, what)
+                    continue
+                try:
+                    os.replace(tmp, t.dest)
+                except OSError as exc:
+                    raise OutputError(_sentence(exc, t.path, what)) from None
+    finally:
+        for tmp in temps:
+            if tmp is not None:
+                _unlink(tmp)
+    return [t.path for t in targets]
 
 
 def _input_paths(result: Result) -> list[Path]:
@@ -175,20 +370,18 @@ def _input_paths(result: Result) -> list[Path]:
     return out
 
 
-def _same(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
 def refuse_overwriting_inputs(result: Result, path: Path) -> None:
-    """An output never replaces a file the run read."""
-    for p in _input_paths(result):
-        if _same(p, path):
-            raise OutputError(f"{path} is an input of this {result.command}; writing there would replace it — choose"
-                              " another --out")
+    """An output never replaces a file the run read (:func:`output_target` with the result's inputs)."""
+    path = Path(path)
+    if path.is_dir():
+        return
+    output_target(path, f"{result.command} output", inputs=_input_paths(result))
 
+
+def protect_result_inputs(result: Result) -> None:
+    """Every file a result names as its input joins the guarded inputs of the running command."""
+    for p in _input_paths(result):
+        protect(p, "an input")
 
 
 # --------------------------------------------------------------------------- a directory of files
@@ -209,7 +402,9 @@ class OutputDir:
         self.manifest = manifest
         self.created = False
         self._staged: list[tuple[str, Path]] = []
+        self._targets: dict[str, Target] = {}
         self._lock_fd: int | None = None
+        self._lock_created = False
         self._committed = False
 
     # -- entering: the directory exists and is ours
@@ -229,6 +424,7 @@ class OutputDir:
         return self
 
     def _lock(self) -> None:
+        self._lock_created = not os.path.lexists(self.path / LOCK_NAME)
         fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             import fcntl
@@ -247,6 +443,8 @@ class OutputDir:
         if not self._committed:
             for _, tmp in self._staged:
                 _unlink(tmp)
+            if self._lock_created and self._lock_fd is not None:  # refused or failed: leave nothing of ours behind
+                _unlink(self.path / LOCK_NAME)  # while the lock is held, so no other writer holds this file
         self._discard()
         if isinstance(exc, OSError):
             raise OutputError(_sentence(exc, self.path, self.what)) from None
@@ -269,9 +467,11 @@ class OutputDir:
         """A temporary path for the file ``name``, to be renamed to ``DIR/name`` by :meth:`commit`."""
         if "/" in name or name in ("", ".", "..") or name == LOCK_NAME:
             raise ValueError(f"not a file name: {name!r}")
+        target = output_target(self.path / name, self.what)  # an input, a directory, a link written through
         self._clear_dead_temps(name)
-        tmp = _temp(self.path / name)
+        tmp = _temp(self.path / name if target.stream else target.dest)
         self._staged.append((name, tmp))
+        self._targets[name] = target
         return tmp
 
     def stage_bytes(self, name: str, data: bytes | str) -> Path:
@@ -319,10 +519,15 @@ class OutputDir:
         with held_signals():
             try:
                 for name, tmp in self._staged:
-                    os.replace(tmp, self.path / name)
+                    t = self._targets[name]
+                    if t.stream:  # a device or FIFO in the folder: its bytes are written to it, nothing renamed
+                        _write_stream(t, tmp.read_bytes(), self.what)
+                        _unlink(tmp)
+                    else:
+                        os.replace(tmp, t.dest)
                     done.append(self.path / name)
                 for name in remove:
-                    if name not in new:
+                    if name not in new and not (self.path / name).is_symlink():  # a link is the user's: left alone
                         _unlink(self.path / name)
             except OSError as exc:
                 raise OutputError(_sentence(exc, self.path, self.what)) from None
