@@ -572,9 +572,7 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     return best
 
 
-CHECK_COMPARED = ("layers per step against the mixer -> FFN transitions per step (an attention, linear-attention or"
-                  " state-space kernel followed by an MLP or MoE kernel on the main stream), counted without the"
-                  " boundary kernel, and one such transition inside every layer")
+CHECK_COMPARED = "layers vs attention -> MLP/MoE transitions per step, one in every layer"
 
 
 def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:

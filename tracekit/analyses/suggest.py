@@ -325,16 +325,18 @@ def _misfiring(found: LayerFinding, a, occ: pd.DataFrame) -> set[str]:
 def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
             categories=None, name: str | None = None, doc: bool | None = None) -> tuple[dict, Result]:
     """An annotation for the trace's automatic layers (a dict for ``parse_annotation``), and a Result saying what
-    was inferred and whether the engine reproduces the layers with it (``summary.verified``).
+    was inferred and how it was checked (``summary.check``): whether the engine reproduces the layers with it
+    (``reproduces_layers``: the finder's own cut, no independent check) and whether the layers agree with the
+    structure counted without the boundary kernel (``structure_agrees``: layers per step = attention -> MLP/MoE
+    transitions per step, one in every layer). ``summary.verified`` is true only when both hold.
 
     ``doc``: write ``_doc`` comment fields (default: when the annotation format accepts them).
     """
     cr = resolve_categories(categories)
     found = find_layers(trace, steps=steps, step_name=step_name, min_step_ns=min_step_ns, categories=cr)
     if found.layers.empty:
-        raise MissingDataError(f"{trace.path}: no layers were found automatically (no repeating kernel sequence on"
-                               " the main stream), so there is nothing to write an annotation for; see"
-                               " `tracekit layers`")
+        raise MissingDataError(f"{trace.path}: no layers were found automatically (no decoder stack on the main"
+                               " stream), so there is nothing to write an annotation for; see `tracekit layers`")
     with_doc = doc_fields_supported() if doc is None else doc
     ev = trace.events
     warnings: list[str] = list(found.warnings)
@@ -404,6 +406,10 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
         if not wrong or round_ == MAX_ROUNDS:
             break
         ordinal_names |= wrong
+    if not found.check.get("agrees"):
+        warnings.append("not verified: the layers this annotation cuts are not confirmed by an independent count of"
+                        f" the structure ({found.check.get('layers_per_step')} layers vs"
+                        f" {found.check.get('transitions_per_step')} attention -> MLP/MoE transitions per step)")
     if bad:
         warnings.append(f"the engine does not reproduce the automatic layers of step(s) {bad[:8]} with the suggested"
                         " annotation; check blocks -a against layers")
@@ -424,9 +430,16 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
     ], columns=["field", "value", "why"])
     types_table = (lw.groupby(["step", "base_type"]).size().rename("layers").reset_index()
                    .rename(columns={"base_type": "block_type"}))
+    independent = found.check
+    reproduces = not bad
+    verified = reproduces and bool(independent.get("agrees"))
     summary = {
         "annotation": ann["name"],
-        "verified": not bad,
+        "verified": verified,
+        "check": {"reproduces_layers": reproduces, "structure_agrees": bool(independent.get("agrees")),
+                  "layers_per_step": independent.get("layers_per_step"),
+                  "transitions_per_step": independent.get("transitions_per_step"),
+                  "compared": independent.get("compared")},
         "steps": n_steps,
         "layers_per_step": int(round(float(np.median(lw.groupby("step").size())))) if len(lw) else 0,
         "block_types": sorted(set(lw["base_type"])),
