@@ -8,10 +8,12 @@ import statistics
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import tracekit
 from tracekit.annotate import load_annotation
+from tracekit.annotate.spec import CtasPerSmRule
 from tracekit.ingest.launch_script import launch_config
 from tracekit.ingest.sglang_log import read_log
 
@@ -23,6 +25,11 @@ from fixtures.synth import build, write_trace  # noqa: E402
 
 K3 = load_annotation("k3_dp16")
 K3_DP2 = load_annotation("k3_dp2_dcp8")
+# The generator hashes registers and shared memory from the kernel's name (fixtures/synthlib/kineto.py): its MLA
+# decode kernel claims 96 KiB of shared memory, 2 CTAs per SM on sm100, while the study's kernel (and the truth's
+# 2 waves) holds 1. An annotation's ctas_per_sm rule overrides the launch configuration; this one says what the
+# real kernel does.
+K3_MLA1 = msgspec.structs.replace(K3, ctas_per_sm=[CtasPerSmRule(pattern="mla_decode", ctas_per_sm=1)])
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +60,14 @@ def _mla_lost_per_step_ns(doc, sms: int) -> float:
 
 def test_dp16_bs16_ranks_the_mla_tail_wave_first(traces):
     t, truth, doc = traces[("dp16", 16)]
-    res = tracekit.findings(t, K3)
+    res = tracekit.findings(t, K3_MLA1)
     top = _by_kind(res).iloc[0]
     assert top["kind"] == "wave_quantization" and "mla_decode" in top["title"]
+    assert "148 SMs × 1 CTAs per SM, limited by annotation; set by the annotation" in top["how"]
+    assert "--sms 148 --ctas-per-sm 1" in top["suggestion"]
+    # from the synthetic launch configuration alone: 2 CTAs per SM, one wave of 296 slots, no tail-wave finding
+    plain = _by_kind(tracekit.findings(t, K3))
+    assert not plain["title"].str.contains("mla_decode").any()
     assert top["gain_ms_per_step"] == pytest.approx(13.7, abs=0.15)  # the study: about 13.7 ms per step
     assert top["gain_ms_per_step"] * 1e6 == pytest.approx(_mla_lost_per_step_ns(doc, truth["sms"]), abs=1000)
     assert "wave-aware" in top["suggestion"] and top["basis"] == "estimated"
@@ -174,3 +186,28 @@ def test_compare_carries_the_findings_of_the_matched_traces(tmp_path):
     # the logs run speculative decoding but log no accept length: the study's 3.5, said
     assert res.summary["accept_len_a"] == 3.5 and "speculative" in res.summary["accept_len_source_a"]
     assert any("accept_len is the study's 3.5" in w for w in res.warnings)
+
+
+def test_compare_like_with_like_across_batch_sizes():
+    """DP16 at bs 24 against DP2xDCP8 at bs 128 (its markers carry no batch size: given as bs_b). An op slower per
+    call on the bs-128 side but faster per request is not ranked; one slower on the bs-24 side stays per call."""
+    a = tracekit.load(SYN / "dp16_bs24.trace.json.gz", cache=False)
+    b = tracekit.load(SYN / "dp2dcp8_bs128.trace.json.gz", cache=False)
+    res = tracekit.findings(compare=(a, b), bs_b=128)
+    s = res.summary
+    assert (s["bs_a"], s["bs_from_a"], s["bs_b"], s["bs_from_b"]) == (24, "step markers", 128, "option")
+    ops = res.tables["ops"].set_index("op")
+    red = ops.loc[next(o for o in ops.index if "reduce_kernel" in o)]
+    # 6.68 µs per call at bs 24 against 17.0 µs at bs 128: 2.55x slower per call, 0.48x per request → refused
+    assert red["ratio"] == pytest.approx(0.393, abs=0.002) and red["normalised_by"] == "refused"
+    assert "faster" in red["compare_note"]
+    f = res.tables["findings"]
+    assert not f["title"].str.contains("reduce_kernel").any()
+    assert s["ops_refused"] == s["normalised_by"]["refused"] > 0
+    assert any("not per request are not compared" in w for w in res.warnings)
+    kda = f[f["title"].str.startswith("kernel_cutlass_kda_decode_mtp_kernel ")].iloc[0]
+    assert "per call in dp16_bs24" in kda["title"] and "fewer requests per call (24 vs 128)" in kda["how"]
+    # no batch size for B: compared per call, and said
+    res = tracekit.findings(compare=(a, b))
+    assert res.summary["bs_b"] is None and res.tables["ops"]["normalised_by"].isna().all()
+    assert any("batch size of dp2dcp8_bs128 is unknown" in w for w in res.warnings)

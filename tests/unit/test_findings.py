@@ -10,7 +10,7 @@ import tracekit
 from tracekit.analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, compare
 from tracekit.analyses.finding_rules import FINDING_COLUMNS, finding_rules, rank_findings
 from tracekit.analyses.findings import findings
-from tracekit.analyses.findings_compare import ctas_per_sm
+from tracekit.hardware import ctas_per_sm, load_profile, sm_limits
 from tracekit.errors import UsageError
 from tracekit.ingest.sglang_log import read_log
 
@@ -68,11 +68,16 @@ def test_a_trace_with_no_launch_records_says_so(tmp_path):
     assert "ProfilerActivity.CPU" in f.loc["idle_unattributed", "suggestion"]
 
 
+LAUNCH = {"registers per thread": 64, "shared memory": 150_528}
+
+
 def test_tail_waves_rank_kernels_of_two_or_more_waves_only(tmp_path):
     props = [{"id": 0, "name": "NVIDIA B200", "numSms": 100, "totalGlobalMem": 191_000_000_000}]
     ev = [cpu_ann(MARK, 0.0, 1000.0, ext=1), gpu_ann(MARK, 0.0, 1000.0, ext=1),
-          kernel("two_waves", 0.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1]),  # 150 CTAs on 100: 2 waves, 75 %
-          kernel("one_wave", 400.0, 400.0, grid=[50, 1, 1], block=[128, 1, 1])]  # under-filled, one wave: left out
+          # 150 KB of shared memory per block: 1 CTA per SM on a B200 (233,472 // 151,552), so 150 CTAs on 100 SMs
+          # run in 2 waves at 75 %
+          kernel("two_waves", 0.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1], **LAUNCH),
+          kernel("one_wave", 400.0, 400.0, grid=[50, 1, 1], block=[128, 1, 1], **LAUNCH)]  # one wave: left out
     t = tracekit.load(write_trace(tmp_path / "w.json", ev, deviceProperties=props), cache=False)
     f = findings(t).tables["findings"]
     w = f[f["kind"] == "wave_quantization"]
@@ -93,12 +98,15 @@ def test_ranking_puts_time_then_memory_then_unmeasurable():
 
 
 def test_occupancy_limits_follow_the_block():
-    lim = finding_rules()["sm_limits"]["NVIDIA"]
+    lim = sm_limits({}, load_profile("h100"))  # the one calculator waves and --compare share (test_occupancy.py)
     import numpy as np
-    got = ctas_per_sm(np.array([128, 1024, 128, 128]), np.array([32, 64, 255, 32]), np.array([0, 0, 0, 150_000]), lim)
-    # 128 threads × 32 regs: threads allow 16, registers 16 → 16; 1024 × 64 regs: 1 by registers;
-    # 255 regs × 128: 65536 // 32640 = 2; 150 KB shared memory: 1
-    assert list(got) == [16, 1, 2, 1]
+    got, why, _ = ctas_per_sm(np.array([128, 1024, 128, 128]), np.array([32, 64, 255, 32]),
+                              np.array([0, 0, 0, 150_000]), lim)
+    # 128 threads × 32 regs: threads allow 16, registers 16 → 16; 1024 × 64 regs: 2048 per warp, 8 warps per
+    # sub-partition → 32 warps → 1 by registers; 255 regs × 128: 8160 → 8192 per warp, 2 per sub-partition → 8
+    # warps → 2; 150,000 + 1,024 reserved → 151,040 B: 233,472 // 151,040 = 1
+    assert list(got) == [16, 1, 2, 1] and list(why) == ["threads+registers", "registers", "registers",
+                                                         "shared_memory"]
 
 
 def _log(tmp_path, args: str, extra: str = "") -> object:
@@ -140,3 +148,37 @@ def test_cli_refuses_trace_and_compare_together(tmp_path, cli):
     assert code == 2 and "not both" in err and "Traceback" not in err
     code, out, err = cli("findings", p, "--log-b", p)
     assert code == 2 and "--compare" in err
+
+
+def _ops(mean_a, mean_b, calls=10.0):
+    from tracekit.analyses.findings_compare import OP_COLUMNS
+    row = dict.fromkeys(OP_COLUMNS)
+    row.update(op="k", kernel="k", category="x", calls_per_step_a=calls, calls_per_step_b=calls, mean_ns_a=mean_a,
+               mean_ns_b=mean_b, ratio=mean_a / mean_b)
+    return pd.DataFrame([row], columns=OP_COLUMNS)
+
+
+def test_compare_normalises_by_the_batch_or_refuses():
+    from tracekit.analyses.findings_compare import normalise
+    labels = ("A", "B")
+    # B runs 128 requests per call against A's 24 and is 2.5x slower per call: per request it is 2.5 × 24 / 128 =
+    # 0.47x A's (faster), so the per-call difference can be its batch's work: refused, with the reason
+    r = normalise(_ops(10_000.0, 25_000.0), (24, 128), labels, 1.1).iloc[0]
+    assert r["normalised_by"] == "refused" and r["slow"] is None
+    assert "128 requests per call against 24" in r["compare_note"] and "faster" in r["compare_note"]
+    assert r["ratio_per_request"] == pytest.approx((10_000 / 24) / (25_000 / 128))
+    # B 8x slower per call with 128 vs 24 requests: per request 8 × 24 / 128 = 1.5x slower → compared per request;
+    # gain = (80,000/128 − 10,000/24) ns per request × 128 requests × 10 calls = 266,667 ns per step
+    r = normalise(_ops(10_000.0, 80_000.0), (24, 128), labels, 1.1).iloc[0]
+    assert (r["normalised_by"], r["slow"]) == ("request", "b")
+    assert r["slow_ratio"] == pytest.approx(1.5) and r["gain_ns"] == pytest.approx((625 - 10_000 / 24) * 128 * 10)
+    # A (24 requests) slower per call than B (128): not from a larger batch, compared per call
+    r = normalise(_ops(30_000.0, 10_000.0), (24, 128), labels, 1.1).iloc[0]
+    assert (r["normalised_by"], r["slow"], r["gain_ns"]) == ("call", "a", 200_000.0)
+    assert "fewer requests per call" in r["compare_note"]
+    # same batch: per call, no note
+    r = normalise(_ops(10_000.0, 25_000.0), (64, 64), labels, 1.1).iloc[0]
+    assert (r["normalised_by"], r["slow"], r["compare_note"]) == ("call", "b", None)
+    # a batch size unknown: per call, and the note says the work per call may differ
+    r = normalise(_ops(10_000.0, 25_000.0), (24, None), labels, 1.1).iloc[0]
+    assert r["normalised_by"] is None and r["slow"] == "b" and "batch size of B unknown" in r["compare_note"]

@@ -24,7 +24,7 @@ def finding_rules() -> dict[str, Any]:
     src = "tracekit/data/findings.json"
     try:
         doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
-        for k in ("min_ms", "min_gib", "max_per_source", "idle", "waves", "roofline", "sm_limits", "kinds"):
+        for k in ("min_ms", "min_gib", "max_per_source", "idle", "waves", "roofline", "kinds"):
             doc[k]  # noqa: B018 - presence check
         for name, kind in doc["kinds"].items():
             for key in ("title", "basis", "how", "command", "suggestion"):

@@ -134,6 +134,13 @@ def idle_gaps(ctx: Context) -> list[dict]:
     return out
 
 
+_CPS_FROM = {"launch configuration": "from the launch configuration",
+             "launch configuration (partial)": "from the part of the launch configuration the trace has, an upper"
+                                               " bound",
+             "annotation": "set by the annotation", "option": "set by --ctas-per-sm",
+             "assumed": "assumed: the trace lacks the launch configuration or the SM's limits"}
+
+
 def wave_losses(ctx: Context) -> list[dict]:
     """Tail-wave loss per kernel (the `waves` ranking, per step), kernels of at least ``waves.min_waves`` waves."""
     rules = finding_rules()
@@ -141,6 +148,7 @@ def wave_losses(ctx: Context) -> list[dict]:
                      min_waves=int(rules["waves"]["min_waves"]))
     ctx.warnings += [x for x in w.warnings if x not in ctx.trace.report.warnings]
     pk = w.tables["per_kernel"]
+    n_sms = int(w.summary["sms"])
     if rules["waves"].get("exclude_comm"):
         comm = {str(n) for n in ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].unique()}
         pk = pk[~pk["name"].isin(comm)]
@@ -151,12 +159,15 @@ def wave_losses(ctx: Context) -> list[dict]:
         name = str(r["name"])
         f = finding(ctx, "wave_quantization", "waves", gain_ns=float(r["lost_per_step_ns"]), kernel=_short_name(name),
                     ctas=f"{int(r['ctas']):,}", capacity=f"{int(r['capacity']):,}", waves=int(r["waves"]),
-                    eff=f"{float(r['wave_efficiency']):.0%}",
+                    eff=f"{float(r['wave_efficiency']):.0%}", sms=f"{n_sms:,}", cps=int(r["ctas_per_sm"]),
+                    limited_by=str(r["limited_by"]), cps_from=_CPS_FROM.get(str(r["ctas_per_sm_from"]),
+                                                                             str(r["ctas_per_sm_from"])),
                     evidence=f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {ms_text(r['lost_ns'])} "
                              f"lost ({float(r['lost_pct']):.1f} %); {name}")
         for rx, kinds, text in rules["_kernel_suggestions"]:
             if "wave_quantization" in kinds and rx.search(name):
-                f["suggestion"] = text.format_map(_Fmt(capacity=int(r["capacity"])))
+                f["suggestion"] = text.format_map(_Fmt(capacity=int(r["capacity"]), sms=n_sms,
+                                                       cps=int(r["ctas_per_sm"])))
         out.append(f)
     rest = pk.iloc[cap:]
     if len(rest):
@@ -270,7 +281,7 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
 def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
              hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
              min_ms: float | None = None, compare: tuple[Trace, Trace] | None = None,
-             ann_b: Annotation | str | None = None,
+             ann_b: Annotation | str | None = None, bs_b: float | None = None,
              config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
              steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
@@ -279,8 +290,9 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     CUDA-graph and memory sources run too.
 
     ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
-    ``config_b`` their launch settings from :func:`tracekit.launch_config`): the same op slower in one of them with
-    its launch-configuration difference, and the settings that differ. ``ann`` and ``ann_b``: a name, a path or an
+    ``config_b`` their launch settings from :func:`tracekit.launch_config`; ``bs`` and ``bs_b`` their requests per
+    step where the step markers carry none): the same op slower in one of them — per call, or per request when the
+    slower side runs the larger batch — with its launch-configuration difference, and the settings that differ. ``ann`` and ``ann_b``: a name, a path or an
     Annotation; ``hw``: a profile, its name or a JSON file."""
     ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
@@ -291,7 +303,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
         so = dict(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source, steps_file=steps_file)
         a, b = compare
         return compare_findings(a, b, ann_a=ann, ann_b=ann_b if ann_b is not None else ann, config_a=config,
-                                config_b=config_b, min_ms=min_ms,
+                                config_b=config_b, min_ms=min_ms, bs_a=bs, bs_b=bs_b,
                                 steps_a=get_steps(a, steps, ann=ann, **so),
                                 steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann, **so))
     if trace is None:
