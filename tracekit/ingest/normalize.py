@@ -34,6 +34,15 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
     dur = _take(raw.dur_ns, order)
     inst = _take(raw.instant, order)
     raw.row = raw.dur_ns = raw.instant = None
+    end = start + dur
+    isolated = isolated_events(start, end)
+    jumped: dict[str, int] = {}
+    if isolated.size:  # dropped and counted, so the span and the idle time are those of the timeline itself
+        jumped = {_isolated_reason(raw, order, start, isolated): int(isolated.size)}
+        keep = np.ones(len(start), dtype=bool)
+        keep[isolated] = False
+        order, start, end, event_id = order[keep], start[keep], end[keep], event_id[keep]
+        dur, inst = dur[keep], inst[keep]
 
     classes = load_classes()
     cat_codes = _take(raw.cat, order)
@@ -56,7 +65,7 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "event_id": event_id,
         "start_ns": start,
         "dur_ns": dur,
-        "end_ns": start + dur,
+        "end_ns": end,
         "name": _categorical(name_codes, raw.name_uniques),
         "cat": _categorical(cat_codes, raw.cat_uniques),
         "kind": pd.Categorical.from_codes(kind_code, categories=schema.KINDS),
@@ -74,7 +83,73 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
     }
-    return pd.DataFrame(data, copy=False), dict(raw.reasons), lanes
+    reasons = dict(raw.reasons)
+    for reason, count in jumped.items():
+        reasons[reason] = reasons.get(reason, 0) + count
+    return pd.DataFrame(data, copy=False), reasons, lanes
+
+
+# An event (or a handful) whose time lies far outside the dense body of the timeline — a clock that jumped, a
+# stray timestamp — would make the span thousands of seconds and the idle time ~100 %. Such a group at either end
+# is dropped (counted as dropped, with its name, so records_read still reconciles): at most ISOLATED_MAX_GROUP
+# events and one per ISOLATED_EVENTS_PER events, in a trace of at least ISOLATED_MIN_EVENTS events, separated from
+# the rest by a gap of at least ISOLATED_MIN_GAP_NS and ISOLATED_GAP_RATIO times the span of the rest (the range of
+# its start times). A real trace's gaps are far below both.
+ISOLATED_MIN_EVENTS = 64
+ISOLATED_EVENTS_PER = 64
+ISOLATED_MAX_GROUP = 16
+ISOLATED_MIN_GAP_NS = 10 * 10**9
+ISOLATED_GAP_RATIO = 10
+CLOCK_JUMP = "clock jump"
+
+
+def isolated_events(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Indices (into ``start``, sorted ascending) of the events isolated far before or after the rest; see above."""
+    n = len(start)
+    if n < ISOLATED_MIN_EVENTS:
+        return np.empty(0, dtype=np.int64)
+    limit = max(1, min(ISOLATED_MAX_GROUP, n // ISOLATED_EVENTS_PER))
+
+    def far(gap: int, span: int) -> bool:
+        return gap >= ISOLATED_MIN_GAP_NS and gap >= ISOLATED_GAP_RATIO * span
+
+    lo, hi = 0, n
+    last = int(start[n - 1 - limit])  # the span of the rest leaves out the last few: they may be isolated too
+    while lo < limit:  # leading groups
+        k = next((k for k in range(1, limit - lo + 1)
+                  if far(int(start[lo + k]) - int(end[lo:lo + k].max()), max(0, last - int(start[lo + k])))), None)
+        if k is None:
+            break
+        lo += k
+    base = int(end[lo:n - limit].max()) if n - limit > lo else None  # the body's latest end, but for the last few
+    while n - hi < limit:  # trailing groups
+        def body_end(k: int) -> int:
+            tail = end[max(lo, n - limit):hi - k]
+            vals = ([base] if base is not None else []) + ([int(tail.max())] if tail.size else [])
+            return max(vals)
+
+        k = next((k for k in range(1, limit - (n - hi) + 1)
+                  if hi - k - 1 > lo and far(int(start[hi - k]) - body_end(k), int(start[hi - k - 1]) - int(start[lo]))),
+                 None)
+        if k is None:
+            break
+        hi -= k
+    return np.concatenate([np.arange(0, lo), np.arange(hi, n)]).astype(np.int64)
+
+
+def _isolated_reason(raw: RawColumns, order: np.ndarray, start: np.ndarray, idx: np.ndarray) -> str:
+    """The drop reason, naming the first isolated event: its name, its time and how far it lies from the rest."""
+    keep = np.ones(len(start), dtype=bool)
+    keep[idx] = False
+    body = start[keep]
+    first = int(idx[0])
+    code = int(np.take(whole(raw.name), order[first:first + 1])[0])
+    name = raw.name_uniques[code] if 0 <= code < len(raw.name_uniques) else "?"
+    t = int(start[first])
+    gap = (int(body[0]) - t) if t < int(body[0]) else (t - int(body[-1]))
+    more = f" and {idx.size - 1} more" if idx.size > 1 else ""
+    return (f"{CLOCK_JUMP}: isolated {gap / 1e9:,.1f} s from the rest of the timeline, left out of the span and idle"
+            f" time ('{str(name)[:80]}' at ts {t / 1000:.3f} µs{more})")
 
 
 def _take(column, order: np.ndarray) -> np.ndarray:
