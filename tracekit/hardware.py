@@ -276,6 +276,12 @@ def hw_profiles(name: str | None = None):
 
 
 @lru_cache(maxsize=1)
+def occupancy_table() -> dict[str, Any]:
+    """``tracekit/data/hardware/_occupancy.json``, checked for the keys the calculator reads."""
+    return _occupancy_table()
+
+
+@lru_cache(maxsize=1)
 def _occupancy_table() -> dict[str, Any]:
     src = "tracekit/data/hardware/_occupancy.json"
     doc = _read_json(_hw_dir().joinpath("_occupancy.json").read_text(encoding="utf-8"), src)
@@ -395,7 +401,8 @@ def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
 
     A limit whose input is unknown (registers or shared memory < 0, as on ROCm) is not applied. Returns
     ``(ctas_per_sm, limited_by, status)``: int64 ≥ 1 (1 where the block size is unknown), the name(s) of the
-    binding limit(s) joined with '+', and per kernel ``ok``, ``no_block`` (threads unknown: 1 assumed) or
+    binding limit(s) joined with '+', and per kernel ``ok``, ``partial`` (registers or shared memory unknown: the
+    count of the limits that are known, an upper bound), ``no_block`` (threads unknown: 1 assumed) or
     ``exceeds`` (the limits admit no CTA although it ran: the table or deviceProperties disagree with the kernel;
     1 used)."""
     t = np.asarray(threads, dtype=np.int64)
@@ -438,6 +445,8 @@ def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
     for c in range(16):
         labels[c] = "+".join(names[[bool(c >> i & 1) for i in range(4)]])
     limited_by = labels[code]
-    status = np.where(~known, "no_block", np.where(got < 1, "exceeds", "ok")).astype(object)
+    partial = (r <= 0) | (s < 0)
+    status = np.where(~known, "no_block", np.where(got < 1, "exceeds", np.where(partial, "partial", "ok"))) \
+        .astype(object)
     limited_by = np.where(known, limited_by, "unknown (no block size)")
     return np.where(known & (got >= 1), got, 1).astype(np.int64), limited_by, status

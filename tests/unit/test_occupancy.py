@@ -15,7 +15,7 @@ from tracekit.annotate.spec import parse_annotation
 from tracekit.errors import MissingDataError
 from tracekit.hardware import load_profile, sm_limits
 from tracekit.hardware import ctas_per_sm as cps_of
-from tests.conftest import CORPUS, kernel, write_trace
+from tests.conftest import CORPUS, kernel, launch, write_trace
 
 # deviceProperties as torch.profiler writes them for an H100 (corpus: tracelens/h100)
 H100 = {"id": 0, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85018279936, "computeMajor": 9, "computeMinor": 0,
@@ -155,6 +155,29 @@ def test_waves_say_when_the_count_is_assumed(tmp_path):
     # with --hw the profile's compute capability gives the limits
     r = kernel_waves(reduce_trace(tmp_path, props=None), hw=load_profile("h100"))
     assert r.tables["per_kernel"].iloc[0]["ctas_per_sm"] == 4
+
+
+MI300X = {"id": 0, "name": "AMD Instinct MI300X", "computeMajor": 9, "computeMinor": 4, "maxThreadsPerBlock": 1024,
+          "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 131072, "warpSize": 64, "sharedMemPerBlock": 65536,
+          "numSms": 304, "maxSharedMemoryPerMultiProcessor": 65536}
+
+
+def test_rocm_grids_in_work_items_and_the_assumed_count(tmp_path):
+    # a hipBLASLt kernel launched by hipExtModuleLaunchKernel records its global size: 350,208 work-items of
+    # 256 = 1,368 workgroups; a hipLaunchKernel one records workgroups (32). 256 threads = 4 wavefronts of 64:
+    # 2048 / 64 = 32 wavefronts per CU → 8 workgroups per CU, from threads alone (no registers, no LDS in the trace)
+    ev = [launch("hipExtModuleLaunchKernel", 5.0, 11), launch("hipLaunchKernel", 105.0, 12),
+          kernel("Cijk_gemm", 10.0, 50.0, corr=11, grid=[350208, 1, 1], block=[256, 1, 1]),
+          kernel("reduce", 110.0, 5.0, corr=12, grid=[32, 1, 1], block=[256, 1, 1])]
+    t = tracekit.load(write_trace(tmp_path / "amd.json", ev, deviceProperties=[MI300X]), cache=False)
+    r = kernel_waves(t)
+    pk = r.tables["per_kernel"].set_index("name")
+    assert (pk.loc["Cijk_gemm", "ctas"], pk.loc["reduce", "ctas"]) == (1368, 32)
+    assert pk.loc["Cijk_gemm", "ctas_per_sm"] == 8 and pk.loc["Cijk_gemm", "waves"] == 1  # 1368 ≤ 304 × 8
+    assert pk.loc["Cijk_gemm", "ctas_per_sm_from"] == "launch configuration (partial)"
+    occ = r.summary["occupancy"]
+    assert occ["assumed"] is True and any("upper bound" in w for w in occ["assumed_why"])
+    assert occ["grid_units"]["work_items (divided by the block)"] == 1
 
 
 def test_waves_without_an_sm_count_exit_4(tmp_path, cli):

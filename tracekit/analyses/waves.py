@@ -28,8 +28,9 @@ import pandas as pd
 
 from ..annotate import Annotation, as_annotation
 from ..errors import DataFileError, InputError, MissingDataError
+from ..events import launch_index
 from ..hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \
-    sm_limits
+    occupancy_table, sm_limits
 from ..result import Result, trace_input
 from ..trace import Trace
 from .steps import get_steps, merge_warnings, step_params
@@ -235,8 +236,13 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
             got, why, status = occupancy_ctas_per_sm(threads, kr["registers"].to_numpy(), kr["shared_mem"].to_numpy(),
                                                      lim)
             cps[rest], limited[rest] = got, why
-            src[rest] = np.where(status == "ok", "launch configuration", "assumed")
+            src[rest] = np.where(status == "ok", "launch configuration",
+                                 np.where(status == "partial", "launch configuration (partial)", "assumed"))
             n_block, n_exc = int((status == "no_block").sum()), int((status == "exceeds").sum())
+            n_part = int((status == "partial").sum())
+            if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
+                notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
+                             " comes from the limits that are known, an upper bound (waves a lower bound)")
             if n_block:
                 notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
             if n_exc:
@@ -254,6 +260,41 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
                  "assumed_why": notes,
                  "launches_by_source": {str(a): int(b) for a, b in zip(sources, counts)}}
     return cps, limited, src, occupancy, warnings
+
+
+def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
+                      occupancy: dict) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict, list[str]]:
+    """On ROCm the 'grid' of a kernel launched by hipExtModuleLaunchKernel (hipBLASLt / Tensile ``Cijk_…``) is
+    its global size in work-items, not workgroups (``_occupancy.json``: AMD ``grid_in_work_items``): those become
+    ceil(grid / block) per dimension. Under a graph launch the unit is unknown: counted as written, and said.
+    Returns the grids in CTAs, the launches per unit, and the warnings."""
+    lim = occupancy.get("sm_limits") or {}
+    if lim.get("vendor") != "AMD":
+        return (gx, gy, gz), {"workgroups": int(len(gx))}, []
+    spec = occupancy_table()["AMD"]
+    ev = trace.events
+    rt = ev[(ev["kind"] == "runtime") & (ev["correlation"].to_numpy() >= 0)]
+    li = launch_index(k["start_ns"].to_numpy(), k["correlation"].to_numpy(), rt["correlation"].to_numpy(),
+                      rt["start_ns"].to_numpy())
+    names = rt["name"].astype(str).to_numpy()
+    call = np.where(li >= 0, names[np.clip(li, 0, None)] if len(names) else "", "")
+    items = np.isin(call, spec.get("grid_in_work_items", []))
+    unknown = np.isin(call, spec.get("grid_unit_unknown", [])) | (li < 0)
+    bx, by, bz = (np.maximum(k[c].to_numpy().astype(np.int64), 1) for c in ("block_x", "block_y", "block_z"))
+    out = tuple(np.where(items, -(-g // b), g) for g, b in ((gx, bx), (gy, by), (gz, bz)))
+    units = {"workgroups": int((~items & ~unknown).sum()), "work_items (divided by the block)": int(items.sum()),
+             "unknown (counted as written)": int(unknown.sum())}
+    warnings = []
+    if items.any():
+        warnings.append(f"{int(items.sum())} ROCm kernel launch(es) by {', '.join(spec['grid_in_work_items'])} record"
+                        " their grid in work-items: their CTAs are grid ÷ block")
+    if unknown.any():
+        occupancy["assumed"] = True
+        occupancy["assumed_why"].append(f"{int(unknown.sum())} ROCm kernel launch(es) under a graph launch or with no"
+                                        " launch record: the unit of their grid (workgroups or work-items) is unknown,"
+                                        " counted as workgroups")
+        warnings.append(f"CTAs: {occupancy['assumed_why'][-1]}")
+    return out, units, warnings
 
 
 PER_KERNEL_COLUMNS = ["name", "count", "ctas", "waves", "wave_efficiency", "lost_ns", "total_ns", "lost_pct",
@@ -304,6 +345,9 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(trace, k, hw, names=(uniq, inv), ann=ann,
                                                                        ctas_per_sm=ctas_per_sm)
     warnings += occ_warnings
+    (gx, gy, gz), units, unit_warnings = rocm_grid_in_ctas(trace, k, gx, gy, gz, occupancy)
+    warnings += unit_warnings
+    occupancy["grid_units"] = units
     ctas = gx * gy * gz
     cap = n_sms * cps
     waves = -(-ctas // cap)
