@@ -151,9 +151,15 @@ def test_dp_ranks_that_disagree_are_named_or_added_each_on_its_own(tmp_path):
     assert res.summary["tokens_per_instance"] == 4000
     assert res.summary["tokens_per_instance_source"] == "tokens per DP group × dp"
     assert any("2 of 4 DP group(s)" in x and "1,000 tokens" in x and "800 tokens" in x for x in res.warnings)
+    # the ledger is one rank's rows: it says the other ranks logged other pools
+    led = ledger(log_of(head, *kv))
+    assert led.summary["kv_gib"] == 60.0 and led.summary["kv_tokens"] == 1000
+    assert any("disagree on kv_gib (48 on DP1 TP1, 60 on DP0 TP0)" in x and "DP0 TP0's own readings" in x
+               for x in led.warnings)
     # ranks that agree: nothing said
     same = [x.replace("#tokens: 800, KV size: 48.00 GB", "#tokens: 1000, KV size: 60.00 GB") for x in kv]
     assert not any("disagree" in x for x in capacity(log=log_of(head, *same)).warnings)
+    assert not any("disagree" in x for x in ledger(log_of(head, *same)).warnings)
 
 
 # --------------------------------------------------------------------------- 5. impossible sizes and readings

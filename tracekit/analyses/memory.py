@@ -80,6 +80,7 @@ INTERVAL_COLUMNS = ["log", "name", "type", "from_stage", "to_stage", "from_line"
 ALLOC_COLUMNS = ["log", "what", "role", "gib", "mib", "line", "interval", "counted_in", "state_pool"]
 BUCKET_COLUMNS = ["log", "graph", "size", "avail_gib", "cost_gib", "line"]
 SKEW_DERIVED = ("usable_gib", "weights_resident_gib", "cuda_graph_gib", "fixed_overhead_gib")
+DISAGREE_METRICS = ("kv_gib", "kv_tokens", "state_pools_gib")
 SKEW_COLUMNS = ["log", "metric", "ranks", "min", "max", "skew", "min_rank", "max_rank"]
 ROW_COLUMNS = ["row", "value", "lines", "how", "note"]
 PAIR_COLUMNS = ["row", "value_a", "value_b", "diff", "lines_a", "lines_b", "note"]
@@ -170,6 +171,12 @@ def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None =
         for name, rows in _tables_for(lg, led, tag).items():
             tables.setdefault(name, []).extend(rows)
     warnings = launch_warnings + [w for lg, led in zip(logs, leds) for w in _warnings_for(lg, led)]
+    for lg, led, tag in zip(logs, leds, tags):  # the rows are one rank's: say so when the ranks' pools differ
+        for sk in tables["skew"]:
+            if sk["log"] == tag and sk["metric"] in DISAGREE_METRICS and sk["skew"]:
+                warnings.append(f"{lg.path}: the ranks disagree on {sk['metric']} ({sk['min']:g} on {sk['min_rank']},"
+                                f" {sk['max']:g} on {sk['max_rank']}); these rows are {rank_label(led.ranks)}'s own"
+                                " readings, not every rank's (tables.skew; --rank picks another)")
     if log_b is None:
         rows_df = frame(leds[0].rows, ROW_COLUMNS)
         summary = _summary_for(log, leds[0])
