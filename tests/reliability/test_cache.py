@@ -401,6 +401,43 @@ def test_a_signal_during_a_cache_write_leaves_no_temporary_file(tmp_path, sig):
     assert tracekit.load(p, cache_dir=cdir).report.from_cache is False
 
 
+_REAL_LOAD = r"""
+import sys, tracekit
+print("start", flush=True)
+tracekit.load(sys.argv[1], cache_dir=sys.argv[2])
+print("done", flush=True)
+"""
+
+
+def test_sigterm_at_random_points_of_a_real_load_leaves_no_temporary_file(tmp_path):
+    """Unpatched: SIGTERM at a random moment of a load (decode, table conversion, the Arrow write, the rename) leaves
+    no temporary file; when an entry is there it is whole and used."""
+    import random
+
+    p = write_trace(tmp_path / "big.json", [kernel(f"k{i % 50}", float(i), 0.5) for i in range(30_000)])
+    cdir = tmp_path / "cache"
+    rng = random.Random(26)
+    outcomes = set()
+    for _ in range(4):
+        shutil.rmtree(cdir, ignore_errors=True)
+        proc = subprocess.Popen([sys.executable, "-c", _REAL_LOAD, str(p), str(cdir)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=ROOT)
+        try:
+            assert proc.stdout.readline().strip() == "start"
+            time.sleep(rng.uniform(0.0, 1.5))
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+        finally:
+            proc.kill() if proc.poll() is None else None
+        outcomes.add(proc.returncode)
+        left = [f.name for f in cdir.iterdir()] if cdir.exists() else []
+        assert not [n for n in left if n.startswith(".tmp-")], left
+        if left:
+            t = tracekit.load(p, cache_dir=cdir)
+            assert t.report.from_cache is True and len(t.events) == 30_000
+    assert outcomes <= {0, -signal.SIGTERM}
+
+
 def test_a_handler_of_the_callers_own_is_kept(tmp_path):
     """A program that handles SIGTERM itself keeps its handler during the write (and after)."""
     p = _trace(tmp_path, "t.json", 10_000.0)

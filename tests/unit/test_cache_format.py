@@ -4,6 +4,7 @@ never used, only rebuilt; a damaged file is rebuilt without an error; a loaded T
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -184,3 +185,117 @@ def test_a_loaded_trace_does_not_keep_the_cache_file_mapped(tmp_path):
     entry = str(_cache.cache_path(p))
     assert entry not in Path("/proc/self/maps").read_text()
     assert len(t.events) == 2
+
+
+# --------------------------------------------------------------------------- the key (issue 26)
+
+
+def test_the_key_covers_the_whole_file(tmp_path, monkeypatch):
+    """Small files (and files changed in the last RACY_NS) are checksummed byte for byte; a big, settled one over
+    both ends and SAMPLES blocks spread evenly between them, the last block ending at the file's end."""
+    p = _small(tmp_path)
+    k = _cache._key(p)
+    st = p.stat()
+    assert (k["size"], k["mtime_ns"], k["ctime_ns"], k["ino"]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    assert k["whole"] is True and k["format"] == _cache.CACHE_FORMAT
+    import zlib
+
+    assert k["crc32"] == zlib.crc32(p.read_bytes())
+    monkeypatch.setattr(_cache, "WHOLE_MAX", 0)
+    assert _cache._key(p)["whole"] is True  # just written: racy
+    monkeypatch.setattr(_cache, "RACY_NS", -10**18)
+    assert _cache._key(p)["whole"] is False
+    size = 10 << 20
+    spots = _cache._samples(size)
+    assert len(spots) == _cache.SAMPLES + 2
+    assert min(o for o, _ in spots) == 0 and max(o + n for o, n in spots) == size
+    starts = sorted(o for o, n in spots if n == _cache._BLOCK)
+    gaps = {b - a for a, b in zip(starts, starts[1:])}
+    assert max(gaps) - min(gaps) <= 1 and max(gaps) < size / (_cache.SAMPLES - 2)  # even, over the whole file
+
+
+def test_a_changed_byte_anywhere_in_a_small_file_misses(tmp_path):
+    """Every byte of a file up to WHOLE_MAX is in the checksum: flip each of a few positions, ctime aside."""
+    p = _small(tmp_path)
+    data = p.read_bytes()
+    k = _cache._key(p)
+    for at in (0, len(data) // 3, len(data) // 2, len(data) - 2):
+        changed = bytearray(data)
+        changed[at] ^= 0x01
+        p.write_bytes(bytes(changed))
+        assert _cache._key(p, whole=True)["crc32"] != k["crc32"], at
+    p.write_bytes(data)
+
+
+def test_a_source_that_is_not_a_file_has_no_key(tmp_path):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)
+    assert _cache.key(fifo) is None  # and it returned: opened without waiting for a writer
+
+
+# --------------------------------------------------------------------------- what is tracekit's (issue 26)
+
+
+def test_only_tracekits_entries_are_recognised(tmp_path):
+    p = _small(tmp_path)
+    cdir = tmp_path / "cache"
+    tracekit.load(p, cache_dir=cdir)
+    entry = _cache.cache_path(p, cdir)
+    assert _cache.ENTRY_NAME.match(entry.name)
+    stored = _cache.stored_metadata(entry)
+    assert stored["key"]["format"] == 5 and stored["report"]["events_kept"] == 2
+    assert _cache.read_metadata(entry) == stored
+    table = pa.table({"a": [1]})
+    plain = cdir / "user.0123456789abcdef0123.arrow"  # an entry's name, a user's Arrow file
+    with pa.ipc.new_file(str(plain), table.schema) as w:
+        w.write_table(table)
+    garbage = cdir / "junk.0123456789abcdef0123.arrow"
+    garbage.write_bytes(b"ARROW1\x00\x00" + b"\xff" * 100)
+    empty = cdir / "empty.0123456789abcdef0123.arrow"
+    empty.write_bytes(b"")
+    for other in (plain, garbage, empty):
+        assert _cache.stored_metadata(other) is None, other.name
+        with pytest.raises(ValueError):
+            _cache.read_metadata(other)
+    info = cache_info(cdir)
+    assert info.summary["entries"] == 1 and info.summary["other_files"] == 3
+    assert info.tables["entries"]["file"].tolist() == [entry.name]
+
+
+@pytest.mark.parametrize("name,ours", [
+    (".tmp-tracekit-123-abcd_9yz.arrow", True), (".tmp-abcd_9yz.arrow", True), (".tmp-abcd1234.parquet", True),
+    (".tmp-notes.arrow", False), ("tmp-abcd1234.arrow", False), (".tmp-abcd1234.arrow.bak", False),
+    (".tmp-tracekit-x-abcd1234.arrow", False)])
+def test_temporary_file_names(tmp_path, name, ours):
+    f = tmp_path / name
+    f.write_bytes(b"ARROW1\x00\x00")
+    assert _cache.is_temporary(f, os.lstat(f)) is ours
+    f.write_bytes(b"not an entry")
+    assert _cache.is_temporary(f, os.lstat(f)) is False  # the right name, someone else's content
+
+
+def test_an_entry_of_format_4_is_listed_cleared_and_replaced(tmp_path, monkeypatch):
+    """What tracekit wrote before issue 26 is still tracekit's: listed with its format, cleared, and replaced by a
+    format-5 entry (same name) on the next load."""
+    p = _small(tmp_path)
+    cdir = tmp_path / "cache"
+    monkeypatch.setattr(_cache, "CACHE_FORMAT", 4)
+    tracekit.load(p, cache_dir=cdir)
+    monkeypatch.setattr(_cache, "CACHE_FORMAT", 5)
+    assert cache_info(cdir).tables["entries"]["format"].tolist() == [4]
+    assert tracekit.load(p, cache_dir=cdir).report.from_cache is False
+    assert cache_info(cdir).tables["entries"]["format"].tolist() == [5]
+    assert cache_clear(cdir).summary["removed"] == 1 and list(cdir.iterdir()) == []
+
+
+def test_a_legacy_name_holding_a_users_file_is_not_removed_by_a_write(tmp_path):
+    """The write removes this trace's old parquet entry only when it is one (tracekit's key inside)."""
+    p = _small(tmp_path)
+    cdir = tmp_path / "cache"
+    cdir.mkdir()
+    legacy = _cache.cache_path(p, cdir, ".parquet")
+    pq.write_table(pa.table({"a": [1]}), legacy)
+    tracekit.load(p, cache_dir=cdir)
+    assert legacy.exists() and _cache.cache_path(p, cdir).exists()

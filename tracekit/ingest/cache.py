@@ -101,6 +101,7 @@ def _checksum(fd: int, size: int, whole: bool) -> int:
     if whole:
         buf = bytearray(min(_READ, max(size, 1)))
         view = memoryview(buf)
+        os.lseek(fd, 0, os.SEEK_SET)
         with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
             while True:
                 n = fh.readinto(view)
@@ -115,8 +116,8 @@ def _checksum(fd: int, size: int, whole: bool) -> int:
 
 def _samples(size: int) -> list[tuple[int, int]]:
     """(offset, length) of the blocks the checksum of a big file covers: both ends, and SAMPLES blocks between."""
-    spots = [(0, _END), (size - _END, _END)]
-    step = (size - _BLOCK) / (SAMPLES - 1)
+    spots = [(0, _END), (max(0, size - _END), _END)]
+    step = max(0, size - _BLOCK) / (SAMPLES - 1)
     spots += [(int(i * step), _BLOCK) for i in range(SAMPLES)]
     return spots
 
