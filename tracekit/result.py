@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +73,57 @@ class Result:
         return import_module("tracekit.render.notebook").to_html(self)
 
 
+# --------------------------------------------------------------------------- any file name, shown
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def shown_text(text: Any) -> str:
+    """``text`` as a string every output can hold (valid UTF-8), the one rule for names that are not valid Unicode:
+    a byte of a file name that is not UTF-8 (which Python gives as U+DC80–U+DCFF, ``os.fsdecode``'s
+    surrogateescape) shows as ``\\xNN``, the way ``ls -b`` and Python's ``backslashreplace`` write it; any other
+    lone surrogate as ``\\uNNNN``. Every other character is kept (terminal-safe escaping is ``safe_text``'s job).
+    Bytes are decoded the way the OS decodes file names first."""
+    s = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
+    if not _SURROGATE.search(s):
+        return s
+    return _SURROGATE.sub(lambda m: escape_surrogate(m.group()), s)
+
+
+def escape_surrogate(ch: str) -> str:
+    """One lone surrogate as visible text: ``\\xNN`` for an undecodable byte of an OS name, else ``\\uNNNN``."""
+    o = ord(ch)
+    return f"\\x{o - 0xDC00:02x}" if 0xDC80 <= o <= 0xDCFF else f"\\u{o:04x}"
+
+
+def utf8_text(text: str) -> str:
+    """A renderer's whole output, made sure to be valid UTF-8: a surrogate no renderer escaped is shown as
+    ``shown_text`` shows it (a cheap check; the text is returned as it is when it encodes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return shown_text(text)
+    return text
+
+
+def shown_path(path: Any) -> str:
+    """A path (str, bytes or ``os.PathLike``) as text for people and for JSON (``shown_text``); the path itself is
+    unchanged and still opens."""
+    return shown_text(path)
+
+
+def shown_obj(obj: Any) -> Any:
+    """``obj`` (plain JSON objects) with every string, keys too, made valid UTF-8 (``shown_text``)."""
+    if isinstance(obj, str):
+        return shown_text(obj)
+    if isinstance(obj, dict):
+        return {shown_obj(k) if isinstance(k, str) else k: shown_obj(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [shown_obj(v) for v in obj]
+    return obj
+
+
 def trace_input(trace) -> dict[str, Any]:
     """The ``inputs`` entry describing one trace."""
     return {"path": trace.path, "rank": trace.meta.get("rank"), "from_cache": trace.report.from_cache}
@@ -119,7 +172,17 @@ def encode_json(obj: Any, indent: int | None = 2) -> str:
     (any other indent), else the standard library for what neither knows (integers beyond 64 bits, say).
 
     Measured on a 10^6-row table (benchmarks/deps.py): orjson indented 0.35 s, msgspec encode + format
-    0.78 s, ``json.dumps(indent=1)`` 11.4 s. All three write the same document; floats may print as 1e-7."""
+    0.78 s, ``json.dumps(indent=1)`` 11.4 s. All three write the same document; floats may print as 1e-7.
+
+    A string no encoder can write as UTF-8 (a file name holding bytes that are not UTF-8, given as lone
+    surrogates) is written as ``shown_text`` shows it: the document stays valid UTF-8 JSON."""
+    try:
+        return _encode_json(obj, indent)
+    except UnicodeEncodeError:
+        return _encode_json(shown_obj(obj), indent)
+
+
+def _encode_json(obj: Any, indent: int | None) -> str:
     try:
         import orjson
 
@@ -135,7 +198,9 @@ def encode_json(obj: Any, indent: int | None = 2) -> str:
     try:
         raw = msgspec.json.encode(obj)
     except (TypeError, OverflowError):
-        return json.dumps(obj, indent=indent, ensure_ascii=False) + "\n"
+        text = json.dumps(obj, indent=indent, ensure_ascii=False) + "\n"
+        text.encode("utf-8")  # a lone surrogate raises UnicodeEncodeError here too: the caller shows it
+        return text
     if indent is not None:
         raw = msgspec.json.format(raw, indent=indent)
     return raw.decode("utf-8") + "\n"

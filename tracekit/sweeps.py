@@ -12,12 +12,12 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import InputError, UsageError
+from .errors import InputError, MissingDataError, UsageError
 from .ingest import load
 from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover_all
 from .ingest.launch_script import launch_config
-from .result import Result
+from .result import Result, shown_path, shown_text
 from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
 from .analyses.imbalance import check_one_deployment, imbalance_of
 from .analyses.steps import step_options
@@ -52,10 +52,22 @@ def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     return per_trace(trace, ann=ann, steps=steps, ag_sizes=opts.ag_sizes, group_size=opts.group_size)
 
 
+def analyze_point(path: str, opts: SweepOptions) -> dict[str, Any]:
+    """``analyze_trace``, or, when this point's trace cannot be used (missing, unreadable, corrupt: exit 3; no steps
+    or what the analyses need: exit 4), ``{"dropped": the one-sentence reason, "exit_code": …}``: one bad point
+    does not end the sweep, and the sweep counts and names it (``analyze``). Usage errors, a bad annotation and
+    tracekit's own bugs still end it."""
+    try:
+        return analyze_trace(path, opts)
+    except (InputError, MissingDataError) as exc:
+        return {"dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
+
+
 def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None,
               progress=None) -> list[dict]:
-    """``analyze_trace`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster).
-    ``progress(done, total)`` is called as traces finish."""
+    """``analyze_point`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster): a result
+    dict per trace, ``{"dropped": reason, …}`` for one that could not be used. ``progress(done, total)`` is called as
+    traces finish."""
     paths = [str(r.path) for r in refs]
     tick = progress or (lambda done, total: None)
     if dask:
@@ -64,19 +76,19 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
         except ImportError as exc:
             raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
         with Client(dask) as client:
-            futures = client.map(analyze_trace, paths, [opts] * len(paths), pure=False)
+            futures = client.map(analyze_point, paths, [opts] * len(paths), pure=False)
             results = client.gather(futures)
             tick(len(paths), len(paths))
             return results
     if jobs > 1 and len(paths) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            futures = [pool.submit(analyze_trace, p, opts) for p in paths]
+            futures = [pool.submit(analyze_point, p, opts) for p in paths]
             for i, _ in enumerate(as_completed(futures), 1):
                 tick(i, len(paths))
             return [f.result() for f in futures]
     results = []
     for i, p in enumerate(paths, 1):
-        results.append(analyze_trace(p, opts))
+        results.append(analyze_point(p, opts))
         tick(i, len(paths))
     return results
 
@@ -93,22 +105,43 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
                         phase=phase, step_source=step_source, steps_file=str(steps_file) if steps_file else None,
                         ag_sizes=tuple(ag_size or ()), group_size=group_size)
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
-    tables, warnings = sweep_tables(refs, results)
+    dropped = [(ref, res) for ref, res in zip(refs, results) if "dropped" in res]
+    kept = [(ref, res) for ref, res in zip(refs, results) if "dropped" not in res]
+    if not kept:
+        raise _nothing_left(root, dropped)
+    tables, warnings = sweep_tables([r for r, _ in kept], [res for _, res in kept])
+    # a dropped point is a row of tables.skipped (its reason says "point dropped") and a warning naming it
+    skipped = [(shown_path(ref.path), f"point dropped ({ref.point}): {res['dropped']}") for ref, res in dropped] \
+        + skipped
     tables["skipped"] = pd.DataFrame(skipped, columns=["path", "reason"])
-    warnings += skip_warnings(root, skipped) + duplicate_point_warnings(refs)
-    summary = {"traces": len(refs), "annotation": annotation, "rank": rank,
-               "points": [r.point for r in refs], "skipped": len(skipped)}
-    return Result(command="analyze", inputs=[{"path": str(root)}],
+    warnings = [f"point {ref.point} dropped from the sweep ({len(kept)} of {len(refs)} analysed): {res['dropped']}"
+                for ref, res in dropped] + warnings
+    warnings += skip_warnings(root, skipped[len(dropped):]) + duplicate_point_warnings([r for r, _ in kept])
+    summary = {"traces": len(kept), "annotation": annotation, "rank": rank,
+               "points": [r.point for r, _ in kept], "points_dropped": len(dropped), "skipped": len(skipped)}
+    return Result(command="analyze", inputs=[{"path": shown_path(root)}],
                   params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
                           "step_name": step_name, "min_step_ns": min_step_ns, "phase": phase,
                           "step_source": step_source, "steps_file": opts.steps_file},
                   summary=summary, tables=tables, warnings=warnings)
 
 
+def _nothing_left(root, dropped: list[tuple[TraceRef, dict]]) -> Exception:
+    """Every point was dropped: the sweep has nothing to say (exit 4 when each lacked what the analyses need, else
+    exit 3), naming the first few and why."""
+    why = "; ".join(res["dropped"] for _, res in dropped[:3]) + (f"; … and {len(dropped) - 3} more"
+                                                                 if len(dropped) > 3 else "")
+    cls = MissingDataError if all(res.get("exit_code") == MissingDataError.exit_code for _, res in dropped) \
+        else InputError
+    return cls(f"{shown_path(root)}: none of its {len(dropped)} operating point(s) could be analysed ({why}); fix or"
+               " remove those traces")
+
+
 def skip_warnings(root, skipped: list[tuple[str, str]]) -> list[str]:
     """What a sweep left out, in a few lines: other ranks counted, everything else named."""
     other_rank = [p for p, r in skipped if r.startswith("another rank")]
     rest = [(p, r) for p, r in skipped if not r.startswith("another rank")]
+    root = shown_path(root)
     out = [f"{root}: skipped {p}: {r}" for p, r in rest[:10]]
     if len(rest) > 10:
         out.append(f"{root}: … and {len(rest) - 10} more skipped (tables.skipped lists them all)")
@@ -121,7 +154,7 @@ def duplicate_point_warnings(refs: list[TraceRef]) -> list[str]:
     seen: dict[tuple, list[str]] = {}
     for r in refs:
         if r.bs is not None:
-            seen.setdefault((r.bs, r.context, r.rank_label), []).append(str(r.path))
+            seen.setdefault((r.bs, r.context, r.rank_label), []).append(shown_path(r.path))
     return [f"{len(paths)} traces for the point bs {bs}" + (f", context {ctx}" if ctx else "") + f" ({label}):"
             f" {', '.join(paths[:3])}; each is a row of the sweep, and compare uses the first"
             for (bs, ctx, label), paths in seen.items() if len(paths) > 1]
@@ -186,7 +219,7 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
     sides, warnings = [], []
     for ref, dp, ann, gbs, conf, log in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a, logs[0]),
                                          (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b, logs[1])):
-        label = Path(ref).name
+        label = shown_text(Path(ref).name)
         if accept_len is None:
             acc, src, warn = accept_len_of(log, label)
             warnings += [warn] if warn else []

@@ -157,3 +157,73 @@ def test_compare_cli_with_launch_logs(sweep_dirs, tmp_path, cli):
     assert config["--mem-fraction-static"] == ("0.88", "0.83") and config["--dcp-size"] == ("1", "8")
     ledger = {r["row"]: r for r in doc["tables"]["ledger"]}
     assert ledger["fixed_overhead_gib"]["diff"] == pytest.approx(10.41)
+
+
+# --------------------------------------------------------------------------- points that cannot be used
+
+SYN_TRACE = REPO / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
+
+
+def _points(root: Path, bad: dict[str, bytes]) -> Path:
+    """d_bs4_100k holds a good trace; each of ``bad`` (a folder name → the bytes of its trace) a broken one."""
+    (root / "d_bs4_100k").mkdir(parents=True)
+    (root / "d_bs4_100k" / "1-TP-0.trace.json.gz").write_bytes(SYN_TRACE.read_bytes())
+    for name, data in bad.items():
+        (root / name).mkdir()
+        (root / name / "1-TP-0.trace.json.gz").write_bytes(data)
+    return root
+
+
+def test_a_point_that_cannot_be_read_is_dropped_counted_and_named(tmp_path, cli):
+    """One empty and one corrupt trace no longer end the sweep (exit 3 for all of it): each point is dropped,
+    counted (summary.points_dropped), named in a warning and listed in tables.skipped; the rest is analysed."""
+    root = _points(tmp_path / "sw", {"d_bs8_100k": b"", "d_bs16_100k": b"\x1f\x8b\x08junk"})
+    code, out, err = cli("analyze", root, "-a", "k3_dp16", "-f", "json", "-j", "1")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["point"] for r in doc["tables"]["sweep"]] == ["d_bs4_100k"]
+    assert doc["summary"]["points_dropped"] == 2 and doc["summary"]["traces"] == 1
+    assert doc["summary"]["skipped"] == 2
+    reasons = {Path(r["path"]).parent.name: r["reason"] for r in doc["tables"]["skipped"]}
+    assert set(reasons) == {"d_bs8_100k", "d_bs16_100k"}
+    assert all(r.startswith("point dropped") for r in reasons.values()) and "is empty" in reasons["d_bs8_100k"]
+    for point in ("d_bs8_100k", "d_bs16_100k"):
+        assert any(w.startswith(f"point {point} dropped from the sweep (1 of 3 analysed)") for w in doc["warnings"])
+        assert f"warning: point {point} dropped" in err
+    # the process pool drops the same points and gives the same tables
+    pool = analyze(root, annotation="k3_dp16", jobs=2)
+    assert pool.summary["points_dropped"] == 2
+    assert pool.tables["skipped"].to_dict("records") == doc["tables"]["skipped"]
+
+
+def test_an_unreadable_point_directory_is_named_and_counted(tmp_path, cli, monkeypatch):
+    """A point folder that cannot be listed (permission denied; faked, as root can read anything) is skipped with a
+    warning that names it, and counted; the rest is analysed."""
+    import os
+
+    root = _points(tmp_path / "sw", {"d_bs8_100k": SYN_TRACE.read_bytes()})
+    locked = str(root / "d_bs8_100k")
+    real = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    code, out, err = cli("analyze", root, "-a", "k3_dp16", "-f", "json", "-j", "1")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["point"] for r in doc["tables"]["sweep"]] == ["d_bs4_100k"] and doc["summary"]["skipped"] == 1
+    assert doc["tables"]["skipped"] == [{"path": locked, "reason": "cannot be read (Permission denied)"}]
+    assert f"skipped {locked}: cannot be read" in err
+
+
+def test_a_sweep_with_no_usable_point_exits_3(tmp_path, cli):
+    root = tmp_path / "sw"
+    for name in ("d_bs4_100k", "d_bs8_100k"):
+        (root / name).mkdir(parents=True)
+        (root / name / "1-TP-0.trace.json.gz").write_bytes(b"")
+    code, out, err = cli("analyze", root, "-a", "k3_dp16", "-f", "json", "-j", "1")
+    assert code == 3 and out == "" and err.count("\n") == 1, err
+    assert f"{root}: none of its 2 operating point(s) could be analysed" in err and "is empty" in err

@@ -11,6 +11,7 @@ import pandas as pd
 from .. import intervals as iv
 from ..annotate import as_annotation
 from ..ingest.discover import TraceRef
+from ..result import shown_path
 from .allgather import allgather_options, allgather_result, exposure
 from .blocks import block_stats
 from .decompose import decompose
@@ -38,7 +39,7 @@ def _row(ref: TraceRef, res: dict[str, Any]) -> dict[str, Any]:
         "median_received_bytes": median_ns(recv.to_numpy()) if len(recv) else 0,
         "median_exposed_ns": median_ns(exp.reindex(ps["step"], fill_value=0).to_numpy()) if len(ps) else 0,
         "allgathers_per_step": median_ns(count.to_numpy()) if len(count) else 0,
-        "path": str(ref.path),
+        "path": shown_path(ref.path),  # a name that is not UTF-8 shows as \\xNN (a table holds valid text only)
     }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, UsageError
+from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES
 
 DEFAULT_POINT_PATTERN = r"bs(?P<bs>\d+)(?:_(?P<ctx>\d+[kKmM]?))?"
@@ -22,8 +23,8 @@ RANK_TAG = re.compile(r"-(TP|DP|PP|EP)-(\d+)")
 class TraceRef:
     """One trace file of a sweep: its operating point and rank tags."""
 
-    path: Path
-    point: str  # the directory (or file) name the point was read from
+    path: Path  # as the OS names it: it opens, whatever bytes the name holds
+    point: str  # the directory (or file) name the point was read from, as text (shown_text: any name shows)
     bs: int | None
     context: int | None
     ranks: dict[str, int]
@@ -68,12 +69,12 @@ def _walk(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
     files, seen = [], set()
 
     def unreadable(err: OSError) -> None:
-        skipped.append((str(err.filename), f"cannot be read ({err.strerror or err})"))
+        skipped.append((shown_path(err.filename), f"cannot be read ({err.strerror or err})"))
 
     for d, dirs, names in os.walk(root, onerror=unreadable, followlinks=True):
         real = os.path.realpath(d)
         if real in seen:  # a link back up the tree
-            skipped.append((d, "a link to a directory already searched"))
+            skipped.append((shown_path(d), "a link to a directory already searched"))
             dirs[:] = []
             continue
         seen.add(real)
@@ -81,14 +82,14 @@ def _walk(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
         for n in sorted(names):
             p = Path(d) / n
             if p.is_symlink() and not p.exists():
-                skipped.append((str(p), "a broken link"))
+                skipped.append((shown_path(p), "a broken link"))
                 continue
             if not n.endswith(TRACE_SUFFIXES) or n.endswith((".truth.json", "manifest.json")):
                 continue
             elif not os.access(p, os.R_OK):
-                skipped.append((str(p), "cannot be read (permission denied)"))
+                skipped.append((shown_path(p), "cannot be read (permission denied)"))
             elif _is_tracekit_output(p):
-                skipped.append((str(p), "a tracekit output, not a trace"))
+                skipped.append((shown_path(p), "a tracekit output, not a trace"))
             elif p.is_file():
                 files.append(p)
     return files
@@ -130,7 +131,7 @@ def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN
         tagged = [f for f in group if rank_tags(f.name)]
         if want and len(group) > 1 and tagged:
             kept = [f for f in group if all(rank_tags(f.name).get(k) == v for k, v in want.items())]
-            skipped += [(str(f), f"another rank (--rank {rank})") for f in group if f not in kept]
+            skipped += [(shown_path(f), f"another rank (--rank {rank})") for f in group if f not in kept]
             group = kept
         for f in group:
             bs = ctx = None
@@ -144,11 +145,12 @@ def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN
             if best:
                 point, gd = best
                 if not str(gd["bs"]).isdigit():
-                    skipped.append((str(f), f"--point-pattern's bs group read {gd['bs']!r}, not a number"))
+                    skipped.append((shown_path(f), f"--point-pattern's bs group read {shown_text(gd['bs'])!r},"
+                                                   " not a number"))
                     continue
                 bs = int(gd["bs"])
                 ctx = parse_context(gd.get("ctx"))
-            refs.append(TraceRef(path=f, point=point, bs=bs, context=ctx, ranks=rank_tags(f.name)))
+            refs.append(TraceRef(path=f, point=shown_text(point), bs=bs, context=ctx, ranks=rank_tags(f.name)))
     if not refs:
         raise InputError(f"{root} has traces but none for rank {rank}; pass --rank with a tag that exists"
                          f" (e.g. {sorted({r for f in files for r in [_tag_str(f)] if r})[:5]})")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..result import Result, _scalar, table_rows, to_json_obj  # noqa: F401 - re-exported: the envelope's home
+from ..result import Result, _scalar, shown_text, table_rows, to_json_obj, utf8_text  # noqa: F401 - re-exported: the envelope's home
 from .human import (_escape_char, _unsafe, ag_measures, column, display_frame, glossary, label_of, origin_of,
                     safe_text, unit_of, value_text)
 
@@ -73,7 +73,7 @@ def to_markdown(result: Result, *, all_rows: bool = False) -> str:
         out += [f"*{_md_text(n)}*  " for n in notes] + [""]
     if result.warnings:
         out += ["### warnings", ""] + [f"- {_md_text(safe_text(w))}" for w in result.warnings] + [""]
-    return "\n".join(out)
+    return utf8_text("\n".join(out))
 
 
 def _md_cell(text: str) -> str:
@@ -112,18 +112,18 @@ def _csv_frame(df: pd.DataFrame, raw: bool | None = None) -> pd.DataFrame:
     raw = csv_raw() if raw is None else raw
     objects = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.StringDtype,
                                                                                              pd.CategoricalDtype))]
-    bad_names = not raw and any(isinstance(c, str) and neutralize(c) != c for c in df.columns)
+    bad_names = any(isinstance(c, str) and (shown_text(c) if raw else neutralize(c)) != c for c in df.columns)
     if not objects and not bad_names:
         return df
     out = df.copy()
     for c in objects:
         s = out[c].astype(object)
         vals = [json.dumps(_scalar(v), ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in s]
-        if not raw:
-            vals = [neutralize(v) if isinstance(v, str) else v for v in vals]
+        # raw text is kept exactly, but for what UTF-8 cannot hold (a file name's byte that is not UTF-8: shown_text)
+        vals = [(shown_text(v) if raw else neutralize(v)) if isinstance(v, str) else v for v in vals]
         out[c] = pd.Series(vals, index=out.index, dtype=object)
     if bad_names:
-        out.columns = [neutralize(c) if isinstance(c, str) else c for c in out.columns]
+        out.columns = [(shown_text(c) if raw else neutralize(c)) if isinstance(c, str) else c for c in out.columns]
     return out
 
 
@@ -144,7 +144,7 @@ def _csv_text(df: pd.DataFrame, raw: bool | None) -> str:
     bare_cr = any(isinstance(v, str) and "\r" in v.replace("\r\n", "")
                   for c in frame.columns if frame[c].dtype == object for v in frame[c])
     frame.to_csv(buf, index=False, lineterminator="\r\n" if bare_cr else "\n")
-    return buf.getvalue()
+    return utf8_text(buf.getvalue())
 
 
 def _table_or_error(result: Result, name: str) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from .._version import __version__
-from ..result import Result, _scalar, table_rows
+from ..result import Result, _scalar, shown_obj, table_rows, utf8_text
 from .colors import color_of
 from .human import ag_measures, column, display_frame, glossary, label_of, origin_of, safe_text, value_text
 
@@ -358,7 +358,7 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
                      f"<p>Command: <code>{esc(_command_line(result))}</code></p>"
                      f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
                      "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
-                     f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(i, default=str))}</code></li>' for i in result.inputs)}</ul>"
+                     f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in result.inputs)}</ul>"
                      f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
     return parts
 
@@ -379,7 +379,7 @@ def scoped_css(scope: str) -> str:
 def to_html(result: Result) -> str:
     """The whole page."""
     title = _names_title(result)[1]
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return utf8_text("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
-            f"<script>{SORT_JS}</script></body></html>\n")
+            f"<script>{SORT_JS}</script></body></html>\n")  # valid UTF-8 whatever the names

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import pandas as pd
 from rich.cells import cell_len, set_cell_size
 
-from ..result import Result, _scalar
+from ..result import Result, _scalar, escape_surrogate
 
 EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: any ns value past this counted from 1970 is a date
 EPOCH_MAX_NS = 4_102_444_800 * 10**9  # 2100-01-01
@@ -51,6 +51,8 @@ def _escape_char(ch: str) -> str:
     if ch in _NAMED:
         return _NAMED[ch]
     o = ord(ch)
+    if 0xD800 <= o <= 0xDFFF:  # a lone surrogate: a file name's byte that is not UTF-8 shows as \xNN (shown_text)
+        return escape_surrogate(ch)
     return f"\\x{o:02x}" if o < 0x100 else (f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
 
 

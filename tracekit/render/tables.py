@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 from rich.cells import cell_len
 
-from ..result import Result, _scalar, table_rows
+from ..result import Result, _scalar, table_rows, utf8_text
 from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
 from .human import (Origin, ag_measures, column, display_frame, glossary, label_of, origin_of, plain_text,
                     safe_text, unit_of, value_text)
@@ -404,7 +404,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
                                               for p in pictures) + "; --all or -f json has them")
     if tail:
         out += [ln for t in tail for ln in wrap_prose(t, width)]
-    return "\n".join(out) + "\n"
+    return utf8_text("\n".join(out) + "\n")
 
 
 def _allot(blocks: list[Block], width: int, budget: int, all_rows: bool) -> None:
