@@ -50,6 +50,10 @@ KNOWN = {
          "gpt-oss-120b has 36 layers, half of them sliding-window attention (TRT-LLM's SlidingOrChunked fmha)"),
     "tracelens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz":
         ({"attn+mlp": 4}, "bert-small has 4 encoder layers"),
+    "tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz":
+        ({"attn+mlp": 24}, "Qwen1.5-0.5B has 24 decoder layers (HF eager; an elementwise kernel repeats in each)"),
+    "tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz":
+        ({"attn+mlp": 24}, "Qwen1.5-0.5B has 24 decoder layers (HF eager)"),
 }
 
 # (preset, bs, steps, committed fixture or None, step marker, noise): the committed ones are read from disk
@@ -59,6 +63,7 @@ PRESETS = [
     ("dsv3", 32, 3, "dsv3_bs32", "decode", True),
     ("swa", 16, 2, None, "run_batch", False),
     ("first_missing", 8, 2, None, "run_batch", False),
+    ("eager_norm", 1, 2, None, "run_batch", False),
 ]
 TRUTH_TYPES = {
     "dp16": {("KDA", "Dense"), ("KDA", "MoE"), ("MLA", "MoE"), ("draft",)},
@@ -66,6 +71,7 @@ TRUTH_TYPES = {
     "dsv3": {("MLA", "Dense"), ("MLA", "MoE")},
     "swa": {("SWA", "MoE"), ("FullAttn", "MoE")},
     "first_missing": {("Attn", "MLP")},
+    "eager_norm": {("Attn", "MLP")},
 }
 
 
@@ -132,7 +138,8 @@ def test_layer_types_partition_equals_the_truth(synthetic):
 
 NAMES = {"dp16": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
          "dp2dcp8": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
-         "dsv3": {"mla+mlp", "mla+moe"}, "swa": {"attn+moe/fast", "attn+moe/slow"}, "first_missing": {"attn+mlp"}}
+         "dsv3": {"mla+mlp", "mla+moe"}, "swa": {"attn+moe/fast", "attn+moe/slow"}, "first_missing": {"attn+mlp"},
+         "eager_norm": {"attn+mlp"}}
 
 
 def test_readable_names_and_the_duration_split(synthetic):
@@ -283,6 +290,7 @@ def test_corpus_layers_counts_and_the_one_step_table(path):
     if rel in KNOWN:
         want, why = KNOWN[rel]
         assert s["types"] == want, why
+        assert s["check"]["agrees"], s["check"]  # one attention -> MLP/MoE transition per layer, counted apart
         _round_trip(trace)
 
 
