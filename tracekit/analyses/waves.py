@@ -264,7 +264,7 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
 
 def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
                       occupancy: dict) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict, list[str]]:
-    """On ROCm the 'grid' of a kernel launched by hipExtModuleLaunchKernel (hipBLASLt / Tensile ``Cijk_…``) is
+    """On ROCm the 'grid' of a kernel launched by hipExtModuleLaunchKernel (hipBLASLt and Tensile GEMMs) is
     its global size in work-items, not workgroups (``_occupancy.json``: AMD ``grid_in_work_items``): those become
     ceil(grid / block) per dimension. Under a graph launch the unit is unknown: counted as written, and said.
     Returns the grids in CTAs, the launches per unit, and the warnings."""
