@@ -17,17 +17,27 @@ How (per trace, the same for every step):
    lacks its last segment takes the next segment when it starts with the missing label (kernels added at the
    end, such as a draft model's final norm and lm_head). A later run (draft layers after the target model) takes
    the embedding kernels right before it. Runs of fewer than two layers are not layers.
-4. **The boundary kernel** is the candidate (a kernel occurring at least three times in a step) whose layers cover
-   the most main-stream kernels; norm kernels are preferred when they cover at least 90 % of the best (decoder
-   layers start with their input norm), and tried first: one covering 90 % of all main-stream kernels ends the
-   search. A result with more distinct layer types than max(3, a quarter of the layers), or fewer than 3 kernels
-   per layer, is not a stack of layers (a CNN's training step repeats with a new shape at every stage).
-5. **Types.** A layer's type is its sequence of segment labels. Names come from the categories: the mixer labels
-   (``attn``, ``mla``, ``kda``, ...) and the FFN label (``moe`` before ``mlp``), ``draft:`` for the types of a
-   later run that the first run does not have, and the most expensive distinctive kernel when two types would
-   share a name. A type whose layers differ only in durations is split into ``/fast`` and ``/slow`` when the
-   durations of one of its mixer kernels form two clear clusters (sliding-window vs full attention; expert GEMMs,
-   whose time varies with routing, never split a type).
+4. **The boundary kernel** is the candidate (a kernel occurring at least three times in a step) whose layers form a
+   *decoder stack* and agree best with the *structure*. The structure is counted without any boundary kernel:
+   every mixer -> FFN transition of the step (an attention / linear-attention / state-space kernel, then an MLP or
+   MoE kernel, other kernels skipped); a decoder layer holds exactly one. A decoder stack has a layer holding a
+   mixer kernel, every layer type holding a mixer or an FFN kernel (a kernel repeating inside a layer leaves
+   pieces with neither), at most max(3, a quarter of the layers) types and at least 3 kernels per layer. Among the
+   candidates whose share of layers holding one transition is within 5 % of the best: norm kernels covering at
+   least 90 % of the best coverage, then the most main-stream kernels covered, the fewest types, the kernel closest
+   after the last GEMM before it (a decomposed norm's first kernel), the rarest. Norms are tried first: one
+   covering 90 % of all main-stream kernels with one transition per layer ends the search. No mixer kernel, or no
+   candidate left: **no decoder stack** (``layers`` raises MissingDataError, exit 4, in one sentence).
+5. **Types.** A layer's type is its sequence of main-stream kernel names, communication kernels left out (a layer
+   that ends with a collective keeps its type). Names come from the categories: the mixer labels (``attn``,
+   ``mla``, ``kda``, ...) and the FFN label (``moe`` before ``mlp``), ``draft:`` for the types that never share a
+   run with the target model's types (those of the longest run of any step) and follow such a run in some step,
+   and the most expensive distinctive kernel when two types would share a name. A type whose layers differ only
+   in durations is split into ``/fast`` and ``/slow`` when the durations of one of its mixer kernels form two
+   clear clusters (sliding-window vs full attention; expert GEMMs, whose time varies with routing, never split a
+   type).
+6. **The check.** ``check`` compares the layers with the structure: ``agrees`` when every step has as many layers
+   as transitions and every layer holds exactly one; otherwise a warning says the layers are not confirmed.
 
 Side-stream work belongs to the window it starts in, as in the annotation engine. The cost is linear in the
 main-stream kernels per candidate boundary kernel (numpy over kernels, Python over segments and over the few
@@ -65,6 +75,7 @@ SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's
 MAX_TYPES_FLOOR, MAX_TYPES_SHARE = 3, 0.25  # a stack of layers: at most this many distinct types (_stack_like)
 NORM_FAMILY = "norm"
 COMM_FAMILY = "comm"
+GEMM_FAMILY = "gemm"
 STRUCTURE_SLACK = 0.05  # a boundary whose layers agree with the structure this much less than the best is out
 EMBEDDING_FAMILY = "embedding"
 HEAD, TAIL, BETWEEN = "head", "tail", "between"
@@ -531,7 +542,8 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     """The boundary kernel whose layers are a decoder stack that agrees best with the structure (one mixer -> FFN
     transition per layer, counted without any boundary kernel), then (within STRUCTURE_SLACK of that agreement) a
     norm kernel covering NORM_PREFERENCE of the best coverage, then the most main-stream kernels covered, the fewest
-    layer types, the rarest kernel. A kernel that repeats inside a layer (an elementwise kernel three times per
+    layer types, the kernel closest after the last GEMM before it (a decomposed norm's first kernel, not one inside
+    it), the rarest kernel. A kernel that repeats inside a layer (an elementwise kernel three times per
     layer) cuts layers without an attention or an FFN part, or with no transition in most of them: it loses."""
     counts: Counter = Counter()
     for seq in ctx.seqs:
@@ -562,8 +574,23 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     top = max(_share(a) for a in results)
     results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
 
+    gemm_cat = np.array([f == GEMM_FAMILY for f in ctx.family_of_cat], dtype=bool)
+    gemm_pos = {s.step: np.flatnonzero(gemm_cat[ctx.cat_of_code[s.codes]]) if gemm_cat.size else
+                np.zeros(0, np.int64) for s in ctx.seqs}
+
+    def after_gemm(a: _Assembly) -> float:
+        """Median main-stream kernels between a layer's first kernel and the last GEMM before it: a layer starts
+        right after the previous layer's last GEMM (and its residual add), not inside its own input norm."""
+        d = []
+        for step, lays in a.layers.items():
+            g = gemm_pos[step]
+            lo = np.array([l.lo for l in lays], dtype=np.int64)
+            k = np.searchsorted(g, lo) - 1
+            d.extend((lo - g[np.clip(k, 0, None)])[k >= 0].tolist() if g.size else [])
+        return float(np.median(d)) if d else math.inf
+
     def key(a: _Assembly):
-        return (a.covered, -a.n_types, -counts[a.token], -a.token)
+        return (a.covered, -a.n_types, -after_gemm(a), -counts[a.token], -a.token)
 
     best = max(results, key=key)
     norms = [a for a in results if is_norm[a.token] and a.covered >= NORM_PREFERENCE * best.covered]
