@@ -75,13 +75,16 @@ def _sms(trace: Trace, warnings: list[str]) -> int | None:
 def _diff_text(r: dict, labels: tuple[str, str]) -> str:
     parts = []
     for key, name in (("grid", "grid"), ("block", "block"), ("registers", "registers per thread"),
-                      ("shared_mem", "shared memory B"), ("ctas", "CTAs"), ("ctas_per_wave", "CTAs per wave"),
+                      ("shared_mem", "shared memory B"), ("ctas", "CTAs"), ("ctas_per_sm", "CTAs per SM"),
+                      ("ctas_per_wave", "CTAs per wave"),
                       ("waves", "waves")):
         a, b = r[f"{key}_a"], r[f"{key}_b"]
         if a is None or b is None or (isinstance(a, float) and np.isnan(a)) or a == b:
             continue
         fa = ",".join(map(str, a)) if isinstance(a, tuple) else f"{int(a):,}"
         fb = ",".join(map(str, b)) if isinstance(b, tuple) else f"{int(b):,}"
+        if key == "ctas_per_sm":  # and what bounds each
+            fa, fb = f"{fa}, by {r.get('limited_by_a')}", f"{fb}, by {r.get('limited_by_b')}"
         parts.append(f"{name} {fa} ({labels[0]}) vs {fb} ({labels[1]})")
     return "; ".join(parts)
 
