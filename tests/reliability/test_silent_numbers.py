@@ -2,6 +2,8 @@
 with a warning, a flagged row, or a refusal that names the line or the file. Hand-built inputs in tmp_path."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import tracekit
@@ -74,7 +76,7 @@ def _body(n: int = 200) -> list:
     return [kernel(f"k{i % 5}", 1000.0 + 10.0 * i, 5.0) for i in range(n)]
 
 
-def test_a_lone_event_far_from_the_timeline_is_dropped_and_named(tmp_path):
+def test_a_lone_event_far_from_the_timeline_is_dropped_and_named(tmp_path, cli):
     """One event 5,000 s away made the span 5,000 s and the idle time 99.9998 %, with no warning."""
     evs = _body() + [kernel("jumped_kernel", 1000.0 + 5_000e6, 5.0)]
     t = tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False)
@@ -86,6 +88,10 @@ def test_a_lone_event_far_from_the_timeline_is_dropped_and_named(tmp_path):
     span = int(t.events["end_ns"].max() - t.events["start_ns"].min())
     assert span == 1_995_000  # the body: 1000 µs .. 2995 µs
     assert "jumped_kernel" not in set(t.events["name"].astype(str))
+    code, out, err = cli("info", tmp_path / "t.json", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["summary"]["span_ns"] == 1_995_000 and "jumped_kernel" in err
+    assert any(CLOCK_JUMP in w for w in doc["warnings"])
 
 
 def test_jumps_at_both_ends_and_small_or_real_gaps_are_kept_apart(tmp_path):
