@@ -16,7 +16,8 @@ def cache_info_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table,
                    table: TableOpt = None) -> None:
     """Where the cache is, what it holds and how big it is.
 
-    Its entries (the trace each came from) and their size."""
+    Its entries (the trace each came from) and their size; the temporary files of writes and every other file in
+    the folder are counted, not listed."""
     _output(cache_info(cache_dir), format, out, table)
 
 
@@ -25,5 +26,7 @@ def cache_clear_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table
                     table: TableOpt = None) -> None:
     """Remove every cache entry.
 
-    The next load of each trace reads the file again."""
+    Only tracekit's entries (recognised by their name and the key inside them) and the temporary files of writes
+    killed more than 10 minutes ago; every other file in the folder is left as it is. The next load of each trace
+    reads the file again."""
     _output(cache_clear(cache_dir), format, out, table)
