@@ -183,6 +183,10 @@ def test_negative_and_impossible_sizes_are_refused_with_their_line(cli, tmp_path
     assert "kv_gib" not in res.summary and "state_pools_gib" not in res.summary
     assert {"kv_gib", "state_pools_gib"} <= set(res.summary["missing_rows"]) and res.summary["unaccounted_gib"] is None
     assert any("hand.log line 5" in w for w in res.warnings)
+    from tracekit.analyses.whatif import whatif
+
+    with pytest.raises(InputError, match="line 5: --set max_running_requests needs the target KV pool"):
+        whatif(neg, settings=["max_running_requests=3"])
     log = tmp_path / "neg.log"
     log.write_text("\n".join(launch(kv="KV size: -60.00 GB")) + "\n")
     code, out, err = cli("capacity", "--log", log)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..errors import DataFileError, MissingDataError
+from ..errors import DataFileError, InputError, MissingDataError
 from ..ingest.sglang_log import Record, SglangLog, grammar_default, rank_label
 from ..result import Result
 from .capacity import capacity
@@ -181,6 +181,14 @@ class _Replay:
     def need(self, row: str, param: str, why: str) -> Any:
         value = self.v.get(row)
         if value is None:
+            kinds = {"kv_gib": lambda r: r.kind == "kv_alloc",
+                     "runtime_margin_gib": lambda r: any(k.startswith("avail") for k in r.fields["rejected"])}
+            rejected = next((r for r in self.view if r.fields.get("rejected") and kinds.get(row, lambda _r: False)(r)),
+                            None)
+            if rejected is not None:  # the line is there, its value is one no GPU can have
+                bad = "; ".join(f"{k} = {v:g} is {w}" for k, (v, w) in rejected.fields["rejected"].items())
+                raise InputError(f"{self.log.path} line {rejected.line}: --set {param} needs {why}, and that line's value"
+                                 f" is not one a GPU can have ({bad}); the line is damaged")
             raise MissingDataError(f"{self.log.path}: --set {param} needs {why}, which the log of "
                                    f"{rank_label(self.ranks)} does not give; the replay cannot model it from this log")
         return value
