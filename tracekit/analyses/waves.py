@@ -189,20 +189,29 @@ def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) 
 
 def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None = None, *,
                        names: tuple[np.ndarray, np.ndarray] | None = None, ann: Annotation | None = None,
-                       ctas_per_sm: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict, list[str]]:
+                       ctas_per_sm: int | None = None) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict,
+                                                                 list[str]]:
     """CTAs per SM of each kernel row of ``k`` (``names``: its distinct names and each row's index into them, when
-    the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule
-    (``annotation``), else the ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's
-    limits (``launch configuration``), else 1 (``assumed``: no block size, or the SM's limits unknown).
+    the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule (``annotation``), else the
+    ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's limits (``launch
+    configuration``; ``(partial)`` when registers or shared memory are unknown), else 1 (``assumed``: no block
+    size, or the SM's limits unknown). Counted once per distinct (threads, registers, shared memory), not per launch.
 
-    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings)``; ``occupancy`` is the summary's
-    ``occupancy`` object: the SM limits used and where each came from, whether the count is ``assumed`` (and
-    why), the launches per source."""
+    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings)`` — the two labels as Categoricals;
+    ``occupancy`` is the summary's ``occupancy`` object: the SM limits used and where each came from, whether the
+    count is ``assumed`` (and why), the launches per source."""
     n = len(k)
     warnings: list[str] = []
     cps = np.zeros(n, dtype=np.int64)
-    limited = np.full(n, "", dtype=object)
-    src = np.full(n, "", dtype=object)
+    labels: list[str] = []
+
+    def code(label: str) -> int:
+        if label not in labels:
+            labels.append(label)
+        return labels.index(label)
+
+    limited = np.full(n, -1, dtype=np.int64)
+    src = np.full(n, -1, dtype=np.int64)
     if ann is not None and ann.ctas_per_sm:
         if names is None:  # per distinct name (the categorical's codes), not per event
             codes = k["name"].cat.codes.to_numpy() if hasattr(k["name"], "cat") else None
@@ -215,12 +224,12 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
             uniq, inv = names
         by_ann = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
         hit = by_ann > 0
-        cps[hit], limited[hit], src[hit] = by_ann[hit], "annotation", "annotation"
+        cps[hit], limited[hit], src[hit] = by_ann[hit], code("annotation"), code("annotation")
     if ctas_per_sm is not None:
         if ctas_per_sm < 1:
             raise InputError(f"--ctas-per-sm must be positive, not {ctas_per_sm}")
         rest = cps == 0
-        cps[rest], limited[rest], src[rest] = ctas_per_sm, "option", "option"
+        cps[rest], limited[rest], src[rest] = ctas_per_sm, code("option"), code("option")
     lim: SmLimits | None = None
     notes: list[str] = []
     rest = cps == 0
@@ -233,13 +242,24 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
             kr = k[rest]
             bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
             threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
-            got, why, status = occupancy_ctas_per_sm(threads, kr["registers"].to_numpy(), kr["shared_mem"].to_numpy(),
-                                                     lim)
-            cps[rest], limited[rest] = got, why
-            src[rest] = np.where(status == "ok", "launch configuration",
-                                 np.where(status == "partial", "launch configuration (partial)", "assumed"))
-            n_block, n_exc = int((status == "no_block").sum()), int((status == "exceeds").sum())
-            n_part = int((status == "partial").sum())
+            cols = (threads, kr["registers"].to_numpy().astype(np.int64), kr["shared_mem"].to_numpy().astype(np.int64))
+            # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
+            key = np.zeros(len(threads), dtype=np.int64)
+            for c in cols:
+                codes, uniq_c = pd.factorize(c)
+                key = key * len(uniq_c) + codes
+            cinv, ukey = pd.factorize(key)
+            first = np.zeros(len(ukey), dtype=np.int64)
+            first[cinv[::-1]] = np.arange(len(cinv))[::-1]  # a launch of each configuration
+            got, why, status = occupancy_ctas_per_sm(*(c[first] for c in cols), lim)
+            why = np.where(status == "exceeds", "exceeds the SM's limits", why)
+            from_u = np.where(status == "ok", "launch configuration",
+                              np.where(status == "partial", "launch configuration (partial)", "assumed"))
+            cps[rest] = got[cinv]
+            limited[rest] = np.asarray([code(str(w)) for w in why], dtype=np.int64)[cinv]
+            src[rest] = np.asarray([code(str(w)) for w in from_u], dtype=np.int64)[cinv]
+            per_cfg = np.bincount(cinv, minlength=len(ukey))
+            n_block, n_exc, n_part = (int(per_cfg[status == x].sum()) for x in ("no_block", "exceeds", "partial"))
             if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
                 notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
                              " comes from the limits that are known, an upper bound (waves a lower bound)")
@@ -249,17 +269,18 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
                 notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
                              f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
                              " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
-                limited[rest] = np.where(status == "exceeds", "exceeds the SM's limits", limited[rest])
             notes += lim.assumed
         else:
-            cps[rest], limited[rest], src[rest] = 1, "unknown (no SM limits)", "assumed"
+            cps[rest], limited[rest], src[rest] = 1, code("unknown (no SM limits)"), code("assumed")
     warnings += [f"CTAs per SM: {x}" for x in notes]
-    sources, counts = np.unique(src.astype(str), return_counts=True)
+    limited_cat = pd.Categorical.from_codes(limited, categories=labels) if labels else pd.Categorical([])
+    src_cat = pd.Categorical.from_codes(src, categories=labels) if labels else pd.Categorical([])
+    counts = pd.Series(src_cat).value_counts()
     occupancy = {"sm_limits": lim.summary() if lim is not None else None,
-                 "assumed": bool(notes) or bool((src == "assumed").any()),
+                 "assumed": bool(notes) or bool(counts.get("assumed", 0)),
                  "assumed_why": notes,
-                 "launches_by_source": {str(a): int(b) for a, b in zip(sources, counts)}}
-    return cps, limited, src, occupancy, warnings
+                 "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b}}
+    return cps, limited_cat, src_cat, occupancy, warnings
 
 
 def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
@@ -369,10 +390,12 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
         raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
     # a name and grid launched with two block configurations (two CTAs-per-SM counts) are two rows
     per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
-                           sort=False)
+                           sort=False, observed=True)
                 .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
                      waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
                      lost_ns=("lost_ns", "sum")).reset_index())
+    for c in ("limited_by", "ctas_per_sm_from"):
+        per_grid[c] = per_grid[c].astype(str)
     per_grid = per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
     # the most common launch of each name gives its ctas / waves / capacity
     common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
