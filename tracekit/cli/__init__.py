@@ -6,15 +6,35 @@ with its code (2 usage, 3 bad input, 4 missing data); anything else prints one l
 """
 from __future__ import annotations
 
-import importlib
-import logging
-import pkgutil
 import sys
 
-import typer
 
-from ..errors import TracekitError
-from ..render.human import safe_text
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or a library that could not be mapped into memory (``ulimit -v``) while imported."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or (isinstance(exc, ImportError) and (
+        "failed to map segment" in text or "annot allocate memory" in text))
+
+
+def _startup_hook(typ, exc, tb, _previous=sys.excepthook) -> None:
+    """Running out of memory while tracekit's libraries load (before :func:`run` can catch it) is one sentence."""
+    if _out_of_memory(exc) and "--debug" not in sys.argv:
+        sys.stderr.write("error: ran out of memory while starting tracekit; free memory or raise the limit"
+                         " (ulimit -v) and run the command again\n")
+        return
+    _previous(typ, exc, tb)
+
+
+sys.excepthook = _startup_hook
+
+import importlib  # noqa: E402
+import logging  # noqa: E402
+import pkgutil  # noqa: E402
+
+import typer  # noqa: E402
+
+from ..errors import TracekitError  # noqa: E402
+from ..render.human import safe_text  # noqa: E402
 from .common import SAMPLE_TRACE, _state, app, bundled_sample, guarded, phase
 
 for _mod in pkgutil.iter_modules(__path__):
@@ -98,8 +118,14 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except BrokenPipeError:
         return 0
-    except MemoryError:
+    except (MemoryError, ImportError) as exc:
         phase.stop()
+        if not _out_of_memory(exc):
+            if debug:
+                raise
+            typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+                       " --debug for the traceback and report it)", err=True)
+            return 1
         if debug:
             raise
         msg, code = _memory_error()

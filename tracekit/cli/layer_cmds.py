@@ -70,9 +70,10 @@ def suggest_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, catego
     ann = annotation_for(trace, annotation)
     doc, res = suggest_annotation(_load(trace, no_cache, cache_dir), categories=categories, name=name,
                                   steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if out is not None:  # whole or not at all, never over an input, its folder must exist (render/files.py)
+        from ..render.files import write_file
+
+        write_file(out, json.dumps(doc, indent=2) + "\n", what="suggested annotation", inputs=res)
         typer.echo(f"wrote {out}", err=True)
     elif not _state["quiet"]:
         typer.echo("note: the annotation was not written; pass -o FILE to write it", err=True)

@@ -48,7 +48,9 @@ def export_cmd(trace: TraceArg = None,
     The annotated events, steps, blocks, AllGathers, copies, exposed intervals, communication and (with --log)
     the ledger, plus manifest.json; prints the files written."""
     from ..export import export_parquet
+    from ..render.files import check_dir_target
 
+    check_dir_target(out, "export")  # before the work
     ann = annotation_for(trace, annotation)
     res = export_parquet(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value, log=log,
                          **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,

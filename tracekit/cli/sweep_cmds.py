@@ -9,7 +9,7 @@ import typer
 from ..analyses.compare import DEFAULT_ACCEPT_LEN
 from ..analyses.ranks import rank_map
 from ..sweeps import analyze, bench_result, compare_deployments, default_jobs, imbalance
-from ..render.files import write_outputs
+from ..render.files import check_dir_target, write_outputs
 from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
 from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
                      PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _ns, _output, app,
@@ -48,6 +48,8 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
 
     Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
     bytes."""
+    if out is not None:
+        check_dir_target(out, "analyze output")  # before the work
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
     kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
                   min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, jobs=jobs or default_jobs(n),

@@ -282,6 +282,18 @@ def check_file_target(path: str | Path, what: str = "output") -> Path:
     return Path(path)
 
 
+def check_dir_target(path: str | Path, what: str = "output") -> Path:
+    """``path`` if a directory of files can be written there: a directory (a link to one is followed) or nothing yet
+    (created then). A file, a device or a link that loops is refused in one sentence — before the work, by commands
+    whose ``--out`` is a folder."""
+    path = Path(path)
+    if _fd_of(path) is not None or (os.path.lexists(path) and not path.is_dir()):
+        if path.is_symlink() and not path.exists():
+            raise OutputError(f"{path} is a symbolic link to nothing; pass a directory for the {what}")
+        raise OutputError(f"{path} exists and is not a directory; pass a directory for the {what}")
+    return path
+
+
 def _ext(what: str) -> str:
     fmt = what.split(" ")[0]
     return {"picture": ".png", "annotated": ".json.gz", "csv": ".csv", "md": ".md", "table": ".txt"}.get(fmt, ".json")
@@ -410,9 +422,7 @@ class OutputDir:
     # -- entering: the directory exists and is ours
 
     def __enter__(self) -> OutputDir:
-        p = self.path
-        if p.exists() and not p.is_dir():
-            raise OutputError(f"{p} exists and is not a directory; pass a directory for the {self.what}")
+        p = check_dir_target(self.path, self.what)
         try:
             if not p.exists():
                 p.mkdir(parents=True, exist_ok=True)
