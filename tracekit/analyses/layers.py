@@ -604,7 +604,8 @@ CHECK_COMPARED = "layers vs attention -> MLP/MoE transitions per step, one in ev
 
 def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
     return (f"{trace.path}: no decoder stack on the main stream (device {main[0]}, stream {main[1]}): no kernel"
-            " sequence repeats as a few layer types that hold attention, linear-attention or state-space kernels")
+            " sequence repeats as a few layer types that hold attention, linear-attention or state-space kernels"
+            " (attention run as plain matmul and softmax kernels is not recognised)")
 
 
 def _structure_check(ctx: _Ctx, asm: _Assembly | None) -> dict:
