@@ -149,17 +149,34 @@ def _scalar(v: Any) -> Any:
     return v
 
 
+def column_values(s: pd.Series) -> list[Any]:
+    """One column as plain Python objects (``_scalar`` of each value). Plain numpy ints, bools and floats, and
+    strings, take a vectorised path: a 10^5-step report's sidecar is 6·10^6 values."""
+    dt = s.dtype
+    if isinstance(dt, np.dtype) and dt.kind in "iub":
+        return s.to_numpy().tolist()  # Python ints and bools
+    if isinstance(dt, np.dtype) and dt.kind == "f":
+        a = s.to_numpy()
+        vals = a.tolist()
+        for i in np.flatnonzero(~np.isfinite(a)).tolist():  # NaN and ±inf are null in JSON
+            vals[i] = None
+        return vals
+    if isinstance(dt, pd.StringDtype):
+        vals = s.tolist()
+        for i in np.flatnonzero(s.isna().to_numpy()).tolist():
+            vals[i] = None
+        return vals
+    if isinstance(dt, pd.CategoricalDtype):
+        s = s.astype(object)
+    return [_scalar(x) for x in s.tolist()]
+
+
 def table_rows(df: pd.DataFrame, *, spread: bool = True) -> list[dict[str, Any]]:
     """Rows as plain Python objects: ints stay ints, NaN and <NA> become None.
 
     A table whose ``attrs["spread"]`` names a column of dicts has that dict merged into each row (records
     whose fields differ from row to row, like ``tracekit log``'s)."""
-    cols = {}
-    for c in df.columns:
-        s = df[c]
-        if isinstance(s.dtype, pd.CategoricalDtype):
-            s = s.astype(object)
-        cols[c] = [_scalar(x) for x in s.tolist()]
+    cols = {c: column_values(df[c]) for c in df.columns}
     rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())] if cols else []
     col = df.attrs.get("spread")
     if spread and col in cols:

@@ -69,3 +69,50 @@ def test_a_notebook_shows_what_the_page_shows():
     assert "result.frames()[NAME]" in cell  # long tables say where every row is
     css = cell.split("<style>", 1)[1].split("</style>", 1)[0]
     assert all(rule.startswith(".tracekit-result") for rule in css.split("}") if rule)
+
+
+def _many_steps(n: int) -> Result:
+    """A report-shaped result of ``n`` steps: per-step tables of n rows, without running an analysis."""
+    import numpy as np
+
+    step = np.arange(n)
+    wall = pd.DataFrame({"step": step, "start_ns": step * 100_000, "wall_ns": 90_000 + step % 7,
+                         "busy_ns": 70_000 + step % 5, "ag_only_ns": step % 3, "idle_ns": 20_000 - step % 5 - step % 3})
+    comm = pd.DataFrame({"step": step, "critical_ns": step % 11, "side_ns": step % 13})
+    health = pd.DataFrame({"check": [f"c{i}" for i in range(3)], "ok": [True, False, True],
+                           "detail": ["", "one step is long", ""]})
+    return Result(command="report", inputs=[{"path": "many.json"}], params={},
+                  summary={"steps": n, "median_wall_ns": 90_003}, tables={"wall": wall, "steps": wall[["step", "start_ns",
+                                                                                                        "wall_ns"]],
+                                                                          "comm": comm, "health": health})
+
+
+def test_a_page_of_many_steps_is_sampled_bounded_and_says_so():
+    """10^5 steps: the per-step picture draws MAX_BARS steps evenly spaced through the trace and says it sampled;
+    every table shows its first MAX_ROWS rows and says how many it has; the page takes under a second here (the
+    bound is loose for a loaded machine; listing every step for a picture of 60 took 13 s)."""
+    import time
+
+    from tracekit.render.html import MAX_BARS
+
+    n = 100_000
+    res = _many_steps(n)
+    t0 = time.perf_counter()
+    page = emit(res, "html")
+    took = time.perf_counter() - t0
+    assert took < 20, took
+    assert f"Wall decomposition per step ({MAX_BARS:,} of {n:,} steps, sampled)" in page
+    assert f"sampled: {MAX_BARS:,} of {n:,} steps drawn, evenly spaced from the first to the last" in page
+    assert ">step 0<" in page and f">step {n - 1}<" in page and ">step 1<" not in page  # first, last; sampled
+    assert page.count("<rect") <= 3 * MAX_BARS + 10
+    assert page.count("<tr") <= 4 * (MAX_ROWS + 1)  # wall, steps, comm: the first MAX_ROWS rows; health: all
+    assert page.count(f"the first {MAX_ROWS:,} of {n:,} rows") == 3
+    assert len(page.encode()) < 3_000_000
+
+
+def test_a_picture_cut_at_max_bars_says_so():
+    from tracekit.render.html import MAX_BARS, stacked_bars
+
+    svg = stacked_bars([(f"p{i}", [("busy", 1.0)]) for i in range(MAX_BARS + 5)], "ms", 1.0)
+    assert f"the first {MAX_BARS:,} of {MAX_BARS + 5:,} bars drawn" in svg
+    assert "bars drawn" not in stacked_bars([("p", [("busy", 1.0)])], "ms", 1.0)

@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from .._version import __version__
@@ -85,10 +86,14 @@ def _legend(names: Iterable[str]) -> str:
 
 
 def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div: float) -> str:
-    """One horizontal bar per row, its parts stacked in order (values in base units ÷ ``div`` = ``unit``)."""
+    """One horizontal bar per row, its parts stacked in order (values in base units ÷ ``div`` = ``unit``); beyond
+    ``MAX_BARS`` rows the first ones, with a note that says how many were left out (``evenly`` samples instead)."""
+    total_rows = len(rows)
     rows = rows[:MAX_BARS]
     if not rows:
         return ""
+    cut = (f'<p class="note">the first {len(rows):,} of {total_rows:,} bars drawn; the table below and the JSON sidecar'
+           ' hold every one</p>') if total_rows > len(rows) else ""
     top = max(sum(max(v, 0) for _, v in parts) for _, parts in rows) or 1.0
     label_w, bar_h, gap = 170, 18, 6
     plot_w = CHART_W - label_w - 90
@@ -108,7 +113,7 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div
         total = sum(max(v, 0) for _, v in parts)
         out.append(f'<text x="{x + 4:.2f}" y="{y + 13}">{total / div:,.2f} {unit}</text>')
     out.append("</svg>")
-    return "".join(out) + _legend(n for _, parts in rows for n, _ in parts)
+    return "".join(out) + _legend(n for _, parts in rows for n, _ in parts) + cut
 
 
 def _lane_color(lane: str, label: str) -> str:
@@ -194,9 +199,20 @@ def ledger_waterfall_svg(rows: dict[str, float]) -> str:
 # --------------------------------------------------------------------------- the pictures a result's tables allow
 
 
-def _wall_rows(df: pd.DataFrame, label_of_row) -> list[tuple[str, list[tuple[str, float]]]]:
-    return [(label_of_row(r), [(p, float(r[f"{p}_ns"] or 0)) for p in ("busy", "ag_only", "idle")])
-            for _, r in df.iterrows()]
+def _wall_rows(df: pd.DataFrame) -> list[tuple[str, list[tuple[str, float]]]]:
+    cols = {p: pd.to_numeric(df[f"{p}_ns"], errors="coerce").fillna(0).to_numpy(float).tolist()
+            for p in ("busy", "ag_only", "idle")}
+    return [(f"step {int(st)}", [(p, cols[p][i]) for p in cols]) for i, st in enumerate(df["step"].tolist())]
+
+
+def evenly(df: pd.DataFrame, n: int = MAX_BARS) -> tuple[pd.DataFrame, str]:
+    """At most ``n`` rows of ``df``, evenly spaced through it (the first and the last among them), and the note that
+    says so ("" when every row is there): a picture of 10^5 steps stays one screen and draws in milliseconds."""
+    if len(df) <= n:
+        return df, ""
+    idx = np.unique(np.linspace(0, len(df) - 1, n).round().astype(np.int64))
+    return df.iloc[idx], (f"sampled: {len(idx):,} of {len(df):,} rows drawn, evenly spaced from the first to the last"
+                          " (the table below and the JSON sidecar hold every one)")
 
 
 def pictures(result: Result) -> list[tuple[str, str, str]]:
@@ -204,9 +220,12 @@ def pictures(result: Result) -> list[tuple[str, str, str]]:
     t, s, out = result.tables, result.summary, []
     wall = t.get("wall") if "wall" in t else (t.get("per_step") if result.command == "wall" else None)
     if wall is not None and len(wall) and {"busy_ns", "ag_only_ns", "idle_ns"} <= set(wall.columns):
-        out.append(("Wall decomposition per step", stacked_bars(_wall_rows(wall, lambda r: f"step {int(r['step'])}"),
-                                                                "ms", 1e6),
-                    glossary(ag_measures(["ag_only", "idle"]))))
+        drawn, sampled = evenly(wall)
+        out.append(("Wall decomposition per step" + (f" ({len(drawn):,} of {len(wall):,} steps, sampled)" if sampled
+                                                     else ""),
+                    stacked_bars(_wall_rows(drawn), "ms", 1e6),
+                    "; ".join(x for x in (sampled.replace("rows", "steps"), glossary(ag_measures(["ag_only", "idle"])))
+                              if x)))
     one = t.get("one_step")
     if one is not None and len(one) and {"step", "group_by", "name", "wall_ns"} <= set(one.columns):
         step = s.get("timeline_step", int(one["step"].min()))
