@@ -15,8 +15,9 @@ never steps alone) and the default options (``--step-source auto``, ``--phase au
    union U: if ``|U ∩ span| < |U| / 2`` the window is the launch window; else if some of the work lies (partly)
    outside the span, the span widened to hold it; else the span as written.
 4. **Empty markers** (judged before rule 5: an empty marker is no step, so it neither holds nor cuts one). A
-   window holding no GPU activity of device d, or less than 1 % of the median busy time of
-   the dialect's other non-empty windows (all one phase, ``unknown``), is no step.
+   marker's busy time is that of the work its CPU half launched (``|U|``) when it launched any, else the busy time
+   of device d's GPU activity in its window. A marker with no busy time, or less than 1 % of the median busy time
+   of the dialect's other non-empty markers (all one phase, ``unknown``), is no step.
 5. **Nested / overlapping.** Over the remaining windows sorted by start (longer first on a tie): a window whose
    end is not after the end of every window before it lies inside another and is no step; a kept window ends where
    the next kept one starts when they overlap.
@@ -251,15 +252,15 @@ def reference_steps(events, dev) -> list[tuple[int, int]]:
            for (_, _, c, _), lt in zip(gpu, launched_at)):
         note("a reused id: an activity belongs to a later launch than its id's first")
     all_gpu = [(s, e) for s, e, _, _ in gpu]
-    windows = []
+    windows, own = [], []
     for s, e, x in gmarks:
-        w = (s, e)
+        w, u = (s, e), None
         if x in cpu:
             cs, ce = cpu[x]
             work = [(a, b) for (a, b, _, _), lt in zip(gpu, launched_at) if lt is not None and cs <= lt < ce]
             if work:
                 first, last = min(a for a, _ in work), max(b for _, b in work)
-                total = _covered(work, first, last)
+                total = u = _covered(work, first, last)
                 inside = _covered(work, s, e) if e > s else 0
                 if 2 * inside < total:
                     w = (first, last)
@@ -268,9 +269,11 @@ def reference_steps(events, dev) -> list[tuple[int, int]]:
                     w = (min(s, first), max(e, last))
                     note("a GPU span widened")
         windows.append(w)
+        own.append(u)
     busy = lambda w: _covered(all_gpu, *w) if w[1] > w[0] else 0
-    empty = _empty(windows, busy, with_self=True)
-    assume(empty == _empty(windows, busy, with_self=False), "median with or without itself")
+    judged = lambda i: own[i] if own[i] else busy(windows[i])
+    empty = _empty(list(range(len(windows))), judged, with_self=True)
+    assume(empty == _empty(list(range(len(windows))), judged, with_self=False), "median with or without itself")
     kept = [w for i, w in enumerate(windows) if i not in empty]
     steps = _resolve(kept)
     if len(steps) < len(kept):

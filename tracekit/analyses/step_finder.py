@@ -25,6 +25,8 @@ class _Launches:
     busy: np.ndarray  # union of the launched activity
     graphs: np.ndarray  # CUDA-graph launches inside the span
     graphs_empty: np.ndarray  # ... whose replay left no GPU event
+    launched: np.ndarray  # kernel/copy/memset launches inside the span
+    unrecorded: np.ndarray  # ... that left no GPU record
     act_span: np.ndarray  # per launched GPU activity: its span
     act_start: np.ndarray
     act_end: np.ndarray
@@ -52,6 +54,10 @@ class _Context:
         self.l_graph = np.asarray(is_graph, dtype=bool)
         self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
             if self.l_corr.size else 0
+        self.l_gpu = np.asarray(names.map(lambda n, p=rules.gpu_launch: bool(p.match(n))) if len(names) else names,
+                                dtype=bool)
+        rt_names = ev.loc[ev["kind"].isin(rules.launch_kinds), "name"].astype(str)
+        self.captures = int(rt_names.map(lambda n, p=rules.capture: bool(p.match(n))).sum()) if len(rt_names) else 0
         self.g_launch = self._match_launches()
         self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
 
@@ -69,7 +75,7 @@ class _Context:
         n = s.size
         if n == 0:
             z = np.zeros(0, dtype=np.int64)
-            return _Launches(z, z, z, z, z, z, z, z)
+            return _Launches(z, z, z, z, z, z, z, z, z, z)
         lt = self.launch_time_of_gpu()
         idx = np.searchsorted(s, lt, side="right") - 1
         inside = (lt >= 0) & (idx >= 0) & (lt < e[np.clip(idx, 0, None)])
@@ -83,7 +89,10 @@ class _Context:
         ginside = self.l_graph & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
         graphs = np.bincount(gidx[ginside], minlength=n)
         graphs_empty = np.bincount(gidx[ginside & ~self.l_recorded], minlength=n)
-        return _Launches(first, last, busy, graphs, graphs_empty, span, a_s, a_e)
+        linside = self.l_gpu & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
+        launched = np.bincount(gidx[linside], minlength=n)
+        unrecorded = np.bincount(gidx[linside & ~self.l_recorded], minlength=n)
+        return _Launches(first, last, busy, graphs, graphs_empty, launched, unrecorded, span, a_s, a_e)
 
 
 def _marker_rows(ev: pd.DataFrame, kind: str, match) -> pd.DataFrame:
@@ -148,7 +157,10 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     if options.name is not None:
         present = set(ev.loc[ann_kinds, "name"].astype(str).unique())
         how, match = _name_matcher(options.name, present, rules)
-        named = (options.name, how, ("gpu_annotation", "cpu_annotation"), match)
+        # a name that is a dialect's marker (an annotation's step.name usually is) is read as that dialect reads it:
+        # the same kinds, so that a step with the annotation is the step without it (docs/steps.md)
+        known = rules.dialect_of(options.name)
+        named = (options.name, how, known.kinds if known else ("gpu_annotation", "cpu_annotation"), match)
         attempts = [named] if options.strict else [named, *attempts]
     for label, how, kinds, match in attempts:
         found = _attempt(ctx, options, label, how, kinds, match, tried)
@@ -200,13 +212,12 @@ def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, m
         why = f"{empty} span(s), all empty" if empty else "no span with GPU work"
         tried.append(f"{label} ({why}{_under_recorded_note(health_extra)})")
         return None
-    table = pd.DataFrame(steps)
+    table, overlap_warnings = _resolve_overlaps(ctx.trace, pd.DataFrame(steps), label)
     below = int((table["end_ns"] - table["start_ns"] <= options.min_step_ns).sum())
     table = table[table["end_ns"] - table["start_ns"] > options.min_step_ns]
     if table.empty:
         tried.append(f"{label} ({below} step(s), none longer than {options.min_step_ns / 1e6:g} ms)")
         return None
-    table, overlap_warnings = _resolve_overlaps(ctx.trace, table, label)
     phases = table["phase"].value_counts().to_dict()
     table, warnings = _select_phase(ctx.trace, table, options, label)
     warnings = overlap_warnings + warnings
@@ -264,6 +275,11 @@ def _drop_empty(ctx: _Context, rows: list[dict], lw: _Launches) -> tuple[list[di
     we = np.array([r["end_ns"] for r in rows], dtype=np.int64)
     valid = we > ws
     busy = np.where(valid, iv.measure_in_windows(ctx.busy_set, np.where(valid, ws, 0), np.where(valid, we, 0)), 0)
+    # a marker whose CPU span launched GPU work is judged by that work, not by whatever else ran in its window:
+    # an empty run_batch that launches one kernel while the GPU still runs the previous step is still empty
+    ci = np.array([r["cpu"] for r in rows], dtype=np.int64)
+    own = np.where(ci >= 0, lw.busy[np.clip(ci, 0, None)] if lw.busy.size else 0, 0)
+    busy = np.where(own > 0, np.minimum(busy, own), busy)
     lost = np.array([r["cpu"] >= 0 and lw.graphs_empty[r["cpu"]] > 0 for r in rows], dtype=bool)
     phase = np.array([r["phase"] for r in rows], dtype=object)
     keep = busy > 0
@@ -357,7 +373,13 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
                          f"{n} CUDA-graph launch(es), every replay recorded" if lost == 0 else
                          f"{lost} of {n} CUDA-graph launch(es) left no GPU events (the profiler under-recorded the"
                          " replays): idle time in this step is not real idle"))
-        if r.gpu_cover is not None:
+        if ci >= 0 and lw.launched.size and lw.launched[ci] > 0:
+            n, lost = int(lw.launched[ci]), int(lw.unrecorded[ci])
+            rows.append((step, "launches_recorded", lost <= ctx.rules.unrecorded_max * n,
+                         f"{n} kernel/copy launch(es), every one with a GPU record" if lost == 0 else
+                         f"{lost} of {n} kernel/copy launch(es) in the step left no GPU record"
+                         f"{_unrecorded_cause(ctx)}: the step's GPU work is missing from the trace"))
+        if r.gpu_cover is not None and pd.notna(r.gpu_cover):
             cover = float(r.gpu_cover)
             if r.switched:
                 detail = (f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step;"
@@ -383,11 +405,53 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
     if rep.salvaged:
         problems.append(f"the file was truncated and salvaged ({rep.bytes_lost:,} bytes lost): the last step may be cut")
     rows.append((-1, "ingest", ingest_ok, "every record was read" if ingest_ok else "; ".join(problems)))
+    rows += _launch_health(ctx)
     under = int(extra.get("under_recorded_markers", 0))
     if under:
         rows.append((-1, "graph_replays", False, f"{under} step marker(s) launched CUDA graphs whose replays left"
                      " no GPU events at all; those steps are missing"))
     return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
+
+
+def _unrecorded_cause(ctx: _Context) -> str:
+    if ctx.captures:
+        return " (the trace records a CUDA-graph capture: captured launches do not run)"
+    last_gpu = ctx.ge.max() if ctx.ge.size else None
+    missing = ctx.l_gpu & ~ctx.l_recorded
+    if last_gpu is None or (missing & (ctx.l_start > last_gpu)).sum() >= 0.5 * max(1, missing.sum()):
+        return " (the GPU records stop before the launches do: the profiler's GPU buffer probably filled)"
+    return ""
+
+
+def _launch_health(ctx: _Context) -> list[tuple]:
+    """Whole-trace check: every kernel/copy launch left a GPU record. When many did not, the trace is a graph
+    capture (the launches were recorded into a graph, not run) or the profiler's GPU buffer filled (GPU records
+    stop while the CPU goes on launching); either way the steps' GPU time is not the GPU time that was spent."""
+    n = int(ctx.l_gpu.sum())
+    if n == 0:
+        return []
+    missing = ctx.l_gpu & ~ctx.l_recorded
+    lost = int(missing.sum())
+    if lost == 0:
+        return [(-1, "launches_recorded", True, f"every one of the {n:,} kernel/copy launches has a GPU record")]
+    share = lost / n
+    ok = share <= ctx.rules.unrecorded_max
+    what = f"{lost:,} of {n:,} kernel/copy launches ({share:.1%}) left no GPU record"
+    last_gpu = int(ctx.ge.max()) if ctx.ge.size else None
+    after = int((missing & (ctx.l_start > last_gpu)).sum()) if last_gpu is not None else lost
+    if ctx.captures:
+        detail = (f"{what} and the trace holds {ctx.captures} graph-capture call(s): it records a CUDA-graph"
+                  f" capture, where launches are captured, not run ({ctx.gs.size:,} GPU activities ran); profile"
+                  " the replays (the steps after capture) instead")
+    elif last_gpu is None or after >= 0.5 * lost:
+        t_gpu = "never" if last_gpu is None else f"at {(last_gpu - int(ctx.l_start.min())) / 1e6:,.3f} ms"
+        t_cpu = (int(ctx.l_start[ctx.l_gpu].max()) - int(ctx.l_start.min())) / 1e6
+        detail = (f"{what}: the GPU records stop {t_gpu} while launches go on to {t_cpu:,.3f} ms (after the first"
+                  f" launch); {after:,} launches came after the last GPU record — the profiler's GPU buffer"
+                  " probably filled: record fewer steps, or raise the CUPTI buffer size")
+    else:
+        detail = f"{what}: their GPU work is missing from the trace"
+    return [(-1, "launches_recorded", ok, detail)]
 
 
 def _same_stream_overlaps(ctx: _Context, table: pd.DataFrame) -> np.ndarray:

@@ -25,6 +25,7 @@ SOURCES = ("gpu_annotation", "cpu_launch_window", "whole_trace")
 STEP_COLUMNS = ["step", "name", "start_ns", "dur_ns", "end_ns", "bs", "source", "phase", "tokens", "kernels"]
 HEALTH_COLUMNS = ["step", "check", "ok", "detail"]
 DEFAULT_MIN_STEP_NS = 0  # empty markers are found by content; the floor is only a user filter
+MAX_STEP_NS = 86_400 * 10**9  # a floor beyond a day is a typo (and 1e308 ms is no int64)
 
 
 def median_ns(values) -> int | float | None:
@@ -66,8 +67,9 @@ def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | N
         raise UsageError(f"--phase must be one of {', '.join(PHASE_CHOICES)}, not {phase!r}")
     if source not in SOURCE_CHOICES:
         raise UsageError(f"--step-source must be one of {', '.join(SOURCE_CHOICES)}, not {source!r}")
-    if min_step_ns < 0:
-        raise UsageError(f"--min-step-ms must not be negative, not {min_step_ns / 1e6:g}")
+    if min_step_ns != min_step_ns or min_step_ns < 0 or min_step_ns > MAX_STEP_NS:  # NaN, negative, beyond a day
+        raise UsageError(f"--min-step-ms must be between 0 and {MAX_STEP_NS // 1_000_000:,} ms (a day),"
+                         f" not {min_step_ns / 1e6:g}")
     return StepOptions(name=name, min_step_ns=int(min_step_ns), phase=phase, source=source,
                        steps_file=str(steps_file) if steps_file is not None else None,
                        strict=step_name is not None)
@@ -110,6 +112,13 @@ class StepRules:
     launch_kinds: tuple[str, ...]
     graph_launch: re.Pattern
     overlap_ns: int
+    gpu_launch: re.Pattern = re.compile("^(cudaLaunch|cuLaunch|hipLaunch)")  # runtime calls that put work on the GPU
+    capture: re.Pattern = re.compile("^cudaStreamBeginCapture")  # runtime calls of a graph capture
+    unrecorded_max: float = 0.01  # share of GPU launches with no GPU record above which steps are not trusted
+
+    def dialect_of(self, name: str) -> Dialect | None:
+        """The dialect whose pattern matches this marker name whole (the annotation's name is often one)."""
+        return next((d for d in self.dialects if d.pattern.fullmatch(name)), None)
 
 
 def _dialects(doc: dict, src: str, user: bool = False) -> list[Dialect]:
@@ -150,7 +159,8 @@ def step_rules(steps_file: str | None = None) -> StepRules:
         dialects = _dialects(user, str(path), user=True) + dialects
     return StepRules(tuple(dialects), float(doc["empty_fraction"]), float(doc["gpu_cover_min"]),
                      tuple(doc["launch_runtime_kinds"]), re.compile(doc["graph_launch"]),
-                     int(doc["same_stream_overlap_ns"]))
+                     int(doc["same_stream_overlap_ns"]), re.compile(doc["gpu_launch"]), re.compile(doc["capture"]),
+                     float(doc["unrecorded_max"]))
 
 
 # --------------------------------------------------------------------------------------------------
