@@ -162,6 +162,19 @@ def test_dp_ranks_that_disagree_are_named_or_added_each_on_its_own(tmp_path):
     assert led.summary["kv_gib"] == 60.0 and led.summary["kv_tokens"] == 1000
     assert any("disagree on kv_gib (48 on DP1 TP1, 60 on DP0 TP0)" in x and "DP0 TP0's own readings" in x
                for x in led.warnings)
+    # a what-if moves each DP group from its own reading (not DP0's x dp), and carries the warning
+    from tracekit.analyses.whatif import whatif
+
+    full = [head.replace("max_running_requests=7", "max_running_requests=7, mem_fraction_static=0.8")]
+    for tags, kv_line in ((" DP0 TP0", "#tokens: 1000, KV size: 60.00 GB"), (" DP1 TP1", "#tokens: 800, KV size: 48.00 GB")):
+        full += [x.replace("#tokens: 1000, KV size: 60.00 GB", kv_line) for x in launch(tags=tags)[1:]]
+    wi = whatif(log_of(*full), settings=["mem_fraction_static=0.85"])
+    inst = wi.tables["capacity"].set_index("level").loc["instance"]
+    rank = wi.tables["capacity"].set_index("level").loc["rank"]
+    assert inst["tokens_before"] == 1800 and inst["kv_gib_before"] == 108.0
+    assert inst["delta_tokens"] == 2 * rank["delta_tokens"] > 0
+    assert wi.summary["tokens_per_instance_after"] == 1800 + 2 * rank["delta_tokens"]
+    assert any("disagree" in x for x in wi.warnings)
     # ranks that agree: nothing said
     same = [x.replace("#tokens: 800, KV size: 48.00 GB", "#tokens: 1000, KV size: 60.00 GB") for x in kv]
     assert not any("disagree" in x for x in capacity(log=log_of(head, *same)).warnings)

@@ -606,13 +606,21 @@ def whatif(log: SglangLog, *, settings: list[str] | dict[str, str] | None = None
     bpt = before_cap.summary["bytes_per_token"]
     tokens_rank = before_cap.summary["tokens_per_rank"]
     after_cap = capacity(log=part, rank=rank, pool_gib=(tokens_rank * bpt + kv_d * GIB) / GIB) if kv_d else before_cap
+    sb, sa = before_cap.summary, dict(after_cap.summary)
+    inst_after = None
+    if after_cap is not before_cap and sb.get("tokens_per_instance_source") == "each DP rank's own #tokens":
+        # the DP groups logged different pools: each moves by the same change, from its own reading
+        inst_after = sb["tokens_per_instance"] + (sa["tokens_per_dp"] - sb["tokens_per_dp"]) * sb["dp"]
+        sa["tokens_per_instance"] = inst_after
     cap_rows = []
     for lb, la in zip(before_cap.tables["levels"].to_dict("records"), after_cap.tables["levels"].to_dict("records")):
         gpus = lb["gpus"]
-        cap_rows.append({"level": lb["level"], "gpus": gpus, "kv_gib_before": round_gib(kv_before * gpus),
-                         "kv_gib_after": round_gib(kv_after * gpus), "tokens_before": lb["tokens"],
-                         "tokens_after": la["tokens"], "delta_tokens": la["tokens"] - lb["tokens"]})
-    sb, sa = before_cap.summary, after_cap.summary
+        own = sb.get("tokens_per_instance_source") == "each DP rank's own #tokens" and lb["level"] == "instance"
+        after_tokens = inst_after if inst_after is not None and own else la["tokens"]
+        gib_before = lb["kv_gib"] if own else kv_before * gpus
+        cap_rows.append({"level": lb["level"], "gpus": gpus, "kv_gib_before": round_gib(gib_before),
+                         "kv_gib_after": round_gib(gib_before + kv_d * gpus), "tokens_before": lb["tokens"],
+                         "tokens_after": after_tokens, "delta_tokens": after_tokens - lb["tokens"]})
     summary = {
         "kv_pool_gib_before": round_gib(kv_before), "kv_pool_gib_after": round_gib(kv_after),
         "tokens_per_instance_before": sb["tokens_per_instance"], "tokens_per_instance_after": sa["tokens_per_instance"],
