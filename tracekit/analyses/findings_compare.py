@@ -256,7 +256,7 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     ops = normalise(ops, (bsa, bsb), (la, lb), float(crules["min_ratio"]))
     if bsa is None or bsb is None:
         unknown = " and ".join(x for x, v in ((la, bsa), (lb, bsb)) if v is None)
-        warnings.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass bs_a / bs_b): ops"
+        warnings.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size, bs / bs_b): ops"
                         " are compared per call, which is like with like only if both run the same batch")
     refused = ops[ops["normalised_by"] == "refused"]
     if len(refused):
