@@ -100,7 +100,7 @@ def ops_compared(ta: pd.DataFrame, tb: pd.DataFrame, sms: tuple[int | None, int 
     for c in ("calls", "mean_ns", "per_step_ns"):
         for side in "ab":
             out[f"{'calls_per_step' if c == 'calls' else c}_{side}"] = both[f"{c}_{side}"].to_numpy(dtype=float)
-    out["ratio"] = np.where(out["mean_ns_b"] > 0, out["mean_ns_a"] / out["mean_ns_b"].where(out["mean_ns_b"] > 0), np.nan)
+    out["ratio"] = out["mean_ns_a"] / out["mean_ns_b"].where(out["mean_ns_b"] > 0)
     out["ratio"] = out["ratio"].astype(object).where(out["ratio"].notna(), None)
     for side, n_sms, lim in (("a", sms[0], limits[0]), ("b", sms[1], limits[1])):
         g = np.stack([both[f"grid_{c}_{side}"].to_numpy(dtype=float) for c in "xyz"], axis=1)
@@ -195,7 +195,8 @@ def normalise(ops: pd.DataFrame, bs: tuple[float | None, float | None], labels: 
                 unit, rr = "request", rq
                 g = (t_s / side_bs[s] - t_f / side_bs[f]) * side_bs[s] * calls
                 ops.at[i, "compare_note"] = (f"{name[s]} runs {side_bs[s]:g} requests per call against {side_bs[f]:g}: "
-                                             f"compared per request ({rr:.2f}× slower per request, {ratio if s == 'a' else 1 / ratio:.2f}× per call)")
+                                             f"compared per request ({rr:.2f}× slower per request, "
+                                             f"{ratio if s == 'a' else 1 / ratio:.2f}× per call)")
             else:
                 ops.at[i, "normalised_by"] = "refused"
                 ops.at[i, "compare_note"] = (
@@ -256,8 +257,8 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     ops = normalise(ops, (bsa, bsb), (la, lb), float(crules["min_ratio"]))
     if bsa is None or bsb is None:
         unknown = " and ".join(x for x, v in ((la, bsa), (lb, bsb)) if v is None)
-        warnings.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size, bs / bs_b): ops"
-                        " are compared per call, which is like with like only if both run the same batch")
+        warnings.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size,"
+                        " bs / bs_b): ops are compared per call, which is like with like only if both run the same batch")
     refused = ops[ops["normalised_by"] == "refused"]
     if len(refused):
         warnings.append(f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
