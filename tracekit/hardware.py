@@ -264,6 +264,7 @@ def hw_profiles(name: str | None = None):
     rows = []
     for p in profiles:
         rows.append({"name": p.name, "full_name": p.full_name, "vendor": p.vendor, "sms": p.sms, "sm_unit": p.sm_unit,
+                     "compute_capability": p.compute_capability,
                      "hbm_gb": p.hbm_gb, "hbm_gbps": p.hbm_gbps,
                      **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
                      "link": p.interconnect.name, "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
