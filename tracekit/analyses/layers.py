@@ -493,13 +493,6 @@ def _transitions(is_mixer: np.ndarray, is_ffn: np.ndarray) -> tuple[np.ndarray, 
     return pos[hit].astype(np.int64), pos[hit + 1].astype(np.int64)
 
 
-def _inside(seq: _Seq, lo: int, hi: int) -> int:
-    """Mixer -> FFN transitions wholly inside main-stream kernels [lo, hi) of a step."""
-    a = int(np.searchsorted(seq.trans_mixer, lo, side="left"))
-    b = int(np.searchsorted(seq.trans_ffn, hi, side="left"))
-    return max(0, b - a)
-
-
 def _stack_like(asm: _Assembly) -> bool:
     """A stack of decoder layers repeats a few layer types many times: at most max(3, a quarter of the layers per
     step) distinct types (a CNN's training step repeats, but with a new shape at every stage), of at least
@@ -522,9 +515,12 @@ def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
     n = agree = 0
     for step, lays in asm.layers.items():
         seq = seq_of[step]
+        lo = np.fromiter((l.lo for l in lays), dtype=np.int64, count=len(lays))
+        hi = np.fromiter((l.hi for l in lays), dtype=np.int64, count=len(lays))
+        inside = np.searchsorted(seq.trans_ffn, hi, side="left") - np.searchsorted(seq.trans_mixer, lo, side="left")
+        n += len(lays)
+        agree += int((inside == 1).sum())
         for l in lays:
-            n += 1
-            agree += _inside(seq, l.lo, l.hi) == 1
             if l.sig not in has_mixer:
                 cats = ctx.cat_of_code[seq.codes[l.lo:l.hi]]
                 has_mixer[l.sig] = bool(ctx.mixer_cat[cats].any())
