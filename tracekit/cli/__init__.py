@@ -82,8 +82,8 @@ def command():
         if subs is not None:
             for sub in subs.values():
                 walk(sub)
-        elif cmd.callback is not None:
-            cmd.callback = guarded(cmd.callback)
+        else:
+            cmd.invoke = guarded(cmd.invoke)  # called with the parsed context, before the command's callback
 
     walk(root)
     return root

@@ -375,22 +375,16 @@ def _check_readable(path: Path, role: str) -> None:
         raise InputError(f"{path} cannot be read ({exc.strerror or exc}); pass another {role}") from None
 
 
-def guarded(callback):
-    """Wrap a command's callback with the one output rule: its inputs readable (else exit 3), its ``--out`` (and an
-    html page's json companion) not one of them, checked before any work; while it runs no writer
-    (``tracekit.render.files.output_target``) replaces any of them."""
+def guarded(invoke):
+    """Wrap a command's ``invoke(ctx)`` (its parameters parsed, its callback not yet run) with the one output rule:
+    its inputs readable (else exit 3), its ``--out`` (and an html page's json companion) not one of them, checked
+    before any work; while it runs no writer (``tracekit.render.files.output_target``) replaces any of them."""
     import functools
 
-    @functools.wraps(callback)
-    def run_guarded(*args, **kwargs):
-        try:
-            from typer._click.globals import get_current_context  # typer's own click (typer >= 0.20)
-        except ImportError:  # pragma: no cover - typer on the click package
-            from click import get_current_context
-
+    @functools.wraps(invoke)
+    def run_guarded(ctx):
         from ..render.files import guarding, output_target
 
-        ctx = get_current_context()
         command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.command_path
         inputs = command_inputs(ctx)
         for path, role, given_as_path in inputs:
@@ -403,7 +397,7 @@ def guarded(callback):
                 fmt = ctx.params.get("format")
                 if getattr(fmt, "value", fmt) == "html" and not output_target(out, early=True).stream:
                     output_target(sidecar_of(out), f"json sidecar of {out}", early=True)
-            return callback(*args, **kwargs)
+            return invoke(ctx)
 
     return run_guarded
 
