@@ -148,8 +148,12 @@ def test_a_layer_ending_with_a_collective_keeps_its_type(tmp_path):
                 "ts": 99.0, "dur": 5.0 * len(names) + 2, "args": {}})
     p = tmp_path / "ag.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": evs}))
-    lay = find_layers(tracekit.load(p, cache=False)).layers
+    trace = tracekit.load(p, cache=False)
+    lay = find_layers(trace).layers
     assert len(lay) == 8 and set(lay["layer_type"]) == {"attn+mlp"}
+    assert lay["end_ns"].iloc[3] == lay["start_ns"].iloc[4]  # the AllGather stays in the layer it ends
+    _, res = suggest(trace)
+    assert res.summary["verified"] and res.summary["block_types"] == ["attn+mlp"]
 
 
 @pytest.fixture(scope="module")
