@@ -152,7 +152,8 @@ def test_wall_steps_temporal_json_contract(cli):
     code, out, _ = cli("temporal", "--per-stream", "--format", "json")
     doc = json.loads(out)
     assert set(doc["summary"]) == {"span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns",
-                                   "non_compute_ns", "comm_compute_overlap_pct"}
+                                   "non_compute_ns", "comm_compute_overlap_pct", "window", "window_start_ns",
+                                   "window_end_ns", "profiler_steps"}  # the window keys: extended, issue 25
     assert all(isinstance(doc["summary"][k], int) for k in doc["summary"] if k.endswith("_ns"))
     assert {r["stream"] for r in doc["tables"]["per_stream"]} == {7, 20, 24}
 

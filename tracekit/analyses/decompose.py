@@ -100,6 +100,20 @@ def _temporal(gpu: pd.DataFrame) -> dict:
     }
 
 
+def _temporal_window(trace: Trace, gpu: pd.DataFrame) -> dict:
+    """Which window temporal covers, and how it differs from HolisticTraceAnalysis's default (which drops the
+    last ProfilerStep and GPU rows without a CPU correlation: same definitions, less of the trace)."""
+    ev = trace.events
+    names = ev.loc[ev["kind"].isin(("cpu_annotation", "gpu_annotation")), "name"].astype(str)
+    n_ps = int(names[names.str.fullmatch(r"ProfilerStep#\d+")].nunique()) if len(names) else 0
+    window = "the whole trace: first GPU-activity start to last end, every step included"
+    if n_ps >= 2:
+        window += (f" (all {n_ps} ProfilerStep markers; HolisticTraceAnalysis's default TraceAnalysis drops the last"
+                   " ProfilerStep and GPU rows without a CPU correlation, so its figures cover less)")
+    return {"window": window, "window_start_ns": int(gpu["start_ns"].min()), "window_end_ns": int(gpu["end_ns"].max()),
+            "profiler_steps": n_ps}
+
+
 def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     """`tracekit temporal`: span, busy, idle, compute, communication and memory time of the whole trace."""
     from ..errors import MissingDataError
@@ -109,6 +123,7 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
         raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
                                " record the trace with ProfilerActivity.CUDA")
     summary = _temporal(gpu)
+    summary.update(_temporal_window(trace, gpu))
     tables = {}
     if per_stream:
         rows = [{"device": int(d), "stream": int(st), **_temporal(g)}

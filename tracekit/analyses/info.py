@@ -52,6 +52,9 @@ def trace_info(trace: Trace) -> Result:
     ingest_rows += [{"what": f"dropped: {r}", "count": c} for r, c in sorted(rep.dropped.items())]
     overlaps = same_stream_overlaps(ev)
     warnings = list(rep.warnings)
+    if any(not d for d in devices):
+        warnings.append(f"{trace.path}: {sum(1 for d in devices if not d)} of the {len(devices)} devices in"
+                        " deviceProperties have no name; they are listed as null (shown blank)")
     if overlaps:
         warnings.append(f"{trace.path}: {overlaps} GPU activities start before the previous one on the same stream"
                         " ended (same-stream overlap); kept as written")
@@ -60,7 +63,9 @@ def trace_info(trace: Trace) -> Result:
         "rank": trace.meta.get("rank"),
         "world_size": trace.meta.get("world_size"),
         "devices": devices,
+        "gpus_used": len(trace.meta.get("devices_used", [])),  # a count: devices_used lists their ids
         "devices_used": trace.meta.get("devices_used", []),
+        "device_names_missing": sum(1 for d in devices if not d),
         "num_sms": trace.meta.get("num_sms"),
         "events_total": int(len(ev)),
         "kernels": int(kinds.get("kernel", 0)),
