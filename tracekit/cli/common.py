@@ -395,7 +395,8 @@ def guarded(invoke):
             if isinstance(out, Path) and not out.is_dir():
                 output_target(out, "output", early=True)
                 fmt = ctx.params.get("format")
-                if getattr(fmt, "value", fmt) == "html" and not output_target(out, early=True).stream:
+                if (getattr(fmt, "value", fmt) == "html" and out.suffix  # a page (a folder has no suffix)
+                        and not output_target(out, early=True).stream):
                     output_target(sidecar_of(out), f"json sidecar of {out}", early=True)
             return invoke(ctx)
 
