@@ -376,6 +376,8 @@ def test_numbers_too_large_are_usage_errors(cli):
         assert code == 2 and "--min-step-ms" in err and "Traceback" not in err, err
     code, out, err = cli("waves", "calc", "--sms", "132", "--grid", "1,1,1", "--time-us", "1e308")
     _one_sentence(code, out, err, "too large", expect=2)
+    code, out, err = cli("bench", ROOT / "fixtures" / "synthetic" / "dp16.launch.log", "--accept-len", "inf")
+    _one_sentence(code, out, err, "--accept-len inf is not a finite number", expect=2)
 
 
 def test_the_rule_is_one_function():

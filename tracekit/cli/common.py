@@ -375,6 +375,18 @@ def _check_readable(path: Path, role: str) -> None:
         raise InputError(f"{path} cannot be read ({exc.strerror or exc}); pass another {role}") from None
 
 
+def _finite_numbers(ctx) -> None:
+    """No number option takes inf or nan: a usage error (exit 2) naming it, before any work."""
+    import math
+
+    from ..errors import UsageError
+
+    for param in ctx.command.params:
+        for v in _values(ctx.params.get(param.name or "")):
+            if isinstance(v, float) and not math.isfinite(v):
+                raise UsageError(f"{_role(param)} {v} is not a finite number; pass a number")
+
+
 def guarded(invoke):
     """Wrap a command's ``invoke(ctx)`` (its parameters parsed, its callback not yet run) with the one output rule:
     its inputs readable (else exit 3), its ``--out`` (and an html page's json companion) not one of them, checked
@@ -386,6 +398,7 @@ def guarded(invoke):
         from ..render.files import guarding, output_target
 
         command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.command_path
+        _finite_numbers(ctx)
         inputs = command_inputs(ctx)
         for path, role, given_as_path in inputs:
             if given_as_path:
