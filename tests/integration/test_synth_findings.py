@@ -25,10 +25,9 @@ from fixtures.synth import build, write_trace  # noqa: E402
 
 K3 = load_annotation("k3_dp16")
 K3_DP2 = load_annotation("k3_dp2_dcp8")
-# The generator hashes registers and shared memory from the kernel's name (fixtures/synthlib/kineto.py): its MLA
-# decode kernel claims 96 KiB of shared memory, 2 CTAs per SM on sm100, while the study's kernel (and the truth's
-# 2 waves) holds 1. An annotation's ctas_per_sm rule overrides the launch configuration; this one says what the
-# real kernel does.
+# The generator's MLA decode kernel is timed as one CTA per SM (MLAWaves: waves = ceil(CTAs / SMs)) and its launch
+# record says so (200 KiB of shared memory per block: fixtures/synthlib/schedule.py ONE_CTA_SMEM), so the launch
+# configuration alone gives the study's 1 CTA per SM; an annotation's ctas_per_sm rule still overrides it.
 K3_MLA1 = msgspec.structs.replace(K3, ctas_per_sm=[CtasPerSmRule(pattern="mla_decode", ctas_per_sm=1)])
 
 
@@ -65,9 +64,11 @@ def test_dp16_bs16_ranks_the_mla_tail_wave_first(traces):
     assert top["kind"] == "wave_quantization" and "mla_decode" in top["title"]
     assert "148 SMs × 1 CTAs per SM, limited by annotation; set by the annotation" in top["how"]
     assert "--sms 148 --ctas-per-sm 1" in top["suggestion"]
-    # from the synthetic launch configuration alone: 2 CTAs per SM, one wave of 296 slots, no tail-wave finding
-    plain = _by_kind(tracekit.findings(t, K3))
-    assert not plain["title"].str.contains("mla_decode").any()
+    # from the launch configuration alone: the same finding, 1 CTA per SM limited by shared memory
+    plain = _by_kind(tracekit.findings(t, K3)).iloc[0]
+    assert plain["kind"] == "wave_quantization" and "mla_decode" in plain["title"]
+    assert "148 SMs × 1 CTAs per SM, limited by shared_memory" in plain["how"], plain["how"]
+    assert plain["gain_ms_per_step"] == pytest.approx(top["gain_ms_per_step"])
     assert top["gain_ms_per_step"] == pytest.approx(13.7, abs=0.15)  # the study: about 13.7 ms per step
     assert top["gain_ms_per_step"] * 1e6 == pytest.approx(_mla_lost_per_step_ns(doc, truth["sms"]), abs=1000)
     assert "wave-aware" in top["suggestion"] and top["basis"] == "estimated"

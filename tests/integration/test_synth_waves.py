@@ -37,16 +37,14 @@ def run_json(cli, *args):
 
 
 def test_waves_counts_ctas_per_sm_from_the_synthetic_launch_configuration(cli, dp16_bs16):
-    """The generator writes registers and shared memory hashed from the kernel's name (fixtures/synthlib/kineto.py),
-    not the real kernel's: its MLA decode kernel claims 256 threads, 80 registers and 96 KiB of shared memory,
-    which fit 2 CTAs per SM on sm100 (shared memory: 233,472 // (98,304 + 1,024 reserved) = 2), so its 160 CTAs
-    run in one wave of 296 slots. The study's kernel holds 1 CTA per SM; the test below says so with
-    --ctas-per-sm 1."""
+    """The generator's MLA decode kernel is timed as one CTA per SM, and its launch record says so: 256 threads and
+    200 KiB of shared memory per block (fixtures/synthlib/schedule.py ONE_CTA_SMEM), so on sm100 shared memory
+    allows 233,472 // (204,800 + 1,024 reserved) = 1 CTA per SM: its 160 CTAs run in 2 waves of 148 slots."""
     path, _ = dp16_bs16
     doc = run_json(cli, "waves", path)
     mla = next(r for r in doc["tables"]["per_kernel"] if MLA in r["name"])
     assert (mla["ctas"], mla["ctas_per_sm"], mla["limited_by"], mla["capacity"], mla["waves"]) == \
-        (160, 2, "shared_memory", 296, 1)
+        (160, 1, "shared_memory", 148, 2)
     assert mla["ctas_per_sm_from"] == "launch configuration"
     occ = doc["summary"]["occupancy"]
     assert occ["sm_limits"]["compute_capability"] == "10.0" and occ["assumed"] is False
@@ -54,7 +52,7 @@ def test_waves_counts_ctas_per_sm_from_the_synthetic_launch_configuration(cli, d
 
 def test_waves_ranks_the_mla_decode_kernel_first(cli, dp16_bs16):
     path, truth = dp16_bs16
-    # the study's MLA decode kernel: 1 CTA per SM (the synthetic launch configuration says 2, see above)
+    # the study's MLA decode kernel: 1 CTA per SM (the launch configuration says so; the option agrees)
     doc = run_json(cli, "waves", path, "--ctas-per-sm", "1")
     assert doc["schema"] == "tracekit.waves/1"
     rows = doc["tables"]["per_kernel"]
