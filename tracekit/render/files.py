@@ -126,7 +126,7 @@ def _unlink(p: Path) -> None:
 # --------------------------------------------------------------------------- where an output goes: the one rule
 
 # A path that names an open descriptor of this process: written to that descriptor, never opened anew or renamed over.
-_FD_PATH = re.compile(r"^/(?:proc/(?:self|thread-self|%d)/fd|dev/fd)/(\d+)$" % os.getpid())
+_FD_PATH = re.compile(r"^/(?:proc/(?P<pid>self|thread-self|\d+)/fd|dev/fd)/(?P<fd>\d+)$")
 _STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 
 # The run's inputs, while a command runs (:func:`guarding`): (st_dev, st_ino) -> (path, how the command names it).
@@ -179,8 +179,8 @@ def _fd_of(path: Path) -> int | None:
         if p in _STD_PATHS:
             return _STD_PATHS[p]
         m = _FD_PATH.match(p)
-        if m:
-            return int(m.group(1))
+        if m and (m["pid"] is None or not m["pid"].isdigit() or int(m["pid"]) == os.getpid()):
+            return int(m["fd"])
         try:
             link = os.readlink(p)
         except OSError:
