@@ -82,7 +82,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def shown_text(text: Any) -> str:
     """``text`` as a string every output can hold (valid UTF-8), the one rule for names that are not valid Unicode:
     a byte of a file name that is not UTF-8 (which Python gives as U+DC80–U+DCFF, ``os.fsdecode``'s
-    surrogateescape) shows as ``\\xNN``, the way ``ls -b`` and Python's ``backslashreplace`` write it; any other
+    surrogateescape) shows as ``\\xNN``, the way Python's ``backslashreplace`` writes it; any other
     lone surrogate as ``\\uNNNN``. Every other character is kept (terminal-safe escaping is ``safe_text``'s job).
     Bytes are decoded the way the OS decodes file names first."""
     s = os.fsdecode(text) if isinstance(text, (bytes, os.PathLike)) else str(text)
