@@ -14,6 +14,12 @@ class InputError(TracekitError):
     exit_code = 3
 
 
+class ResourceLimitError(InputError):
+    """The input needs more than tracekit may spend on it: a compressed file that decompresses far beyond any trace
+    (a likely decompression bomb), or more memory than the process may use (exit 3). The sentence says how to raise
+    the limit. Readers that fall back to another reader on an InputError let this one through."""
+
+
 class MissingDataError(TracekitError):
     """The input is valid but lacks what the analysis needs, e.g. no GPU events (exit 4)."""
 

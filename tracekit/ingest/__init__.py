@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
 from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
@@ -83,11 +83,72 @@ def ingest_file(source: Path, display_path: str | None = None, progress=None) ->
     # It is off for the ingest only, in this process and the forked decode helper, and back as it was after.
     gc_was_on = gc.isenabled()
     gc.disable()
+    base = _vm_bytes()
     try:
         return _ingest_file(source, display_path, progress)
+    except MemoryError:
+        pass  # raised below, once this handler has let go of the traceback and the buffers its frames hold
     finally:
         if gc_was_on:
             gc.enable()
+    raise out_of_memory(display_path or str(source), source, base)
+
+
+def out_of_memory(shown: str, source: Path, base: int) -> ResourceLimitError:
+    """The one sentence for a trace that does not fit the memory this process may use: how much loading it
+    needs — the process's address space before (``base``) plus about the text's size (a 300 MB trace loads
+    within 650 MiB of address space, not 550, of which 360 MiB are Python and tracekit) — and the limit."""
+    try:
+        text = _text_size(source)
+        limit = _address_limit()
+    except (OSError, ValueError, MemoryError):
+        text, limit = 0, None
+    need = base + text
+    said = f" ({text / 1e6:,.0f} MB of text)" if text else ""
+    lim = f" (its address space is limited to {limit / 1e6:,.0f} MB: ulimit -v)" if limit else ""
+    return ResourceLimitError(f"{shown} needs about {need / 1e6:,.0f} MB of memory to load{said}, more than this"
+                              f" process may use{lim}; raise the limit or free memory and run again, or pass a"
+                              " smaller trace")
+
+
+def _text_size(source: Path) -> int:
+    """The bytes of text of a trace file: its size, or what its compressed stream says it holds (gzip's last
+    member's length field, zstd's frame content size), else its size times a typical ratio."""
+    size = source.stat().st_size
+    with open(source, "rb") as fh:
+        head = fh.read(18)
+        if head.startswith(b"\x1f\x8b") and size >= 18:
+            fh.seek(size - 4)
+            isize = int.from_bytes(fh.read(4), "little")  # modulo 2**32: the wraps are guessed at 15x
+            return isize + max(0, round((size * 15 - isize) / (1 << 32))) * (1 << 32) if isize else size * 15
+        if head.startswith(b"\x28\xb5\x2f\xfd"):
+            import zstandard
+
+            try:
+                n = zstandard.frame_content_size(head)
+            except zstandard.ZstdError:
+                n = -1
+            return n if n > 0 else size * 25
+    return size
+
+
+def _vm_bytes() -> int:
+    """The address space this process uses now (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0
+
+
+def _address_limit() -> int | None:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else soft
 
 
 def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
@@ -110,6 +171,8 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
         # a plain file's text is the file (with the helper, it is not all read through the counter)
         report.text_bytes = size if compression == "none" else counter.total
         report.compression = compression
+    except ResourceLimitError:
+        raise  # the other reader would reach the same limit
     except (NotStreamable, StreamDamaged, InputError):
         cols = None  # the whole-document reader below salvages, or says exactly what is wrong
     except OSError as exc:

@@ -471,8 +471,14 @@ def decode_slices(raws: list, header: dict[str, Any]) -> RawColumns:
 
 # --------------------------------------------------------------------------- streaming
 
-_SEP_RE = re.compile(rb"\},(\r?\n[ \t]*)\{")
-_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+# The indentation and the whitespace around the key are bounded, so that a search never backtracks over a long
+# run of whitespace (512 MiB of spaces after "}," once made every block's search scan all of it again: quadratic)
+# and a search can resume where the last one stopped, _MATCH_SPAN bytes back. A file indented deeper than
+# _MAX_INDENT is read by the whole-document reader.
+_MAX_INDENT = 64
+_SEP_RE = re.compile(rb"\},(\r?\n[ \t]{0,%d})\{" % _MAX_INDENT)
+_KEY_RE = re.compile(rb'"traceEvents"\s{0,%d}:\s{0,%d}\[' % (_MAX_INDENT, _MAX_INDENT))
+_MATCH_SPAN = 2 * _MAX_INDENT + 16  # longer than any match of either pattern
 _MAX_HEAD = 64 << 20
 
 
@@ -493,7 +499,12 @@ def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str 
     pieces by reading a few KiB around each cut point, each piece is read by the process that decodes it,
     and ``on_position(offset)`` reports the progress.
     """
-    helper = _Helper(plain_file, piece_bytes) if workers > 1 else None
+    helper = None
+    if workers > 1:
+        try:
+            helper = _Helper(plain_file, piece_bytes)
+        except (OSError, MemoryError):  # no memory to map the ring or fork (ulimit -v): decode alone
+            helper = None
     try:
         return _decode_stream(blocks, helper, on_position, piece_target)
     finally:
@@ -511,9 +522,12 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
     head_end = -1
     array_form = False
     total_in = 0
+    searched = 0  # no match of _KEY_RE starts before this
     for block in it:
-        buf += block
         total_in += len(block)
+        if not buf and not bytes(block[:1]).strip():  # whitespace before the document: dropped as it comes
+            block = bytes(block).lstrip()
+        buf += block
         start = _head(buf)
         if start and start[:1] not in (b"{", b"["):
             raise NotStreamable("not JSON")
@@ -521,15 +535,16 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
             array_form = True
             head_end = buf.index(b"[") + 1
             break
-        m = _KEY_RE.search(buf)
+        m = _KEY_RE.search(buf, searched)
         if m:
             head_end = m.end()
             break
+        searched = max(0, len(buf) - _MATCH_SPAN)
         if len(buf) > _MAX_HEAD:
             raise NotStreamable("no traceEvents near the start")
     if head_end < 0:
         raise NotStreamable("no traceEvents")
-    header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf).start()]).lstrip()
+    header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf, searched).start()]).lstrip()
     if header_text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
         header_text = header_text[3:]
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
@@ -544,6 +559,7 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
     del buf
     sep: bytes | None = None
     tail: bytes | None = None
+    lo = 0  # no separator starts before acc[lo] (the search for the next one resumes there: linear in the text)
     for block in itertools.chain((b"",), it):  # the empty first round looks at what the head left
         size = len(block)
         if size:
@@ -553,11 +569,13 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
             acc[n : n + size] = block
             n += size
         if sep is None:
-            m = _SEP_RE.search(acc, 0, n)
+            m = _SEP_RE.search(acc, lo, n)
             if m is None:
                 if n > _MAX_HEAD:
                     raise NotStreamable("no newline-separated events")
+                lo = max(0, n - _MATCH_SPAN)
                 continue
+            lo = 0
             sep = m.group(0)
             if helper is not None and helper.plain_file is not None:
                 # the rest of a plain file is cut where it lies: no need to read it all through this process
@@ -567,16 +585,17 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
                 tail = _cut_plain_file(helper, sep, total_in - n, slots, on_position)
                 break
         while n >= target:  # (several pieces when a block is bigger than a piece)
-            rest = _cut_piece(acc, n, sep, helper, slots, limit)
+            rest = _cut_piece(acc, n, sep, helper, slots, limit, lo)
             if rest == n:
+                lo = max(0, n - len(sep) + 1)  # none up to here: the next search starts at the new text
                 break
-            n = rest
+            n, lo = rest, 0
     else:
         while sep is not None:  # the text before the last separator of the input
-            rest = _cut_piece(acc, n, sep, helper, slots, limit)
+            rest = _cut_piece(acc, n, sep, helper, slots, limit, lo)
             if rest == n:
                 break
-            n = rest
+            n, lo = rest, 0
         tail = bytes(acc[1:n])  # acc[0] is the byte before the next event ("[" or whitespace)
     del acc
     try:
@@ -606,12 +625,14 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
     return builder.finish(header)
 
 
-def _cut_piece(acc: bytearray, n: int, sep: bytes, helper: "_Helper | None", slots: list, limit: int) -> int:
+def _cut_piece(acc: bytearray, n: int, sep: bytes, helper: "_Helper | None", slots: list, limit: int,
+               lo: int = 0) -> int:
     """Cut acc[1 : k + 1] (whole events, up to the last separator in acc[:n]) as the next piece: into the
-    helper's ring, or decoded here; move the rest to the front of ``acc`` and return its length."""
-    k = acc.rfind(sep, 0, min(n, limit))  # a piece fits a ring slot
+    helper's ring, or decoded here; move the rest to the front of ``acc`` and return its length. No separator
+    starts before ``lo`` (the caller searched there already: text without one, whitespace say, is searched once)."""
+    k = acc.rfind(sep, lo, min(n, limit)) if lo < limit else -1  # a piece fits a ring slot
     if k < 0:
-        k = acc.rfind(sep, 0, n)
+        k = acc.rfind(sep, lo, n)
         if k < 0:  # no separator yet (one event longer than a piece): gather on
             return n
     if helper is not None and helper.can_take(k):
@@ -724,6 +745,7 @@ class _Helper:
         self.helper_pieces = 0  # pieces the helper decoded (for tests and benchmarks)
         self.done: dict[int, Any] = {}  # piece index -> its exported columns (decoded here or by the helper)
         self._error: str | None = None
+        self._fatal: BaseException | None = None  # a MemoryError of the collector thread, raised by the waiter
         self._gone = False
         self._cond = threading.Condition()
         self._stopped = False
@@ -772,6 +794,8 @@ class _Helper:
             pass
         self._wait_until(lambda: len(self.done) >= self.published)
         self.stop()
+        if self._fatal is not None:
+            raise MemoryError from None
         if self._error is not None:
             raise NotStreamable(self._error)
         return [self.done.pop(i) for i in range(self.published)]
@@ -805,6 +829,8 @@ class _Helper:
         that lands between the caller's own check and this wait is not missed."""
         with self._cond:
             while not ready():
+                if self._fatal is not None:
+                    raise MemoryError from None
                 if self._error is not None:
                     raise NotStreamable(self._error)
                 if self._gone or not self.proc.is_alive():
@@ -812,10 +838,25 @@ class _Helper:
                         break
                     raise NotStreamable(f"the decode helper process ended early (exit code {self.proc.exitcode})")
                 self._cond.wait(1.0)
+        if self._fatal is not None:
+            raise MemoryError from None
         if self._error is not None:
             raise NotStreamable(self._error)
 
     def _collect(self) -> None:
+        _quiet_dealloc(True)
+        try:
+            self._collect_results()
+        except BaseException as exc:  # noqa: BLE001 - out of memory, say: the waiting thread raises it, never a traceback here
+            with self._cond:
+                self._fatal = exc if isinstance(exc, MemoryError) else None
+                self._error = self._error or f"the results of the decode helper process were lost ({type(exc).__name__})"
+                self._gone = True
+                self._cond.notify_all()
+        finally:
+            _quiet_dealloc(False)
+
+    def _collect_results(self) -> None:
         fd = self._res_r
         while True:
             head = _read_exact(fd, _REPLY.size)
@@ -838,6 +879,8 @@ class _Helper:
                     self.done[j] = pickle.loads(payload)
                 else:
                     self._error = bytes(payload).decode("utf-8", "replace")
+                    if self._error.startswith("MemoryError"):  # the whole-document reader would need more
+                        self._fatal = MemoryError()
                 self._cond.notify_all()
             del payload
 
@@ -879,6 +922,35 @@ class _Helper:
                     return j
             elif os.getppid() != parent or self.ctl[_STOP]:
                 return -1
+
+
+_DEALLOC_NOISE = "deallocated bytearray object has exported buffers"
+_quiet = {"depth": 0, "previous": None}
+
+
+def _quiet_dealloc(on: bool) -> None:
+    """While results are unpickled, drop the one line CPython prints (through ``sys.excepthook``, not as an
+    exception) when an unpickle runs out of memory: numpy's error path leaves a buffer export on a bytearray
+    it frees, which prints "SystemError: deallocated bytearray object has exported buffers". The MemoryError
+    itself reaches the caller; only that line is dropped, every other hook call passes through."""
+    import sys
+
+    if on:
+        _quiet["depth"] += 1
+        if _quiet["depth"] == 1:
+            previous = _quiet["previous"] = sys.excepthook
+
+            def hook(kind, value, tb):
+                if not (kind is SystemError and str(value) == _DEALLOC_NOISE):
+                    previous(kind, value, tb)
+
+            sys.excepthook = hook
+    else:
+        _quiet["depth"] -= 1
+        if _quiet["depth"] == 0 and _quiet["previous"] is not None:
+            if getattr(sys.excepthook, "__qualname__", "") == "_quiet_dealloc.<locals>.hook":
+                sys.excepthook = _quiet["previous"]
+            _quiet["previous"] = None
 
 
 def _cut_plain_file(helper: _Helper, sep: bytes, pos: int, slots: list, on_position=None) -> bytes:
@@ -976,6 +1048,16 @@ def _pread_into(fd: int, view: memoryview, offset: int) -> None:
 
 
 def _helper_main(helper: _Helper, res_w: int, parent: int) -> None:
+    """The helper process: decode pieces until told to stop. Whatever goes wrong here (no memory for a piece
+    under ``ulimit -v``, an interrupt) ends the process quietly, never with a traceback: the parent sees it gone
+    and decodes, or reports, itself."""
+    try:
+        _helper_loop(helper, res_w, parent)
+    except BaseException:  # noqa: BLE001
+        os._exit(1)
+
+
+def _helper_loop(helper: _Helper, res_w: int, parent: int) -> None:
     os.close(helper._res_r)  # so that the pipe reports end-of-file to the parent when this process goes
     fd = os.open(helper.plain_file, os.O_RDONLY) if helper.plain_file is not None else None
     scratch = bytearray(helper.slot_bytes if fd is not None else 0)

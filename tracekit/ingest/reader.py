@@ -18,12 +18,47 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, ResourceLimitError
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _READ_BLOCK = 8 << 20
 READ_BLOCK = _READ_BLOCK  # text block of the streaming reader (tests lower it to get many pieces)
+_GZIP_FEED = 64 << 10  # compressed bytes per zlib call of the whole-document reader: at most ~66 MB of text
+
+# Decompression is bounded: a compressed file may hold at most MAX_RATIO times its size in text (or MIN_TEXT_LIMIT,
+# whichever is more). Profiler traces are 8-20x as gzip (the corpus: 7.5-20.5x) and ~35x as zstd -19; 0.5 MB of
+# gzip (or 20 KB of zstd) can hold 512 MiB of whitespace, which would be read, held and scanned in full.
+MAX_RATIO = 200
+MIN_TEXT_LIMIT = 64 << 20
+RATIO_ENV = "TRACEKIT_MAX_RATIO"
+
+
+def text_limit(size: int) -> int | None:
+    """Most bytes of text a compressed file of ``size`` bytes may decompress to, or None for no limit
+    (``TRACEKIT_MAX_RATIO=0``). ``TRACEKIT_MAX_RATIO=N`` sets the ratio."""
+    ratio = _max_ratio()
+    return None if ratio <= 0 else max(MIN_TEXT_LIMIT, int(ratio * size))
+
+
+def _max_ratio() -> float:
+    env = os.environ.get(RATIO_ENV, "").strip()
+    if not env:
+        return MAX_RATIO
+    try:
+        return float(env)
+    except ValueError:
+        return MAX_RATIO
+
+
+def check_text_limit(path, text_bytes: int, size: int, limit: int | None) -> None:
+    """Raise ResourceLimitError when ``text_bytes`` of text from a ``size``-byte compressed file exceed ``limit``."""
+    if limit is not None and text_bytes > limit:
+        raise ResourceLimitError(
+            f"{path} decompresses to more than {limit / 1e6:,.0f} MB of text from {size:,} bytes (over"
+            f" {text_bytes / max(size, 1):,.0f}x; profiler traces are 8-40x), so it is refused as a likely"
+            f" decompression bomb; if it really is a trace, set {RATIO_ENV} to a higher ratio than"
+            f" {_max_ratio():g} (0 for no limit) and run again")
 
 
 @dataclass
@@ -65,8 +100,11 @@ def _read_gzip(path: Path, fh, size: int) -> RawText:
     dec = zlib.decompressobj(16 + zlib.MAX_WBITS)
     fed = False  # whether the current gzip member has received any input
     consumed = 0
+    limit = text_limit(size)
     while True:
-        block = fh.read(_READ_BLOCK)
+        # small feeds: deflate reaches ~1030x, so one zlib call makes at most ~66 MB of text before the check
+        check_text_limit(path, len(out), size, limit)
+        block = fh.read(_GZIP_FEED)
         if not block:
             break
         while block:
@@ -97,6 +135,7 @@ def _read_gzip(path: Path, fh, size: int) -> RawText:
                 block = rest if rest.strip(b"\x00") else b""
             else:
                 block = b""
+    check_text_limit(path, len(out), size, limit)
     if fed and not dec.eof:
         try:
             out += dec.flush()
@@ -153,6 +192,7 @@ def _zstd_chunks(fh, piece_at) -> Iterator[bytes]:
 
     dctx = zstandard.ZstdDecompressor()
     dobj = dctx.decompressobj()
+    meter = _ZstdMeter()
     fed = False
     pos = fh.tell()
     while True:
@@ -162,23 +202,104 @@ def _zstd_chunks(fh, piece_at) -> Iterator[bytes]:
         at = pos
         pos += len(data)
         while data:
+            # a call returns all the text its input decodes to: feed at most _ZstdMeter.BLOCKS blocks at a time
+            k = meter.cut(data)
+            part = data if k >= len(data) else data[:k]
             try:
-                out = dobj.decompress(data)
+                out = dobj.decompress(part)
             except zstandard.ZstdError as exc:
                 raise _ZstdDamage(at, exc) from exc
             fed = True
             if out:
                 yield out
             if dobj.eof:
-                rest = dobj.unused_data
+                rest = dobj.unused_data + data[len(part):]
                 dobj = dctx.decompressobj()  # the next frame, if any
                 fed = False
                 at = pos - len(rest)
                 data = rest if rest.strip(b"\x00") else b""
             else:
-                data = b""
+                at += len(part)
+                data = data[len(part):]
     if fed:
         raise _StreamCut
+
+
+class _ZstdMeter:
+    """Follows the frame and block headers of a zstd stream to say how much of the next input to feed so that
+    one decompress call decodes at most :attr:`BLOCKS` blocks. A zstd block holds at most 128 KiB of text, but
+    one byte (an RLE block) can stand for all of it, so an unmetered 64 KiB of input can be gigabytes of text
+    in one call; metered, a call makes at most 4 MiB. Where the stream is not what the format says (garbage,
+    padding) it stops counting and lets everything through: the decoder reports that damage itself."""
+
+    BLOCKS = 32
+    _MAGIC, _SKIP_LEN, _FHD, _BLOCK, _LOST = range(5)
+
+    def __init__(self) -> None:
+        self.state = self._MAGIC
+        self.head = b""  # bytes of the header being read (a header may span two inputs)
+        self.skip = 0  # bytes to pass before the next header
+        self.after = self._MAGIC  # the state after the bytes skipped
+        self.checksum = False
+
+    def cut(self, data) -> int:
+        """How many leading bytes of ``data`` to feed next (at least one; up to the end of a frame at most);
+        the meter moves past them."""
+        n, i, blocks = len(data), 0, 0
+        while i < n:
+            if self.state == self._LOST:
+                return n
+            if self.skip:
+                step = min(self.skip, n - i)
+                i += step
+                self.skip -= step
+                if not self.skip:
+                    self.state = self.after
+                    if self.state == self._MAGIC:
+                        return i  # a frame ends here: the decoder's next frame starts with the next input
+                continue
+            if self.state == self._BLOCK and not self.head:
+                if blocks == self.BLOCKS:
+                    return i
+                blocks += 1
+            want = (4, 4, 1, 3)[self.state]
+            take = min(want - len(self.head), n - i)
+            self.head += bytes(data[i : i + take])
+            i += take
+            if len(self.head) == want:
+                head, self.head = self.head, b""
+                self._header(head)
+                if self.state == self._MAGIC and not self.skip:
+                    return i  # a frame ended with this header
+        return n
+
+    def _header(self, head: bytes) -> None:
+        if self.state == self._MAGIC:
+            if head == ZSTD_MAGIC:
+                self.state = self._FHD
+            elif head[0] & 0xF0 == 0x50 and head[1:] == b"\x2a\x4d\x18":  # a skippable frame
+                self.state = self._SKIP_LEN
+            else:
+                self.state = self._LOST
+        elif self.state == self._SKIP_LEN:
+            self._pass(int.from_bytes(head, "little"), self._MAGIC)
+        elif self.state == self._FHD:
+            d = head[0]
+            single, dict_flag, fcs_flag = (d >> 5) & 1, d & 3, d >> 6
+            self.checksum = bool((d >> 2) & 1)
+            self._pass((0 if single else 1) + (0, 1, 2, 4)[dict_flag] + ((1 if single else 0), 2, 4, 8)[fcs_flag],
+                       self._BLOCK)
+        else:  # a block header: last block (1 bit), type (2 bits), size (21 bits)
+            h = int.from_bytes(head, "little")
+            last, kind, size = h & 1, (h >> 1) & 3, h >> 3
+            if kind == 3:
+                self.state = self._LOST
+                return
+            after = (self._MAGIC if last else self._BLOCK)
+            self._pass((1 if kind == 1 else size) + (4 if last and self.checksum else 0), after)
+
+    def _pass(self, count: int, after: int) -> None:
+        self.state, self.after, self.skip = after, after, count
 
 
 def _read_zstd(path: Path, fh, size: int) -> RawText:
@@ -192,9 +313,11 @@ def _read_zstd(path: Path, fh, size: int) -> RawText:
         def piece_at(pos: int) -> int:
             return (_READ_BLOCK // 4, 4096, 1)[sum(pos >= f for f in fine)]
 
+        limit = text_limit(size)
         try:
             for chunk in _zstd_chunks(fh, piece_at):
                 out += chunk
+                check_text_limit(path, len(out), size, limit)
         except _ZstdDamage as exc:
             if len(fine) < 2:
                 fine.append(exc.at)
@@ -366,6 +489,17 @@ def iter_blocks(path: Path, block: int | None = None, on_read=None, pool: int = 
         report = (lambda: on_read(fh.tell())) if on_read else (lambda: None)
         head = fh.read(4)
         fh.seek(0)
+        size = os.fstat(fh.fileno()).st_size
+        limit = text_limit(size) if head.startswith((GZIP_MAGIC, ZSTD_MAGIC)) else None
+        total = 0
+        if limit is not None:  # decompressed text is bounded (see MAX_RATIO): counted at each block
+            def report():
+                nonlocal total
+                total += got
+                check_text_limit(path, total, size, limit)
+                if on_read is not None:
+                    on_read(fh.tell())
+        got = 0
         gz_into, gz_errors = _gzip_readinto(fh) if pool and head.startswith(GZIP_MAGIC) else (None, ())
         if gz_into is not None:
             views = [memoryview(bytearray(block)) for _ in range(pool)]
@@ -395,6 +529,7 @@ def iter_blocks(path: Path, block: int | None = None, on_read=None, pool: int = 
                         raise StreamDamaged(str(exc)) from exc
                     fed = True
                     if out:
+                        got = len(out)
                         report()
                         yield out
                     if dec.eof:
@@ -411,6 +546,7 @@ def iter_blocks(path: Path, block: int | None = None, on_read=None, pool: int = 
             # that is still much bigger than a block (very repetitive text) into blocks
             try:
                 for out in _zstd_chunks(fh, lambda pos: max(block // 16, 1 << 14)):
+                    got = len(out)
                     report()
                     if len(out) <= 2 * block:
                         yield out
