@@ -113,3 +113,15 @@ def test_cpu_alone_step_health_has_no_nan_cover(tmp_path):
     ev = [cpu_ann("ProfilerStep#0", 0.0, 100.0), launch("cudaLaunchKernel", 10.0, 1), kernel("k", 50.0, 10.0, corr=1)]
     st = find_steps(load(tmp_path, ev))
     assert not any("nan" in str(d) for d in st.health["detail"])
+
+
+def test_a_marker_past_the_end_of_the_recording_is_flagged(tmp_path):
+    # the last run_batch marker runs to 60 ms, but the last recorded event ends at 40.005 ms: 19.995 ms of it
+    # were never recorded, and counting them as idle would invent them
+    ev = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0, ext=1), kernel("k", 10.0, 19_000.0),
+          gpu_ann("scheduler.run_batch", 20_000.0, 40_000.0, ext=2), kernel("k", 20_005.0, 20_000.0)]
+    st = find_steps(load(tmp_path, ev))
+    assert len(st.table) == 2 and not st.trustworthy
+    bad = st.health[~st.health["ok"].astype(bool)]
+    assert bad[["step", "check"]].values.tolist() == [[1, "within_recording"]]
+    assert "19.995 ms past the last recorded event" in bad["detail"].iloc[0]

@@ -405,12 +405,30 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
     if rep.salvaged:
         problems.append(f"the file was truncated and salvaged ({rep.bytes_lost:,} bytes lost): the last step may be cut")
     rows.append((-1, "ingest", ingest_ok, "every record was read" if ingest_ok else "; ".join(problems)))
+    rows += _past_the_recording(ctx, table)
     rows += _launch_health(ctx)
     under = int(extra.get("under_recorded_markers", 0))
     if under:
         rows.append((-1, "graph_replays", False, f"{under} step marker(s) launched CUDA graphs whose replays left"
                      " no GPU events at all; those steps are missing"))
     return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
+
+
+def _past_the_recording(ctx: _Context, table: pd.DataFrame) -> list[tuple]:
+    """A step window that ends after every recorded event (a marker the profiler closed when it stopped) holds
+    time nothing was recorded in; counted as idle it would be invented. Listed only for the steps it concerns."""
+    ev = ctx.ev
+    rec = ~ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
+    if not rec.any() or table.empty:
+        return []
+    last = int(ev["end_ns"].to_numpy()[rec].max())
+    out = []
+    for step, end in zip(table["step"].tolist(), table["end_ns"].tolist()):  # per step: steps are few
+        if end > last:
+            out.append((int(step), "within_recording", False,
+                        f"the step's window runs {(end - last) / 1e6:,.3f} ms past the last recorded event (the"
+                        " profile stopped inside it): that time was not recorded, and its idle time is not real"))
+    return out
 
 
 def _unrecorded_cause(ctx: _Context) -> str:
