@@ -167,7 +167,15 @@ def default_jobs(n_traces: int) -> int:
 def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = None, rank: str | None = "TP-0",
               graph_bs: tuple[int, ...] = (), jobs: int = 1) -> Side:
     """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
+    return _side(ref, label=label, dp=dp, annotation=annotation, rank=rank, graph_bs=graph_bs, jobs=jobs)[0]
+
+
+def _side(ref: str | Path, *, label: str, dp: int, annotation: str | None, rank: str | None,
+          graph_bs: tuple[int, ...], jobs: int) -> tuple[Side, list[str]]:
+    """``load_side``, and the warnings of the sweep it ran (a dropped point, a skipped file), each prefixed with the
+    side's label: compare passes them on."""
     p = Path(ref)
+    warnings: list[str] = []
     if (p / "manifest.json").exists():
         tables = {}
         for name in ("sweep", "block_types", "exposure_types"):
@@ -175,11 +183,17 @@ def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = 
             if not f.exists():
                 raise InputError(f"{p} has a manifest but no {f.name}; rerun tracekit analyze -o {p}")
             tables[name] = pd.read_parquet(f)
+        if (p / "skipped.parquet").exists():  # points the analyze run dropped: said again, not lost
+            sk = pd.read_parquet(p / "skipped.parquet")
+            gone = sk[sk["reason"].astype(str).str.startswith("point dropped")] if "reason" in sk else sk.iloc[:0]
+            warnings = [f"{label}: {len(gone)} point(s) were dropped when {shown_path(p)} was analysed (its"
+                        f" skipped table): {'; '.join(gone['reason'].astype(str).head(3))}"] if len(gone) else []
     else:
         res = analyze(p, annotation=annotation, rank=rank, jobs=jobs)
         tables = res.tables
+        warnings = [f"{label}: {w}" for w in res.warnings]
     return Side(label=label, sweep=tables["sweep"], block_types=tables["block_types"],
-                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs)))
+                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs))), warnings
 
 
 def _dp(given: int | None, conf: dict) -> int:
@@ -225,8 +239,10 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
             warnings += [warn] if warn else []
         else:
             acc, src = float(accept_len), "option"
-        side = load_side(ref, label=label, dp=_dp(dp, conf), annotation=ann, rank=rank,
-                         graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")), jobs=jobs or 1)
+        side, side_warnings = _side(ref, label=label, dp=_dp(dp, conf), annotation=ann, rank=rank,
+                                    graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
+                                    jobs=jobs or 1)
+        warnings += side_warnings  # a point dropped from a side's sweep is said, not lost
         sides.append(replace(side, accept_len=acc, accept_len_source=src))
     cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
     ledger_rows = None

@@ -227,3 +227,18 @@ def test_a_sweep_with_no_usable_point_exits_3(tmp_path, cli):
     code, out, err = cli("analyze", root, "-a", "k3_dp16", "-f", "json", "-j", "1")
     assert code == 3 and out == "" and err.count("\n") == 1, err
     assert f"{root}: none of its 2 operating point(s) could be analysed" in err and "is empty" in err
+
+
+def test_compare_says_which_points_a_side_dropped(tmp_path):
+    """A point dropped from a side's sweep is said by compare too, whether the side is analysed now or read from an
+    analyze -o directory."""
+    from tracekit.sweeps import compare_deployments
+
+    a = _points(tmp_path / "a", {"d_bs8_100k": b""})
+    b = _points(tmp_path / "b", {})
+    now = compare_deployments(a, b, dp_a=16, dp_b=16, annotation_a="k3_dp16", annotation_b="k3_dp16")
+    assert any(w.startswith("a: point d_bs8_100k dropped from the sweep") for w in now.warnings), now.warnings
+    write_outputs(analyze(a, annotation="k3_dp16"), tmp_path / "a_out")
+    later = compare_deployments(tmp_path / "a_out", b, dp_a=16, dp_b=16, annotation_b="k3_dp16")
+    assert any(w.startswith("a_out: 1 point(s) were dropped when") and "is empty" in w for w in later.warnings), \
+        later.warnings
