@@ -9,7 +9,7 @@ import typer
 
 from ..analyses.allgather import parse_sizes
 from ..annotate import load_annotation
-from ..errors import UsageError
+from ..errors import OutputError, UsageError
 from ..result import Result, trace_input
 from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
                      MinStepOpt, NoCacheOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
@@ -50,7 +50,10 @@ def export_cmd(trace: TraceArg = None,
     from ..export import export_parquet
     from ..render.files import check_dir_target
 
-    check_dir_target(out, "export")  # before the work
+    try:
+        check_dir_target(out, "export")  # before the work
+    except OutputError as exc:  # export has always called a non-directory -o a usage error (exit 2; test_export.py)
+        raise UsageError(str(exc)) from None
     ann = annotation_for(trace, annotation)
     res = export_parquet(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value, log=log,
                          **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,
