@@ -20,10 +20,11 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, required_annotation
+from ..annotate import Annotation, as_annotation, required_annotation
 from ..annotate.spec import OpShape, OpTraffic
 from ..errors import DataFileError, InputError, MissingDataError
 from ..hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
+from .shapes import kernel_shapes
 from ..result import Result, trace_input
 from ..trace import Trace
 from .aliases import one_of
@@ -255,7 +256,7 @@ def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, qlen, q_len, va
                                                                  else parse_vars(list(var)))
 
 
-def roofline(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | None = None, *,
+def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
              bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
              q_len: float | None = None, variables: dict[str, float] | None = None,
              steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
@@ -268,10 +269,21 @@ def roofline(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | No
     constant) and ``qlen`` (else the annotation's constant, else 1); ``var``: more formula names (``q_len`` and
     ``variables`` are the older names of ``qlen`` and ``var``). Rows are per (op tag, batch size); ``mean_ns`` is
     the mean duration of one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    if as_annotation(ann) is None:
+        profile = with_hbm(resolve_profile(hw, trace.meta, what="roofline"), hbm_gbps)
+        return shapes_roofline(trace, profile, steps=steps, step_name=step_name, min_step_ns=min_step_ns,
+                               phase=phase, step_source=step_source, steps_file=steps_file)
     ann, hw, q_len, variables = shape_options(trace, ann, hw, what="roofline", hbm_gbps=hbm_gbps, qlen=qlen,
                                               q_len=q_len, var=var, variables=variables)
     shaped = list(ann.op_shapes) + [t for t in ann.op_traffic if t not in ann.op_shapes]
     if not shaped:
+        ks = kernel_shapes(trace)
+        if ks.shaped:
+            res = shapes_roofline(trace, hw, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                                  step_source=step_source, steps_file=steps_file)
+            res.warnings.append(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
+                                " comes from the shapes the trace records")
+            return res
         raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
                                " nothing to put on the roofline; add them (docs/roofline.md)")
     st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
@@ -310,11 +322,134 @@ def roofline(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | No
         if all(v is None or isinstance(v, (int, np.integer)) for v in cols[c]):
             cols[c] = pd.array(cols[c], dtype="Int64")
     per_tag = pd.DataFrame(cols)
+    # per kernel name: the annotation's shapes where its tags have them, the trace's recorded shapes elsewhere
+    ann_fl = np.full(len(k), np.nan)
+    ann_by = np.full(len(k), np.nan)
+    ann_dt = np.full(len(k), None, dtype=object)
+    for (tag, b), idx in k.groupby(["op_tag", "bs"], sort=False).indices.items():
+        tr = op_traffic(ann, tag, formula_env(ann, bs=b, q_len=q, variables=variables))
+        ann_fl[idx] = np.nan if tr["flops"] is None else tr["flops"]
+        ann_by[idx] = tr["bytes"]
+        ann_dt[idx] = tr["dtype"]
+    over = pd.DataFrame({"row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(), "flops": ann_fl,
+                         "bytes": ann_by, "dtype": ann_dt, "op": k["op_tag"].to_numpy()})
+    per_kernel, ks = per_kernel_table(trace, hw, over=over if _rows_are_event_rows(trace, a.events) else None)
     summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
                "q_len": as_number(q), "tags": int(per_tag["op_tag"].nunique()),
                "memory_bound": int((per_tag["bound"] == "memory").sum()),
-               "compute_bound": int((per_tag["bound"] == "compute").sum())}
+               "compute_bound": int((per_tag["bound"] == "compute").sum()), **_shape_summary(ks, per_kernel)}
     return Result(command="roofline", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
                           "vars": dict(variables or {}), **step_params(st)},
-                  summary=summary, tables={"per_tag": per_tag}, warnings=warnings)
+                  summary=summary, tables={"per_tag": per_tag, "per_kernel": per_kernel}, warnings=warnings)
+
+
+# ------------------------------------------------------------------------------------------------ shapes
+
+
+PER_KERNEL_COLUMNS = ["name", "op", "category", "calls", "shaped_calls", "mean_ns", "flops", "bytes", "dtype", "mfu",
+                      "mbu", "bound", "source", "family", "total_ns", "achieved_tbps", "achieved_tflops", "intensity",
+                      "ridge"]
+
+
+def _rows_are_event_rows(trace: Trace, events: pd.DataFrame) -> bool:
+    """Whether ``events`` (an annotated copy of the events) is row-aligned with ``trace.events``."""
+    return len(events) == len(trace.events) and events.index.equals(trace.events.index)
+
+
+def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | None = None):
+    """One row per kernel name (PER_KERNEL_COLUMNS): the launching op, the calls and those with a shape, the mean
+    time of the shaped calls (of all calls where none is shaped), the mean FLOPs and bytes per shaped call, and the
+    roofline point they make. ``over``: rows (events rows) whose FLOPs, bytes and dtype the annotation gives
+    (``source`` ``annotation``); the rest come from the recorded shapes (``source`` ``shapes``)."""
+    from .categories import trace_categories
+    from .shapes import kernel_shapes
+
+    ks = kernel_shapes(trace)
+    t = ks.table
+    ev = trace.events
+    rows = t["row"].to_numpy()
+    d = pd.DataFrame({"name": ev["name"].to_numpy()[rows].astype(str), "dur": ev["dur_ns"].to_numpy()[rows],
+                      "op": t["op"].to_numpy(), "flops": t["flops"].to_numpy(dtype=float),
+                      "bytes": t["bytes"].to_numpy(dtype=float), "dtype": t["dtype"].to_numpy(),
+                      "family": t["family"].to_numpy(), "shaped": t["carries"].to_numpy(dtype=bool),
+                      "source": np.where(t["carries"].to_numpy(dtype=bool), "shapes", None)})
+    d["category"] = np.asarray(trace_categories(trace), dtype=object)[rows]
+    if over is not None and len(over):
+        pos = pd.Series(np.arange(len(rows)), index=rows).reindex(over["row"].to_numpy()).to_numpy()
+        okp = ~np.isnan(pos)
+        pos = pos[okp].astype(np.int64)
+        o = over[okp]
+        d.loc[pos, ["flops", "bytes", "dtype"]] = o[["flops", "bytes", "dtype"]].to_numpy()
+        d.loc[pos, "op"] = o["op"].to_numpy()
+        d.loc[pos, "shaped"] = True
+        d.loc[pos, "source"] = "annotation"
+    out = []
+    for name, g in d.groupby("name", sort=False):
+        sh = g[g["shaped"].to_numpy(dtype=bool)]
+        base = sh if len(sh) else g
+        mean = float(base["dur"].mean())
+        op = base["op"].dropna()
+        fam = sh["family"].dropna()
+        row = {"name": name, "op": str(op.mode().iloc[0]) if len(op) else None,
+               "category": str(g["category"].iloc[0]), "calls": int(len(g)), "shaped_calls": int(len(sh)),
+               "mean_ns": mean, "total_ns": int(g["dur"].sum()), "family": str(fam.mode().iloc[0]) if len(fam) else None,
+               "flops": None, "bytes": None, "dtype": None, "mfu": None, "mbu": None, "bound": None, "source": None,
+               "achieved_tbps": None, "achieved_tflops": None, "intensity": None, "ridge": None}
+        if len(sh):
+            fl = sh["flops"].to_numpy(dtype=float)
+            by = sh["bytes"].to_numpy(dtype=float)
+            dts = sh["dtype"].dropna()
+            dtype = str(dts.mode().iloc[0]) if len(dts) else None
+            flops = float(np.mean(fl)) if not np.isnan(fl).any() else None
+            nbytes = float(np.nanmean(by)) if not np.isnan(by).all() else None
+            src = sh["source"].dropna()
+            row.update(flops=flops, bytes=nbytes, dtype=dtype, source=str(src.mode().iloc[0]) if len(src) else None)
+            if nbytes is not None and mean > 0:
+                pt = roofline_point(nbytes, flops, mean, hw, dtype or "")
+                row.update(mbu=pt["mbu"], mfu=pt["mfu"], bound=pt["bound"] or "memory",
+                           achieved_tbps=pt["achieved_tbps"], achieved_tflops=pt["achieved_tflops"],
+                           intensity=pt["intensity"], ridge=pt["ridge"])
+        out.append(row)
+    tbl = pd.DataFrame(out, columns=PER_KERNEL_COLUMNS)
+    if len(tbl):
+        tbl = tbl.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    for c in ("flops", "bytes"):
+        tbl[c] = pd.array([None if v is None or pd.isna(v) else int(round(v)) for v in tbl[c]], dtype="Int64")
+    return tbl, ks
+
+
+def _shape_summary(ks, per_kernel: pd.DataFrame) -> dict[str, Any]:
+    total = int(per_kernel["total_ns"].sum()) if len(per_kernel) else 0
+    sh = per_kernel[per_kernel["shaped_calls"] > 0]
+    s = ks.summary()
+    return {**s, "shaped_names": int(len(sh)), "kernel_names": int(len(per_kernel)), "kernel_ns": total}
+
+
+def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None, step_name=None, min_step_ns=None, phase=None,
+                    step_source=None, steps_file=None) -> Result:
+    """`tracekit roofline TRACE` without an annotation: every kernel name on the roofline from the shapes the trace
+    records (docs/roofline.md, "Shapes from the trace")."""
+    per_kernel, ks = per_kernel_table(trace, hw)
+    if not ks.shaped:
+        why = ks.why or ("no kernel's launching op has a model in tracekit/data/op_models.json" if not ks.graph_kernels
+                         else "its kernels are replayed from CUDA graphs, which have no launching op")
+        raise MissingDataError(f"roofline needs an annotation with op_shapes (-a ANN) or a trace with recorded shapes"
+                               f" (record_shapes=True): {trace.path}: {why}")
+    warnings = list(trace.report.warnings) + list(ks.warnings)
+    sh = per_kernel[per_kernel["shaped_calls"] > 0]
+    no_peak = sorted({str(d) for d, f, m in zip(sh["dtype"], sh["flops"], sh["mfu"])
+                      if pd.notna(f) and (m is None or pd.isna(m))})
+    if no_peak:
+        warnings.append(f"MFU is null for the {', '.join(no_peak)} kernels: hardware profile {hw.name} gives no dense"
+                        " peak for that dtype")
+    summary = {"annotation": None, **hw.summary(), **_shape_summary(ks, per_kernel),
+               "memory_bound": int((sh["bound"] == "memory").sum()),
+               "compute_bound": int((sh["bound"] == "compute").sum())}
+    if ks.shaped_pct < 50:
+        warnings.append(f"only {ks.shaped_pct:.1f} % of the GPU kernel time has a shape"
+                        + (f" ({ks.why})" if ks.why else ""))
+    return Result(command="roofline", inputs=[trace_input(trace)],
+                  params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
+                          "vars": {}, "step_name": step_name},
+                  summary=summary, tables={"per_kernel": per_kernel}, warnings=warnings)
