@@ -648,15 +648,24 @@ def _cut_piece(acc: bytearray, n: int, sep: bytes, helper: "_Helper | None", slo
 def _decode_text(text) -> dict[str, Any]:
     """Decode one piece ("[" + whole events + "]"), a sub-chunk at a time (see :func:`_sub_chunks`)."""
     b = ColumnBuilder()
+    out_of_memory = False
     try:
         for chunk in _sub_chunks(text):
             try:
                 b.add_text(chunk)
+            except MemoryError:
+                # raised again below: the decoded events in this traceback's frames hold views of the text (their
+                # msgspec.Raw ts), so the text can be released only once the handler has let go of them
+                out_of_memory = True
             finally:
                 if isinstance(chunk, memoryview):
                     chunk.release()
+            if out_of_memory:
+                break
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise NotStreamable(str(exc)) from exc
+    if out_of_memory:
+        raise MemoryError
     return b.export()
 
 
