@@ -18,15 +18,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotate import Annotation, as_annotation
 from ..errors import DataFileError, MissingDataError
-from ..hardware import HardwareProfile
+from ..hardware import HardwareProfile, resolve_profile, with_hbm
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, segment_allgathers
 from .blocks import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
-from .steps import median_ns, merge_warnings, step_params
+from .shapes import kernel_shapes
+from .steps import get_steps, median_ns, merge_warnings, step_params
 
 
 def _rule(row, src: str, i: int) -> str:
@@ -42,13 +43,17 @@ def _rule(row, src: str, i: int) -> str:
     return given[0] if given[0] != "tags" or row.mbu is None else "tags×mbu"
 
 
-def hbm_bytes(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | None = None, *,
+def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
               bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
               q_len: float | None = None, variables: dict[str, float] | None = None,
               steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
               step_source: str | None = None, steps_file=None) -> Result:
     """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
     :func:`tracekit.roofline`'s)."""
+    if as_annotation(ann) is None:
+        profile = with_hbm(resolve_profile(hw, trace.meta, what="hbm"), hbm_gbps)
+        return shapes_hbm(trace, profile, steps=get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns,
+                                                          phase=phase, source=step_source, steps_file=steps_file))
     ann, hw, q_len, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, qlen=qlen, q_len=q_len,
                                               var=var, variables=variables)
     src = ann.source or ann.name
@@ -116,6 +121,71 @@ def hbm_bytes(trace: Trace, ann: Annotation | str, hw: HardwareProfile | str | N
     return Result(command="hbm", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
                           "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
+                  summary=summary,
+                  tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
+                                                                    "time_at_peak_ns", "note"]),
+                          "per_step": per_step},
+                  warnings=warnings)
+
+
+FAMILY_ROWS = {"gemm": "GEMM operands (recorded shapes)", "attention": "attention q, k, v, out (recorded shapes)",
+               "elementwise": "elementwise in + out (recorded shapes)", "reduction": "norms and reductions (recorded"
+               " shapes)", "copy": "copies and fills (recorded shapes)"}
+
+
+def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
+    """`tracekit hbm TRACE` without an annotation: per step, the compulsory HBM bytes of the kernels whose launching
+    op has a recorded shape, by family of op model (docs/roofline.md, "Shapes from the trace")."""
+    ks = kernel_shapes(trace)
+    if not ks.shaped:
+        why = ks.why or ("its kernels are replayed from CUDA graphs, which have no launching op" if ks.graph_kernels
+                         else "no kernel's launching op has a model in tracekit/data/op_models.json")
+        raise MissingDataError(f"hbm needs an annotation with hbm rows (-a ANN) or a trace with recorded shapes"
+                               f" (record_shapes=True): {trace.path}: {why}")
+    st = steps
+    t = ks.table
+    ev = trace.events
+    rows_ev = t["row"].to_numpy()
+    start = ev["start_ns"].to_numpy()[rows_ev]
+    dur = ev["dur_ns"].to_numpy()[rows_ev]
+    step = st.step_of(start)
+    ins = step >= 0
+    carries = t["carries"].to_numpy(dtype=bool)
+    fam = t["family"].to_numpy(dtype=object)
+    nbytes = t["bytes"].to_numpy(dtype=float)
+    sel = ins & carries & ~np.isnan(nbytes)
+    d = pd.DataFrame({"step": step[sel], "row": [FAMILY_ROWS.get(f, str(f)) for f in fam[sel]], "bytes": nbytes[sel]})
+    step_ids = st.table["step"].to_numpy()
+    order = [FAMILY_ROWS[f] for f in FAMILY_ROWS if FAMILY_ROWS[f] in set(d["row"])]
+    grid = d.groupby(["step", "row"])["bytes"].sum().reindex(
+        pd.MultiIndex.from_product([step_ids, order], names=["step", "row"]), fill_value=0.0)
+    per_step = pd.DataFrame({"step": grid.index.get_level_values("step").to_numpy(),
+                             "row": grid.index.get_level_values("row").to_numpy(), "rule": "shapes",
+                             "bytes": np.rint(grid.to_numpy()).astype(np.int64)})
+    totals = per_step.groupby("step")["bytes"].sum()
+    med_total = median_ns(totals.to_numpy())
+    per_row = []
+    for name in order:
+        med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
+        per_row.append({"row": name, "rule": "shapes", "bytes": med,
+                        "share_pct": 100.0 * med / med_total if med_total else None,
+                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": ""})
+    k_ns = int(dur[ins].sum())
+    shaped_ns = int(dur[ins & carries].sum())
+    warnings = merge_warnings(trace.report.warnings, st.warnings, ks.warnings)
+    pct = 100.0 * shaped_ns / k_ns if k_ns else 0.0
+    if pct < 50:
+        warnings.append(f"only {pct:.1f} % of the kernel time inside the steps has a shape: the bytes are a lower bound"
+                        + (f" ({ks.why})" if ks.why else ""))
+    walls = st.table["dur_ns"].to_numpy()
+    summary = {"annotation": None, **hw.summary(), "steps": int(len(st.table)), "bs_from": None, "bs": None,
+               "q_len": None, "total_bytes_per_step": med_total,
+               "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
+               "median_wall_ns": median_ns(walls), "shaped_pct": pct, "kernels": int(ins.sum()),
+               "shaped_kernels": int((ins & carries).sum()), "graph_kernels": ks.graph_kernels}
+    return Result(command="hbm", inputs=[trace_input(trace)],
+                  params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
+                          "vars": {}, **step_params(st)},
                   summary=summary,
                   tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
                                                                     "time_at_peak_ns", "note"]),
