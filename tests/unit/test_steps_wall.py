@@ -121,7 +121,9 @@ def test_temporal_definitions(tmp_path):
     s = temporal(load(tmp_path, evs)).summary
     assert s == {"span_ns": 310_000, "busy_ns": 180_000, "idle_ns": 130_000, "compute_ns": 100_000,
                  "comm_ns": 120_000, "memory_ns": 10_000, "non_compute_ns": 80_000,
-                 "comm_compute_overlap_pct": pytest.approx(50_000 / 120_000 * 100)}
+                 "comm_compute_overlap_pct": pytest.approx(50_000 / 120_000 * 100), "profiler_steps": 0,
+                 "window": "the whole trace: first GPU-activity start to last end, every step included",
+                 "window_start_ns": 0, "window_end_ns": 310_000}
 
 
 def test_temporal_no_comm_is_null_and_no_gpu_is_exit_4(tmp_path):

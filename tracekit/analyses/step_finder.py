@@ -100,8 +100,10 @@ def _marker_rows(ev: pd.DataFrame, kind: str, match) -> pd.DataFrame:
     rows = ev[ev["kind"] == kind]
     if rows.empty:
         return pd.DataFrame(columns=["name", "start_ns", "end_ns", "external_id", "device", "phase", "bs", "tokens"])
-    names = [str(c) for c in rows["name"].cat.categories]
-    parsed = {n: match(n) for n in names}
+    cats = rows["name"].cat.categories
+    codes = rows["name"].cat.codes.to_numpy()
+    present = np.unique(codes[codes >= 0])  # only the names these rows use, not every kernel name of the trace
+    parsed = {n: match(n) for n in map(str, cats.take(present).tolist())}
     parsed = {n: f for n, f in parsed.items() if f is not None}
     rows = rows[rows["name"].isin(list(parsed))]
     nm = rows["name"].astype(str).to_numpy()
@@ -302,22 +304,24 @@ def _resolve_overlaps(trace: Trace, table: pd.DataFrame, label: str) -> tuple[pd
     """One rule for markers that overlap, so no nanosecond is in two steps: a window inside another is not a step
     of its own (it is part of the outer one); a window that starts before the previous one ends cuts it there."""
     t = table.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    keep, nested, cut = [], 0, 0
-    for i, (s, e) in enumerate(zip(t["start_ns"].tolist(), t["end_ns"].tolist())):  # per step: steps are few
-        if keep and e <= t.at[keep[-1], "end_ns"]:
-            nested += 1
-            continue
-        if keep and s < t.at[keep[-1], "end_ns"]:
-            t.at[keep[-1], "end_ns"] = s
-            cut += 1
-        keep.append(i)
+    s, e = t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64)
+    # nested: its end is not after the end of every window before it (the last kept one holds that running max)
+    before = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], e[:-1]])) if e.size else e
+    keep = e > before
+    nested = int((~keep).sum())
+    t = t[keep].reset_index(drop=True)
+    ks, ke = s[keep], e[keep].copy()
+    cutting = ke[:-1] > ks[1:]
+    ke[:-1] = np.where(cutting, ks[1:], ke[:-1])
+    cut = int(cutting.sum())
+    t["end_ns"] = ke
     warnings = []
     if nested:
         warnings.append(f"{trace.path}: {nested} {label} marker(s) lie inside another one and are part of it, not"
                         " steps of their own")
     if cut:
         warnings.append(f"{trace.path}: {cut} {label} window(s) overlap the next one and end where it starts")
-    return t.loc[keep].reset_index(drop=True), warnings
+    return t, warnings
 
 
 def _select_phase(trace: Trace, table: pd.DataFrame, options: StepOptions, label: str):
@@ -416,17 +420,26 @@ def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> p
 
 def _past_the_recording(ctx: _Context, table: pd.DataFrame) -> list[tuple]:
     """A step window that ends after every recorded event (a marker the profiler closed when it stopped) holds
-    time nothing was recorded in; counted as idle it would be invented. Listed only for the steps it concerns."""
+    time nothing was recorded in; counted as idle it would be invented. Its tail past the last GPU activity is
+    compared with the other steps' tails (a marker that always ends a little after its last kernel is no
+    overhang). Listed only for the steps it concerns."""
     ev = ctx.ev
     rec = ~ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
-    if not rec.any() or table.empty:
+    if not rec.any() or table.empty or ctx.busy_set[0].size == 0:
         return []
     last = int(ev["end_ns"].to_numpy()[rec].max())
+    s, e = table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
+    bs, be = ctx.busy_set
+    k = np.searchsorted(bs, e, side="left") - 1  # the last busy interval that starts before the window's end
+    last_busy = np.where(k >= 0, np.minimum(be[np.clip(k, 0, None)], e), s)
+    tail = e - np.maximum(last_busy, s)
     out = []
-    for step, end in zip(table["step"].tolist(), table["end_ns"].tolist()):  # per step: steps are few
-        if end > last:
-            out.append((int(step), "within_recording", False,
-                        f"the step's window runs {(end - last) / 1e6:,.3f} ms past the last recorded event (the"
+    for i in np.flatnonzero(e > last).tolist():  # the steps that end past the recording: one or two
+        others = np.delete(tail, i)
+        usual = float(np.median(others)) if others.size else 0.0
+        if tail[i] > usual + max(10_000, 0.05 * float(np.median(e - s))):
+            out.append((int(table["step"].iloc[i]), "within_recording", False,
+                        f"the step's window runs {(e[i] - last) / 1e6:,.3f} ms past the last recorded event (the"
                         " profile stopped inside it): that time was not recorded, and its idle time is not real"))
     return out
 
