@@ -267,15 +267,18 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
     if m.empty:
         return []
     conc, ctx = m.sort_values("concurrency").iloc[-1][["concurrency", "context"]]
-    paths = []
+    paths, paths_seen = [], []
     for side, col in ((sides[0], "bs_a"), (sides[1], "bs_b")):
         bs = m.loc[(m["concurrency"] == conc) & (m["context"] == ctx), col].iloc[0]
         rows = side.sweep[(side.sweep["bs"] == bs) & (side.sweep["context"] == ctx)]
         p = rows["path"].iloc[0] if "path" in rows and len(rows) else None
+        paths_seen.append(p)
         paths.append(p if p and Path(str(p)).is_file() else None)
     if None in paths:
+        odd = any(p and "\\x" in str(p) and not Path(str(p)).is_file() for p in paths_seen)
         return [f"no findings section: the traces at concurrency {int(conc)} are not at hand (an analyze output keeps"
-                " only its tables); run tracekit findings --compare A B on two traces"]
+                " only its tables" + ("; a trace whose name is not UTF-8 is listed by its shown name, \\xNN" if odd
+                                     else "") + "); run tracekit findings --compare A B on two traces"]
     f = compare_findings(load(paths[0]), load(paths[1]),
                          ann_a=load_annotation(annotation_a) if annotation_a else None,
                          ann_b=load_annotation(annotation_b) if annotation_b else None,
