@@ -148,3 +148,28 @@ def test_a_sweep_with_a_folder_of_any_name(cli, tmp_path):
             assert doc["summary"]["points_dropped"] == 0
         else:
             assert "d_bs8_\\xff100k" in out.replace("\\\\", "\\")  # md writes a backslash doubled
+
+
+# What other modules still owe (issue 26): each passes once its module shows names with tracekit.result.shown_path.
+
+@pytest.mark.xfail(strict=False, reason="tracekit/ingest/cache.py cache_path hashes str(path).encode(), which refuses "
+                                        "a name that is not UTF-8; os.fsencode(path) gives the same key for every "
+                                        "other name")
+def test_info_through_the_cache_with_any_file_name(cli, tmp_path):
+    raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")
+    shutil.copyfile(SAMPLE, raw)
+    for _ in range(2):  # written, then read back
+        code, out, err = cli("info", os.fsdecode(raw), "-f", "json")
+        assert code == 0, err
+        check_output("json", out, os.fsdecode(raw))
+
+
+@pytest.mark.xfail(strict=False, reason="tracekit/analyses/findings.py puts trace.path into its tables (the finding's "
+                                        "command, the sources table), which pandas' string columns refuse")
+@pytest.mark.parametrize("command", ["report", "findings"])
+def test_report_and_findings_with_any_file_name(cli, tmp_path, command):
+    raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")
+    shutil.copyfile(SAMPLE, raw)
+    code, out, err = cli(command, os.fsdecode(raw), "-f", "json", "--no-cache")
+    assert code == 0, err
+    assert json.loads(out)["inputs"][0]["path"] == shown_path(os.fsdecode(raw))
