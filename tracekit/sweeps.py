@@ -98,7 +98,15 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
             min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True,
             progress=None, phase: str | None = None, step_source: str | None = None, steps_file: str | None = None,
             ag_size: list[str] | None = None, group_size: int | None = None) -> Result:
-    """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context)."""
+    """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context).
+
+    Nothing leaves the sweep unsaid. A point whose trace cannot be used (missing, unreadable, empty, corrupt: what
+    would be exit 3 alone; or lacking what the analyses need: exit 4) is dropped: a warning names it and says how
+    many points were analysed, ``tables.skipped`` lists it (reason "point dropped (POINT): …") and
+    ``summary.points_dropped`` counts it; the other points are analysed and the exit is 0. A folder or file that
+    cannot be read, a broken link, another rank's file, tracekit's own output are skipped the same way (a warning,
+    a ``skipped`` row, ``summary.skipped``). With no point left the sweep ends in one sentence naming the first
+    reasons: exit 3, or 4 when every point lacked what the analyses need."""
     step_options(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source)  # usage errors first
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache,
