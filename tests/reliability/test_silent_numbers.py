@@ -250,3 +250,19 @@ def pd_isna(v) -> bool:
     import pandas as pd
 
     return bool(pd.isna(v))
+
+
+def test_bench_text_in_number_columns_reaches_the_cli(tmp_path):
+    """The reader's warnings go through bench_table to the command's warnings (stderr and the JSON)."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "b.csv").write_text("deployment,context,concurrency,generation_time_ms\n"
+                                    "a,100,8,80\nb,100,n/a,\"12 ms\"\n")
+    r = subprocess.run([sys.executable, "-c", "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit';"
+                        " main()", "bench", str(tmp_path / "b.csv"), "-f", "json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    warnings = json.loads(r.stdout)["warnings"]
+    assert any("line 3 column 'concurrency' = 'n/a'" in w for w in warnings), warnings
+    assert "line 3 column 'concurrency'" in r.stderr

@@ -165,7 +165,7 @@ def bench_table(df: pd.DataFrame, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> 
     bad = ((conc <= 0) | (step <= 0)).fillna(False).to_numpy(dtype=bool)
     df["valid"] = ~bad
     df["est_throughput_tok_s"] = (conc * accept_len / (step / 1000.0)).where(~bad)
-    warnings = []
+    warnings = list(df.attrs.get("warnings", []))  # read_bench's: text in number columns, named by line
     if bad.any():
         where = ", ".join(f"{s} ({d})" for s, d in df.loc[bad, ["source", "deployment"]].head(5).itertuples(index=False))
         warnings.append(f"{int(bad.sum())} benchmark record(s) have a step time or concurrency that is not positive"
