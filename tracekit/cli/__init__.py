@@ -108,7 +108,7 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never raises (tests call this)."""
     args = hoist_global_flags(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
-    logging.basicConfig(level=logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")  # one look for every warning
     try:
         command()(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
         return 0

@@ -36,6 +36,10 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                      "--annotation-b", help="With --compare: B's annotation (default: -a's).")] = None,
                  log_b: Annotated[Optional[Path], typer.Option(
                      "--log-b", help="With --compare: B's launch log or launch script (A's is --log).")] = None,
+                 bs_b: Annotated[Optional[float], typer.Option(
+                     "--bs-b", min=0.0, help="With --compare: B's requests per step (A's is --bs; default: each"
+                                             " side's step markers). Ops whose work scales with the batch are"
+                                             " compared per request when the batches differ.")] = None,
                  group_size: GroupOpt = None, ag_size: AgSizeOpt = None, local_copy: LocalOpt = None,
                  step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
@@ -52,12 +56,12 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
         ann = annotation_for(a_path, annotation)
         ann_b = annotation_for(b_path, annotation_b) if annotation_b else ann
         res = findings(compare=(_load(a_path, no_cache, cache_dir), _load(b_path, no_cache, cache_dir)), ann=ann,
-                       ann_b=ann_b, min_ms=min_ms, config=launch_config(log) if log else None,
+                       ann_b=ann_b, min_ms=min_ms, bs=bs, bs_b=bs_b, config=launch_config(log) if log else None,
                        config_b=launch_config(log_b) if log_b else None,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     else:
-        if annotation_b or log_b:
-            raise UsageError("--annotation-b and --log-b go with --compare A B")
+        if annotation_b or log_b or bs_b is not None:
+            raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
         ann = annotation_for(trace, annotation)
         agk = ag_opts(ann, group_size, ag_size, local_copy)
         res = findings(_load(trace, no_cache, cache_dir), ann, log=read_log(log) if log else None,

@@ -127,7 +127,9 @@ def _grid(text: Optional[str]) -> Optional[tuple[int, int, int]]:
 
 SmsOpt = Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count; default: the trace's, else --hw's.")]
 CtasPerSmOpt = Annotated[Optional[int], typer.Option(
-    "--ctas-per-sm", min=1, help="CTAs resident per SM (default 1; the annotation's ctas_per_sm rules come first).")]
+    "--ctas-per-sm", min=1, help="CTAs resident per SM for every kernel (default: each kernel's own, from its"
+                                 " threads, registers and shared memory against the SM's limits; the annotation's"
+                                 " ctas_per_sm rules come first).")]
 
 
 @waves_app.command(name="trace")
