@@ -24,11 +24,13 @@ def finding_rules() -> dict[str, Any]:
     src = "tracekit/data/findings.json"
     try:
         doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
-        for k in ("min_ms", "min_gib", "max_per_source", "idle", "waves", "roofline", "kinds"):
+        for k in ("min_ms", "min_pct", "min_gib", "max_per_source", "idle", "waves", "roofline", "dominance",
+                  "library_kernels", "kinds"):
             doc[k]  # noqa: B018 - presence check
         for name, kind in doc["kinds"].items():
             for key in ("title", "basis", "how", "command", "suggestion"):
                 kind[key]  # noqa: B018
+        doc["_library"] = re.compile("|".join(f"(?:{p})" for p in doc["library_kernels"]["patterns"]))
         doc["_kernel_suggestions"] = [(re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"])
                                       for s in doc.get("kernel_suggestions", [])]
     except (KeyError, TypeError, ValueError, re.error) as exc:
@@ -77,14 +79,27 @@ def _short_name(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float) -> pd.DataFrame:
-    """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last."""
+def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float, min_pct: float | None = None,
+                  min_gain_ms: float | None = None) -> pd.DataFrame:
+    """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last.
+
+    A time finding is minor below ``min_ms`` (the absolute floor) or below ``min_pct`` % of the step (where its
+    ``gain_pct`` is known); a memory finding below ``min_gib``. A time finding whose gain is below ``min_gain_ms``
+    (default: the rules file's ``min_gain_ms``; rounds to nothing) is not a finding and is left out."""
+    floor = float(finding_rules().get("min_gain_ms", 0.0)) if min_gain_ms is None else float(min_gain_ms)
+    rows = [r for r in rows if r["gain_gib"] is not None or r["gain_ms_per_step"] is None
+            or r["gain_ms_per_step"] >= floor and r["gain_ms_per_step"] > 0]
+
     def minor(r):
         if r.get("force_minor") is not None:
             return r["force_minor"]
         if r["gain_gib"] is not None:
             return r["gain_gib"] < min_gib
-        return r["gain_ms_per_step"] is not None and r["gain_ms_per_step"] < min_ms
+        if r["gain_ms_per_step"] is None:
+            return False
+        if r["gain_ms_per_step"] < min_ms:
+            return True
+        return min_pct is not None and r.get("gain_pct") is not None and r["gain_pct"] < min_pct
 
     def key(r):
         group = 0 if r["gain_ms_per_step"] is not None and r["gain_gib"] is None else 1 if r["gain_gib"] is not None \

@@ -152,8 +152,12 @@ def wave_losses(ctx: Context) -> list[dict]:
     if rules["waves"].get("exclude_comm"):
         comm = {str(n) for n in ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].unique()}
         pk = pk[~pk["name"].isin(comm)]
-    pk = pk[pk["lost_per_step_ns"] > 0]
-    out = []
+    pk = pk[(pk["lost_per_step_ns"] > 0) & (pk["wave_efficiency"] < float(rules["waves"]["max_efficiency"]))]
+    lib = pk["name"].astype(str).map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) \
+        if len(pk) else np.zeros(0, dtype=bool)
+    out = library_groups(ctx, pk[lib].rename(columns={"lost_per_step_ns": "gain_per_step_ns"}),
+                         "wave_quantization_library", "waves")
+    pk = pk[~lib]
     cap = int(rules["max_per_source"])
     for _, r in pk.head(cap).iterrows():
         name = str(r["name"])
@@ -174,6 +178,239 @@ def wave_losses(ctx: Context) -> list[dict]:
         out.append(finding(ctx, "wave_quantization_rest", "waves", gain_ns=float(rest["lost_per_step_ns"].sum()),
                            count=len(rest), evidence=f"{len(rest)} kernel name(s), largest "
                                                     f"{ms_text(rest['lost_per_step_ns'].max())} per step"))
+    return out
+
+
+def _category_of_names(trace: Trace) -> dict[str, str]:
+    """Kernel name -> its category (the first kernel of that name)."""
+    from .categories import trace_categories
+
+    ev = trace.events
+    k = (ev["kind"] == "kernel").to_numpy()
+    d = pd.DataFrame({"name": ev["name"].to_numpy()[k].astype(str),
+                      "category": np.asarray(trace_categories(trace), dtype=object)[k]})
+    return dict(zip(*d.drop_duplicates("name")[["name", "category"]].to_numpy().T)) if len(d) else {}
+
+
+def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **extra) -> list[dict]:
+    """One finding per category for kernels of PyTorch's own library (``pk``: ``name``, ``gain_per_step_ns``)."""
+    if pk.empty:
+        return []
+    cat = _category_of_names(ctx.trace)
+    g = pk.assign(category=pk["name"].astype(str).map(lambda n: cat.get(n, "other")))
+    out = []
+    for c, grp in g.groupby("category", sort=False):
+        grp = grp.sort_values("gain_per_step_ns", ascending=False)
+        names = ", ".join(f"{_short_name(str(n), 50)} {ms_text(v)}" for n, v in
+                          zip(grp["name"].head(3), grp["gain_per_step_ns"].head(3)))
+        more = {k: (v(grp) if callable(v) else v) for k, v in extra.items()}
+        out.append(finding(ctx, kind, source, gain_ns=float(grp["gain_per_step_ns"].sum()), category=str(c),
+                           count=len(grp), names=names, **more,
+                           evidence=f"{len(grp)} kernel name(s) of category {c}; per step: {names}"))
+    return out
+
+
+def _kernel_arrays(ctx: Context) -> dict[str, Any]:
+    """Kernels inside the steps, aligned with :func:`tracekit.analyses.shapes.kernel_shapes`' table: duration, step,
+    family, and (where the launching op has a shape) FLOPs, bytes and the time at the achievable fractions."""
+    from .categories import families, trace_categories
+    from .shapes import kernel_shapes
+
+    ev = ctx.trace.events
+    ks = kernel_shapes(ctx.trace)
+    t = ks.table
+    rows = t["row"].to_numpy()
+    start = ev["start_ns"].to_numpy()[rows]
+    dur = ev["dur_ns"].to_numpy()[rows].astype(float)
+    step = ctx.steps.step_of(start)
+    cats = trace_categories(ctx.trace)
+    fam = np.asarray(families(cats), dtype=object)[rows]
+    rules = finding_rules()["roofline"]
+    f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
+    fl = t["flops"].to_numpy(dtype=float)
+    by = t["bytes"].to_numpy(dtype=float)
+    dt = t["dtype"].to_numpy(dtype=object)
+    shaped = t["carries"].to_numpy(dtype=bool) & ~np.isnan(by)
+    target = np.full(rows.size, np.nan)
+    peak = np.full(rows.size, np.nan)
+    if ctx.hw is not None and shaped.any():
+        peaks = {d: ctx.hw.peak_flops(str(d)) for d in set(dt[shaped].tolist()) if d is not None}
+        peak[shaped] = [peaks.get(d) or np.nan for d in dt[shaped]]
+        t_mem = by / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
+        t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
+        target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
+    return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
+            "category": np.asarray(cats, dtype=object)[rows], "flops": fl, "bytes": by, "dtype": dt,
+            "shaped": shaped & (step >= 0), "target": target, "peak": peak,
+            "name": ev["name"].to_numpy()[rows].astype(str), "op": t["op"].to_numpy(dtype=object),
+            "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
+            "n_steps": max(1, len(ctx.steps.table))}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.0%}" if x >= 0.01 else f"{x:.1%}"
+
+
+def _efficiency(ctx: Context, ka: dict, sel: np.ndarray) -> dict[str, Any]:
+    """Time-weighted MFU, MBU, the shaped share of the time and the gain above the achievable roofline of ``sel``."""
+    dur = ka["dur"]
+    sh = sel & ka["shaped"]
+    t_all, t_sh = float(dur[sel].sum()), float(dur[sh].sum())
+    out = {"shaped_share": t_sh / t_all if t_all else 0.0, "mfu": None, "mbu": None, "gain_ns": None}
+    if not sh.any() or ctx.hw is None:
+        return out
+    ok_fl = sh & ~np.isnan(ka["flops"]) & ~np.isnan(ka["peak"])
+    if ok_fl.any():
+        out["mfu"] = float((ka["flops"][ok_fl] / ka["peak"][ok_fl]).sum() / (dur[ok_fl].sum() * 1e-9))
+    out["mbu"] = float(ka["bytes"][sh].sum() / ctx.hw.hbm_bytes_per_s / (t_sh * 1e-9)) if t_sh else None
+    out["gain_ns"] = float(np.maximum(dur[sh] - ka["target"][sh], 0).sum()) / ka["n_steps"]
+    return out
+
+
+def _gemm_advice(ka: dict, sel: np.ndarray, eff: dict) -> str:
+    adv = finding_rules()["gemm_advice"]
+    sh = sel & ka["shaped"] & ~np.isnan(ka["m"])
+    if not sh.any():
+        return adv["compute"].format_map(_Fmt(mfu=_pct(eff["mfu"]), mbu=_pct(eff["mbu"])))
+    d = pd.DataFrame({"m": ka["m"][sh], "n": ka["n"][sh], "k": ka["k"][sh], "dur": ka["dur"][sh]})
+    top = d.groupby(["m", "n", "k"])["dur"].sum().idxmax()
+    m, n, k = (int(x) for x in top)
+    vals = _Fmt(m=f"{m:,}", n=f"{n:,}", k=f"{k:,}", mfu=_pct(eff["mfu"]), mbu=_pct(eff["mbu"]))
+    if m <= int(adv["small_m_rows"]):
+        key = "small_m"
+    else:
+        key = "memory" if (eff["mbu"] or 0) > (eff["mfu"] or 0) else "compute"
+    return f"the largest shape by time is M×N×K = {m:,}×{n:,}×{k:,}; " + adv[key].format_map(vals)
+
+
+def dominance(ctx: Context) -> list[dict]:
+    """What dominates the step: a group of kernel families over its share of the median step (data: dominance)."""
+    rules = finding_rules()
+    ka = _kernel_arrays(ctx)
+    if not ctx.step_ns:
+        raise MissingDataError("the steps have no length")
+    n_steps, dur, fam = ka["n_steps"], ka["dur"], ka["family"]
+    rf = rules["roofline"]
+    common = {"step": ms_text(ctx.step_ns), "hw": ctx.hw.name if ctx.hw is not None else "–",
+              "hbm_pct": f"{float(rf['achievable_hbm']):.0%}", "flops_pct": f"{float(rf['achievable_flops']):.0%}"}
+    out = []
+    for group, spec in rules["dominance"].items():
+        if group.startswith("_"):
+            continue
+        sel = ka["in"] & np.isin(fam, list(spec["families"]))
+        busy = float(dur[sel].sum()) / n_steps
+        share = busy / ctx.step_ns
+        if share < float(spec["min_share"]) or not sel.any():
+            continue
+        vals = {**common, "busy": ms_text(busy), "share": f"{share:.0%}"}
+        ev_text = f"{int(sel.sum()):,} kernels in {n_steps} step(s), {ms_text(busy)} per step of {ms_text(ctx.step_ns)}"
+        if group == "eager":
+            by_fam = pd.Series(dur[sel]).groupby(fam[sel]).sum().sort_values(ascending=False)
+            what = ", ".join(str(f) for f in by_fam.index[:4])
+            sh = sel & ka["shaped"]
+            ideal = float(ka["bytes"][sh].sum()) / (float(rf["achievable_hbm"]) * ctx.hw.hbm_bytes_per_s) * 1e9 \
+                / n_steps if ctx.hw is not None and sh.any() else None
+            out.append(finding(ctx, "dominant_eager", "dominance", gain_ns=busy, what=what,
+                               calls=f"{sel.sum() / n_steps:,.0f}", mean_us=f"{dur[sel].mean() / 1e3:.1f}",
+                               ideal=ms_text(ideal) + " per step" if ideal is not None else "– (no recorded shapes)",
+                               **vals, evidence=ev_text + "; by family: " + ", ".join(
+                                   f"{f} {ms_text(v / n_steps)}" for f, v in by_fam.items())))
+        elif group in ("gemm", "attention"):
+            eff = _efficiency(ctx, ka, sel)
+            if eff["gain_ns"] is None or eff["shaped_share"] < float(rules["roofline"]["min_shaped_share"]):
+                ks = ka["ks"]
+                why = ("most of them are replayed from CUDA graphs, which have no launching op" if ks.graph_kernels
+                       else ks.why or "their launching ops have no model in tracekit/data/op_models.json")
+                out.append(finding(ctx, f"dominant_{group}_unshaped", "dominance", gain_ns=None, **vals,
+                                   shaped=f"{eff['shaped_share']:.0%}", why=why,
+                                   evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
+                continue
+            extra = {"advice": _gemm_advice(ka, sel, eff)} if group == "gemm" else {}
+            out.append(finding(ctx, f"dominant_{group}", "dominance", gain_ns=eff["gain_ns"], mfu=_pct(eff["mfu"]),
+                               mbu=_pct(eff["mbu"]), shaped=f"{eff['shaped_share']:.0%}", **vals, **extra,
+                               evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
+        elif group == "comm":
+            comm = sel
+            comp = ka["in"] & ~np.isin(fam, list(spec["families"]))
+            rows = ka["rows"]
+            ev = ctx.trace.events
+            s0, e0 = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
+            exposed = iv.total(iv.subtract(iv.normalize(s0[comm], e0[comm]), iv.normalize(s0[comp], e0[comp])))
+            exp = float(exposed) / n_steps
+            # no gain of its own: the communication sources (critical_comm, exposed_allgather) price it
+            out.append(finding(ctx, "dominant_comm", "dominance", gain_ns=None, exposed=ms_text(exp),
+                               exposed_share=f"{exp / ctx.step_ns:.0%}", **vals,
+                               evidence=ev_text + f"; {ms_text(exp)} per step with no compute kernel running"))
+    return out
+
+
+def shape_rooflines(ctx: Context) -> list[dict]:
+    """Kernels far below the roofline, from the shapes the trace records (no annotation): per kernel name of the
+    GEMM and attention families; PyTorch's own kernels and the memory-bound families grouped per category."""
+    if ctx.hw is None:
+        raise MissingDataError("needs a hardware profile: the trace's device matches none; pass --hw NAME")
+    ka = _kernel_arrays(ctx)
+    ks = ka["ks"]
+    if not ka["shaped"].any():
+        raise MissingDataError(ks.why or ("the kernels are replayed from CUDA graphs (no launching op, no shapes)"
+                                          if ks.graph_kernels else "no kernel inside the steps has a recorded shape"))
+    rules = finding_rules()
+    rf = rules["roofline"]
+    sh = ka["shaped"]
+    d = pd.DataFrame({"name": ka["name"][sh], "dur": ka["dur"][sh], "target": ka["target"][sh],
+                      "gain": np.maximum(ka["dur"][sh] - ka["target"][sh], 0), "flops": ka["flops"][sh],
+                      "bytes": ka["bytes"][sh], "peak": ka["peak"][sh], "family": ka["family"][sh],
+                      "mfam": ks.table["family"].to_numpy(dtype=object)[sh], "op": ka["op"][sh],
+                      "dtype": ka["dtype"][sh], "m": ka["m"][sh], "n": ka["n"][sh], "k": ka["k"][sh]})
+    n_steps = ka["n_steps"]
+    g = d.groupby("name", sort=False)
+    per = pd.DataFrame({"dur": g["dur"].sum(), "target": g["target"].sum(), "gain": g["gain"].sum(),
+                        "calls": g.size(), "bytes": g["bytes"].mean(), "flops": g["flops"].mean(),
+                        "peak": g["peak"].first(), "mfam": g["mfam"].agg(lambda x: x.mode().iloc[0]),
+                        "op": g["op"].agg(lambda x: x.mode().iloc[0]), "dtype": g["dtype"].first(),
+                        "m": g["m"].first(), "n": g["n"].first(), "k": g["k"].first()}).reset_index()
+    per["eff"] = per["target"] / per["dur"]
+    per = per[(per["eff"] < float(rf["far_below"])) & (per["gain"] > 0)]
+    per = per.assign(gain_per_step_ns=per["gain"] / n_steps).sort_values("gain_per_step_ns", ascending=False)
+    lib = per["name"].map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) | \
+        ~per["mfam"].isin(list(rf["families"])).to_numpy(dtype=bool)
+    bw = ctx.hw.hbm_bytes_per_s
+    common = {"hw": ctx.hw.name, "hbm_pct": f"{float(rf['achievable_hbm']):.0%}",
+              "flops_pct": f"{float(rf['achievable_flops']):.0%}"}
+
+    def tw_mbu(grp):
+        return _pct(float((grp["bytes"] * grp["calls"]).sum() / bw / (grp["dur"].sum() * 1e-9)))
+    out = library_groups(ctx, per[lib], "kernel_roofline_library", "shapes", mbu=tw_mbu, **common)
+    indiv = per[~lib]
+    cap = int(rules["max_per_source"])
+    adv = rules["gemm_advice"]
+    for _, r in indiv.head(cap).iterrows():
+        mean = r["dur"] / r["calls"]
+        mbu = r["bytes"] / bw / (mean * 1e-9)
+        mfu = r["flops"] / r["peak"] / (mean * 1e-9) if pd.notna(r["flops"]) and pd.notna(r["peak"]) else None
+        bound = "compute" if mfu is not None and r["flops"] / r["bytes"] >= r["peak"] / bw else "memory"
+        if pd.notna(r["m"]):
+            m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
+            shape = f"M×N×K {m:,}×{n:,}×{k:,}, {r['dtype']}"
+            key = "small_m" if m <= int(adv["small_m_rows"]) else bound
+            advice = adv[key].format_map(_Fmt(m=f"{m:,}", n=f"{n:,}", k=f"{k:,}", mfu=_pct(mfu), mbu=_pct(mbu)))
+        else:
+            shape = f"{r['dtype']}, {int(r['flops']):,} FLOP, {int(r['bytes']):,} B per call" if pd.notna(r["flops"]) \
+                else f"{r['dtype']}, {int(r['bytes']):,} B per call"
+            advice = finding_rules()["kinds"]["dominant_attention"]["suggestion"] if r["mfam"] == "attention" \
+                else adv[bound].format_map(_Fmt(mfu=_pct(mfu), mbu=_pct(mbu)))
+        out.append(finding(ctx, "kernel_roofline", "shapes", gain_ns=float(r["gain_per_step_ns"]),
+                           kernel=_short_name(str(r["name"])), op=str(r["op"]), mean_us=f"{mean / 1e3:.1f}",
+                           per_step=f"{r['calls'] / n_steps:g}", target_us=f"{r['target'] / r['calls'] / 1e3:.1f}",
+                           dtype=str(r["dtype"]), mfu=_pct(mfu), mbu=_pct(mbu), bound=bound, shape=shape,
+                           advice=advice, **common,
+                           evidence=f"{int(r['calls']):,} shaped calls, {ms_text(r['dur'] / n_steps)} per step, "
+                                    f"{ms_text(r['target'] / n_steps)} at the achievable roofline; {r['name']}"))
+    rest = indiv.iloc[cap:]
+    if len(rest):
+        out.append(finding(ctx, "kernel_roofline_rest", "shapes", gain_ns=float(rest["gain_per_step_ns"].sum()),
+                           count=len(rest), evidence=f"{len(rest)} kernel name(s), largest "
+                                                    f"{ms_text(rest['gain_per_step_ns'].max())} per step"))
     return out
 
 
@@ -260,7 +497,7 @@ def graph_padding(ctx: Context) -> list[dict]:
 
 SOURCES: list[tuple[str, Callable[[Context], list[dict]]]] = [
     ("exposure", exposed_allgathers), ("idle", idle_gaps), ("waves", wave_losses), ("comm", critical_communication),
-    ("roofline", roofline_gaps), ("graphs", graph_padding),
+    ("roofline", roofline_gaps), ("graphs", graph_padding), ("dominance", dominance), ("shapes", shape_rooflines),
 ]
 
 
@@ -280,8 +517,8 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
 
 def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
              hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
-             min_ms: float | None = None, compare: tuple[Trace, Trace] | None = None,
-             ann_b: Annotation | str | None = None, bs_b: float | None = None,
+             min_ms: float | None = None, min_pct: float | None = None,
+             compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | str | None = None, bs_b: float | None = None,
              config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
              steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
@@ -312,6 +549,9 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
     if min_ms < 0:
         raise UsageError("--min-ms must be 0 or more")
+    min_pct = float(rules["min_pct"]) if min_pct is None else float(min_pct)
+    if not 0 <= min_pct <= 100:
+        raise UsageError("--min-pct must be between 0 and 100")
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
     wall = (st.ends - st.starts).astype(np.int64)
@@ -324,7 +564,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
         from .findings_memory import MEMORY_SOURCES
         srcs += MEMORY_SOURCES
     rows, status = run_sources(ctx, srcs)
-    table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]))
+    table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     major = table[~table["minor"]]
     summary = {"step_ms": step_ns / 1e6, "findings": int(len(table)), "major": int(len(major)),
                "minor": int(table["minor"].sum()),
@@ -339,7 +579,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
                         " medians over steps that may be under-recorded")
     return Result(command="findings", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
                   params={"annotation": ann.name if ann else None, "hw": profile.name if profile else None,
-                          "sms": sms, "min_ms": min_ms, **step_params(st), "group_size": ctx.agopts["group_size"],
+                          "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.agopts["group_size"],
                           "sizes": ctx.agopts["sizes"]},
                   summary=summary,
                   tables={"findings": table, "sources": pd.DataFrame(status, columns=SOURCE_COLUMNS)},

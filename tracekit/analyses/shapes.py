@@ -62,7 +62,7 @@ _DOC = msgspec.json.Decoder(_Doc)
 _LIST = msgspec.json.Decoder(list[_Rec])
 _ARGS = msgspec.json.Decoder(_OpArgs)
 
-KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries"]
+KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k"]
 
 
 @lru_cache(maxsize=1)
@@ -439,7 +439,8 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     graph = np.char.find(lname.astype(str), "GraphLaunch") >= 0 if n else np.zeros(0, bool)
     op = np.where(oprow >= 0, names[np.clip(oprow, 0, None)] if n else "", None)
     tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
-                        "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False})
+                        "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
+                        "m": np.nan, "n": np.nan, "k": np.nan})
     warnings: list[str] = []
     why = None
     args = op_args(trace) if (oprow >= 0).any() else OpArgs(None, None)
@@ -480,8 +481,10 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         got = sig >= 0
         if got.any():
             res = pd.DataFrame([r if r is not None else {} for r in results],
-                               columns=["flops", "bytes", "dtype", "model", "family"])
+                               columns=["flops", "bytes", "dtype", "model", "family", "m", "n", "k"])
             idx = sig[got]
+            for c in ("m", "n", "k"):
+                tbl.loc[got, c] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
             for c in ("model", "family", "dtype"):
                 tbl.loc[got, c] = res[c].to_numpy()[idx]
             fl = res["flops"].to_numpy(dtype=float, na_value=np.nan)[idx]
