@@ -154,6 +154,8 @@ def _budget(n: int) -> float:
 
 def _edit(a: tuple, b: tuple, cat: np.ndarray) -> float:
     """Global edit distance with the costs above."""
+    if min(len(a), len(b)) >= _DP_NUMPY_MIN:
+        return float(_dp_last_row(a, b, cat)[-1])
     prev = [j * INDEL for j in range(len(b) + 1)]
     for i in range(1, len(a) + 1):
         cur = [i * INDEL] + [0.0] * len(b)
@@ -167,16 +169,49 @@ def _align_suffix(expected: tuple, seq: tuple, cat: np.ndarray) -> tuple[float, 
     """Align all of ``expected`` with a suffix of ``seq`` (a free prefix): (cost, index in ``seq`` where the
     aligned part starts). Ties go to the later start."""
     m, n = len(expected), len(seq)
-    # D[i][j]: cost of aligning expected[i:] with seq[j:]
-    nxt = [(n - j) * INDEL for j in range(n + 1)]  # row i = m
-    for i in range(m - 1, -1, -1):
-        cur = [0.0] * (n + 1)
-        cur[n] = (m - i) * INDEL
-        for j in range(n - 1, -1, -1):
-            cur[j] = min(nxt[j + 1] + _sub_cost(expected[i], seq[j], cat), nxt[j] + INDEL, cur[j + 1] + INDEL)
-        nxt = cur
+    if min(m, n) >= _DP_NUMPY_MIN:  # D[i][j] = F[m - i][n - j] of the forward DP over both sequences reversed
+        nxt = _dp_last_row(expected[::-1], seq[::-1], cat)[::-1].tolist()
+    else:
+        # D[i][j]: cost of aligning expected[i:] with seq[j:]
+        nxt = [(n - j) * INDEL for j in range(n + 1)]  # row i = m
+        for i in range(m - 1, -1, -1):
+            cur = [0.0] * (n + 1)
+            cur[n] = (m - i) * INDEL
+            for j in range(n - 1, -1, -1):
+                cur[j] = min(nxt[j + 1] + _sub_cost(expected[i], seq[j], cat), nxt[j] + INDEL, cur[j + 1] + INDEL)
+            nxt = cur
     best_j = min(range(n + 1), key=lambda j: (round(nxt[j], 6), -j))
     return nxt[best_j], best_j
+
+
+_DP_NUMPY_MIN = 12  # both sequences at least this long: the DP runs in numpy, one anti-diagonal at a time
+
+
+def _dp_last_row(a, b, cat: np.ndarray) -> np.ndarray:
+    """The last row F[len(a)][:] of the forward edit DP (F[0][q] = q, F[p][0] = p, F[p][q] = min(F[p-1][q-1] +
+    sub, F[p-1][q] + INDEL, F[p][q-1] + INDEL)), computed one anti-diagonal at a time in numpy. Every cell is the
+    same IEEE additions and minimum of the same operands as the Python loops above, so the floats are identical;
+    an anti-diagonal's cells depend only on the two before it. F is stored row-major with rows of n + 1, so the
+    cells of anti-diagonal t (p + q = t) are the positions p * n + t: one strided slice."""
+    m, n = len(a), len(b)
+    x = np.asarray(a, dtype=np.int64)
+    y = np.asarray(b, dtype=np.int64)
+    F = np.empty((m + 1) * (n + 1), dtype=np.float64)
+    F2 = F.reshape(m + 1, n + 1)
+    F2[0, :] = np.arange(n + 1) * INDEL
+    F2[:, 0] = np.arange(m + 1) * INDEL
+    S = np.zeros((m + 1) * (n + 1), dtype=np.float64)
+    S2 = S.reshape(m + 1, n + 1)
+    S2[1:, 1:] = np.where(x[:, None] == y[None, :], 0.0,
+                          np.where(cat[x][:, None] == cat[y][None, :], SUB_SAME, SUB_OTHER))
+    d1, d2 = n + 1, n + 2
+    for t in range(2, m + n + 1):
+        lo, hi = max(1, t - n), min(m, t - 1)
+        s, e = lo * n + t, hi * n + t + 1
+        cell = np.minimum(F[s - d2:e - d2:n] + S[s:e:n], F[s - d1:e - d1:n] + INDEL)
+        np.minimum(cell, F[s - 1:e - 1:n] + INDEL, out=cell)
+        F[s:e:n] = cell
+    return F2[m].copy()
 
 
 # --------------------------------------------------------------------------------------------------

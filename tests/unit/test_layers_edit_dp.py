@@ -1,0 +1,49 @@
+"""The automatic layers' edit distances: the numpy DP (one anti-diagonal at a time) gives the very floats of the
+plain Python loops it replaces for long sequences, so the layers found do not change (issue 30)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from tracekit.analyses import layers as L
+
+
+def _edit_loops(a, b, cat):
+    prev = [j * L.INDEL for j in range(len(b) + 1)]
+    for i in range(1, len(a) + 1):
+        cur = [i * L.INDEL] + [0.0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j - 1] + L._sub_cost(a[i - 1], b[j - 1], cat), prev[j] + L.INDEL, cur[j - 1] + L.INDEL)
+        prev = cur
+    return prev[-1]
+
+
+def _align_loops(expected, seq, cat):
+    m, n = len(expected), len(seq)
+    nxt = [(n - j) * L.INDEL for j in range(n + 1)]
+    for i in range(m - 1, -1, -1):
+        cur = [0.0] * (n + 1)
+        cur[n] = (m - i) * L.INDEL
+        for j in range(n - 1, -1, -1):
+            cur[j] = min(nxt[j + 1] + L._sub_cost(expected[i], seq[j], cat), nxt[j] + L.INDEL, cur[j + 1] + L.INDEL)
+        nxt = cur
+    best_j = min(range(n + 1), key=lambda j: (round(nxt[j], 6), -j))
+    return nxt[best_j], best_j
+
+
+def test_numpy_dp_gives_the_loops_floats():
+    rng = random.Random(30)
+    numpy_runs = 0
+    for _ in range(300):
+        k = rng.choice([2, 3, 5, 12])
+        cat = np.array([rng.randrange(3) for _ in range(k)])
+        m, n = rng.randrange(0, 70), rng.randrange(0, 70)
+        base = [rng.randrange(k) for _ in range(max(m, n))]
+        a = tuple(base[:m])
+        b = tuple(x if rng.random() < 0.7 else rng.randrange(k) for x in base[:n])
+        numpy_runs += min(m, n) >= L._DP_NUMPY_MIN
+        assert L._edit(a, b, cat) == _edit_loops(a, b, cat)
+        got = L._align_suffix(a, b, cat)
+        assert got == _align_loops(a, b, cat) and type(got[0]) is float
+    assert numpy_runs > 100
