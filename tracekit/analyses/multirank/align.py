@@ -1,0 +1,353 @@
+"""Global steps and clock alignment of a run's ranks (docs/multirank.md).
+
+1. **Coarse offsets from step starts.** Each rank's step starts are compared with those of the ranks already placed
+   (the reference first): the shift that brings the most starts within a third of a step period of one wins, the
+   smallest such shift where several tie (steps of equal length). The placed starts, clustered, are the global steps,
+   numbered from 0 in time order; a rank that started late or stopped early simply has no row for the steps it
+   missed.
+2. **Instances.** Within a global step the k-th collective of a kind is the same instance on every rank (``seq`` k).
+   A rank whose count of a kind in a step differs from the other ranks' (its profile started or stopped inside the
+   step) is partial: its collectives are matched to the instances by time, once the clocks are aligned.
+3. **Fine offsets from the ends of blocking collectives**, which end together in true time: per rank, the offset is
+   the median of (its end − the instance's consensus end), iterated; a drift (offset + slope) is kept where it cuts
+   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. Ranks of
+   one node share a clock: where their offsets agree within the residual they get their pooled fit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
+MIN_TOL_NS = 1_000
+
+
+def _period(starts: list[np.ndarray]) -> float:
+    d = np.concatenate([np.diff(np.sort(s)) for s in starts if len(s) > 1] or [np.zeros(0)])
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 0.0
+
+
+def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
+    """Cluster centres (medians) of sorted points split where consecutive points are more than ``tol`` apart."""
+    if points.size == 0:
+        return points
+    p = np.sort(points)
+    brk = np.concatenate([[True], np.diff(p) > tol])
+    gid = np.cumsum(brk) - 1
+    return np.array([np.median(p[gid == g]) for g in range(int(gid[-1]) + 1)])
+
+
+def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int]:
+    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point; smallest |d| of
+    the best. Returns (d, how many starts it matched)."""
+    diffs = np.sort((s[:FIRST_STEPS, None] - pool[None, :]).ravel())
+    lo = np.searchsorted(diffs, diffs - tol, side="left")
+    hi = np.searchsorted(diffs, diffs + tol, side="right")
+    count = hi - lo
+    best = count.max()
+    cand = np.flatnonzero(count == best)
+    i = cand[np.argmin(np.abs(diffs[cand]))]
+    near = diffs[lo[i]:hi[i]]
+    return float(np.median(near)), int(best)
+
+
+def coarse_offsets(step_starts: dict[int, np.ndarray], ref: int) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
+    """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
+    reference's clock, sorted) and the matching tolerance."""
+    period = _period(list(step_starts.values()))
+    tol = max(period / 3.0, MIN_TOL_NS) if period else float("inf")
+    offsets: dict[int, float] = {ref: 0.0}
+    pool = np.sort(step_starts[ref].astype(np.float64))
+    placed = [pool]
+    warnings = []
+    order = [ref] + sorted((r for r in step_starts if r != ref), key=lambda r: -len(step_starts[r]))
+    for r in order[1:]:
+        s = np.sort(step_starts[r].astype(np.float64))
+        if s.size == 0:
+            offsets[r] = 0.0
+            continue
+        if pool.size == 0 or not np.isfinite(tol):
+            d, n = (float(s[0] - pool[0]) if pool.size else 0.0), 1
+        else:
+            d, n = _best_shift(s, pool, tol)
+        if n == 0:
+            warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as"
+                            " recorded")
+            d = 0.0
+        offsets[r] = d
+        placed.append(s - d)
+        pool = _cluster(np.concatenate(placed), tol)
+    return offsets, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
+
+
+def robust_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, int]:
+    """d ≈ a + b·x, robustly: the median (b = 0), or a line through the inliers where it cuts the residual by a
+    fifth and more than 100 ns. Returns (a, b, residual = 90th percentile of |misfit| over the inliers, outliers)."""
+    med = float(np.median(d))
+    dev = np.abs(d - med)
+    mad = float(np.median(dev))
+    inl = dev <= max(10 * mad, 1000.0)
+    r0 = float(np.percentile(dev[inl], 90)) if inl.any() else 0.0
+    a, b, res = med, 0.0, r0
+    if inl.sum() >= 6 and np.ptp(x[inl]) > 0:
+        xm = float(np.mean(x[inl]))
+        slope = float(np.polyfit(x[inl] - xm, d[inl], 1)[0])
+        icpt = float(np.median(d[inl] - slope * x[inl]))
+        r1 = float(np.percentile(np.abs(d[inl] - icpt - slope * x[inl]), 90))
+        if r1 < 0.8 * r0 and r0 - r1 > 100:
+            a, b, res = icpt, slope, r1
+    return a, b, res, int((~inl).sum())
+
+
+@dataclass
+class Clock:
+    """Each rank's clock model: local = t0 + a + (1 + b)·T, T the consensus time after t0."""
+
+    t0: int
+    ref: int
+    a: dict[int, float]
+    b: dict[int, float]
+    residual: dict[int, int | None]
+    aligned: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def to_ref(self, rank: int, local) -> np.ndarray:
+        """Local times of ``rank`` on the reference's clock (int64 ns)."""
+        x = (np.asarray(local, dtype=np.int64) - self.t0).astype(np.float64)
+        T = (x - self.a[rank]) / (1.0 + self.b[rank])
+        out = self.a[self.ref] + (1.0 + self.b[self.ref]) * T
+        return np.rint(out).astype(np.int64) + self.t0
+
+    def offset_ns(self, rank: int) -> int:
+        return int(round(self.a[rank] - self.a[self.ref]))
+
+
+def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int],
+               rounds: int = 4) -> Clock:
+    """Offsets from instance ends. ``ends``: rank, inst (an instance id), end_ns (local) of the blocking instances
+    seen whole on every rank that ran them."""
+    ranks = sorted(coarse)
+    a = {r: float(coarse[r]) for r in ranks}
+    b = {r: 0.0 for r in ranks}
+    res: dict[int, int | None] = {r: None for r in ranks}
+    warnings: list[str] = []
+    if ends.empty:
+        return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
+                     ["no collective runs on two ranks: the clocks are taken as recorded (no alignment)"])
+    multi = ends.groupby("inst")["rank"].transform("nunique") > 1
+    e = ends[multi]
+    if e.empty:
+        return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
+                     ["no collective instance is seen on two ranks: the clocks are taken as recorded"])
+    rk = e["rank"].to_numpy()
+    inst = pd.factorize(e["inst"])[0]
+    x = (e["end_ns"].to_numpy(np.int64) - t0).astype(np.float64)
+    fits: dict[int, tuple] = {}
+    for _ in range(rounds):
+        A = np.array([a[r] for r in rk])
+        B = np.array([b[r] for r in rk])
+        T_row = (x - A) / (1.0 + B)
+        T = pd.Series(T_row).groupby(inst).median().to_numpy()[inst]
+        d = x - T
+        for r in np.unique(rk):
+            m = rk == r
+            fits[r] = robust_fit(T[m], d[m])
+            a[r], b[r] = fits[r][0], fits[r][1]
+    # ranks of one node share a clock
+    by_node: dict[int, list[int]] = {}
+    for r in fits:
+        by_node.setdefault(nodes.get(r, r), []).append(r)
+    for node, members in by_node.items():
+        if len(members) < 2:
+            continue
+        m = np.isin(rk, members)
+        na, nb, nres, _ = robust_fit(T[m], d[m])
+        tol = max(4 * max(fits[r][2] for r in members), 4 * nres, 2000.0)
+        far = [r for r in members if abs(fits[r][0] - na) > tol]
+        if far:
+            warnings.append(f"ranks of node {node} disagree on the clock (rank {far[0]} by"
+                            f" {abs(fits[far[0]][0] - na) / 1e3:,.1f} µs from the node's); each keeps its own offset:"
+                            " check --gpus-per-node")
+            continue
+        for r in members:
+            a[r], b[r] = na, nb
+            fits[r] = (na, nb, max(nres, 0.0), fits[r][3])
+    for r in ranks:
+        if r in fits:
+            res[r] = int(np.ceil(fits[r][2]))
+            if fits[r][3] > 0.1 * (rk == r).sum():
+                warnings.append(f"rank {r}: {fits[r][3]} of its {(rk == r).sum()} collective ends do not end with the"
+                                " other ranks' (left out of its clock offset)")
+        else:
+            a[r] = float(coarse[r]) + a.get(ref, 0.0) if ref in fits else float(coarse[r])
+            warnings.append(f"rank {r}: no collective shared with another rank; its offset is the step starts' only")
+    return Clock(t0, ref, a, b, res, True, warnings)
+
+
+@dataclass
+class Aligned:
+    """A run on the reference's clock: its rank-steps and collective instances numbered globally."""
+
+    clock: Clock
+    steps: pd.DataFrame  # step, rank, local_step, phase, bs, tokens, start_ns, end_ns, partial
+    collectives: pd.DataFrame  # step, kind, seq, rank, start_ns, end_ns, work_ns, attention_ns, expert_ns, partial
+    n_steps: int
+    partial_steps: int
+    unmatched: int
+    warnings: list[str]
+
+
+def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol: float) -> dict[int, np.ndarray]:
+    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step; a cluster that few ranks start
+    in (a step whose start the rank did not record) joins the well-supported step its window overlaps most."""
+    rows = [(r, i, float(s) - coarse[r], float(e) - coarse[r])
+            for r, df in steps.items() for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))]
+    out = {r: np.full(len(df), -1, dtype=np.int64) for r, df in steps.items()}
+    if not rows:
+        return out
+    rk = np.array([x[0] for x in rows])
+    li = np.array([x[1] for x in rows])
+    s = np.array([x[2] for x in rows])
+    e = np.array([x[3] for x in rows])
+    order = np.argsort(s, kind="stable")
+    brk = np.concatenate([[True], np.diff(s[order]) > tol]) if np.isfinite(tol) else np.r_[True, np.zeros(len(s) - 1, bool)]
+    cid = np.empty(len(s), dtype=np.int64)
+    cid[order] = np.cumsum(brk) - 1
+    n = int(cid.max()) + 1
+    support = np.array([len(np.unique(rk[cid == c])) for c in range(n)])
+    strong = support >= max(2, 0.5 * np.median(support)) if len(steps) > 1 else np.ones(n, bool)
+    if strong.any() and not strong.all():
+        cs = np.array([np.median(s[cid == c]) for c in range(n)])
+        ce = np.array([np.median(e[cid == c]) for c in range(n)])
+        sc = np.flatnonzero(strong)
+        for c in np.flatnonzero(~strong):
+            for j in np.flatnonzero(cid == c):
+                ov = np.minimum(e[j], ce[sc]) - np.maximum(s[j], cs[sc])
+                k = int(np.argmax(ov))
+                if ov[k] > 0 and not np.any((rk == rk[j]) & (cid == sc[k])):
+                    cid[j] = sc[k]
+    # renumber in time order
+    used = np.unique(cid)
+    first = np.array([s[cid == c].min() for c in used])
+    new = {int(c): i for i, c in enumerate(used[np.argsort(first, kind="stable")])}
+    for j in range(len(rows)):
+        out[int(rk[j])][int(li[j])] = new[int(cid[j])]
+    return out
+
+
+def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
+    """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
+    The reference is the lowest rank."""
+    ref = min(per_rank)
+    steps = {r: d["steps"] for r, d in per_rank.items()}
+    anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
+    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in steps.items()},
+                                              anchor)
+    if anchor != ref:
+        warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
+    g_of = _global_steps(steps, coarse, tol)
+    # collectives with their global step and seq
+    parts = []
+    for r, d in per_rank.items():
+        c = d["collectives"].copy()
+        gmap = g_of[r]
+        ls = c["local_step"].to_numpy(np.int64)
+        c["step"] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
+        c["rank"] = r
+        parts.append(c)
+    coll = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
+    cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
+    modal = (coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"]).groupby(["step", "kind"])["n"]
+             .agg(lambda v: v.value_counts().sort_index(ascending=False).idxmax()))
+    mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
+    coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
+    t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
+    t0 = int(t0_src.min()) if len(t0_src) else 0
+    blk = coll[coll["full"] & coll["kind"].isin(blocking)]
+    ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),
+                         "inst": (blk["step"].astype(str) + "|" + blk["kind"].astype(str) + "|"
+                                  + blk["seq"].astype(str)).to_numpy(),
+                         "end_ns": blk["end_ns"].to_numpy(np.int64)})
+    clock = fine_clock(ends, coarse, ref, t0, nodes)
+    warnings += clock.warnings
+    # everything on the reference's clock
+    coll["start_ref"] = 0
+    coll["end_ref"] = 0
+    st_rows = []
+    for r in per_rank:
+        m = (coll["rank"] == r).to_numpy()
+        coll.loc[m, "start_ref"] = clock.to_ref(r, coll.loc[m, "start_ns"].to_numpy(np.int64))
+        coll.loc[m, "end_ref"] = clock.to_ref(r, coll.loc[m, "end_ns"].to_numpy(np.int64))
+        df = steps[r]
+        st_rows.append(pd.DataFrame({"step": g_of[r], "rank": r, "local_step": df["local_step"].to_numpy(np.int64),
+                                     "phase": df["phase"].to_numpy(), "bs": df["bs"].to_numpy(),
+                                     "tokens": df["tokens"].to_numpy(),
+                                     "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
+                                     "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
+    st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
+    # partial rank-steps and collectives outside every step: matched to the instances by time
+    matched = coll["full"].to_numpy().copy()
+    seq = coll["seq"].to_numpy().copy()
+    step = coll["step"].to_numpy().copy()
+    if len(st):
+        win = st[st["step"] >= 0].groupby("step").agg(s=("start_ns", "min"), e=("end_ns", "max")).sort_index()
+        out = np.flatnonzero(step < 0)
+        if out.size and len(win):
+            from ... import intervals as iv
+            w = iv.window_of(coll["start_ref"].to_numpy(np.int64)[out], win["s"].to_numpy(np.int64),
+                             win["e"].to_numpy(np.int64))
+            step[out] = np.where(w >= 0, win.index.to_numpy()[np.clip(w, 0, None)], -1)
+    full = coll[matched]
+    tmpl = full.groupby(["step", "kind", "seq"])["start_ref"].median()
+    todo = np.flatnonzero(~matched & (step >= 0))
+    sref = coll["start_ref"].to_numpy(np.int64)
+    kinds = coll["kind"].to_numpy()
+    ranks = coll["rank"].to_numpy()
+    groups: dict[tuple, list[int]] = {}
+    for j in todo:
+        groups.setdefault((int(ranks[j]), int(step[j]), kinds[j]), []).append(j)
+    for (r, g, k), idx in groups.items():
+        try:
+            t = tmpl.loc[(g, k)]
+        except KeyError:
+            continue
+        idx = np.array(idx)
+        dist = np.abs(sref[idx][:, None] - t.to_numpy()[None, :])
+        near = np.argmin(dist, axis=1)
+        best = {}
+        for j, n_, dd in zip(idx, near, dist[np.arange(len(idx)), near]):
+            if n_ not in best or dd < best[n_][1]:
+                best[n_] = (j, dd)
+        for n_, (j, _) in best.items():
+            matched[j] = True
+            seq[j] = int(t.index[n_])
+    coll["step"], coll["seq"] = step, seq
+    partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
+                           coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
+    unmatched = int((~matched).sum())
+    keep = coll[matched]
+    out_coll = pd.DataFrame({"step": keep["step"].to_numpy(np.int64), "kind": keep["kind"].to_numpy(),
+                             "seq": keep["seq"].to_numpy(np.int64), "rank": keep["rank"].to_numpy(np.int64),
+                             "start_ns": keep["start_ref"].to_numpy(np.int64),
+                             "end_ns": keep["end_ref"].to_numpy(np.int64),
+                             "work_ns": keep["work_ns"].to_numpy(np.int64),
+                             "attention_ns": keep["attention_ns"].to_numpy(np.int64),
+                             "expert_ns": keep["expert_ns"].to_numpy(np.int64),
+                             "partial": ~keep["full"].to_numpy(bool)})
+    out_coll = out_coll.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
+    if len(st):
+        st["partial"] = [(r, g) in partial_keys for r, g in zip(st["rank"], st["step"])]
+        st = st.sort_values(["step", "rank", "local_step"], kind="stable").reset_index(drop=True)
+    n_steps = int(st.loc[st["step"] >= 0, "step"].nunique()) if len(st) else 0
+    # a global step not seen whole on every rank: missing on one, or partial on one
+    seen = st[st["step"] >= 0].groupby("step")["rank"].nunique() if len(st) else pd.Series(dtype=int)
+    part_steps = {g for _, g in partial_keys} | set(seen.index[seen < len(per_rank)])
+    if unmatched:
+        warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
+                        " or more of a kind in a step than the other ranks ran) and are left out")
+    return Aligned(clock, st, out_coll, n_steps, len(part_steps), unmatched, warnings)

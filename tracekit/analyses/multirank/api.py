@@ -1,0 +1,182 @@
+"""``multirank_imbalance``: every rank of a run, aligned on one clock, and who waits for whom (issue 28;
+contract ``tracekit.imbalance/2``, docs/json-contract.md; how, docs/multirank.md).
+
+Map, then reduce: each rank's file is loaded in a worker (``jobs`` processes, or a Dask cluster at ``dask``) and
+reduced there to a few small tables (:mod:`.mapper`); this process only aligns and attributes those tables, so it
+never holds two ranks' events (with ``jobs=1`` it loads one file at a time).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError, MissingDataError, UsageError
+from ...result import Result, shown_path, shown_text
+from ..steps import step_options
+from .align import align_run
+from .attribute import attribute, lower_median
+from .discover import find_ranks, settle
+from .mapper import MapOptions, load_collectives, reduce_file
+
+SCHEMA = "tracekit.imbalance/2"
+RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
+
+
+class ImbalanceResult(Result):
+    """A Result whose contract is ``tracekit.imbalance/2`` (the per-layer ``imbalance`` before it was /1)."""
+
+    @property
+    def schema(self) -> str:  # type: ignore[override]
+        return SCHEMA
+
+
+def reduce_point(path: str, opts: MapOptions) -> dict:
+    """:func:`reduce_file`, or ``{"dropped": the one-sentence reason, "exit_code"}`` for a file that cannot be used
+    (missing, unreadable, corrupt: exit 3; lacking what is needed: exit 4)."""
+    try:
+        return reduce_file(path, opts)
+    except (InputError, MissingDataError) as exc:
+        return {"path": path, "dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
+
+
+def map_files(paths: list[str], opts: MapOptions, *, jobs: int = 1, dask: str | None = None, progress=None) -> list:
+    """``reduce_point`` on every file, in order: serially, in ``jobs`` worker processes, or on the Dask cluster at
+    ``dask`` (an address, or a ``distributed.Client``)."""
+    tick = progress or (lambda done, total: None)
+    if dask:
+        try:
+            from dask.distributed import Client
+        except ImportError as exc:
+            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
+        if isinstance(dask, Client):
+            out = dask.gather(dask.map(reduce_point, paths, [opts] * len(paths), pure=False))
+        else:
+            with Client(dask) as client:
+                out = client.gather(client.map(reduce_point, paths, [opts] * len(paths), pure=False))
+        tick(len(paths), len(paths))
+        return out
+    if jobs > 1 and len(paths) > 1:
+        # ProcessPoolExecutor's workers are not daemonic: the ingest may start its decode helper in them
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            futures = [pool.submit(reduce_point, p, opts) for p in paths]
+            for i, _ in enumerate(as_completed(futures), 1):
+                tick(i, len(paths))
+            return [f.result() for f in futures]
+    out = []
+    for i, p in enumerate(paths, 1):
+        out.append(reduce_point(p, opts))
+        tick(i, len(paths))
+    return out
+
+
+def _merge(parts: list[dict]) -> dict:
+    """The reduced tables of one rank's files (sglang's per-stage files) as one, local steps renumbered in time."""
+    steps, colls, shift = [], [], 0
+    for p in parts:
+        s, c = p["steps"].copy(), p["collectives"].copy()
+        s["local_step"] += shift
+        c.loc[c["local_step"] >= 0, "local_step"] += shift
+        shift += len(s)
+        steps.append(s)
+        colls.append(c)
+    s = pd.concat(steps, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    new = dict(zip(s["local_step"], range(len(s))))
+    s["local_step"] = np.arange(len(s), dtype=np.int64)
+    c = pd.concat(colls, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    c["local_step"] = c["local_step"].map(lambda x: new.get(x, -1)).astype(np.int64)
+    return {"steps": s, "collectives": c}
+
+
+def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpus_per_node: int = 8,
+                        step_name: str | None = None, min_step_ns: int | None = None, step_source: str | None = None,
+                        steps_file=None, cache: bool = True, progress=None) -> Result:
+    """`tracekit imbalance DIR`: every rank of one run on the reference rank's clock (the lowest rank id), its
+    collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
+
+    ``paths_or_dir``: a run directory (rank files, per-rank folders, sglang's per-stage files) or a list of files.
+    ``jobs``: worker processes (default: one per file, at most the cores); ``dask``: a Dask scheduler address (or a
+    Client). ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n. Step options as every
+    command's; every phase is kept."""
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, (int, np.integer)) or gpus_per_node < 1:
+        raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1):
+        raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source,
+                 steps_file=steps_file)  # usage errors before any file is read
+    ranks, skipped = find_ranks(paths_or_dir)
+    files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
+    opts = MapOptions(step_name=step_name, min_step_ns=min_step_ns, step_source=step_source,
+                      steps_file=str(steps_file) if steps_file else None, cache=cache)
+    n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(files)))
+    results = map_files([str(f) for _, f in files], opts, jobs=n_jobs, dask=dask, progress=progress)
+    warnings: list[str] = [f"skipped {p}: {r}" for p, r in skipped[:10]]
+    by_rank: dict[int, list[dict]] = {}
+    dropped = []
+    for (i, f), res in zip(files, results):
+        if "dropped" in res:
+            dropped.append((i, f, res))
+            continue
+        by_rank.setdefault(i, []).append(res)
+    for i, f, res in dropped:
+        warnings.append(f"{shown_path(f)} left out: {res['dropped']}")
+    keep = [i for i in range(len(ranks)) if i in by_rank and not any(d[0] == i for d in dropped)]
+    if len(keep) < 2 and dropped:
+        why = "; ".join(d[2]["dropped"] for d in dropped[:3])
+        cls = MissingDataError if all(d[2].get("exit_code") == 4 for d in dropped) else InputError
+        raise cls(f"fewer than two ranks of the run could be read ({why})")
+    kept_ranks, settle_warn = settle([ranks[i] for i in keep],
+                                     [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
+    warnings += settle_warn
+    idx_of = {id(rf): i for i, rf in zip(keep, [ranks[i] for i in keep])}
+    per_rank, files_of = {}, {}
+    for rf in kept_ranks:
+        parts = by_rank[idx_of[id(rf)]]
+        per_rank[rf.rank] = _merge(parts)
+        files_of[rf.rank] = rf.label
+        for p in parts:
+            warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
+    nodes = {r: r // int(gpus_per_node) for r in per_rank}
+    al = align_run(per_rank, nodes, load_collectives().blocking)
+    warnings += al.warnings
+    t = attribute(al.collectives, al.steps, al.clock.residual)
+    per = t["per_collective"]
+    nontie = per[~per["tie"]]
+    # most often last; among equals the one whose lateness cost more (Σ margin), then the lowest rank
+    agg = nontie.groupby("last_rank")["margin_ns"].agg(["size", "sum"]).reset_index()
+    agg = agg.sort_values(["size", "sum", "last_rank"], ascending=[False, False, True], kind="stable")
+    last_counts = agg.set_index("last_rank")["size"]
+    wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
+    steps_per = t["steps"].groupby("rank").size()
+    ranks_tbl = pd.DataFrame({
+        "rank": list(per_rank), "file": [files_of[r] for r in per_rank], "node": [nodes[r] for r in per_rank],
+        "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in per_rank],
+        "residual_ns": pd.array([al.clock.residual.get(r) for r in per_rank], dtype="Int64"),
+        "steps": [int(steps_per.get(r, 0)) for r in per_rank],
+        "times_last": [int(last_counts.get(r, 0)) for r in per_rank],
+        "total_wait_ns": [int(wait_tot.get(r, 0)) for r in per_rank]}, columns=RANK_COLS)
+    straggler = {"rank": int(last_counts.index[0]) if len(last_counts) else None,
+                 "times_last": int(last_counts.iloc[0]) if len(last_counts) else 0, "of": int(len(nontie))}
+    if len(last_counts) > 1 and last_counts.iloc[0] == last_counts.iloc[1]:
+        tied = [int(r) for r in last_counts.index[last_counts == last_counts.iloc[0]]]
+        warnings.append(f"ranks {sorted(tied)} are last equally often ({int(last_counts.iloc[0])} times each); the"
+                        f" summary names rank {tied[0]}, whose lateness cost the most")
+    ref = min(per_rank)
+    summary = {"ranks": len(per_rank), "reference_rank": ref,
+               "clock": "aligned" if al.clock.aligned else "as recorded", "steps": al.n_steps,
+               "partial_steps": al.partial_steps, "collectives": int(len(per)), "unmatched": al.unmatched,
+               "imbalance_ns_per_step": lower_median(t["by_step"]["imbalance_ns"]) if len(t["by_step"]) else None,
+               "straggler": straggler}
+    if len(per) == 0:
+        warnings.append("no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be"
+                        " attributed")
+    tables = {"ranks": ranks_tbl, "steps": t["steps"], "collectives": t["collectives"],
+              "per_collective": per, "by_step": t["by_step"]}
+    inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
+    params = {"gpus_per_node": int(gpus_per_node), "step_name": step_name, "min_step_ns": min_step_ns,
+              "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
+    return ImbalanceResult(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
+                           warnings=warnings)
