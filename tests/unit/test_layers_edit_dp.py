@@ -47,3 +47,13 @@ def test_numpy_dp_gives_the_loops_floats():
         got = L._align_suffix(a, b, cat)
         assert got == _align_loops(a, b, cat) and type(got[0]) is float
     assert numpy_runs > 100
+
+
+def test_the_cost_floor_is_below_the_alignment_cost():
+    rng = random.Random(31)
+    for _ in range(500):
+        k = rng.choice([2, 4, 9])
+        cat = np.array([rng.randrange(3) for _ in range(k)])
+        a = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
+        b = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
+        assert L._cost_floor(a, b) <= _align_loops(a, b, cat)[0] + 1e-9

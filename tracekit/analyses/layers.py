@@ -100,6 +100,7 @@ class _Seq:
     # last mixer kernel before an FFN kernel, and that FFN kernel; kernels of no layer role in between are skipped)
     trans_mixer: np.ndarray = None
     trans_ffn: np.ndarray = None
+    mixer_cumsum: list = None  # running sum of the mixer kernels' durations (0 first), made on first use
 
 
 @dataclass
@@ -252,8 +253,17 @@ def _phases(edges: set[tuple[int, int]]) -> tuple[dict[int, int], dict[int, int]
 def _segments(seq: _Seq, token: int) -> list[tuple[int, int]]:
     cuts = np.flatnonzero(seq.codes == token)
     n = seq.codes.size
-    bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    bounds = np.unique(np.concatenate([[0], cuts, [n]])).tolist()
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _mixer_ns(ctx: _Ctx, seq: _Seq, a: int, b: int) -> int:
+    """The mixer kernels' time in seq[a:b] (int64 sums, exact: a difference of the step's running sum)."""
+    cs = seq.mixer_cumsum
+    if cs is None:
+        d = np.where(ctx.mixer_cat[ctx.cat_of_code[seq.codes]], seq.durs, 0) if seq.codes.size else seq.durs
+        cs = seq.mixer_cumsum = np.concatenate([[0], np.cumsum(d, dtype=np.int64)]).tolist()
+    return cs[b] - cs[a]
 
 
 def _assemble(ctx: _Ctx, token: int) -> _Assembly:
@@ -264,10 +274,13 @@ def _assemble(ctx: _Ctx, token: int) -> _Assembly:
     for seq in ctx.seqs:
         segs = _segments(seq, token)
         ids = []
+        raw, size = seq.codes.tobytes(), seq.codes.itemsize
         for a, b in segs:
-            key = seq.codes[a:b].tobytes()
-            lid = labels.setdefault(key, len(labels))
-            label_seq.setdefault(lid, tuple(seq.codes[a:b].tolist()))
+            key = raw[a * size:b * size]  # the bytes of seq.codes[a:b]
+            lid = labels.get(key)
+            if lid is None:
+                lid = labels[key] = len(labels)
+                label_seq[lid] = tuple(seq.codes[a:b].tolist())
             ids.append(lid)
         counts = Counter(ids)
         rec = [counts[i] >= 2 for i in ids]
@@ -287,8 +300,7 @@ def _assemble(ctx: _Ctx, token: int) -> _Assembly:
                 continue
             c = comp[lid]
             ph = pot[lid] % k_of[c]
-            cats = ctx.cat_of_code[seq.codes[a:b]]
-            mixer_time[(c, ph)] += float(seq.durs[a:b][ctx.mixer_cat[cats]].sum())
+            mixer_time[(c, ph)] += float(_mixer_ns(ctx, seq, a, b))
             if c not in seen_first:
                 seen_first.add(c)
                 first_phase[(c, ph)] += 1
@@ -445,6 +457,16 @@ def _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, labe
     return layers
 
 
+def _cost_floor(expected: tuple, seq: tuple) -> float:
+    """A lower bound of _align_suffix's cost: every element of ``expected`` beyond the length of ``seq`` is a gap
+    (INDEL), and every one not matched by an equal code costs at least the cheapest substitution, SUB_SAME."""
+    m, n = len(expected), len(seq)
+    if m > n and (m - n) * INDEL > _budget(m) + 1e-6:
+        return (m - n) * INDEL
+    common = sum((Counter(expected) & Counter(seq)).values())
+    return max((m - n) * INDEL, SUB_SAME * (m - common), 0.0)
+
+
 def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat):
     """The missing first phase(s) of a run's first layer, at the end of the segment before it: (start kernel,
     the labels used) when the end of that segment aligns with them within the edit budget."""
@@ -457,7 +479,10 @@ def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat)
         exp = tuple(x for lid in combo for x in label_seq[lid])
         budget = _budget(len(exp))
         window = max(a, b - len(exp) - int(math.ceil(budget)) - 1)
-        cost, j = _align_suffix(exp, tuple(seq.codes[window:b].tolist()), cat)
+        part = tuple(seq.codes[window:b].tolist())
+        if _cost_floor(exp, part) > budget + 1e-6:  # it cannot be within the budget: no need to align
+            continue
+        cost, j = _align_suffix(exp, part, cat)
         if cost <= budget and j < b - window and (best is None or cost < best[0]):
             best = (cost, window + j, combo)
     return None if best is None else (best[1], best[2])
