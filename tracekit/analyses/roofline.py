@@ -416,6 +416,8 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
         tbl = tbl.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
     for c in ("flops", "bytes"):
         tbl[c] = pd.array([None if v is None or pd.isna(v) else int(round(v)) for v in tbl[c]], dtype="Int64")
+    for c in ("op", "dtype", "bound", "source", "family"):
+        tbl[c] = tbl[c].astype(object).where(tbl[c].notna(), None)
     return tbl, ks
 
 

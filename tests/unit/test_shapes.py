@@ -1,0 +1,190 @@
+"""Shapes from the trace (issue 29): kernels linked to their launching op, the op models, roofline / hbm without an
+annotation, and the findings built on them — on hand-built traces where every number is obvious."""
+from __future__ import annotations
+
+import pytest
+
+import tracekit
+from tracekit.analyses.findings import findings
+from tracekit.analyses.hbm import hbm_bytes
+from tracekit.analyses.roofline import roofline
+from tracekit.analyses.shapes import evaluate, kernel_shapes, launching_ops
+from tracekit.errors import MissingDataError, UsageError
+from tracekit.hardware import load_profile
+
+from conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
+
+BF16 = "c10::BFloat16"
+H100 = load_profile("h100")
+H100_BW = H100.hbm_bytes_per_s
+H100_BF16 = H100.peak_flops("bf16")
+
+
+def op(name: str, ts: float, dur: float, dims=None, types=None, concrete=None, tid: int = 100) -> dict:
+    args = {"External id": 1}
+    if dims is not None:
+        args.update({"Input Dims": dims, "Input type": types, "Concrete Inputs": concrete or [""] * len(dims)})
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _load(tmp_path, ev, name="s.json", **top):
+    return tracekit.load(write_trace(tmp_path / name, ev, **top), cache=False)
+
+
+def _gemm_trace(tmp_path):
+    """linear > addmm > one GEMM kernel (M 64, N 4096, K 1024, 20 µs); a sibling mul that ended before; a copy_
+    launching two kernels (the longer carries the bytes); a kernel launched outside every op; a graph replay."""
+    ev = [
+        cpu_ann("ProfilerStep#1", 0.0, 400.0, ext=9), gpu_ann("ProfilerStep#1", 10.0, 380.0, ext=9),
+        op("aten::mul", 1.0, 5.0, [[64, 1024], [64, 1024]], [BF16, BF16]),
+        launch("cudaLaunchKernel", 2.0, 1), kernel("mul_kernel", 10.0, 2.0, corr=1),
+        op("aten::linear", 10.0, 30.0, [[64, 1024], [4096, 1024], [4096]], [BF16, BF16, BF16]),
+        op("aten::t", 11.0, 1.0, [[4096, 1024]], [BF16]),
+        op("aten::addmm", 13.0, 20.0, [[4096], [64, 1024], [1024, 4096], [], []], [BF16, BF16, BF16, "Scalar",
+                                                                                      "Scalar"]),
+        launch("cudaLaunchKernel", 15.0, 2), kernel("gemm_kernel", 20.0, 20.0, corr=2),
+        op("aten::copy_", 50.0, 10.0, [[1000], [1000]], [BF16, "float"]),
+        launch("cudaLaunchKernel", 51.0, 3), kernel("copy_long", 50.0, 3.0, corr=3),
+        launch("cudaLaunchKernel", 52.0, 4), kernel("copy_short", 60.0, 1.0, corr=4),
+        launch("cudaLaunchKernel", 70.0, 5), kernel("orphan", 80.0, 5.0, corr=5),
+        launch("cudaGraphLaunch", 90.0, 6), kernel("replayed", 100.0, 50.0, corr=6),
+        op("aten::zero_dur", 95.0, 0.0, [[1]], [BF16]),
+    ]
+    return _load(tmp_path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
+
+
+def test_each_kernel_is_linked_to_the_innermost_op_that_launched_it(tmp_path):
+    t = _gemm_trace(tmp_path)
+    krow, launch_row, oprow = launching_ops(t)
+    names = t.events["name"].astype(str).to_numpy()
+    got = {names[k]: (names[o] if o >= 0 else None) for k, o in zip(krow, oprow)}
+    assert got == {"mul_kernel": "aten::mul", "gemm_kernel": "aten::addmm", "copy_long": "aten::copy_",
+                   "copy_short": "aten::copy_", "orphan": None, "replayed": None}
+    assert (launch_row >= 0).all()
+
+
+def test_the_models_count_2mnk_and_the_operands_bytes():
+    g = evaluate("aten::addmm", [[4096], [64, 1024], [1024, 4096], [], []], [BF16, BF16, BF16, "Scalar", "Scalar"],
+                 [])
+    assert g["flops"] == 2 * 64 * 4096 * 1024 and g["family"] == "gemm" and g["dtype"] == "bf16"
+    assert g["bytes"] == 2 * (64 * 1024 + 1024 * 4096 + 64 * 4096 + 4096)
+    lin = evaluate("aten::linear", [[2, 3, 1024], [512, 1024], []], [BF16, BF16, ""], [])
+    assert lin["flops"] == 2 * 6 * 512 * 1024 and lin["m"] == 6
+    assert lin["bytes"] == 2 * (6 * 1024 + 512 * 1024 + 6 * 512)
+    bmm = evaluate("aten::bmm", [[8, 16, 32], [8, 32, 64]], ["float", "float"], [])
+    assert bmm["flops"] == 2 * 8 * 16 * 64 * 32 and bmm["bytes"] == 4 * (8 * 16 * 32 + 8 * 32 * 64 + 8 * 16 * 64)
+    mv = evaluate("aten::matmul", [[1, 2880], [2880, 25136]], [BF16, BF16], [])
+    assert mv["flops"] == 2 * 1 * 25136 * 2880
+    assert evaluate("aten::mm", [[4, 8], [9, 4]], [BF16, BF16], []) is None  # K does not match: no shape
+    fp8 = evaluate("aten::_scaled_mm", [[128, 256], [256, 512], [], [], []],
+                   ["c10::Float8_e4m3fn", "c10::Float8_e4m3fn", "float", "float", ""], [])
+    assert fp8["dtype"] == "fp8" and fp8["bytes"] == 128 * 256 + 256 * 512 + 2 * 128 * 512
+
+
+def test_attention_elementwise_and_copies():
+    q = [1, 141, 8, 64]
+    full = evaluate("aten::_flash_attention_forward", [q, q, q] + [[]] * 12, [BF16] * 3 + [""] * 12,
+                    [""] * 8 + ["False"] + [""] * 6)
+    assert full["flops"] == 2 * 1 * 8 * 141 * 141 * (64 + 64) and full["family"] == "attention"
+    assert full["bytes"] == 4 * 141 * 8 * 64 * 2
+    causal = evaluate("aten::_flash_attention_forward", [q, q, q] + [[]] * 12, [BF16] * 3 + [""] * 12,
+                      [""] * 8 + ["True"] + [""] * 6)
+    assert causal["flops"] == 2 * 8 * (141 * 142 / 2) * 128
+    sdpa = evaluate("aten::_scaled_dot_product_flash_attention", [[2, 4, 10, 64], [2, 4, 30, 64], [2, 4, 30, 64]],
+                    [BF16] * 3, ["", "", "", "0.", "False"])
+    assert sdpa["flops"] == 2 * 2 * 4 * 10 * 30 * 128
+    add = evaluate("aten::add", [[64, 1024], [1024], []], [BF16, BF16, "Scalar"], [])
+    assert add["bytes"] == 2 * (64 * 1024 + 1024 + 64 * 1024) and add["flops"] is None
+    cp = evaluate("aten::copy_", [[1000], [1000], []], [BF16, "float", "Scalar"], [])
+    assert cp["bytes"] == 1000 * 2 + 1000 * 4 and cp["family"] == "copy"
+    assert evaluate("aten::fill_", [[10, 10], []], ["float", "Scalar"], [])["bytes"] == 400
+    assert evaluate("aten::native_layer_norm", [[4, 8], [], [8], [8], []], [BF16, "", BF16, BF16, "Scalar"],
+                    [])["bytes"] == 2 * (32 + 8 + 8 + 32)
+    assert evaluate("aten::mystery_op", [[1]], [BF16], []) is None
+    assert evaluate("aten::mm", [[4, 8], [8, 4]], ["c10::Unknown", BF16], []) is None
+
+
+def test_roofline_without_an_annotation_uses_the_recorded_shapes(tmp_path):
+    t = _gemm_trace(tmp_path)
+    r = roofline(t, None, "h100")
+    pk = r.tables["per_kernel"]
+    assert list(pk.columns[:13]) == ["name", "op", "category", "calls", "shaped_calls", "mean_ns", "flops", "bytes",
+                                     "dtype", "mfu", "mbu", "bound", "source"]
+    g = pk.set_index("name")
+    assert g.loc["gemm_kernel", "op"] == "aten::addmm" and g.loc["gemm_kernel", "source"] == "shapes"
+    assert g.loc["gemm_kernel", "flops"] == 2 * 64 * 4096 * 1024 and g.loc["gemm_kernel", "mean_ns"] == 20_000
+    assert g.loc["gemm_kernel", "mfu"] == pytest.approx(2 * 64 * 4096 * 1024 / 20e-6 / H100_BF16)
+    nbytes = 2 * (64 * 1024 + 1024 * 4096 + 64 * 4096 + 4096)
+    assert g.loc["gemm_kernel", "bytes"] == nbytes
+    assert g.loc["gemm_kernel", "mbu"] == pytest.approx(nbytes / 20e-6 / H100_BW)
+    assert g.loc["gemm_kernel", "bound"] == "memory"  # intensity 2·64·N·K / bytes ≈ 60 FLOP/B, ridge ≈ 295
+    # the copy op's work goes to its longer kernel only
+    assert g.loc["copy_long", "bytes"] == 6000 and g.loc["copy_long", "shaped_calls"] == 1
+    assert g.loc["copy_short", "shaped_calls"] == 0 and g.loc["copy_short", "op"] == "aten::copy_"
+    assert g.loc["orphan", "op"] is None and g.loc["replayed", "shaped_calls"] == 0
+    shaped_ns = 2_000 + 20_000 + 3_000
+    assert r.summary["shaped_pct"] == pytest.approx(100 * shaped_ns / (shaped_ns + 1_000 + 5_000 + 50_000))
+    assert r.summary["graph_kernels"] == 1 and any("CUDA graphs" in w for w in r.warnings)
+    h = hbm_bytes(t, None, "h100")
+    rows = h.tables["per_row"].set_index("row")
+    assert rows["bytes"].sum() == h.summary["total_bytes_per_step"] == nbytes + 6000 + 2 * 3 * 64 * 1024
+    assert set(h.tables["per_row"]["rule"]) == {"shapes"}
+
+
+def test_no_shapes_says_how_to_get_them(tmp_path):
+    ev = [gpu_ann("ProfilerStep#1", 0.0, 100.0, ext=1), kernel("k", 0.0, 10.0)]
+    t = _load(tmp_path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
+    with pytest.raises(MissingDataError, match=r"-a ANN.*record_shapes"):
+        roofline(t, None, "h100")
+    with pytest.raises(MissingDataError, match="record_shapes"):
+        hbm_bytes(t, None, "h100")
+    assert kernel_shapes(t).shaped == 0
+
+
+def _eager_trace(tmp_path, n=40):
+    """One 1000 µs step: n eager adds of 10 µs each (40 % of the step) and one 100 µs GEMM at low MFU."""
+    ev = [cpu_ann("ProfilerStep#1", 0.0, 1000.0, ext=9), gpu_ann("ProfilerStep#1", 0.0, 1000.0, ext=9)]
+    for i in range(n):
+        ts = 1.0 + 20 * i
+        ev += [op("aten::add", ts, 5.0, [[1024, 1024], [1024, 1024], []], [BF16, BF16, "Scalar"]),
+               launch("cudaLaunchKernel", ts + 1, 10 + i),
+               kernel("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>",
+                      ts + 5, 10.0, corr=10 + i)]
+    ev += [op("aten::mm", 900.0, 5.0, [[64, 4096], [4096, 4096]], [BF16, BF16]),
+           launch("cudaLaunchKernel", 901.0, 1), kernel("gemm_small_m", 900.0, 99.0, corr=1)]
+    return _load(tmp_path, ev, "e.json", deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
+
+
+def test_what_dominates_the_step_and_kernels_below_the_roofline(tmp_path):
+    res = findings(_eager_trace(tmp_path), min_ms=0)
+    f = res.tables["findings"]
+    eager = f[f["kind"] == "dominant_eager"].iloc[0]
+    assert eager["gain_ms_per_step"] == pytest.approx(0.4) and eager["gain_pct"] == pytest.approx(40.0)
+    assert "torch.compile" in eager["suggestion"] and "CUDA graphs" in eager["suggestion"]
+    assert eager["basis"] == "estimated" and eager["command"].startswith("tracekit kernels")
+    gemm = f[f["kind"] == "kernel_roofline"].iloc[0]
+    assert "gemm_small_m" in gemm["title"] and "M×N×K 64×4,096×4,096" in gemm["how"]
+    assert "small" in gemm["suggestion"]
+    # the GEMM at 4096²·64·2 B·… bytes and 2·64·4096² FLOP: time at 80 % of 3.35 TB/s
+    nbytes = 2 * (64 * 4096 + 4096 * 4096 + 64 * 4096)
+    target = max(nbytes / (0.8 * H100_BW), 2 * 64 * 4096 * 4096 / (0.7 * H100_BF16)) * 1e9
+    assert gemm["gain_ms_per_step"] == pytest.approx((99_000 - target) / 1e6)
+    # PyTorch's own add kernel: grouped per category, never one finding per library kernel
+    assert not f["title"].str.contains("vectorized_elementwise").any()
+    src = res.tables["sources"].set_index("source")
+    assert bool(src.loc["dominance", "ran"]) and bool(src.loc["shapes", "ran"])
+
+
+def test_major_needs_the_share_of_the_step_and_the_floor(tmp_path):
+    t = _eager_trace(tmp_path)
+    f = findings(t, min_ms=0).tables["findings"]
+    timed = f[f["gain_pct"].notna()]
+    assert (timed.loc[~timed["minor"], "gain_pct"] >= 1.0).all()
+    assert (timed.loc[timed["gain_pct"] < 1.0, "minor"]).all()
+    f50 = findings(t, min_ms=0, min_pct=60).tables["findings"]
+    assert f50.loc[f50["gain_pct"].notna(), "minor"].all()  # the largest is half of the step
+    f_floor = findings(t, min_ms=0.6).tables["findings"]  # the absolute floor still rules
+    assert f_floor.loc[f_floor["gain_pct"].notna(), "minor"].all()
+    assert (f["gain_ms_per_step"].dropna() >= 0.001).all()  # nothing that rounds to zero is listed
+    with pytest.raises(UsageError, match="min-pct"):
+        findings(t, min_pct=-1)
