@@ -280,3 +280,42 @@ def test_same_seed_same_bytes_and_knobs_are_checked(tmp_path):
         build_run("dp_attn_deepep8", nonsense=1)
     with pytest.raises(ValueError):
         build_run("dp_attn_deepep8", late_start={2: 3}, stop_early={2: 1})
+
+
+def _tables(truth: dict, drop=()) -> dict:
+    return {k: [{c: v for c, v in row.items() if c not in drop} for row in truth[k]]
+            for k in ("steps", "collectives", "per_collective", "by_step")}
+
+
+def test_invariances_names_clocks_and_a_dropped_first_step():
+    _, base = build_run("dp_attn_deepep8")
+    _, renamed = build_run("dp_attn_deepep8", naming="rank_folders", shuffle=True)
+    assert _tables(renamed) == _tables(base)
+    assert [r["file"] for r in renamed["ranks"]] == [f"rank{r}/trace.json.gz" for r in range(8)]
+    # shifting node 1's clock changes only node 1's offsets (and its files' bases)
+    _, a = build_run("dp_attn_deepep16")
+    _, b = build_run("dp_attn_deepep16", node_offset_ns=-9_250_000)
+    assert _tables(a) == _tables(b) and a["summary"] == b["summary"]
+    assert [r["clock_offset_ns"] for r in b["ranks"]] == [0] * 8 + [-9_250_000] * 8
+    assert [{k: v for k, v in r.items() if k != "clock_offset_ns"} for r in a["ranks"]] == \
+        [{k: v for k, v in r.items() if k != "clock_offset_ns"} for r in b["ranks"]]
+    # dropping rank 4's first step removes only rank 4's rows there: later steps are unchanged (rank 4's local
+    # steps renumbered), and so is every instance of step 0 that rank 4 did not end by arriving last (a tie may)
+    _, late = build_run("dp_attn_deepep8", late_start={4: 1})
+    keep = {(p["step"], p["kind"], p["seq"]) for p in base["per_collective"] if p["step"] > 0 or not p["tie"]}
+    assert all(p["last_rank"] != 4 for p in base["per_collective"])
+    assert [c for c in late["collectives"] if (c["step"], c["kind"], c["seq"]) in keep] == \
+        [c for c in base["collectives"] if (c["step"], c["kind"], c["seq"]) in keep and
+         not (c["rank"] == 4 and c["step"] == 0)]
+    assert not any(c["rank"] == 4 and c["step"] == 0 for c in late["collectives"])
+    assert [r for r in late["steps"] if r["step"] > 0] == \
+        [{**r, "local_step": r["local_step"] - (r["rank"] == 4)} for r in base["steps"] if r["step"] > 0]
+    assert late["summary"]["partial_steps"] == 1 and late["meta"]["step_status"]["4"][0] == "missing"
+    # every rank missing the first step: global steps are numbered from the first one recorded
+    _, all_late = build_run("dp_attn_deepep8", late_start={r: 1 for r in range(8)})
+    assert all_late["summary"]["steps"] == 3 and all_late["meta"]["first_simulated_step"] == 1
+    d = all_late["meta"]["reference_base_time_ns"] - base["meta"]["reference_base_time_ns"]
+    assert d == 1_000_000_000  # rank 0's profile now starts after a second boundary: its file's base moves on
+    shifted = [{**row, "step": row["step"] - 1, "start_ns": row["start_ns"] - d, "end_ns": row["end_ns"] - d}
+               for row in base["collectives"] if row["step"] > 0]
+    assert all_late["collectives"] == shifted
