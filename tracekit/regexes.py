@@ -23,9 +23,9 @@ PER_NAME_S = 1e-4  # ... plus this much per name (a real pattern takes 1-5 us a 
 class BoundedPattern:
     """A compiled user pattern whose ``search`` / ``fullmatch`` calls together give up after :data:`TIMEOUT_S`."""
 
-    def __init__(self, pattern: str, where: str, error: type[Exception] = UsageError):
+    def __init__(self, pattern: str, where: str, error: type[Exception] = UsageError, flags: int = 0):
         try:
-            self.rx = regex.compile(pattern, flags=regex.VERSION0)
+            self.rx = regex.compile(pattern, flags=regex.VERSION0 | _regex_flags(flags))
         except (regex.error, re.error) as exc:
             raise error(f"{where}: {pattern!r} is not a valid regular expression ({exc})") from None
         self.pattern, self.where, self.error = pattern, where, error
@@ -53,12 +53,22 @@ class BoundedPattern:
     def search(self, text: str):
         return self._run(self.rx.search, text)
 
+    def match(self, text: str):
+        return self._run(self.rx.match, text)
+
     def fullmatch(self, text: str):
         return self._run(self.rx.fullmatch, text)
 
 
-def bounded(pattern, where: str = "a pattern", error: type[Exception] = UsageError):
-    """``pattern`` (a string) as a :class:`BoundedPattern`; an already compiled pattern is returned as it is."""
+def bounded(pattern, where: str = "a pattern", error: type[Exception] = UsageError, flags: int = 0):
+    """``pattern`` (a string) as a :class:`BoundedPattern`; an already compiled pattern is returned as it is.
+    ``flags`` are ``re``'s (``re.I``, ``re.ASCII``, ...)."""
     if isinstance(pattern, str):
-        return BoundedPattern(pattern, where, error)
+        return BoundedPattern(pattern, where, error, flags)
     return pattern
+
+
+def _regex_flags(flags: int) -> int:
+    """``re`` flags as the ``regex`` package numbers them: the same bits, but for ASCII."""
+    out = int(flags) & int(re.IGNORECASE | re.MULTILINE | re.DOTALL | re.VERBOSE | re.UNICODE)
+    return out | (int(regex.ASCII) if flags & re.ASCII else 0)

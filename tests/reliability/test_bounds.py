@@ -236,3 +236,14 @@ def test_an_ordinary_pattern_over_many_names_stays_within_its_budget():
     rx = bounded(r"gemm|nccl[A-Za-z]*Kernel", "-s name:")
     hits = sum(rx.search(f"void at::native::gemm_kernel_{i}<float, 128>") is not None for i in range(100_000))
     assert hits == 100_000
+
+
+def test_bounded_takes_re_flags():
+    """So that the user patterns still compiled with ``re`` (`kernels --match`, `--local-copy`, class files with
+    re.ASCII, `--hw` device names with re.I) can move to the bounded matcher with their flags."""
+    import re
+
+    assert bounded("gemm", flags=re.I).search("xGEMM")
+    assert bounded(r"\w+", flags=re.ASCII).search("é1").group() == "1"
+    assert bounded(r"\w+").search("é1").group() == "é1"
+    assert bounded("^b", flags=re.M).match("b") and bounded("^b", flags=re.M).search("a\nb")
