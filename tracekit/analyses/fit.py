@@ -134,12 +134,29 @@ def trace_vendor(trace: Trace) -> str | None:
     prof = detect_profile(trace.meta)
     if prof is not None:
         return prof.vendor
-    ev = trace.events
-    names = ev.loc[ev["kind"] == "runtime", "name"].astype(str).unique()
+    names = _names_of_kind(trace, "runtime")
     for r in fit_rules()["runtime_vendor"]:
         if any(re.search(r["pattern"], n) for n in names):
             return r["vendor"]
     return None
+
+
+def _names_at(ev: pd.DataFrame, rows: np.ndarray) -> list[str]:
+    """The distinct names of the rows (a mask), from the name column's codes: no string column is made."""
+    col = ev["name"]
+    codes = col.cat.codes.to_numpy()[rows]
+    cats = col.cat.categories
+    return [str(cats[c]) for c in np.unique(codes[codes >= 0]).tolist()]
+
+
+def _names_of_kind(trace: Trace, kind: str) -> list[str]:
+    """The distinct names of one kind of event (kernel, runtime, ...), once per trace (``trace.derived``)."""
+    key = ("names_of_kind", kind, len(trace.events))
+    hit = trace.derived.get(key)
+    if hit is None:
+        ev = trace.events
+        hit = trace.derived[key] = _names_at(ev, (ev["kind"] == kind).to_numpy())
+    return hit
 
 
 def trace_framework(st: Steps) -> str | None:
@@ -202,7 +219,7 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
         dev, stream = resolve_main_stream(ev, ann)
         on = (ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev) & \
             (ev["stream"].to_numpy() == stream)
-        main_names[key] = ((dev, stream), [str(n) for n in pd.unique(ev.loc[on, "name"].astype(str))])
+        main_names[key] = ((dev, stream), _names_at(ev, on))
     (dev, stream), names = main_names[key]
     for rule in ann.blocks.boundary:
         rx = bounded(rule if isinstance(rule, str) else rule.pattern, "blocks.boundary")
@@ -265,6 +282,64 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
             "body_blocks_per_step": body_per_step, "warnings": a.warnings}
 
 
+def _any_name(pattern: str, names: list[str], where: str) -> bool:
+    from ..regexes import bounded
+
+    rx = bounded(pattern, where)
+    return any(rx.search(n) for n in names)
+
+
+def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[float | None, int | None]) -> float:
+    """The most the annotation can score on the trace, judged without the block engine: the marker, hardware and
+    framework parts as they are, and every part the engine would judge at its best that the kernel names allow
+    (a part at 1 never lowers a weighted mean of parts in [0, 1], so this bounds the score from above):
+
+    * ``typed`` 0 when the annotation has no ``position.default`` and no type rule's ``contains`` matches a kernel
+      name (every block is then untyped, or the head or tail), else 1;
+    * ``tags`` the share of its op tags with a pattern matching some kernel name;
+    * ``expect`` the share of ``blocks.expect`` types that some block can have (a type rule whose ``contains``
+      matches a kernel name, a position) or that expect none;
+    * ``comm`` the share of ``comm_patterns`` matching some kernel name; ``layers`` 1 when judged."""
+    names = _names_of_kind(trace, "kernel")
+    spec = ann.blocks
+    rule_hits = [_any_name(r.contains, names, f"blocks.types[{i}].contains") for i, r in enumerate(spec.types)]
+    typed_ok = bool(spec.position.default) or any(rule_hits)
+    parts = {"marker": _marker_found(trace, ann, st), "typed": 1.0 if typed_ok else 0.0,
+             "hardware": row.get("hardware"), "framework": row.get("framework"),
+             "layers": 1.0 if auto[0] else None, "tags": None, "expect": None, "comm": None}
+    want = sorted({r.tag for r in ann.op_tags})
+    if want:
+        can = {r.tag for i, r in enumerate(ann.op_tags) if _any_name(r.pattern, names, f"op_tags[{i}].pattern")}
+        parts["tags"] = len(can & set(want)) / len(want)
+    if spec.expect:
+        made = {r.type for r, hit in zip(spec.types, rule_hits) if hit}
+        made |= {t for t in (spec.position.first, spec.position.last, spec.position.default, UNTYPED) if t}
+        parts["expect"] = float(np.mean([n == 0 or t in made for t, n in spec.expect.items()]))
+    if ann.comm_patterns:
+        parts["comm"] = float(np.mean([_any_name(r.pattern, names, f"comm_patterns[{i}].pattern")
+                                       for i, r in enumerate(ann.comm_patterns)]))
+    return _score(parts)
+
+
+def _cannot_fit(trace: Trace, ann: Annotation, steps, row: dict, auto) -> str:
+    """Why the annotation cannot fit (its ceiling is not above ``fits_above``), or '' when it may: then only the
+    block engine can tell."""
+    if ann.blocks is None:
+        return ""
+    try:
+        st = get_steps(trace, steps, ann=ann)  # what the engine would use (found once per options)
+        if not len(st.table):
+            return ""
+        top = _ceiling(trace, ann, st, row, auto)
+    except TracekitError:
+        return ""  # the engine says why
+    # the engine's score is at most `top` (up to rounding): it cannot be above the threshold when this is not
+    if round(top + 1e-9, 4) <= fits_above():
+        return f"cannot fit: at most {top:.2f} from the kernel names, markers and hardware (fitting takes more than" \
+               f" {fits_above():g})"
+    return ""
+
+
 def _score(parts: dict) -> float:
     weights = fit_rules()["weights"]
     judged = [(weights[p], parts[p]) for p in PARTS if parts.get(p) is not None and weights.get(p, 0) > 0]
@@ -273,7 +348,9 @@ def _score(parts: dict) -> float:
     return float(sum(w * v for w, v in judged) / sum(w for w, _ in judged))
 
 
-def _fit_table(trace: Trace, cands, steps, layers) -> tuple[pd.DataFrame, Steps]:
+def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False) -> tuple[pd.DataFrame, Steps]:
+    """``only_fitting``: run the engine only on annotations that could fit (:func:`_cannot_fit`); the others score 0
+    with the reason. The top annotation, when it fits, is the same."""
     base = get_steps(trace, steps)
     auto = _auto_layers(trace, base, layers)
     vendor = trace_vendor(trace)
@@ -290,6 +367,8 @@ def _fit_table(trace: Trace, cands, steps, layers) -> tuple[pd.DataFrame, Steps]
                        framework=None if not fw or framework is None else float(framework in fw))
             try:
                 row["reason"] = _cuts_no_block(trace, ann, main_names)
+                if not row["reason"] and only_fitting:
+                    row["reason"] = _cannot_fit(trace, ann, steps, row, auto)
                 if not row["reason"]:
                     row.update(_judge(trace, ann, steps, auto))
             except TracekitError as exc:
@@ -355,12 +434,13 @@ def best_fit(trace: Trace, steps=None, *, layers=None) -> tuple[str, float] | No
     """(name, score) of the shipped annotation that fits the trace, or None when none scores above ``fits_above``.
     What ``report`` says when it runs without an annotation; pass its ``layers`` Result to reuse the automatic
     layers it found."""
-    try:
-        res = annotation_fit(trace, steps=steps, layers=layers)
+    try:  # only the annotations that could fit go through the block engine: the top one is the same
+        df, _ = _fit_table(trace, _candidates(None), steps, layers, only_fitting=True)
     except TracekitError:  # a suggestion never fails the report
         return None
-    best = res.summary["best"]
-    return (best, res.summary["best_score"]) if best is not None else None
+    if not len(df) or not bool(df.iloc[0]["fits"]):
+        return None
+    return str(df.iloc[0]["name"]), float(df.iloc[0]["score"])
 
 
 __all__ = ["annotation_fit", "best_fit", "declared_frameworks", "declared_hardware", "fit_rules", "fits_above",
