@@ -540,7 +540,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
         so = dict(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source, steps_file=steps_file)
         a, b = compare
         return compare_findings(a, b, ann_a=ann, ann_b=ann_b if ann_b is not None else ann, config_a=config,
-                                config_b=config_b, min_ms=min_ms, bs_a=bs, bs_b=bs_b,
+                                config_b=config_b, min_ms=min_ms, min_pct=min_pct, bs_a=bs, bs_b=bs_b,
                                 steps_a=get_steps(a, steps, ann=ann, **so),
                                 steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann, **so))
     if trace is None:

@@ -234,7 +234,7 @@ def config_diffs(config_a: dict | None, config_b: dict | None) -> list[dict]:
 def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = None,
                      ann_b: Annotation | str | None = None,
                      config_a: dict | None = None, config_b: dict | None = None, min_ms: float | None = None,
-                     steps_a=None, steps_b=None, labels: tuple[str, str] | None = None,
+                     min_pct: float | None = None, steps_a=None, steps_b=None, labels: tuple[str, str] | None = None,
                      bs_a: float | None = None, bs_b: float | None = None) -> Result:
     """Two deployments: per op the one slower per call (per request when the slower side runs the larger batch,
     see :func:`normalise`), its launch-configuration difference, and the differing launch settings (named on the
@@ -244,6 +244,7 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     rules = finding_rules()
     crules = rules["compare"]
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
+    min_pct = float(rules["min_pct"]) if min_pct is None else float(min_pct)
     la, lb = labels or (_label(a), _label(b))
     if la == lb:
         la, lb = f"A ({la})", f"B ({lb})"
@@ -314,7 +315,7 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
                       evidence=f"{d['key']}: {d['a']!s} ({la}) vs {d['b']!s} ({lb})")
         row["force_minor"] = not touched  # a setting no slower op points at is listed, below the others
         rows.append(row)
-    table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]))
+    table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     by_unit = ops["normalised_by"].fillna("none (batch unknown)").value_counts()
     summary = {"a": la, "b": lb, "step_ms_a": step_a / 1e6, "step_ms_b": step_b / 1e6, "ops_compared": int(len(ops)),
                "ops_slower": len(slower), "config_differences": len(diffs), "findings": int(len(table)),
@@ -329,7 +330,8 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
         ops_out[c] = ops_out[c].map(lambda v: None if v is None else ",".join(map(str, v)))
     return Result(command="findings", inputs=[trace_input(a), trace_input(b)],
                   params={"compare": [a.path, b.path], "annotation": ann_a.name if ann_a else None,
-                          "annotation_b": ann_b.name if ann_b else None, "min_ms": min_ms, "bs_a": bs_a, "bs_b": bs_b,
+                          "annotation_b": ann_b.name if ann_b else None, "min_ms": min_ms, "min_pct": min_pct,
+                          "bs_a": bs_a, "bs_b": bs_b,
                           **{f"a_{k}": v for k, v in step_params(sa).items()}},
                   summary=summary,
                   tables={"findings": table, "ops": ops_out,
