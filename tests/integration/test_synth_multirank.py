@@ -272,6 +272,24 @@ def test_tie_run_names_no_straggler_and_nccl_annotations_are_not_collectives():
     assert len(truth["collectives"]) == 4 * 16
 
 
+def test_max_wait_rank_and_its_margin(written):
+    scen, truth, docs = written
+    for b in truth["by_step"]:
+        waits: dict = {}
+        for c in truth["collectives"]:
+            if c["step"] == b["step"]:
+                waits[c["rank"]] = waits.get(c["rank"], 0) + c["wait_ns"]
+        top = sorted(waits.values())
+        assert b["max_wait_rank"] == min(waits, key=lambda r: (-waits[r], r))
+        assert b["max_wait_margin_ns"] == top[-1] - top[-2]
+
+
+def test_truth_path_keeps_the_run_directory_traces_only(tmp_path):
+    paths, tp = write_run("nccl_train4", tmp_path / "run", truth_path=tmp_path / "run.truth.json", steps=2)
+    assert tp == tmp_path / "run.truth.json" and tp.exists()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [f"rank-{r}.json.gz" for r in range(4)]
+
+
 def test_same_seed_same_bytes_and_knobs_are_checked(tmp_path):
     a, ta = write_run("dp_attn_deepep8", tmp_path / "a", layers=2, steps=2)
     b, tb = write_run("dp_attn_deepep8", tmp_path / "b", layers=2, steps=2)
