@@ -130,6 +130,7 @@ def test_two_deployment_compare_in_a_browser(tmp_path, cli):
 
 MANY_STEPS = 100_000
 REPORT_BOUND_S = 60  # well under the 90 s (report -f html on 10^5 steps ran past it)
+LOOSE_BOUND_S = 300  # what must hold even on a loaded 2-core machine (43 s quiet, 81-213 s loaded, here)
 
 
 def _many_steps_trace(path: Path, n: int) -> Path:
@@ -170,7 +171,8 @@ def many_steps_page(tmp_path_factory):
 def test_a_page_of_1e5_steps_is_bounded_and_says_it_sampled(many_steps_page):
     from tracekit.render.html import MAX_BARS, MAX_ROWS
 
-    page, _ = many_steps_page
+    page, took = many_steps_page
+    assert took < LOOSE_BOUND_S, f"report -f html on {MAX_STEPS_TEXT} steps took {took:.0f} s"
     assert f"Wall decomposition per step ({MAX_BARS:,} of {MAX_STEPS_TEXT} steps, sampled)" in page
     assert "evenly spaced from the first to the last" in page
     tables = page.count('<table class="sortable"')
@@ -180,7 +182,8 @@ def test_a_page_of_1e5_steps_is_bounded_and_says_it_sampled(many_steps_page):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="finding the 10^5 steps (analyses/step_finder.py: per-row pandas access in "
+@pytest.mark.xfail(strict=False, reason="passes on a quiet machine (43 s); under load it does not (81-213 s): "
+                                        "finding the 10^5 steps (analyses/step_finder.py: per-row pandas access in "
                                         "_resolve_overlaps, _marker_rows) and the automatic layers (analyses/layers.py "
                                         "_context: one mask over every kernel per step, O(steps x kernels)) take most "
                                         "of the time; the page itself renders in under a second")
