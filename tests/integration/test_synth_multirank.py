@@ -21,7 +21,8 @@ if str(REPO) not in sys.path:
 
 from fixtures.synthlib.multirank import build_run, write_run  # noqa: E402
 
-COLL = (("dispatch", re.compile(r"deep_ep::\w+::dispatch<")), ("combine", re.compile(r"deep_ep::\w+::combine<")),
+COLL = (("dispatch", re.compile(r"deep_ep::\w+::(notify_)?dispatch<")),
+        ("combine", re.compile(r"deep_ep::\w+::(cached_notify_)?combine<")),
         ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")))
 RANK_RES = (re.compile(r"-TP-(\d+)(?:-|\.)"), re.compile(r"(?:^|[/_-])rank[-_]?(\d+)(?:[/._]|$)"))
 SCENARIOS = {
@@ -31,6 +32,8 @@ SCENARIOS = {
     "dp8_normal_stages": ("dp_attn_deepep8", {"deepep_mode": "normal", "naming": "sglang_stages", "seed": 3}),
     "dp16": ("dp_attn_deepep16", {"intra_node_offset_ns": 400, "late_start": {9: 1}}),
     "dp16_opaque": ("dp_attn_deepep16", {"naming": "opaque", "gzip": False, "stop_early": {0: 1}}),
+    "dp16_normal": ("dp_attn_deepep16", {"deepep_mode": "normal", "mid_step_start": [12]}),
+    "dp8_ll_split": ("dp_attn_deepep8", {"deepep_mode": "ll_split", "mid_step_start": [5], "seed": 7}),
     "train4": ("nccl_train4", {"mid_step_start": [3]}),
     "train4_underscore": ("nccl_train4", {"naming": "rank_underscore", "late_start": {1: 2}}),
 }
@@ -82,14 +85,22 @@ def _ref_true(truth: dict, v: int) -> int:
 
 
 def _collectives_in(doc: dict) -> list[tuple[str, int, int]]:
-    out = []
+    """The collective instances of one file: consecutive kernels of one kind (DeepEP notify + dispatch, a
+    low-latency send half + recv half) are one instance, from the first kernel's start to the last one's end."""
+    ks = []
     for ev in doc["traceEvents"]:
         if ev.get("cat") != "kernel":
             continue
         for kind, rx in COLL:
             if rx.search(ev["name"]):
-                out.append((kind, _ns(ev["ts"]), _ns(ev["ts"]) + _ns(ev["dur"])))
-    return sorted(out, key=lambda x: x[1])
+                ks.append((kind, _ns(ev["ts"]), _ns(ev["ts"]) + _ns(ev["dur"])))
+    out: list = []
+    for kind, s, e in sorted(ks, key=lambda x: x[1]):
+        if out and out[-1][0] == kind and kind in ("dispatch", "combine"):
+            out[-1] = (kind, out[-1][1], max(out[-1][2], e))
+        else:
+            out.append((kind, s, e))
+    return out
 
 
 def _by_rank(truth: dict, docs: dict) -> dict:
