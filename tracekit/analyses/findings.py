@@ -28,6 +28,7 @@ from .finding_rules import (SOURCE_COLUMNS, _Fmt, _short_name, finding, finding_
 from .roofline import roofline
 from .step_model import step_rules
 from .steps import get_steps, median_ns, merge_warnings, step_params
+from .shapes import names_at
 from .waves import kernel_waves
 
 
@@ -187,7 +188,7 @@ def _category_of_names(trace: Trace) -> dict[str, str]:
 
     ev = trace.events
     k = (ev["kind"] == "kernel").to_numpy()
-    d = pd.DataFrame({"name": ev["name"].to_numpy()[k].astype(str),
+    d = pd.DataFrame({"name": names_at(ev, np.flatnonzero(k)),
                       "category": np.asarray(trace_categories(trace), dtype=object)[k]})
     return dict(zip(*d.drop_duplicates("name")[["name", "category"]].to_numpy().T)) if len(d) else {}
 
@@ -242,7 +243,7 @@ def _kernel_arrays(ctx: Context) -> dict[str, Any]:
     return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
             "category": np.asarray(cats, dtype=object)[rows], "flops": fl, "bytes": by, "dtype": dt,
             "shaped": shaped & (step >= 0), "target": target, "peak": peak,
-            "name": ev["name"].to_numpy()[rows].astype(str), "op": t["op"].to_numpy(dtype=object),
+            "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
             "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
             "n_steps": max(1, len(ctx.steps.table))}
 

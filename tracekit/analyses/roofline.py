@@ -24,7 +24,7 @@ from ..annotate import Annotation, as_annotation, required_annotation
 from ..annotate.spec import OpShape, OpTraffic
 from ..errors import DataFileError, InputError, MissingDataError
 from ..hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
-from .shapes import kernel_shapes
+from .shapes import kernel_shapes, names_at
 from ..result import Result, trace_input
 from ..trace import Trace
 from .aliases import one_of
@@ -369,7 +369,7 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
     t = ks.table
     ev = trace.events
     rows = t["row"].to_numpy()
-    d = pd.DataFrame({"name": ev["name"].to_numpy()[rows].astype(str), "dur": ev["dur_ns"].to_numpy()[rows],
+    d = pd.DataFrame({"name": names_at(ev, rows), "dur": ev["dur_ns"].to_numpy()[rows],
                       "op": t["op"].to_numpy(), "flops": t["flops"].to_numpy(dtype=float),
                       "bytes": t["bytes"].to_numpy(dtype=float), "dtype": t["dtype"].to_numpy(),
                       "family": t["family"].to_numpy(), "shaped": t["carries"].to_numpy(dtype=bool),

@@ -10,9 +10,9 @@ started before it at that depth (``merge_asof`` by depth). Ops that do not nest 
 found must hold the launch, else the kernel has no op.
 
 The events table does not keep the ops' arguments (docs/events-schema.md), so they are read in a second, light pass
-over the trace file (:func:`op_args`): every record is decoded into a two-field struct (``cat`` and the raw ``args``)
-and only ``cpu_op`` arguments are decoded further; records are matched to the events table by ``event_id`` (the record's
-index in ``traceEvents``). The pass needs the original file; a trace read from the cache whose file is gone has no
+over the trace file (:func:`op_args`): every record is decoded by msgspec into a small struct (``cat`` and the three
+shape arguments, everything else skipped) and only the ops that launched kernels are kept; records are matched to the
+events table by ``event_id`` (the record's index in ``traceEvents``). The pass needs the original file; a trace read from the cache whose file is gone has no
 shapes (said in the result's ``why``).
 
 The models are evaluated once per distinct (op, dims, types, concrete inputs) signature, not per kernel. An op that
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -42,15 +42,6 @@ from .step_model import step_rules
 _EMPTY = msgspec.Raw(b"")
 
 
-class _Rec(msgspec.Struct, gc=False):
-    cat: Any = None
-    args: msgspec.Raw = _EMPTY
-
-
-class _Doc(msgspec.Struct):
-    traceEvents: list[_Rec] = []
-
-
 class _OpArgs(msgspec.Struct, gc=False, rename={"dims": "Input Dims", "types": "Input type",
                                                  "concrete": "Concrete Inputs"}):
     dims: Any = None
@@ -58,9 +49,18 @@ class _OpArgs(msgspec.Struct, gc=False, rename={"dims": "Input Dims", "types": "
     concrete: Any = None
 
 
+class _Rec(msgspec.Struct, gc=False):
+    cat: Any = None
+    args: Union[_OpArgs, str, float, bool, list, None] = None
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[_Rec] = []
+
+
 _DOC = msgspec.json.Decoder(_Doc)
 _LIST = msgspec.json.Decoder(list[_Rec])
-_ARGS = msgspec.json.Decoder(_OpArgs)
+_ENC = msgspec.json.Encoder()
 
 KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k"]
 
@@ -98,64 +98,59 @@ def model_of(op: str) -> dict[str, Any] | None:
 
 @dataclass
 class OpArgs:
-    """The recorded arguments of the trace's cpu_ops, by event_id (``None`` and ``why`` when they cannot be read)."""
+    """The recorded arguments of some cpu_ops, by event_id (``None`` and ``why`` when they cannot be read)."""
 
     by_event: dict[int, tuple] | None
     why: str | None = None
-    ops_with_dims: int = 0
 
 
-def op_args(trace: Trace) -> OpArgs:
-    """``Input Dims``, ``Input type`` and ``Concrete Inputs`` of every cpu_op of ``trace``, read from its file once
-    (kept in ``trace.derived``)."""
-    got = trace.derived.get("op_args")
-    if got is None:
-        got = trace.derived["op_args"] = _read_op_args(trace)
-    return got
-
-
-def _read_op_args(trace: Trace) -> OpArgs:
+def op_args(trace: Trace, wanted) -> OpArgs:
+    """``Input Dims``, ``Input type`` and ``Concrete Inputs`` of the cpu_ops whose ``event_id`` is in ``wanted``, read
+    back from the trace file: every record decoded (in C, by msgspec) into its ``cat`` and these three arguments, the
+    wanted ones kept, the rest dropped at once."""
     from ..ingest.reader import read_text
 
-    ev = trace.events
-    if not (ev["kind"] == "cpu_op").any():
-        return OpArgs(None, "the trace has no CPU ops (record the CPU activity: ProfilerActivity.CPU)")
     path = Path(trace.path)
     if not path.is_file():
         return OpArgs(None, f"{trace.path} is not there to read the ops' Input Dims from")
     try:
-        raw = read_text(path)
-        data = raw.data
+        data = read_text(path).data
         try:
             recs = _DOC.decode(data).traceEvents
         except msgspec.ValidationError:
             recs = _LIST.decode(data)
         except msgspec.DecodeError:
-            if not data.lstrip().startswith(b"["):
+            if not bytes(data[:64]).lstrip().startswith(b"["):
                 raise
             recs = _LIST.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, TracekitError, MemoryError) as exc:
         return OpArgs(None, f"the ops' Input Dims could not be read back from {trace.path} ({exc})")
     del data
-    cpu = ev.loc[(ev["kind"] == "cpu_op").to_numpy(), "event_id"].to_numpy()
-    cpu = cpu[(cpu >= 0) & (cpu < len(recs))]
     out: dict[int, tuple] = {}
-    for i in cpu.tolist():
+    n = len(recs)
+    for i in np.unique(np.asarray(wanted, dtype=np.int64)).tolist():  # only the ops that launched kernels
+        if not 0 <= i < n:
+            continue
         r = recs[i]
-        if r.cat != "cpu_op" or not r.args:
-            continue
-        try:
-            a = _ARGS.decode(r.args)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-        if isinstance(a.dims, list) and isinstance(a.types, list):
+        a = r.args
+        if r.cat == "cpu_op" and isinstance(a, _OpArgs) and isinstance(a.dims, list) and isinstance(a.types, list):
             out[i] = (a.dims, a.types, a.concrete if isinstance(a.concrete, list) else [])
     if not out:
         return OpArgs(None, "the trace records no Input Dims (profile with record_shapes=True)")
-    return OpArgs(out, None, len(out))
+    return OpArgs(out)
 
 
 # ------------------------------------------------------------------------------------------------ linking
+
+
+def names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The names of some event rows as str, without turning the whole name column into strings."""
+    col = ev["name"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        cats = np.asarray(col.cat.categories, dtype=object).astype(str)
+        codes = col.cat.codes.to_numpy()[rows]
+        return np.where(codes >= 0, cats[np.clip(codes, 0, None)] if cats.size else "", "").astype(object)
+    return col.to_numpy()[rows].astype(str).astype(object)
 
 
 def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -434,24 +429,23 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     krow, launch, oprow = launching_ops(trace)
     dur = ev["dur_ns"].to_numpy()[krow]
     n = krow.size
-    names = ev["name"].astype(str).to_numpy()
-    lname = np.where(launch >= 0, names[np.clip(launch, 0, None)] if n else "", "")
+    lname = np.where(launch >= 0, names_at(ev, np.clip(launch, 0, None)), "")
     graph = np.char.find(lname.astype(str), "GraphLaunch") >= 0 if n else np.zeros(0, bool)
-    op = np.where(oprow >= 0, names[np.clip(oprow, 0, None)] if n else "", None)
+    op = np.where(oprow >= 0, names_at(ev, np.clip(oprow, 0, None)), None)
     tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
                         "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
                         "m": np.nan, "n": np.nan, "k": np.nan})
     warnings: list[str] = []
     why = None
-    args = op_args(trace) if (oprow >= 0).any() else OpArgs(None, None)
+    has = oprow >= 0
+    eid = ev["event_id"].to_numpy()
+    args = op_args(trace, eid[oprow[has]]) if has.any() else OpArgs(None, None)
     if (oprow < 0).all():
         why = ("no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
                if not graph.any() else None)
     elif args.by_event is None:
         why = args.why
     else:
-        has = oprow >= 0
-        eid = ev["event_id"].to_numpy()
         op_eid = eid[oprow[has]]
         # the kernel of an op call that carries its work: the longest (first on ties)
         sub = pd.DataFrame({"i": np.flatnonzero(has), "op_row": oprow[has], "dur": dur[has]})
@@ -470,7 +464,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
             if a is None or model_of(name) is None:
                 sig_of[e] = -1
                 continue
-            key = json.dumps([name, a[0], a[1], a[2]], separators=(",", ":"))
+            key = _ENC.encode([name, a[0], a[1], a[2]])
             j = sigs.get(key)
             if j is None:
                 j = sigs[key] = len(results)
