@@ -23,7 +23,8 @@ from fixtures.synthlib.multirank import build_run, write_run  # noqa: E402
 
 COLL = (("dispatch", re.compile(r"deep_ep::\w+::(notify_)?dispatch<")),
         ("combine", re.compile(r"deep_ep::\w+::(cached_notify_)?combine<")),
-        ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")))
+        ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")), ("allgather", re.compile(r"^ncclDevKernel_AllGather")),
+        ("reducescatter", re.compile(r"^ncclDevKernel_ReduceScatter")))
 RANK_RES = (re.compile(r"-TP-(\d+)(?:-|\.)"), re.compile(r"(?:^|[/_-])rank[-_]?(\d+)(?:[/._]|$)"))
 SCENARIOS = {
     "dp8": ("dp_attn_deepep8", {}),
@@ -32,8 +33,9 @@ SCENARIOS = {
     "dp8_normal_stages": ("dp_attn_deepep8", {"deepep_mode": "normal", "naming": "sglang_stages", "seed": 3}),
     "dp16": ("dp_attn_deepep16", {"intra_node_offset_ns": 400, "late_start": {9: 1}}),
     "dp16_opaque": ("dp_attn_deepep16", {"naming": "opaque", "gzip": False, "stop_early": {0: 1}}),
-    "dp16_normal": ("dp_attn_deepep16", {"deepep_mode": "normal", "mid_step_start": [12]}),
-    "dp8_ll_split": ("dp_attn_deepep8", {"deepep_mode": "ll_split", "mid_step_start": [5], "seed": 7}),
+    "dp16_normal": ("dp_attn_deepep16", {"deepep_mode": "normal", "mid_step_start": [12], "dense_layers": 1}),
+    "dp8_ll_split": ("dp_attn_deepep8", {"deepep_mode": "ll_split", "mid_step_start": [5], "seed": 7,
+                                         "dense_layers": 2, "layers": 5}),
     "train4": ("nccl_train4", {"mid_step_start": [3]}),
     "train4_underscore": ("nccl_train4", {"naming": "rank_underscore", "late_start": {1: 2}}),
 }
