@@ -189,3 +189,16 @@ def test_a_grouped_expert_gemm_reads_the_weights_of_the_experts_it_touches():
     assert one["experts_touched"] == pytest.approx(1.0) and one["m"] == pytest.approx(1.0)
     with pytest.raises(Exception, match="top_k"):
         gemm_traffic(OpShape(m=1, n=1, k=1, experts=4, top_k=9), {}, "t")
+
+
+def test_the_annotation_s_shapes_win_in_the_per_kernel_table(tmp_path):
+    """issue 29: with an annotation, per_tag is unchanged and per_kernel takes the tags' shapes (source annotation);
+    the toy trace records no shapes of its own."""
+    r = roofline(toy_trace(tmp_path), toy_ann(), B200, bs=16)
+    pk = r.tables["per_kernel"].set_index("name")
+    pt = r.tables["per_tag"].set_index("op_tag")
+    assert pk.loc["gemm", "source"] == "annotation" and pk.loc["gemm", "op"] == "qkv"
+    assert pk.loc["gemm", "bytes"] == pt.loc["qkv", "bytes"] and pk.loc["gemm", "flops"] == pt.loc["qkv", "flops"]
+    assert pk.loc["gemm", "mbu"] == pytest.approx(pt.loc["qkv", "mbu"])
+    assert pk.loc["norm", "shaped_calls"] == 0 and pk.loc["norm", "source"] is None
+    assert 0 < r.summary["shaped_pct"] < 100

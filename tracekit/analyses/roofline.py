@@ -333,11 +333,11 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
         ann_dt[idx] = tr["dtype"]
     over = pd.DataFrame({"row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(), "flops": ann_fl,
                          "bytes": ann_by, "dtype": ann_dt, "op": k["op_tag"].to_numpy()})
-    per_kernel, ks = per_kernel_table(trace, hw, over=over if _rows_are_event_rows(trace, a.events) else None)
+    per_kernel, _, stats = per_kernel_table(trace, hw, over=over if _rows_are_event_rows(trace, a.events) else None)
     summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
                "q_len": as_number(q), "tags": int(per_tag["op_tag"].nunique()),
                "memory_bound": int((per_tag["bound"] == "memory").sum()),
-               "compute_bound": int((per_tag["bound"] == "compute").sum()), **_shape_summary(ks, per_kernel)}
+               "compute_bound": int((per_tag["bound"] == "compute").sum()), **stats}
     return Result(command="roofline", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
                           "vars": dict(variables or {}), **step_params(st)},
@@ -418,21 +418,20 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
         tbl[c] = pd.array([None if v is None or pd.isna(v) else int(round(v)) for v in tbl[c]], dtype="Int64")
     for c in ("op", "dtype", "bound", "source", "family"):
         tbl[c] = tbl[c].astype(object).where(tbl[c].notna(), None)
-    return tbl, ks
-
-
-def _shape_summary(ks, per_kernel: pd.DataFrame) -> dict[str, Any]:
-    total = int(per_kernel["total_ns"].sum()) if len(per_kernel) else 0
-    sh = per_kernel[per_kernel["shaped_calls"] > 0]
-    s = ks.summary()
-    return {**s, "shaped_names": int(len(sh)), "kernel_names": int(len(per_kernel)), "kernel_ns": total}
+    shaped = d["shaped"].to_numpy(dtype=bool)
+    total = float(d["dur"].sum())
+    stats = {**ks.summary(), "shaped_kernels": int(shaped.sum()),
+             "shaped_pct": 100.0 * float(d["dur"].to_numpy()[shaped].sum()) / total if total else 0.0,
+             "shaped_names": int((tbl["shaped_calls"] > 0).sum()), "kernel_names": int(len(tbl)),
+             "kernel_ns": int(total)}
+    return tbl, ks, stats
 
 
 def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None, step_name=None, min_step_ns=None, phase=None,
                     step_source=None, steps_file=None) -> Result:
     """`tracekit roofline TRACE` without an annotation: every kernel name on the roofline from the shapes the trace
     records (docs/roofline.md, "Shapes from the trace")."""
-    per_kernel, ks = per_kernel_table(trace, hw)
+    per_kernel, ks, stats = per_kernel_table(trace, hw)
     if not ks.shaped:
         why = ks.why or ("no kernel's launching op has a model in tracekit/data/op_models.json" if not ks.graph_kernels
                          else "its kernels are replayed from CUDA graphs, which have no launching op")
@@ -445,7 +444,7 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None, step_name=
     if no_peak:
         warnings.append(f"MFU is null for the {', '.join(no_peak)} kernels: hardware profile {hw.name} gives no dense"
                         " peak for that dtype")
-    summary = {"annotation": None, **hw.summary(), **_shape_summary(ks, per_kernel),
+    summary = {"annotation": None, **hw.summary(), **stats,
                "memory_bound": int((sh["bound"] == "memory").sum()),
                "compute_bound": int((sh["bound"] == "compute").sum())}
     if ks.shaped_pct < 50:
