@@ -125,46 +125,67 @@ class Clock:
         return int(round(self.a[rank] - self.a[self.ref]))
 
 
-def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int],
-               rounds: int = 4) -> Clock:
+def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int]) -> Clock:
     """Offsets from instance ends. ``ends``: rank, inst (an instance id), end_ns (local) of the blocking instances
-    seen whole on every rank that ran them."""
+    seen whole on every rank that ran them.
+
+    Each instance's true end is read on the reference's clock where the reference ran it, else on the ranks already
+    placed (the median of their ends, converted); a rank's offset is fitted to (its end − that) over the instances
+    it shares. Shifting one rank's (or node's) clock by Δ shifts its fitted offset by exactly Δ and nothing else."""
     ranks = sorted(coarse)
     a = {r: float(coarse[r]) for r in ranks}
     b = {r: 0.0 for r in ranks}
     res: dict[int, int | None] = {r: None for r in ranks}
     warnings: list[str] = []
-    if ends.empty:
-        return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
-                     ["no collective runs on two ranks: the clocks are taken as recorded (no alignment)"])
-    multi = ends.groupby("inst")["rank"].transform("nunique") > 1
-    e = ends[multi]
+    e = ends[ends.groupby("inst")["rank"].transform("nunique") > 1] if not ends.empty else ends
     if e.empty:
         return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
                      ["no collective instance is seen on two ranks: the clocks are taken as recorded"])
-    rk = e["rank"].to_numpy()
-    inst = pd.factorize(e["inst"])[0]
-    x = (e["end_ns"].to_numpy(np.int64) - t0).astype(np.float64)
+    # local ends after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where not run
+    e = e.assign(x=e["end_ns"].to_numpy(np.int64) - np.int64(t0))
+    E = e.pivot_table(index="inst", columns="rank", values="x", aggfunc="max")
+    X = E.to_numpy(np.float64)
+    cols = list(E.columns)
     fits: dict[int, tuple] = {}
-    for _ in range(rounds):
-        A = np.array([a[r] for r in rk])
-        B = np.array([b[r] for r in rk])
-        T_row = (x - A) / (1.0 + B)
-        T = pd.Series(T_row).groupby(inst).median().to_numpy()[inst]
-        d = x - T
-        for r in np.unique(rk):
-            m = rk == r
-            fits[r] = robust_fit(T[m], d[m])
-            a[r], b[r] = fits[r][0], fits[r][1]
+    placed = [ref] if ref in cols else []
+    if placed:
+        fits[ref] = (0.0, 0.0, 0.0, 0)
+    a[ref], b[ref] = 0.0, 0.0
+    todo = [r for r in cols if r not in placed]
+    if not placed:  # the reference ran no shared instance: anchor on the rank that ran the most
+        anchor = max(cols, key=lambda r: np.isfinite(X[:, cols.index(r)]).sum())
+        placed, fits[anchor] = [anchor], (a[anchor], 0.0, 0.0, 0)
+        todo.remove(anchor)
+    D = {}
+    while todo:
+        conv = np.column_stack([(X[:, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+        seen = np.isfinite(conv).any(axis=1)
+        T = np.full(len(E), np.nan)
+        if seen.any():
+            T[seen] = np.nanmedian(conv[seen], axis=1)
+        if ref in placed:  # where the reference ran the instance, its own end is the truth
+            T = np.where(np.isfinite(X[:, cols.index(ref)]), X[:, cols.index(ref)], T)
+        shared = {r: np.isfinite(X[:, cols.index(r)]) & np.isfinite(T) for r in todo}
+        r = max(todo, key=lambda q: shared[q].sum())
+        m = shared[r]
+        if not m.any():
+            break
+        d = X[m, cols.index(r)] - T[m]
+        fits[r] = robust_fit(T[m], d)
+        D[r] = (T[m], d)
+        a[r], b[r] = fits[r][0], fits[r][1]
+        placed.append(r)
+        todo.remove(r)
     # ranks of one node share a clock
     by_node: dict[int, list[int]] = {}
     for r in fits:
         by_node.setdefault(nodes.get(r, r), []).append(r)
     for node, members in by_node.items():
-        if len(members) < 2:
+        if len(members) < 2 or ref in members:
             continue
-        m = np.isin(rk, members)
-        na, nb, nres, _ = robust_fit(T[m], d[m])
+        xs = np.concatenate([D[r][0] for r in members])
+        ds = np.concatenate([D[r][1] for r in members])
+        na, nb, nres, _ = robust_fit(xs, ds)
         tol = max(4 * max(fits[r][2] for r in members), 4 * nres, 2000.0)
         far = [r for r in members if abs(fits[r][0] - na) > tol]
         if far:
@@ -174,15 +195,25 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
             continue
         for r in members:
             a[r], b[r] = na, nb
-            fits[r] = (na, nb, max(nres, 0.0), fits[r][3])
+            fits[r] = (na, nb, nres, fits[r][3])
+    ref_node = [r for r in fits if r != ref and nodes.get(r, r) == nodes.get(ref, ref)]
+    for r in ref_node:  # the reference's node shares its clock: where they agree, exactly
+        if abs(fits[r][0]) <= max(4 * fits[r][2], 2000.0) and abs(fits[r][1]) * 1e9 <= 2000.0:
+            a[r], b[r] = 0.0, 0.0
+        else:
+            warnings.append(f"rank {r} is on the reference's node but its clock is {fits[r][0] / 1e3:,.1f} µs off;"
+                            " it keeps its own offset: check --gpus-per-node")
+    if fits:  # the reference's residual: how far the others' ends are from its own
+        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
+        fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     for r in ranks:
         if r in fits:
             res[r] = int(np.ceil(fits[r][2]))
-            if fits[r][3] > 0.1 * (rk == r).sum():
-                warnings.append(f"rank {r}: {fits[r][3]} of its {(rk == r).sum()} collective ends do not end with the"
-                                " other ranks' (left out of its clock offset)")
+            n_r = len(D[r][1]) if r in D else 0
+            if n_r and fits[r][3] > 0.1 * n_r:
+                warnings.append(f"rank {r}: {fits[r][3]} of its {n_r} collective ends do not end with the other"
+                                " ranks' (left out of its clock offset)")
         else:
-            a[r] = float(coarse[r]) + a.get(ref, 0.0) if ref in fits else float(coarse[r])
             warnings.append(f"rank {r}: no collective shared with another rank; its offset is the step starts' only")
     return Clock(t0, ref, a, b, res, True, warnings)
 
@@ -197,6 +228,7 @@ class Aligned:
     n_steps: int
     partial_steps: int
     unmatched: int
+    partial_step_ids: list
     warnings: list[str]
 
 
@@ -244,11 +276,14 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     ref = min(per_rank)
     steps = {r: d["steps"] for r, d in per_rank.items()}
     anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
-    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in steps.items()},
-                                              anchor)
+    # step times after a common origin, in int64 (epoch ns are beyond float64's exact range)
+    origin = min((int(df["start_ns"].min()) for df in steps.values() if len(df)), default=0)
+    rel = {r: pd.DataFrame({"start_ns": df["start_ns"].to_numpy(np.int64) - origin,
+                            "end_ns": df["end_ns"].to_numpy(np.int64) - origin}) for r, df in steps.items()}
+    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor)
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
-    g_of = _global_steps(steps, coarse, tol)
+    g_of = _global_steps(rel, coarse, tol)
     # collectives with their global step and seq
     parts = []
     for r, d in per_rank.items():
@@ -350,4 +385,4 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     if unmatched:
         warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
                         " or more of a kind in a step than the other ranks ran) and are left out")
-    return Aligned(clock, st, out_coll, n_steps, len(part_steps), unmatched, warnings)
+    return Aligned(clock, st, out_coll, n_steps, len(part_steps), unmatched, sorted(part_steps), warnings)

@@ -18,7 +18,7 @@ from ...errors import InputError, MissingDataError, UsageError
 from ...result import Result, shown_path, shown_text
 from ..steps import step_options
 from .align import align_run
-from .attribute import attribute, lower_median
+from .attribute import attribute, lower_median, most_often_last
 from .discover import find_ranks, settle
 from .mapper import MapOptions, load_collectives, reduce_file
 
@@ -71,6 +71,16 @@ def map_files(paths: list[str], opts: MapOptions, *, jobs: int = 1, dask: str | 
         out.append(reduce_point(p, opts))
         tick(i, len(paths))
     return out
+
+
+def _shown(f: Path, root: Path | None) -> str:
+    """A rank's file as the user knows it: relative to the run directory given, else as given."""
+    if root is not None:
+        try:
+            return shown_path(Path(f).relative_to(root))
+        except ValueError:
+            pass
+    return shown_path(f)
 
 
 def _merge(parts: list[dict]) -> dict:
@@ -132,23 +142,29 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
                                      [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
     warnings += settle_warn
     idx_of = {id(rf): i for i, rf in zip(keep, [ranks[i] for i in keep])}
-    per_rank, files_of = {}, {}
+    per_rank, files_of, base_of = {}, {}, {}
+    root = Path(paths_or_dir) if isinstance(paths_or_dir, (str, Path)) and Path(paths_or_dir).is_dir() else None
     for rf in kept_ranks:
         parts = by_rank[idx_of[id(rf)]]
         per_rank[rf.rank] = _merge(parts)
-        files_of[rf.rank] = rf.label
+        base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
+        shown = sorted(_shown(f, root) for f in rf.files)
+        files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
         for p in parts:
             warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
     nodes = {r: r // int(gpus_per_node) for r in per_rank}
     al = align_run(per_rank, nodes, load_collectives().blocking)
     warnings += al.warnings
+    # times relative to the reference file's baseTimeNanoseconds: tracekit's start_ns of that file
+    ref = min(per_rank)
+    ref_base = base_of[ref]
+    for df in (al.collectives, al.steps):
+        for col in ("start_ns", "end_ns"):
+            df[col] = df[col].to_numpy(np.int64) - ref_base
     t = attribute(al.collectives, al.steps, al.clock.residual)
     per = t["per_collective"]
-    nontie = per[~per["tie"]]
-    # most often last; among equals the one whose lateness cost more (Σ margin), then the lowest rank
-    agg = nontie.groupby("last_rank")["margin_ns"].agg(["size", "sum"]).reset_index()
-    agg = agg.sort_values(["size", "sum", "last_rank"], ascending=[False, False, True], kind="stable")
-    last_counts = agg.set_index("last_rank")["size"]
+    imb = t["imbalance"]
+    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
     steps_per = t["steps"].groupby("rank").size()
     ranks_tbl = pd.DataFrame({
@@ -158,17 +174,19 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
         "steps": [int(steps_per.get(r, 0)) for r in per_rank],
         "times_last": [int(last_counts.get(r, 0)) for r in per_rank],
         "total_wait_ns": [int(wait_tot.get(r, 0)) for r in per_rank]}, columns=RANK_COLS)
-    straggler = {"rank": int(last_counts.index[0]) if len(last_counts) else None,
-                 "times_last": int(last_counts.iloc[0]) if len(last_counts) else 0, "of": int(len(nontie))}
-    if len(last_counts) > 1 and last_counts.iloc[0] == last_counts.iloc[1]:
-        tied = [int(r) for r in last_counts.index[last_counts == last_counts.iloc[0]]]
-        warnings.append(f"ranks {sorted(tied)} are last equally often ({int(last_counts.iloc[0])} times each); the"
-                        f" summary names rank {tied[0]}, whose lateness cost the most")
-    ref = min(per_rank)
+    top = most_often_last(imb)
+    straggler = None if top is None else {"rank": top, "times_last": int(last_counts.get(top, 0)),
+                                          "of": int((~imb["tie"]).sum())}
+    if top is not None and (last_counts == last_counts.get(top)).sum() > 1:
+        tied = sorted(int(r) for r in last_counts.index[last_counts == last_counts.get(top)])
+        warnings.append(f"ranks {tied} are last equally often ({int(last_counts.get(top))} times each); the summary"
+                        f" names rank {top}, whose lateness cost the most")
+    by = t["by_step"]
+    complete = by[~by["step"].isin(al.partial_step_ids)]["imbalance_ns"]
     summary = {"ranks": len(per_rank), "reference_rank": ref,
                "clock": "aligned" if al.clock.aligned else "as recorded", "steps": al.n_steps,
                "partial_steps": al.partial_steps, "collectives": int(len(per)), "unmatched": al.unmatched,
-               "imbalance_ns_per_step": lower_median(t["by_step"]["imbalance_ns"]) if len(t["by_step"]) else None,
+               "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
                "straggler": straggler}
     if len(per) == 0:
         warnings.append("no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be"

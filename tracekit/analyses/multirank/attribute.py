@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 # what a rank did before arriving at an instance of a kind, by the column of the mapper's table
+MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch jitter, the alignment's own accuracy
 WORK_BEFORE = {"dispatch": ("attention_ns", "attention"), "combine": ("expert_ns", "expert GEMMs")}
 DEFAULT_WORK = ("work_ns", "compute")
 
@@ -34,8 +35,9 @@ def _us(ns) -> str:
 def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int | None]) -> dict[str, pd.DataFrame]:
     """``coll``: step, kind, seq, rank, start_ns, end_ns (reference clock) and the work columns; ``steps``: step,
     rank, local_step, phase, bs, start_ns, end_ns. Returns the tables collectives, per_collective, steps, by_step."""
-    c = coll.sort_values(["step", "kind", "seq", "start_ns", "rank"], kind="stable").reset_index(drop=True)
     key = ["step", "kind", "seq"]
+    c = coll[coll.groupby(key)["rank"].transform("size") >= 2]  # an instance seen on one rank says nothing
+    c = c.sort_values(["step", "kind", "seq", "start_ns", "rank"], kind="stable").reset_index(drop=True)
     gid = c.groupby(key, sort=False).ngroup().to_numpy()
     n_g = int(gid.max()) + 1 if len(gid) else 0
     first = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if len(gid) else np.zeros(0, np.int64)
@@ -51,8 +53,8 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     transfer = e - last[gid]
     res = np.array([residual.get(int(r)) or 0 for r in rk], dtype=np.int64)
     margin = last - second
-    tie_tol = np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)])
-    tie = (size < 2) | (margin <= tie_tol)
+    tie_tol = np.maximum(np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)]), MIN_TIE_NS)
+    tie = (size < 2) | (margin < tie_tol)
     # lower median of the waits: waits fall as starts rise, so it is the start at the mirrored position
     med_wait = last - s[first + size - 1 - (size - 1) // 2]
     tr_sorted = transfer[np.lexsort((transfer, gid))]  # groups stay where they are, each sorted by transfer
@@ -61,6 +63,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     last_rank = rk[last_i]
     # the batch of each rank in each step, and the work before each arrival
     bs_of = {(int(r), int(g)): b for r, g, b in zip(steps["rank"], steps["step"], steps["bs"]) if pd.notna(b)}
+    phase_of = {(int(r), int(g)): p for r, g, p in zip(steps["rank"], steps["step"], steps["phase"])}
     causes = []
     for j in range(n_g):
         if tie[j]:
@@ -68,27 +71,23 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
             continue
         rows = slice(first[j], first[j] + size[j])
         g, kind, lr = int(inst.at[j, "step"]), inst.at[j, "kind"], int(last_rank[j])
-        col, what = WORK_BEFORE.get(kind, DEFAULT_WORK)
-        works = c[col].to_numpy(np.int64)[rows]
-        mine = int(c[col].to_numpy(np.int64)[last_i[j]])
-        parts = []
-        bss = [bs_of.get((int(r), g)) for r in rk[rows]]
-        known = [int(b) for b in bss if b is not None]
-        if bs_of.get((lr, g)) is not None and known:
-            parts.append(f"bs {int(bs_of[(lr, g)])} vs median {_median_text(known)}")
-        parts.append(f"{what} {_us(mine)} vs median {_us(lower_median(works))} before arriving")
-        causes.append("; ".join(parts))
-    per = inst.assign(last_rank=last_rank, margin_ns=margin, spread_ns=last - s[first], median_wait_ns=med_wait,
+        causes.append(_cause(kind, lr, g, rk[rows], c[[WORK_BEFORE.get(kind, DEFAULT_WORK)[0]]].to_numpy(
+            np.int64)[rows, 0], int(last_i[j] - first[j]), bs_of, phase_of))
+    per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin, spread_ns=last - s[first], median_wait_ns=med_wait,
                       transfer_ns=med_transfer, tie=tie,
                       cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
                       cause=pd.array(causes, dtype=object))
-    per.loc[per["tie"], "cause_rank"] = pd.NA
+    per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
     colls = c.assign(wait_ns=wait, transfer_ns=transfer)[COLLECTIVE_COLS]
     colls = colls.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
     # per rank-step
     wsum = colls.groupby(["step", "rank"])["wait_ns"].sum()
-    st = steps[steps["step"] >= 0].copy()
+    # the rank-steps recorded whole (a partial one — the profile started or stopped inside it — has no row)
+    st = steps[(steps["step"] >= 0) & ~steps.get("partial", pd.Series(False, index=steps.index)).astype(bool)].copy()
+    st = st.sort_values(["rank", "start_ns"], kind="stable")
+    st["local_step"] = st.groupby("rank").cumcount().astype(np.int64)
+    st = st.sort_values(["step", "rank"], kind="stable")
     st["wall_ns"] = (st["end_ns"] - st["start_ns"]).astype(np.int64)
     st["wait_ns"] = wsum.reindex(pd.MultiIndex.from_frame(st[["step", "rank"]])).fillna(0).to_numpy(np.int64)
     st = st[STEP_COLS].reset_index(drop=True)
@@ -98,25 +97,53 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     all_steps = sorted(set(st["step"]) | set(per["step"]))
     for g in all_steps:
         p = per_g[per_g["step"] == g]
-        strag = p.loc[~p["tie"], ["last_rank", "margin_ns"]]
-        straggler = None
-        if len(strag):
-            agg = strag.groupby("last_rank")["margin_ns"].agg(["size", "sum"]).sort_values(
-                ["size", "sum"], ascending=False, kind="stable")
-            straggler = int(agg.index[0])
+        straggler = most_often_last(p)
         bss = st.loc[(st["step"] == g) & st["bs"].notna(), "bs"]
-        w = wsum.loc[g] if g in wsum.index.get_level_values(0) else pd.Series(dtype=np.int64)
+        w = wsum.loc[g].sort_index() if g in wsum.index.get_level_values(0) else pd.Series(dtype=np.int64)
         rows.append({"step": int(g), "imbalance_ns": int(p["imb"].sum()), "straggler": straggler,
                      "straggler_bs": bs_of.get((straggler, int(g))) if straggler is not None else None,
-                     "median_bs": float(np.median(bss.astype(float))) if len(bss) else None,
-                     "max_wait_rank": int(w.idxmax()) if len(w) and w.max() > 0 else None})
+                     "median_bs": lower_median(bss.astype(np.int64)) if len(bss) else None,
+                     "max_wait_rank": int(w.idxmax()) if len(w) else None})
     by_step = pd.DataFrame(rows, columns=BY_STEP_COLS)
     for col in ("straggler", "straggler_bs", "max_wait_rank"):
         by_step[col] = pd.array(by_step[col], dtype="Int64")
-    by_step["median_bs"] = by_step["median_bs"].astype(float)
-    return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st, "by_step": by_step}
+    by_step["median_bs"] = pd.array(by_step["median_bs"], dtype="Int64")
+    return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st, "by_step": by_step,
+            "imbalance": per_g[["step", "last_rank", "tie", "imb"]]}
 
 
-def _median_text(v: list[int]) -> str:
-    m = float(np.median(v))
-    return str(int(m)) if m.is_integer() else f"{m:g}"
+def most_often_last(per: pd.DataFrame) -> int | None:
+    """The rank last most often among the instances that are no tie; among equals the one whose lateness cost more
+    (Σ last − median arrival, column ``imb``), then the lowest rank."""
+    p = per[~per["tie"]]
+    if p.empty:
+        return None
+    agg = p.groupby("last_rank")["imb"].agg(["size", "sum"]).reset_index()
+    agg = agg.sort_values(["size", "sum", "last_rank"], ascending=[False, False, True], kind="stable")
+    return int(agg["last_rank"].iloc[0])
+
+
+def _cause(kind, last, g, ranks, work, pos, bs_of, phase_of) -> str:
+    """Why ``last`` arrived last at an instance, as ``code: detail``: ``prefill`` (it ran a prefill while others
+    decoded), ``batch`` (a larger batch than the median rank's), ``hot_expert`` (more expert GEMM work before a
+    combine than the median rank), else ``compute`` (more work before arriving)."""
+    col, what = WORK_BEFORE.get(kind, DEFAULT_WORK)
+    mine, med = int(work[pos]), lower_median(work)
+    known = [int(bs_of[(int(r), g)]) for r in ranks if (int(r), g) in bs_of]
+    my_bs = bs_of.get((last, g))
+    parts = []
+    if my_bs is not None and known:
+        parts.append(f"bs {int(my_bs)} vs median {lower_median(known)}")
+    parts.append(f"{what} {_us(mine)} vs median {_us(med)} before arriving")
+    if kind == "combine":
+        code = "hot_expert" if mine > med else "compute"
+    elif phase_of.get((last, g)) == "prefill" and kind == "dispatch":
+        code = "prefill"
+    elif my_bs is not None and known and my_bs > lower_median(known):
+        code = "batch"
+    else:
+        code = "compute"
+    return f"{code}: " + "; ".join(parts)
+
+
+

@@ -113,12 +113,36 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
                           "phase": t["phase"].astype(str).to_numpy(), "bs": t["bs"].astype("Int64").to_numpy(),
                           "tokens": t["tokens"].astype("Int64").to_numpy()})
     coll = collective_table(ev, steps, base)
+    steps["phase"] = training_phase(ev, steps, base)
     meta = trace.meta
     return {"path": path or str(meta.get("source")), "meta": {"rank": meta.get("rank"),
                                                             "world_size": meta.get("world_size"),
                                                             "devices_used": meta.get("devices_used"),
+                                                            "base_time_ns": base,
                                                             "events": int(len(ev))},
             "steps": steps, "collectives": coll, "warnings": list(st.warnings) if hasattr(st, "warnings") else []}
+
+
+TRAIN_CATEGORIES = ("optimizer",)  # a step that runs an optimizer kernel is a training step
+
+
+def training_phase(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> np.ndarray:
+    """The steps' phases, with ``train`` for a step of no known phase (``ProfilerStep#N``) that runs an optimizer
+    kernel (a category of tracekit/data/categories.json)."""
+    phase = steps["phase"].to_numpy(object).copy()
+    unknown = phase == "unknown"
+    if not unknown.any():
+        return phase
+    cats = np.asarray(pd.Categorical(categorize(ev)).astype(object))
+    m = np.isin(cats, TRAIN_CATEGORIES)
+    if not m.any():
+        return phase
+    w = iv.window_of(ev["start_ns"].to_numpy(np.int64)[m] + base, steps["start_ns"].to_numpy(np.int64),
+                     steps["end_ns"].to_numpy(np.int64))
+    has = np.zeros(len(steps), dtype=bool)
+    has[w[w >= 0]] = True
+    phase[unknown & has] = "train"
+    return phase
 
 
 def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> pd.DataFrame:

@@ -1,0 +1,148 @@
+"""Every rank of a run against the generator's truth (fixtures/synthlib/multirank.py, issue 28), and the real HTA
+rank pair. The truth is computed from the schedule, sharing no code with tracekit, and mirrors imbalance/2."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fixtures.synthlib.multirank import write_run
+from tracekit.analyses.multirank import multirank_imbalance
+
+US2 = 2_000  # offsets and waits within 2 µs
+HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
+
+
+def _run(tmp_path: Path, preset: str, name: str = "run", **knobs):
+    out = tmp_path / name
+    paths, tp = write_run(preset, out, **knobs)
+    truth = json.loads(tp.read_text())
+    tp.rename(tmp_path / f"{name}.truth.json")  # beside the run, not in it
+    return out, truth
+
+
+def _rows(res, table: str, key: list[str]) -> pd.DataFrame:
+    return res.tables[table].set_index(key).sort_index()
+
+
+def _truth(truth: dict, table: str, key: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(truth[table]).set_index(key).sort_index()
+
+
+def check_against_truth(res, truth: dict) -> None:
+    """Offsets and every wait within 2 µs; last rank right wherever the margin exceeds the residual; imbalance per
+    step within 1 %; the straggler and its batch named; counts equal."""
+    s, ts = res.summary, truth["summary"]
+    for k in ("ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives", "unmatched"):
+        assert s[k] == ts[k], (k, s[k], ts[k])
+    assert (s["straggler"] or {}).get("rank") == (ts["straggler"] or {}).get("rank")
+    if ts["imbalance_ns_per_step"]:
+        assert s["imbalance_ns_per_step"] == pytest.approx(ts["imbalance_ns_per_step"], rel=0.01)
+    rk, trk = _rows(res, "ranks", ["rank"]), _truth(truth, "ranks", ["rank"])
+    assert (rk["clock_offset_ns"] - trk["clock_offset_ns"]).abs().max() <= US2
+    assert rk["node"].tolist() == trk["node"].tolist() and rk["steps"].tolist() == trk["steps"].tolist()
+    assert [f if isinstance(f, str) else sorted(f) for f in rk["file"]] == \
+        [f if isinstance(f, str) else sorted(f) for f in trk["file"]]
+    key = ["step", "kind", "seq", "rank"]
+    c, tc = _rows(res, "collectives", key), _truth(truth, "collectives", key)
+    assert c.index.equals(tc.index), (len(c), len(tc))
+    for col in ("start_ns", "end_ns", "wait_ns", "transfer_ns"):
+        assert (c[col] - tc[col]).abs().max() <= US2, col
+    p, tp = _rows(res, "per_collective", key[:3]), _truth(truth, "per_collective", key[:3])
+    assert p.index.equals(tp.index)
+    res_ns = rk["residual_ns"].fillna(0).max()
+    clear = tp["margin_ns"] > max(res_ns, US2)
+    assert (p.loc[clear, "last_rank"].astype(int) == tp.loc[clear, "last_rank"].astype(int)).all()
+    assert ((p["margin_ns"] - tp["margin_ns"]).abs() <= US2).all()
+    assert (p["tie"] == tp["tie"])[(tp["margin_ns"] - US2).abs() > US2].all()
+    b, tb = _rows(res, "by_step", ["step"]), _truth(truth, "by_step", ["step"])
+    assert b.index.equals(tb.index)
+    for g in tb.index:
+        assert b.loc[g, "imbalance_ns"] == pytest.approx(tb.loc[g, "imbalance_ns"], rel=0.01, abs=US2)
+        want = tb.loc[g, "straggler"]
+        got = b.loc[g, "straggler"]
+        assert (pd.isna(got) and pd.isna(want)) or int(got) == int(want), (g, got, want)
+        if not pd.isna(want):
+            sb = tb.loc[g, "straggler_bs"]
+            assert (pd.isna(sb) and pd.isna(b.loc[g, "straggler_bs"])) or b.loc[g, "straggler_bs"] == sb
+    st, tst = _rows(res, "steps", ["step", "rank"]), _truth(truth, "steps", ["step", "rank"])
+    assert st.index.equals(tst.index)
+    assert (st["local_step"] == tst["local_step"]).all() and (st["phase"] == tst["phase"]).all()
+    assert (st["bs"].astype("Int64") == tst["bs"].astype("Int64")).all()
+    for col in ("start_ns", "wall_ns", "wait_ns"):
+        assert (st[col] - tst[col]).abs().max() <= US2, col
+    # per-instance causes: the mechanism the schedule put there
+    named = tp["cause"].notna() & p["cause"].notna()
+    assert (p.loc[named, "cause"].str.split(":").str[0] == tp.loc[named, "cause"]).all()
+
+
+@pytest.mark.parametrize("preset,knobs", [
+    ("dp_attn_deepep8", {}),
+    ("dp_attn_deepep16", {}),  # two nodes: 3.7 ms and 4 ppm between them
+    ("nccl_train4", {}),
+    ("dp_attn_deepep8", {"tie": True}),
+    ("dp_attn_deepep8", {"naming": "sglang_stages"}),
+    ("dp_attn_deepep8", {"naming": "opaque"}),
+    ("dp_attn_deepep16", {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]}),
+    ("nccl_train4", {"naming": "rank_folders", "mid_step_start": [1]}),
+])
+def test_against_the_generators_truth(tmp_path, preset, knobs):
+    run, truth = _run(tmp_path, preset, **knobs)
+    res = multirank_imbalance(run, jobs=1, gpus_per_node=truth["meta"]["gpus_per_node"])
+    check_against_truth(res, truth)
+    if knobs.get("tie"):
+        assert res.summary["straggler"] is None and res.tables["per_collective"]["tie"].all()
+
+
+def test_invariances(tmp_path):
+    base_run, truth = _run(tmp_path, "dp_attn_deepep16", "a")
+    base = multirank_imbalance(base_run, jobs=1)
+    # renaming and shuffling files changes nothing (but the file column)
+    ren, _ = _run(tmp_path, "dp_attn_deepep16", "b", naming="rank_underscore", shuffle=True)
+    other = multirank_imbalance(ren, jobs=1)
+    for t in ("steps", "collectives", "per_collective", "by_step"):
+        pd.testing.assert_frame_equal(other.tables[t], base.tables[t])
+    assert other.summary == base.summary
+    # shifting one node's clock changes only its offset
+    moved, t2 = _run(tmp_path, "dp_attn_deepep16", "c", node_offset_ns=9_100_000)
+    m = multirank_imbalance(moved, jobs=1)
+    for t in ("steps", "collectives", "per_collective", "by_step"):
+        pd.testing.assert_frame_equal(m.tables[t], base.tables[t])
+    off = m.tables["ranks"]["clock_offset_ns"] - base.tables["ranks"]["clock_offset_ns"]
+    assert (off[:8].abs() <= US2).all() and ((off[8:] - 5_400_000).abs() <= US2).all()
+    # dropping a rank's first step removes only that rank's rows
+    late, _ = _run(tmp_path, "dp_attn_deepep16", "d", late_start={5: 1})
+    lt = multirank_imbalance(late, jobs=1)
+    for t in ("steps", "collectives"):
+        a, b = base.tables[t], lt.tables[t]
+        gone = (a["rank"] == 5) & (a["step"] == 0)
+        keep = a[~gone].reset_index(drop=True)
+        cols = [c for c in a.columns if c not in ("local_step", "wait_ns", "transfer_ns")]
+        pd.testing.assert_frame_equal(b[cols].reset_index(drop=True), keep[cols], check_dtype=False)
+
+
+def test_jobs_and_dask_give_the_same_answer(tmp_path):
+    run, _ = _run(tmp_path, "dp_attn_deepep8")
+    a = multirank_imbalance(run, jobs=1)
+    b = multirank_imbalance(run, jobs=2)
+    assert a.to_dict() == b.to_dict()
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        d = multirank_imbalance(run, dask=lc.scheduler_address)
+    assert d.to_dict() == a.to_dict()
+
+
+@pytest.mark.skipif(not HTA.is_dir(), reason=f"the real HTA rank pair is not here ({HTA})")
+def test_real_hta_rank_pair(tmp_path):
+    for r in (0, 1):
+        shutil.copy(HTA / f"sampled_rank-{r}.json.gz", tmp_path / f"sampled_rank-{r}.json.gz")
+    res = multirank_imbalance(tmp_path, jobs=1)
+    s = res.summary
+    assert s["ranks"] == 2 and s["steps"] == 2 and s["unmatched"] == 0
+    c = res.tables["collectives"]
+    assert set(c["kind"]) == {"sendrecv"} and len(c) == 20 and s["collectives"] == 10
+    assert (c["wait_ns"] >= 0).all() and (c.groupby(["step", "seq"])["wait_ns"].min() == 0).all()
+    assert res.tables["ranks"]["node"].tolist() == [0, 0]  # one node, one clock
