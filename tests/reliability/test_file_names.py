@@ -152,9 +152,6 @@ def test_a_sweep_with_a_folder_of_any_name(cli, tmp_path):
 
 # What other modules still owe (issue 26): each passes once its module shows names with tracekit.result.shown_path.
 
-@pytest.mark.xfail(strict=False, reason="tracekit/ingest/cache.py cache_path hashes str(path).encode(), which refuses "
-                                        "a name that is not UTF-8; os.fsencode(path) gives the same key for every "
-                                        "other name")
 def test_info_through_the_cache_with_any_file_name(cli, tmp_path):
     raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")
     shutil.copyfile(SAMPLE, raw)

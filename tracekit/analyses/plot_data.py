@@ -14,6 +14,7 @@ import pandas as pd
 from ..annotate import Annotation, as_annotation
 from ..errors import TracekitError
 from ..trace import Trace
+from ..result import shown_path  # a trace name that is not UTF-8 shows as \xNN
 from .steps import median_step as _median_step
 
 PARTS = ("busy", "ag_only", "idle")
@@ -65,7 +66,7 @@ def _steps(inp: PlotInput, step_name: str | None, min_step_ns: int | None):
 
 
 def _base_row(inp: PlotInput, step: int) -> dict[str, Any]:
-    return {"deployment": inp.deployment, "bs": inp.bs, "trace": inp.trace.path, "step": step}
+    return {"deployment": inp.deployment, "bs": inp.bs, "trace": shown_path(inp.trace.path), "step": step}
 
 
 def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name: str | None = None,

@@ -20,7 +20,7 @@ from ..annotate import load_annotation
 from ..ingest import load
 from ..render import emit
 from ..render.formats import write_csv_dir
-from ..result import Result
+from ..result import Result, shown_path
 
 app = typer.Typer(
     name="tracekit",
@@ -293,7 +293,7 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         new = not out.exists()
         paths = write_csv_dir(result, out, only=table)
         typer.echo(f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
-                   f"{'one per table' if table is None else f'table {table}'}) into the folder {out}"
+                   f"{'one per table' if table is None else f'table {table}'}) into the folder {shown_path(out)}"
                    f"{' (created)' if new else ''}", err=True)
         return
     columns = os.environ.get("COLUMNS", "")
@@ -306,7 +306,7 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         sidecar = sidecar_of(out)
         write_files([(out, text, "html report"), (sidecar, emit(result, "json"), f"json sidecar of {out}")],
                     inputs=result)
-        typer.echo(f"wrote {out} and its json sidecar {sidecar}", err=True)
+        typer.echo(f"wrote {shown_path(out)} and its json sidecar {shown_path(sidecar)}", err=True)
         return
     write_file(out, text, what=f"{fmt.value} output", inputs=result)
     note = ""
@@ -315,7 +315,7 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
                 " and --out NAME without a suffix writes every table into a folder)")
     if fmt is Fmt.html:
         note = " (a device or stream: no json sidecar beside it)"
-    typer.echo(f"wrote {out}{note}", err=True)
+    typer.echo(f"wrote {shown_path(out)}{note}", err=True)
 
 
 # --------------------------------------------------------------------------- the output rule, for every command

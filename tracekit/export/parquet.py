@@ -286,7 +286,8 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
             path = d.stage(f"{name}.parquet")
             df = missing_as_null(name, df)
             table = _arrow_table(df)
-            pq.write_table(table, path, compression="zstd")
+            with open(path, "wb") as fh:  # a handle: pyarrow refuses a path whose name is not UTF-8
+                pq.write_table(table, fh, compression="zstd")
             entries.append({"table": name, "file": f"{name}.parquet", "rows": len(df), "bytes": path.stat().st_size,
                             "columns": [{"name": f.name, "arrow_type": str(f.type),
                                          "pandas_dtype": str(df[f.name].dtype),

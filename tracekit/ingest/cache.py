@@ -178,7 +178,7 @@ def _matches(stored: Any, source: Path) -> bool:
 
 
 def cache_path(source: Path, cache_dir: Path | None = None, suffix: str = SUFFIX) -> Path:
-    digest = hashlib.sha1(str(source.resolve()).encode()).hexdigest()[:20]
+    digest = hashlib.sha1(os.fsencode(source.resolve())).hexdigest()[:20]  # any name: bytes, not str.encode()
     return (cache_dir or default_cache_dir()) / f"{source.name[:60]}.{digest}{suffix}"
 
 
