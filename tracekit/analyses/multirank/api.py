@@ -19,7 +19,7 @@ from ...result import Result, shown_path, shown_text
 from ..steps import step_options
 from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
-from .discover import find_ranks, settle
+from .discover import find_ranks, nodes_of, settle
 from .mapper import MapOptions, load_collectives, reduce_file
 
 SCHEMA = "tracekit.imbalance/2"
@@ -101,7 +101,7 @@ def _merge(parts: list[dict]) -> dict:
     return {"steps": s, "collectives": c}
 
 
-def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpus_per_node: int = 8,
+def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpus_per_node: int | None = None,
                         step_name: str | None = None, min_step_ns: int | None = None, step_source: str | None = None,
                         steps_file=None, cache: bool = True, progress=None) -> Result:
     """`tracekit imbalance DIR`: every rank of one run on the reference rank's clock (the lowest rank id), its
@@ -109,9 +109,12 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
 
     ``paths_or_dir``: a run directory (rank files, per-rank folders, sglang's per-stage files) or a list of files.
     ``jobs``: worker processes (default: one per file, at most the cores); ``dask``: a Dask scheduler address (or a
-    Client). ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n. Step options as every
+    Client). ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts
+    in the file names (``<host>_<pid>.<ms>.pt.trace.json``) when every rank's has one, else 8. Step options as every
     command's; every phase is kept."""
-    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, (int, np.integer)) or gpus_per_node < 1:
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node,
+                                                                                      (int, np.integer))
+                                      or gpus_per_node < 1):
         raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
@@ -152,7 +155,7 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
         files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
         for p in parts:
             warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
-    nodes = {r: r // int(gpus_per_node) for r in per_rank}
+    nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
     al = align_run(per_rank, nodes, load_collectives().blocking)
     warnings += al.warnings
     # times relative to the reference file's baseTimeNanoseconds: tracekit's start_ns of that file
@@ -194,7 +197,8 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
     tables = {"ranks": ranks_tbl, "steps": t["steps"], "collectives": t["collectives"],
               "per_collective": per, "by_step": t["by_step"]}
     inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
-    params = {"gpus_per_node": int(gpus_per_node), "step_name": step_name, "min_step_ns": min_step_ns,
+    params = {"gpus_per_node": None if gpus_per_node is None else int(gpus_per_node), "nodes_from": node_src,
+              "step_name": step_name, "min_step_ns": min_step_ns,
               "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
     return ImbalanceResult(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
                            warnings=warnings)

@@ -19,6 +19,8 @@ from ...result import shown_path
 TAG = re.compile(r"(?<![A-Za-z])(ATTN[-_]?CP|TP|DP|EP|PP|DCP|CP)[-_](\d+)(?![0-9])")
 RANK = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?![0-9])")
 STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND(?:_V2)?)(?![A-Za-z])")
+# PyTorch's tensorboard_trace_handler names a file <hostname>_<pid>.<ms>.pt.trace.json: the host is the node
+HOST = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 TAG_ORDER = ("PP", "TP", "DP", "EP", "ATTN_CP", "DCP", "CP")
 
 
@@ -31,6 +33,12 @@ class RankFiles:
     source: str  # "sglang tags" | "name" | "folder" | "distributedInfo"
     tags: dict[str, int] = field(default_factory=dict)
     stages: list[str | None] = field(default_factory=list)
+
+    @property
+    def host(self) -> str | None:
+        """The host its file names carry (tensorboard_trace_handler's ``<host>_<pid>.<ms>.pt.trace.json``)."""
+        hosts = {m.group("host") for f in self.files for m in [HOST.match(f.name)] if m}
+        return hosts.pop() if len(hosts) == 1 else None
 
     @property
     def label(self) -> str:
@@ -158,6 +166,20 @@ def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[
         raise MissingDataError(f"{ranks[0].label if ranks else 'the input'} is one rank; the analysis of a run's ranks"
                                " needs the traces of at least two ranks of one run")
     return sorted(ranks, key=lambda r: r.rank), warnings
+
+
+def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[int, int], str]:
+    """Each rank's node, and from what: ``gpus_per_node`` when given; else the hosts in the file names when every
+    rank's carries one (nodes numbered in the order of their lowest rank); else 8 GPUs per node."""
+    if gpus_per_node is None:
+        hosts = [rf.host for rf in ranks]
+        if all(hosts):
+            ids: dict[str, int] = {}
+            for rf in sorted(ranks, key=lambda x: x.rank):
+                ids.setdefault(rf.host, len(ids))
+            return {rf.rank: ids[rf.host] for rf in ranks}, "host names"
+        gpus_per_node = 8
+    return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"
 
 
 def _what(p: Path) -> str:

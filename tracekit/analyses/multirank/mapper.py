@@ -112,8 +112,9 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
                           "end_ns": t["end_ns"].to_numpy(np.int64) + base,
                           "phase": t["phase"].astype(str).to_numpy(), "bs": t["bs"].astype("Int64").to_numpy(),
                           "tokens": t["tokens"].astype("Int64").to_numpy()})
-    coll = collective_table(ev, steps, base)
-    steps["phase"] = training_phase(ev, steps, base)
+    cats = categorize(ev)
+    coll = collective_table(ev, steps, base, cats)
+    steps["phase"] = training_phase(ev, steps, base, cats)
     meta = trace.meta
     return {"path": path or str(meta.get("source")), "meta": {"rank": meta.get("rank"),
                                                             "world_size": meta.get("world_size"),
@@ -126,15 +127,25 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
 TRAIN_CATEGORIES = ("optimizer",)  # a step that runs an optimizer kernel is a training step
 
 
-def training_phase(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> np.ndarray:
+def category_mask(cats: pd.Categorical, wanted) -> np.ndarray:
+    """Rows whose category is one of ``wanted`` (on the codes: no per-row strings)."""
+    want = np.flatnonzero(np.isin(np.asarray(cats.categories, dtype=object), list(wanted)))
+    return np.isin(np.asarray(cats.codes), want)
+
+
+def family_mask(cats: pd.Categorical, wanted) -> np.ndarray:
+    fam = np.asarray(families(pd.Categorical(cats.categories, categories=cats.categories)).astype(object))
+    return category_mask(cats, [c for c, f in zip(cats.categories, fam) if f in wanted])
+
+
+def training_phase(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=None) -> np.ndarray:
     """The steps' phases, with ``train`` for a step of no known phase (``ProfilerStep#N``) that runs an optimizer
     kernel (a category of tracekit/data/categories.json)."""
     phase = steps["phase"].to_numpy(object).copy()
     unknown = phase == "unknown"
     if not unknown.any():
         return phase
-    cats = np.asarray(pd.Categorical(categorize(ev)).astype(object))
-    m = np.isin(cats, TRAIN_CATEGORIES)
+    m = category_mask(categorize(ev) if cats is None else cats, TRAIN_CATEGORIES)
     if not m.any():
         return phase
     w = iv.window_of(ev["start_ns"].to_numpy(np.int64)[m] + base, steps["start_ns"].to_numpy(np.int64),
@@ -145,7 +156,7 @@ def training_phase(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> np.n
     return phase
 
 
-def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> pd.DataFrame:
+def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=None) -> pd.DataFrame:
     """The collective instances of one rank's events (vectorised over events; the rules run once per name)."""
     rules = load_collectives()
     kernel = (ev["kind"] == "kernel").to_numpy()
@@ -185,11 +196,9 @@ def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0) -> pd
     step_start = np.where(istep >= 0, ws[np.clip(istep, 0, None)] if len(ws) else 0, start)
     win0 = np.where(same_step, np.minimum(prev_end, start), step_start)
     comp = kernel & ~is_coll
-    cats = categorize(ev)
-    fam = np.asarray(families(cats).astype(object))
-    catv = np.asarray(pd.Categorical(cats).astype(object))
-    attn = comp & np.isin(fam, ATTENTION_FAMILIES)
-    expert = comp & np.isin(catv, EXPERT_CATEGORIES)
+    cats = pd.Categorical(categorize(ev) if cats is None else cats)
+    attn = comp & family_mask(cats, ATTENTION_FAMILIES)
+    expert = comp & category_mask(cats, EXPERT_CATEGORIES)
     work = [iv.measure_in_windows((s_all[m], e_all[m]), win0, start) if n else np.zeros(0, np.int64)
             for m in (comp, attn, expert)]
     return pd.DataFrame({"local_step": istep.astype(np.int64), "kind": np.array(rules.kinds, dtype=object)[ikind],
