@@ -32,7 +32,7 @@ def trace_info(trace: Trace) -> Result:
     kinds = ev["kind"].value_counts(sort=False)
     first, last, span, busy = gpu_span_and_busy(ev)
     gpu = schema.gpu_activity(ev)
-    devices = [d.get("name") for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
+    devices = [d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
 
     by_kind = (ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
                .reset_index())
@@ -54,7 +54,7 @@ def trace_info(trace: Trace) -> Result:
     warnings = list(rep.warnings)
     if any(not d for d in devices):
         warnings.append(f"{trace.path}: {sum(1 for d in devices if not d)} of the {len(devices)} devices in"
-                        " deviceProperties have no name; they are listed as null (shown blank)")
+                        " deviceProperties have no name; they are listed as null (shown as –)")
     if overlaps:
         warnings.append(f"{trace.path}: {overlaps} GPU activities start before the previous one on the same stream"
                         " ended (same-stream overlap); kept as written")
