@@ -262,6 +262,20 @@ class _ZstdMeter:
                 if blocks == self.BLOCKS:
                     return i
                 blocks += 1
+                if i + 3 <= n:  # the usual case, a whole block header here: read it and skip its block at once
+                    h = data[i] | data[i + 1] << 8 | data[i + 2] << 16
+                    i += 3
+                    kind = (h >> 1) & 3
+                    if kind == 3:
+                        self.state = self._LOST
+                        continue
+                    last = h & 1
+                    body = (1 if kind == 1 else h >> 3) + (4 if last and self.checksum else 0)
+                    if not last and i + body < n:
+                        i += body
+                        continue
+                    self._pass(body, self._MAGIC if last else self._BLOCK)
+                    continue
             want = (4, 4, 1, 3)[self.state]
             take = min(want - len(self.head), n - i)
             self.head += bytes(data[i : i + take])
