@@ -247,3 +247,23 @@ def test_bounded_takes_re_flags():
     assert bounded(r"\w+", flags=re.ASCII).search("é1").group() == "1"
     assert bounded(r"\w+").search("é1").group() == "é1"
     assert bounded("^b", flags=re.M).match("b") and bounded("^b", flags=re.M).search("a\nb")
+
+
+def test_the_zstd_meter_keeps_step_with_the_stream_whatever_the_input_pieces():
+    """The meter follows frame and block headers across inputs cut anywhere (1 byte to 64 KiB), stops at each
+    frame's end (so the next frame starts a decoder's input) and never loses its place on a valid stream."""
+    import random
+
+    rng = random.Random(5)
+    text = b"".join(EVENT % i + b",\n" for i in range(20000))
+    frames = [_zstd_frames([text]), _zstd_frames([b"", b" " * (8 * MIB)]), _zstd_frames([text[:5000]])]
+    data = b"".join(frames)
+    ends = list(itertools.accumulate(len(f) for f in frames))
+    for _ in range(10):
+        meter, pos, cuts = reader._ZstdMeter(), 0, set()
+        while pos < len(data):
+            k = meter.cut(data[pos : pos + rng.choice([1, 2, 3, 5, 100, 4096, 65536])])
+            assert k >= 1 and meter.state != meter._LOST
+            pos += k
+            cuts.add(pos)
+        assert set(ends) <= cuts
