@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import DataFileError, MissingDataError
+from ..result import shown_obj, shown_text
 from .ledger_engine import global_record
 
 FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",
@@ -110,6 +111,9 @@ def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float, min_pct: f
     ordered = sorted(rows, key=key)
     for i, r in enumerate(ordered, 1):
         r["rank"], r["minor"] = i, bool(minor(r))
+        for c in ("title", "how", "command", "suggestion", "evidence"):  # a file name that is not UTF-8, say
+            if isinstance(r.get(c), str):
+                r[c] = shown_text(r[c])
     df = pd.DataFrame(ordered, columns=FINDING_COLUMNS)
     for c in ("gain_ms_per_step", "gain_pct", "gain_gib"):
         df[c] = pd.array(df[c].tolist(), dtype="Float64")

@@ -19,7 +19,7 @@ from ..annotate import Annotation, as_annotation
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..events import gpu_mask, launch_index
 from ..hardware import HardwareProfile, resolve_profile
-from ..result import Result, trace_input
+from ..result import Result, shown_obj, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, communication, exposure
 from .compare import graph_bucket
@@ -583,7 +583,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
                           "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.agopts["group_size"],
                           "sizes": ctx.agopts["sizes"]},
                   summary=summary,
-                  tables={"findings": table, "sources": pd.DataFrame(status, columns=SOURCE_COLUMNS)},
+                  tables={"findings": table, "sources": pd.DataFrame(shown_obj(status), columns=SOURCE_COLUMNS)},
                   warnings=warnings)
 
 
