@@ -36,8 +36,9 @@ def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
         return points
     p = np.sort(points)
     brk = np.concatenate([[True], np.diff(p) > tol])
-    gid = np.cumsum(brk) - 1
-    return np.array([np.median(p[gid == g]) for g in range(int(gid[-1]) + 1)])
+    first = np.flatnonzero(brk)
+    size = np.diff(np.r_[first, len(p)])
+    return (p[first + (size - 1) // 2] + p[first + size // 2]) / 2.0  # each cluster's median (p is sorted)
 
 
 def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int]:
@@ -54,7 +55,8 @@ def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int
     return float(np.median(near)), int(best)
 
 
-def coarse_offsets(step_starts: dict[int, np.ndarray], ref: int) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
+def coarse_offsets(step_starts: dict[int, np.ndarray],
+                   ref: int) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
     """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
     reference's clock, sorted) and the matching tolerance."""
     period = _period(list(step_starts.values()))
@@ -245,15 +247,16 @@ def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol:
     s = np.array([x[2] for x in rows])
     e = np.array([x[3] for x in rows])
     order = np.argsort(s, kind="stable")
-    brk = np.concatenate([[True], np.diff(s[order]) > tol]) if np.isfinite(tol) else np.r_[True, np.zeros(len(s) - 1, bool)]
+    brk = np.concatenate([[True], np.diff(s[order]) > tol if np.isfinite(tol) else np.zeros(len(s) - 1, bool)])
     cid = np.empty(len(s), dtype=np.int64)
     cid[order] = np.cumsum(brk) - 1
     n = int(cid.max()) + 1
-    support = np.array([len(np.unique(rk[cid == c])) for c in range(n)])
+    pairs = np.unique(np.column_stack([cid, rk]), axis=0)
+    support = np.bincount(pairs[:, 0], minlength=n)
     strong = support >= max(2, 0.5 * np.median(support)) if len(steps) > 1 else np.ones(n, bool)
     if strong.any() and not strong.all():
-        cs = np.array([np.median(s[cid == c]) for c in range(n)])
-        ce = np.array([np.median(e[cid == c]) for c in range(n)])
+        cs = pd.Series(s).groupby(cid).median().reindex(range(n)).to_numpy()
+        ce = pd.Series(e).groupby(cid).median().reindex(range(n)).to_numpy()
         sc = np.flatnonzero(strong)
         for c in np.flatnonzero(~strong):
             for j in np.flatnonzero(cid == c):
@@ -263,7 +266,9 @@ def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol:
                     cid[j] = sc[k]
     # renumber in time order
     used = np.unique(cid)
-    first = np.array([s[cid == c].min() for c in used])
+    lo = np.full(int(cid.max()) + 1, np.inf)
+    np.minimum.at(lo, cid, s)
+    first = lo[used]
     new = {int(c): i for i, c in enumerate(used[np.argsort(first, kind="stable")])}
     for j in range(len(rows)):
         out[int(rk[j])][int(li[j])] = new[int(cid[j])]
@@ -297,8 +302,11 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
     coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
     cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
-    modal = (coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"]).groupby(["step", "kind"])["n"]
-             .agg(lambda v: v.value_counts().sort_index(ascending=False).idxmax()))
+    # the count of a kind most ranks ran in a step (equal support: the larger count)
+    counted = coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"])
+    votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
+    votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
+    modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
     mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
     coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]

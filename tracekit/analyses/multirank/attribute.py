@@ -51,7 +51,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     lowmed = s[first + (size - 1) // 2]
     wait = last[gid] - s
     transfer = e - last[gid]
-    res = np.array([residual.get(int(r)) or 0 for r in rk], dtype=np.int64)
+    res = pd.Series(rk).map({int(k): (v or 0) for k, v in residual.items()}).fillna(0).to_numpy(np.int64)
     margin = last - second
     tie_tol = np.maximum(np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)]), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
@@ -61,20 +61,24 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
     inst = c.loc[first, key].reset_index(drop=True)
     last_rank = rk[last_i]
-    # the batch of each rank in each step, and the work before each arrival
-    bs_of = {(int(r), int(g)): b for r, g, b in zip(steps["rank"], steps["step"], steps["bs"]) if pd.notna(b)}
-    phase_of = {(int(r), int(g)): p for r, g, p in zip(steps["rank"], steps["step"], steps["phase"])}
-    causes = []
-    for j in range(n_g):
-        if tie[j]:
-            causes.append(None)
-            continue
-        rows = slice(first[j], first[j] + size[j])
-        g, kind, lr = int(inst.at[j, "step"]), inst.at[j, "kind"], int(last_rank[j])
-        causes.append(_cause(kind, lr, g, rk[rows], c[[WORK_BEFORE.get(kind, DEFAULT_WORK)[0]]].to_numpy(
-            np.int64)[rows, 0], int(last_i[j] - first[j]), bs_of, phase_of))
-    per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin, spread_ns=last - s[first], median_wait_ns=med_wait,
-                      transfer_ns=med_transfer, tie=tie,
+    # each row's rank-step: its batch and phase (from the step marker), and the work it did before arriving
+    sk = steps[["rank", "step", "bs", "phase"]].drop_duplicates(["rank", "step"])
+    rs = c[["rank", "step"]].merge(sk, on=["rank", "step"], how="left")
+    bs = pd.to_numeric(rs["bs"], errors="coerce").to_numpy(np.float64)
+    phase = rs["phase"].to_numpy(object)
+    kind = c["kind"].to_numpy(object)
+    work = c["work_ns"].to_numpy(np.int64).copy()
+    for k, (col, _) in WORK_BEFORE.items():
+        m = kind == k
+        work[m] = c[col].to_numpy(np.int64)[m]
+    med_work = group_lower_median(gid, work, n_g)
+    med_bs = group_lower_median(gid, bs, n_g)
+    causes = np.full(n_g, None, dtype=object)
+    for j in np.flatnonzero(~tie):  # a sentence per clear instance; numpy scalars only
+        i = last_i[j]
+        causes[j] = _cause(kind[i], work[i], med_work[j], bs[i], med_bs[j], phase[i])
+    per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
+                      spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
                       cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
                       cause=pd.array(causes, dtype=object))
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
@@ -91,25 +95,51 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     st["wall_ns"] = (st["end_ns"] - st["start_ns"]).astype(np.int64)
     st["wait_ns"] = wsum.reindex(pd.MultiIndex.from_frame(st[["step", "rank"]])).fillna(0).to_numpy(np.int64)
     st = st[STEP_COLS].reset_index(drop=True)
-    # per step
-    per_g = per.assign(imb=(last - lowmed))
-    rows = []
-    all_steps = sorted(set(st["step"]) | set(per["step"]))
-    for g in all_steps:
-        p = per_g[per_g["step"] == g]
-        straggler = most_often_last(p)
-        bss = st.loc[(st["step"] == g) & st["bs"].notna(), "bs"]
-        w = wsum.loc[g].sort_index() if g in wsum.index.get_level_values(0) else pd.Series(dtype=np.int64)
-        rows.append({"step": int(g), "imbalance_ns": int(p["imb"].sum()), "straggler": straggler,
-                     "straggler_bs": bs_of.get((straggler, int(g))) if straggler is not None else None,
-                     "median_bs": lower_median(bss.astype(np.int64)) if len(bss) else None,
-                     "max_wait_rank": int(w.idxmax()) if len(w) else None})
-    by_step = pd.DataFrame(rows, columns=BY_STEP_COLS)
-    for col in ("straggler", "straggler_bs", "max_wait_rank"):
-        by_step[col] = pd.array(by_step[col], dtype="Int64")
-    by_step["median_bs"] = pd.array(by_step["median_bs"], dtype="Int64")
+    # per step, vectorised over steps
+    imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
+    g_all = np.array(sorted(set(st["step"].tolist()) | set(per["step"].tolist())), dtype=np.int64)
+    by_step = pd.DataFrame({"step": g_all})
+    by_step["imbalance_ns"] = imb.groupby("step")["imb"].sum().reindex(g_all).fillna(0).to_numpy(np.int64)
+    strag = _most_often_last_by(imb[~imb["tie"]], "step")
+    by_step["straggler"] = pd.array(strag.reindex(g_all).to_numpy(), dtype="Int64")
+    bs_of = dict(zip(zip(st["rank"].astype(np.int64), st["step"].astype(np.int64)), st["bs"]))  # recorded whole
+    by_step["straggler_bs"] = pd.array([bs_of.get((int(r), int(g))) if pd.notna(r) else None
+                                        for r, g in zip(by_step["straggler"], g_all)], dtype="Int64")
+    known = st[st["bs"].notna()]
+    mb = group_lower_median(np.searchsorted(g_all, known["step"].to_numpy(np.int64)),
+                            known["bs"].to_numpy(np.float64), len(g_all))
+    by_step["median_bs"] = pd.array([None if np.isnan(x) else int(x) for x in mb], dtype="Int64")
+    w = wsum.reset_index().sort_values(["step", "wait_ns", "rank"], ascending=[True, False, True], kind="stable")
+    mw = w.drop_duplicates("step").set_index("step")["rank"]
+    by_step["max_wait_rank"] = pd.array(mw.reindex(g_all).to_numpy(), dtype="Int64")
+    by_step = by_step[BY_STEP_COLS]
     return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st, "by_step": by_step,
-            "imbalance": per_g[["step", "last_rank", "tie", "imb"]]}
+            "imbalance": imb}
+
+
+def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group (0 ≤ gid < n_groups) the lower median of its values that are not NaN; NaN for a group with none.
+    One sort for all groups."""
+    v = np.asarray(values, dtype=np.float64)
+    ok = ~np.isnan(v)
+    g, v = np.asarray(gid)[ok], v[ok]
+    order = np.lexsort((v, g))
+    g, v = g[order], v[order]
+    count = np.bincount(g, minlength=n_groups)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    out = np.full(n_groups, np.nan)
+    has = count > 0
+    out[has] = v[start[has] + (count[has] - 1) // 2]
+    return out
+
+
+def _most_often_last_by(p: pd.DataFrame, by: str) -> pd.Series:
+    """Per ``by`` value the rank last most often (rule of :func:`most_often_last`)."""
+    if p.empty:
+        return pd.Series(dtype="Int64")
+    agg = p.groupby([by, "last_rank"])["imb"].agg(["size", "sum"]).reset_index()
+    agg = agg.sort_values([by, "size", "sum", "last_rank"], ascending=[True, False, False, True], kind="stable")
+    return agg.drop_duplicates(by).set_index(by)["last_rank"].astype(np.int64)
 
 
 def most_often_last(per: pd.DataFrame) -> int | None:
@@ -123,27 +153,22 @@ def most_often_last(per: pd.DataFrame) -> int | None:
     return int(agg["last_rank"].iloc[0])
 
 
-def _cause(kind, last, g, ranks, work, pos, bs_of, phase_of) -> str:
-    """Why ``last`` arrived last at an instance, as ``code: detail``: ``prefill`` (it ran a prefill while others
+def _cause(kind, mine, med, my_bs, med_bs, phase) -> str:
+    """Why the last rank arrived last at an instance, as ``code: detail``: ``prefill`` (it ran a prefill while others
     decoded), ``batch`` (a larger batch than the median rank's), ``hot_expert`` (more expert GEMM work before a
     combine than the median rank), else ``compute`` (more work before arriving)."""
     col, what = WORK_BEFORE.get(kind, DEFAULT_WORK)
-    mine, med = int(work[pos]), lower_median(work)
-    known = [int(bs_of[(int(r), g)]) for r in ranks if (int(r), g) in bs_of]
-    my_bs = bs_of.get((last, g))
     parts = []
-    if my_bs is not None and known:
-        parts.append(f"bs {int(my_bs)} vs median {lower_median(known)}")
-    parts.append(f"{what} {_us(mine)} vs median {_us(med)} before arriving")
+    has_bs = not (np.isnan(my_bs) or np.isnan(med_bs))
+    if has_bs:
+        parts.append(f"bs {int(my_bs)} vs median {int(med_bs)}")
+    parts.append(f"{what} {_us(int(mine))} vs median {_us(int(med))} before arriving")
     if kind == "combine":
         code = "hot_expert" if mine > med else "compute"
-    elif phase_of.get((last, g)) == "prefill" and kind == "dispatch":
+    elif kind == "dispatch" and phase == "prefill":
         code = "prefill"
-    elif my_bs is not None and known and my_bs > lower_median(known):
+    elif has_bs and my_bs > med_bs:
         code = "batch"
     else:
         code = "compute"
     return f"{code}: " + "; ".join(parts)
-
-
-
