@@ -34,6 +34,22 @@ def name_mask(events: pd.DataFrame, pattern, *, kind: str | None = None, where: 
     return out
 
 
+def categorical_at(values, idx: np.ndarray) -> pd.Categorical:
+    """``pd.Categorical(np.where(idx >= 0, values[idx], None))`` without the per-row objects: ``values`` are a few
+    strings (one per block, window, ...), ``idx`` one int per row (-1: missing). Categories are the values used,
+    sorted, as pd.Categorical would make them."""
+    values = np.asarray(values, dtype=object)
+    idx = np.asarray(idx, dtype=np.int64)
+    used = np.unique(idx[idx >= 0]) if idx.size else np.zeros(0, dtype=np.int64)
+    if used.size == 0:
+        return pd.Categorical.from_codes(np.full(idx.size, -1, dtype=np.int8), categories=pd.Index([], dtype=object))
+    names = sorted({values[i] for i in used.tolist()})
+    pos = {n: i for i, n in enumerate(names)}
+    lut = np.full(values.size + 1, -1, dtype=np.int64)  # the last slot: missing
+    lut[used] = [pos[values[i]] for i in used.tolist()]
+    return pd.Categorical.from_codes(lut[np.where(idx >= 0, idx, values.size)], categories=pd.Index(names))
+
+
 def lane_key(events: pd.DataFrame) -> np.ndarray:
     """One int64 per event for its (device, stream) lane."""
     return events["device"].to_numpy().astype(np.int64) * (1 << 32) + events["stream"].to_numpy().astype(np.int64)

@@ -55,6 +55,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from ..errors import MissingDataError
+from ..events import categorical_at
 from ..result import Result, trace_input
 from ..trace import Trace
 from .categories import resolve_categories, trace_categories
@@ -513,9 +514,9 @@ class LayerFinding:
 
 def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     ev = trace.events
-    kind = ev["kind"].astype(str).to_numpy()
+    is_kernel = (ev["kind"] == "kernel").to_numpy()  # on the categorical's codes: no string column
     dev, stream = ev["device"].to_numpy(), ev["stream"].to_numpy()
-    sel = np.flatnonzero((kind == "kernel") & (dev == main[0]) & (stream == main[1]))
+    sel = np.flatnonzero(is_kernel & (dev == main[0]) & (stream == main[1]))
     starts = ev["start_ns"].to_numpy(np.int64)[sel]
     step = st.step_of(starts)
     codes_all = ev["name"].cat.codes.to_numpy().astype(np.int64)
@@ -692,6 +693,17 @@ def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_s
 
         main = resolve_main_stream(ev, Annotation(name="auto"))
     cr = resolve_categories(categories)
+    # once per trace, steps, main stream and categories (report, findings and suggest may each ask)
+    key = ("find_layers", id(st), main, cr.sources)
+    hit = trace.derived.get(key)
+    if hit is not None and hit[0] is st and hit[1] == len(ev):  # the entry holds st, so its id is not reused
+        return hit[2]
+    found = _find_layers(trace, st, main, cr)
+    trace.derived[key] = (st, len(ev), found)
+    return found
+
+
+def _find_layers(trace: Trace, st: Steps, main: tuple[int, int], cr) -> LayerFinding:
     ctx = _context(trace, st, main, cr)
     asm = _choose(ctx)
     warnings = list(st.warnings)
@@ -713,8 +725,7 @@ def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_s
 
 def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.DataFrame, pd.DataFrame]:
     ev = trace.events
-    kind = ev["kind"].astype(str).to_numpy()
-    ks = np.flatnonzero(kind == "kernel")
+    ks = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
     k_start = ev["start_ns"].to_numpy(np.int64)[ks]
     k_dur = ev["dur_ns"].to_numpy(np.int64)[ks]
     rows = []
@@ -998,9 +1009,7 @@ def layer_windows_by_event(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Se
     w = windows.sort_values("start_ns", kind="stable")
     k = iv.window_of(events["start_ns"].to_numpy(np.int64), w["start_ns"].to_numpy(np.int64),
                      w["end_ns"].to_numpy(np.int64))
-    lt = w["layer_type"].to_numpy(dtype=object)
-    vals = np.where(k >= 0, lt[np.clip(k, 0, None)], None)
-    return pd.Series(pd.Categorical(vals), index=events.index)
+    return pd.Series(categorical_at(w["layer_type"].to_numpy(dtype=object), k), index=events.index)
 
 
 def automatic_note(result: Result) -> str:
