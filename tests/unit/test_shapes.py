@@ -100,6 +100,11 @@ def test_attention_elementwise_and_copies():
     assert evaluate("aten::fill_", [[10, 10], []], ["float", "Scalar"], [])["bytes"] == 400
     assert evaluate("aten::native_layer_norm", [[4, 8], [], [8], [8], []], [BF16, "", BF16, BF16, "Scalar"],
                     [])["bytes"] == 2 * (32 + 8 + 8 + 32)
+    emb = evaluate("aten::embedding", [[151936, 1024], [16, 559], [], [], []], [BF16, "long int", "Scalar", "Scalar",
+                                                                                  "Scalar"], ["", "", "-1"])
+    assert emb["bytes"] == 2 * 16 * 559 * 1024 * 2 + 16 * 559 * 8  # rows read + written, the indices
+    sel = evaluate("aten::index_select", [[151936, 1024], [], [8944]], [BF16, "Scalar", "long int"], ["", "0", ""])
+    assert sel["bytes"] == 2 * 8944 * 1024 * 2 + 8944 * 8
     assert evaluate("aten::mystery_op", [[1]], [BF16], []) is None
     assert evaluate("aten::mm", [[4, 8], [8, 4]], ["c10::Unknown", BF16], []) is None
 

@@ -379,10 +379,24 @@ def _reduce(spec, dims, types, concrete):
     return {"flops": None, "bytes": nbytes, "dtype": ts[0][1], "m": None, "n": None, "k": None}
 
 
+def _gather(spec, dims, types, concrete):
+    """Rows gathered from a table: the rows read once and written once, plus the indices."""
+    src, idx = _tensor(dims, types, spec["src"]), _tensor(dims, types, spec["index"])
+    if src is None or idx is None or not src[0]:
+        return None
+    if "dim_arg" in spec:  # index_select(self, dim, index): self with dim replaced by len(index)
+        d = int(str(concrete[spec["dim_arg"]]).strip()) % len(src[0])
+        rows_out = _numel(src[0]) / src[0][d] * _numel(idx[0]) if src[0][d] else 0.0
+    else:  # embedding(weight [V, D], indices [...]): indices.shape + weight.shape[1:]
+        rows_out = _numel(idx[0]) * _numel(src[0][1:])
+    nbytes = 2.0 * rows_out * src[2] + _numel(idx[0]) * idx[2]
+    return {"flops": None, "bytes": nbytes, "dtype": src[1], "m": None, "n": None, "k": None}
+
+
 MODELS = {"gemm": _gemm, "linear": _linear, "grouped_gemm": _grouped, "attention": _attention,
-          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce}
+          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce, "gather": _gather}
 FAMILY = {"gemm": "gemm", "linear": "gemm", "grouped_gemm": "gemm", "attention": "attention",
-          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction"}
+          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction", "gather": "copy"}
 
 
 # ------------------------------------------------------------------------------------------------ per kernel
