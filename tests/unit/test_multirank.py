@@ -283,3 +283,23 @@ def test_usage_errors():
         multirank_imbalance(".", gpus_per_node=0)
     with pytest.raises(UsageError, match="jobs"):
         multirank_imbalance(".", jobs=0)
+
+
+def test_an_annotation_covering_a_collective_is_not_a_second_one_and_one_rank_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    for r in (0, 1):
+        ev = [{"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#3", "pid": 0, "tid": 7,
+               "ts": BASE_US, "dur": 500.0},
+              kernel("sm90_xmma_gemm_bf16_kernel", BASE_US + 1, 100.0 + 50 * r),
+              {"ph": "X", "cat": "gpu_user_annotation", "name": "nccl:all_reduce", "pid": 0, "tid": 24,
+               "ts": BASE_US + 101 + 50 * r, "dur": 200.0 - 50 * r},
+              kernel(ALLREDUCE, BASE_US + 101 + 50 * r, 200.0 - 50 * r, stream=24)]
+        write_trace(tmp_path / "run" / f"rank{r}.json", ev)
+    res = multirank_imbalance(tmp_path / "run", jobs=1)
+    per = res.tables["per_collective"]
+    assert res.summary["collectives"] == 1 and per["kind"].tolist() == ["allreduce"]
+    assert per["last_rank"].tolist() == [1] and per["margin_ns"].tolist() == [50_000]
+    assert "compute: compute 150.0 µs vs median 100.0 µs before arriving" == per["cause"].iloc[0]
+    (tmp_path / "run" / "rank1.json").unlink()
+    with pytest.raises(MissingDataError, match="at least two ranks"):
+        multirank_imbalance(tmp_path / "run", jobs=1)
