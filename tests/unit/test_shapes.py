@@ -193,3 +193,21 @@ def test_major_needs_the_share_of_the_step_and_the_floor(tmp_path):
     assert (f["gain_ms_per_step"].dropna() >= 0.001).all()  # nothing that rounds to zero is listed
     with pytest.raises(UsageError, match="min-pct"):
         findings(t, min_pct=-1)
+
+
+def test_kernel_names_in_titles_read_like_what_they_are():
+    from tracekit.analyses.finding_rules import kernel_label
+
+    mul = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+           "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >(at::"
+           "TensorIteratorBase&, ...)::{lambda(int)#1}>(int, ...)")
+    assert kernel_label(mul) == "elementwise_kernel<MulFunctor>"
+    assert kernel_label("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+                        "float, float, float, float>, unsigned int, c10::BFloat16, 4> >(...)") == "reduce_kernel<MeanOps>"
+    assert kernel_label("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(cutlass_80_simt_sgemm_"
+                        "128x32_8x5_nn_align1::Params)") == "cutlass_80_simt_sgemm_128x32_8x5_nn_align1"
+    assert kernel_label("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous "
+                        "namespace)::OpaqueType<2u>, unsigned int, 4, 64, 64>(...)") == "CatArrayBatchedCopy<…>"
+    assert kernel_label("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
+        "ncclDevKernel_AllGather_RING_LL"
+    assert kernel_label("gemm_small_m") == "gemm_small_m"

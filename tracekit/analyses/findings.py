@@ -23,8 +23,8 @@ from ..result import Result, shown_obj, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, communication, exposure
 from .compare import graph_bucket
-from .finding_rules import (SOURCE_COLUMNS, _Fmt, _short_name, finding, finding_rules, log_server_args, ms_text,
-                            rank_findings, words)
+from .finding_rules import (SOURCE_COLUMNS, _Fmt, _short_name, finding, finding_rules, kernel_label, log_server_args,
+                            ms_text, rank_findings, words)
 from .roofline import roofline
 from .step_model import step_rules
 from .steps import get_steps, median_ns, merge_warnings, step_params
@@ -162,7 +162,7 @@ def wave_losses(ctx: Context) -> list[dict]:
     cap = int(rules["max_per_source"])
     for _, r in pk.head(cap).iterrows():
         name = str(r["name"])
-        f = finding(ctx, "wave_quantization", "waves", gain_ns=float(r["lost_per_step_ns"]), kernel=_short_name(name),
+        f = finding(ctx, "wave_quantization", "waves", gain_ns=float(r["lost_per_step_ns"]), kernel=kernel_label(name),
                     ctas=f"{int(r['ctas']):,}", capacity=f"{int(r['capacity']):,}", waves=int(r["waves"]),
                     eff=f"{float(r['wave_efficiency']):.0%}", sms=f"{n_sms:,}", cps=int(r["ctas_per_sm"]),
                     limited_by=str(r["limited_by"]), cps_from=_CPS_FROM.get(str(r["ctas_per_sm_from"]),
@@ -202,7 +202,7 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
     out = []
     for c, grp in g.groupby("category", sort=False):
         grp = grp.sort_values("gain_per_step_ns", ascending=False)
-        names = ", ".join(f"{_short_name(str(n), 50)} {ms_text(v)}" for n, v in
+        names = ", ".join(f"{kernel_label(str(n), 50)} {ms_text(v)}" for n, v in
                           zip(grp["name"].head(3), grp["gain_per_step_ns"].head(3)))
         more = {k: (v(grp) if callable(v) else v) for k, v in extra.items()}
         out.append(finding(ctx, kind, source, gain_ns=float(grp["gain_per_step_ns"].sum()), category=str(c),
@@ -401,7 +401,7 @@ def shape_rooflines(ctx: Context) -> list[dict]:
             advice = finding_rules()["kinds"]["dominant_attention"]["suggestion"] if r["mfam"] == "attention" \
                 else adv[bound].format_map(_Fmt(mfu=_pct(mfu), mbu=_pct(mbu)))
         out.append(finding(ctx, "kernel_roofline", "shapes", gain_ns=float(r["gain_per_step_ns"]),
-                           kernel=_short_name(str(r["name"])), op=str(r["op"]), mean_us=f"{mean / 1e3:.1f}",
+                           kernel=kernel_label(str(r["name"])), op=str(r["op"]), mean_us=f"{mean / 1e3:.1f}",
                            per_step=f"{r['calls'] / n_steps:g}", target_us=f"{r['target'] / r['calls'] / 1e3:.1f}",
                            dtype=str(r["dtype"]), mfu=_pct(mfu), mbu=_pct(mbu), bound=bound, shape=shape,
                            advice=advice, **common,
