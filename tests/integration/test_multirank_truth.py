@@ -149,3 +149,8 @@ def test_real_hta_rank_pair(tmp_path):
     assert set(c["kind"]) == {"sendrecv"} and len(c) == 20 and s["collectives"] == 10
     assert (c["wait_ns"] >= 0).all() and (c.groupby(["step", "seq"])["wait_ns"].min() == 0).all()
     assert res.tables["ranks"]["node"].tolist() == [0, 0]  # one node, one clock
+    assert res.tables["ranks"]["clock_offset_ns"].tolist() == [0, 0]
+    # its SendRecv peers are other ranks of a 128-rank world: the ends do not coincide, and that is said
+    assert any("do not coincide" in w for w in res.warnings)
+    per = res.tables["per_collective"]
+    assert (per["tie"] == (per["margin_ns"] < res.tables["ranks"]["residual_ns"].max())).all()

@@ -22,6 +22,7 @@ import pandas as pd
 
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
 MIN_TOL_NS = 1_000
+LOOSE_NS = 100_000  # a residual beyond this is said: the ends used for the clocks do not end together
 
 
 def _period(starts: list[np.ndarray]) -> float:
@@ -217,6 +218,13 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
                                 " ranks' (left out of its clock offset)")
         else:
             warnings.append(f"rank {r}: no collective shared with another rank; its offset is the step starts' only")
+    loose = {r: v for r, v in res.items() if v is not None and v > LOOSE_NS}
+    if loose:
+        worst = max(loose, key=loose.get)
+        warnings.append(f"the collectives' ends do not coincide across ranks (rank {worst}: within"
+                        f" {loose[worst] / 1e6:,.3f} ms of its fitted clock; {len(loose)} rank(s) beyond"
+                        f" {LOOSE_NS / 1e3:,.0f} µs): point-to-point or non-blocking collectives, or clocks that jump;"
+                        " margins within that residual are ties")
     return Clock(t0, ref, a, b, res, True, warnings)
 
 
