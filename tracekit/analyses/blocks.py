@@ -16,13 +16,14 @@ from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
 
 def annotated_steps(trace: Trace, ann: Annotation | str, *, steps=None, step_name: str | None = None,
                     min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-                    steps_file=None, what: str = "blocks") -> tuple[Steps, Annotated]:
+                    steps_file=None, what: str = "blocks", keep: bool = True) -> tuple[Steps, Annotated]:
     """The steps (given, or from the annotation's step options and the overrides), then the block columns.
-    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`)."""
+    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`). ``keep``: keep the block
+    columns on the trace for the next caller (:func:`tracekit.annotate.annotate`)."""
     ann = required_annotation(ann, what)
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
-    a = annotate(trace, ann, st.table)
+    a = annotate(trace, ann, st.table, keep=keep)
     a.warnings[:0] = [w for w in st.warnings if w not in a.warnings]
     return st, a
 

@@ -230,7 +230,7 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
 
 
 def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int | None]) -> dict:
-    st, a = annotated_steps(trace, ann, steps=steps, what="annotations")
+    st, a = annotated_steps(trace, ann, steps=steps, what="annotations", keep=False)
     b = a.blocks
     ev = a.events
     spec = ann.blocks

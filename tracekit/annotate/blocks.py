@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..events import main_stream, name_mask
+from ..events import categorical_at, main_stream, name_mask
 from ..errors import MissingDataError
 from ..trace import Trace
 from .spec import Annotation
@@ -42,14 +42,18 @@ def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int
     return main_stream(events, ann.main_stream if isinstance(ann.main_stream, int) else None)
 
 
-def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
-    """Add the block columns to a copy of the events (the input is not changed). Computed once per trace,
-    annotation and steps (kept in ``trace.derived``: a report asks for it three times)."""
+def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame, *, keep: bool = True) -> Annotated:
+    """Add the block columns to the events (a new table sharing the input's columns, copy-on-write: the input is not
+    changed). Computed once per trace, annotation and steps (kept in ``trace.derived``: a report asks for it three
+    times); ``keep=False`` (the annotation fit, which judges one annotation after the other) uses a kept result but
+    keeps none."""
     key = ("annotate", id(ann), steps["step"].to_numpy().tobytes(), steps["start_ns"].to_numpy().tobytes(),
            steps["end_ns"].to_numpy().tobytes())
     hit = trace.derived.get(key)
     if hit is None or hit[0] is not ann:  # the entry holds the annotation, so its id cannot be reused meanwhile
-        hit = trace.derived[key] = (ann, _annotate(trace, ann, steps))
+        hit = (ann, _annotate(trace, ann, steps))
+        if keep:
+            trace.derived[key] = hit
     a = hit[1]
     return Annotated(events=a.events, blocks=a.blocks, main_stream=a.main_stream, annotation=ann,
                      warnings=list(a.warnings))
@@ -103,11 +107,10 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     row_block = np.where(member, remap[np.clip(block_of, 0, None)], -1)
     has_block = row_block >= 0
 
-    out = ev.copy()
+    out = ev.copy(deep=False)  # the columns are shared (pandas copy-on-write): no copy of the events table
     out["step"] = step.astype(np.int64)
     out["block"] = np.where(has_block, blocks["block"].to_numpy()[np.clip(row_block, 0, None)], -1)
-    bt = blocks["block_type"].to_numpy()
-    out["block_type"] = pd.Categorical(np.where(has_block, bt[np.clip(row_block, 0, None)], None))
+    out["block_type"] = categorical_at(blocks["block_type"].to_numpy(dtype=object), row_block)
     out["layer"] = out["block"]
     tl = blocks["type_layer"].to_numpy()
     out["type_layer"] = np.where(has_block, tl[np.clip(row_block, 0, None)], -1)
@@ -320,20 +323,25 @@ def _resolve_conditions(ev, idx, new_step, cand, conditional) -> np.ndarray:
 
 
 def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Categorical:
-    tags = np.full(len(ev), None, dtype=object)
+    """Each kernel's op tag: the first rule that tags it wins (int codes per row; the tags are few)."""
+    tag_names = list(dict.fromkeys(rule.tag for rule in ann.op_tags))
+    tag_of = {t: i for i, t in enumerate(tag_names)}
+    tags = np.full(len(ev), -1, dtype=np.int64)
     is_kernel = (ev["kind"] == "kernel").to_numpy()
-    btype = ev["block_type"].astype(object).to_numpy()
+    bt = ev["block_type"]
+    bt_codes = bt.cat.codes.to_numpy()
+    bt_index = {str(c): i for i, c in enumerate(bt.cat.categories)}
     for rule in ann.op_tags:
         m = name_mask(ev, rule.pattern) & is_kernel & (row_block >= 0)
         if rule.block_type is not None:
-            m &= btype == rule.block_type
+            m &= bt_codes == bt_index.get(rule.block_type, -2)
         if rule.ordinal is not None:
             idx = np.flatnonzero(m)  # events are sorted by start, so this is the order within each block
             rank = pd.Series(row_block[idx]).groupby(row_block[idx]).cumcount().to_numpy()
             m = np.zeros(len(ev), dtype=bool)
             m[idx[rank == rule.ordinal - 1]] = True
-        tags = np.where(m & (tags == None), rule.tag, tags)  # noqa: E711 - first rule wins
-    return pd.Categorical(tags)
+        tags = np.where(m & (tags < 0), tag_of[rule.tag], tags)  # first rule wins
+    return categorical_at(np.array(tag_names, dtype=object), tags)
 
 
 def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
