@@ -88,6 +88,8 @@ def check_against_truth(res, truth: dict) -> None:
     ("dp_attn_deepep16", {"naming": "opaque"}),  # ranks from distributedInfo, nodes from the host in the names
     ("dp_attn_deepep16", {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]}),
     ("nccl_train4", {"naming": "rank_folders", "mid_step_start": [1]}),
+    ("dp_attn_deepep16", {"deepep_mode": "normal", "late_start": {0: 1}}),  # the reference itself starts late
+    ("dp_attn_deepep16", {"intra_node_offset_ns": 50_000}),  # ranks of one node whose clocks differ: said, and fitted
 ])
 def test_against_the_generators_truth(tmp_path, preset, knobs):
     run, truth = _run(tmp_path, preset, **knobs)
@@ -96,6 +98,10 @@ def test_against_the_generators_truth(tmp_path, preset, knobs):
     if gpn is None:
         assert res.params["nodes_from"] == "host names"
     check_against_truth(res, truth)
+    if knobs.get("intra_node_offset_ns"):
+        assert sum("disagree on the clock" in w for w in res.warnings) == 2
+    else:
+        assert not any("disagree on the clock" in w for w in res.warnings)
     if knobs.get("tie"):
         assert res.summary["straggler"] is None and res.tables["per_collective"]["tie"].all()
 

@@ -179,33 +179,26 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         a[r], b[r] = fits[r][0], fits[r][1]
         placed.append(r)
         todo.remove(r)
-    # ranks of one node share a clock
+    # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
+    # that shares the reference's node shares its host clock
+    for r in list(fits):
+        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+            a[r], b[r] = 0.0, 0.0
+            fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
+    # ranks of one node share a host clock: their offsets, each fitted on its own, must agree
     by_node: dict[int, list[int]] = {}
     for r in fits:
         by_node.setdefault(nodes.get(r, r), []).append(r)
-    for node, members in by_node.items():
-        if len(members) < 2 or ref in members:
+    for node, members in sorted(by_node.items()):
+        if len(members) < 2:
             continue
-        xs = np.concatenate([D[r][0] for r in members])
-        ds = np.concatenate([D[r][1] for r in members])
-        na, nb, nres, _ = robust_fit(xs, ds)
-        tol = max(4 * max(fits[r][2] for r in members), 4 * nres, 2000.0)
-        far = [r for r in members if abs(fits[r][0] - na) > tol]
-        if far:
-            warnings.append(f"ranks of node {node} disagree on the clock (rank {far[0]} by"
-                            f" {abs(fits[far[0]][0] - na) / 1e3:,.1f} µs from the node's); each keeps its own offset:"
-                            " check --gpus-per-node")
-            continue
-        for r in members:
-            a[r], b[r] = na, nb
-            fits[r] = (na, nb, nres, fits[r][3])
-    ref_node = [r for r in fits if r != ref and nodes.get(r, r) == nodes.get(ref, ref)]
-    for r in ref_node:  # the reference's node shares its clock: where they agree, exactly
-        if abs(fits[r][0]) <= max(4 * fits[r][2], 2000.0) and abs(fits[r][1]) * 1e9 <= 2000.0:
-            a[r], b[r] = 0.0, 0.0
-        else:
-            warnings.append(f"rank {r} is on the reference's node but its clock is {fits[r][0] / 1e3:,.1f} µs off;"
-                            " it keeps its own offset: check --gpus-per-node")
+        offs = {r: a[r] for r in members}
+        lo, hi = min(offs, key=offs.get), max(offs, key=offs.get)
+        tol = max(4 * max(fits[r][2] for r in members), 2000.0)
+        if offs[hi] - offs[lo] > tol:
+            warnings.append(f"ranks of node {node} disagree on the clock by up to {(offs[hi] - offs[lo]) / 1e3:,.1f} µs"
+                            f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
+                            " its own offset; check --gpus-per-node")
     if fits:  # the reference's residual: how far the others' ends are from its own
         devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
