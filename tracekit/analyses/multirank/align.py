@@ -196,7 +196,8 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         lo, hi = min(offs, key=offs.get), max(offs, key=offs.get)
         tol = max(4 * max(fits[r][2] for r in members), 2000.0)
         if offs[hi] - offs[lo] > tol:
-            warnings.append(f"ranks of node {node} disagree on the clock by up to {(offs[hi] - offs[lo]) / 1e3:,.1f} µs"
+            spread = (offs[hi] - offs[lo]) / 1e3
+            warnings.append(f"ranks of node {node} disagree on the clock by up to {spread:,.1f} µs"
                             f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
                             " its own offset; check --gpus-per-node")
     if fits:  # the reference's residual: how far the others' ends are from its own
