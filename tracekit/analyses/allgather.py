@@ -6,7 +6,6 @@ one from each peer. Grouping never uses correlation ids: every copy of one CUDA-
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +22,7 @@ from ..result import Result, trace_input
 from ..trace import Trace
 from .aliases import one_of
 from .steps import Steps, get_steps, median_ns, merge_warnings, step_params
+from ..regexes import bounded
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
 UNMATCHED = "unmatched"
@@ -86,7 +86,8 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
     """
     ev = trace.events
     warnings: list[str] = []
-    pattern = re.compile(local_copy_pattern) if local_copy_pattern else load_classes().ag_local_copy
+    pattern = (bounded(local_copy_pattern, "--local-copy (the local-copy kernel pattern)") if local_copy_pattern
+               else load_classes().ag_local_copy)  # a user's pattern runs time-bounded
     ptop = (ev["copy_kind"] == "PtoP").to_numpy()
     if not ptop.any():
         raise MissingDataError(f"{trace.path} has no PtoP copies (Memcpy PtoP), so no weight AllGather to segment")

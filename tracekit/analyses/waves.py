@@ -19,7 +19,6 @@ picks the split in 1..32 that minimises the modelled time waves(split) / split, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,6 +33,7 @@ from ..hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occ
 from ..result import Result, trace_input
 from ..trace import Trace
 from .steps import get_steps, merge_warnings, step_params
+from ..regexes import bounded
 
 SPLIT_RULES = ("mla-simplified", "wave-aware")
 MAX_SPLIT = 32
@@ -175,10 +175,7 @@ def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) 
     out = np.full(len(names), default, dtype=np.int64)
     done = np.zeros(len(names), dtype=bool)
     for i, r in enumerate(rules):
-        try:
-            rx = re.compile(r.pattern)
-        except re.error as exc:
-            raise DataFileError(f"{src}: $.ctas_per_sm[{i}].pattern is not a valid regular expression ({exc})") from exc
+        rx = bounded(r.pattern, f"{src}: $.ctas_per_sm[{i}].pattern", DataFileError)  # time-bounded
         if r.ctas_per_sm < 1:
             raise DataFileError(f"{src}: $.ctas_per_sm[{i}].ctas_per_sm must be 1 or more")
         hit = np.fromiter((bool(rx.search(str(n))) for n in names), dtype=bool, count=len(names)) & ~done

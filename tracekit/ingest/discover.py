@@ -11,9 +11,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, UsageError
+from ..errors import InputError
 from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES
+from ..regexes import bounded
 
 DEFAULT_POINT_PATTERN = r"bs(?P<bs>\d+)(?:_(?P<ctx>\d+[kKmM]?))?"
 RANK_TAG = re.compile(r"-(TP|DP|PP|EP)-(\d+)")
@@ -118,10 +119,7 @@ def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN
     if not files:
         why = f" ({'; '.join(f'{p}: {r}' for p, r in skipped[:3])})" if skipped else ""
         raise InputError(f"{root} holds no trace file (*.json, *.json.gz, *.json.zst){why}; pass a trace directory")
-    try:
-        pat = re.compile(point_pattern)
-    except re.error as exc:
-        raise UsageError(f"--point-pattern {point_pattern!r} is not a valid regular expression ({exc})") from exc
+    pat = bounded(point_pattern, "--point-pattern")  # a user's pattern: time-bounded, one sentence if invalid
     want = rank_tags("-" + rank) if rank else {}
     refs = []
     by_dir: dict[Path, list[Path]] = {}
