@@ -63,15 +63,16 @@ def gpu_mask(events: pd.DataFrame) -> np.ndarray:
 def main_stream(events: pd.DataFrame, stream: int | None = None) -> tuple[int, int]:
     """(device, stream) of the critical-path compute stream: ``stream`` when given, else the one with the most
     kernel time."""
-    k = events[events["kind"] == "kernel"]
-    if k.empty:
+    is_k = (events["kind"] == "kernel").to_numpy()  # three columns of the kernel rows, not a copy of the table
+    if not is_k.any():
         raise MissingDataError("the trace has no kernel events, so no main compute stream")
+    dev, st = events["device"].to_numpy()[is_k], events["stream"].to_numpy()[is_k]
     if stream is not None:
-        devs = k.loc[k["stream"] == stream, "device"]
-        if devs.empty:
+        hit = np.flatnonzero(st == stream)
+        if hit.size == 0:
             raise MissingDataError(f"the main stream {stream} carries no kernel")
-        return int(devs.iloc[0]), int(stream)
-    tot = k.groupby(["device", "stream"])["dur_ns"].sum()
+        return int(dev[hit[0]]), int(stream)
+    tot = pd.Series(events["dur_ns"].to_numpy()[is_k]).groupby([dev, st]).sum()
     d, s = tot.idxmax()
     return int(d), int(s)
 

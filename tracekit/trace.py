@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .errors import MissingDataError, TracekitError
+
+if TYPE_CHECKING:  # only for the annotation: `tracekit --version` and `--help` need not import pandas (issue 30)
+    import pandas as pd
 
 
 @dataclass

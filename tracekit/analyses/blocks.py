@@ -53,7 +53,8 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, step_name: s
                      .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
                      .reset_index())
     ev = a.events
-    k = ev[(ev["kind"] == "kernel") & ev["op_tag"].notna()]
+    k = ev.loc[((ev["kind"] == "kernel") & ev["op_tag"].notna()).to_numpy(),
+               ["op_tag", "block_type", "step", "block", "dur_ns"]]  # the columns used, not a copy of the table
     per_block = (k.groupby(["op_tag", "block_type", "step", "block"], observed=True)["dur_ns"].sum().reset_index())
     per_tag = (per_block.groupby(["op_tag", "block_type"], observed=True)["dur_ns"]
                .agg(count="size", mean_ns="mean", median_ns="median").reset_index())

@@ -34,7 +34,7 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
     ev = trace.events
     cats = trace_categories(trace, categories)
     is_kernel = (ev["kind"] == "kernel").to_numpy()
-    kernels = ev[is_kernel].assign(category=cats[is_kernel])
+    kernels = ev.loc[is_kernel, ["name", "dur_ns"]].assign(category=cats[is_kernel])  # the columns used, not all
     kernels = kernels.assign(family=families(kernels["category"], categories))
     if kernels.empty:
         raise MissingDataError(f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
