@@ -303,3 +303,29 @@ def test_an_annotation_covering_a_collective_is_not_a_second_one_and_one_rank_is
     (tmp_path / "run" / "rank1.json").unlink()
     with pytest.raises(MissingDataError, match="at least two ranks"):
         multirank_imbalance(tmp_path / "run", jobs=1)
+
+
+def test_no_step_marker_and_a_late_rank_is_matched_by_the_shape_of_its_ends(tmp_path):
+    """No marker: each rank is one whole-trace step; rank 1 (another node, 5 ms ahead) recorded only the last 7 of
+    10 all-reduces. Its kernels are placed where its ends minus rank 0's are constant — without any clock — and
+    its offset then comes from them."""
+    (tmp_path / "run").mkdir()
+    for r, off, skip in ((0, 0.0, 0), (1, 5000.0, 3)):
+        ev, t = [], 0.0
+        for i in range(10):
+            base = 100.0 + 7.0 * (i % 4)
+            comp = base + (40.0 if r == 1 and i % 2 else 0.0)
+            end = t + base + (40.0 if i % 2 else 0.0) + 30.0
+            if i >= skip:
+                ev.append(kernel("sm90_gemm_kernel", BASE_US + off + t, comp))
+                ev.append(kernel(ALLREDUCE, BASE_US + off + t + comp, end - t - comp, stream=24))
+            t = end + 20.0
+        write_trace(tmp_path / "run" / f"rank{r}.json", ev)
+    res = multirank_imbalance(tmp_path / "run", jobs=1, gpus_per_node=1)
+    s = res.summary
+    assert s["clock"] == "aligned" and s["unmatched"] == 0 and s["collectives"] == 7 and s["partial_steps"] == 1
+    assert res.tables["ranks"]["clock_offset_ns"].tolist() == [0, 5_000_000]
+    per = res.tables["per_collective"]
+    assert per["seq"].tolist() == list(range(3, 10))
+    assert per["last_rank"].tolist()[::2] == [1, 1, 1, 1] and per["tie"].tolist()[1::2] == [True] * 3
+    assert s["straggler"] == {"rank": 1, "times_last": 4, "of": 4}

@@ -277,6 +277,42 @@ def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol:
     return out
 
 
+def match_by_shift(coll: pd.DataFrame, ref: int) -> np.ndarray:
+    """Partial rank-steps (fewer collectives of a kind than the other ranks ran: the profile started or stopped
+    inside the step) matched without any clock: their kernels are a contiguous run of the step's instances, and the
+    right place is where their ends minus a whole rank's ends are constant (the ends coincide up to the clock
+    offset). Sets ``seq`` of the rows it places; returns which rows it placed. A place no clearly better than the
+    next (layers all alike) is left to the time match after alignment."""
+    placed = np.zeros(len(coll), dtype=bool)
+    part = coll[~coll["full"] & (coll["step"] >= 0)]
+    if part.empty:
+        return placed
+    full = coll[coll["full"]]
+    seq = coll["seq"].to_numpy().copy()
+    templates = {}
+    for (g, k), grp in full.groupby(["step", "kind"], sort=False):
+        r = ref if (grp["rank"] == ref).any() else int(grp["rank"].min())
+        templates[(g, k)] = grp.loc[grp["rank"] == r].sort_values("seq")["end_ns"].to_numpy(np.int64)
+    for (r, g, k), grp in part.groupby(["rank", "step", "kind"], sort=False):
+        T = templates.get((g, k))
+        own = grp.sort_values("start_ns")["end_ns"].to_numpy(np.int64)
+        m = len(own)
+        if T is None or m < 2 or m >= len(T):
+            continue
+        spread = []
+        for k0 in range(len(T) - m + 1):
+            d = (own - T[k0:k0 + m]).astype(np.float64)
+            spread.append(float(np.median(np.abs(d - np.median(d)))))
+        order = np.argsort(spread, kind="stable")
+        best = int(order[0])
+        if spread[best] < 0.5 * spread[int(order[1])]:
+            idx = grp.sort_values("start_ns").index.to_numpy()
+            seq[idx] = best + np.arange(m)
+            placed[idx] = True
+    coll["seq"] = seq
+    return placed
+
+
 def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
     """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
     The reference is the lowest rank."""
@@ -311,9 +347,10 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
     mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
     coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
+    coll["shifted"] = match_by_shift(coll, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
-    blk = coll[coll["full"] & coll["kind"].isin(blocking)]
+    blk = coll[(coll["full"] | coll["shifted"]) & coll["kind"].isin(blocking)]
     ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),
                          "inst": (blk["step"].astype(str) + "|" + blk["kind"].astype(str) + "|"
                                   + blk["seq"].astype(str)).to_numpy(),
@@ -336,7 +373,7 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
                                      "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
     st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
     # partial rank-steps and collectives outside every step: matched to the instances by time
-    matched = coll["full"].to_numpy().copy()
+    matched = (coll["full"] | coll["shifted"]).to_numpy().copy()
     seq = coll["seq"].to_numpy().copy()
     step = coll["step"].to_numpy().copy()
     if len(st):
