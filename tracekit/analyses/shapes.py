@@ -176,10 +176,12 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q = pd.DataFrame({"pid": pid[lr], "tid": tid[lr], "t": start[lr], "i": np.flatnonzero(has)})
     ops = pd.DataFrame({"pid": pid[crow], "tid": tid[crow], "s": start[crow], "e": end[crow], "row": crow})
     found = np.full(krow.size, -1, dtype=np.int64)
+    op_groups = ops.groupby(["pid", "tid"], sort=False).indices
     for (p, t), qq in q.groupby(["pid", "tid"], sort=False):  # one pass per thread that launches, not per event
-        oo = ops[(ops["pid"].to_numpy() == p) & (ops["tid"].to_numpy() == t)]
-        if oo.empty:
+        pos = op_groups.get((p, t))
+        if pos is None:
             continue
+        oo = ops.iloc[pos]
         s, e, r = oo["s"].to_numpy(), oo["e"].to_numpy(), oo["row"].to_numpy()
         order = np.lexsort((-(e - s), s))  # by start, the outer (longer) op first on ties
         s, e, r = s[order], e[order], r[order]
