@@ -316,11 +316,8 @@ def _assemble(ctx: _Ctx, token: int) -> _Assembly:
             firsts = [first_phase.get((c, p), 0) for p in range(k)]
             start_phase[c] = int(np.argmax(firsts))
 
-    def phase(lid: int) -> int | None:
-        c = comp.get(lid)
-        if c is None or not k_of.get(c):
-            return None
-        return (pot[lid] - start_phase[c]) % k_of[c]
+    phase_of = {lid: (pot[lid] - start_phase[c]) % k_of[c] for lid, c in comp.items() if k_of.get(c)}
+    phase = phase_of.get  # a label's phase, None outside every component with a period (looked up, not recomputed)
 
     phase_labels: dict[tuple[int, int], Counter] = defaultdict(Counter)
     for _, _, ids, rec in per_step:
@@ -345,8 +342,11 @@ def _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, labe
         mine = label_seq[ids[j]]
         best = None
         for lid, _ in phase_labels[(c, p)].most_common(4):
+            budget = _budget(len(label_seq[lid]))
+            if _cost_floor(mine, label_seq[lid]) > budget + 1e-6:  # the edit distance cannot be within budget
+                continue
             d = _edit(mine, label_seq[lid], cat)
-            if d <= _budget(len(label_seq[lid])) and (best is None or d < best[0]):
+            if d <= budget and (best is None or d < best[0]):
                 best = (d, lid)
         return best[1] if best else None
 
@@ -423,7 +423,8 @@ def _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, labe
             nxt = label_seq[ids[last + 1]]
             for lid, _ in phase_labels[(c, k - 1)].most_common(4):
                 lab = label_seq[lid]
-                if nxt[:len(lab)] == lab or _edit(nxt, lab, cat) <= _budget(len(lab)):
+                if nxt[:len(lab)] == lab or (_cost_floor(nxt, lab) <= _budget(len(lab)) + 1e-6 and
+                                             _edit(nxt, lab, cat) <= _budget(len(lab))):
                     run = run + [last + 1]
                     seg_ph[last + 1], seg_lab[last + 1] = k - 1, lid
                     break
@@ -459,8 +460,9 @@ def _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, labe
 
 
 def _cost_floor(expected: tuple, seq: tuple) -> float:
-    """A lower bound of _align_suffix's cost: every element of ``expected`` beyond the length of ``seq`` is a gap
-    (INDEL), and every one not matched by an equal code costs at least the cheapest substitution, SUB_SAME."""
+    """A lower bound of _align_suffix's cost, and so of _edit's (a global alignment is one of a suffix): every
+    element of ``expected`` beyond the length of ``seq`` is a gap (INDEL), and every one not matched by an equal code
+    costs at least the cheapest substitution, SUB_SAME."""
     m, n = len(expected), len(seq)
     if m > n and (m - n) * INDEL > _budget(m) + 1e-6:
         return (m - n) * INDEL
