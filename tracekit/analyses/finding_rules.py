@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import DataFileError, MissingDataError
-from ..result import shown_obj, shown_text
+from ..result import shown_text
 from .ledger_engine import global_record
 
 FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",

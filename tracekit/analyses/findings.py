@@ -324,7 +324,8 @@ def dominance(ctx: Context) -> list[dict]:
                        else ks.why or "their launching ops have no model in tracekit/data/op_models.json")
                 out.append(finding(ctx, f"dominant_{group}_unshaped", "dominance", gain_ns=None, **vals,
                                    shaped=f"{eff['shaped_share']:.0%}", why=why,
-                                   evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
+                                   evidence=f"{ev_text}; {eff['shaped_share']:.0%} of that time with a recorded"
+                                            " shape"))
                 continue
             extra = {"advice": _gemm_advice(ka, sel, eff)} if group == "gemm" else {}
             out.append(finding(ctx, f"dominant_{group}", "dominance", gain_ns=eff["gain_ns"], mfu=_pct(eff["mfu"]),
@@ -519,13 +520,16 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
 def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
              hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
              min_ms: float | None = None, min_pct: float | None = None,
-             compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | str | None = None, bs_b: float | None = None,
+             compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | str | None = None,
+             bs_b: float | None = None,
              config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
              steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
     """`tracekit findings TRACE`: a ranked list of opportunities, each with its gain per step, its basis (measured
     or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
-    CUDA-graph and memory sources run too.
+    CUDA-graph and memory sources run too. A time finding is major when its gain is at least ``min_pct`` % of the
+    median step (default 1, the rules file's ``min_pct``) and at least ``min_ms`` ms per step (the absolute floor,
+    default 0.5); every other finding is ``minor``.
 
     ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
     ``config_b`` their launch settings from :func:`tracekit.launch_config`; ``bs`` and ``bs_b`` their requests per

@@ -393,7 +393,8 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
         fam = sh["family"].dropna()
         row = {"name": name, "op": str(op.mode().iloc[0]) if len(op) else None,
                "category": str(g["category"].iloc[0]), "calls": int(len(g)), "shaped_calls": int(len(sh)),
-               "mean_ns": mean, "total_ns": int(g["dur"].sum()), "family": str(fam.mode().iloc[0]) if len(fam) else None,
+               "mean_ns": mean, "total_ns": int(g["dur"].sum()),
+               "family": str(fam.mode().iloc[0]) if len(fam) else None,
                "flops": None, "bytes": None, "dtype": None, "mfu": None, "mbu": None, "bound": None, "source": None,
                "achieved_tbps": None, "achieved_tflops": None, "intensity": None, "ridge": None}
         if len(sh):

@@ -12,8 +12,8 @@ found must hold the launch, else the kernel has no op.
 The events table does not keep the ops' arguments (docs/events-schema.md), so they are read in a second, light pass
 over the trace file (:func:`op_args`): every record is decoded by msgspec into a small struct (``cat`` and the three
 shape arguments, everything else skipped) and only the ops that launched kernels are kept; records are matched to the
-events table by ``event_id`` (the record's index in ``traceEvents``). The pass needs the original file; a trace read from the cache whose file is gone has no
-shapes (said in the result's ``why``).
+events table by ``event_id`` (the record's index in ``traceEvents``). The pass needs the original file; a trace
+read from the cache whose file is gone has no shapes (said in the result's ``why``).
 
 The models are evaluated once per distinct (op, dims, types, concrete inputs) signature, not per kernel. An op that
 launches several kernels gives its work to the longest of them (the others count as launched by a shaped op but carry
