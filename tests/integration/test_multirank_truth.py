@@ -13,6 +13,14 @@ from fixtures.synthlib.multirank import write_run
 from tracekit.analyses.multirank import multirank_imbalance
 
 US2 = 2_000  # offsets and waits within 2 µs
+CONTRACT = {
+    "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
+    "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
+    "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],
+    "per_collective": ["step", "kind", "seq", "last_rank", "margin_ns", "spread_ns", "median_wait_ns", "transfer_ns",
+                       "tie", "cause_rank", "cause"],
+    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"],
+}
 HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
 
 
@@ -35,6 +43,13 @@ def _truth(truth: dict, table: str, key: list[str]) -> pd.DataFrame:
 def check_against_truth(res, truth: dict) -> None:
     """Offsets and every wait within 2 µs; last rank right wherever the margin exceeds the residual; imbalance per
     step within 1 %; the straggler and its batch named; counts equal."""
+    doc = json.loads(res.to_json())  # the contract: schema, summary keys, tables and their columns in order
+    assert doc["schema"] == "tracekit.imbalance/2" and doc["command"] == "imbalance"
+    assert list(doc["summary"]) == ["ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives",
+                                    "unmatched", "imbalance_ns_per_step", "straggler"]
+    assert {t: list(res.tables[t].columns) for t in res.tables} == CONTRACT
+    assert all(isinstance(v, int) or v is None for rows in doc["tables"].values() for row in rows
+               for k, v in row.items() if k.endswith("_ns"))
     s, ts = res.summary, truth["summary"]
     for k in ("ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives", "unmatched"):
         assert s[k] == ts[k], (k, s[k], ts[k])
