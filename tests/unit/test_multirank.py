@@ -271,11 +271,16 @@ def test_a_rank_that_starts_mid_step(tmp_path):
     assert mine[mine.kind == "dispatch"]["wait_ns"].iloc[0] == 240_000
 
 
-def test_parallel_workers_give_the_same_answer(tmp_path):
+def test_parallel_workers_and_a_list_of_files_give_the_same_answer(tmp_path):
     run = _write_run(tmp_path / "run", {0: 0.0, 1: 0.0, 2: 3200.0, 3: 3200.0}, bs_by_step=BS)
     a = multirank_imbalance(run, jobs=1, gpus_per_node=2)
     b = multirank_imbalance(run, jobs=2, gpus_per_node=2)
     assert a.to_dict() == b.to_dict()
+    files = sorted(run.iterdir(), reverse=True)
+    c = multirank_imbalance([str(f) for f in files], jobs=1, gpus_per_node=2)
+    for t in ("steps", "collectives", "per_collective", "by_step"):
+        assert c.tables[t].equals(a.tables[t]), t
+    assert c.tables["ranks"]["file"].tolist() == [str(f) for f in sorted(files)]
 
 
 def test_usage_errors():
