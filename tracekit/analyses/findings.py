@@ -245,6 +245,7 @@ def _kernel_arrays(ctx: Context) -> dict[str, Any]:
             "shaped": shaped & (step >= 0), "target": target, "peak": peak,
             "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
             "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
+            "graph": t["graph"].to_numpy(dtype=bool), "op_row": t["op_row"].to_numpy(),
             "n_steps": max(1, len(ctx.steps.table))}
 
 
@@ -320,8 +321,19 @@ def dominance(ctx: Context) -> list[dict]:
             eff = _efficiency(ctx, ka, sel)
             if eff["gain_ns"] is None or eff["shaped_share"] < float(rules["roofline"]["min_shaped_share"]):
                 ks = ka["ks"]
-                why = ("most of them are replayed from CUDA graphs, which have no launching op" if ks.graph_kernels
-                       else ks.why or "their launching ops have no model in tracekit/data/op_models.json")
+                unshaped = sel & ~ka["shaped"]
+                t_un = float(dur[unshaped].sum()) or 1.0
+                graph_share = float(dur[unshaped & ka["graph"]].sum()) / t_un
+                no_op_share = float(dur[unshaped & ~ka["graph"] & (ka["op_row"] < 0)].sum()) / t_un
+                if ctx.hw is None and eff["shaped_share"] >= float(rules["roofline"]["min_shaped_share"]):
+                    why = "no hardware profile matches the trace's device to price them against; pass --hw NAME"
+                elif graph_share >= 0.5:
+                    why = f"{graph_share:.0%} of the rest is replayed from CUDA graphs, which have no launching op"
+                elif no_op_share >= 0.5:
+                    why = (ks.why or f"{no_op_share:.0%} of the rest has no launching op in the trace (launched"
+                           " before the CPU side was recorded, or from a thread without CPU ops)")
+                else:
+                    why = ks.why or "their launching ops have no model in tracekit/data/op_models.json"
                 out.append(finding(ctx, f"dominant_{group}_unshaped", "dominance", gain_ns=None, **vals,
                                    shaped=f"{eff['shaped_share']:.0%}", why=why,
                                    evidence=f"{ev_text}; {eff['shaped_share']:.0%} of that time with a recorded"

@@ -62,7 +62,8 @@ _DOC = msgspec.json.Decoder(_Doc)
 _LIST = msgspec.json.Decoder(list[_Rec])
 _ENC = msgspec.json.Encoder()
 
-KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k"]
+KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k",
+                  "graph"]
 
 
 @lru_cache(maxsize=1)
@@ -450,7 +451,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     op = np.where(oprow >= 0, names_at(ev, np.clip(oprow, 0, None)), None)
     tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
                         "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
-                        "m": np.nan, "n": np.nan, "k": np.nan})
+                        "m": np.nan, "n": np.nan, "k": np.nan, "graph": graph})
     warnings: list[str] = []
     why = None
     has = oprow >= 0
