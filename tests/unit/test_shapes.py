@@ -211,3 +211,24 @@ def test_kernel_names_in_titles_read_like_what_they_are():
     assert kernel_label("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
         "ncclDevKernel_AllGather_RING_LL"
     assert kernel_label("gemm_small_m") == "gemm_small_m"
+
+
+def test_tail_waves_of_library_kernels_are_one_finding_and_full_waves_none(tmp_path):
+    props = [{"id": 0, "name": "NVIDIA B200", "numSms": 100, "totalGlobalMem": 191_000_000_000}]
+    launch_cfg = {"registers per thread": 64, "shared memory": 150_528}  # 1 CTA per SM on a B200
+    lib = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>(int)"
+    ev = [cpu_ann("ProfilerStep#1", 0.0, 2000.0, ext=1), gpu_ann("ProfilerStep#1", 0.0, 2000.0, ext=1),
+          kernel(lib, 0.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1], **launch_cfg),  # 2 waves at 75 %
+          kernel(lib.replace("MulFunctor", "AddFunctor"), 400.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1],
+                 **launch_cfg),
+          kernel("mine", 800.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1], **launch_cfg),
+          kernel("nearly_full", 1200.0, 400.0, grid=[199, 1, 1], block=[128, 1, 1], **launch_cfg)]  # 99.5 %
+    t = _load(tmp_path, ev, "w.json", deviceProperties=props)
+    f = findings(t, min_ms=0).tables["findings"]
+    w = f[f["kind"].str.startswith("wave_quantization")]
+    assert sorted(w["kind"]) == ["wave_quantization", "wave_quantization_library"]
+    grouped = w[w["kind"] == "wave_quantization_library"].iloc[0]
+    assert grouped["gain_ms_per_step"] == pytest.approx(2 * 0.400 * 0.25) and "2 name(s)" in grouped["title"]
+    assert "vectorized_elementwise_kernel<MulFunctor>" in grouped["how"] and "torch.compile" in grouped["suggestion"]
+    assert "mine" in w[w["kind"] == "wave_quantization"].iloc[0]["title"]
+    assert not f["title"].str.contains("nearly_full").any()
