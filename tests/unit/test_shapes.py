@@ -105,6 +105,13 @@ def test_attention_elementwise_and_copies():
     assert emb["bytes"] == 2 * 16 * 559 * 1024 * 2 + 16 * 559 * 8  # rows read + written, the indices
     sel = evaluate("aten::index_select", [[151936, 1024], [], [8944]], [BF16, "Scalar", "long int"], ["", "0", ""])
     assert sel["bytes"] == 2 * 8944 * 1024 * 2 + 8944 * 8
+    cache = evaluate("_C_cache_ops::reshape_and_cache_flash",
+                     [[888, 1, 64], [888, 1, 64], [4213816, 16, 1, 64], [4213816, 16, 1, 64], [888], [], [], []],
+                     [BF16, BF16, "unsigned char", "unsigned char", "long int", "", "float", "float"], [])
+    assert cache["bytes"] == 2 * 888 * 64 * 2 + 888 * 8 + 2 * 888 * 64 * 1  # k, v read; written at their rows only
+    assert cache["family"] == "copy"
+    norm = evaluate("_C::fused_add_rms_norm", [[888, 2880], [888, 2880], [2880], []], [BF16, BF16, BF16, "Scalar"], [])
+    assert norm["bytes"] == 2 * (2 * 888 * 2880 + 2880) + 2 * (2 * 888 * 2880) and norm["family"] == "reduction"
     assert evaluate("aten::mystery_op", [[1]], [BF16], []) is None
     assert evaluate("aten::mm", [[4, 8], [8, 4]], ["c10::Unknown", BF16], []) is None
 

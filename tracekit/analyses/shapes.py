@@ -73,7 +73,7 @@ def op_models() -> dict[str, Any]:
     try:
         doc = json.loads(resources.files("tracekit.data").joinpath("op_models.json").read_text(encoding="utf-8"))
         dtypes = {k: (str(v[0]), float(v[1])) for k, v in doc["dtypes"].items() if not k.startswith("_")}
-        ops = {k: dict(v) for k, v in doc["ops"].items() if not k.startswith("_")}
+        ops = {k: dict(v) for k, v in doc["ops"].items() if "::" in k}  # "_doc" is a comment; "_C::…" an op
         pats = [(re.compile(p["pattern"]), dict(p)) for p in doc["patterns"] if "pattern" in p]
         for spec in list(ops.values()) + [p for _, p in pats]:
             if spec["model"] not in MODELS:
@@ -264,7 +264,7 @@ def evaluate(op: str, dims: list, types: list, concrete: list) -> dict[str, Any]
     if got is None:
         return None
     got["model"] = spec["model"]
-    got["family"] = FAMILY[spec["model"]]
+    got["family"] = got.get("family") or FAMILY[spec["model"]]
     return got
 
 
@@ -396,10 +396,32 @@ def _gather(spec, dims, types, concrete):
     return {"flops": None, "bytes": nbytes, "dtype": src[1], "m": None, "n": None, "k": None}
 
 
+def _io(spec, dims, types, concrete):
+    """A custom op with declared traffic: the ``read`` args read once, each ``writes`` pair [dtype arg, shape arg]
+    written once (the cache of reshape_and_cache is written at the key's rows, not in full)."""
+    nbytes = 0.0
+    first = None
+    for i in spec.get("read", []):
+        t = _tensor(dims, types, i)
+        if t is None:
+            return None
+        first = first or t
+        nbytes += _numel(t[0]) * t[2]
+    for dt_arg, shape_arg in spec.get("writes", []):
+        d, sh = _tensor(dims, types, dt_arg), _tensor(dims, types, shape_arg)
+        if d is None or sh is None:
+            return None
+        nbytes += _numel(sh[0]) * d[2]
+    if first is None:
+        return None
+    return {"flops": None, "bytes": nbytes, "dtype": first[1], "m": None, "n": None, "k": None,
+            "family": spec.get("family", "elementwise")}
+
+
 MODELS = {"gemm": _gemm, "linear": _linear, "grouped_gemm": _grouped, "attention": _attention,
-          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce, "gather": _gather}
+          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce, "gather": _gather, "io": _io}
 FAMILY = {"gemm": "gemm", "linear": "gemm", "grouped_gemm": "gemm", "attention": "attention",
-          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction", "gather": "copy"}
+          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction", "gather": "copy", "io": "elementwise"}
 
 
 # ------------------------------------------------------------------------------------------------ per kernel
