@@ -117,10 +117,18 @@ class Clock:
     aligned: bool
     warnings: list[str] = field(default_factory=list)
 
-    def to_ref(self, rank: int, local) -> np.ndarray:
-        """Local times of ``rank`` on the reference's clock (int64 ns)."""
+    def to_ref(self, rank, local) -> np.ndarray:
+        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns)."""
         x = (np.asarray(local, dtype=np.int64) - self.t0).astype(np.float64)
-        T = (x - self.a[rank]) / (1.0 + self.b[rank])
+        if np.ndim(rank):
+            rk = np.asarray(rank, dtype=np.int64)
+            ranks = np.array(sorted(self.a), dtype=np.int64)
+            pos = np.searchsorted(ranks, rk)
+            a = np.array([self.a[int(r)] for r in ranks])[pos]
+            b = np.array([self.b[int(r)] for r in ranks])[pos]
+        else:
+            a, b = self.a[rank], self.b[rank]
+        T = (x - a) / (1.0 + b)
         out = self.a[self.ref] + (1.0 + self.b[self.ref]) * T
         return np.rint(out).astype(np.int64) + self.t0
 
@@ -358,13 +366,11 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     clock = fine_clock(ends, coarse, ref, t0, nodes)
     warnings += clock.warnings
     # everything on the reference's clock
-    coll["start_ref"] = 0
-    coll["end_ref"] = 0
+    crank = coll["rank"].to_numpy(np.int64)
+    coll["start_ref"] = clock.to_ref(crank, coll["start_ns"].to_numpy(np.int64))
+    coll["end_ref"] = clock.to_ref(crank, coll["end_ns"].to_numpy(np.int64))
     st_rows = []
     for r in per_rank:
-        m = (coll["rank"] == r).to_numpy()
-        coll.loc[m, "start_ref"] = clock.to_ref(r, coll.loc[m, "start_ns"].to_numpy(np.int64))
-        coll.loc[m, "end_ref"] = clock.to_ref(r, coll.loc[m, "end_ns"].to_numpy(np.int64))
         df = steps[r]
         st_rows.append(pd.DataFrame({"step": g_of[r], "rank": r, "local_step": df["local_step"].to_numpy(np.int64),
                                      "phase": df["phase"].to_numpy(), "bs": df["bs"].to_numpy(),

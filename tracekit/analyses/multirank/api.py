@@ -93,11 +93,14 @@ def _merge(parts: list[dict]) -> dict:
         shift += len(s)
         steps.append(s)
         colls.append(c)
+    if len(parts) == 1:
+        return {"steps": steps[0], "collectives": colls[0]}
     s = pd.concat(steps, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
-    new = dict(zip(s["local_step"], range(len(s))))
+    new = np.full(shift + 1, -1, dtype=np.int64)  # old local step (−1: none) → its place in time
+    new[s["local_step"].to_numpy(np.int64)] = np.arange(len(s), dtype=np.int64)
     s["local_step"] = np.arange(len(s), dtype=np.int64)
     c = pd.concat(colls, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
-    c["local_step"] = c["local_step"].map(lambda x: new.get(x, -1)).astype(np.int64)
+    c["local_step"] = new[c["local_step"].to_numpy(np.int64)]
     return {"steps": s, "collectives": c}
 
 
