@@ -72,10 +72,11 @@ def test_collective_kinds_are_data():
     rules = load_collectives()
     names = [DISPATCH, COMBINE, ALLREDUCE, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*)",
              "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", "cross_device_reduce_1stage<__nv_bfloat16, 8>",
-             "void deep_ep::intranode::notify_dispatch<8>(int const*)", "flash_fwd_kernel", "nccl:all_reduce"]
+             "void deep_ep::intranode::notify_dispatch<8>(int const*)", "flash_fwd_kernel", "nccl:all_reduce",
+             "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)", "ncclKernel_Broadcast_RING_LL_Sum_int8_t"]
     kinds = [rules.kinds[k] if k >= 0 else None for k in rules.kind_codes(names)]
     assert kinds == ["dispatch", "combine", "allreduce", "sendrecv", "reducescatter", "allreduce", "dispatch",
-                     None, None]
+                     None, None, "collective", "broadcast"]
 
 
 # --------------------------------------------------------------------------- alignment math
