@@ -161,8 +161,6 @@ def test_info_through_the_cache_with_any_file_name(cli, tmp_path):
         check_output("json", out, os.fsdecode(raw))
 
 
-@pytest.mark.xfail(strict=False, reason="tracekit/analyses/findings.py puts trace.path into its tables (the finding's "
-                                        "command, the sources table), which pandas' string columns refuse")
 @pytest.mark.parametrize("command", ["report", "findings"])
 def test_report_and_findings_with_any_file_name(cli, tmp_path, command):
     raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")

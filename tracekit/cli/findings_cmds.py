@@ -18,6 +18,9 @@ from .hw_cmds import BsOpt, HwOpt
 
 MinMsOpt = Annotated[Optional[float], typer.Option(
     "--min-ms", min=0.0, help="Findings that gain less than this per step are listed as minor (default 0.5 ms).")]
+MinPctOpt = Annotated[Optional[float], typer.Option(
+    "--min-pct", min=0.0, max=100.0, help="Findings that gain less than this share of the step, in %, are listed as"
+                                          " minor (default 1 %).")]
 
 
 @app.command(name="findings")
@@ -28,7 +31,7 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                  hw: HwOpt = None,
                  sms: Annotated[Optional[int], typer.Option("--sms", min=1, help="SM count (default: the trace's).")]
                  = None,
-                 bs: BsOpt = None, min_ms: MinMsOpt = None,
+                 bs: BsOpt = None, min_ms: MinMsOpt = None, min_pct: MinPctOpt = None,
                  compare: Annotated[Optional[tuple[Path, Path]], typer.Option(
                      "--compare", help="Two deployments' traces, A B, instead of TRACE: the same op slower in one,"
                                        " with its launch-configuration difference.", show_default=False)] = None,
@@ -56,7 +59,7 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
         ann = annotation_for(a_path, annotation)
         ann_b = annotation_for(b_path, annotation_b) if annotation_b else ann
         res = findings(compare=(_load(a_path, no_cache, cache_dir), _load(b_path, no_cache, cache_dir)), ann=ann,
-                       ann_b=ann_b, min_ms=min_ms, bs=bs, bs_b=bs_b, config=launch_config(log) if log else None,
+                       ann_b=ann_b, min_ms=min_ms, min_pct=min_pct, bs=bs, bs_b=bs_b, config=launch_config(log) if log else None,
                        config_b=launch_config(log_b) if log_b else None,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     else:
@@ -65,7 +68,7 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
         ann = annotation_for(trace, annotation)
         agk = ag_opts(ann, group_size, ag_size, local_copy)
         res = findings(_load(trace, no_cache, cache_dir), ann, log=read_log(log) if log else None,
-                       hw=load_profile(hw) if hw else None, sms=sms, bs=bs, min_ms=min_ms,
+                       hw=load_profile(hw) if hw else None, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
                        group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"])
     _output(res, format, out, table)

@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..hardware import hw_profiles, load_profile, resolve_profile, with_hbm
 from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
                      SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
-                     annotation_for, app, need_annotation, step_opts)
+                     annotation_for, app, step_opts)
 
 HwOpt = Annotated[Optional[str], typer.Option(
     "--hw", help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
@@ -38,8 +38,8 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
 
 def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache,
                     cache_dir) -> None:
-    """roofline and hbm: one trace, an annotation with shapes, a hardware profile."""
-    ann = need_annotation(annotation_for(trace, annotation), what)
+    """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
+    ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
     t = _load(trace, no_cache, cache_dir)
     res = fn(t, ann, _hw(hw, hbm_gbps, t.meta, what), bs=bs, q_len=qlen, variables=parse_vars(var),
              steps=step_opts(ann, *steps))
@@ -55,8 +55,8 @@ def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: H
                  table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """How close each op runs to the GPU's memory and compute peaks.
 
-    Per op tag with a shape in the annotation: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it
-    is memory or compute bound."""
+    Per kernel, from the shapes the trace records (Input Dims of the op that launched it) or an annotation's op
+    shapes: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it is memory or compute bound."""
     _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
@@ -70,7 +70,8 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
             table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
     """HBM bytes per GPU per step: state, KV, weights, experts.
 
-    One row per entry of the annotation's hbm table."""
+    One row per entry of the annotation's hbm table; without an annotation, bytes per step by op family from the
+    shapes the trace records."""
     _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
