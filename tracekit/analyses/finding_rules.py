@@ -87,7 +87,7 @@ _WHAT = re.compile(r"\b(\w*Functor\w*|\w+_kernel(?:_cuda|_impl)?\w*|\w+Ops?\b|\w
 def kernel_label(name: str, width: int = 60) -> str:
     """A kernel name a person recognises: the kernel's own identifier (namespaces and ``void`` dropped) and, for a
     template, the functor or operation it instantiates — ``elementwise_kernel<MulFunctor>``,
-    ``vectorized_elementwise_kernel<silu_kernel>``, ``flash_fwd_kernel<Flash_fwd_kernel_traits>``; a name without
+    ``vectorized_elementwise_kernel<silu_kernel>``, an attention kernel with its traits; a name without
     a template, or already short, is kept (cut to ``width``)."""
     n = name.strip().replace("(anonymous namespace)::", "")
     if n.startswith("void "):
