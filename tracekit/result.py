@@ -20,7 +20,8 @@ from ._version import __version__
 JSON_SCHEMA_MAJOR = 1
 # commands whose contract changed meaning (docs/json-contract.md says how): steps/2 — `source` is
 # cpu_launch_window where it was cpu_annotation, empty markers are not steps, no marker is one whole-trace step
-SCHEMA_MAJOR = {"steps": 2}
+# imbalance/2 — every rank of a run on one clock, collectives matched across ranks (it was per-layer durations)
+SCHEMA_MAJOR = {"steps": 2, "imbalance": 2}
 
 
 @dataclass(frozen=True)

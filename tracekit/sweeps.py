@@ -19,7 +19,7 @@ from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover
 from .ingest.launch_script import launch_config
 from .result import Result, shown_path, shown_text
 from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
-from .analyses.imbalance import check_one_deployment, imbalance_of
+from .analyses.multirank import imbalance_of_run, plan_run, reduce_point
 from .analyses.steps import step_options
 from .analyses.sweep import per_trace, sweep_tables
 
@@ -298,12 +298,56 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
     return [w for w in f.warnings if w not in res.warnings]
 
 
-def imbalance(root, *, step_name: str | None = None, min_step_ns: int | None = None) -> Result:
-    """`tracekit imbalance`: per layer the slowest attention rank and max ÷ mean across the ranks of one run."""
-    refs = discover(root, rank=None)
-    traces = [load(ref.path) for ref in refs]
-    check_one_deployment(root, refs, traces)
-    return imbalance_of(refs, traces, step_name=step_name, min_step_ns=min_step_ns)
+def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | None = None,
+              step_name: str | None = None, min_step_ns: int | None = None, step_source: str | None = None,
+              steps_file=None, cache: bool = True, progress=None) -> Result:
+    """`tracekit imbalance`: every rank of one run on the reference rank's clock (the lowest rank id), its
+    collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``,
+    docs/multirank.md).
+
+    ``root``: a run directory (rank files, per-rank folders, sglang's per-stage files) or a list of files. Each
+    file is reduced to small tables in a worker — ``jobs`` processes (default: one per file, at most the cores) or
+    the Dask cluster at ``dask`` (an address or a ``distributed.Client``) — and this process aligns and attributes
+    them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
+    the file names when every rank's has one, else 8. Step options as every command's; every phase is kept."""
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
+    plan = plan_run(root, gpus_per_node=gpus_per_node, step_name=step_name, min_step_ns=min_step_ns,
+                    step_source=step_source or "auto", steps_file=steps_file, cache=cache)
+    paths = [str(f) for _, f in plan.files]
+    n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(paths)))
+    return imbalance_of_run(plan, map_points(reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask,
+                                             progress=progress))
+
+
+def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, progress=None) -> list:
+    """``fn(path, opts)`` for every path, results in order: serially, in ``jobs`` worker processes (not daemonic:
+    the ingest may start its decode helper in them), or on the Dask cluster at ``dask`` (an address, or a
+    ``distributed.Client``). ``progress(done, total)`` as they finish."""
+    tick = progress or (lambda done, total: None)
+    if dask:
+        try:
+            from dask.distributed import Client
+        except ImportError as exc:
+            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
+        if isinstance(dask, Client):
+            out = dask.gather(dask.map(fn, paths, [opts] * len(paths), pure=False))
+        else:
+            with Client(dask) as client:
+                out = client.gather(client.map(fn, paths, [opts] * len(paths), pure=False))
+        tick(len(paths), len(paths))
+        return out
+    if jobs > 1 and len(paths) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
+            futures = [pool.submit(fn, p, opts) for p in paths]
+            for i, _ in enumerate(as_completed(futures), 1):
+                tick(i, len(paths))
+            return [f.result() for f in futures]
+    out = []
+    for i, p in enumerate(paths, 1):
+        out.append(fn(p, opts))
+        tick(i, len(paths))
+    return out
 
 
 def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fixtures.synthlib.multirank import write_run
-from tracekit.analyses.multirank import multirank_imbalance
+from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
 
 US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import kernel, write_trace
-from tracekit.analyses.multirank import multirank_imbalance
+from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
 from tracekit.analyses.multirank.align import coarse_offsets, robust_fit
 from tracekit.analyses.multirank.discover import find_ranks, name_rank, sglang_tags, stage_of
 from tracekit.analyses.multirank.mapper import load_collectives
@@ -335,3 +335,12 @@ def test_no_step_marker_and_a_late_rank_is_matched_by_the_shape_of_its_ends(tmp_
     assert per["seq"].tolist() == list(range(3, 10))
     assert per["last_rank"].tolist()[::2] == [1, 1, 1, 1] and per["tie"].tolist()[1::2] == [True] * 3
     assert s["straggler"] == {"rank": 1, "times_last": 4, "of": 4}
+
+
+def test_a_sweep_of_batch_sizes_is_not_the_ranks_of_one_run(tmp_path):
+    """imbalance/1 once gave 'median imbalance 1.25' for two operating points of one rank: the same rank in two
+    folders is refused in one sentence (exit 4), never compared."""
+    for bs in (4, 8):
+        _tiny(tmp_path / "sweep" / f"d_bs{bs}_100k" / "run-TP-0.trace.json")
+    with pytest.raises(MissingDataError, match="both name rank 0"):
+        multirank_imbalance(tmp_path / "sweep", jobs=1)

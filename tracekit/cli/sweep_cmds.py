@@ -138,11 +138,34 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 
 
 @app.command(name="imbalance")
-def imbalance_cmd(directory: Annotated[Path, typer.Argument(help="The traces of several ranks of one run.")],
+def imbalance_cmd(directory: Annotated[list[Path], typer.Argument(
+                      help="The ranks of one run: a directory (rank files, per-rank folders, sglang's per-stage"
+                           " files) or the files.")],
+                  jobs: JobsOpt = None, dask: DaskOpt = None,
+                  gpus_per_node: Annotated[Optional[int], typer.Option(
+                      "--gpus-per-node", min=1, help="Ranks per node (one clock per node; default: the hosts in the"
+                                                     " file names, else 8).")] = None,
                   step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
+                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
+                  no_cache: NoCacheOpt = False,
                   format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
-    """How unevenly the ranks of one run reach each MoE dispatch.
+    """Who waits for whom across the ranks of one run.
 
-    Per layer the slowest rank's attention time before the MoE dispatch, and max ÷ mean across the ranks."""
-    _output(imbalance(directory, step_name=step_name,
-                      min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None), format, out, table)
+    Every rank on the reference rank's clock (offsets from the ends of blocking collectives), each collective
+    (DeepEP dispatch/combine, NCCL all-reduce, all-gather, …) matched across the ranks: per step the waits, the
+    imbalance (last − median arrival) and the straggler with its batch and the work it did before arriving."""
+    root = directory[0] if len(directory) == 1 else directory
+    kwargs = dict(jobs=jobs, dask=dask, gpus_per_node=gpus_per_node, step_name=step_name,
+                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, step_source=step_source.value,
+                  steps_file=steps_file, cache=not no_cache)
+    if show_progress():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        with Progress("reading ranks", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("ranks", total=None)
+            res = imbalance(root, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
+    else:
+        res = imbalance(root, **kwargs)
+    _output(res, format, out, table)

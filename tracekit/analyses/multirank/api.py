@@ -1,14 +1,14 @@
-"""``multirank_imbalance``: every rank of a run, aligned on one clock, and who waits for whom (issue 28;
-contract ``tracekit.imbalance/2``, docs/json-contract.md; how, docs/multirank.md).
+"""Every rank of a run, aligned on one clock, and who waits for whom (issue 28; contract ``tracekit.imbalance/2``,
+docs/json-contract.md; how, docs/multirank.md).
 
-Map, then reduce: each rank's file is loaded in a worker (``jobs`` processes, or a Dask cluster at ``dask``) and
-reduced there to a few small tables (:mod:`.mapper`); this process only aligns and attributes those tables, so it
-never holds two ranks' events (with ``jobs=1`` it loads one file at a time).
+Map, then reduce: :func:`plan_run` finds the ranks and their files; each file is reduced by :func:`reduce_point`
+to a few small tables (:mod:`.mapper`) — in a worker: ``tracekit.sweeps.imbalance`` fans the files out to worker
+processes or a Dask cluster, as it does a sweep's points (analyses start no process); :func:`imbalance_of_run`
+only aligns and attributes those tables, so the parent never holds two ranks' events.
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,55 +22,46 @@ from .attribute import attribute, lower_median, most_often_last
 from .discover import find_ranks, nodes_of, settle
 from .mapper import MapOptions, load_collectives, reduce_file
 
-SCHEMA = "tracekit.imbalance/2"
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
 
-class ImbalanceResult(Result):
-    """A Result whose contract is ``tracekit.imbalance/2`` (the per-layer ``imbalance`` before it was /1)."""
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run's imbalance needs mapped: its ranks, the files to reduce (rank index, path), the options."""
 
-    @property
-    def schema(self) -> str:  # type: ignore[override]
-        return SCHEMA
+    source: object
+    ranks: list
+    skipped: list
+    files: list
+    opts: MapOptions
+    gpus_per_node: int | None
 
 
 def reduce_point(path: str, opts: MapOptions) -> dict:
-    """:func:`reduce_file`, or ``{"dropped": the one-sentence reason, "exit_code"}`` for a file that cannot be used
-    (missing, unreadable, corrupt: exit 3; lacking what is needed: exit 4)."""
+    """:func:`reduce_file` (one rank's file to small tables: what a worker runs), or ``{"dropped": the one-sentence
+    reason, "exit_code"}`` for a file that cannot be used (missing, unreadable, corrupt: exit 3; lacking what is
+    needed: exit 4)."""
     try:
         return reduce_file(path, opts)
     except (InputError, MissingDataError) as exc:
         return {"path": path, "dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
 
 
-def map_files(paths: list[str], opts: MapOptions, *, jobs: int = 1, dask: str | None = None, progress=None) -> list:
-    """``reduce_point`` on every file, in order: serially, in ``jobs`` worker processes, or on the Dask cluster at
-    ``dask`` (an address, or a ``distributed.Client``)."""
-    tick = progress or (lambda done, total: None)
-    if dask:
-        try:
-            from dask.distributed import Client
-        except ImportError as exc:
-            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
-        if isinstance(dask, Client):
-            out = dask.gather(dask.map(reduce_point, paths, [opts] * len(paths), pure=False))
-        else:
-            with Client(dask) as client:
-                out = client.gather(client.map(reduce_point, paths, [opts] * len(paths), pure=False))
-        tick(len(paths), len(paths))
-        return out
-    if jobs > 1 and len(paths) > 1:
-        # ProcessPoolExecutor's workers are not daemonic: the ingest may start its decode helper in them
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            futures = [pool.submit(reduce_point, p, opts) for p in paths]
-            for i, _ in enumerate(as_completed(futures), 1):
-                tick(i, len(paths))
-            return [f.result() for f in futures]
-    out = []
-    for i, p in enumerate(paths, 1):
-        out.append(reduce_point(p, opts))
-        tick(i, len(paths))
-    return out
+def plan_run(paths_or_dir, *, gpus_per_node: int | None = None, step_name: str | None = None,
+             min_step_ns: int | None = None, step_source: str | None = None, steps_file=None,
+             cache: bool = True) -> RunPlan:
+    """The ranks of one run and the files to reduce (usage errors before any file is read)."""
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node,
+                                                                                      (int, np.integer))
+                                      or gpus_per_node < 1):
+        raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source,
+                 steps_file=steps_file)
+    ranks, skipped = find_ranks(paths_or_dir)
+    files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
+    opts = MapOptions(step_name=step_name, min_step_ns=min_step_ns, step_source=step_source,
+                      steps_file=str(steps_file) if steps_file else None, cache=cache)
+    return RunPlan(paths_or_dir, ranks, skipped, files, opts, gpus_per_node)
 
 
 def _shown(f: Path, root: Path | None) -> str:
@@ -104,31 +95,14 @@ def _merge(parts: list[dict]) -> dict:
     return {"steps": s, "collectives": c}
 
 
-def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpus_per_node: int | None = None,
-                        step_name: str | None = None, min_step_ns: int | None = None, step_source: str | None = None,
-                        steps_file=None, cache: bool = True, progress=None) -> Result:
-    """`tracekit imbalance DIR`: every rank of one run on the reference rank's clock (the lowest rank id), its
-    collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
-
-    ``paths_or_dir``: a run directory (rank files, per-rank folders, sglang's per-stage files) or a list of files.
-    ``jobs``: worker processes (default: one per file, at most the cores); ``dask``: a Dask scheduler address (or a
-    Client). ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts
-    in the file names (``<host>_<pid>.<ms>.pt.trace.json``) when every rank's has one, else 8. Step options as every
-    command's; every phase is kept."""
-    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node,
-                                                                                      (int, np.integer))
-                                      or gpus_per_node < 1):
-        raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1):
-        raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
-    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source,
-                 steps_file=steps_file)  # usage errors before any file is read
-    ranks, skipped = find_ranks(paths_or_dir)
-    files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
-    opts = MapOptions(step_name=step_name, min_step_ns=min_step_ns, step_source=step_source,
-                      steps_file=str(steps_file) if steps_file else None, cache=cache)
-    n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(files)))
-    results = map_files([str(f) for _, f in files], opts, jobs=n_jobs, dask=dask, progress=progress)
+def imbalance_of_run(plan: RunPlan, results: list) -> Result:
+    """`tracekit imbalance`'s analysis, from each file's reduced tables (``results``, in ``plan.files`` order; what
+    :func:`reduce_point` returned in the workers): every rank on the reference rank's clock (the lowest rank id),
+    its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
+    The parent holds only these small tables, never two ranks' events."""
+    paths_or_dir, ranks, skipped, files, opts = plan.source, plan.ranks, plan.skipped, plan.files, plan.opts
+    gpus_per_node, step_name, min_step_ns, step_source = (plan.gpus_per_node, opts.step_name, opts.min_step_ns,
+                                                          opts.step_source)
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in skipped[:10]]
     by_rank: dict[int, list[dict]] = {}
     dropped = []
@@ -203,5 +177,5 @@ def multirank_imbalance(paths_or_dir, *, jobs: int | None = None, dask=None, gpu
     params = {"gpus_per_node": None if gpus_per_node is None else int(gpus_per_node), "nodes_from": node_src,
               "step_name": step_name, "min_step_ns": min_step_ns,
               "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
-    return ImbalanceResult(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
-                           warnings=warnings)
+    return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
+                  warnings=warnings)
