@@ -68,29 +68,7 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
     """``analyze_point`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster): a result
     dict per trace, ``{"dropped": reason, …}`` for one that could not be used. ``progress(done, total)`` is called as
     traces finish."""
-    paths = [str(r.path) for r in refs]
-    tick = progress or (lambda done, total: None)
-    if dask:
-        try:
-            from dask.distributed import Client
-        except ImportError as exc:
-            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
-        with Client(dask) as client:
-            futures = client.map(analyze_point, paths, [opts] * len(paths), pure=False)
-            results = client.gather(futures)
-            tick(len(paths), len(paths))
-            return results
-    if jobs > 1 and len(paths) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            futures = [pool.submit(analyze_point, p, opts) for p in paths]
-            for i, _ in enumerate(as_completed(futures), 1):
-                tick(i, len(paths))
-            return [f.result() for f in futures]
-    results = []
-    for i, p in enumerate(paths, 1):
-        results.append(analyze_point(p, opts))
-        tick(i, len(paths))
-    return results
+    return map_points(analyze_point, [str(r.path) for r in refs], opts, jobs=jobs, dask=dask, progress=progress)
 
 
 def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
