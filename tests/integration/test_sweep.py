@@ -12,6 +12,7 @@ from tracekit.analyses.compare import compare, config_diff, graph_bucket
 from tracekit.ingest.launch_script import launch_config
 from tracekit.sweeps import load_side
 from tracekit.analyses.ranks import rank_map
+from tracekit.errors import UsageError
 from tracekit.sweeps import analyze
 from tracekit.render.files import write_outputs
 from tracekit.ingest.bench import read_bench
@@ -139,6 +140,21 @@ def test_rank_map(tp, dp, cp, expect):
     assert (r.loc[9, "attn_tp_rank"], r.loc[9, "attn_dp_rank"]) == expect[9]
     off = rank_map(tp=8, dp=8, dp_attention=False).tables["ranks"]
     assert (off["attn_dp_rank"] == 0).all() and (off["attn_tp_size"] == 8).all()
+
+
+def test_rank_map_with_dcp_and_ep():
+    """The study's DP2 × DCP8 on 16 GPUs: attention TP 8 (DCP splits the KV cache, not the attention group), each
+    request's KV split 8 ways; rank 9 is attention TP rank 1 of DP group 1, DCP rank 1. EP 4: MoE TP 4, rank 9 is
+    in expert group 9 // 4 = 2 as MoE TP rank 1."""
+    res = rank_map(tp=16, dp=2, dcp=8, ep=4)
+    r = res.tables["ranks"].set_index("tp_rank")
+    assert res.summary["attn_tp_size"] == 8 and res.summary["kv_split"] == 8 and res.summary["moe_tp_size"] == 4
+    assert tuple(r.loc[9, ["attn_tp_rank", "attn_dp_rank", "dcp_rank", "ep_rank", "moe_tp_rank"]]) == (1, 1, 1, 2, 1)
+    assert (rank_map(tp=16, dp=16).tables["ranks"]["ep_rank"] == range(16)).all()  # default ep = tp
+    with pytest.raises(UsageError, match="--dcp 3 does not divide"):
+        rank_map(tp=16, dp=2, dcp=3)
+    with pytest.raises(UsageError, match="not divisible by --ep 3"):
+        rank_map(tp=16, ep=3)
 
 
 def test_compare_cli_with_launch_logs(sweep_dirs, tmp_path, cli):

@@ -130,11 +130,17 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
               dp_attention: Annotated[bool, typer.Option(
                   "--dp-attention/--no-dp-attention", help="DP attention on (the default) or off; off makes the whole TP"
                                                            " group one attention group.")] = True,
+              dcp: Annotated[int, typer.Option(
+                  "--dcp", min=1, help="Decode context-parallel size: one attention TP group's KV cache split this many"
+                                       " ways (the attention TP size is unchanged).")] = 1,
+              ep: Annotated[Optional[int], typer.Option(
+                  "--ep", min=1, help="Expert-parallel size of the MoE (default: --tp).")] = None,
               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
     """Each GPU's attention group and rank under DP attention.
 
-    Attention TP size, and the attention TP rank, CP rank and DP rank of every TP rank."""
-    _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention), format, out, table)
+    Attention TP size, and the attention TP rank, CP rank, DP rank, DCP rank and expert-parallel rank of every TP
+    rank."""
+    _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep), format, out, table)
 
 
 @app.command(name="imbalance")
