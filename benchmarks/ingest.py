@@ -59,6 +59,12 @@ TARGETS = {  # issue 18
     "rss_over_size_zst": ("<=", 1.5, ""),
     "rss_over_size_cli": ("<=", 1.5, ""),
     "cached_speedup": (">=", 20.0, "x"),  # the .json.gz: the file people have
+    # issue 30: the whole answer at ingest speed (CLI processes, wall times)
+    "report_vs_info": ("<=", 1.5, "x"),
+    "report_cached_s": ("<=", 1.0, " s"),
+    "version_s": ("<=", 0.2, " s"),
+    "cli_info_vs_load": ("<=", 1.3, "x"),
+    "rss_over_size_report": ("<=", 1.5, ""),
 }
 
 
@@ -610,13 +616,13 @@ def _ratios(by: dict[str, dict], size: int) -> list[dict]:
 
     out = []
 
-    def add(key, label, load, wall, spec=".2f", unit="x"):
+    def add(key, label, load, wall, spec=".2f", unit="x", judge="load"):
         item = {"key": key, "label": label, "load": load, "wall": wall, "spec": spec, "unit": unit}
         if key in TARGETS:
             op, target, tunit = TARGETS[key]
             item["target"] = target
             item["target_text"] = f"{op} {target:g}{tunit}"
-            item["verdict"] = _verdict(key, load)
+            item["verdict"] = _verdict(key, load if judge == "load" else wall)
         out.append(item)
 
     def mb_s(key):
@@ -642,6 +648,16 @@ def _ratios(by: dict[str, dict], size: int) -> list[dict]:
     add("cached_speedup_json", "cached re-open speed-up (cold .json / cached .json)", *vs("cold_json", "cached"), ".1f")
     add("cli_cached_vs_cold", "CLI: info --no-cache .json.gz wall / info .json.gz wall with the cache",
         None, _ratio(t("cli_gz", "wall_s"), t("cli_gz_cached", "wall_s")), ".2f")
+    # issue 30: the CLI end to end (wall times of fresh processes; the verdicts use them)
+    add("report_vs_info", "CLI: report --no-cache .json.gz wall / info --no-cache .json.gz wall", None,
+        _ratio(t("cli_report_gz", "wall_s"), t("cli_gz", "wall_s")), judge="wall")
+    add("report_cached_s", "CLI: report .json.gz with the cache, wall", None, t("cli_report_gz_cached", "wall_s"),
+        ".2f", " s", judge="wall")
+    add("version_s", "CLI: tracekit --version, wall", None, t("cli_version", "wall_s"), ".2f", " s", judge="wall")
+    add("cli_info_vs_load", "CLI: info --no-cache .json.gz wall / in-process cold .json.gz load", None,
+        _ratio(t("cli_gz", "wall_s"), t("cold_gz")), judge="wall")
+    add("rss_over_size_report", "CLI: report --no-cache .json.gz peak memory / unzipped size", *rss("cli_report_gz"),
+        ".3f", "")
     add("gz_two_vs_one", ".json.gz: 1 worker time / 2 workers time", *vs("cold_gz_1w", "cold_gz"))
     add("json_two_vs_one", ".json: 1 worker time / 2 workers time", *vs("cold_json_1w", "cold_json"))
     add("isal_vs_zlib", ".json.gz ingest: zlib time / ISA-L time (the default)", *vs("cold_gz_zlib", "cold_gz"))
@@ -673,6 +689,11 @@ def main(argv: list[str] | None = None) -> int:
                          "or a .json file path (default benchmarks/out)")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs of each tracekit and gzip row; the best time is reported, the median beside it (default 5)")
     ap.add_argument("--skip-hta", action="store_true", help="do not run HolisticTraceAnalysis")
+    ap.add_argument("--skip-report", action="store_true",
+                    help="leave out the CLI rows of issue 30: tracekit --version, report --no-cache and report with the"
+                         " cache")
+    ap.add_argument("--report-repeat", type=int, default=None,
+                    help="timed runs of each report row (default: --repeat); they run in the same rounds")
     ap.add_argument("--hta-python", help="python interpreter with HolisticTraceAnalysis 0.5.0 installed "
                                          "(default: benchmarks/.venv-hta, created on first use)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds allowed per child process (default 1800)")
@@ -730,6 +751,11 @@ def main(argv: list[str] | None = None) -> int:
             return specs[-1]["extra"]
 
         measure("import", "python -c 'import tracekit'", [py, "-c", IMPORT_BASELINE])["per_size"] = False
+        cli = str(Path(py).with_name("tracekit"))
+        rr = min(args.report_repeat or r, r)
+        if not args.skip_report:
+            v = measure("cli_version", "tracekit --version (CLI start-up)", [cli, "--version"], stdout_devnull=True)
+            v["per_size"] = False
         measure("gzip_dc", "gzip -dc .json.gz > /dev/null", ["gzip", "-dc", str(gz)],
                 stdout_devnull=True)["rss_per_size"] = False
         if not args.skip_extras:
@@ -738,14 +764,17 @@ def main(argv: list[str] | None = None) -> int:
                     measure(f"inflate_{module}", f"{module} alone: inflate .json.gz in 8 MiB blocks",
                             _child_cmd(py, f"inflate-{module}", str(gz)))["rss_per_size"] = False
         measure("cold_gz", "tracekit cold .json.gz (cache=False)", _child_cmd(py, "tracekit", str(gz)), memory_run=True)
+        if not args.skip_extras or not args.skip_report:
+            measure("cli_gz", "tracekit info --no-cache .json.gz (CLI process)",
+                    [cli, "info", "--no-cache", str(gz)], stdout_devnull=True, memory_run=True)
+        if not args.skip_report:
+            measure("cli_report_gz", "tracekit report --no-cache .json.gz -f json (CLI process)",
+                    [cli, "report", "--no-cache", str(gz), "-f", "json"], rr, stdout_devnull=True, memory_run=True)
         if not args.skip_extras:
             measure("cold_gz_1w", "tracekit cold .json.gz, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(gz)),
                     env=one_worker)
             measure("cold_gz_zlib", "tracekit cold .json.gz, TRACEKIT_INFLATE=zlib", _child_cmd(py, "tracekit", str(gz)),
                     env=dict(env, TRACEKIT_INFLATE="zlib"), memory_run=True)
-            measure("cli_gz", "tracekit info --no-cache .json.gz (CLI process)",
-                    [str(Path(py).with_name("tracekit")), "info", "--no-cache", str(gz)], stdout_devnull=True,
-                    memory_run=True)
         measure("cold_json", "tracekit cold .json (cache=False)", _child_cmd(py, "tracekit", str(js)), memory_run=True)
         if not args.skip_extras:
             measure("cold_json_1w", "tracekit cold .json, TRACEKIT_WORKERS=1", _child_cmd(py, "tracekit", str(js)),
@@ -760,7 +789,10 @@ def main(argv: list[str] | None = None) -> int:
                 _child_cmd(py, "tracekit-cached", str(gz), cache_dir))
         if not args.skip_extras:
             measure("cli_gz_cached", "tracekit info .json.gz with the cache (CLI process)",
-                    [str(Path(py).with_name("tracekit")), "info", str(gz)], stdout_devnull=True)
+                    [cli, "info", str(gz)], stdout_devnull=True)
+        if not args.skip_report:
+            measure("cli_report_gz_cached", "tracekit report .json.gz -f json with the cache (CLI process)",
+                    [cli, "report", str(gz), "-f", "json"], rr, stdout_devnull=True)
         if not args.skip_extras and _importable("orjson"):
             measure("orjson", "orjson.loads(.json) + the same columns (inexact ts)", _child_cmd(py, "orjson", str(js)), 1,
                     middle=True)
@@ -804,9 +836,9 @@ def main(argv: list[str] | None = None) -> int:
         notes.append(f"tracekit's sources changed while the benchmark ran (sha1 {fp_start['sha1'][:12]} -> "
                      f"{fp_end['sha1'][:12]}): rows may mix two versions; run again")
 
-    order = ["import", "gzip_dc", *[f"inflate_{m}" for m in _INFLATERS], "cold_gz", "cold_gz_1w", "cold_gz_zlib",
-             "cli_gz", "cold_json", "cold_json_1w", "cold_zst", "cache_write", "cached", "cache_write_gz", "cached_gz",
-             "cli_gz_cached", "orjson", "hta_gz", "hta"]
+    order = ["import", "cli_version", "gzip_dc", *[f"inflate_{m}" for m in _INFLATERS], "cold_gz", "cold_gz_1w",
+             "cold_gz_zlib", "cli_gz", "cli_report_gz", "cold_json", "cold_json_1w", "cold_zst", "cache_write", "cached",
+             "cache_write_gz", "cached_gz", "cli_gz_cached", "cli_report_gz_cached", "orjson", "hta_gz", "hta"]
     table_rows = [rows[k] for k in order if k in rows]
     ratios = _ratios(rows, size)
 
