@@ -536,7 +536,8 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
              bs_b: float | None = None,
              config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
              min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-             steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None) -> Result:
+             steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
+             ranks: Result | None = None) -> Result:
     """`tracekit findings TRACE`: a ranked list of opportunities, each with its gain per step, its basis (measured
     or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
     CUDA-graph and memory sources run too. A time finding is major when its gain is at least ``min_pct`` % of the
@@ -546,8 +547,16 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
     ``config_b`` their launch settings from :func:`tracekit.launch_config`; ``bs`` and ``bs_b`` their requests per
     step where the step markers carry none): the same op slower in one of them — per call, or per request when the
-    slower side runs the larger batch — with its launch-configuration difference, and the settings that differ. ``ann`` and ``ann_b``: a name, a path or an
+    slower side runs the larger batch — with its launch-configuration difference, and the settings that differ.
+    ``ranks``: the result of ``tracekit.imbalance(RUN_DIR)`` instead — what DP imbalance costs per step and which
+    rank makes the others wait, and why (``tracekit findings RUN_DIR``). ``ann`` and ``ann_b``: a name, a path or an
     Annotation; ``hw``: a profile, its name or a JSON file."""
+    if ranks is not None:  # `findings RUN_DIR`: the ranks of one run (a tracekit.imbalance result)
+        if trace is not None or compare is not None:
+            raise UsageError("give one TRACE, two deployments with --compare A B, or the ranks of one run, not two")
+        from .findings_ranks import rank_findings_of
+
+        return rank_findings_of(ranks, min_ms=min_ms, min_pct=min_pct)
     ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
         if trace is not None:

@@ -13,7 +13,7 @@ from ..ingest.launch_script import launch_config
 from ..ingest.sglang_log import read_log
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt,
-                     TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
+                     TableOpt, TraceArg, _load, _ns, _output, ag_opts, annotation_for, app, step_opts)
 from .hw_cmds import BsOpt, HwOpt
 
 MinMsOpt = Annotated[Optional[float], typer.Option(
@@ -21,6 +21,20 @@ MinMsOpt = Annotated[Optional[float], typer.Option(
 MinPctOpt = Annotated[Optional[float], typer.Option(
     "--min-pct", min=0.0, max=100.0, help="Findings that gain less than this share of the step, in %, are listed as"
                                           " minor (default 1 %).")]
+
+
+def _run_of_ranks(path: Path | None) -> bool:
+    """A directory whose traces are two or more distinct ranks of one run (tracekit imbalance's rule)."""
+    if path is None or not Path(path).is_dir():
+        return False
+    from ..analyses.multirank.discover import find_ranks
+    from ..errors import TracekitError
+
+    try:
+        ranks, _ = find_ranks(path)
+    except (TracekitError, UsageError):
+        return False
+    return len(ranks) >= 2
 
 
 @app.command(name="findings")
@@ -51,7 +65,8 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
     """What to change, ranked by what it would gain.
 
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
-    the command that shows it, and what to try."""
+    the command that shows it, and what to try. TRACE may be a directory holding the ranks of one run: then what DP
+    imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
     if compare is not None:
         if trace is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
@@ -62,6 +77,12 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                        ann_b=ann_b, min_ms=min_ms, min_pct=min_pct, bs=bs, bs_b=bs_b, config=launch_config(log) if log else None,
                        config_b=launch_config(log_b) if log_b else None,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
+    elif _run_of_ranks(trace):  # a directory holding the ranks of one run: who makes the others wait
+        from ..sweeps import imbalance
+
+        res = findings(ranks=imbalance(trace, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms
+                                       is not None else None, step_source=step_source.value, steps_file=steps_file,
+                                       cache=not no_cache), min_ms=min_ms, min_pct=min_pct)
     else:
         if annotation_b or log_b or bs_b is not None:
             raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
