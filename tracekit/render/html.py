@@ -12,13 +12,14 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..result import Result, _scalar, shown_obj, table_rows, utf8_text
+from ..result import Result, _scalar, shown_obj, shown_path, table_rows, utf8_text
 from .colors import color_of
 from .human import ag_measures, column, display_frame, glossary, label_of, origin_of, safe_text, value_text
 
@@ -46,6 +47,7 @@ details{margin:6px 0} summary{cursor:pointer;font-weight:600} .warn{color:#8a4b0
 svg{background:#fff;border:1px solid #e2e2e2;border-radius:4px;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif;fill:#333} .legend span{display:inline-block;margin-right:12px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+.lead{font-size:15px;margin:4px 0 8px}
 """
 
 SORT_JS = """
@@ -268,6 +270,202 @@ def pictures(result: Result) -> list[tuple[str, str, str]]:
     return [x for x in out if x[1]]
 
 
+# --------------------------------------------------------------------------- every rank of a run: who waits when
+
+MAX_CELLS = 64 * 200  # cells of the rank × step picture: 64 ranks × 200 steps, or more ranks and fewer steps
+MAX_STEP_COLS = 200  # global steps drawn at most; beyond, evenly sampled (the first and the last among them)
+MIN_STEP_COLS = 50   # steps drawn at least (when there are as many), however many ranks
+MAX_RANK_ROWS = MAX_CELLS // MIN_STEP_COLS  # 256 ranks drawn in full; beyond, sampled (the stragglers first)
+WAIT_HUE = "communication"  # the waits are spent inside collectives: their colour, light (no wait) to dark
+
+
+def _rgb(hex_color: str) -> tuple[int, int, int]:
+    h = hex_color.lstrip("#")
+    return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+
+
+def wait_color(t: float) -> str:
+    """The sequential scale of waits: ``t`` in [0, 1] from a pale tint of the collectives' colour (``color_of``,
+    tracekit/data/colors.json) through the colour itself to a dark shade — no wait is pale, never white (white is a
+    rank-step not recorded)."""
+    t = min(max(float(t), 0.0), 1.0)
+    base = _rgb(color_of(WAIT_HUE))
+    pale = tuple(255 - (255 - c) * 0.10 for c in base)
+    dark = tuple(c * 0.45 for c in base)
+    a, b, u = (pale, base, t / 0.6) if t <= 0.6 else (base, dark, (t - 0.6) / 0.4)
+    return "#" + "".join(f"{int(round(x + (y - x) * u)):02X}" for x, y in zip(a, b))
+
+
+def _even_idx(n: int, k: int) -> np.ndarray:
+    return np.unique(np.linspace(0, n - 1, k).round().astype(np.int64)) if n > k else np.arange(n)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def imbalance_sentence(summary: dict) -> str:
+    """The run in one sentence, from its summary: who was last how often, and the median imbalance per step."""
+    imb = _num(summary.get("imbalance_ns_per_step"))
+    tail = f"imbalance {imb / 1e6:,.3f} ms per step (median)" if imb is not None else "no imbalance measured"
+    st = summary.get("straggler") if isinstance(summary.get("straggler"), dict) else None
+    if st and st.get("rank") is not None:
+        head = f"rank {st['rank']} was last in {int(st.get('times_last') or 0):,} of {int(st.get('of') or 0):,} collectives"
+    else:
+        head = "no rank was last: every collective was a tie"
+    return f"{head}; {tail}"
+
+
+def _absolute(p: str) -> bool:
+    return p.startswith(("/", "\\", "~")) or bool(re.match(r"[A-Za-z]:[\\/]", p))
+
+
+def _rank_names(ranks: pd.DataFrame | None) -> dict[int, str]:
+    """rank → its file(s) as shown (``shown_path``): as the ranks table names it (relative to the run), an absolute
+    path by its file name only (the page names no folder of the machine)."""
+    out: dict[int, str] = {}
+    if ranks is None or not {"rank", "file"} <= set(ranks.columns):
+        return out
+    for r, f in zip(ranks["rank"].tolist(), ranks["file"].tolist()):
+        files = f if isinstance(f, (list, tuple, np.ndarray)) else [f]
+        shown = [shown_path(x) for x in files if x is not None]
+        out[int(r)] = ", ".join(x.replace("\\", "/").rsplit("/", 1)[-1] if _absolute(x) else x for x in shown)
+    return out
+
+
+def rank_step_waits(result: Result) -> tuple[str, str, str] | None:
+    """(title, html, note) of the rank × step picture of an ``imbalance`` result: a row per rank, a column per global
+    step, each cell coloured by the rank's wait in that step (``tables.steps.wait_ns``; no cell where the rank-step
+    was not recorded whole), the straggler of each step (``tables.by_step.straggler``) marked with a ring, a scale in
+    ms, a hover title on every cell and the summary's sentence above it. At most ``MAX_RANK_ROWS`` ×
+    ``MAX_STEP_COLS`` cells: beyond, steps (and ranks) are sampled evenly and the title and note say so."""
+    steps = result.tables.get("steps")
+    if steps is None or not len(steps) or not {"step", "rank", "wait_ns"} <= set(steps.columns):
+        return None
+    by_step = result.tables.get("by_step")
+    has_by = by_step is not None and len(by_step) > 0 and {"step", "straggler"} <= set(by_step.columns)
+    all_steps = np.unique(np.concatenate([pd.to_numeric(steps["step"]).to_numpy(np.int64)]
+                                         + ([pd.to_numeric(by_step["step"]).to_numpy(np.int64)] if has_by else [])))
+    ranks_t = result.tables.get("ranks")
+    rank_ids = [int(x) for x in steps["rank"].tolist()]
+    if ranks_t is not None and "rank" in ranks_t.columns:
+        rank_ids += [int(x) for x in ranks_t["rank"].tolist()]
+    all_ranks = np.unique(np.asarray(rank_ids, dtype=np.int64))
+    row_ranks = all_ranks
+    if len(all_ranks) > MAX_RANK_ROWS:  # the ranks most often a step's straggler (a quarter), then evenly sampled
+        often = (by_step["straggler"].dropna().astype(np.int64).value_counts().index.tolist()[:MAX_RANK_ROWS // 4]
+                 if has_by else [])
+        rest = np.setdiff1d(all_ranks, np.asarray(often, dtype=np.int64))
+        pick = rest[_even_idx(len(rest), MAX_RANK_ROWS - len(often))]
+        row_ranks = np.union1d(np.asarray(often, dtype=np.int64), pick)
+    n_cols = min(MAX_STEP_COLS, max(MIN_STEP_COLS, MAX_CELLS // max(len(row_ranks), 1)))
+    col_steps = all_steps[_even_idx(len(all_steps), n_cols)]
+    stragglers: dict[int, int] = {}
+    strag_info: dict[int, tuple] = {}
+    if has_by:
+        b = by_step[by_step["step"].isin(col_steps) & by_step["straggler"].notna()]
+        for r in b.to_dict("records"):
+            stragglers[int(r["step"])] = int(r["straggler"])
+            strag_info[int(r["step"])] = (r.get("straggler_bs"), r.get("median_bs"), r.get("imbalance_ns"))
+    d = steps[steps["step"].isin(col_steps) & steps["rank"].isin(row_ranks)]
+    ns = pd.to_numeric(d["wait_ns"], errors="coerce").to_numpy(float)
+    top = float(np.nanmax(ns)) if len(ns) and np.isfinite(ns).any() else 0.0
+    top = top if top > 0 else 1.0
+    col_of = {int(s): i for i, s in enumerate(col_steps.tolist())}
+    row_of = {int(r): i for i, r in enumerate(row_ranks.tolist())}
+    names = _rank_names(ranks_t)
+
+    label_w, right, top_pad, axis_h, legend_h = 70, 12, 8, 22, 46
+    plot_w = CHART_W - label_w - right
+    cw = min(plot_w / max(len(col_steps), 1), 40.0)
+    ch = max(2.0, min(18.0, 520.0 / max(len(row_ranks), 1)))
+    grid_w, grid_h = cw * len(col_steps), ch * len(row_ranks)
+    h = int(top_pad + grid_h + axis_h + legend_h)
+    out = [f'<svg class="rank-step-waits" viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">',
+           f'<rect x="{label_w}" y="{top_pad}" width="{grid_w:.2f}" height="{grid_h:.2f}" fill="#fff" '
+           'stroke="#ccc"/>']
+    label_every = max(1, math.ceil(11.0 / ch))
+    for r, i in row_of.items():
+        if i % label_every == 0 or r in stragglers.values():
+            if i % label_every and ch < 11:
+                continue
+            y = top_pad + i * ch + ch / 2 + 4
+            who = names.get(r)
+            out.append(f'<text x="{label_w - 5}" y="{y:.1f}" text-anchor="end">rank {r}'
+                       + (f"<title>rank {r}: {esc(who)}</title>" if who else "") + "</text>")
+    cells = []
+    phase = d["phase"].tolist() if "phase" in d.columns else [None] * len(d)
+    bs = d["bs"].tolist() if "bs" in d.columns else [None] * len(d)
+    for st, rk, w, ph, b in zip(d["step"].tolist(), d["rank"].tolist(), ns.tolist(), phase, bs):
+        x = label_w + col_of[int(st)] * cw
+        y = top_pad + row_of[int(rk)] * ch
+        ok = math.isfinite(w)
+        fill = wait_color(w / top) if ok else "#fff"
+        bs_txt = f"bs {int(b)}" if _num(b) is not None else "bs n/a"
+        cells.append(f'<rect class="cell" x="{x:.2f}" y="{y:.2f}" width="{cw:.2f}" height="{ch:.2f}" fill="{fill}">'
+                     f'<title>rank {int(rk)} · step {int(st)} · {bs_txt}'
+                     + (f" · {esc(ph)}" if isinstance(ph, str) and ph else "")
+                     + f' · wait {(_ms(w) if ok else "n/a")}</title></rect>')
+    out.append(f'<g stroke="#fff" stroke-width="{0.5 if cw >= 8 and ch >= 8 else 0}">' + "".join(cells) + "</g>")
+    rad = max(1.2, min(cw, ch) * 0.28)
+    for st, rk in stragglers.items():
+        if rk not in row_of:
+            continue
+        cx = label_w + col_of[st] * cw + cw / 2
+        cy = top_pad + row_of[rk] * ch + ch / 2
+        sbs, mbs, imb = strag_info[st]
+        detail = (f" (bs {int(sbs)}, median bs {int(mbs)})" if _num(sbs) is not None and _num(mbs) is not None
+                  else "") + (f"; imbalance {_ms(float(imb))}" if _num(imb) is not None else "")
+        out.append(f'<circle class="straggler" cx="{cx:.2f}" cy="{cy:.2f}" r="{rad:.2f}" fill="#fff" stroke="#000" '
+                   f'stroke-width="{1 if rad > 2 else 0.6}"><title>step {st}: straggler rank {rk}{esc(detail)}'
+                   "</title></circle>")
+    ay = top_pad + grid_h + 14
+    tick_every = max(1, math.ceil(len(col_steps) / 12))
+    last = len(col_steps) - 1
+    for i, s in enumerate(col_steps.tolist()):
+        if (i % tick_every == 0 and last - i >= tick_every / 2) or i == last:
+            out.append(f'<text x="{label_w + i * cw + cw / 2:.1f}" y="{ay:.1f}" text-anchor="middle">{s}</text>')
+    out.append(f'<text x="{label_w - 5}" y="{ay:.1f}" text-anchor="end">step</text>')
+    ly = top_pad + grid_h + axis_h + 6
+    lw = 240
+    stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="{wait_color(k / 10)}"/>' for k in range(11))
+    out.append(f'<defs><linearGradient id="tk-wait-scale">{stops}</linearGradient></defs>'
+               f'<text x="{label_w - 5}" y="{ly + 10:.1f}" text-anchor="end">wait</text>'
+               f'<rect x="{label_w}" y="{ly:.1f}" width="{lw}" height="12" fill="url(#tk-wait-scale)" stroke="#ccc"/>')
+    for k in range(5):
+        out.append(f'<text x="{label_w + lw * k / 4:.1f}" y="{ly + 25:.1f}" text-anchor="middle">'
+                   f"{top * k / 4 / 1e6:,.2f}</text>")
+    out.append(f'<text x="{label_w + lw + 22}" y="{ly + 25:.1f}">ms</text>'
+               f'<circle cx="{label_w + lw + 50}" cy="{ly + 6:.1f}" r="5" fill="#fff" stroke="#000"/>'
+               f'<text x="{label_w + lw + 60}" y="{ly + 10:.1f}">the step\'s straggler (last most often)</text>'
+               f'<rect x="{label_w + lw + 290}" y="{ly:.1f}" width="12" height="12" fill="#fff" stroke="#ccc"/>'
+               f'<text x="{label_w + lw + 308}" y="{ly + 10:.1f}">not recorded whole</text></svg>')
+    sampled = []
+    if len(col_steps) < len(all_steps):
+        sampled.append(f"{len(col_steps):,} of {len(all_steps):,} steps")
+    if len(row_ranks) < len(all_ranks):
+        sampled.append(f"{len(row_ranks):,} of {len(all_ranks):,} ranks")
+    title = "Waits per rank and step" + (f" ({', '.join(sampled)}, sampled)" if sampled else "")
+    notes = []
+    if sampled:
+        notes.append(f"sampled: {' and '.join(sampled)} drawn, evenly spaced from the first to the last"
+                     + (f" (the ranks most often a step's straggler first, up to {MAX_RANK_ROWS // 4})"
+                        if len(row_ranks) < len(all_ranks) else "")
+                     + "; the tables below and the JSON sidecar hold every one")
+    notes.append("a cell is a rank's wait in a global step (Σ over its collectives of last arrival − own arrival), "
+                 f"darker = longer, the scale from 0 to the longest drawn ({_ms(top if len(ns) else 0)}); white: the "
+                 "rank did not record the step whole; a ring marks the step's straggler; hover a cell for its numbers")
+    s = result.summary
+    ties = ""
+    st = s.get("straggler") if isinstance(s.get("straggler"), dict) else None
+    if _num(s.get("collectives")) is not None and st and _num(st.get("of")) is not None:
+        nt = int(s["collectives"]) - int(st["of"])
+        ties = f' <span class="note">({nt:,} of {int(s["collectives"]):,} collectives tied: no last rank)</span>' \
+            if nt > 0 else ""
+    lead = f'<p class="lead">{esc(imbalance_sentence(s))}{ties}</p>'
+    return title, lead + "".join(out), "; ".join(notes)
+
+
 # --------------------------------------------------------------------------- sections
 
 
@@ -346,6 +544,10 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     if f is not None and len(f) and {"rank", "title"} <= set(f.columns):
         parts.append("<h2>Findings</h2>" + '<p class="note">ranked by gain; gains overlap, so they do not add up</p>'
                      + findings_html(f))
+    waits = rank_step_waits(result)  # every rank of a run: who waits when, first after the findings
+    if waits is not None:
+        wtitle, whtml, wnote = waits
+        parts.append(f"<h2>{esc(wtitle)}</h2>{whtml}" + (f'<p class="note">{esc(wnote)}</p>' if wnote else ""))
     parts.append("<h2>Summary</h2>" + summary_html(result))
     for ptitle, svg, note in pictures(result):
         parts.append(f"<h2>{esc(ptitle)}</h2>{svg}" + (f'<p class="note">{esc(note)}</p>' if note else ""))
