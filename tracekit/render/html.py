@@ -1,7 +1,8 @@
 """Any result as one self-contained HTML page (``-f html``): no network — styles, the sorting script and every
 picture (plain SVG) are inline, so the file opens offline and from a mail attachment.
 
-What a page holds, in order: the findings; the headline numbers; the pictures its tables allow (the wall
+What a page holds, in order: the findings; for every rank of a run (``imbalance``) the rank × step picture of waits
+with the summary's sentence; the headline numbers; the pictures its tables allow (the wall
 decomposition per step, the one-step table, kernel time per block type, the step timeline, the memory ledger
 waterfall, step time per concurrency for two deployments, the decomposition per operating point of a sweep);
 every table (sortable, the first ``MAX_ROWS`` rows — the JSON sidecar holds all); the warnings and the step health
