@@ -534,9 +534,17 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     comm_cat = np.array([f == COMM_FAMILY for f in fam], dtype=bool)
     seqs = []
     dur = ev["dur_ns"].to_numpy(np.int64)[sel]
-    for row in st.table.itertuples(index=False):
-        m = step == row.step
-        seq = _Seq(int(row.step), int(row.start_ns), int(row.end_ns), sel[m], codes_all[sel][m], starts[m], dur[m])
+    codes_sel = codes_all[sel]
+    # each step's kernels as one slice of the kernels sorted by step (stable: start order within a step), not a mask
+    # over every kernel per step (O(steps x kernels))
+    order = np.argsort(step, kind="stable")
+    by_step = step[order]
+    sid = st.table["step"].to_numpy()
+    lo_all = np.searchsorted(by_step, sid, side="left")
+    hi_all = np.searchsorted(by_step, sid, side="right")
+    for row, lo, hi in zip(st.table.itertuples(index=False), lo_all.tolist(), hi_all.tolist()):
+        m = order[lo:hi]
+        seq = _Seq(int(row.step), int(row.start_ns), int(row.end_ns), sel[m], codes_sel[m], starts[m], dur[m])
         cats_s = cat_of_code[seq.codes]
         seq.trans_mixer, seq.trans_ffn = _transitions(mixer[cats_s] if cats_s.size else np.zeros(0, bool),
                                                       ffn[cats_s] if cats_s.size else np.zeros(0, bool))
