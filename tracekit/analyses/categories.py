@@ -343,8 +343,9 @@ def families(categories, rules=None) -> pd.Categorical:
 
 
 def with_categories(events: pd.DataFrame, rules=None) -> pd.DataFrame:
-    """A copy of ``events`` with ``category`` and ``family`` columns (the input is not changed)."""
-    out = events.copy()
+    """``events`` with ``category`` and ``family`` columns, as a new table (the input is not changed; its columns are
+    shared, copy-on-write, not copied)."""
+    out = events.copy(deep=False)
     out["category"] = categorize(events, rules)
     out["family"] = families(out["category"], rules)
     return out
@@ -353,7 +354,8 @@ def with_categories(events: pd.DataFrame, rules=None) -> pd.DataFrame:
 def coverage(events: pd.DataFrame, rules=None, *, top: int = 10) -> dict:
     """How much kernel time the rules categorise: ``kernel_ns``, ``categorized_ns`` (not ``other``), ``pct`` and
     the largest uncategorised kernel names (``other_names``: name → ns)."""
-    k = events[(events["kind"] == "kernel").to_numpy()]
+    cols = [c for c in ("name", "kind", "copy_kind", "comm_class", "device", "stream", "dur_ns") if c in events]
+    k = events.loc[(events["kind"] == "kernel").to_numpy(), cols]  # what categorize reads, not every column
     cats = categorize(k, rules)
     dur = k["dur_ns"].to_numpy(np.int64)
     other = np.asarray(cats == OTHER)
