@@ -225,13 +225,13 @@ def as_profile(hw, *, name: str = "hw") -> Optional[HardwareProfile]:
 def resolve_profile(hw: HardwareProfile | str | Path | None, meta: dict[str, Any] | None = None, *,
                     what: str = "this analysis") -> HardwareProfile:
     """``hw`` if given (see :func:`as_profile`), else the profile detected from the trace; an InputError says what
-    to pass otherwise."""
+    to pass otherwise: a MissingDataError (exit 4, the trace lacks what this needs)."""
     if hw is not None:
         return as_profile(hw)
     found = detect_profile(meta or {})
     if found is None:
         seen = ", ".join(device_names(meta or {})) or "no deviceProperties"
-        raise InputError(f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
+        raise MissingDataError(f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
                          f" pass --hw NAME ({', '.join(sorted(_shipped_docs()))}) or --hw FILE.json")
     return found
 

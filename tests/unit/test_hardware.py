@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from tracekit.errors import DataFileError, InputError
+from tracekit.errors import MissingDataError, DataFileError, InputError
 from tracekit.hardware import (DTYPES, detect_profile, load_profile, resolve_profile, shipped_profiles, with_hbm)
 
 NAMES = {"b200", "b300", "gb200", "h100", "h200", "h20", "a100", "mi300x", "mi355x"}
@@ -72,7 +72,7 @@ def test_detected_from_device_properties(device, want):
 def test_unknown_device_needs_hw():
     assert detect_profile(meta("NVIDIA RTX 4090")) is None
     assert detect_profile({}) is None
-    with pytest.raises(InputError, match="--hw"):
+    with pytest.raises(MissingDataError, match="--hw"):  # the trace lacks what roofline needs: exit 4
         resolve_profile(None, meta("NVIDIA RTX 4090"), what="roofline")
     assert resolve_profile("h100", meta("NVIDIA RTX 4090")).name == "h100"  # --hw wins
 
