@@ -1,0 +1,123 @@
+"""Every rank of a run at real size (issue 28): `tracekit imbalance` with `--jobs 2` and on a Dask LocalCluster of
+two process workers, against the cold ingest of the same files alone (two processes, each file loaded once).
+
+    python benchmarks/multirank.py --run DIR            # an existing run (the rank files of one run)
+    python benchmarks/multirank.py --mb 100 --ranks 16  # generate one (fixtures/synth.py ranks, dp_attn_deepep16)
+
+Each row runs in a fresh process tree, sampled every 20 ms (psutil) for the peak RSS of the parent and of each
+worker; wall time is the tree's. The issue's targets: imbalance wall ≤ 1.15 × the ingest alone, peak per worker
+≤ 1.5 × the largest rank's unzipped JSON, the parent ≤ 0.5 GB. Prints a Markdown table; ``--out FILE`` writes the
+JSON too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+
+INGEST = """
+import sys, tracekit
+from concurrent.futures import ProcessPoolExecutor
+def one(p):
+    tracekit.load(p, cache=False)
+    return 0
+files = sys.argv[1:]
+with ProcessPoolExecutor(2) as pool:
+    list(pool.map(one, files))
+"""
+
+DASK = """
+import sys, time, tracekit
+from dask.distributed import Client, LocalCluster
+with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, Client(lc) as c:
+    t0 = time.perf_counter()
+    r = tracekit.imbalance(sys.argv[1], dask=c, cache=False)
+    print("analysis_s", time.perf_counter() - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
+"""
+
+
+def unzipped_size(path: Path) -> int:
+    """A .gz file's ISIZE trailer (exact below 4 GiB), else the file's size."""
+    if path.suffix == ".gz":
+        with open(path, "rb") as f:
+            f.seek(-4, os.SEEK_END)
+            return struct.unpack("<I", f.read(4))[0]
+    return path.stat().st_size
+
+
+def measure(cmd: list[str], label: str) -> dict:
+    """Wall time and peak RSS of the parent and of each child of one command's process tree."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ps = psutil.Process(proc.pid)
+    peaks: dict[int, int] = {}
+    while proc.poll() is None:
+        try:
+            for p in [ps, *ps.children(recursive=True)]:
+                try:
+                    peaks[p.pid] = max(peaks.get(p.pid, 0), p.memory_info().rss)
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read()
+    if proc.returncode:
+        raise SystemExit(f"{label} failed (exit {proc.returncode}): {err[-2000:]}")
+    parent = peaks.pop(proc.pid, 0)
+    return {"row": label, "wall_s": wall, "parent_peak_mb": parent / 1e6,
+            "worker_peak_mb": max(peaks.values(), default=0) / 1e6, "stderr_tail": err[-300:]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", type=Path, help="a run directory of rank files (default: generate one)")
+    ap.add_argument("--mb", type=int, default=100, help="MB of JSON per rank when generating")
+    ap.add_argument("--ranks", type=int, default=16, choices=(8, 16))
+    ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    run = a.run
+    if run is None:
+        run = ROOT / "benchmarks" / "out" / f"run-{a.ranks}x{a.mb}mb"
+        if not run.exists():
+            preset = "dp_attn_deepep16" if a.ranks == 16 else "dp_attn_deepep8"
+            subprocess.run([sys.executable, str(ROOT / "fixtures" / "synth.py"), "ranks", "--preset", preset,
+                            "--out", str(run), "--layers", "61", "--mb", str(a.mb),
+                            "--truth", str(run.with_suffix(".truth.json"))], check=True)
+    files = sorted(p for p in run.rglob("*") if p.name.endswith((".json.gz", ".json", ".json.zst")))
+    biggest = max(unzipped_size(f) for f in files)
+    total = sum(unzipped_size(f) for f in files)
+    rows = [measure([sys.executable, "-c", INGEST, *map(str, files)], "cold ingest alone (2 processes)")]
+    cli = [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit'; main()"]
+    rows.append(measure([*cli, "imbalance", str(run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
+                        "imbalance --jobs 2"))
+    if not a.skip_dask:
+        rows.append(measure([sys.executable, "-c", DASK, str(run)], "imbalance, Dask LocalCluster (2 processes)"))
+    base = rows[0]["wall_s"]
+    print(f"{len(files)} rank files, {total / 1e6:,.0f} MB of JSON in all, the largest {biggest / 1e6:,.0f} MB"
+          f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB)\n")
+    print("| row | wall s | × ingest | parent peak MB | worker peak MB | worker peak ÷ largest rank |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        r["vs_ingest"] = r["wall_s"] / base
+        r["worker_vs_rank"] = r["worker_peak_mb"] * 1e6 / biggest
+        print(f"| {r['row']} | {r['wall_s']:.1f} | {r['vs_ingest']:.2f} | {r['parent_peak_mb']:,.0f} |"
+              f" {r['worker_peak_mb']:,.0f} | {r['worker_vs_rank']:.2f} |")
+    if a.out:
+        a.out.write_text(json.dumps({"run": str(run), "files": len(files), "json_mb": total / 1e6,
+                                     "largest_mb": biggest / 1e6, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
