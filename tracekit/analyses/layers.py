@@ -542,12 +542,24 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     sid = st.table["step"].to_numpy()
     lo_all = np.searchsorted(by_step, sid, side="left")
     hi_all = np.searchsorted(by_step, sid, side="right")
-    for row, lo, hi in zip(st.table.itertuples(index=False), lo_all.tolist(), hi_all.tolist()):
+    # the mixer -> FFN transitions of every step at once (_transitions over the kernels sorted by step, a pair counted
+    # only within one step), then each step's share as positions in its own sequence
+    cats_sorted = cat_of_code[codes_sel[order]]
+    role = np.where(mixer[cats_sorted], 1, np.where(ffn[cats_sorted], 2, 0)).astype(np.int8) if order.size else \
+        np.zeros(0, np.int8)
+    pos = np.flatnonzero(role)
+    r, ps = role[pos], by_step[pos]
+    hit = np.flatnonzero((r[1:] == 2) & (r[:-1] == 1) & (ps[1:] == ps[:-1]))
+    t_mix, t_ffn = pos[hit].astype(np.int64), pos[hit + 1].astype(np.int64)
+    t_lo = np.searchsorted(t_ffn, lo_all, side="left")
+    t_hi = np.searchsorted(t_ffn, hi_all, side="left")
+    table = st.table
+    for step_id, s0, s1, lo, hi, a, b in zip(table["step"].tolist(), table["start_ns"].tolist(),
+                                             table["end_ns"].tolist(), lo_all.tolist(), hi_all.tolist(),
+                                             t_lo.tolist(), t_hi.tolist()):
         m = order[lo:hi]
-        seq = _Seq(int(row.step), int(row.start_ns), int(row.end_ns), sel[m], codes_sel[m], starts[m], dur[m])
-        cats_s = cat_of_code[seq.codes]
-        seq.trans_mixer, seq.trans_ffn = _transitions(mixer[cats_s] if cats_s.size else np.zeros(0, bool),
-                                                      ffn[cats_s] if cats_s.size else np.zeros(0, bool))
+        seq = _Seq(int(step_id), int(s0), int(s1), sel[m], codes_sel[m], starts[m], dur[m])
+        seq.trans_mixer, seq.trans_ffn = t_mix[a:b] - lo, t_ffn[a:b] - lo
         seqs.append(seq)
     comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
     return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code)
