@@ -95,7 +95,7 @@ def test_annotations_md_documents_every_field():
     """docs/annotations.md calls itself the format: every field of the annotation spec is in its table."""
     import msgspec
 
-    from tracekit.annotate import spec
+    from tracekit.annotation import spec
 
     text = (DOCS / "annotations.md").read_text()
 

@@ -27,7 +27,7 @@ _LAZY = {
     "annotated": "analyses.blocks", "kernel_selection_stats": "analyses.blocks", "report": "analyses.report",
     "analyze": "sweeps", "compare": "analyses.compare", "rank_map": "analyses.ranks",
     "imbalance": "sweeps", "ledger": "analyses.memory", "log_result": "analyses.memory",
-    "capacity": "analyses.capacity", "load_annotation": "annotate.spec", "annotate": "annotate.blocks",
+    "capacity": "analyses.capacity", "load_annotation": "annotation.spec", "annotate": "annotation.blocks",
     "read_log": "ingest.sglang_log", "read_bench": "ingest.bench", "discover": "ingest.discover",
     "get_steps": "analyses.steps", "step_options": "analyses.steps", "StepOptions": "analyses.steps",
     "Steps": "analyses.steps", "allgather_options": "analyses.allgather", "annotated_steps": "analyses.blocks",
@@ -44,7 +44,7 @@ _LAZY = {
     "categorize": "analyses.categories", "load_categories": "analyses.categories",
     "trace_categories": "analyses.categories", "findings": "analyses.findings",
     "compare_findings": "analyses.findings_compare", "whatif": "analyses.whatif",
-    "as_annotation": "annotate.spec", "as_profile": "hardware", "annotation_fit": "analyses.fit",
+    "as_annotation": "annotation.spec", "as_profile": "hardware", "annotation_fit": "analyses.fit",
     "best_fit": "analyses.fit",
     "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
 }

@@ -43,7 +43,7 @@ class SweepOptions:
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     """Every per-trace analysis of one operating point (a pure function of a file and plain options: it runs the
     same in this process, a worker process or a Dask worker)."""
-    from .annotate import load_annotation
+    from .annotation import load_annotation
 
     ann = load_annotation(opts.annotation) if opts.annotation else None
     trace = load(path, cache=opts.cache)
@@ -247,7 +247,7 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
     """The findings of the two traces at the highest instance concurrency both deployments ran (tables.findings),
     when both traces are at hand (an analyze output keeps only its tables)."""
     from .analyses.findings_compare import compare_findings
-    from .annotate import load_annotation
+    from .annotation import load_annotation
 
     m = res.tables["matched"]
     if m.empty:

@@ -24,8 +24,8 @@ from tracekit.analyses.layers import find_layers, layers
 from tracekit.analyses.onestep import one_step_table
 from tracekit.analyses.steps import get_steps
 from tracekit.analyses.suggest import strip_docs, suggest
-from tracekit.annotate import load_annotation
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation import load_annotation
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import MissingDataError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import tracekit
 from tests.conftest import kernel, memcpy, write_trace
 from tracekit.analyses import allgather_result, communication, decompose, exposure
 from tracekit.analyses.blocks import block_stats
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 from tracekit.cli import bundled_sample
 from tracekit.export import TABLE_COLUMNS, collect, write_annotated_trace, write_parquet
 from tracekit.export.perfetto import CATEGORY, us_text
@@ -392,7 +392,7 @@ def test_missing_values_are_null_in_the_files(tmp_path):
     """DuckDB's avg(bytes) over the exported events is the mean of the real byte counts (-1 was averaged in)."""
     import duckdb
 
-    from tracekit.annotate import load_annotation
+    from tracekit.annotation import load_annotation
     from tracekit.export import export_parquet
 
     syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 from tracekit.ingest.sglang_log import read_log
 from tracekit.render import emit
 from tracekit.render.human import value_text

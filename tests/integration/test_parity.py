@@ -13,7 +13,7 @@ import typer.main
 import tracekit
 from tracekit.analyses.allgather import allgather_options
 from tracekit.analyses.steps import step_options
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 from tracekit.cli import app
 from tracekit.cli.common import bundled_sample
 from tracekit.cli.registry import COMMANDS, api_function

@@ -8,8 +8,8 @@ from pathlib import Path
 import tracekit
 from tracekit.analyses import layers as L
 from tracekit.analyses.report import report
-from tracekit.annotate import as_annotation
-from tracekit.annotate import blocks as B
+from tracekit.annotation import as_annotation
+from tracekit.annotation import blocks as B
 
 DP16 = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
 

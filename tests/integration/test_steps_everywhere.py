@@ -16,8 +16,8 @@ import tracekit
 from tracekit.analyses import decompose
 from tracekit.analyses.report import report
 from tracekit.analyses.steps import find_steps, step_options
-from tracekit.annotate import load_annotation
-from tracekit.annotate.spec import shipped
+from tracekit.annotation import load_annotation
+from tracekit.annotation.spec import shipped
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))

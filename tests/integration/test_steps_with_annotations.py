@@ -16,7 +16,7 @@ import pytest
 import tracekit
 from tracekit.analyses import find_steps
 from tracekit.analyses.steps import step_options
-from tracekit.annotate import as_annotation
+from tracekit.annotation import as_annotation
 from tracekit.errors import MissingDataError
 
 REPO = Path(__file__).resolve().parents[2]

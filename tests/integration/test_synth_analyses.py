@@ -13,7 +13,7 @@ import pytest
 import tracekit
 from tracekit.analyses import allgather_result, communication, exposure
 from tracekit.analyses.blocks import block_stats
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 CASES = [("dp16_bs4", "k3_dp16"), ("dp16_bs24", "k3_dp16"),

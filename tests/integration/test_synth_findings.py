@@ -12,8 +12,8 @@ import msgspec
 import pytest
 
 import tracekit
-from tracekit.annotate import load_annotation
-from tracekit.annotate.spec import CtasPerSmRule
+from tracekit.annotation import load_annotation
+from tracekit.annotation.spec import CtasPerSmRule
 from tracekit.ingest.launch_script import launch_config
 from tracekit.ingest.sglang_log import read_log
 

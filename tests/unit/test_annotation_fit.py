@@ -9,8 +9,8 @@ import pytest
 import tracekit
 from tracekit.analyses.fit import (FIT_COLUMNS, LIST_COLUMNS, PARTS, annotation_fit, best_fit, declared_frameworks,
                                    declared_hardware, fits_above)
-from tracekit.annotate import load_annotation
-from tracekit.annotate.spec import parse_annotation, shipped
+from tracekit.annotation import load_annotation
+from tracekit.annotation.spec import parse_annotation, shipped
 from tracekit.render.formats import to_json_obj
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,8 +23,8 @@ import pytest
 
 from tests.conftest import gpu_ann, kernel, load_events
 from tracekit.analyses.steps import get_steps
-from tracekit.annotate import annotate, spec
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation import annotate, spec
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError
 
 ROOT = Path(__file__).resolve().parents[2]

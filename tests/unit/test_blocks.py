@@ -7,8 +7,8 @@ import pytest
 
 import tracekit
 from tracekit.analyses.blocks import block_stats, kernel_selection_stats
-from tracekit.annotate import load_annotation, shipped
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation import load_annotation, shipped
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tests.conftest import kernel, memcpy, write_trace
 

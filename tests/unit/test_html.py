@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 import tracekit
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 from tracekit.render import emit
 from tracekit.render.colors import color_of
 from tracekit.render.html import MAX_ROWS

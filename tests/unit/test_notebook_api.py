@@ -1,5 +1,5 @@
 """Notebooks (issue 17): every analysis that takes an annotation takes it as a name, a path or an Annotation (the
-one resolver, tracekit.annotate.as_annotation), and a hardware profile as a name, a file or the profile; the
+one resolver, tracekit.annotation.as_annotation), and a hardware profile as a name, a file or the profile; the
 options are keywords with the CLI's names; a wrong type is one sentence."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tracekit.analyses.plot_data import PlotInput, exposure_points
 from tracekit.analyses.roofline import roofline
 from tracekit.analyses.steps import step_options
 from tracekit.analyses.waves import kernel_waves
-from tracekit.annotate import Annotation, as_annotation, load_annotation
+from tracekit.annotation import Annotation, as_annotation, load_annotation
 from tracekit.errors import MissingDataError, UsageError
 from tracekit.hardware import HardwareProfile, as_profile, load_profile, resolve_profile, with_hbm
 

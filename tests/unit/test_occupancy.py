@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.waves import kernel_waves
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import MissingDataError
 from tracekit.hardware import load_profile, sm_limits
 from tracekit.hardware import ctas_per_sm as cps_of

@@ -14,7 +14,7 @@ import pytest
 import tracekit
 from tracekit.analyses.allgather import allgather_options
 from tracekit.analyses.steps import step_options
-from tracekit.annotate import load_annotation
+from tracekit.annotation import load_annotation
 from tracekit.cli.common import bundled_sample
 from tracekit.render import emit
 from tracekit.render.human import column, epoch_text, safe_text, unit_of, value_text

@@ -9,8 +9,8 @@ import tracekit
 from tracekit.analyses.hbm import hbm_bytes
 from tracekit.analyses.roofline import (eval_formula, formula_env, gemm_traffic, op_traffic, parse_vars, roofline,
                                         roofline_point)
-from tracekit.annotate import load_annotation
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation import load_annotation
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tracekit.hardware import load_profile, with_hbm
 from tests.conftest import kernel, write_trace
@@ -174,7 +174,7 @@ def test_hbm_row_validation(tmp_path):
 
 def test_a_grouped_expert_gemm_reads_the_weights_of_the_experts_it_touches():
     from tracekit.analyses.roofline import gemm_traffic
-    from tracekit.annotate.spec import OpShape
+    from tracekit.annotation.spec import OpShape
 
     # 80 tokens, top-8 of 448 experts, 28 on this rank (EP16): 40 rows here; P(expert hit) = 1 − (447/448)^640
     s = OpShape(m="bs*q_len", n=4096, k=7168, dtype="fp8", out_dtype="bf16", experts=448, local_experts=28, top_k=8)

@@ -194,7 +194,7 @@ def test_user_dialect_file_is_tried_first(tmp_path):
 
 
 def test_options_resolve_once_flags_over_annotation_over_defaults():
-    from tracekit.annotate import load_annotation
+    from tracekit.annotation import load_annotation
 
     k3 = load_annotation("k3_dp16")
     assert step_options(k3) == StepOptions(name="scheduler.run_batch", min_step_ns=10_000_000, strict=False)
@@ -206,7 +206,7 @@ def test_options_resolve_once_flags_over_annotation_over_defaults():
 
 
 def test_an_annotations_marker_absent_falls_back_to_the_dialects(tmp_path):
-    from tracekit.annotate import load_annotation
+    from tracekit.annotation import load_annotation
 
     t = _mixed_sglang(tmp_path)
     st = get_steps(t, ann=load_annotation("k3_dp16"), min_step_ns=0)  # names scheduler.run_batch, absent here

@@ -6,7 +6,7 @@ import pytest
 import tracekit
 from tracekit.analyses.waves import (kernel_waves, mla_simplified_split, split_table, wave_aware_split, wave_stats,
                                      waves_calc)
-from tracekit.annotate.spec import parse_annotation
+from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tracekit.hardware import load_profile
 from tests.conftest import kernel, write_trace

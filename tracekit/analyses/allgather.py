@@ -13,7 +13,7 @@ import pandas as pd
 
 from .. import intervals as iv
 from .. import schema
-from ..annotate import as_annotation
+from ..annotation import as_annotation
 from ..data import load_classes
 from ..events import lane_key, weight_ag_mask
 from ..events import main_stream as find_main_stream
@@ -63,7 +63,7 @@ def allgather_options(ann=None, *, group_size: int | None = None, sizes=None,
                       local_copy: str | None = None) -> dict:
     """The AllGather parameters: the annotation's ``allgather`` section, overridden by explicit options
     (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The one place they merge.
-    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`)."""
+    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`)."""
     spec = getattr(as_annotation(ann), "allgather", None)
     merged = dict(spec.sizes) if spec else {}
     merged.update(sizes if isinstance(sizes, dict) else parse_sizes(sizes))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, annotate, as_annotation, required_annotation
-from ..annotate.blocks import Annotated
+from ..annotation import Annotation, annotate, as_annotation, required_annotation
+from ..annotation.blocks import Annotated
 from ..errors import MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -18,8 +18,8 @@ def annotated_steps(trace: Trace, ann: Annotation | str, *, steps=None, step_nam
                     min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
                     steps_file=None, what: str = "blocks", keep: bool = True) -> tuple[Steps, Annotated]:
     """The steps (given, or from the annotation's step options and the overrides), then the block columns.
-    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`). ``keep``: keep the block
-    columns on the trace for the next caller (:func:`tracekit.annotate.annotate`)."""
+    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`). ``keep``: keep the block
+    columns on the trace for the next caller (:func:`tracekit.annotation.annotate`)."""
     ann = required_annotation(ann, what)
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..annotate import Annotation, as_annotation
+from ..annotation import Annotation, as_annotation
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..events import gpu_mask, launch_index
 from ..hardware import HardwareProfile, resolve_profile

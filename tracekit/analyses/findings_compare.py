@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation
+from ..annotation import Annotation, as_annotation
 from ..errors import TracekitError, UsageError
 from ..hardware import SmLimits, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, sm_limits
 from ..result import Result, trace_input

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation
-from ..annotate.blocks import UNTYPED
-from ..annotate.spec import shipped
+from ..annotation import Annotation, as_annotation
+from ..annotation.blocks import UNTYPED
+from ..annotation.spec import shipped
 from ..errors import TracekitError, UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -210,7 +210,7 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
     Checked on the distinct names, so that an annotation of another model costs no engine run."""
     if ann.blocks is None:
         return ""  # the engine says why
-    from ..annotate.blocks import resolve_main_stream
+    from ..annotation.blocks import resolve_main_stream
     from ..regexes import bounded
 
     key = ann.main_stream if isinstance(ann.main_stream, int) else None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation
+from ..annotation import Annotation, as_annotation
 from ..errors import DataFileError, MissingDataError
 from ..hardware import HardwareProfile, resolve_profile, with_hbm
 from ..result import Result, trace_input

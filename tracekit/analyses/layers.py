@@ -710,8 +710,8 @@ def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_s
     st = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
     ev = trace.events
     if main is None:
-        from ..annotate import Annotation
-        from ..annotate.blocks import resolve_main_stream
+        from ..annotation import Annotation
+        from ..annotation.blocks import resolve_main_stream
 
         main = resolve_main_stream(ev, Annotation(name="auto"))
     cr = resolve_categories(categories)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation
+from ..annotation import Annotation, as_annotation
 from ..errors import TracekitError
 from ..trace import Trace
 from ..result import shown_path  # a trace name that is not UTF-8 shows as \xNN
@@ -88,7 +88,7 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name
 def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
                   min_step_ns: int | None = None) -> pd.DataFrame:
     """Per trace and block type, the median step's block kernel time (as `tracekit blocks`)."""
-    from ..annotate import annotate
+    from ..annotation import annotate
 
     rows = []
     for inp in inputs:

@@ -6,7 +6,7 @@ communication on the critical path. Each part is the same function its own comma
 """
 from __future__ import annotations
 
-from ..annotate import Annotation, annotate, as_annotation
+from ..annotation import Annotation, annotate, as_annotation
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, allgather_result, communication, exposure

@@ -20,8 +20,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation, required_annotation
-from ..annotate.spec import OpShape, OpTraffic
+from ..annotation import Annotation, as_annotation, required_annotation
+from ..annotation.spec import OpShape, OpTraffic
 from ..errors import DataFileError, InputError, MissingDataError
 from ..hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from .shapes import kernel_shapes, names_at

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..annotate import as_annotation
+from ..annotation import as_annotation
 from ..errors import DataFileError, InputError, UsageError
 from ..regexes import bounded
 
@@ -56,7 +56,7 @@ class StepOptions:
 def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | None = None,
                  phase: str | None = None, source: str | None = None, steps_file=None) -> StepOptions:
     """Explicit options override the annotation's ``step`` section, which overrides the defaults. ``ann``: an
-    Annotation, or a name or path (:func:`tracekit.annotate.as_annotation`)."""
+    Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`)."""
     spec = getattr(as_annotation(ann), "step", None)
     name = step_name if step_name is not None else (spec.name if spec else None)
     if min_step_ns is None:

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..annotate import annotate
-from ..annotate.spec import parse_annotation
+from ..annotation import annotate
+from ..annotation.spec import parse_annotation
 from ..errors import DataFileError, MissingDataError
 from ..result import Result, trace_input
 from ..trace import Trace
@@ -46,7 +46,7 @@ HEAD_TYPE, TAIL_TYPE, BETWEEN_TYPE = HEAD, TAIL, BETWEEN
 
 
 def doc_fields_supported() -> bool:
-    """Whether the annotation format accepts ``_doc`` keys (tracekit.annotate.spec)."""
+    """Whether the annotation format accepts ``_doc`` keys (tracekit.annotation.spec)."""
     try:
         parse_annotation(b'{"name": "probe", "_doc": "x", "step": {"_doc": "x"}}', "<probe>")
         return True

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .. import intervals as iv
-from ..annotate import as_annotation
+from ..annotation import as_annotation
 from ..ingest.discover import TraceRef
 from ..result import shown_path
 from .allgather import allgather_options, allgather_result, exposure

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from ..annotate import Annotation, as_annotation
+from ..annotation import Annotation, as_annotation
 from ..errors import DataFileError, InputError, MissingDataError
 from ..events import launch_index
 from ..hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \

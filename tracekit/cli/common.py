@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from .._version import __version__
-from ..annotate import load_annotation
+from ..annotation import load_annotation
 from ..ingest import load
 from ..render import emit
 from ..render.formats import write_csv_dir
@@ -445,7 +445,7 @@ def annotation_for(trace: Optional[Path], annotation: Optional[str]):
 def need_annotation(ann, what: str):
     """Commands that cut blocks need an annotation: say so in one sentence (exit 4)."""
     if ann is None:
-        from ..annotate.spec import shipped
+        from ..annotation.spec import shipped
         from ..errors import MissingDataError
 
         names = sorted({p.stem for p in shipped().values()})

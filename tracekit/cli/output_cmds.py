@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..analyses.allgather import parse_sizes
-from ..annotate import load_annotation
+from ..annotation import load_annotation
 from ..errors import OutputError, UsageError
 from ..result import Result, trace_input
 from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,

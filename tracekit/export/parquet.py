@@ -24,7 +24,7 @@ from .._version import __version__
 from ..analyses import allgather_result, communication, decompose, exposure
 from ..analyses.allgather import allgather_options
 from ..analyses.steps import get_steps, step_params
-from ..annotate import Annotation, annotate
+from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..result import Result, trace_input
 from ..schema import ANNOTATION_COLUMNS, EVENT_COLUMNS

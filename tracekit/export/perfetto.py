@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..annotate import Annotation
+from ..annotation import Annotation
 from ..errors import InputError
 from ..ingest import resolve_trace_path
 from ..ingest.reader import read_text, salvage_json
