@@ -32,6 +32,15 @@ class _Launches:
     act_end: np.ndarray
 
 
+def _name_mask(names: pd.Series, test) -> np.ndarray:
+    """``test(name)`` of each row's name as a bool array, evaluated once per distinct name."""
+    if not len(names):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    hit = np.fromiter((bool(test(str(n))) for n in uniques), dtype=bool, count=len(uniques))
+    return hit[codes]
+
+
 class _Context:
     """Per-trace arrays every dialect attempt uses (built once per compute)."""
 
@@ -49,15 +58,12 @@ class _Context:
         launches = ev.loc[rt, ["correlation", "start_ns", "name"]]
         self.l_corr = launches["correlation"].to_numpy(np.int64)
         self.l_start = launches["start_ns"].to_numpy(np.int64)
-        names = launches["name"].astype(str)
-        is_graph = names.map(lambda n, p=rules.graph_launch: bool(p.search(n))) if len(names) else names
-        self.l_graph = np.asarray(is_graph, dtype=bool)
+        # the rules run once per distinct name, not per launch (10^5 launches of a handful of names)
+        self.l_graph = _name_mask(launches["name"], rules.graph_launch.search)
         self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
             if self.l_corr.size else 0
-        self.l_gpu = np.asarray(names.map(lambda n, p=rules.gpu_launch: bool(p.match(n))) if len(names) else names,
-                                dtype=bool)
-        rt_names = ev.loc[ev["kind"].isin(rules.launch_kinds), "name"].astype(str)
-        self.captures = int(rt_names.map(lambda n, p=rules.capture: bool(p.match(n))).sum()) if len(rt_names) else 0
+        self.l_gpu = _name_mask(launches["name"], rules.gpu_launch.match)
+        self.captures = int(_name_mask(ev.loc[ev["kind"].isin(rules.launch_kinds), "name"], rules.capture.match).sum())
         self.g_launch = self._match_launches()
         self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
 
