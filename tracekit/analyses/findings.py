@@ -454,6 +454,10 @@ def roofline_gaps(ctx: Context) -> list[dict]:
         raise MissingDataError("needs an annotation with op_shapes or op_traffic (-a ANN)")
     if ctx.hw is None:
         raise MissingDataError("needs a hardware profile: the trace's device matches none; pass --hw NAME")
+    if not ctx.ann.op_shapes and not ctx.ann.op_traffic:
+        # roofline() would fall back to the recorded shapes (per kernel, no per_tag): those are the "shapes" source's
+        raise MissingDataError(f"annotation {ctx.ann.source or ctx.ann.name} has no op_shapes or op_traffic (the"
+                               " shapes the trace records are the 'shapes' source's)")
     rf = roofline(ctx.trace, ctx.ann, ctx.hw, bs=ctx.bs, steps=ctx.steps)
     rules = finding_rules()["roofline"]
     f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
