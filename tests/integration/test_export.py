@@ -15,8 +15,8 @@ from tracekit.analyses import allgather_result, communication, decompose, exposu
 from tracekit.analyses.blocks import block_stats
 from tracekit.annotation import load_annotation
 from tracekit.cli import bundled_sample
-from tracekit.export import TABLE_COLUMNS, collect, write_annotated_trace, write_parquet
-from tracekit.export.perfetto import CATEGORY, us_text
+from tracekit.exporters import TABLE_COLUMNS, collect, write_annotated_trace, write_parquet
+from tracekit.exporters.perfetto import CATEGORY, us_text
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 DP16 = FIX / "dp16_bs4.trace.json.gz"
@@ -64,7 +64,7 @@ def test_export_cli_writes_every_table_and_manifest(cli, tmp_path, dp16):
 def test_parquet_pandas_round_trip(tmp_path, dp16):
     _, _, ex = dp16
     write_parquet(ex, tmp_path)
-    from tracekit.export.parquet import missing_as_null
+    from tracekit.exporters.parquet import missing_as_null
 
     for name, df in ex.tables.items():
         back = pd.read_parquet(tmp_path / f"{name}.parquet")
@@ -356,7 +356,7 @@ def test_plot_defaults_and_errors(cli, tmp_path):
 
 def test_docs_list_every_export_column_and_command():
     text = DOCS.read_text()
-    from tracekit.export.parquet import LEDGER_COLUMNS
+    from tracekit.exporters.parquet import LEDGER_COLUMNS
 
     for name, cols in {**TABLE_COLUMNS, **LEDGER_COLUMNS}.items():
         assert f"`{name}.parquet`" in text
@@ -393,7 +393,7 @@ def test_missing_values_are_null_in_the_files(tmp_path):
     import duckdb
 
     from tracekit.annotation import load_annotation
-    from tracekit.export import export_parquet
+    from tracekit.exporters import export_parquet
 
     syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
     trace = tracekit.load(syn / "dp16_bs4.trace.json.gz", cache=False)

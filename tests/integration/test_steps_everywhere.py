@@ -119,7 +119,7 @@ def test_steps_json_contract(styled, cli_json):
 
 def test_report_and_export_find_the_steps_once(styled, tmp_path, monkeypatch):
     import tracekit.analyses.steps as steps_mod
-    from tracekit.export import export_parquet
+    from tracekit.exporters import export_parquet
 
     calls = []
     real = steps_mod.compute_steps

@@ -159,7 +159,7 @@ def test_type_colors_are_stable_and_avoid_red_and_grey():
 
 
 def test_import_tracekit_does_not_import_matplotlib():
-    code = ("import sys, tracekit, tracekit.render.plots, tracekit.export, tracekit.cli; "
+    code = ("import sys, tracekit, tracekit.render.plots, tracekit.exporters, tracekit.cli; "
             "print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

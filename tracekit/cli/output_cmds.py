@@ -47,7 +47,7 @@ def export_cmd(trace: TraceArg = None,
 
     The annotated events, steps, blocks, AllGathers, copies, exposed intervals, communication and (with --log)
     the ledger, plus manifest.json; prints the files written."""
-    from ..export import export_parquet
+    from ..exporters import export_parquet
     from ..render.files import check_dir_target
 
     try:
@@ -75,7 +75,7 @@ def annotate_cmd(trace: TraceArg = None,
 
     The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
     tracekit reads it back with the same results (docs/export.md)."""
-    from ..export import annotate_trace
+    from ..exporters import annotate_trace
 
     ann = annotation_for(trace, annotation)
     res = annotate_trace(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value,
@@ -227,7 +227,7 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
 
     Streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
     from ..analyses import plot_data
-    from ..export import collect
+    from ..exporters import collect
     from ..render import plots
 
     t = _load(trace, no_cache, cache_dir)

@@ -176,7 +176,7 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
     """One step: a row per GPU stream with its kernels and copies coloured by block type (copies paler), the
     blocks on top, each AllGather outlined on its stream, exposed AllGather time as red bands and a row.
 
-    ``tables`` are those of :func:`tracekit.export.collect`: events (annotated), steps, blocks, allgathers,
+    ``tables`` are those of :func:`tracekit.exporters.collect`: events (annotated), steps, blocks, allgathers,
     exposed."""
     steps = tables["steps"]
     row = steps[steps["step"] == step]

@@ -197,5 +197,5 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
 
 def annotate_trace(trace: Trace, ann: Annotation | None, out: str | Path, *, ag: str = "ptop",
                    **overrides: Any) -> Result:
-    """`tracekit annotate`: run the analyses (:func:`~tracekit.export.parquet.collect`) and write the trace."""
+    """`tracekit annotate`: run the analyses (:func:`~tracekit.exporters.parquet.collect`) and write the trace."""
     return write_annotated_trace(collect(trace, ann, ag=ag, **overrides), out)
