@@ -42,6 +42,9 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
     "block_z": ("int32", "", "thread block z; -1 if unknown"),
     "registers": ("int32", "", "registers per thread; -1 if unknown"),
     "shared_mem": ("int64", "B", "shared memory per block; -1 if unknown"),
+    "shapes": ("category", "", "a cpu_op's recorded inputs (profiles taken with record_shapes=True): the JSON text"
+                               " [Input Dims, Input type, Concrete Inputs] as written (null where absent); <NA> for"
+                               " other events and ops without Input Dims"),
 }
 
 

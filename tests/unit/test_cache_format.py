@@ -61,7 +61,7 @@ def test_the_cached_table_is_the_ingested_one_dtypes_included(tmp_path, fixture)
     with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression
         reader = pa.ipc.open_file(f)
         assert reader.num_record_batches >= 1
-        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == _cache.CACHE_FORMAT == 5
+        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == _cache.CACHE_FORMAT == 6
 
 
 def test_all_null_categoricals_keep_their_dtype(tmp_path):
@@ -103,7 +103,7 @@ def test_a_legacy_parquet_entry_is_never_read_listed_then_removed(tmp_path):
     assert t.report.from_cache is False and len(t.events) == 2
     assert not legacy.exists()  # replaced by the format-4 entry
     info = cache_info(cdir).tables["entries"]
-    assert info["format"].tolist() == [5] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
+    assert info["format"].tolist() == [6] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
     pq.write_table(table, legacy, compression="lz4")
     cleared = cache_clear(cdir)
     assert cleared.summary["removed"] == 2 and list(cdir.iterdir()) == []
@@ -245,7 +245,7 @@ def test_only_tracekits_entries_are_recognised(tmp_path):
     entry = _cache.cache_path(p, cdir)
     assert _cache.ENTRY_NAME.match(entry.name)
     stored = _cache.stored_metadata(entry)
-    assert stored["key"]["format"] == 5 and stored["report"]["events_kept"] == 2
+    assert stored["key"]["format"] == 6 and stored["report"]["events_kept"] == 2
     assert _cache.read_metadata(entry) == stored
     table = pa.table({"a": [1]})
     plain = cdir / "user.0123456789abcdef0123.arrow"  # an entry's name, a user's Arrow file

@@ -9,13 +9,11 @@ start; a launch's depth is the ops started minus the ops ended at its time; the 
 started before it at that depth (``merge_asof`` by depth). Ops that do not nest (a malformed thread) are checked: the op
 found must hold the launch, else the kernel has no op.
 
-The events table does not keep the ops' arguments (docs/events-schema.md), so they are read in a second, light pass
-over the trace file (:func:`op_args`): every record is decoded by msgspec into a small struct (``cat`` and the three
-shape arguments, everything else skipped) and only the ops that launched kernels are kept; records are matched to the
-events table by ``event_id`` (the record's index in ``traceEvents``). The pass needs the original file; a trace
-read from the cache whose file is gone has no shapes (said in the result's ``why``).
+The ops' recorded inputs come from the events table alone: ingest keeps each cpu_op's ``Input Dims``, ``Input type``
+and ``Concrete Inputs`` as one categorical column, ``shapes`` (their JSON text, one category per distinct signature;
+docs/events-schema.md), so a trace read from the cache has its shapes too and nothing here reads the file.
 
-The models are evaluated once per distinct (op, dims, types, concrete inputs) signature, not per kernel. An op that
+The models are evaluated once per distinct (op name, ``shapes``) pair of categorical codes, not per kernel. An op that
 launches several kernels gives its work to the longest of them (the others count as launched by a shaped op but carry
 no numbers): a GEMM's split-K reduction or a bias add does not get the GEMM's FLOPs a second time.
 """
@@ -27,40 +25,18 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import DataFileError, TracekitError
+from ..errors import DataFileError
 from ..events import launch_index
 from ..trace import Trace
 from .step_model import step_rules
 
-_EMPTY = msgspec.Raw(b"")
-
-
-class _OpArgs(msgspec.Struct, gc=False, rename={"dims": "Input Dims", "types": "Input type",
-                                                 "concrete": "Concrete Inputs"}):
-    dims: Any = None
-    types: Any = None
-    concrete: Any = None
-
-
-class _Rec(msgspec.Struct, gc=False):
-    cat: Any = None
-    args: Union[_OpArgs, str, float, bool, list, None] = None
-
-
-class _Doc(msgspec.Struct):
-    traceEvents: list[_Rec] = []
-
-
-_DOC = msgspec.json.Decoder(_Doc)
-_LIST = msgspec.json.Decoder(list[_Rec])
-_ENC = msgspec.json.Encoder()
+_DEC = msgspec.json.Decoder()
 
 KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k",
                   "graph"]
@@ -97,61 +73,40 @@ def model_of(op: str) -> dict[str, Any] | None:
 # ------------------------------------------------------------------------------------------------ reading the args
 
 
-@dataclass
-class OpArgs:
-    """The recorded arguments of some cpu_ops, by event_id (``None`` and ``why`` when they cannot be read)."""
-
-    by_event: dict[int, tuple] | None
-    why: str | None = None
-
-
-def op_args(trace: Trace, wanted) -> OpArgs:
-    """``Input Dims``, ``Input type`` and ``Concrete Inputs`` of the cpu_ops whose ``event_id`` is in ``wanted``, read
-    back from the trace file: every record decoded (in C, by msgspec) into its ``cat`` and these three arguments, the
-    wanted ones kept, the rest dropped at once."""
-    from ..ingest.reader import read_text
-
-    path = Path(trace.path)
-    if not path.is_file():
-        return OpArgs(None, f"{trace.path} is not there to read the ops' Input Dims from")
-    try:
-        data = read_text(path).data
-        try:
-            recs = _DOC.decode(data).traceEvents
-        except msgspec.ValidationError:
-            recs = _LIST.decode(data)
-        except msgspec.DecodeError:
-            if not bytes(data[:64]).lstrip().startswith(b"["):
-                raise
-            recs = _LIST.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, TracekitError, MemoryError) as exc:
-        return OpArgs(None, f"the ops' Input Dims could not be read back from {trace.path} ({exc})")
-    del data
-    out: dict[int, tuple] = {}
-    n = len(recs)
-    for i in np.unique(np.asarray(wanted, dtype=np.int64)).tolist():  # only the ops that launched kernels
-        if not 0 <= i < n:
-            continue
-        r = recs[i]
-        a = r.args
-        if r.cat == "cpu_op" and isinstance(a, _OpArgs) and isinstance(a.dims, list) and isinstance(a.types, list):
-            out[i] = (a.dims, a.types, a.concrete if isinstance(a.concrete, list) else [])
-    if not out:
-        return OpArgs(None, "the trace records no Input Dims (profile with record_shapes=True)")
-    return OpArgs(out)
-
-
-# ------------------------------------------------------------------------------------------------ linking
+def _codes(ev: pd.DataFrame, col: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes at ``rows``, -1 where missing; the categories as an object array) of a categorical column."""
+    c = ev[col]
+    if not isinstance(c.dtype, pd.CategoricalDtype):  # a hand-built table: make it categorical once
+        c = c.astype("category")
+    return c.cat.codes.to_numpy()[rows], c.cat.categories.to_numpy(dtype=object)
 
 
 def names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """The names of some event rows as str, without turning the whole name column into strings."""
-    col = ev["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        cats = np.asarray(col.cat.categories, dtype=object).astype(str)
-        codes = col.cat.codes.to_numpy()[rows]
-        return np.where(codes >= 0, cats[np.clip(codes, 0, None)] if cats.size else "", "").astype(object)
-    return col.to_numpy()[rows].astype(str).astype(object)
+    """The names of some event rows as an object array of str (None where the name is missing), gathered through
+    the categorical codes: no string is converted or copied per row."""
+    codes, cats = _codes(ev, "name", np.asarray(rows, dtype=np.int64))
+    table = np.empty(cats.size + 1, dtype=object)
+    table[:-1] = cats
+    table[-1] = None  # code -1
+    return table[codes]
+
+
+def _op_inputs(text: str) -> tuple | None:
+    """(Input Dims, Input type, Concrete Inputs) from the ``shapes`` column's JSON text; None unless dims and types
+    are lists."""
+    try:
+        got = _DEC.decode(text)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(got, list) or len(got) != 3:
+        return None
+    dims, types, concrete = got
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    return dims, types, concrete if isinstance(concrete, list) else []
+
+
+# ------------------------------------------------------------------------------------------------ linking
 
 
 def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -468,49 +423,51 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     krow, launch, oprow = launching_ops(trace)
     dur = ev["dur_ns"].to_numpy()[krow]
     n = krow.size
-    lname = np.where(launch >= 0, names_at(ev, np.clip(launch, 0, None)), "")
-    graph = np.char.find(lname.astype(str), "GraphLaunch") >= 0 if n else np.zeros(0, bool)
-    op = np.where(oprow >= 0, names_at(ev, np.clip(oprow, 0, None)), None)
+    has_launch = launch >= 0
+    graph = np.zeros(n, dtype=bool)
+    if has_launch.any():  # per distinct launch name, not per kernel
+        lcodes, lcats = _codes(ev, "name", launch[has_launch])
+        is_graph = np.array(["GraphLaunch" in str(c) for c in lcats] + [False], dtype=bool)
+        graph[has_launch] = is_graph[lcodes]
+    has = oprow >= 0
+    op = np.full(n, None, dtype=object)
+    op[has] = names_at(ev, oprow[has])
     tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
                         "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
                         "m": np.nan, "n": np.nan, "k": np.nan, "graph": graph})
     warnings: list[str] = []
     why = None
-    has = oprow >= 0
-    eid = ev["event_id"].to_numpy()
-    args = op_args(trace, eid[oprow[has]]) if has.any() else OpArgs(None, None)
-    if (oprow < 0).all():
+    shape_code = np.full(n, -1, dtype=np.int64)
+    shape_cats = np.empty(0, dtype=object)
+    if "shapes" in ev.columns and has.any():
+        sc, shape_cats = _codes(ev, "shapes", oprow[has])
+        shape_code[has] = sc
+    if not has.any():
         why = ("no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
                if not graph.any() else None)
-    elif args.by_event is None:
-        why = args.why
+    elif "shapes" not in ev.columns:
+        why = "the events table has no 'shapes' column (the ops' Input Dims); load the trace with tracekit.load"
+    elif not (shape_code >= 0).any():
+        why = "the trace records no Input Dims (profile with record_shapes=True)"
     else:
-        op_eid = eid[oprow[has]]
         # the kernel of an op call that carries its work: the longest (first on ties)
         sub = pd.DataFrame({"i": np.flatnonzero(has), "op_row": oprow[has], "dur": dur[has]})
         carrier = sub.sort_values(["op_row", "dur", "i"], ascending=[True, False, True]).drop_duplicates("op_row")["i"]
         carries = np.zeros(n, dtype=bool)
         carries[carrier.to_numpy()] = True
-        # one model evaluation per distinct signature
-        sig_of: dict[int, int] = {}
-        sigs: dict[str, int] = {}
+        # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
+        name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))
+        with_shape = np.flatnonzero(has & (shape_code >= 0))
+        pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
+        upair, inv = np.unique(pair, return_inverse=True)
         results: list[dict | None] = []
-        by_event = args.by_event
-        uniq_eid, uniq_pos = np.unique(op_eid, return_index=True)
-        op_names = op[has][uniq_pos]
-        for e, name in zip(uniq_eid.tolist(), op_names.tolist()):
-            a = by_event.get(e)
-            if a is None or model_of(name) is None:
-                sig_of[e] = -1
-                continue
-            key = _ENC.encode([name, a[0], a[1], a[2]])
-            j = sigs.get(key)
-            if j is None:
-                j = sigs[key] = len(results)
-                results.append(evaluate(name, a[0], a[1], a[2]))
-            sig_of[e] = j if results[j] is not None else -1
+        for p in upair.tolist():
+            name = str(name_cats[p // (shape_cats.size + 1)])
+            got = _op_inputs(shape_cats[p % (shape_cats.size + 1)]) if model_of(name) is not None else None
+            results.append(evaluate(name, *got) if got is not None else None)
+        ok_pair = np.array([r is not None for r in results], dtype=bool)
         sig = np.full(n, -1, dtype=np.int64)
-        sig[has] = pd.Series(op_eid).map(sig_of).fillna(-1).to_numpy(np.int64)
+        sig[with_shape] = np.where(ok_pair[inv], inv, -1)
         got = sig >= 0
         if got.any():
             res = pd.DataFrame([r if r is not None else {} for r in results],

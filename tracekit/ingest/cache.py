@@ -45,8 +45,9 @@ from ..trace import IngestReport, Trace
 
 log = logging.getLogger(__name__)
 # 3: the key holds a content fingerprint; 4: uncompressed Arrow IPC instead of lz4 parquet; 5: the key covers the
-# whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file)
-CACHE_FORMAT = 5
+# whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file); 6: the events table
+# has the cpu_ops' recorded inputs (the `shapes` column)
+CACHE_FORMAT = 6
 SUFFIX = ".arrow"
 LEGACY_SUFFIXES = (".parquet",)  # formats 1-3: never read, listed and removed by `tracekit cache info|clear`
 _META_KEY = b"tracekit"

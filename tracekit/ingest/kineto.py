@@ -48,6 +48,9 @@ class Args(msgspec.Struct, gc=False, rename={
     "external_id": "External id",
     "registers": "registers per thread",
     "shared_mem": "shared memory",
+    "dims": "Input Dims",
+    "types": "Input type",
+    "concrete": "Concrete Inputs",
 }):
     device: IntOrStr = -1
     stream: IntOrStr = -1
@@ -60,6 +63,10 @@ class Args(msgspec.Struct, gc=False, rename={
     shared_mem: IntOrStr = -1
     kind: Any = None
     name: Any = None
+    # a cpu_op's recorded inputs (record_shapes=True), kept as their JSON text: never parsed here
+    dims: msgspec.Raw = _EMPTY
+    types: msgspec.Raw = _EMPTY
+    concrete: msgspec.Raw = _EMPTY
 
 
 class Event(msgspec.Struct, gc=False):
@@ -88,6 +95,7 @@ _DOC_DECODER = msgspec.json.Decoder(TraceDoc)
 _ARRAY_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _LOOSE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
+_LOOSE_ENCODER = msgspec.json.Encoder(decimal_format="number")
 
 INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem")
 
@@ -138,6 +146,8 @@ class RawColumns:
     grid: np.ndarray  # (n, 3) int32, -1 unknown
     block: np.ndarray
     kind_arg: dict[int, Any]  # row -> args.kind, for copies only (AMD names copies by this arg)
+    shapes: np.ndarray  # int32 codes into shapes_uniques, -1 where the event is no cpu_op with Input Dims
+    shapes_uniques: list  # JSON text [Input Dims, Input type, Concrete Inputs] (bytes)
     meta: list  # (record name, pid, tid, args.name) of each "M" record
     reasons: dict[str, int]  # records not kept, by reason
     header: dict[str, Any] = field(default_factory=dict)
@@ -206,6 +216,8 @@ class ColumnBuilder:
         self.ph = _Dictionary()
         self.cat = _Dictionary()
         self.name = _Dictionary()
+        self.shapes = _Dictionary()
+        self._cpu_cats: np.ndarray = np.zeros(0, dtype=bool)
         self.kind_arg: dict[int, Any] = {}
         self.meta: list = []
         self.reasons = np.zeros(len(REASONS), dtype=np.int64)
@@ -315,6 +327,7 @@ class ColumnBuilder:
                 if args:
                     col[idx] = ints(values)
                 part[key] = col
+        part["shapes"] = self._shapes(args, idx, part["cat"], m)
         part["grid"] = self._triples([a.grid for a in args], idx, m)
         part["block"] = self._triples([a.block for a in args], idx, m)
         if args:
@@ -325,6 +338,30 @@ class ColumnBuilder:
                 if args[j].kind is not None:
                     self.kind_arg[int(rows[j if idx is None else idx[j]])] = args[j].kind
         self.parts.append(part)
+
+    def _shapes(self, args: list, idx: np.ndarray | None, cats: np.ndarray, m: int) -> np.ndarray:
+        """Codes of the cpu_ops' ``[Input Dims, Input type, Concrete Inputs]`` (their JSON text, joined as it is
+        written: one bytes key per op, dictionary-encoded), -1 elsewhere. Only the cpu_ops are looked at."""
+        out = np.full(m, -1, dtype=np.int32)
+        if not args:
+            return out
+        if len(self._cpu_cats) != len(self.cat.values):  # the categories that are cpu_ops (a handful)
+            from ..data import load_classes
+
+            classes = load_classes()
+            self._cpu_cats = np.array([classes.kind_for_cat(c) == "cpu_op" for c in self.cat.values], dtype=bool)
+        ops = np.flatnonzero(self._cpu_cats[cats if idx is None else cats[idx]])
+        if not ops.size:
+            return out
+        ops_args = [args[j] for j in ops.tolist()]
+        keep = [j for j, a in enumerate(ops_args) if a.dims]
+        if not keep:
+            return out
+        keys = [b"[%b,%b,%b]" % (a.dims, a.types or b"null", a.concrete or b"null")
+                for a in (ops_args[j] for j in keep)]
+        rows = ops[np.asarray(keep, dtype=np.int64)]
+        out[rows if idx is None else idx[rows]] = self.shapes.encode(keys)
+        return out
 
     def _ints(self, values: list) -> np.ndarray:
         if values.count(-1) == len(values):  # the field is absent from every event (the default): no conversion
@@ -381,6 +418,7 @@ class ColumnBuilder:
         else:
             part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
         return {"part": part, "n": self.n, "cat": self.cat.values, "name": self.name.values,
+                "shapes": self.shapes.values,
                 "kind_arg": self.kind_arg, "meta": self.meta, "reasons": self.reasons,
                 "loose": self.loose_chunks, "overflows": self.int_overflows, "utf8": self.utf8_repairs}
 
@@ -389,8 +427,10 @@ class ColumnBuilder:
         part = exported["part"]
         lo = self.n
         if part and len(part["row"]):
-            for key, dictionary in (("cat", self.cat), ("name", self.name)):
+            for key, dictionary in (("cat", self.cat), ("name", self.name), ("shapes", self.shapes)):
                 table = dictionary.encode(exported[key])
+                if key == "shapes":  # -1 (no shapes) stays -1
+                    table = np.append(table, np.int32(-1))
                 part[key] = table[part[key]]
             part["row"] = part["row"] + lo
             self.parts.append(part)
@@ -410,6 +450,7 @@ class ColumnBuilder:
             n=self.n, row=cat("row"),
             cat=cat("cat", dtype=np.int32), cat_uniques=self.cat.values,
             name=cat("name", dtype=np.int32), name_uniques=self.name.values,
+            shapes=cat("shapes", dtype=np.int32), shapes_uniques=self.shapes.values,
             pid=cat("pid"), tid=cat("tid"), ts_ns=cat("ts_ns"), dur_ns=cat("dur_ns"),
             instant=cat("instant", dtype=bool),
             ints={k: cat(k) for k in INT_ARGS},
@@ -1226,6 +1267,8 @@ def _loose_event(obj: Any) -> Event:
             shared_mem=_as_int(raw_args.get("shared memory", -1)),
             kind=raw_args.get("kind") if isinstance(raw_args.get("kind"), str) else None,
             name=raw_args.get("name") if isinstance(raw_args.get("name"), str) else None,
+            **{k: msgspec.Raw(_LOOSE_ENCODER.encode(raw_args[key])) for k, key in
+               (("dims", "Input Dims"), ("types", "Input type"), ("concrete", "Concrete Inputs")) if key in raw_args},
         )
 
     def text(key: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -59,6 +60,9 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
     device = np.where(is_gpu, np.where(args["device"] >= 0, args["device"], pid), -1)
 
     name_codes = _take(raw.name, order)
+    shape_codes = _take(raw.shapes, order)
+    raw.shapes = None
+    shape_codes[kind_code != schema.KINDS.index("cpu_op")] = -1  # the recorded inputs of cpu_ops only
     grid, block = _take(raw.grid, order), _take(raw.block, order)
     raw.grid = raw.block = None
     data = {
@@ -82,6 +86,7 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
+        "shapes": _shapes_column(shape_codes, raw.shapes_uniques),
     }
     reasons = dict(raw.reasons)
     for reason, count in jumped.items():
@@ -166,6 +171,25 @@ def _categorical(codes: np.ndarray, uniques: list) -> pd.Categorical:
     remap = np.full(len(uniques) + 1, -1, dtype=np.int32)
     remap[keep] = np.arange(len(keep), dtype=np.int32)
     return pd.Categorical.from_codes(remap[codes], categories=pd.Index([uniques[i] for i in keep]))
+
+
+def _shapes_column(codes: np.ndarray, uniques: list) -> pd.Categorical:
+    """The cpu_ops' recorded inputs as a categorical of their JSON text (one category per distinct signature)."""
+    if not uniques or not (codes >= 0).any():
+        return pd.Categorical.from_codes(np.full(len(codes), -1, dtype=np.int32),
+                                         categories=pd.Index([], dtype=object))
+    texts = [_compact(u) for u in uniques]  # per distinct signature, not per event
+    cats, first = np.unique(np.asarray(texts, dtype=object), return_inverse=True)  # equal once compacted: one
+    table = np.append(first.astype(np.int32), np.int32(-1))
+    return _categorical(table[codes], cats.tolist())
+
+
+def _compact(text: bytes) -> str:
+    """The JSON text without the file's indentation (a pretty-printed trace writes each dim on its own line)."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(text)).decode()
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return text.decode("utf-8", "replace")
 
 
 def _code(values: list, v) -> int:
