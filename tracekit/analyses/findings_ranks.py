@@ -22,6 +22,17 @@ def _num(v) -> str:
     return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:g}"
 
 
+def straggler_batch(imb: Result) -> tuple[float | None, float | None]:
+    """(the straggler's bs, the median rank's bs) of an imbalance result: lower medians over the steps it led and
+    over all steps (``tables.by_step``); (None, None) with no straggler."""
+    straggler = imb.summary.get("straggler")
+    by = imb.tables["by_step"]
+    if straggler is None:
+        return None, None
+    led = by[by["straggler"].astype("Float64") == int(straggler["rank"])]
+    return (_lower_median(led["straggler_bs"]) if len(led) else None), _lower_median(by["median_bs"])
+
+
 def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float | None = None) -> Result:
     """`tracekit findings RUN_DIR`: the imbalance findings of every rank of one run. ``imb`` is what
     ``tracekit.imbalance(RUN_DIR)`` returned."""
@@ -47,9 +58,7 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
         cause = causes.mode().iloc[0] if len(causes) else "unknown"
         advice_of = rules["rank_advice"]
         advice = advice_of.get(cause, advice_of["unknown"])
-        led = by[by["straggler"].astype("Float64") == rank]
-        bs = _lower_median(led["straggler_bs"]) if len(led) else None
-        median_bs = _lower_median(by["median_bs"])
+        bs, median_bs = straggler_batch(imb)
         gain = s.get("imbalance_ns_per_step")
         pct = f"{100.0 * gain / step_ns:.1f} %" if gain is not None and step_ns else "–"
         ev = (f"median over {len(by)} step(s) of Σ (last − median arrival): {ms_text(gain or 0)}; median step"

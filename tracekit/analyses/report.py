@@ -7,6 +7,7 @@ communication on the critical path. Each part is the same function its own comma
 from __future__ import annotations
 
 from ..annotation import Annotation, annotate, as_annotation
+from ..errors import UsageError
 from ..result import Result, trace_input
 from ..trace import Trace
 from .allgather import allgather_options, allgather_result, communication, exposure
@@ -23,9 +24,15 @@ from .timeline import step_timeline
 def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
            min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
            steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
-           categories=None, log=None) -> Result:
+           categories=None, log=None, ranks: Result | None = None) -> Result:
     """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
-    memory ledger's rows and the memory findings come too."""
+    memory ledger's rows and the memory findings come too. With ``ranks`` (what ``tracekit.imbalance(RUN_DIR)``
+    returned; ``trace`` is then its reference rank's, the lowest rank id: ``multirank.reference_files``) the ranks
+    part too: ``summary.ranks`` (imbalance per step, the straggler with its bs against the median bs), the tables
+    ``ranks``, ``rank_by_step``, ``rank_steps``, ``rank_collectives``, ``rank_per_collective`` and the rank
+    findings among the findings (docs/multirank.md)."""
+    if ranks is not None and getattr(ranks, "command", None) != "imbalance":
+        raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     ann = as_annotation(ann)
     st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                    source=step_source, steps_file=steps_file)
@@ -107,8 +114,11 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
                                            allgathers=ex.tables["per_ag"] if ex is not None else None,
                                            exposed=ex.tables["intervals"] if ex is not None else None,
                                            categories=categories)
-    return Result(command="report", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
-                  params={"annotation": ann.name if ann else None, "log": log.path if log is not None else None,
-                          **step_params(st),
-                          "group_size": agopts["group_size"], "sizes": agopts["sizes"]},
-                  summary=summary, tables=tables, warnings=warnings)
+    inputs = [trace_input(trace)] + ([{"path": log.path}] if log is not None else [])
+    params = {"annotation": ann.name if ann else None, "log": log.path if log is not None else None,
+              **step_params(st), "group_size": agopts["group_size"], "sizes": agopts["sizes"]}
+    if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
+        from .report_ranks import add_ranks
+
+        inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
+    return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)

@@ -134,11 +134,20 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
     """One trace's decode step end to end: the main report.
 
     Wall time decomposition, block types, AllGathers, exposure, communication and findings. With no TRACE: the
-    bundled sample and its annotation."""
+    bundled sample and its annotation. TRACE may be a directory holding the ranks of one run: then the report of
+    the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
+    batch, every rank's clock offset and waits (tracekit imbalance)."""
+    from .findings_cmds import _run_of_ranks, run_of_ranks_report
+
+    ranks = run_of_ranks_report(trace, step_name, min_step_ms, step_source, steps_file, no_cache) \
+        if _run_of_ranks(trace) else None
+    if ranks is not None:
+        trace = ranks[0]
     ann = annotation_for(trace, annotation)
     agk = ag_opts(ann, group_size, ag_size, local_copy)
     res = report(_load(trace, no_cache, cache_dir), ann,
                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
                  group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"],
-                 categories=categories, log=read_log(log) if log is not None else None)
+                 categories=categories, log=read_log(log) if log is not None else None,
+                 ranks=ranks[1] if ranks is not None else None)
     _output(res, format, out, table)

@@ -37,6 +37,16 @@ def _run_of_ranks(path: Path | None) -> bool:
     return len(ranks) >= 2
 
 
+def run_of_ranks_report(run: Path, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
+    """(the reference rank's file, the run's imbalance result) for `tracekit report RUN_DIR`."""
+    from ..analyses.multirank.api import reference_files
+    from ..sweeps import imbalance
+
+    imb = imbalance(run, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
+                    step_source=step_source.value, steps_file=steps_file, cache=not no_cache)
+    return reference_files(run, imb)[0], imb
+
+
 @app.command(name="findings")
 def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                  log: Annotated[Optional[Path], typer.Option(

@@ -179,3 +179,18 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
               "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
     return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
                   warnings=warnings)
+
+
+def reference_files(paths_or_dir, imb: Result) -> list[Path]:
+    """The files of the reference rank (the lowest rank id) of the run ``imb`` (a ``tracekit.imbalance`` result of
+    ``paths_or_dir``), as found on disk: what `tracekit report RUN_DIR` reports on. Several for sglang's per-stage
+    files (the decode stage first)."""
+    if getattr(imb, "command", None) != "imbalance":
+        raise UsageError("reference_files takes the result of tracekit.imbalance(RUN_DIR)")
+    ref = imb.summary["reference_rank"]
+    mine = {str(i["path"]) for i in imb.inputs if i.get("rank") == ref}
+    ranks, _ = find_ranks(paths_or_dir)
+    files = [f for rf in ranks for f in rf.files if shown_path(f) in mine]
+    if not files:
+        raise InputError(f"the files of rank {ref} are no longer where tracekit imbalance found them; rerun it")
+    return sorted(files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))

@@ -1,0 +1,64 @@
+"""The ranks section of `tracekit report RUN_DIR` for a terminal (issue 28), after the reference rank's report: one
+sentence — the DP imbalance per step and the straggler (who, how often last, its bs against the median's) — then
+the per-rank table (clock offset, steps, times last, total wait), drawn by the same renderer as `tracekit imbalance`
+(``tables.to_text``). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
+``rank_per_collective``) are left to ``--all``, ``-f json`` and `tracekit imbalance`, and said so."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..result import Result
+from .human import fit, safe_text, wrap_prose
+
+SHOWN = ("ranks",)  # drawn in the section
+DETAIL = ("rank_by_step", "rank_steps", "rank_collectives", "rank_per_collective")  # --all or -f json
+SECTION_LINES = 24  # the section's own budget of lines (the report is one screen: report_text.SCREEN_LINES)
+
+
+def _ms(ns) -> str:
+    return "–" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def _bs(v) -> str:
+    return "–" if v is None else f"{v:g}"
+
+
+def ranks_title(r: dict) -> str:
+    return f"ranks of the run — {r.get('ranks')} ranks, reference rank {r.get('reference_rank')} (this report's trace)"
+
+
+def ranks_sentence(r: dict) -> str:
+    """``summary.ranks`` of a report in words."""
+    head = (f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
+            f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
+            f" collective instances ({r.get('unmatched')} unmatched). DP imbalance"
+            f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)")
+    st = r.get("straggler")
+    if st is None:
+        return head + "; no straggler: every collective instance ties within the alignment's residual."
+    return (head + f"; straggler rank {st['rank']}: last at {st['times_last']} of {st['of']} instances that are no"
+            f" tie, its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}.")
+
+
+def ranks_part(result: Result, width: int, all_rows: bool = False) -> tuple[Result, list[str]]:
+    """(``result`` without what the section draws, the section's lines) for a report of a run's ranks; any other
+    result comes back as it is, with no lines."""
+    r = result.summary.get("ranks")
+    if result.command != "report" or not isinstance(r, dict):
+        return result, []
+    from .tables import to_text
+
+    sub = Result(command="imbalance", inputs=[], params={}, summary={},
+                 tables={n: result.tables[n] for n in SHOWN if n in result.tables})
+    lines = [fit(safe_text(ranks_title(r)), width)]
+    lines += wrap_prose(safe_text(ranks_sentence(r)), width)
+    drawn = to_text(sub, width, all_rows=all_rows, max_lines=SECTION_LINES).splitlines()[1:]  # not its title
+    lines += [ln for ln in drawn if ln.strip()]
+    hide = set(SHOWN) | (set() if all_rows else set(DETAIL))
+    left = [n for n in DETAIL if n in result.tables and not all_rows and len(result.tables[n])]
+    if left:
+        lines += wrap_prose("not shown: " + ", ".join(f"{n} ({len(result.tables[n]):,} rows)" for n in left)
+                            + " — --all, -f json or tracekit imbalance RUN_DIR has them", width)
+    summary = {k: v for k, v in result.summary.items() if k != "ranks"}
+    tables = {k: v for k, v in result.tables.items() if k not in hide}
+    return replace(result, summary=summary, tables=tables), lines
