@@ -346,6 +346,9 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
             max_lines: int = MAX_LINES) -> str:
     """``result`` as text for a terminal ``width`` cells wide (default: :func:`terminal_width`)."""
     width = max(20, width or terminal_width())
+    from .ranks_text import ranks_part
+
+    result, ranks_lines = ranks_part(result, width, all_rows)  # report RUN_DIR: its ranks section (issue 28)
     origin = origin_of(result)
     scalars, dicts = [], []
     keysets = [tuple(_scalar(v)) for v in result.summary.values() if isinstance(_scalar(v), dict)]
@@ -388,6 +391,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
         maybe_glossary(summary_measures)
     for lines in lists:
         out += lines
+    out += ranks_lines
     for b in blocks:
         b.shown = min(b.shown, len(b.rows))
         rows = b.rows[: b.shown]
