@@ -3,6 +3,6 @@ tables in a worker (:mod:`.mapper`), global steps and clock offsets (:mod:`.alig
 (:mod:`.attribute`), and the analysis of the reduced tables (:mod:`.api`; ``tracekit.sweeps.imbalance`` maps the files). docs/multirank.md says how."""
 from __future__ import annotations
 
-from .api import RunPlan, imbalance_of_run, plan_run, reduce_point
+from .api import RunPlan, imbalance_of_run, plan_run, reduce_point, reference_files
 
-__all__ = ["RunPlan", "imbalance_of_run", "plan_run", "reduce_point"]
+__all__ = ["RunPlan", "imbalance_of_run", "plan_run", "reduce_point", "reference_files"]
