@@ -21,7 +21,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..result import Result, _scalar, shown_obj, shown_path, table_rows, utf8_text
-from .colors import color_of
+from .colors import color_of, picture_colors
 from .human import ag_measures, column, display_frame, glossary, label_of, origin_of, safe_text, value_text
 
 MAX_ROWS = 500  # rows of one table on the page; the JSON sidecar (and -f json) has every row
@@ -48,7 +48,13 @@ details{margin:6px 0} summary{cursor:pointer;font-weight:600} .warn{color:#8a4b0
 svg{background:#fff;border:1px solid #e2e2e2;border-radius:4px;max-width:100%;height:auto}
 svg text{font:11px system-ui,sans-serif;fill:#333} .legend span{display:inline-block;margin-right:12px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-.lead{font-size:15px;margin:4px 0 8px}
+.lead{font-size:15px;margin:4px 0 8px} .headline{font-size:16px;background:#fff;border:1px solid #ddd;border-radius:4px;padding:8px 12px}
+.finding h3,.finding p{overflow-wrap:anywhere;word-break:break-word} .finding code{word-break:break-all}
+.prov code.cmd{display:block;white-space:pre-wrap;word-break:break-all}
+.timeline .tl-row{display:flex;align-items:flex-start} .timeline .tl-view{flex:1;min-width:0}
+.timeline svg{border:0;border-radius:0} .timeline svg.tl-plot{cursor:grab;width:100%;display:block}
+.timeline svg.tl-axis{width:100%;display:block} .timeline svg.tl-names{flex:none}
+.tl-ctl button{font-size:12px;margin-right:6px}
 """
 
 SORT_JS = """
@@ -83,9 +89,10 @@ def _num(v: Any) -> float | None:
 # --------------------------------------------------------------------------- pictures (plain SVG)
 
 
-def _legend(names: Iterable[str]) -> str:
-    return '<div class="legend">' + "".join(f'<span><i style="background:{color_of(n)}"></i>{esc(n)}</span>'
-                                            for n in dict.fromkeys(names)) + "</div>"
+def _legend(names: Iterable[str], colors: dict[str, str] | None = None) -> str:
+    colors = colors or {}
+    return '<div class="legend">' + "".join(f'<span><i style="background:{colors.get(n) or color_of(n)}"></i>'
+                                            f'{esc(n)}</span>' for n in dict.fromkeys(names)) + "</div>"
 
 
 def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div: float) -> str:
@@ -98,7 +105,9 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div
     cut = (f'<p class="note">the first {len(rows):,} of {total_rows:,} bars drawn; the table below and the JSON sidecar'
            ' hold every one</p>') if total_rows > len(rows) else ""
     top = max(sum(max(v, 0) for _, v in parts) for _, parts in rows) or 1.0
-    label_w, bar_h, gap = 170, 18, 6
+    colors = picture_colors(n for _, parts in rows for n, _ in parts)
+    label_w = int(min(max(170, 6.6 * max(len(str(label)) for label, _ in rows) + 12), 420))  # the labels fit
+    bar_h, gap = 18, 6
     plot_w = CHART_W - label_w - 90
     h = len(rows) * (bar_h + gap) + 10
     out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
@@ -110,52 +119,91 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div
             w = max(v, 0) / top * plot_w
             if w <= 0:
                 continue
-            out.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{color_of(name)}">'
+            out.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{colors[str(name)]}">'
                        f'<title>{esc(name)}: {v / div:,.3f} {unit}</title></rect>')
             x += w
         total = sum(max(v, 0) for _, v in parts)
         out.append(f'<text x="{x + 4:.2f}" y="{y + 13}">{total / div:,.2f} {unit}</text>')
     out.append("</svg>")
-    return "".join(out) + _legend(n for _, parts in rows for n, _ in parts) + cut
+    return "".join(out) + _legend((str(n) for _, parts in rows for n, _ in parts), colors) + cut
 
 
-def _lane_color(lane: str, label: str) -> str:
-    return color_of("exposed") if lane == "exposed" else color_of("step") if lane == "step" else color_of(label)
+FIXED_LANES = ("step", "exposed")  # lanes drawn in their own fixed colour, whatever their label
 
 
-def step_timeline_svg(tl: pd.DataFrame) -> str:
+def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
     """The lanes of one step (tracekit.analyses.timeline): a row per lane, each interval a rectangle coloured by its
-    label, exposed AllGather time red; hovering names it."""
+    label, exposed AllGather time red; hovering names it. With ``zoom`` (the page; a notebook has no script) the
+    plot is its own SVG whose view box the page's script narrows and moves: the wheel zooms around the pointer,
+    dragging pans, the buttons zoom in, out and back; the lane names and the time axis stay put (the axis is
+    rewritten for the view)."""
     if tl.empty:
         return ""
     s0, s1 = int(tl["start_ns"].min()), int(tl["end_ns"].max())
     span = max(1, s1 - s0)
     lanes = list(dict.fromkeys(tl["lane"]))
-    label_w, lane_h, gap = 110, 16, 4
+    labels = list(dict.fromkeys(tl.loc[~tl["lane"].isin(FIXED_LANES), "label"].astype(str)))
+    colors = picture_colors(labels, fixed=[x for x in FIXED_LANES if (tl["lane"] == x).any()])
+    label_w, lane_h, gap = 150, 16, 4
     plot_w = CHART_W - label_w - 10
-    h = len(lanes) * (lane_h + gap) + 30
-    out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
+    h = len(lanes) * (lane_h + gap) + 4
+    names = [f'<svg class="tl-names" viewBox="0 0 {label_w} {h}" width="{label_w}" height="{h}">']
+    plot = [f'<svg class="tl-plot" viewBox="0 0 {plot_w} {h}" width="{plot_w}" height="{h}" '
+            f'preserveAspectRatio="none" role="img" data-span-ns="{span}">']
     for i, lane in enumerate(lanes):
         y = 4 + i * (lane_h + gap)
-        out.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{esc(lane)}</text>')
+        names.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{esc(lane)}<title>{esc(lane)}</title>'
+                     "</text>")
         d = tl[tl["lane"] == lane]
         for label, g in d.groupby("label", sort=True):
-            fill = _lane_color(lane, label)
-            rects = []
-            for a, b in zip(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()):
-                x = label_w + (int(a) - s0) / span * plot_w
-                w = max((int(b) - int(a)) / span * plot_w, 0.3)
-                rects.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{lane_h}"/>')
-            total = int((g["end_ns"] - g["start_ns"]).sum())
-            out.append(f'<g fill="{fill}"><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
-                       f'{total / 1e6:,.3f} ms</title>{"".join(rects)}</g>')
-    axis_y = len(lanes) * (lane_h + gap) + 16
-    for k in range(6):
-        x = label_w + k / 5 * plot_w
-        out.append(f'<text x="{x:.1f}" y="{axis_y}" text-anchor="middle">+{span * k / 5 / 1e6:,.1f} ms</text>')
-    out.append("</svg>")
-    labels = list(dict.fromkeys(tl.loc[~tl["lane"].isin(["exposed", "step"]), "label"]))
-    return "".join(out) + _legend(labels[:40] + (["exposed"] if (tl["lane"] == "exposed").any() else []))
+            fill = colors[lane] if lane in FIXED_LANES else colors[str(label)]
+            a = g["start_ns"].to_numpy(np.int64) - s0
+            b = g["end_ns"].to_numpy(np.int64) - s0
+            xs = a / span * plot_w
+            ws = np.maximum((b - a) / span * plot_w, 0.3)
+            rects = "".join(f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" height="{lane_h}"/>'
+                            for x, w in zip(xs.tolist(), ws.tolist()))
+            total = int((b - a).sum())
+            plot.append(f'<g fill="{fill}"><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
+                        f'{total / 1e6:,.3f} ms</title>{rects}</g>')
+    names.append("</svg>")
+    plot.append("</svg>")
+    ticks = "".join(f'<text x="{k / 5 * plot_w:.1f}" y="14" text-anchor="{"start" if k == 0 else "end" if k == 5 else "middle"}"'
+                    f'>+{span * k / 5 / 1e6:,.2f} ms</text>' for k in range(6))
+    axis = (f'<svg class="tl-axis" viewBox="0 0 {plot_w} 20" width="{plot_w}" height="20" data-span-ns="{span}">'
+            f"{ticks}</svg>")
+    controls = ('<div class="tl-ctl"><button type="button" data-zoom="in">zoom in</button>'
+                '<button type="button" data-zoom="out">zoom out</button>'
+                '<button type="button" data-zoom="reset">whole step</button>'
+                '<span class="note"> wheel over the lanes: zoom around the pointer · drag: pan</span></div>'
+                ) if zoom else ""
+    legend = _legend(labels[:40] + (["exposed"] if (tl["lane"] == "exposed").any() else []), colors)
+    return (f'<div class="timeline">{controls}<div class="tl-row">{"".join(names)}<div class="tl-view">'
+            f'{"".join(plot)}{axis}</div></div>{legend}</div>')
+
+
+TIMELINE_JS = """
+function tkTimeline(el){
+  var plot=el.querySelector('svg.tl-plot'),axis=el.querySelector('svg.tl-axis');if(!plot)return;
+  var vb=plot.viewBox.baseVal,W=vb.width,H=vb.height,span=parseFloat(plot.getAttribute('data-span-ns'));
+  function set(x,w){w=Math.max(W/2000,Math.min(W,w));x=Math.max(0,Math.min(W-w,x));
+    plot.setAttribute('viewBox',x+' 0 '+w+' '+H);
+    if(axis){var t=axis.querySelectorAll('text');for(var k=0;k<t.length;k++){
+      var ms=(x+w*k/(t.length-1))/W*span/1e6;t[k].textContent='+'+ms.toFixed(ms<1?4:ms<100?3:2)+' ms';}}}
+  function zoom(f,frac){var x=vb.x,w=vb.width,c=x+w*(frac==null?0.5:frac);set(c-(c-x)/f,w/f);}
+  el.tkZoom=zoom;el.tkSet=set;
+  plot.addEventListener('wheel',function(e){e.preventDefault();var r=plot.getBoundingClientRect();
+    zoom(e.deltaY<0?1.5:1/1.5,(e.clientX-r.left)/Math.max(r.width,1));},{passive:false});
+  var drag=null;
+  plot.addEventListener('mousedown',function(e){drag={x:e.clientX,vx:vb.x};e.preventDefault();});
+  window.addEventListener('mousemove',function(e){if(!drag)return;var r=plot.getBoundingClientRect();
+    set(drag.vx-(e.clientX-drag.x)/Math.max(r.width,1)*vb.width,vb.width);});
+  window.addEventListener('mouseup',function(){drag=null;});
+  el.querySelectorAll('button[data-zoom]').forEach(function(b){b.addEventListener('click',function(){
+    var z=b.getAttribute('data-zoom');if(z==='in')zoom(2);else if(z==='out')zoom(0.5);else set(0,W);});});
+}
+document.querySelectorAll('.timeline').forEach(tkTimeline);
+"""
 
 
 def ledger_waterfall_svg(rows: dict[str, float]) -> str:
@@ -182,13 +230,14 @@ def ledger_waterfall_svg(rows: dict[str, float]) -> str:
         bars.append((name, bottom, float(v)))
         bottom += float(v)
     top = max(b + v for _, b, v in bars) or 1.0
+    colors = picture_colors(name for name, _, _ in bars)
     h, base, bw = 360, 250, max(24, (CHART_W - 80) // max(len(bars), 1) - 10)
     out = [f'<svg viewBox="0 0 {CHART_W} {h}" width="{CHART_W}" height="{h}" role="img">']
     for i, (name, b, v) in enumerate(bars):
         x = 60 + i * (bw + 10)
         y = base - (b + v) / top * 230
         hh = max(v / top * 230, 0.5)
-        out.append(f'<rect x="{x}" y="{y:.2f}" width="{bw}" height="{hh:.2f}" fill="{color_of(name)}">'
+        out.append(f'<rect x="{x}" y="{y:.2f}" width="{bw}" height="{hh:.2f}" fill="{colors[name]}">'
                    f'<title>{esc(name)}: {v:,.2f} GiB</title></rect>')
         out.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{v:,.1f}</text>')
         out.append(f'<text transform="translate({x + bw / 2:.1f},{base + 12}) rotate(-35)" text-anchor="end" '
@@ -218,8 +267,101 @@ def evenly(df: pd.DataFrame, n: int = MAX_BARS) -> tuple[pd.DataFrame, str]:
                           " (the table below and the JSON sidecar hold every one)")
 
 
-def pictures(result: Result) -> list[tuple[str, str, str]]:
-    """(title, svg, note) for each picture this result's tables allow."""
+def one_step_picture(result: Result) -> tuple[str, str, str] | None:
+    """Where the median step's wall clock goes (the one-step table, by kernel category): a bar per category, the
+    costliest first, each labelled with its share of the wall."""
+    one, s = result.tables.get("one_step"), result.summary
+    if one is None or not len(one) or not {"step", "group_by", "name", "wall_ns"} <= set(one.columns):
+        return None
+    step = s.get("timeline_step", int(one["step"].min()))
+    cat = one[(one["step"] == step) & (one["group_by"] == "category")].sort_values("wall_ns", ascending=False)
+    if not len(cat):
+        return None
+    total = float(pd.to_numeric(cat["wall_ns"], errors="coerce").sum()) or 1.0
+    rows = [(f"{r['name']} ({float(r['wall_ns']) / total * 100:.1f} %)", [(str(r["name"]), float(r["wall_ns"]))])
+            for r in cat.to_dict("records")]
+    return (f"Where step {step}'s wall clock goes, by kernel category", stacked_bars(rows, "ms", 1e6),
+            f"the median step ({total / 1e6:,.3f} ms): every ns of it charged to one category, so the bars sum exactly"
+            " to the wall; the one_step table below has the same rows")
+
+
+def layer_section(result: Result) -> tuple[str, str, str] | None:
+    """The layers (or an annotation's blocks) of the median step: a column per layer in the order they ran, its
+    height the layer's wall, coloured by layer type; then a table of the layer types by cost and one of every
+    layer. From the report's timeline lane of layers or blocks and, for automatic layers, its layers table."""
+    t, s = result.tables, result.summary
+    tl = t.get("timeline")
+    if tl is None or not len(tl) or not {"lane", "label", "start_ns", "end_ns"} <= set(tl.columns):
+        return None
+    lane = "layers" if (tl["lane"] == "layers").any() else "blocks" if (tl["lane"] == "blocks").any() else None
+    if lane is None:
+        return None
+    step = s.get("timeline_step")
+    rows = tl[tl["lane"] == lane].sort_values("start_ns", kind="stable")
+    start = rows["start_ns"].to_numpy(np.int64)
+    wall = rows["end_ns"].to_numpy(np.int64) - start
+    kinds = rows["label"].astype(str).tolist()
+    kernel_ns = kernels = None
+    lay = t.get("layers")
+    if lane == "layers" and lay is not None and len(lay) and {"step", "start_ns", "kernel_ns"} <= set(lay.columns):
+        mine = lay[lay["step"] == step].set_index("start_ns")
+        kernel_ns = mine["kernel_ns"].reindex(start).to_numpy(float)
+        kernels = mine["kernels"].reindex(start).to_numpy(float) if "kernels" in mine.columns else None
+    word = "layer" if lane == "layers" else "block"
+    s0 = int(tl["start_ns"].min())
+    table = pd.DataFrame({word: np.arange(len(rows)), f"{word}_type": kinds, "start_ms": (start - s0) / 1e6,
+                          "wall_ms": wall / 1e6})
+    if kernel_ns is not None:
+        table["kernel_ms"] = kernel_ns / 1e6
+        if kernels is not None:
+            table["kernels"] = pd.array(kernels, dtype="Int64") if np.isfinite(kernels).all() else kernels
+    by_type = (table.groupby(f"{word}_type", sort=False)
+               .agg(**{f"{word}s": (word, "size"), "wall_ms": ("wall_ms", "sum"),
+                       **({"kernel_ms": ("kernel_ms", "sum")} if "kernel_ms" in table else {})})
+               .sort_values("wall_ms", ascending=False).reset_index())
+    by_type.insert(3, "wall_pct", by_type["wall_ms"] / max(float(table["wall_ms"].sum()), 1e-12) * 100)
+    by_type["mean_wall_ms"] = by_type["wall_ms"] / by_type[f"{word}s"]
+    colors = picture_colors(by_type[f"{word}_type"].tolist())
+    n = len(table)
+    label_w, plot_h, top_pad = 50, 200, 10
+    plot_w = CHART_W - label_w - 10
+    cw = plot_w / max(n, 1)
+    top = float(table["wall_ms"].max()) or 1.0
+    out = [f'<svg class="layers" viewBox="0 0 {CHART_W} {plot_h + 40}" width="{CHART_W}" height="{plot_h + 40}" '
+           'role="img">']
+    for k in range(5):
+        y = top_pad + plot_h - k / 4 * plot_h
+        out.append(f'<line x1="{label_w}" x2="{CHART_W - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+                   f'<text x="{label_w - 4}" y="{y + 4:.1f}" text-anchor="end">{top * k / 4:,.2f}</text>')
+    for i, (kind, w) in enumerate(zip(kinds, table["wall_ms"].tolist())):
+        hh = max(w / top * plot_h, 0.5)
+        extra = (f", kernels {table['kernel_ms'].iat[i]:,.3f} ms" if "kernel_ms" in table and
+                 np.isfinite(table["kernel_ms"].iat[i]) else "")
+        out.append(f'<rect x="{label_w + i * cw:.2f}" y="{top_pad + plot_h - hh:.2f}" width="{max(cw * 0.85, 0.5):.2f}"'
+                   f' height="{hh:.2f}" fill="{colors[kind]}"><title>{word} {i}: {esc(kind)} · wall {w:,.3f} ms'
+                   f"{extra}</title></rect>")
+    tick_every = max(1, math.ceil(n / 20))
+    for i in range(0, n, tick_every):
+        out.append(f'<text x="{label_w + (i + 0.42) * cw:.1f}" y="{top_pad + plot_h + 14}" text-anchor="middle">{i}'
+                   "</text>")
+    out.append(f'<text x="{label_w - 4}" y="{top_pad + plot_h + 14}" text-anchor="end">{word}</text>'
+               f'<text x="4" y="{top_pad - 1}">ms</text></svg>')
+    origin = origin_of(result)
+    html_ = ("".join(out) + _legend(by_type[f"{word}_type"].tolist(), colors)
+             + f"<p><b>{word.capitalize()} types by cost</b></p>"
+             + table_html(f"{word}_types_step", by_type, origin)
+             + f"<details><summary>every {word} of step {step} ({n:,} rows)</summary>"
+             + table_html(f"{word}s_step", table, origin) + "</details>")
+    note = (f"a column per {word} of step {step} in the order they ran, its height the {word}'s wall (from its start"
+            f" to the next {word}'s), coloured by {word} type"
+            + ("; kernel ms: the kernel time inside it, summed over every stream" if kernel_ns is not None else "")
+            + "; hover a column for its numbers")
+    return f"{word.capitalize()}s of step {step} (the median step)", html_, note
+
+
+def pictures(result: Result, *, page: bool = True) -> list[tuple[str, str, str]]:
+    """(title, svg, note) for each picture this result's tables allow (the one-step picture and the layers come
+    first on the page, from :func:`one_step_picture` and :func:`layer_section`)."""
     t, s, out = result.tables, result.summary, []
     wall = t.get("wall") if "wall" in t else (t.get("per_step") if result.command == "wall" else None)
     if wall is not None and len(wall) and {"busy_ns", "ag_only_ns", "idle_ns"} <= set(wall.columns):
@@ -229,15 +371,6 @@ def pictures(result: Result) -> list[tuple[str, str, str]]:
                     stacked_bars(_wall_rows(drawn), "ms", 1e6),
                     "; ".join(x for x in (sampled.replace("rows", "steps"), glossary(ag_measures(["ag_only", "idle"])))
                               if x)))
-    one = t.get("one_step")
-    if one is not None and len(one) and {"step", "group_by", "name", "wall_ns"} <= set(one.columns):
-        step = s.get("timeline_step", int(one["step"].min()))
-        cat = one[(one["step"] == step) & (one["group_by"] == "category")].sort_values("wall_ns", ascending=False)
-        if len(cat):
-            out.append((f"Where step {step}'s wall clock goes, by kernel category",
-                        stacked_bars([(f"step {step}", [(str(r["name"]), float(r["wall_ns"])) for _, r in
-                                                        cat.iterrows()])], "ms", 1e6),
-                        "every ns of the step charged to one category; the parts sum exactly to the wall"))
     bt = t.get("block_types")
     if bt is not None and len(bt) and {"block_type", "kernel_ns"} <= set(bt.columns) and "step" in bt.columns:
         med = bt.groupby("block_type")["kernel_ns"].median().sort_values(ascending=False)
@@ -246,9 +379,10 @@ def pictures(result: Result) -> list[tuple[str, str, str]]:
                     "kernel time summed over every stream, so it can exceed the wall where streams overlap"))
     tl = t.get("timeline")
     if tl is not None and len(tl) and {"lane", "label", "start_ns", "end_ns"} <= set(tl.columns):
-        out.append((f"Step {s.get('timeline_step', '')} timeline (the median step)", step_timeline_svg(tl),
+        out.append((f"Step {s.get('timeline_step', '')} timeline (the median step)", step_timeline_svg(tl, zoom=page),
                     "lanes: the step, its blocks or layers, each GPU stream by kernel category, the weight "
-                    "AllGathers and the exposed AllGather time (red); hover for names and totals"))
+                    "AllGathers and the exposed AllGather time (red); hover for names and totals"
+                    + ("; zoom with the wheel or the buttons, drag to pan" if page else "")))
     led = t.get("ledger")
     if led is not None and len(led) and {"row", "value"} <= set(led.columns):
         rows = {str(r["row"]): _num(r["value"]) for _, r in led.iterrows() if _num(r["value"]) is not None}
@@ -470,24 +604,37 @@ def rank_step_waits(result: Result) -> tuple[str, str, str] | None:
 # --------------------------------------------------------------------------- sections
 
 
+def _finding_html(r: dict) -> str:
+    if _num(r.get("gain_gib")) is not None:
+        gain = f"{float(r['gain_gib']):.2f} GiB"
+    elif _num(r.get("gain_ms_per_step")) is not None:
+        pct = _num(r.get("gain_pct"))
+        gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
+    else:
+        gain = "no number (not measured)"
+    minor = bool(_scalar(r.get("minor")))
+    title = str(r.get("title") or "")
+    return (f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
+            f'<h3 title="{esc(title)}">{int(r["rank"])}. {esc(title)}<span class="tag">{esc(r.get("basis") or "")}'
+            f'</span>{"<span class=tag>minor</span>" if minor else ""}</h3>'
+            f'<p><b>How:</b> {esc(r.get("how") or "")}</p><p><b>Evidence:</b> {esc(r.get("evidence") or "")}</p>'
+            f'<p><b>Try:</b> {esc(r.get("suggestion") or "")}</p>'
+            f'<p><b>See:</b> <code>{esc(r.get("command") or "")}</code></p></div>')
+
+
 def findings_html(df: pd.DataFrame) -> str:
-    out = []
-    for _, r in df.iterrows():
-        if _num(r.get("gain_gib")) is not None:
-            gain = f"{float(r['gain_gib']):.2f} GiB"
-        elif _num(r.get("gain_ms_per_step")) is not None:
-            pct = _num(r.get("gain_pct"))
-            gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
-        else:
-            gain = "no number (not measured)"
-        minor = bool(r.get("minor"))
-        out.append(f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
-                   f'<h3>{int(r["rank"])}. {esc(r["title"])}<span class="tag">{esc(r["basis"])}</span>'
-                   f'{"<span class=tag>minor</span>" if minor else ""}</h3>'
-                   f'<p><b>How:</b> {esc(r.get("how") or "")}</p><p><b>Evidence:</b> {esc(r.get("evidence") or "")}</p>'
-                   f'<p><b>Try:</b> {esc(r.get("suggestion") or "")}</p>'
-                   f'<p><b>See:</b> <code>{esc(r.get("command") or "")}</code></p></div>')
-    return "".join(out)
+    """The findings, ranked: the major ones as cards, the minor ones (``minor``: under the thresholds) behind one
+    closed ``<details>`` after them. A long name wraps inside its card (its full text on hover)."""
+    rows = df.to_dict("records")
+    major = [r for r in rows if not bool(_scalar(r.get("minor")))]
+    minor = [r for r in rows if bool(_scalar(r.get("minor")))]
+    out = "".join(_finding_html(r) for r in major)
+    if not major:
+        out += '<p class="note">no finding above the thresholds (docs/findings.md: --min-pct)</p>'
+    if minor:
+        out += (f'<details class="minor-findings"><summary>{len(minor):,} minor finding{"s" if len(minor) != 1 else ""}'
+                " (each under the thresholds)</summary>" + "".join(_finding_html(r) for r in minor) + "</details>")
+    return out
 
 
 def summary_html(result: Result) -> str:
@@ -520,27 +667,170 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
             f'<tbody>{"".join(body)}</tbody></table>{note}')
 
 
-def _command_line(result: Result) -> str:
-    paths = _names_title(result)[0]
-    opts = []
+# a result's parameter (the Python function's name) -> the CLI option that sets it, where the two names differ
+PARAM_OPTIONS = {"sizes": "ag_size", "ann": "annotation"}
+
+
+def _click_command(command: str):
+    """The click command of ``tracekit COMMAND`` (sub-commands as "group sub"), or None."""
+    try:
+        import typer.main
+
+        from ..cli import app
+    except ImportError:  # pragma: no cover - the CLI's dependencies are part of tracekit
+        return None
+    cmd = typer.main.get_command(app)
+    for part in command.split():
+        cmd = getattr(cmd, "commands", {}).get(part)
+        if cmd is None:
+            return None
+    return cmd
+
+
+def _option_args(opt, value) -> list[str]:
+    """``value`` written as the CLI option ``opt`` takes it (repeated for a list or a TYPE=VALUE mapping)."""
+    flag = min(opt.opts, key=len) if any(not o.startswith("--") for o in opt.opts) else opt.opts[0]
+    if opt.is_flag:
+        return [flag] if value else []
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in (flag, f"{k}={v}")]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in (flag, str(v))] if opt.multiple else [flag, ",".join(map(str, value))]
+    return [flag, str(value)]
+
+
+def command_args(result: Result, rel=None) -> list[str]:
+    """The command line that computes this result again, from the CLI's own options: each parameter the command has
+    an option for (by its name, ``PARAM_OPTIONS``, or an ``*_ns`` parameter given in ms by ``--*-ms``), those left at
+    the option's default left out; the inputs that no option took are the arguments. ``rel`` shows a path."""
+    rel = rel or (lambda x: x)
+    cmd = _click_command(result.command)
+    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    if cmd is None:
+        return ["tracekit", *result.command.split(), *map(rel, names)]
+    # typer carries its own copy of click: options and arguments told apart by what they say they are
+    opts = {p.name: p for p in cmd.params if getattr(p, "param_type_name", "") == "option"}
+    args, used = [], set()
     for k, v in result.params.items():
-        if v in (None, False, [], {}, ""):
+        name = PARAM_OPTIONS.get(k, k)
+        if name not in opts and k.endswith("_ns") and f"{k[:-3]}_ms" in opts and _num(v) is not None:
+            name, v = f"{k[:-3]}_ms", float(v) / 1e6
+            v = int(v) if float(v).is_integer() else v
+            if v == 0:
+                continue
+        opt = opts.get(name)
+        if opt is None:
             continue
-        opts.append(f"--{k.replace('_', '-')}" + ("" if v is True else f" {json.dumps(v) if not isinstance(v, str) else v}"))
-    return " ".join(["tracekit", result.command, *paths, *opts])
+        default = getattr(opt.default, "value", opt.default)  # an enum choice's default by its value
+        if v in (None, "", [], {}) or v == default or (opt.is_flag and not v):
+            continue
+        if isinstance(v, str) and v in names:
+            used.add(v)
+            v = rel(v)
+        args += _option_args(opt, v)
+    positional = [n for n in names if n not in used]
+    n_args = sum(p.nargs if p.nargs > 0 else len(positional) for p in cmd.params
+                 if getattr(p, "param_type_name", "") == "argument")
+    return ["tracekit", *result.command.split(), *map(rel, positional[:n_args]), *args]
+
+
+def _command_line(result: Result, rel=None) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in command_args(result, rel))
+
+
+def _relative(path: str) -> str:
+    """``path`` as seen from where the command ran (the current directory); a path on another drive by its name."""
+    import os
+
+    if not os.path.isabs(path):
+        return path
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return os.path.basename(path)
+
+
+def _path_fixes(result: Result) -> list[tuple[str, str]]:
+    """(text, replacement) pairs that make the page's paths relative to the current directory: every absolute path
+    among the inputs and the parameters (raw and as HTML-escaped), then the current directory and the home folder
+    as prefixes, longest first."""
+    import os
+
+    paths = {str(i.get("path")) for i in result.inputs if i.get("path")}
+    paths |= {v for v in result.params.values() if isinstance(v, str) and os.path.isabs(v)}
+    fixes = {p: _relative(p) for p in paths if os.path.isabs(p)}
+    cwd = os.getcwd()
+    if cwd not in ("/", ""):
+        fixes[cwd.rstrip(os.sep) + os.sep] = ""
+    home = os.path.expanduser("~")
+    if home not in ("/", "", "~"):
+        fixes[home.rstrip(os.sep) + os.sep] = "~" + os.sep
+    out = []
+    for k, v in sorted(fixes.items(), key=lambda kv: -len(kv[0])):
+        out.append((k, v))
+        if esc(k) != k:
+            out.append((esc(k), esc(v)))
+    return out
+
+
+def relative_paths(text: str, fixes: list[tuple[str, str]]) -> str:
+    """``text`` with each absolute path of ``fixes`` replaced, in one pass (a replacement is never replaced again)
+    and only where the path starts (not inside a longer relative path that ends with it)."""
+    keys = [k for k, _ in fixes if k in text]
+    if not keys:
+        return text
+    table = dict(fixes)
+    pat = re.compile(r"(?<![\w.~/-])(?:" + "|".join(re.escape(k) for k in keys) + ")")
+    return pat.sub(lambda m: table[m.group(0)], text)
 
 
 def _names_title(result: Result) -> tuple[list[str], str]:
-    """The inputs' names, and the page's title (the command and the first input's file name)."""
-    names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
+    """The inputs' names (relative to the current directory), and the page's title (the command and the first input's
+    file name)."""
+    names = [_relative(str(i.get("path") or i.get("label"))) for i in result.inputs if i.get("path") or i.get("label")]
     return names, f"tracekit {result.command}" + (f" · {names[0].rsplit('/', 1)[-1]}" if names else "")
 
 
+def headline_html(result: Result) -> str:
+    """One sentence from the summary: the median step, what it is made of, and the top finding."""
+    s = result.summary
+    wall = _num(s.get("median_wall_ns"))
+    if wall is None:
+        return ""
+    parts = [f"Median step {value_text('median_wall_ns', wall)}"
+             + (f" over {int(s['steps']):,} step{'s' if int(s['steps']) != 1 else ''}" if _num(s.get("steps")) else "")]
+    shares = [(k, _num(s.get(f"median_{k}_ns"))) for k in ("busy", "ag_only", "idle")]
+    words = {"busy": "busy", "ag_only": "only AllGather copies", "idle": "idle"}
+    shares = [f"{v / wall * 100:.0f} % {words[k]}" for k, v in shares if v is not None and v > 0 and wall > 0]
+    if shares:
+        parts.append(", ".join(shares))
+    one = result.tables.get("one_step")
+    if one is not None and len(one) and {"step", "group_by", "name", "wall_pct"} <= set(one.columns):
+        cat = one[(one["step"] == s.get("timeline_step", one["step"].min())) & (one["group_by"] == "category")]
+        if len(cat):
+            top = cat.sort_values("wall_pct", ascending=False).iloc[0]
+            parts.append(f"the costliest category is {top['name']} ({float(top['wall_pct']):.0f} % of the wall)")
+    lead = "; ".join(parts) + "."
+    if s.get("top_finding"):
+        lead += f" Top finding: {s['top_finding']}."
+    return f'<p class="lead headline">{esc(lead)}</p>'
+
+
 def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, page: bool = True) -> list[str]:
-    """The parts of a result's HTML, in order (the page and the notebook display share them)."""
+    """The parts of a result's HTML, in order (the page and the notebook display share them): the headline and the
+    one-step picture first, then the findings (the minor ones collapsed), the ranks' waits, the layers, the summary,
+    the other pictures, warnings, health, tables and how the numbers were obtained. Paths are shown relative to the
+    current directory (where the command ran)."""
+    fixes = _path_fixes(result)
     names, title = _names_title(result)
     parts = [f"<h1>{esc(title)}</h1>",
-             f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>']
+             f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>',
+             headline_html(result)]
+    one = one_step_picture(result)
+    if one is not None:
+        parts.append(f"<h2>{esc(one[0])}</h2>{one[1]}" + (f'<p class="note">{esc(one[2])}</p>' if one[2] else ""))
     f = result.tables.get("findings")
     if f is not None and len(f) and {"rank", "title"} <= set(f.columns):
         parts.append("<h2>Findings</h2>" + '<p class="note">ranked by gain; gains overlap, so they do not add up</p>'
@@ -549,8 +839,11 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     if waits is not None:
         wtitle, whtml, wnote = waits
         parts.append(f"<h2>{esc(wtitle)}</h2>{whtml}" + (f'<p class="note">{esc(wnote)}</p>' if wnote else ""))
+    lay = layer_section(result)
+    if lay is not None:
+        parts.append(f"<h2>{esc(lay[0])}</h2>{lay[1]}" + (f'<p class="note">{esc(lay[2])}</p>' if lay[2] else ""))
     parts.append("<h2>Summary</h2>" + summary_html(result))
-    for ptitle, svg, note in pictures(result):
+    for ptitle, svg, note in pictures(result, page=page):
         parts.append(f"<h2>{esc(ptitle)}</h2>{svg}" + (f'<p class="note">{esc(note)}</p>' if note else ""))
     if result.warnings:
         parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings)
@@ -567,7 +860,7 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     for name, df in result.tables.items():
         if not len(df) or (name == "health" and "check" in df.columns) or (name == "timeline" and "lane" in df.columns):
             continue
-        parts.append(f"<details{' open' if name in ('findings', 'wall', 'one_step', 'matched') else ''}>"
+        parts.append(f"<details{' open' if name in ('wall', 'one_step', 'matched') else ''}>"
                      f"<summary>{esc(name)} ({len(df):,} rows)</summary>"
                      f"{table_html(name, df, origin, rows=rows, more=more)}</details>")
     tl = result.tables.get("timeline")
@@ -577,12 +870,13 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     if page:
         params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
         parts.append('<h2>How these numbers were obtained</h2><div class="prov">'
-                     f"<p>Command: <code>{esc(_command_line(result))}</code></p>"
+                     f'<p>Command (run from the folder the paths are relative to): <code class="cmd">'
+                     f"{esc(_command_line(result, _relative))}</code></p>"
                      f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
                      "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
                      f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in result.inputs)}</ul>"
                      f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
-    return parts
+    return [relative_paths(p, fixes) for p in parts if p]
 
 
 def scoped_css(scope: str) -> str:
@@ -604,4 +898,4 @@ def to_html(result: Result) -> str:
     return utf8_text("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
-            f"<script>{SORT_JS}</script></body></html>\n")  # valid UTF-8 whatever the names
+            f"<script>{SORT_JS}{TIMELINE_JS}</script></body></html>\n")  # valid UTF-8 whatever the names
