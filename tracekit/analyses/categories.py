@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import schema
 from ..errors import DataFileError, InputError
+from ..regexes import bounded
 
 OTHER = "other"
 SHIPPED = "tracekit/data/categories.json"
@@ -133,7 +134,8 @@ def _parse_categories(doc: dict, src: str) -> dict[str, CategoryInfo]:
     return out
 
 
-def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo]) -> list[CategoryRule]:
+def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool = False) -> list[CategoryRule]:
+    """``user``: a user's file, whose patterns run time-bounded (tracekit's own are linear, tested, and use ``re``)."""
     rules = doc.get("rules", [])
     if not isinstance(rules, list):
         raise DataFileError(f"{src}: $.rules must be a list of rules")
@@ -155,10 +157,13 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo]) -> list[Ca
         if "pattern" in r:
             if not isinstance(r["pattern"], str):
                 raise DataFileError(f"{src}: {where}.pattern must be a regular expression string")
-            try:
-                pattern = re.compile(r["pattern"], re.ASCII)
-            except re.error as exc:
-                raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
+            if user:
+                pattern = bounded(r["pattern"], f"{src}: {where}.pattern", DataFileError, re.ASCII)
+            else:
+                try:
+                    pattern = re.compile(r["pattern"], re.ASCII)
+                except re.error as exc:
+                    raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
         kinds = _strings(r["kind"], f"{where}.kind", src) if "kind" in r else None
         if kinds and any(k not in _KINDS for k in kinds):
             raise DataFileError(f"{src}: {where}.kind must be among {', '.join(_KINDS)}")
@@ -175,7 +180,7 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo]) -> list[Ca
             raise DataFileError(f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
                                 " stream_has_copy_kind), so it would match everything")
         out.append(CategoryRule(cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}",
-                                _lowered(r["pattern"]) if pattern is not None else None))
+                                _lowered(r["pattern"]) if pattern is not None and not user else None))
     return out
 
 
@@ -217,7 +222,7 @@ def load_categories(path: str | Path | None = None) -> CategoryRules:
     doc = _read(p)
     user_cats = _parse_categories(doc, str(p))
     cats = {**base.categories, **user_cats}
-    rules = _parse_rules(doc, str(p), cats)
+    rules = _parse_rules(doc, str(p), cats, user=True)
     order = tuple(c for c in base.order if c != OTHER) + tuple(c for c in user_cats if c not in base.categories)
     return CategoryRules(tuple(rules) + base.rules, cats, (str(p),) + base.sources, order + (OTHER,))
 

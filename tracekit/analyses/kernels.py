@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import MissingDataError, UsageError
+from ..regexes import bounded
 from ..result import Result, trace_input
 from ..trace import Trace
 from .info import gpu_span_and_busy
@@ -41,10 +42,7 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
                                " GPU activity (ProfilerActivity.CUDA)")
     _, _, _, busy = gpu_span_and_busy(ev)
     if match is not None:
-        try:
-            pat = re.compile(match)
-        except re.error as exc:
-            raise UsageError(f"--match {match!r} is not a valid regular expression ({exc})") from exc
+        pat = bounded(match, "--match")  # a user's pattern: time-bounded, one sentence if invalid
         names = kernels["name"].cat.categories
         keep = [n for n in names if pat.search(n)]
         kernels = kernels[kernels["name"].isin(keep)]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataFileError, InputError, MissingDataError
+from ..regexes import bounded
 
 FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
 _FLOAT_SUFFIXES = ("_gib", "_mib", "_s")
@@ -184,18 +185,22 @@ def _read_json(text: str, source: str) -> Any:
         raise DataFileError(f"{source} is not valid JSON ({exc}); fix the file") from exc
 
 
-def _compile(source: str, where: str, pattern: Any, placeholders: dict[str, str] | None = None) -> re.Pattern:
+def _compile(source: str, where: str, pattern: Any, placeholders: dict[str, str] | None = None,
+             user: bool = False) -> re.Pattern:
+    """``user``: a user's pattern file, whose regexes run time-bounded (the shipped ones are linear and tested)."""
     if not isinstance(pattern, str) or not pattern:
         raise DataFileError(f"{source}: {where} must be a non-empty regular expression string")
     for name, sub in (placeholders or {}).items():
         pattern = pattern.replace("{" + name + "}", sub)
+    if user:
+        return bounded(pattern, f"{source}: {where}", DataFileError)  # type: ignore[return-value]
     try:
         return re.compile(pattern)
     except re.error as exc:
         raise DataFileError(f"{source}: {where} is not a valid regular expression ({exc})") from exc
 
 
-def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str]) -> PatternSet:
+def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str], user: bool = False) -> PatternSet:
     """Validate and compile one pattern-set document; errors name the file and the JSON path."""
     if not isinstance(doc, dict):
         raise DataFileError(f"{source}: the top level must be a JSON object with 'name' and 'patterns'")
@@ -217,7 +222,7 @@ def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str]) -> Pa
         for key in ("kind", "contains", "regex", "example"):
             if not isinstance(p.get(key), str) or not p.get(key):
                 raise DataFileError(f"{source}: {where}.{key} must be a non-empty string")
-        regex = _compile(source, f"{where}.regex", p["regex"], placeholders)
+        regex = _compile(source, f"{where}.regex", p["regex"], placeholders, user)
         reserved = sorted(set(regex.groupindex) & RESERVED_FIELDS)
         if reserved:
             raise DataFileError(f"{source}: {where}.regex uses the reserved group name {reserved[0]!r}; rename it")
@@ -316,7 +321,7 @@ def _load_grammar(extra: tuple[str, ...]) -> Grammar:
         raise DataFileError(f"{common_src}: $.placeholders must map names to regular expressions")
     comp = {k: _compile(common_src, f"$.{k}", common.get(k))
             for k in ("line_prefix", "rank_tag", "level_source", "ansi", "memory_hint")}
-    user_sets = [parse_pattern_set(_read_json(t, s), s, ph) for s, t in _user_files(extra)]
+    user_sets = [parse_pattern_set(_read_json(t, s), s, ph, user=True) for s, t in _user_files(extra)]
     sets = [parse_pattern_set(_read_json(t, s), s, ph) for s, t in builtin if not s.endswith("/_common.json")
             and not Path(s).name.startswith("_")]
     sets.sort(key=lambda s: -s.priority)
