@@ -10,7 +10,13 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "tracekit"
 # layer rank: a module may import only from its own rank or lower ones
 RANKS = {"errors": 0, "_version": 0, "events": 1, "regexes": 1, "schema": 1, "intervals": 1, "result": 1, "trace": 1, "data": 1, "ingest": 2,
-         "annotation": 3, "analyses": 4, "render": 5, "exporters": 5, "sweeps": 5, "cli": 6, "__init__": 6, "__main__": 6}
+         "annotation": 3, "analyses": 4, "render": 5, "exporters": 5, "sweeps": 5, "cli": 6, "__init__": 6, "__main__": 6,
+         "registry": 6}
+# the one upward import allowed, each with its reason: (importing file, imported module) -> why
+UPWARD_ALLOWED = {
+    ("result.py", "render.notebook"): "a Result's notebook display (_repr_html_) is drawn by the notebook renderer,"
+                                      " imported only when a notebook shows one",
+}
 MODEL_STRINGS = ["memcpy128", "kda_", "ncclDevKernel", "deep_ep", "scheduler.run_batch", "Cijk_", "nvjet",
                  "flash_fwd", "act_and_mul", "FusedAddRMSNorm", "deep_gemm", "flashinfer", "GemmType",
                  "paged_attention", "fmha"]
@@ -21,11 +27,38 @@ def _layer(path: Path) -> str:
     return rel[0].removesuffix(".py")
 
 
+def _import_module_target(node: ast.AST, path: Path, pkg: Path) -> tuple[str, ...] | None:
+    """``import_module("tracekit.x.y")`` or ``import_module(".x", __name__)``/``(".x", __package__)`` with a
+    constant string: the module it imports, as path parts under the package (else None)."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)):
+        return None
+    func = node.func
+    if not ((isinstance(func, ast.Name) and func.id == "import_module")
+            or (isinstance(func, ast.Attribute) and func.attr == "import_module")):
+        return None
+    name = node.args[0].value
+    if name.split(".")[0] == "tracekit":
+        return tuple(name.split(".")[1:])
+    level = len(name) - len(name.lstrip("."))
+    if level == 0 or len(node.args) < 2 and not node.keywords:
+        return None
+    base = list(path.relative_to(pkg).parts[:-1])  # __name__ of a package's __init__ or __package__: its folder
+    if path.name != "__init__.py" and isinstance(node.args[-1], ast.Name) and node.args[-1].id == "__name__":
+        return None  # relative to a plain module's own name: not a package, import_module refuses it
+    base = base[: len(base) - (level - 1)]
+    return tuple(base + [p for p in name[level:].split(".") if p])
+
+
 def _targets(path: Path, pkg: Path = PKG) -> set[tuple[str, ...]]:
-    """The tracekit modules a file imports, as path parts under the package (``()`` is the package root)."""
+    """The tracekit modules a file imports, as path parts under the package (``()`` is the package root): its
+    import statements and its ``import_module`` calls with a constant name."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level > 0:
+        target = _import_module_target(node, path, pkg)
+        if target is not None:
+            out.add(target)
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
             base = list(path.relative_to(pkg).parts[:-1])
             base = base[: len(base) - (node.level - 1)]
             mod = base + (node.module.split(".") if node.module else [])
@@ -38,18 +71,20 @@ def _targets(path: Path, pkg: Path = PKG) -> set[tuple[str, ...]]:
     return out
 
 
-def _imports(path: Path, pkg: Path = PKG) -> set[str]:
-    """The layers a file imports; the package root itself is layer ``__init__``."""
-    return {t[0].removesuffix(".py") if t else "__init__" for t in _targets(path, pkg)}
+def _imports(path: Path, pkg: Path = PKG, allowed: dict = UPWARD_ALLOWED) -> set[str]:
+    """The layers a file imports (less its allowed upward imports); the package root itself is layer ``__init__``."""
+    rel = path.relative_to(pkg).as_posix()
+    return {t[0].removesuffix(".py") if t else "__init__" for t in _targets(path, pkg)
+            if (rel, ".".join(t)) not in allowed}
 
 
-def _violations(pkg: Path) -> list[str]:
+def _violations(pkg: Path, allowed: dict = UPWARD_ALLOWED) -> list[str]:
     bad = []
     for path in pkg.rglob("*.py"):
         me = path.relative_to(pkg).parts[0].removesuffix(".py")
         if me not in RANKS:
             continue
-        for dep in _imports(path, pkg):
+        for dep in _imports(path, pkg, allowed):
             if dep in RANKS and RANKS[dep] > RANKS[me]:
                 bad.append(f"{path.relative_to(pkg)} imports {dep}")
     return bad
@@ -58,6 +93,30 @@ def _violations(pkg: Path) -> list[str]:
 def test_imports_point_one_way():
     bad = _violations(PKG)
     assert not bad, bad
+
+
+def test_every_allowed_upward_import_is_still_made():
+    """An allowance whose import is gone is removed, so that the list says only what is true."""
+    made = {(f, m) for f, m in UPWARD_ALLOWED if tuple(m.split(".")) in _targets(PKG / f)}
+    assert made == set(UPWARD_ALLOWED)
+    unallowed = _violations(PKG, allowed={})
+    assert all(f"{f} imports {m.split('.')[0]}" in unallowed for f, m in UPWARD_ALLOWED), unallowed
+
+
+def test_the_layer_check_reads_import_module_strings(tmp_path):
+    """A module name in an ``import_module`` string is an import like any other: planted upward ones are caught."""
+    pkg = tmp_path / "tracekit"
+    (pkg / "analyses").mkdir(parents=True)
+    (pkg / "render").mkdir()
+    for f in ("__init__.py", "schema.py", "analyses/__init__.py", "render/__init__.py", "render/notebook.py"):
+        (pkg / f).write_text("")
+    (pkg / "analyses" / "fine.py").write_text("from importlib import import_module\nimport_module('tracekit.schema')\n")
+    (pkg / "analyses" / "absolute.py").write_text(
+        "import importlib\nimportlib.import_module('tracekit.render.notebook')\n")
+    (pkg / "analyses" / "__init__.py").write_text(
+        "from importlib import import_module\nimport_module('..render', __name__)\n")
+    assert sorted(_violations(pkg, allowed={})) == ["analyses/__init__.py imports render",
+                                                    "analyses/absolute.py imports render"]
 
 
 def test_the_layer_check_sees_relative_imports_of_the_package_root(tmp_path):
@@ -74,7 +133,8 @@ def test_the_layer_check_sees_relative_imports_of_the_package_root(tmp_path):
 
 def test_no_two_modules_import_each_other():
     mods = {p.relative_to(PKG).with_suffix("").parts: p for p in PKG.rglob("*.py")}
-    edges = {m: {t for t in _targets(p) if t in mods and t != m} for m, p in mods.items()}
+    allowed = {(tuple(Path(f).with_suffix("").parts), tuple(m.split("."))) for f, m in UPWARD_ALLOWED}
+    edges = {m: {t for t in _targets(p) if t in mods and t != m and (m, t) not in allowed} for m, p in mods.items()}
     pairs = sorted({tuple(sorted((".".join(a), ".".join(b)))) for a, deps in edges.items() for b in deps
                     if a in edges.get(b, set())})
     assert not pairs, pairs

@@ -4,63 +4,59 @@ The Python API the CLI is a thin layer over::
 
     import tracekit
     trace = tracekit.load("trace.json.gz")
-    tracekit.decompose(trace, ag="ptop+local").tables["per_step"]
-    tracekit.block_stats(trace, tracekit.load_annotation("k3_dp16")).summary
+    tracekit.wall(trace, ag="ptop+local").tables["per_step"]
+    tracekit.blocks(trace, tracekit.load_annotation("k3_dp16")).summary
 
-Analysis functions are imported on first use, so ``import tracekit`` stays light.
+Every command is a public function of the same name (``tracekit wall`` is ``tracekit.wall``, ``tracekit waves trace``
+is ``tracekit.waves_trace``), also reachable by the function's own name (``tracekit.decompose``); those names are
+generated from the one list of commands, ``tracekit/registry.py``. The few names that are not commands (``load``,
+``load_annotation``, ``StepOptions``, …) are the one explicit list ``_API`` below. Everything is imported on first
+use, so ``import tracekit`` (and ``tracekit --version``) loads neither pandas nor numpy.
 """
-from __future__ import annotations
+from ._version import __version__
+from .errors import InputError, MissingDataError, TracekitError
+from .registry import public_functions as _public_functions
 
-from importlib import import_module
-from typing import Any
-
-from ._version import __version__  # noqa: E402
-from .errors import InputError, MissingDataError, TracekitError  # noqa: E402
-from .ingest import load  # noqa: E402
-from .trace import IngestReport, Trace  # noqa: E402
-
-_LAZY = {
-    "trace_info": "analyses.info", "kernel_stats": "analyses.kernels", "find_steps": "analyses.steps",
-    "steps_result": "analyses.steps", "decompose": "analyses.decompose", "temporal": "analyses.decompose",
-    "overlap": "analyses.overlap", "segment_allgathers": "analyses.allgather", "allgather_result": "analyses.allgather",
-    "exposure": "analyses.allgather", "communication": "analyses.allgather", "block_stats": "analyses.blocks",
-    "annotated": "analyses.blocks", "kernel_selection_stats": "analyses.blocks", "report": "analyses.report",
-    "analyze": "sweeps", "compare": "analyses.compare", "rank_map": "analyses.ranks",
-    "imbalance": "sweeps", "ledger": "analyses.memory", "log_result": "analyses.memory",
-    "capacity": "analyses.capacity", "load_annotation": "annotation.spec", "annotate": "annotation.blocks",
-    "read_log": "ingest.sglang_log", "read_bench": "ingest.bench", "discover": "ingest.discover",
-    "get_steps": "analyses.steps", "step_options": "analyses.steps", "StepOptions": "analyses.steps",
-    "Steps": "analyses.steps", "allgather_options": "analyses.allgather", "annotated_steps": "analyses.blocks",
-    "roofline": "analyses.roofline", "hbm_bytes": "analyses.hbm", "kernel_waves": "analyses.waves",
-    "waves_calc": "analyses.waves", "compare_deployments": "sweeps", "bench_result": "sweeps",
-    "load_side": "sweeps", "launch_config": "ingest.launch_script", "export_parquet": "exporters.parquet",
-    "collect": "exporters.parquet", "annotate_trace": "exporters.perfetto", "load_profile": "hardware",
-    "resolve_profile": "hardware", "hw_profiles": "hardware", "emit": "render",
-    "decomposition_points": "analyses.plot_data", "blocks_points": "analyses.plot_data",
-    "exposure_points": "analyses.plot_data", "PlotInput": "analyses.plot_data",
-    "cache_info": "ingest.cache_admin", "cache_clear": "ingest.cache_admin",
-    "layers": "analyses.layers", "find_layers": "analyses.layers", "suggest": "analyses.suggest",
-    "suggest_result": "analyses.suggest", "one_step_table": "analyses.onestep", "one_step_tables": "analyses.onestep",
+# The public names that are not commands: name -> the module under tracekit that defines it.
+_API: dict[str, str] = {
+    "load": "ingest", "Trace": "trace", "IngestReport": "trace",
+    "load_annotation": "annotation.spec", "as_annotation": "annotation.spec",
+    "load_profile": "hardware", "resolve_profile": "hardware", "as_profile": "hardware",
+    "find_steps": "analyses.steps", "get_steps": "analyses.steps", "step_options": "analyses.steps",
+    "StepOptions": "analyses.steps", "Steps": "analyses.steps",
+    "segment_allgathers": "analyses.allgather", "allgather_options": "analyses.allgather",
+    "annotated": "analyses.blocks", "annotated_steps": "analyses.blocks",
+    "find_layers": "analyses.layers", "one_step_table": "analyses.onestep", "one_step_tables": "analyses.onestep",
     "categorize": "analyses.categories", "load_categories": "analyses.categories",
-    "trace_categories": "analyses.categories", "findings": "analyses.findings",
-    "compare_findings": "analyses.findings_compare", "whatif": "analyses.whatif",
-    "as_annotation": "annotation.spec", "as_profile": "hardware", "annotation_fit": "analyses.fit",
-    "best_fit": "analyses.fit",
-    "timeline_figure": "render.plots", "ledger_figure": "render.plots", "save_figure": "render.plots",
+    "trace_categories": "analyses.categories", "compare_findings": "analyses.findings_compare",
+    "best_fit": "analyses.fit", "PlotInput": "analyses.plot_data",
+    "read_log": "ingest.sglang_log", "read_bench": "ingest.bench", "discover": "ingest.discover",
+    "launch_config": "ingest.launch_script", "load_side": "sweeps", "collect": "exporters.parquet",
+    "emit": "render", "save_figure": "render.plots",
 }
+# ...and the commands: tracekit.<command> and tracekit.<its function's name> -> "module:function"
+_COMMANDS: dict[str, str] = _public_functions()
+_clash = sorted(set(_API) & set(_COMMANDS))
+if _clash:
+    raise RuntimeError(f"tracekit/__init__.py: {_clash} are both commands and entries of _API; remove them from _API")
 
-__all__ = ["__version__", "load", "Trace", "IngestReport", "TracekitError", "InputError", "MissingDataError",
-           *_LAZY]
+__all__ = sorted(["__version__", "TracekitError", "InputError", "MissingDataError", *_API, *_COMMANDS])
 
 
 def __dir__() -> list[str]:
-    """The lazily imported names too, so that completion in a notebook shows every analysis."""
-    return sorted(set(globals()) | set(_LAZY))
+    """The public names (the lazily imported ones too, so that completion in a notebook shows every analysis)."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+def __getattr__(name: str):
+    from importlib import import_module
+
+    if name in _COMMANDS:
+        module, _, attr = _COMMANDS[name].partition(":")
+    elif name in _API:
+        module, attr = _API[name], name
+    else:
+        raise AttributeError(f"module 'tracekit' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), attr)
+    globals()[name] = value
+    return value

@@ -222,10 +222,11 @@ def parse_annotation(data: bytes, src: str) -> Annotation:
 
 def _shipped_dirs() -> list[Path]:
     dirs = []
-    try:
-        dirs.append(Path(str(resources.files("tracekit.annotations"))))
-    except (ModuleNotFoundError, TypeError):
-        pass
+    # the installed folder, found as a folder of the package and never imported as the module
+    # tracekit.annotations: a module by that name would replace the public function tracekit.annotations
+    installed = Path(str(resources.files("tracekit"))) / "annotations"
+    if installed.is_dir():
+        dirs.append(installed)
     checkout = Path(__file__).resolve().parents[2] / "annotations"
     if checkout.is_dir():
         dirs.append(checkout)

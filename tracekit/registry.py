@@ -1,0 +1,77 @@
+"""The one list of commands: each CLI command and the Python function it calls (the same options by name).
+
+Plain data, importable without pandas or typer: the CLI builds its commands against it (``tracekit/cli/``) and the
+package's public names are generated from it (``tracekit/__init__.py``: ``tracekit.<command>``, spaces as ``_``, and
+``tracekit.<function name>`` are the function). ``tests/integration/test_parity.py`` checks that the CLI has exactly
+these commands and that the CLI and the function give the same JSON; ``tests/test_public_names.py`` that every
+public name is its function.
+"""
+from __future__ import annotations
+
+# command (sub-commands as "group sub") -> "module:function" under tracekit
+COMMANDS: dict[str, str] = {
+    "info": "analyses.info:trace_info",
+    "kernels": "analyses.kernels:kernel_stats",
+    "steps": "analyses.steps:steps_result",
+    "wall": "analyses.decompose:decompose",
+    "temporal": "analyses.decompose:temporal",
+    "overlap": "analyses.overlap:overlap",
+    "allgather": "analyses.allgather:allgather_result",
+    "exposure": "analyses.allgather:exposure",
+    "comm": "analyses.allgather:communication",
+    "blocks": "analyses.blocks:block_stats",
+    "stats": "analyses.blocks:kernel_selection_stats",
+    "report": "analyses.report:report",
+    "roofline": "analyses.roofline:roofline",
+    "hbm": "analyses.hbm:hbm_bytes",
+    "hw": "hardware:hw_profiles",
+    "waves trace": "analyses.waves:kernel_waves",
+    "waves calc": "analyses.waves:waves_calc",
+    "log": "analyses.memory:log_result",
+    "ledger": "analyses.memory:ledger",
+    "capacity": "analyses.capacity:capacity",
+    "export": "exporters.parquet:export_parquet",
+    "annotate": "exporters.perfetto:annotate_trace",
+    "analyze": "sweeps:analyze",
+    "compare": "sweeps:compare_deployments",
+    "bench": "sweeps:bench_result",
+    "ranks": "analyses.ranks:rank_map",
+    "imbalance": "sweeps:imbalance",
+    "cache info": "ingest.cache_admin:cache_info",
+    "cache clear": "ingest.cache_admin:cache_clear",
+    "layers": "analyses.layers:layers",
+    "suggest": "analyses.suggest:suggest_result",
+    "findings": "analyses.findings:findings",
+    "whatif": "analyses.whatif:whatif",
+    "annotations": "analyses.fit:annotation_fit",
+    "plot decomposition": "analyses.plot_data:decomposition_points",
+    "plot blocks": "analyses.plot_data:blocks_points",
+    "plot exposure": "analyses.plot_data:exposure_points",
+    "plot timeline": "render.plots:timeline_figure",
+    "plot ledger": "render.plots:ledger_figure",
+}
+
+
+def public_name(command: str) -> str:
+    """The name of a command's function in the package: ``tracekit.wall``, ``tracekit.waves_trace``."""
+    return command.replace(" ", "_")
+
+
+def public_functions() -> dict[str, str]:
+    """Every public name the registry gives -> ``"module:function"``: each command's name and its function's own
+    name (``wall`` and ``decompose`` are the same function)."""
+    out: dict[str, str] = {}
+    for command, target in COMMANDS.items():
+        for name in (public_name(command), target.partition(":")[2]):
+            if out.setdefault(name, target) != target:
+                raise RuntimeError(f"tracekit/registry.py: the public name {name!r} would be two functions"
+                                   f" ({out[name]} and {target}); rename one")
+    return out
+
+
+def api_function(command: str):
+    """The function behind a command."""
+    from importlib import import_module
+
+    module, _, name = COMMANDS[command].partition(":")
+    return getattr(import_module(f"tracekit.{module}"), name)
