@@ -169,13 +169,20 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         todo.remove(anchor)
     D = {}
     while todo:
-        conv = np.column_stack([(X[:, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
-        seen = np.isfinite(conv).any(axis=1)
+        # where the reference ran the instance, its own end is the truth; elsewhere the median of the placed ranks'
+        # ends, converted (computed only there: the reference runs nearly every instance)
+        xref = X[:, cols.index(ref)] if ref in placed else None
+        need = ~np.isfinite(xref) if xref is not None else np.ones(len(E), dtype=bool)
         T = np.full(len(E), np.nan)
-        if seen.any():
-            T[seen] = np.nanmedian(conv[seen], axis=1)
-        if ref in placed:  # where the reference ran the instance, its own end is the truth
-            T = np.where(np.isfinite(X[:, cols.index(ref)]), X[:, cols.index(ref)], T)
+        if need.any():
+            conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+            seen = np.isfinite(conv).any(axis=1)
+            sub = np.full(len(conv), np.nan)
+            if seen.any():
+                sub[seen] = np.nanmedian(conv[seen], axis=1)
+            T[need] = sub
+        if xref is not None:
+            T = np.where(np.isfinite(xref), xref, T)
         shared = {r: np.isfinite(X[:, cols.index(r)]) & np.isfinite(T) for r in todo}
         r = max(todo, key=lambda q: shared[q].sum())
         m = shared[r]
@@ -359,9 +366,8 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
     blk = coll[(coll["full"] | coll["shifted"]) & coll["kind"].isin(blocking)]
-    ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),
-                         "inst": (blk["step"].astype(str) + "|" + blk["kind"].astype(str) + "|"
-                                  + blk["seq"].astype(str)).to_numpy(),
+    ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),  # an instance: (step, kind, seq), numbered
+                         "inst": blk.groupby(["step", "kind", "seq"], sort=True).ngroup().to_numpy(np.int64),
                          "end_ns": blk["end_ns"].to_numpy(np.int64)})
     clock = fine_clock(ends, coarse, ref, t0, nodes)
     warnings += clock.warnings
