@@ -41,6 +41,7 @@ from .numbers import raw_to_ns
 CHUNK_EVENTS = 65536
 _EMPTY = msgspec.Raw(b"")
 _NAN = float("nan")
+_NUL = b"\0"
 IntOrStr = Union[int, str]
 
 
@@ -340,8 +341,10 @@ class ColumnBuilder:
         self.parts.append(part)
 
     def _shapes(self, args: list, idx: np.ndarray | None, cats: np.ndarray, m: int) -> np.ndarray:
-        """Codes of the cpu_ops' ``[Input Dims, Input type, Concrete Inputs]`` (their JSON text, joined as it is
-        written: one bytes key per op, dictionary-encoded), -1 elsewhere. Only the cpu_ops are looked at."""
+        """Codes of the cpu_ops' ``Input Dims``, ``Input type`` and ``Concrete Inputs`` (their JSON text as written,
+        joined by NUL — which JSON text cannot hold raw — into one bytes key per op, dictionary-encoded; made one JSON
+        array per distinct key by :func:`tracekit.ingest.normalize.shapes_text`), -1 elsewhere. Only the cpu_ops
+        are looked at, in one pass."""
         out = np.full(m, -1, dtype=np.int32)
         if not args:
             return out
@@ -353,14 +356,13 @@ class ColumnBuilder:
         ops = np.flatnonzero(self._cpu_cats[cats if idx is None else cats[idx]])
         if not ops.size:
             return out
-        ops_args = [args[j] for j in ops.tolist()]
-        keep = [j for j, a in enumerate(ops_args) if a.dims]
-        if not keep:
+        join = _NUL.join
+        keys = [join((a.dims, a.types, a.concrete)) if a.dims else None for a in map(args.__getitem__, ops.tolist())]
+        if keys.count(None) == len(keys):  # no shapes recorded (record_shapes=False)
             return out
-        keys = [b"[%b,%b,%b]" % (a.dims, a.types or b"null", a.concrete or b"null")
-                for a in (ops_args[j] for j in keep)]
-        rows = ops[np.asarray(keep, dtype=np.int64)]
-        out[rows if idx is None else idx[rows]] = self.shapes.encode(keys)
+        has = np.fromiter(map(bool, keys), dtype=bool, count=len(keys))  # a key is never empty
+        rows = ops[has]
+        out[rows if idx is None else idx[rows]] = self.shapes.encode(list(filter(None, keys)))
         return out
 
     def _ints(self, values: list) -> np.ndarray:

@@ -178,18 +178,21 @@ def _shapes_column(codes: np.ndarray, uniques: list) -> pd.Categorical:
     if not uniques or not (codes >= 0).any():
         return pd.Categorical.from_codes(np.full(len(codes), -1, dtype=np.int32),
                                          categories=pd.Index([], dtype=object))
-    texts = [_compact(u) for u in uniques]  # per distinct signature, not per event
+    texts = [shapes_text(u) for u in uniques]  # per distinct signature, not per event
     cats, first = np.unique(np.asarray(texts, dtype=object), return_inverse=True)  # equal once compacted: one
     table = np.append(first.astype(np.int32), np.int32(-1))
     return _categorical(table[codes], cats.tolist())
 
 
-def _compact(text: bytes) -> str:
-    """The JSON text without the file's indentation (a pretty-printed trace writes each dim on its own line)."""
+def shapes_text(key: bytes) -> str:
+    """One cpu_op's inputs as ingest keeps them (Input Dims, Input type and Concrete Inputs as written, joined by NUL)
+    → the JSON text ``[dims,types,concrete]`` without the file's indentation (a pretty-printed trace writes each
+    dim on its own line); an absent part is ``null``."""
+    parts = key.split(b"\0")
     try:
-        return msgspec.json.encode(msgspec.json.decode(text)).decode()
+        return msgspec.json.encode([msgspec.json.decode(p) if p else None for p in parts]).decode()
     except (msgspec.DecodeError, UnicodeDecodeError):
-        return text.decode("utf-8", "replace")
+        return "[" + ",".join(p.decode("utf-8", "replace") or "null" for p in parts) + "]"
 
 
 def _code(values: list, v) -> int:
