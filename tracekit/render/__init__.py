@@ -9,11 +9,12 @@ __all__ = ["FORMATS", "emit"]
 
 
 def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool = False,
-         width: int | None = None) -> str:
+         width: int | None = None, wide: bool = False) -> str:
     """Render ``result`` as text in ``fmt``: table (for people), json, csv, md or html (a self-contained page).
 
     ``all_rows`` shows every row in the human formats (table, md), which otherwise show the top rows of long
-    tables; json and csv always hold every row. ``width`` is the terminal's (default: ``COLUMNS``, the real
+    tables; json and csv always hold every row. ``wide`` shows kernel names whole in the table format (which
+    otherwise shortens them into what a person recognises). ``width`` is the terminal's (default: ``COLUMNS``, the real
     width, or 100)."""
     if fmt == "json":
         return result.to_json()
@@ -24,7 +25,7 @@ def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool =
     if fmt == "table":
         from .tables import to_text
 
-        return to_text(result, width=width, all_rows=all_rows)
+        return to_text(result, width=width, all_rows=all_rows, wide=wide)
     if fmt == "html":
         from .html import to_html
 

@@ -1,11 +1,16 @@
 """Terminal tables for people (not a contract: scripts use --format json or csv).
 
-The layout is plain text drawn here, not rich markup, so no name can be taken for markup:
+Tables are drawn by ``rich`` (``Table`` of ``Text`` cells, so no name can be taken for markup; a ``Console`` of the
+terminal's width writing plain text, no colour):
 
 * **Width**: the terminal's (``COLUMNS``, else the real width; 100 when stdout is not a terminal). A number is never
-  broken or shortened: text cells are shortened with an ellipsis (paths from the left, keeping the file name),
-  headers wrap onto a second line, and a table still too wide is split into column groups that repeat its first
-  column.
+  broken or shortened: each column gets a width here (numbers: at least their widest; text: what is left), text
+  wraps in its column (a word longer than it folds; paths keep their end), headers wrap by words, and a table still
+  too wide is split into column groups that repeat its first column.
+* **Kernel names** are shortened into something a person recognises (``render/names.py``), each different name still
+  reading differently; ``wide=True`` (``--wide``) shows them whole. json and csv always carry the full name.
+* **Shortened tables show their most costly rows** (by their first duration column, e.g. ``wall ms``), not the
+  first ones in data order.
 * **Units in headers** (``wall ms``, ``received GB``), absolute times relative to one origin (``+83.142``), epochs
   as dates, summary dicts as small tables (human.py has the rules).
 * **Concise by default**: the whole output aims at :data:`MAX_LINES` lines; every table shows at least
@@ -17,17 +22,24 @@ The layout is plain text drawn here, not rich markup, so no name can be taken fo
 """
 from __future__ import annotations
 
+import io
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import pandas as pd
+from rich import box
 from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from ..result import Result, _scalar, table_rows, utf8_text
 from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
+from .names import distinct_names, name_columns
 from .human import (Origin, ag_measures, column, display_frame, glossary, label_of, origin_of, plain_text,
                     safe_text, unit_of, value_text)
 
@@ -37,6 +49,9 @@ MIN_ROWS = 3  # every table shows at least this many rows (or all it has)
 NOT_A_TERMINAL_WIDTH = 100
 GAP = 2
 HEADER_LINES = 3  # a header wraps onto at most this many lines
+NAME_MIN = 24  # a kernel-name column is at least this wide (or as wide as its longest name)
+PATH_MIN = 20  # a path column too (its end: the file name)
+SECONDARY = ("min_", "max_", "median_", "p50_", "p90_", "p99_", "std_")  # columns a narrow table drops first
 _PATH_COLUMNS = ("path", "file", "trace", "out", "out_dir", "source", "manifest", "log", "dir", "directory")
 
 
@@ -77,14 +92,17 @@ class Block:
     shown: int = 0
     what: str = "rows"
     left_cut: set = field(default_factory=set)  # columns shortened from the left (paths keep their file name)
+    by_cost: list[list[str]] | None = None  # the rows most costly first (shown when the block is shortened)
+    order: str = ""  # " by wall ms": how by_cost is ordered
+    floors: dict = field(default_factory=dict)  # column -> its least width (kernel names)
 
 
-def _layout(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int):
+def _layout(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, floors: dict | None = None):
     """Column groups, each a list of (column, width), and the gap between columns: two spaces, or one where that
-    saves splitting the table or shortening its text."""
-    wide = _layout_gap(headers, rows, numeric, width, GAP)
+    saves splitting the table or wrapping its text. ``floors``: the least width of some text columns (names)."""
+    wide = _layout_gap(headers, rows, numeric, width, GAP, floors or {})
     if len(wide) > 1 or _shortened(wide, headers, rows):
-        narrow = _layout_gap(headers, rows, numeric, width, 1)
+        narrow = _layout_gap(headers, rows, numeric, width, 1, floors or {})
         if len(narrow) < len(wide) or (len(wide) == 1 and len(narrow) == 1 and not _shortened(narrow, headers, rows)):
             return narrow
     return wide
@@ -108,7 +126,16 @@ def _shortened(groups, headers, rows) -> bool:
     return any(w < max([cell_len(r[i]) for r in rows] or [0]) for g in groups for i, w in g)
 
 
-def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, gap: int):
+_NUMBER_RUN = re.compile(r"[+−-]?\d[\d,.]*")
+
+
+def _longest_number(cells: list[str]) -> int:
+    """The widest number inside text cells: a text column is never narrower (wrapping must not split it)."""
+    return max((len(m) for c in cells for m in _NUMBER_RUN.findall(c)), default=0)
+
+
+def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, gap: int,
+                floors: dict):
     n = len(headers)
     if n == 0:
         return _Groups()
@@ -117,7 +144,8 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
     natural = [max(c, h) for c, h in zip(cellw, hdrw)]
     # the least each column can take: numbers whole, headers at their longest word, text down to 8 cells
     least = [max(cellw[i], _header_least(headers[i])) if numeric[i] else
-             max(min(cellw[i], 8), min(_header_least(headers[i]), 10), 1) for i in range(n)]
+             max(min(cellw[i], 8), min(_header_least(headers[i]), 10), 1, min(natural[i], floors.get(i, 0)),
+                 _longest_number([r[i] for r in rows])) for i in range(n)]
 
     def total(cols: list[int], ws: dict[int, int]) -> int:
         return sum(ws[i] for i in cols) + gap * (len(cols) - 1)
@@ -157,47 +185,98 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
     return groups
 
 
+_RULE = box.Box("    \n    \n ─  \n    \n    \n    \n    \n    \n")  # a rule under the header, nothing else
+
+
+def _console(width: int) -> Console:
+    """Plain text (no colour, no markup, no emoji codes, no highlighting) ``width`` cells wide."""
+    return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False, no_color=True,
+                   highlight=False, markup=False, emoji=False, legacy_windows=False, soft_wrap=False)
+
+
+def _rich_table(block: Block, rows: list[list[str]], group, gap: int) -> Table:
+    """One column group as a rich Table: every column at the width the layout gave it; numbers right-aligned in a
+    column at least as wide as the widest of them (so never wrapped or cut); text wraps (a word longer than the
+    column folds), paths keep their end. Every cell is a ``Text``: nothing is read as markup."""
+    t = Table(box=_RULE, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0), show_header=True,
+              header_style="", expand=False)
+    for i, w in group:
+        t.add_column(Text(block.headers[i]), width=w, justify="right" if block.numeric[i] else "left",
+                     overflow="fold", no_wrap=False)
+    for r in rows:
+        t.add_row(*(Text(fit_left(r[i], w) if i in block.left_cut else r[i]) for i, w in group))
+    return t
+
+
+def _render(table: Table, width: int) -> list[str]:
+    console = _console(width)
+    console.print(table, crop=False)
+    return [ln.rstrip() for ln in console.file.getvalue().splitlines()]
+
+
 def _draw(block: Block, rows: list[list[str]], width: int) -> list[str]:
     lines: list[str] = []
-    groups = _layout(block.headers, rows, block.numeric, width)
+    groups = _layout(block.headers, block.rows + (block.by_cost or []), block.numeric, width, block.floors)
     more = block.total - len(rows)
     for gi, group in enumerate(groups):
         title = block.title if len(groups) == 1 else f"{block.title} ({gi + 1}/{len(groups)})"
         if more > 0:
-            title += f" — top {len(rows):,} of {block.total:,} {block.what}; {more:,} more with --all"
+            title += f" — top {len(rows):,} of {block.total:,} {block.what}{block.order}; {more:,} more with --all"
         if title:
-            lines.append(fit(title, width))
-        head = [_wrap_words(block.headers[i], w) for i, w in group]
-        depth = max(len(h) for h in head)
-        for k in range(depth):
-            cells = []
-            for (i, w), h in zip(group, head):
-                part = h[k - (depth - len(h))] if k >= depth - len(h) else ""  # headers sit on the rule
-                cells.append(_pad(part, w, block.numeric[i]))
-            lines.append((" " * groups.gap).join(cells).rstrip())
-        lines.append((" " * groups.gap).join("─" * w for _, w in group))
-        for r in rows:
-            cells = [_pad(r[i] if block.numeric[i] else (fit_left if i in block.left_cut else fit)(r[i], w), w,
-                          block.numeric[i]) for i, w in group]
-            lines.append((" " * groups.gap).join(cells).rstrip())
+            lines += wrap_prose(title, width)
+        lines += _render(_rich_table(block, rows, group, groups.gap), width)
     return lines
 
 
-def _cost(block: Block, rows: int, width: int) -> int:
-    """Lines the block takes with ``rows`` rows shown (its layout from all rows: an upper bound)."""
-    groups = _layout(block.headers, block.rows, block.numeric, width)
-    head = max((max(len(_wrap_words(block.headers[i], w)) for i, w in g) for g in groups), default=1)
-    return len(groups) * ((1 if block.title else 0) + head + 1 + rows) + len(block.notes)
+def _heights(block: Block, width: int) -> tuple[int, list[int]]:
+    """Lines the block takes without rows, and the lines each row takes (text wraps in its column)."""
+    groups = _layout(block.headers, block.rows + (block.by_cost or []), block.numeric, width, block.floors)
+    console = _console(width)
+    base, per_row = 0, [0] * len(block.rows)
+    for g in groups:
+        base += len(_render(_rich_table(block, [], g, groups.gap), width)) + (1 if block.title else 0)
+        for k, r in enumerate(block.rows):
+            per_row[k] += max([1] + [len(Text(r[i]).wrap(console, w, overflow="fold")) for i, w in g
+                                     if not block.numeric[i] and i not in block.left_cut])
+    return base + len(block.notes), per_row
 
 
 # --------------------------------------------------------------------------- result → blocks
 
 
-def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None) -> Block:
-    """A table as text: every row, or (``limit``) the first rows only — the units still follow from all of them."""
+def _cost_column(df: pd.DataFrame) -> str | None:
+    """The column that says what a row costs: the first duration (not an absolute time) with numbers in it."""
+    for c in df.columns:
+        if unit_of(c).kind == "ns" and pd.api.types.is_numeric_dtype(df[c]) and df[c].notna().any():
+            return c
+    return None
+
+
+def _named(records: list[dict], headers: list, wide: bool) -> list[dict]:
+    """Kernel names shortened (``names.distinct_names``: different names still read differently) unless ``wide``."""
+    cols = [c for c in headers if c in name_columns() and any(isinstance(r[c], str) for r in records)]
+    if wide or not cols:
+        return records
+    out = [dict(r) for r in records]
+    for c in cols:
+        texts = [i for i, r in enumerate(out) if isinstance(r[c], str)]
+        for i, short in zip(texts, distinct_names([out[i][c] for i in texts])):
+            out[i][c] = short
+    return out
+
+
+def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None,
+                 wide: bool = False) -> Block:
+    """A table as text: every row, or (``limit``) the first rows only — the units still follow from all of them —
+    and then also its most costly rows, shown when the table is shortened."""
     df = display_frame(df)
     total = len(df)
-    records = table_rows(df if limit is None else df.iloc[:limit], spread=False)  # fields: one JSON cell
+    records = _named(table_rows(df if limit is None else df.iloc[:limit], spread=False), list(df.columns), wide)
+    cost = _cost_column(df) if limit is not None and total > 1 else None
+    by_cost = None
+    if cost is not None:
+        top = df.sort_values(cost, ascending=False, kind="stable", na_position="last").iloc[:limit]
+        by_cost = _named(table_rows(top, spread=False), list(df.columns), wide)
     headers_raw = list(df.columns)
     if len(records) == 1 and len(headers_raw) > 4 and _too_wide(records[0], headers_raw, origin, width):
         r = records[0]  # one record too wide for one line: key / value
@@ -209,12 +288,43 @@ def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int,
     heads = [h if heads.count(h) == 1 else safe_text(str(c.name)) for h, c in zip(heads, cols)]
     notes: list[str] = []
     rows = [[c.fmt(r[c.name]) for c in cols] for r in records]
+    ranked = None if by_cost is None else [[c.fmt(r[c.name]) for c in cols] for r in by_cost]
     paths = {j for j, c in enumerate(cols) if not c.numeric and _is_path_column(c.name)}
     for j in paths:
         notes += _shorten_paths(rows, j, heads[j])
+        if ranked is not None:
+            _shorten_paths(ranked, j, heads[j])
     part_values = [r[c] for r in records for c in headers_raw if not cols[headers_raw.index(c)].numeric][:2000]
-    return Block(safe_text(name) or "(unnamed table)", heads, rows, [c.numeric for c in cols], total=total,
-                 notes=notes, measures=ag_measures(headers_raw, part_values), left_cut=paths)
+    floors = {j: NAME_MIN for j, c in enumerate(cols) if not c.numeric and c.name in name_columns()}
+    floors.update({j: PATH_MIN for j in paths})
+    block = Block(safe_text(name) or "(unnamed table)", heads, rows, [c.numeric for c in cols], total=total,
+                  notes=notes, measures=ag_measures(headers_raw, part_values), left_cut=paths, by_cost=ranked,
+                  order="" if cost is None else f" by {heads[headers_raw.index(cost)]}", floors=floors)
+    return _concise(block, [c.name for c in cols], width) if limit is not None else block
+
+
+def _concise(block: Block, names: list[str], width: int) -> Block:
+    """Without --all, a table that would not fit one column group drops its secondary columns (min, max, median, …:
+    the last ones first) until it does, and a note names them."""
+    hidden: list[str] = []
+    while len(_layout(block.headers, block.rows + (block.by_cost or []), block.numeric, width, block.floors)) > 1:
+        drop = next((j for j in reversed(range(len(names))) if str(names[j]).startswith(SECONDARY)), None)
+        if drop is None:
+            break
+        hidden.insert(0, block.headers[drop])
+        keep = [j for j in range(len(names)) if j != drop]
+        names = [names[j] for j in keep]
+        block.headers = [block.headers[j] for j in keep]
+        block.numeric = [block.numeric[j] for j in keep]
+        block.rows = [[r[j] for j in keep] for r in block.rows]
+        if block.by_cost is not None:
+            block.by_cost = [[r[j] for j in keep] for r in block.by_cost]
+        where = {j: k for k, j in enumerate(keep)}
+        block.left_cut = {where[j] for j in block.left_cut if j in where}
+        block.floors = {where[j]: w for j, w in block.floors.items() if j in where}
+    if hidden:
+        block.notes.append(f"{block.title}: not shown here: {', '.join(hidden)} (--all shows them)")
+    return block
 
 
 def _sample(s: pd.Series, most: int = 20_000) -> list[Any]:
@@ -343,12 +453,17 @@ def _title(result: Result) -> str:
 
 
 def to_text(result: Result, width: int | None = None, color: bool = False, *, all_rows: bool = False,
-            max_lines: int = MAX_LINES) -> str:
-    """``result`` as text for a terminal ``width`` cells wide (default: :func:`terminal_width`)."""
+            max_lines: int = MAX_LINES, wide: bool = False, _plain: bool = False) -> str:
+    """``result`` as text for a terminal ``width`` cells wide (default: :func:`terminal_width`); ``wide``: kernel
+    names whole."""
     width = max(20, width or terminal_width())
     from .ranks_text import ranks_part
 
     result, ranks_lines = ranks_part(result, width, all_rows)  # report RUN_DIR: its ranks section (issue 28)
+    from .report_text import report_text
+
+    if result.command == "report" and not all_rows and not _plain:
+        return utf8_text(report_text(result, width, wide=wide) + "".join(f"{ln}\n" for ln in ranks_lines))
     origin = origin_of(result)
     scalars, dicts = [], []
     keysets = [tuple(_scalar(v)) for v in result.summary.values() if isinstance(_scalar(v), dict)]
@@ -369,7 +484,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     lists = [findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
              for name, df in result.tables.items() if len(df) and is_findings(df)]
     pictures = [name for name, df in result.tables.items() if len(df) and df.attrs.get("picture") and not all_rows]
-    blocks += [_table_block(name, df, origin, width, limit) for name, df in result.tables.items()
+    blocks += [_table_block(name, df, origin, width, limit, wide) for name, df in result.tables.items()
                if len(df) and not is_findings(df) and name not in pictures]
     uses_abs = any(unit_of(k).kind == "abs" for k in result.summary) or any(
         unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
@@ -394,7 +509,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     out += ranks_lines
     for b in blocks:
         b.shown = min(b.shown, len(b.rows))
-        rows = b.rows[: b.shown]
+        rows = (b.by_cost if b.by_cost is not None and b.shown < b.total else b.rows)[: b.shown]
         out += _draw(b, rows, width)
         out += [ln for note in b.notes for ln in wrap_prose(note, width)]
         maybe_glossary(b.measures)
@@ -413,32 +528,36 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
 
 def _allot(blocks: list[Block], width: int, budget: int, all_rows: bool) -> None:
     """How many rows each block shows: all with ``all_rows``; else every block at least MIN_ROWS (or all it has),
-    the remaining lines shared out, small tables first."""
+    the remaining lines shared out, small tables first. A row costs the lines its wrapped text takes."""
     for b in blocks:
         b.shown = b.total
     if all_rows:
         return
     cut = [b for b in blocks if b.truncatable]
-    fixed = sum(_cost(b, b.total, width) for b in blocks if not b.truncatable)
-    per_row = {id(b): len(_layout(b.headers, b.rows, b.numeric, width)) for b in cut}
-    base = {id(b): _cost(b, 0, width) for b in cut}
-    left = budget - fixed - sum(base.values())
+    costs = {id(b): _heights(b, width) for b in blocks}
+
+    def rows_cost(b: Block, n: int) -> int:
+        return sum(costs[id(b)][1][:n])
+
+    fixed = sum(costs[id(b)][0] + rows_cost(b, b.total) for b in blocks if not b.truncatable)
+    left = budget - fixed - sum(costs[id(b)][0] for b in cut)
     least = MIN_ROWS
-    while least > 1 and sum(min(b.total, least) * per_row[id(b)] for b in cut) > left:
+    while least > 1 and sum(rows_cost(b, min(b.total, least)) for b in cut) > left:
         least -= 1  # a long report: fewer rows each rather than far past the budget
     for b in cut:
         b.shown = min(b.total, least)
-        left -= b.shown * per_row[id(b)]
+        left -= rows_cost(b, b.shown)
     pending = sorted(cut, key=lambda b: b.total - b.shown)
     while pending:
         share = left // len(pending) if left > 0 else 0
         b = pending.pop(0)
-        want = b.total - b.shown
-        extra_cost = want * per_row[id(b)]
-        if extra_cost <= share or (want <= 1 and extra_cost <= max(left, 0)):
+        extra = rows_cost(b, b.total) - rows_cost(b, b.shown)
+        if extra <= share or (b.total - b.shown <= 1 and extra <= max(left, 0)):
+            left -= extra
             b.shown = b.total
-            left -= extra_cost
         else:
-            add = max(0, share // per_row[id(b)])
-            b.shown += add
-            left -= add * per_row[id(b)]
+            n = b.shown
+            while n < len(b.rows) and rows_cost(b, n + 1) - rows_cost(b, b.shown) <= share:
+                n += 1
+            left -= rows_cost(b, n) - rows_cost(b, b.shown)
+            b.shown = n
