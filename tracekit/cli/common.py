@@ -114,6 +114,9 @@ _state = {"debug": False, "quiet": False, "verbose": False, "device": None, "rea
 AllOpt = Annotated[bool, typer.Option(
     "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
                   " tables (json and csv always hold every row). May stand anywhere before `--`.")]
+WideOpt = Annotated[bool, typer.Option(
+    "--wide", help="Kernel names whole in the table format, which otherwise shortens them into what a person"
+                   " recognises (json and csv always hold the full name): tracekit --wide COMMAND …")]
 PROGRESS_AFTER_S = 1.0  # the reading bar appears once a load has taken this long
 PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after the load has taken this long
 
@@ -132,12 +135,14 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
     all_rows: AllOpt = False,
+    wide: WideOpt = False,
     device: Annotated[Optional[int], typer.Option("--device", min=0, help="Analyse this GPU of a trace that holds"
                                                   " several (its GPU events and every CPU event).")] = None,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
     _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
     _state["all"] = all_rows
+    _state["wide"] = wide
     _state["device"] = device
     _state["reading"] = _state["analysing"] = None
     if verbose:
@@ -298,7 +303,7 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         return
     columns = os.environ.get("COLUMNS", "")
     width = None if out is None else (int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH)
-    text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width)
+    text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width, wide=bool(_state.get("wide")))
     if out is None:
         sys.stdout.write(text)
         return
