@@ -102,3 +102,51 @@ def test_a_handful_of_public_functions_run_by_their_public_names(sample, tmp_pat
         assert res.summary, name
     assert (tmp_path / "annotated.json").stat().st_size > 0
     assert tracekit.wall is tracekit.decompose and tracekit.info is tracekit.trace_info
+
+
+START_UP = """
+import contextlib, io, json, sys
+from tracekit.cli import run
+from tracekit.registry import COMMANDS
+cases = [["--version"], ["--help"], ["wall", "--nope"], ["ranks", "--tp", "x"], ["waves", "calc", "--sms", "-3"],
+         *[[*c.split(), "--help"] for c in COMMANDS]]
+codes = {}
+for argv in cases:
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
+        codes[" ".join(argv)] = [run(argv), len(out.getvalue())]
+print(json.dumps({"codes": codes, "heavy": [m for m in %r if m in sys.modules]}))
+"""
+
+
+def test_start_up_help_and_usage_errors_load_no_pandas_numpy_pyarrow_or_matplotlib():
+    """``--version``, ``--help``, every command's ``--help`` and argument errors, through the CLI's entry point in a
+    fresh interpreter: the right exit codes, and none of the heavy libraries imported (commands import what they
+    run inside the command)."""
+    out = json.loads(_python(START_UP % (HEAVY,)))
+    codes = out["codes"]
+    assert out["heavy"] == []
+    assert codes["--version"][0] == 0 and codes["--help"][0] == 0 and codes["--help"][1] > 0
+    assert codes["wall --nope"][0] == 2 and codes["ranks --tp x"][0] == 2 and codes["waves calc --sms -3"][0] == 2
+    helps = {k: v for k, v in codes.items() if k.endswith(" --help") and k != "--help"}
+    assert len(helps) >= 30 and all(rc == 0 and n > 0 for rc, n in helps.values()), helps
+
+
+def test_import_tracekit_loads_no_pandas_until_a_function_is_used():
+    out = _python(f"""
+import sys, tracekit
+light = [m for m in {HEAVY!r} if m in sys.modules]
+tracekit.load
+print(light, 'pandas' in sys.modules or 'numpy' in sys.modules)
+""")
+    assert out.split() == ["[]", "True"]
+
+
+def test_the_version_entry_point_prints_the_version():
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "from tracekit.cli import main; main()",
+                           "--version"], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    import tracekit
+
+    assert done.returncode == 0 and done.stdout == f"tracekit {tracekit.__version__}\n"
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert imported and not {m for m in imported if m.split(".")[0] in HEAVY}

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..defaults import DEFAULT_ACCEPT_LEN  # noqa: F401 - re-exported
 from ..result import Result
 from .ledger_engine import global_record
 
 __all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table", "accept_len_of"]
 
-DEFAULT_ACCEPT_LEN = 3.5  # the study's convention: 5 tokens verified per request per step, 3.5 accepted
 
 
 def accept_len_of(log, label: str) -> tuple[float, str, str | None]:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..annotation import Annotation, as_annotation
+from ..defaults import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ..errors import DataFileError, InputError, MissingDataError
 from ..events import launch_index
 from ..hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \
@@ -35,8 +36,6 @@ from ..trace import Trace
 from .steps import get_steps, merge_warnings, step_params
 from ..regexes import bounded
 
-SPLIT_RULES = ("mla-simplified", "wave-aware")
-MAX_SPLIT = 32
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ import pkgutil  # noqa: E402
 import typer  # noqa: E402
 
 from ..errors import TracekitError  # noqa: E402
-from ..render.human import safe_text  # noqa: E402
 from .common import SAMPLE_TRACE, _state, app, bundled_sample, guarded, phase
 
 for _mod in pkgutil.iter_modules(__path__):
@@ -102,6 +101,14 @@ def _memory_error() -> tuple[str, int]:
         return (f"ran out of memory analysing {analysing}; free memory or raise the limit (ulimit -v), or pass a"
                 " smaller trace or fewer steps", 3)
     return "ran out of memory; free memory or raise the limit (ulimit -v) and run the command again", 1
+
+
+def safe_text(text: str) -> str:
+    """An error message made terminal-safe (``tracekit.render.human.safe_text``), imported only when an error is
+    shown: ``--help``, ``--version`` and a usage error load no pandas."""
+    from ..render.human import safe_text as safe
+
+    return safe(text)
 
 
 def run(argv: list[str] | None = None) -> int:

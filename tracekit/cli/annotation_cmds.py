@@ -7,10 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses import allgather_result, communication, exposure
-from ..analyses.blocks import block_stats, kernel_selection_stats
-from ..analyses.report import report
-from ..ingest.sglang_log import read_log
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
                      StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, need_annotation,
@@ -28,6 +24,8 @@ def allgather(trace: TraceArg = None, annotation: AnnotationOpt = None, group_si
 
     Each AllGather is a local copy kernel and the PtoP copies from its peers, typed by its size; per step and type
     the counts and bytes, and the copies' bandwidth."""
+    from ..analyses import allgather_result
+
     ann = annotation_for(trace, annotation)
     res = allgather_result(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
                            steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -44,6 +42,8 @@ def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group
     """AllGather time no other GPU work hides, per step and type.
 
     Exposed time is when AllGather copies run and no other kernel or copy runs on any stream."""
+    from ..analyses import exposure
+
     ann = annotation_for(trace, annotation)
     res = exposure(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
                    steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -62,6 +62,8 @@ def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
 
     Every communication kernel and PtoP copy per step, split into the main stream (the critical path) and side
     streams."""
+    from ..analyses import communication
+
     ann = annotation_for(trace, annotation)
     if main_stream is None and ann is not None and isinstance(ann.main_stream, int):
         main_stream = ann.main_stream
@@ -82,6 +84,8 @@ def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
 
     Per step the kernel time and count of each block type, and per op tag the time per layer. Needs an annotation
     (-a) that describes the model's blocks."""
+    from ..analyses.blocks import block_stats
+
     ann = need_annotation(annotation_for(trace, annotation), "blocks")
     res = block_stats(_load(trace, no_cache, cache_dir), ann,
                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -111,6 +115,8 @@ def stats(trace: TraceArg = None,
 
     Count, total, mean, median and p90 per group (--by); with --overlap-with, split by overlap with a second
     selection."""
+    from ..analyses.blocks import kernel_selection_stats
+
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(_load(trace, no_cache, cache_dir), select_expr=select, overlap_with=overlap_with,
                                  by=by.value, ann=ann, categories=categories,
@@ -137,6 +143,9 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
     bundled sample and its annotation. TRACE may be a directory holding the ranks of one run: then the report of
     the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
     batch, every rank's clock offset and waits (tracekit imbalance)."""
+    from ..analyses.report import report
+    from ..ingest.sglang_log import read_log
+
     from .findings_cmds import _run_of_ranks, run_of_ranks_report
 
     ranks = run_of_ranks_report(trace, step_name, min_step_ms, step_source, steps_file, no_cache) \

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import typer
 
-from ..ingest.cache_admin import cache_clear, cache_info
 from .common import CacheDirOpt, Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
 cache_app = typer.Typer(help="What the cache holds, and clearing it. The cache keeps the traces already read,"
@@ -18,6 +17,8 @@ def cache_info_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table,
 
     Its entries (the trace each came from) and their size; the temporary files of writes and every other file in
     the folder are counted, not listed."""
+    from ..ingest.cache_admin import cache_info
+
     _output(cache_info(cache_dir), format, out, table)
 
 
@@ -29,4 +30,6 @@ def cache_clear_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table
     Only tracekit's entries (recognised by their name and the key inside them) and the temporary files of writes
     killed more than 10 minutes ago; every other file in the folder is left as it is. The next load of each trace
     reads the file again."""
+    from ..ingest.cache_admin import cache_clear
+
     _output(cache_clear(cache_dir), format, out, table)

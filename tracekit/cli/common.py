@@ -11,16 +11,14 @@ import threading
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from .._version import __version__
-from ..annotation import load_annotation
-from ..ingest import load
-from ..render import emit
-from ..render.formats import write_csv_dir
-from ..result import Result, shown_path
+
+if TYPE_CHECKING:  # the API is imported inside the functions that run it: --help and --version load no pandas
+    from ..result import Result
 
 app = typer.Typer(
     name="tracekit",
@@ -241,7 +239,7 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
 
         raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
                          " file; save it to one first")
-    from ..ingest import resolve_trace_path
+    from ..ingest import load, resolve_trace_path
     from ..render.files import protect
 
     protect(resolve_trace_path(path), "the trace it reads")  # a directory's trace file: no output may replace it
@@ -281,9 +279,12 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     (``tracekit.render.files``: every target decided by ``output_target``). csv with ``--out NAME``: NAME with a
     suffix is one file, NAME without one (or an existing folder) a folder of one file per table; a device, FIFO or
     ``/dev/stdout`` is one stream (the first table; html without its json companion)."""
+    from ..render import emit
     from ..render.files import is_stream, protect_result_inputs, write_file, write_files
+    from ..render.formats import write_csv_dir
     from ..render.human import safe_text
     from ..render.tables import NOT_A_TERMINAL_WIDTH
+    from ..result import shown_path
 
     phase.stop()
 
@@ -442,6 +443,8 @@ CategoriesOpt = Annotated[Optional[Path], typer.Option(
 
 def annotation_for(trace: Optional[Path], annotation: Optional[str]):
     """The one rule for every command: the -a annotation; with no TRACE, the bundled sample's own; else none."""
+    from ..annotation.spec import load_annotation
+
     if annotation:
         return load_annotation(annotation)
     return load_annotation(DEFAULT_ANNOTATION) if trace is None else None

@@ -6,11 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.findings import findings
 from ..errors import UsageError
-from ..hardware import load_profile
-from ..ingest.launch_script import launch_config
-from ..ingest.sglang_log import read_log
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt,
                      TableOpt, TraceArg, _load, _ns, _output, ag_opts, annotation_for, app, step_opts)
@@ -77,6 +73,11 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
     the command that shows it, and what to try. TRACE may be a directory holding the ranks of one run: then what DP
     imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
+    from ..analyses.findings import findings
+    from ..hardware import load_profile
+    from ..ingest.launch_script import launch_config
+    from ..ingest.sglang_log import read_log
+
     if compare is not None:
         if trace is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")

@@ -10,11 +10,8 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from ..analyses.hbm import hbm_bytes
-from ..analyses.roofline import parse_vars, roofline
-from ..analyses.waves import MAX_SPLIT, SPLIT_RULES, kernel_waves, waves_calc
+from ..defaults import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
-from ..hardware import hw_profiles, load_profile, resolve_profile, with_hbm
 from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
                      SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
                      annotation_for, app, step_opts)
@@ -33,12 +30,16 @@ VarOpt = Annotated[Optional[list[str]], typer.Option(
 
 
 def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
+    from ..hardware import resolve_profile, with_hbm
+
     return with_hbm(resolve_profile(hw, meta, what=what), hbm)
 
 
 def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache,
                     cache_dir) -> None:
     """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
+    from ..analyses.roofline import parse_vars
+
     ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
     t = _load(trace, no_cache, cache_dir)
     res = fn(t, ann, _hw(hw, hbm_gbps, t.meta, what), bs=bs, q_len=qlen, variables=parse_vars(var),
@@ -57,6 +58,8 @@ def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: H
 
     Per kernel, from the shapes the trace records (Input Dims of the op that launched it) or an annotation's op
     shapes: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it is memory or compute bound."""
+    from ..analyses.roofline import roofline
+
     _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
@@ -72,6 +75,8 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
 
     One row per entry of the annotation's hbm table; without an annotation, bytes per step by op family from the
     shapes the trace records."""
+    from ..analyses.hbm import hbm_bytes
+
     _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
 
@@ -82,6 +87,8 @@ def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or
     """The hardware profiles tracekit knows, or one of them.
 
     SMs, HBM, dense peaks per dtype, link bandwidth, and where each figure comes from."""
+    from ..hardware import hw_profiles
+
     _output(hw_profiles(name), format, out, table)
 
 
@@ -145,6 +152,9 @@ def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, an
     """Kernels of a trace ranked by time lost to the tail wave (default).
 
     Every kernel with a launch grid: CTAs, waves, wave efficiency and the time lost to the tail wave."""
+    from ..analyses.waves import kernel_waves
+    from ..hardware import load_profile
+
     t = _load(trace, no_cache, cache_dir)
     profile = load_profile(hw) if hw else None
     ann = annotation_for(trace, annotation)
@@ -170,6 +180,9 @@ def waves_calc_cmd(
 
     CTAs, waves and wave efficiency of a grid (--grid, or from --batch and --qlen); with --time-us the estimated
     time with full waves, and with --layers the saving per step."""
+    from ..analyses.waves import waves_calc
+    from ..hardware import load_profile
+
     parsed = _grid(grid)
     n_sms = sms
     if n_sms is None:

@@ -7,8 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.layers import layers as layers_result
-from ..analyses.suggest import suggest as suggest_annotation
 from .common import (
     AnnotationOpt,
     CacheDirOpt,
@@ -46,6 +44,8 @@ def layers_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
 
     Per step the head, each decoder layer with its type, and the tail; the one-step table charges every ns of the
     step to one kernel category and one layer type."""
+    from ..analyses.layers import layers as layers_result
+
     ann = annotation_for(trace, annotation)
     res = layers_result(_load(trace, no_cache, cache_dir), categories=categories,
                         steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
@@ -67,6 +67,8 @@ def suggest_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, catego
 
     Step marker, boundary rules, block types, op tags and AllGather sizes, checked by running the annotation
     engine on the trace: `blocks -a FILE` reproduces `layers`."""
+    from ..analyses.suggest import suggest as suggest_annotation
+
     ann = annotation_for(trace, annotation)
     doc, res = suggest_annotation(_load(trace, no_cache, cache_dir), categories=categories, name=name,
                                   steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))

@@ -7,10 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..analyses.capacity import ModelDims, capacity
-from ..analyses.memory import OptionError, ledger, log_result
-from ..ingest.sglang_log import read_log
-from ..result import Result
 from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
 LogArg = Annotated[Path, typer.Argument(help="sglang launch log (plain, .gz or .zst; several ranks interleaved is fine).",
@@ -38,6 +34,9 @@ def log_cmd(log: LogArg,
     """The records tracekit recognises in an sglang launch log.
 
     Each record with its line and rank tags; also the memory lines that no pattern knows."""
+    from ..analyses.memory import log_result
+    from ..ingest.sglang_log import read_log
+
     _emit(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind), format, out, table)
 
 
@@ -51,6 +50,9 @@ def ledger_cmd(log: LogArg,
 
     Free memory at each stage of the launch, the logged allocations, the memory no log line explains, and the
     ledger's rows: weights, CUDA graphs, NCCL, workspace, margin and the state pools (docs/ledger.md)."""
+    from ..analyses.memory import ledger
+    from ..ingest.sglang_log import read_log
+
     a = read_log(log, patterns=patterns or ())
     b = read_log(log2, patterns=patterns or ()) if log2 is not None else None
     _emit(ledger(a, b, rank=rank, launch=launch, launch_b=launch), format, out, table)
@@ -58,6 +60,8 @@ def ledger_cmd(log: LogArg,
 
 def _count(text: str | None, name: str) -> int | None:
     """``100000``, ``100k``, ``1M``, ``1_000`` → int."""
+    from ..analyses.memory import OptionError
+
     if text is None:
         return None
     m = re.fullmatch(r"\s*(\d[\d_,]*(?:\.\d+)?)\s*([kKmM]?)\s*", text)
@@ -95,6 +99,9 @@ def capacity_cmd(
 
     KV bytes per token; tokens per rank, per DP group (× dcp) and per instance; with --context, the maximum
     concurrency."""
+    from ..analyses.capacity import ModelDims, capacity
+    from ..ingest.sglang_log import read_log
+
     parsed = read_log(log, patterns=patterns or ()) if log is not None else None
     dims = ModelDims(layers=layers, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, kv_heads=kv_heads, head_dim=head_dim)
     res = capacity(log=parsed, rank=rank, dims=dims, kv_dtype=kv_dtype, pool_gib=pool_gib, ranks=ranks, dp=dp, dcp=dcp,

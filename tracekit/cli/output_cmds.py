@@ -7,10 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.allgather import parse_sizes
-from ..annotation import load_annotation
 from ..errors import OutputError, UsageError
-from ..result import Result, trace_input
 from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
                      MinStepOpt, NoCacheOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
                      StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
@@ -116,6 +113,8 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
 
 
 def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
+    from ..annotation import load_annotation
+
     from ..analyses.steps import get_steps
     from ..analyses.plot_data import PlotInput, batch_size
 
@@ -154,6 +153,8 @@ def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annot
 
 def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, warnings: list[str],
                  **extra) -> Result:
+    from ..result import Result, trace_input
+
     summary = {"kind": kind, "out": saved["path"], "image_format": saved["format"], "bytes": saved["bytes"],
                "width_px": saved["width_px"], "height_px": saved["height_px"], "traces": len(traces), **extra}
     return Result(command="plot", inputs=[trace_input(t) for t in traces], params={"kind": kind, **params},
@@ -210,6 +211,8 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
     """Exposed AllGather time per type per batch size, as bars.
 
     Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
+    from ..analyses.allgather import parse_sizes
+
     _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              sizes=parse_sizes(ag_size))
 
@@ -254,6 +257,8 @@ def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sgla
     """The memory ledger of launch logs, as a waterfall.
 
     Per launch log (one or two): usable GiB, each fixed overhead, then the state pools."""
+    from ..result import Result
+
     import pandas as pd
 
     from ..analyses.memory import ledger

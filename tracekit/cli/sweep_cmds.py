@@ -6,11 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses.compare import DEFAULT_ACCEPT_LEN
-from ..analyses.ranks import rank_map
-from ..sweeps import analyze, bench_result, compare_deployments, default_jobs, imbalance
-from ..render.files import check_dir_target, write_outputs
-from ..ingest.discover import DEFAULT_POINT_PATTERN, discover
+from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
                      PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _ns, _output, app,
                      show_progress)
@@ -48,6 +44,10 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
 
     Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
     bytes."""
+    from ..ingest.discover import discover
+    from ..render.files import check_dir_target, write_outputs
+    from ..sweeps import analyze, default_jobs
+
     if out is not None:
         check_dir_target(out, "analyze output")  # before the work
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
@@ -102,6 +102,8 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
 
     With --log-a/--log-b the launch logs also give the memory ledger difference, the server-argument difference,
     and (unless given) dp and the captured CUDA-graph batch sizes."""
+    from ..sweeps import compare_deployments
+
     _graph_bs(cuda_graph_bs_a), _graph_bs(cuda_graph_bs_b)  # usage errors name the option
     res = compare_deployments(a, b, dp_a=dp_a, dp_b=dp_b, annotation_a=annotation_a, annotation_b=annotation_b,
                               accept_len=accept_len, cuda_graph_bs_a=cuda_graph_bs_a, cuda_graph_bs_b=cuda_graph_bs_b,
@@ -120,6 +122,8 @@ def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result
 
     Reads tracekit's own columns, sglang bench_serving and bench_one_batch_server results, and adds the estimated
     throughput."""
+    from ..sweeps import bench_result
+
     _output(bench_result(files, accept_len=accept_len), format, out, table)
 
 
@@ -140,6 +144,8 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 
     Attention TP size, and the attention TP rank, CP rank, DP rank, DCP rank and expert-parallel rank of every TP
     rank."""
+    from ..analyses.ranks import rank_map
+
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep), format, out, table)
 
 
@@ -160,6 +166,8 @@ def imbalance_cmd(directory: Annotated[list[Path], typer.Argument(
     Every rank on the reference rank's clock (offsets from the ends of blocking collectives), each collective
     (DeepEP dispatch/combine, NCCL all-reduce, all-gather, …) matched across the ranks: per step the waits, the
     imbalance (last − median arrival) and the straggler with its batch and the work it did before arriving."""
+    from ..sweeps import imbalance
+
     root = directory[0] if len(directory) == 1 else directory
     kwargs = dict(jobs=jobs, dask=dask, gpus_per_node=gpus_per_node, step_name=step_name,
                   min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, step_source=step_source.value,

@@ -6,7 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..analyses import decompose, kernel_stats, overlap, steps_result, temporal, trace_info
 from .common import (AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
                      SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
                      annotation_for, app, step_opts)
@@ -19,6 +18,8 @@ def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = No
 
     Also its events counted by kind, kernel category and stream, its copies and communication kernels, and the
     records lost or skipped while reading it."""
+    from ..analyses import trace_info
+
     _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
 
 
@@ -40,6 +41,8 @@ def kernels(trace: TraceArg = None,
     """Which kernels take the GPU time, largest total first.
 
     Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
+    from ..analyses import kernel_stats
+
     _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top,
                          by=(by or KernelBy.name).value, categories=categories), format, out, table)
 
@@ -54,6 +57,8 @@ def steps(trace: TraceArg = None, annotation: AnnotationOpt = None, step_name: S
     """Where the steps are, and how long each one takes.
 
     Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
+    from ..analyses import steps_result
+
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = steps_result(_load(trace, no_cache, cache_dir), steps=opts)
     _output(res, format, out, table)
@@ -76,6 +81,8 @@ def wall(trace: TraceArg = None,
 
     Per step the time the GPU runs anything besides AllGather copies (busy), only AllGather copies, or nothing
     (idle); the three sum exactly to the step's wall time."""
+    from ..analyses import decompose
+
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, steps=opts)
     _output(res, format, out, table)
@@ -89,6 +96,8 @@ def temporal_cmd(trace: TraceArg = None,
     """How the GPU time of the whole trace splits, without steps.
 
     Span, busy, idle, compute, communication and memory time, and how much of them overlaps."""
+    from ..analyses import temporal
+
     _output(temporal(_load(trace, no_cache, cache_dir), per_stream=per_stream), format, out, table)
 
 
@@ -104,6 +113,8 @@ def overlap_cmd(trace: TraceArg = None,
     """How much of one selection runs hidden under another.
 
     Per step |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (selections: docs/selectors.md)."""
+    from ..analyses import overlap
+
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, steps=opts)
     _output(res, format, out, table)

@@ -5,8 +5,6 @@ from typing import Annotated
 
 import typer
 
-from ..analyses.whatif import whatif
-from ..ingest.sglang_log import read_log
 from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 from .log_cmds import LaunchOpt, LogArg, PatternsOpt, RankOpt
 
@@ -28,6 +26,9 @@ def whatif_cmd(log: LogArg, settings: SetOpt, rank: RankOpt = None, patterns: Pa
 
     Replays a launch log's memory ledger with the --set values: what moves into the KV pool, and the margin
     left."""
+    from ..analyses.whatif import whatif
+    from ..ingest.sglang_log import read_log
+
     res = whatif(read_log(log, patterns=patterns or ()), settings=settings, rank=rank, launch=launch,
                  dims=dims or None)
     _output(res, format, out, table)

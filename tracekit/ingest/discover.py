@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..defaults import DEFAULT_POINT_PATTERN  # noqa: F401 - re-exported
 from ..errors import InputError
 from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES
 from ..regexes import bounded
 
-DEFAULT_POINT_PATTERN = r"bs(?P<bs>\d+)(?:_(?P<ctx>\d+[kKmM]?))?"
 RANK_TAG = re.compile(r"-(TP|DP|PP|EP)-(\d+)")
 
 
