@@ -109,3 +109,13 @@ def test_every_two_colours_in_one_picture_are_distinguishable():
             assert d >= DE_FLOOR, f"{label} · {title}: {a} and {b} are only ΔE {d:.1f} apart"
             checked += len(colors) >= 2
     assert checked >= 10
+
+
+def test_a_plot_figure_gets_distinguishable_colours_too():
+    from tracekit.render.plots import NO_BLOCK, type_colors
+
+    types = ["KDA", "MLA", "MoE", "Dense", "draft", "head", "tail", "ReplaySSM"] + [f"layer {i}" for i in range(12)]
+    cols = type_colors(types)
+    assert cols[NO_BLOCK] == color_of(NO_BLOCK) and cols["KDA"] == color_of("KDA")
+    d, a, b = closest_pair(cols.values())
+    assert d >= DE_FLOOR, (a, b, d)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UsageError
-from .colors import color_of
+from .colors import color_of, picture_colors
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -63,11 +63,11 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def type_colors(types) -> dict[str, Any]:
-    """The colour of each type: the same for a name in every plot and in the HTML report
-    (:func:`tracekit.render.colors.color_of`), never chosen by what else is drawn."""
-    out: dict[str, Any] = {str(t): color_of(t) for t in types}
-    out[NO_BLOCK] = color_of(NO_BLOCK)
-    return out
+    """The colour of each type in one figure: the same for a name in every plot and in the HTML report
+    (:func:`tracekit.render.colors.color_of`) unless it would come too close to a colour already in this figure, then
+    one far enough from all (:func:`tracekit.render.colors.picture_colors`; categories and ``(no block)`` never
+    move)."""
+    return dict(picture_colors([str(t) for t in types], fixed=[NO_BLOCK]))
 
 
 def _x_keys(points: pd.DataFrame) -> tuple[pd.Series, list[str]]:
