@@ -81,3 +81,28 @@ def cli(capsys):
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+
+
+# The quick tier (`pytest -m "not slow"`, under 2 minutes on 2 cores) stays quick only if what grows slow is marked
+# slow: the summary names every test without the mark that took longer than QUICK_TEST_S (setup + call + teardown).
+QUICK_TEST_S = 5.0
+_TOOK: dict[str, float] = {}
+_NOT_SLOW: set[str] = set()
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("slow") is None:
+        _NOT_SLOW.add(item.nodeid)
+
+
+def pytest_runtest_logreport(report):
+    _TOOK[report.nodeid] = _TOOK.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    over = sorted(((s, n) for n, s in _TOOK.items() if n in _NOT_SLOW and s > QUICK_TEST_S), reverse=True)
+    if over:
+        terminalreporter.section("tests not marked slow that took over %.0f s (mark them @pytest.mark.slow)"
+                                 % QUICK_TEST_S)
+        for s, n in over:
+            terminalreporter.write_line(f"{s:6.1f} s  {n}")
