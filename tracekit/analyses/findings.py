@@ -46,6 +46,7 @@ class Context:
     sms: int | None
     bs: float | None = None
     warnings: list[str] = field(default_factory=list)
+    cache: dict = field(default_factory=dict)  # what several sources share, computed once (the kernel arrays)
 
     def words(self, kind: str, **values) -> dict[str, str]:
         return words(kind, trace=self.trace.path, ann_opt=f" -a {self.ann.name}" if self.ann is not None else "",
@@ -182,15 +183,31 @@ def wave_losses(ctx: Context) -> list[dict]:
     return out
 
 
+def _at(col, rows: np.ndarray) -> np.ndarray:
+    """Values of a Categorical at ``rows`` as an object array (None where missing), through its codes."""
+    cat = pd.Categorical(col) if not isinstance(col, pd.Categorical) else col
+    table = np.empty(len(cat.categories) + 1, dtype=object)
+    table[:-1] = cat.categories.to_numpy(dtype=object)
+    table[-1] = None
+    return table[np.asarray(cat.codes)[rows]]
+
+
 def _category_of_names(trace: Trace) -> dict[str, str]:
-    """Kernel name -> its category (the first kernel of that name)."""
+    """Kernel name -> its category (the first kernel of that name), once per trace: one pass over the name codes."""
     from .categories import trace_categories
 
+    cats = trace_categories(trace)
+    key = ("category_of_names", id(cats))
+    got = trace.derived.get(key)
+    if got is not None:
+        return got
     ev = trace.events
-    k = (ev["kind"] == "kernel").to_numpy()
-    d = pd.DataFrame({"name": names_at(ev, np.flatnonzero(k)),
-                      "category": np.asarray(trace_categories(trace), dtype=object)[k]})
-    return dict(zip(*d.drop_duplicates("name")[["name", "category"]].to_numpy().T)) if len(d) else {}
+    k = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
+    codes = ev["name"].cat.codes.to_numpy()[k]
+    _, first = np.unique(codes, return_index=True)  # the first kernel of each name
+    rows = k[first]
+    got = trace.derived[key] = dict(zip(names_at(ev, rows).tolist(), _at(cats, rows).tolist()))
+    return got
 
 
 def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **extra) -> list[dict]:
@@ -213,7 +230,15 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
 
 def _kernel_arrays(ctx: Context) -> dict[str, Any]:
     """Kernels inside the steps, aligned with :func:`tracekit.analyses.shapes.kernel_shapes`' table: duration, step,
-    family, and (where the launching op has a shape) FLOPs, bytes and the time at the achievable fractions."""
+    family, and (where the launching op has a shape) FLOPs, bytes and the time at the achievable fractions. Computed
+    once per findings run (the dominance and shapes sources share it)."""
+    got = ctx.cache.get("kernel_arrays")
+    if got is None:
+        got = ctx.cache["kernel_arrays"] = _make_kernel_arrays(ctx)
+    return got
+
+
+def _make_kernel_arrays(ctx: Context) -> dict[str, Any]:
     from .categories import families, trace_categories
     from .shapes import kernel_shapes
 
@@ -225,7 +250,7 @@ def _kernel_arrays(ctx: Context) -> dict[str, Any]:
     dur = ev["dur_ns"].to_numpy()[rows].astype(float)
     step = ctx.steps.step_of(start)
     cats = trace_categories(ctx.trace)
-    fam = np.asarray(families(cats), dtype=object)[rows]
+    fam = _at(families(cats), rows)
     rules = finding_rules()["roofline"]
     f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
     fl = t["flops"].to_numpy(dtype=float)
@@ -241,7 +266,7 @@ def _kernel_arrays(ctx: Context) -> dict[str, Any]:
         t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
         target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
     return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
-            "category": np.asarray(cats, dtype=object)[rows], "flops": fl, "bytes": by, "dtype": dt,
+            "category": _at(cats, rows), "flops": fl, "bytes": by, "dtype": dt,
             "shaped": shaped & (step >= 0), "target": target, "peak": peak,
             "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
             "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
