@@ -118,3 +118,22 @@ def test_every_see_command_parses(workdir):
         cmd.make_context(" ".join(args[:2]), list(rest))  # raises on an option or argument it does not take
         seen += 1
     assert seen >= 5
+
+
+@pytest.mark.parametrize("argv", [
+    ["kernels", "traces/dp16_bs4.trace.json.gz"],
+    ["waves", "trace", "traces/dp16_bs4.trace.json.gz"],
+    ["waves", "calc", "--grid", "300,1,1", "--sms", "132", "--time-us", "10.5"],
+    ["findings", "traces/dp16_bs4.trace.json.gz", "-a", "k3_dp16", "--min-pct", "2"],
+])
+def test_the_printed_command_of_other_commands_runs_again(workdir, argv):
+    """Sub-commands (``waves trace``, ``waves calc``), ns parameters given in µs (``--time-us``), options of other
+    commands: the page's command, run again through the CLI, gives the same summary."""
+    page, again = workdir / "p.html", workdir / "again.json"
+    nc = [] if argv[:2] == ["waves", "calc"] else ["--no-cache"]  # a calculator reads no trace
+    assert run([*argv, *nc, "-f", "html", "-o", str(page)]) == 0
+    args = _cmd(page.read_text())
+    assert args[1:1 + len(argv[:2])] == argv[:2] if argv[0] == "waves" else args[1] == argv[0]
+    assert run([*args[1:], *nc, "-f", "json", "-o", str(again)]) == 0, args
+    first = json.loads(page.with_suffix(".json").read_text())
+    assert json.loads(again.read_text())["summary"] == first["summary"], args

@@ -669,22 +669,35 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
 
 # a result's parameter (the Python function's name) -> the CLI option that sets it, where the two names differ
 PARAM_OPTIONS = {"sizes": "ag_size", "ann": "annotation"}
+NS_UNITS = (("ms", 1e6), ("us", 1e3), ("s", 1e9))  # an ``*_ns`` parameter given to the CLI in these units
 
 
-def _click_command(command: str):
-    """The click command of ``tracekit COMMAND`` (sub-commands as "group sub"), or None."""
+def _click_command(result: Result):
+    """The words and the click command of the ``tracekit`` command that made ``result`` ("waves_calc" is
+    ``waves calc``; a group's sub-command is the one its ``kind`` or ``action`` parameter names, else the only one
+    that takes the result's inputs as arguments), or (the command's words, None)."""
+    words = result.command.replace("_", " ").split()
     try:
         import typer.main
 
         from ..cli import app
     except ImportError:  # pragma: no cover - the CLI's dependencies are part of tracekit
-        return None
+        return words, None
     cmd = typer.main.get_command(app)
-    for part in command.split():
+    for part in words:
         cmd = getattr(cmd, "commands", {}).get(part)
         if cmd is None:
-            return None
-    return cmd
+            return words, None
+    subs = getattr(cmd, "commands", None)
+    if subs:
+        named = [result.params.get(k) for k in ("kind", "action") if result.params.get(k) in subs]
+        takes = [n for n, c in subs.items()
+                 if any(getattr(p, "param_type_name", "") == "argument" for p in c.params) == bool(result.inputs)]
+        pick = named[0] if named else takes[0] if len(takes) == 1 else None
+        if pick is None:
+            return words, None
+        words, cmd = [*words, pick], subs[pick]
+    return words, cmd
 
 
 def _option_args(opt, value) -> list[str]:
@@ -704,17 +717,20 @@ def command_args(result: Result, rel=None) -> list[str]:
     an option for (by its name, ``PARAM_OPTIONS``, or an ``*_ns`` parameter given in ms by ``--*-ms``), those left at
     the option's default left out; the inputs that no option took are the arguments. ``rel`` shows a path."""
     rel = rel or (lambda x: x)
-    cmd = _click_command(result.command)
+    words, cmd = _click_command(result)
     names = [str(i.get("path") or i.get("label")) for i in result.inputs if i.get("path") or i.get("label")]
     if cmd is None:
-        return ["tracekit", *result.command.split(), *map(rel, names)]
+        return ["tracekit", *words, *map(rel, names)]
     # typer carries its own copy of click: options and arguments told apart by what they say they are
     opts = {p.name: p for p in cmd.params if getattr(p, "param_type_name", "") == "option"}
     args, used = [], set()
     for k, v in result.params.items():
         name = PARAM_OPTIONS.get(k, k)
-        if name not in opts and k.endswith("_ns") and f"{k[:-3]}_ms" in opts and _num(v) is not None:
-            name, v = f"{k[:-3]}_ms", float(v) / 1e6
+        if name not in opts and name.replace("_", "") in opts:  # q_len -> --qlen
+            name = name.replace("_", "")
+        unit = next((u for u, _ in NS_UNITS if f"{k[:-3]}_{u}" in opts), None) if k.endswith("_ns") else None
+        if name not in opts and unit is not None and _num(v) is not None:  # min_step_ns -> --min-step-ms
+            name, v = f"{k[:-3]}_{unit}", float(v) / dict(NS_UNITS)[unit]
             v = int(v) if float(v).is_integer() else v
             if v == 0:
                 continue
@@ -731,7 +747,7 @@ def command_args(result: Result, rel=None) -> list[str]:
     positional = [n for n in names if n not in used]
     n_args = sum(p.nargs if p.nargs > 0 else len(positional) for p in cmd.params
                  if getattr(p, "param_type_name", "") == "argument")
-    return ["tracekit", *result.command.split(), *map(rel, positional[:n_args]), *args]
+    return ["tracekit", *words, *map(rel, positional[:n_args]), *args]
 
 
 def _command_line(result: Result, rel=None) -> str:
