@@ -75,3 +75,23 @@ def test_every_decode_path_keeps_the_inputs(tmp_path, layout):
         p.write_text(json.dumps(doc))
     t = tracekit.load(p, cache=False)
     assert _flops(t) == WANT
+
+
+def test_a_trace_replayed_from_cuda_graphs_says_why_it_has_no_shapes(tmp_path):
+    from tracekit.analyses.hbm import hbm_bytes
+    from tracekit.analyses.roofline import roofline
+    from tracekit.errors import MissingDataError
+
+    ev = [cpu_ann("ProfilerStep#1", 0.0, 400.0, ext=9), gpu_ann("ProfilerStep#1", 10.0, 380.0, ext=9),
+          op("aten::mm", 10.0, 30.0, [[64, 1024], [1024, 4096]], [BF16, BF16]),  # recorded, launches nothing
+          launch("cudaGraphLaunch", 50.0, 7), kernel("gemm_kernel", 60.0, 20.0, corr=7),
+          kernel("bmm_kernel", 90.0, 10.0, corr=7)]
+    p = write_trace(tmp_path / "g.json", ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3",
+                                                                 "numSms": 132}])
+    t = tracekit.load(p, cache=False)
+    ks = kernel_shapes(t)
+    assert ks.graph_kernels == 2 and ks.shaped == 0 and ks.summary()["graph_pct"] == 100.0
+    assert any("CUDA graphs" in w for w in ks.warnings)
+    for fn in (roofline, hbm_bytes):
+        with pytest.raises(MissingDataError, match="CUDA graphs"):
+            fn(t, None, "h100")
