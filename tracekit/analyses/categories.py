@@ -157,13 +157,12 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
         if "pattern" in r:
             if not isinstance(r["pattern"], str):
                 raise DataFileError(f"{src}: {where}.pattern must be a regular expression string")
-            if user:
+            try:
+                pattern = re.compile(r["pattern"], re.ASCII)
+            except re.error as exc:
+                raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
+            if user:  # a user's pattern runs time-bounded
                 pattern = bounded(r["pattern"], f"{src}: {where}.pattern", DataFileError, re.ASCII)
-            else:
-                try:
-                    pattern = re.compile(r["pattern"], re.ASCII)
-                except re.error as exc:
-                    raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
         kinds = _strings(r["kind"], f"{where}.kind", src) if "kind" in r else None
         if kinds and any(k not in _KINDS for k in kinds):
             raise DataFileError(f"{src}: {where}.kind must be among {', '.join(_KINDS)}")

@@ -192,12 +192,11 @@ def _compile(source: str, where: str, pattern: Any, placeholders: dict[str, str]
         raise DataFileError(f"{source}: {where} must be a non-empty regular expression string")
     for name, sub in (placeholders or {}).items():
         pattern = pattern.replace("{" + name + "}", sub)
-    if user:
-        return bounded(pattern, f"{source}: {where}", DataFileError)  # type: ignore[return-value]
     try:
-        return re.compile(pattern)
+        compiled = re.compile(pattern)
     except re.error as exc:
         raise DataFileError(f"{source}: {where} is not a valid regular expression ({exc})") from exc
+    return bounded(pattern, f"{source}: {where}", DataFileError) if user else compiled  # type: ignore[return-value]
 
 
 def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str], user: bool = False) -> PatternSet:
