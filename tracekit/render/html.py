@@ -164,7 +164,9 @@ def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
             rects = "".join(f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" height="{lane_h}"/>'
                             for x, w in zip(xs.tolist(), ws.tolist()))
             total = int((b - a).sum())
-            plot.append(f'<g fill="{fill}"><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
+            edge = ' stroke="#fff" stroke-width="1" vector-effect="non-scaling-stroke"' \
+                if lane in ("layers", "blocks") else ""  # neighbouring layers of one type stay apart
+            plot.append(f'<g fill="{fill}"{edge}><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
                         f'{total / 1e6:,.3f} ms</title>{rects}</g>')
     names.append("</svg>")
     plot.append("</svg>")
