@@ -826,10 +826,12 @@ def headline_html(result: Result) -> str:
         parts.append(", ".join(shares))
     one = result.tables.get("one_step")
     if one is not None and len(one) and {"step", "group_by", "name", "wall_pct"} <= set(one.columns):
-        cat = one[(one["step"] == s.get("timeline_step", one["step"].min())) & (one["group_by"] == "category")]
+        cat = one[(one["step"] == s.get("timeline_step", one["step"].min())) & (one["group_by"] == "category")
+                  & (one["name"] != "idle")]  # idle time is a row of the table, not a kernel category
         if len(cat):
             top = cat.sort_values("wall_pct", ascending=False).iloc[0]
-            parts.append(f"the costliest category is {top['name']} ({float(top['wall_pct']):.0f} % of the wall)")
+            parts.append(f"the costliest kernel category is {top['name']} ({float(top['wall_pct']):.0f} % of the "
+                         "wall)")
     lead = "; ".join(parts) + "."
     if s.get("top_finding"):
         lead += f" Top finding: {s['top_finding']}."
