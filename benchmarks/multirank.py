@@ -95,7 +95,16 @@ def main() -> None:
             subprocess.run([sys.executable, str(ROOT / "fixtures" / "synth.py"), "ranks", "--preset", preset,
                             "--out", str(run), "--layers", "61", "--mb", str(a.mb),
                             "--truth", str(run.with_suffix(".truth.json"))], check=True)
-    files = sorted(p for p in run.rglob("*") if p.name.endswith((".json.gz", ".json", ".json.zst")))
+    # the rank files (tracekit's own rule); a file that names no rank (a truth.json beside them) is refused: imbalance
+    # would read it too, only to leave it out, and the ingest row would not
+    from tracekit.analyses.multirank.discover import find_ranks
+
+    ranks, _ = find_ranks(run)
+    strays = [str(f) for rf in ranks if rf.rank is None for f in rf.files]
+    if strays:
+        raise SystemExit(f"{run} holds files that name no rank ({', '.join(strays[:3])}): give a directory of the rank"
+                         " files alone (links to them will do)")
+    files = [f for rf in ranks for f in rf.files]
     biggest = max(unzipped_size(f) for f in files)
     total = sum(unzipped_size(f) for f in files)
     rows = [measure([sys.executable, "-c", INGEST, *map(str, files)], "cold ingest alone (2 processes)")]
