@@ -170,8 +170,9 @@ def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
                         f'{total / 1e6:,.3f} ms</title>{rects}</g>')
     names.append("</svg>")
     plot.append("</svg>")
-    ticks = "".join(f'<text x="{k / 5 * plot_w:.1f}" y="14" text-anchor="{"start" if k == 0 else "end" if k == 5 else "middle"}"'
-                    f'>+{span * k / 5 / 1e6:,.2f} ms</text>' for k in range(6))
+    anchor = ["start", "middle", "middle", "middle", "middle", "end"]  # the first and last tick stay inside
+    ticks = "".join(f'<text x="{k / 5 * plot_w:.1f}" y="14" text-anchor="{anchor[k]}">+{span * k / 5 / 1e6:,.2f} ms'
+                    "</text>" for k in range(6))
     axis = (f'<svg class="tl-axis" viewBox="0 0 {plot_w} 20" width="{plot_w}" height="20" data-span-ns="{span}">'
             f"{ticks}</svg>")
     controls = ('<div class="tl-ctl"><button type="button" data-zoom="in">zoom in</button>'
