@@ -83,3 +83,13 @@ def test_an_annotation_shows_its_blocks():
     tl = res.tables["timeline"]
     assert body.count("<rect x=") == int((tl["lane"] == "blocks").sum())
     assert "block_type" in body
+
+
+def test_the_block_types_carry_the_annotation_s_kernel_time():
+    res = _report("dp16_bs4.trace.json.gz", "k3_dp16")
+    _, body, _ = layer_section(res)
+    bt = res.tables["block_types"]
+    bt = bt[bt["step"] == res.summary["timeline_step"]]
+    for t, ns in zip(bt["block_type"], bt["kernel_ns"]):
+        assert re.search(rf'<td data-v="{re.escape(str(t))}">{re.escape(str(t))}</td>(?:(?!</tr>).)*<td class=n data-v="'
+                         rf'{re.escape(repr(ns / 1e6))}">', body), t

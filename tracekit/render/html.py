@@ -322,6 +322,11 @@ def layer_section(result: Result) -> tuple[str, str, str] | None:
                .agg(**{f"{word}s": (word, "size"), "wall_ms": ("wall_ms", "sum"),
                        **({"kernel_ms": ("kernel_ms", "sum")} if "kernel_ms" in table else {})})
                .sort_values("wall_ms", ascending=False).reset_index())
+    bt = t.get("block_types")
+    if "kernel_ms" not in by_type and lane == "blocks" and bt is not None and len(bt) and \
+            {"step", "block_type", "kernel_ns"} <= set(bt.columns):  # the annotation's kernel time per block type
+        k = bt[bt["step"] == step].groupby("block_type")["kernel_ns"].sum() / 1e6
+        by_type["kernel_ms"] = by_type[f"{word}_type"].map(k).astype(float)
     by_type.insert(3, "wall_pct", by_type["wall_ms"] / max(float(table["wall_ms"].sum()), 1e-12) * 100)
     by_type["mean_wall_ms"] = by_type["wall_ms"] / by_type[f"{word}s"]
     colors = picture_colors(by_type[f"{word}_type"].tolist())
