@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
+from .compression import HEAD_BYTES, compression_of, without_bom
 from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
 from .normalize import build_events
 from .reader import (StreamDamaged, read_ahead, read_text, replace_lone_surrogates, replace_nonfinite,
@@ -117,11 +118,11 @@ def _text_size(source: Path) -> int:
     size = source.stat().st_size
     with open(source, "rb") as fh:
         head = fh.read(18)
-        if head.startswith(b"\x1f\x8b") and size >= 18:
+        if compression_of(head) == "gzip" and size >= 18:
             fh.seek(size - 4)
             isize = int.from_bytes(fh.read(4), "little")  # modulo 2**32: the wraps are guessed at 15x
             return isize + max(0, round((size * 15 - isize) / (1 << 32))) * (1 << 32) if isize else size * 15
-        if head.startswith(b"\x28\xb5\x2f\xfd"):
+        if compression_of(head) == "zstd":
             import zstandard
 
             try:
@@ -252,8 +253,7 @@ class _Counter:
 
 def _compression(source: Path) -> str:
     with open(source, "rb") as fh:
-        head = fh.read(4)
-    return "gzip" if head.startswith(b"\x1f\x8b") else "zstd" if head.startswith(b"\x28\xb5\x2f\xfd") else "none"
+        return compression_of(fh.read(HEAD_BYTES))
 
 
 def _whole_document(source: Path, shown: str, report: IngestReport):
@@ -279,8 +279,7 @@ def _whole_document(source: Path, shown: str, report: IngestReport):
                              f" damage ({report.warnings[-1].split(': ', 1)[-1]}); pass a complete torch-profiler trace")
         raise InputError(f"{shown} is empty{' after decompression' if report.compression != 'none' else ''};"
                          " pass a complete torch-profiler trace")
-    if data[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
-        data = data[3:]
+    data = without_bom(data)
     raws, header, cut = _split(shown, data, report)
     return decode_slices(raws, header), cut
 

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError
+from .compression import HEAD_BYTES, is_compressed
 
 BENCH_COLUMNS = ["deployment", "context", "concurrency", "step_time_ms", "tpot_ms", "throughput_tok_s", "format",
                  "source"]
@@ -35,7 +36,7 @@ def _records(path: Path) -> list[tuple[str, Any]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path} could not be read ({exc.strerror or exc}); check the path") from exc
-    if raw[:2] == b"\x1f\x8b" or raw[:4] == b"\x28\xb5\x2f\xfd" or b'"traceEvents"' in raw[:1 << 20]:
+    if is_compressed(raw[:HEAD_BYTES]) or b'"traceEvents"' in raw[:1 << 20]:
         raise InputError(f"{path} is a compressed file or a profiler trace, not a benchmark result; tracekit bench"
                          " reads CSV, JSON or JSONL results (docs/bench.md) — for a trace use tracekit report")
     text = raw.decode("utf-8", errors="replace")

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..errors import DataFileError, InputError, MissingDataError
 from ..regexes import bounded
+from .compression import HEAD_BYTES, compression_of
 
 FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
 _FLOAT_SUFFIXES = ("_gib", "_mib", "_s")
@@ -691,11 +692,11 @@ def _rejected_warning(path: str, rec: Record) -> str:
 def _open_text(p: Path):
     """The log as a text stream (plain, .gz or .zst by content), decoded as UTF-8 with bad bytes replaced."""
     fh = open(p, "rb")
-    head = fh.read(4)
+    kind = compression_of(fh.read(HEAD_BYTES))
     fh.seek(0)
-    if head[:2] == b"\x1f\x8b":
+    if kind == "gzip":
         raw = gzip.GzipFile(fileobj=fh)
-    elif head[:4] == b"\x28\xb5\x2f\xfd":
+    elif kind == "zstd":
         import zstandard
 
         raw = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
