@@ -13,6 +13,8 @@ from tracekit.analyses.fit import annotation_fit, best_fit, fits_above
 from tracekit.analyses.steps import get_steps
 from tracekit.errors import MissingDataError
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
 NO_CORPUS = (f"the ../shared corpus is not present ({CORPUS} holds no *.json.gz under hta/tests/data or"
              " tracelens/tests/traces); these tests need the shared trace corpus next to the repository")

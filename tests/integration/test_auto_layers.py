@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from fixtures.synthlib import build_trace, get_preset, simulate, write_trace
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 SYN = ROOT / "fixtures" / "synthetic"
 CORPUS = ROOT.parent / "shared" / "corpus"
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")

@@ -25,6 +25,8 @@ import pytest
 import tracekit
 from tracekit.analyses.info import trace_info
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
 NO_CORPUS = (f"the ../shared corpus is not present ({CORPUS} does not exist or holds no *.json.gz under"

@@ -18,6 +18,8 @@ from tracekit.cli import bundled_sample
 from tracekit.exporters import TABLE_COLUMNS, collect, write_annotated_trace, write_parquet
 from tracekit.exporters.perfetto import CATEGORY, us_text
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 DP16 = FIX / "dp16_bs4.trace.json.gz"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "export.md"

@@ -14,6 +14,8 @@ if str(REPO) not in sys.path:
 
 from fixtures.synthlib import write_run  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):

@@ -15,6 +15,8 @@ from tracekit.analyses.layers import layers
 from tracekit.analyses.steps import get_steps
 from tracekit.errors import TracekitError
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "synthetic").glob("*.trace.json.gz"))
 CORPUS_FILES = sorted(p for d in (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
                       if d.is_dir() for p in d.rglob("*.json.gz"))

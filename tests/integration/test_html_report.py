@@ -22,6 +22,8 @@ from tracekit.ingest.sglang_log import read_log
 from tracekit.render import emit
 from tracekit.render.human import value_text
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 ROOT = Path(__file__).resolve().parents[2]
 SYN = ROOT / "fixtures" / "synthetic"
 sys.path.insert(0, str(ROOT))

@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from fixtures.synthlib import build_trace, get_preset, simulate, write_trace  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 SYN = ROOT / "fixtures" / "synthetic"
 CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":")
                                                  if p]

@@ -12,6 +12,8 @@ import pytest
 from fixtures.synthlib.multirank import write_run
 from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {
     "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],

@@ -158,6 +158,7 @@ def _same_docs(doc: dict, api: dict) -> None:
     assert doc == api
 
 
+@pytest.mark.slow
 def test_cli_and_api_give_the_same_json(data, cli):
     cases = _cases(data)
     covered = {c for c, _, _ in cases} | {"export", "annotate", "plot decomposition", "plot blocks", "plot exposure",
@@ -175,6 +176,7 @@ def _takes_cache(command: str) -> bool:
                            "cache info", "whatif")
 
 
+@pytest.mark.slow
 def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
     dp16, k3 = data["dp16"], _k3()
     for command, fn, target in (("export", tracekit.export_parquet, "x"), ("annotate", tracekit.annotate_trace,
@@ -187,6 +189,7 @@ def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
         _same_docs(json.loads(out), json.loads(text))
 
 
+@pytest.mark.slow
 def test_plot_points_match_their_functions(data, cli, tmp_path):
     from tracekit.analyses import plot_data as plots
 
@@ -202,6 +205,7 @@ def test_plot_points_match_their_functions(data, cli, tmp_path):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["table", "csv", "md", "html"])
 def test_every_command_in_every_format(data, cli, fmt, tmp_path):
     for command, args, _ in _cases(data):

@@ -18,6 +18,8 @@ import tracekit  # noqa: E402
 from fixtures.synthlib import write_run  # noqa: E402
 from tracekit.analyses.multirank.api import reference_files  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 HTA = REPO.parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
 
 

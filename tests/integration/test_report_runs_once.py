@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import tracekit
 from tracekit.analyses import layers as L
 from tracekit.analyses.report import report
 from tracekit.annotation import as_annotation
 from tracekit.annotation import blocks as B
+
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 DP16 = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
 

@@ -24,6 +24,8 @@ from tracekit.analyses.findings import findings
 from tracekit.analyses.roofline import roofline
 from tracekit.analyses.shapes import kernel_shapes
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":")
                                                  if p]

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from fixtures.synth import STEP_MARKERS, build, write_trace  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 CORPUS = ROOT.parent / "shared" / "corpus"
 SHIPPED = sorted({p.stem for p in shipped().values()})
 

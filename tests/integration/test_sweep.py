@@ -18,6 +18,8 @@ from tracekit.render.files import write_outputs
 from tracekit.ingest.bench import read_bench
 from tracekit.ingest.discover import discover, parse_context, rank_tags
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 REPO = Path(__file__).resolve().parents[2]
 
 

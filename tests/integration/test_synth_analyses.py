@@ -15,6 +15,8 @@ from tracekit.analyses import allgather_result, communication, exposure
 from tracekit.analyses.blocks import block_stats
 from tracekit.annotation import load_annotation
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 CASES = [("dp16_bs4", "k3_dp16"), ("dp16_bs24", "k3_dp16"),
          ("dp2dcp8_bs64", "sgl_b_k3_decode"), ("dp2dcp8_bs128", "k3_dp2_dcp8")]

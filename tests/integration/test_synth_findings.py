@@ -23,6 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from fixtures.synth import build, write_trace  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 K3 = load_annotation("k3_dp16")
 K3_DP2 = load_annotation("k3_dp2_dcp8")
 # The generator's MLA decode kernel is timed as one CTA per SM (MLAWaves: waves = ceil(CTAs / SMs)) and its launch

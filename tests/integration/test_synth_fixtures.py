@@ -26,6 +26,8 @@ import tracekit  # noqa: E402
 from fixtures.synth import FIXTURE_DIR, FIXTURES, build, get_preset, regen, simulate  # noqa: E402
 from fixtures.synthlib.cli import main as synth_main  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 TRACES = [fx.trace_name for fx in FIXTURES]
 MS = 1_000_000
 

@@ -21,6 +21,8 @@ if str(REPO) not in sys.path:
 from fixtures.synth import STEP_MARKERS, build, write_trace  # noqa: E402
 from fixtures.synthlib.cli import main as synth_main  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 NEW_STYLES = ("sglang_modes", "vllm", "vllm_native", "profilerstep_rocm", "none")
 PRESET, BS, STEPS, Q_LEN, KV = "dsv3", 8, 4, 1, 8192
 UNDER = 1  # the under-recorded step

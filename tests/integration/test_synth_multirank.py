@@ -21,6 +21,8 @@ if str(REPO) not in sys.path:
 
 from fixtures.synthlib.multirank import build_run, write_run  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 COLL = (("dispatch", re.compile(r"deep_ep::\w+::(notify_)?dispatch<")),
         ("combine", re.compile(r"deep_ep::\w+::(cached_notify_)?combine<")),
         ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")), ("allgather", re.compile(r"^ncclDevKernel_AllGather")),

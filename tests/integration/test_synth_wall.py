@@ -20,6 +20,8 @@ import tracekit  # noqa: E402
 from tracekit.analyses import decompose, find_steps  # noqa: E402
 from fixtures.synth import FIXTURE_DIR, FIXTURES, build, write_trace  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 COLUMNS = ("wall_ns", "busy_ns", "ag_only_ns", "idle_ns")
 
 

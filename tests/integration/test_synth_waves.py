@@ -19,6 +19,8 @@ if str(REPO) not in sys.path:
 
 from fixtures.synth import build, write_trace  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 MLA = "tokenspeed_mla::sm100::mla_decode_fp8_kernel"
 
 
