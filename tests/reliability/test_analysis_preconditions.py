@@ -14,6 +14,7 @@ from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
 from tests.conftest import load_events as load
 
 
+@pytest.mark.slow
 def test_two_gpus_in_one_file_are_analysed_one_at_a_time(tmp_path, cli):
     """Device 0 busy 5 ms, device 1 busy 15 ms in one 20 ms step: pooled, 'busy' was 15 ms for a GPU busy 5."""
     evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), gpu_ann("scheduler.run_batch", 0.0, 20_000.0, device=1),
@@ -102,6 +103,7 @@ def test_non_finite_variables_are_refused(bad, cli):
     assert code == 3 and out == "" and "finite" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_impossible_values_are_refused_or_flagged(tmp_path, cli):
     """A negative KV size, 10^30 tokens and a bench row of -8 x -80 ms were accepted and turned into numbers."""
     code, _, err = cli("capacity", "--pool-gib", "0", "--layers", "61", "--kv-lora-rank", "512", "--rope-dim", "64")
@@ -122,6 +124,7 @@ def test_impossible_values_are_refused_or_flagged(tmp_path, cli):
     assert code == 3 and "not a benchmark result" in err
 
 
+@pytest.mark.slow
 def test_a_sweep_names_every_point_it_skipped(tmp_path, cli):
     """A point behind a symlink or in an unreadable directory was skipped with exit 0 and no word."""
     import os
@@ -155,6 +158,7 @@ def test_a_sweep_names_every_point_it_skipped(tmp_path, cli):
     assert code == 0 and any("broken link" in r["reason"] for r in json.loads(out)["tables"]["skipped"])
 
 
+@pytest.mark.slow
 def test_the_same_point_twice_is_said_and_compare_works(tmp_path, cli):
     from fixtures.synth import build, write_trace as write_synth
 
@@ -172,6 +176,7 @@ def test_the_same_point_twice_is_said_and_compare_works(tmp_path, cli):
 EVIL = "(a+)+$"
 
 
+@pytest.mark.slow
 def test_user_regexes_are_time_bounded(tmp_path, cli):
     """A user regex `(a+)+$` in a boundary rule or a selector never returned."""
     import time
@@ -195,6 +200,7 @@ def test_user_regexes_are_time_bounded(tmp_path, cli):
         assert time.perf_counter() - t0 < 10
 
 
+@pytest.mark.slow
 def test_shipped_patterns_are_linear_in_name_length():
     """A 1 MB kernel name against a shipped pattern once took 129 s."""
     import glob
@@ -226,6 +232,7 @@ def test_shipped_patterns_are_linear_in_name_length():
     assert time.perf_counter() - t0 < 120  # ~40 s here: about 0.05 s per pattern and MB, linear
 
 
+@pytest.mark.slow
 def test_a_log_with_two_launches_is_two_ledgers(tmp_path, cli):
     """A log holding a restart gave weights_resident 49.8 instead of 97.5 GiB and doubled pools."""
     one = open("fixtures/synthetic/dp16.launch.log").read()

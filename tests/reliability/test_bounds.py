@@ -61,6 +61,7 @@ def write_bomb(path: Path, mib: int, shape: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".json.gz", ".json.zst"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_whitespace_bomb_is_refused_in_seconds(tmp_path, shape, suffix):
@@ -79,6 +80,7 @@ def test_whitespace_bomb_is_refused_in_seconds(tmp_path, shape, suffix):
     assert "\n" not in msg and msg.count(". ") == 0
 
 
+@pytest.mark.slow
 def test_the_cap_is_far_above_real_traces_and_can_be_lifted(tmp_path, monkeypatch):
     """Real Kineto JSON is 8-20x as gzip (the corpus: 7.5-20.5x) and ~25-35x as zstd -19; the cap is 200x (64 MiB at
     the least). TRACEKIT_MAX_RATIO raises it, 0 removes it: the same 96 MiB of whitespace between events then loads."""
@@ -94,6 +96,7 @@ def test_the_cap_is_far_above_real_traces_and_can_be_lifted(tmp_path, monkeypatc
         assert time.perf_counter() - t0 < 30  # quadratic, this took ~90 s
 
 
+@pytest.mark.slow
 def test_a_real_trace_is_not_capped(tmp_path):
     """A trace compressed as tightly as zstd goes (level 19) stays far below the cap."""
     import zstandard
@@ -105,6 +108,7 @@ def test_a_real_trace_is_not_capped(tmp_path):
         assert len(tracekit.load(tmp_path / name, cache=False).events) == 20000
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["indentation", "inside-an-event", "before-the-document"])
 def test_the_streaming_reader_scans_whitespace_once(where):
     """The text straight into the streaming reader (no decompression), 1 MiB blocks: 160 MiB of whitespace after
@@ -136,6 +140,7 @@ def _zstd_frames(payloads: list[bytes]) -> bytes:
                     for i, p in enumerate(payloads))
 
 
+@pytest.mark.slow
 def test_zstd_is_fed_a_few_blocks_at_a_time():
     """One byte of zstd can stand for 128 KiB of text, and a decompress call returns all its input decodes to: 64 KiB
     of input was gigabytes in one call. Fed block by block (frames, skippable frames and checksums followed), no call
@@ -182,6 +187,7 @@ def big_trace(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/statm are Linux's")
 @pytest.mark.parametrize("workers", ["1", "2"])
 @pytest.mark.parametrize("how", ["load", "cli"])
@@ -214,6 +220,7 @@ def test_memory_needed_is_estimated_from_the_text(big_trace):
 
 # ---------------------------------------------------------------------------------------------------- regexes
 
+@pytest.mark.slow
 def test_a_slow_pattern_has_one_budget_across_all_names():
     """`(a|a)+$` over 150 names took ~0.5 s a name, a second each at most: 69 s. The budget is now per pattern,
     across all the names of a run, so it stops after about a second, in one sentence naming the pattern."""
@@ -231,6 +238,7 @@ def test_a_slow_pattern_has_one_budget_across_all_names():
     assert msg.startswith("--match: the pattern '(a|a)+$'") and "backtracks" in msg and "\n" not in msg
 
 
+@pytest.mark.slow
 def test_an_ordinary_pattern_over_many_names_stays_within_its_budget():
     """A real pattern takes microseconds a name: 100,000 distinct names never reach the budget."""
     rx = bounded(r"gemm|nccl[A-Za-z]*Kernel", "-s name:")
@@ -249,6 +257,7 @@ def test_bounded_takes_re_flags():
     assert bounded("^b", flags=re.M).match("b") and bounded("^b", flags=re.M).search("a\nb")
 
 
+@pytest.mark.slow
 def test_the_zstd_meter_keeps_step_with_the_stream_whatever_the_input_pieces():
     """The meter follows frame and block headers across inputs cut anywhere (1 byte to 64 KiB), stops at each
     frame's end (so the next frame starts a decoder's input) and never loses its place on a valid stream."""

@@ -461,6 +461,7 @@ def test_catalogue_ids_are_unique():
 # --------------------------------------------------------------------------- exit 4: valid but lacking
 
 
+@pytest.mark.slow
 def test_truncation_that_removes_every_step_falls_back_and_is_flagged(cli, tmp_path):
     """A cut early in the sample keeps kernels but no step annotation: the step analyses fall back to one
     whole-trace window, say so, and flag the steps as untrustworthy (the file was salvaged); a named marker
@@ -671,6 +672,7 @@ def test_salvage_cut_at_every_byte_keeps_a_prefix(layout):
     assert kept_before == len(events)
 
 
+@pytest.mark.slow
 def test_handbuilt_trace_cut_through_its_hardest_records(tmp_path):
     """Full loads: every cut either refuses with one sentence (nothing complete yet) or keeps exactly a prefix;
     once a cut keeps something, every longer cut keeps at least as much."""
@@ -691,6 +693,7 @@ def test_handbuilt_trace_cut_through_its_hardest_records(tmp_path):
     assert kept_before == len(full)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("codec", ["gz", "zst"])
 def test_handbuilt_compressed_stream_cut_at_every_byte(codec, tmp_path):
     full = handbuilt_reference()

@@ -151,6 +151,7 @@ def test_the_checksum_alone_catches_a_mid_file_edit(tmp_path, monkeypatch, mode)
     assert again.report.from_cache is False and _busy(again) == [15_000_000]
 
 
+@pytest.mark.slow
 def test_a_big_file_is_sampled_and_an_edit_between_samples_is_caught_by_ctime(tmp_path, monkeypatch):
     """A file above WHOLE_MAX, last changed long ago, is summed over blocks spread over it; an edit that no block
     covers still moves ctime (every write does, and so does the utime that puts mtime back)."""
@@ -219,6 +220,7 @@ def test_a_fifo_at_the_entry_path_is_neither_opened_nor_replaced(tmp_path, caplo
     assert cache_clear(cdir).summary["removed"] == 0 and stat.S_ISFIFO(os.lstat(entry).st_mode)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_the_cli_info_with_a_fifo_at_the_entry_path_returns(tmp_path):
     """What the user saw: `tracekit info` blocked forever. A subprocess, killed if it outlives the timeout."""
@@ -274,6 +276,7 @@ def test_a_cache_dir_that_is_a_file_is_a_warning_and_the_load_succeeds(tmp_path,
     assert not_a_dir.read_bytes() == b"user data"
 
 
+@pytest.mark.slow
 def test_the_cli_with_a_cache_dir_that_is_a_file(tmp_path):
     p = _trace(tmp_path, "t.json", 10_000.0)
     not_a_dir = tmp_path / "cachefile"
@@ -335,6 +338,7 @@ sys.exit(run(["info", sys.argv[1], "--format", "json"]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _can_drop_to_nobody(), reason="needs root to become another user")
 def test_an_unreadable_cache_folder_for_a_real_user(tmp_path):
     """The real thing, not simulated: the child process becomes `nobody` (uid 65534) after its imports and loads a
@@ -417,6 +421,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_sigterm_at_random_points_of_a_real_load_leaves_no_temporary_file(tmp_path):
     """Unpatched: SIGTERM at a random moment of a load (decode, table conversion, the Arrow write, the rename) leaves
     no temporary file; when an entry is there it is whole and used."""
@@ -531,6 +536,7 @@ def test_cache_clear_leaves_the_users_files(tmp_path):
     assert {f.name: f.read_bytes() for f in cdir.iterdir()} == mine  # every byte of theirs, nothing of ours
 
 
+@pytest.mark.slow
 def test_the_cli_cache_clear_leaves_the_users_files(tmp_path):
     env = _env(tmp_path)
     cdir = tmp_path / "given"

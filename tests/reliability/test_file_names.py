@@ -90,6 +90,7 @@ def test_shown_text_is_the_one_rule():
                                                                                     "k\\xfe": ["\\x80"]}
 
 
+@pytest.mark.slow
 @settings(max_examples=NAME_EXAMPLES, **SETTINGS)
 @given(name=NAMES, suffix=SUFFIXES, fmt=st.sampled_from(FORMATS))
 @example(name=b"tr\xffce", suffix=b".json.gz", fmt="json")
@@ -111,6 +112,7 @@ def test_info_in_every_format_with_any_file_name(cli, name, suffix, fmt):
         err.encode("utf-8")
 
 
+@pytest.mark.slow
 def test_a_real_process_with_a_bytes_argv(tmp_path):
     """The real entry point: argv holds the bytes, stdout and stderr are pipes (strict UTF-8)."""
     raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")
@@ -130,6 +132,7 @@ def test_missing_file_with_any_name_is_one_sentence(cli, tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_folder_of_any_name(cli, tmp_path):
     """One such folder no longer ends the whole sweep: it is a point like any other, its name shown as \\xNN."""
     root = tmp_path / "sweep"

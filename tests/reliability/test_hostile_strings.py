@@ -64,6 +64,7 @@ class _Tags(html.parser.HTMLParser):
         self.text.append(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=RENDER_EXAMPLES, **SETTINGS)
 @given(names=st.lists(TEXT, min_size=1, max_size=6), value=TEXT, table=TEXT, width=st.sampled_from([80, 100, 160]))
 def test_random_strings_through_every_renderer(names, value, table, width):

@@ -172,6 +172,7 @@ def accounted(report) -> None:
 # --------------------------------------------------------------------------- round trip
 
 
+@pytest.mark.slow
 @settings(max_examples=ROUNDTRIP_EXAMPLES, **SETTINGS)
 @given(recs=st.lists(records(), max_size=40), layout=st.sampled_from(LAYOUTS),
        codec=st.sampled_from(["none", "none", "gz", "zst"]))
@@ -204,6 +205,7 @@ def test_random_records_round_trip(recs, layout, codec, tmp_path):
 # --------------------------------------------------------------------------- truncation
 
 
+@pytest.mark.slow
 @settings(max_examples=TRUNCATION_EXAMPLES, **SETTINGS)
 @given(recs=st.lists(records(), min_size=1, max_size=30), layout=st.sampled_from(LAYOUTS),
        codec=st.sampled_from(["none", "none", "gz"]), where=st.floats(0.0, 1.0))
@@ -236,6 +238,7 @@ def _table(cols):
     return df, reasons, lanes, cols.n, cols.header.get("baseTimeNanoseconds")
 
 
+@pytest.mark.slow
 @settings(max_examples=STREAM_EXAMPLES, **SETTINGS)
 @given(recs=st.lists(records().filter(lambda r: not r.nonfinite_literal), min_size=1, max_size=40),
        layout=st.sampled_from(["kineto", "oneline", "array"]), block=st.integers(1, 4096),

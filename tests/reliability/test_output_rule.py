@@ -149,6 +149,7 @@ def test_an_output_onto_any_input_is_refused_before_anything_is_written(cli, tmp
 # --------------------------------------------------------------------------- the cases people met
 
 
+@pytest.mark.slow
 def test_the_html_sidecar_never_replaces_the_annotation(cli, tmp_path):
     ann = tmp_path / "myann.json"
     shutil.copy(ROOT / "annotations" / "decode_sample.json", ann)
@@ -293,6 +294,7 @@ def test_a_symlinked_output_is_written_through(cli, tmp_path):
     assert not [p for p in (*tmp_path.iterdir(), *real.iterdir()) if ".tmp-" in p.name]
 
 
+@pytest.mark.slow
 def test_a_symlinked_picture_and_annotated_trace_are_written_through(cli, tmp_path):
     real = tmp_path / "real"
     real.mkdir()
@@ -314,6 +316,7 @@ def test_a_fifo_is_written_to_not_replaced(cli, tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and json.loads(got[0])["command"] == "info"
 
 
+@pytest.mark.slow
 def test_dev_stdout_is_written_to_the_descriptor(tmp_path):
     """``-o /dev/stdout`` writes to the descriptor the shell gave (here a file), never renames over the link."""
     into = tmp_path / "stdout.json"
@@ -331,6 +334,7 @@ def test_dev_stdout_is_written_to_the_descriptor(tmp_path):
 # --------------------------------------------------------------------------- inputs and errors
 
 
+@pytest.mark.slow
 def test_an_unreadable_input_is_exit_3_not_a_usage_error(tmp_path):
     """As another user (root reads everything) a mode-000 trace, log, categories or steps file is one sentence,
     exit 3 — the argument parser's own readable check (exit 2) is off."""
@@ -369,6 +373,7 @@ def test_out_of_memory_is_one_sentence(cli, monkeypatch):
     assert "decode_sample.json.gz" in err
 
 
+@pytest.mark.slow
 def test_numbers_too_large_are_usage_errors(cli):
     for args in (("steps", "--min-step-ms", "1e308"), ("steps", "--min-step-ms", "nan"),
                  ("wall", "--min-step-ms", "inf")):

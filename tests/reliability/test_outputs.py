@@ -108,12 +108,14 @@ def test_out_onto_a_directory_is_one_sentence(cli, tmp_path, fmt):
     _one_sentence(*cli("info", "-f", fmt, "-o", tmp_path), "is a directory; pass a file name")
 
 
+@pytest.mark.slow
 def test_annotated_trace_and_plot_onto_a_directory(cli, tmp_path):
     _one_sentence(*cli("annotate", "-o", tmp_path), "is a directory")
     (tmp_path / "p.png").mkdir()
     _one_sentence(*cli("plot", "ledger", LOG, "-o", tmp_path / "p.png"), "is a directory")
 
 
+@pytest.mark.slow
 def test_no_folder_is_created_for_an_output_file(cli, tmp_path):
     for args in (("info", "-f", "json", "-o", tmp_path / "no" / "x.json"), ("annotate", "-o", tmp_path / "no" / "a.json"),
                  ("plot", "ledger", LOG, "-o", tmp_path / "no" / "p.png")):
@@ -130,6 +132,7 @@ def test_an_output_never_replaces_an_input(cli, tmp_path):
     assert trace.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_analyze_never_reads_its_own_outputs(cli, tmp_path):
     sweep = tmp_path / "sweep"
     (sweep / "d_bs4_100k").mkdir(parents=True)
@@ -146,6 +149,7 @@ def test_analyze_never_reads_its_own_outputs(cli, tmp_path):
 # --------------------------------------------------------------------------- csv names
 
 
+@pytest.mark.slow
 def test_csv_with_a_suffix_is_one_file_without_one_a_folder(cli, tmp_path):
     code, _, err = cli("info", "-f", "csv", "-o", tmp_path / "x.csv")
     assert code == 0 and (tmp_path / "x.csv").is_file() and "the first of" in err and "--table NAME" in err
@@ -163,6 +167,7 @@ def test_csv_with_a_suffix_is_one_file_without_one_a_folder(cli, tmp_path):
 # --------------------------------------------------------------------------- read-only and full
 
 
+@pytest.mark.slow
 def test_read_only_targets_are_one_sentence(cli, read_only):
     for args in (("info", "-f", "json", "-o", read_only / "x.json"), ("export", "-o", read_only / "e"),
                  ("info", "-f", "csv", "-o", read_only / "c"), ("annotate", "-o", read_only / "a.json.gz"),
@@ -173,6 +178,7 @@ def test_read_only_targets_are_one_sentence(cli, read_only):
     assert list(read_only.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_full_disk_leaves_what_was_there(cli, full_disk):
     old = export_state(full_disk / "exp")
     before = {p.name: p.read_bytes() for p in (full_disk / "exp").iterdir()}
@@ -197,6 +203,7 @@ def _old_export(d: Path) -> str:
     return export_state(d)
 
 
+@pytest.mark.slow
 def test_an_interrupt_while_writing_leaves_the_old_export(tmp_path, monkeypatch):
     import pyarrow.parquet as pq
 
@@ -220,6 +227,7 @@ def test_an_interrupt_while_writing_leaves_the_old_export(tmp_path, monkeypatch)
     assert export_state(d) == "complete:ptop+local"
 
 
+@pytest.mark.slow
 def test_an_interrupt_while_renaming_waits_for_the_new_export(tmp_path, monkeypatch):
     d = tmp_path / "exp"
     _old_export(d)
@@ -264,6 +272,7 @@ def env(tmp_path):
     return {**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
 
 
+@pytest.mark.slow
 def test_sigint_at_random_points_leaves_the_old_or_the_new_export(tmp_path, env):
     d = tmp_path / "exp"
     _old_export(d)
@@ -298,6 +307,7 @@ def _lock_is_free(d: Path) -> bool:
 # --------------------------------------------------------------------------- concurrent writers
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_in_one_sentence(cli, tmp_path):
     import fcntl
 
@@ -311,6 +321,7 @@ def test_a_second_writer_is_refused_in_one_sentence(cli, tmp_path):
     assert export_state(d) == "complete:ptop"
 
 
+@pytest.mark.slow
 def test_concurrent_exports_leave_one_complete_export(tmp_path, env):
     d = tmp_path / "exp"
     procs = [_spawn_export(d, ag, env) for ag in ("ptop", "ptop+local", "ptop")]

@@ -328,6 +328,7 @@ def _refusal(trace, devices) -> str:
     return msg
 
 
+@pytest.mark.slow
 @settings(max_examples=RANDOM_EXAMPLES, **SETTINGS)
 @given(case=traces())
 def test_random_traces_decompose_like_the_reference_per_device(tmp_path, case):
@@ -343,6 +344,7 @@ def test_random_traces_decompose_like_the_reference_per_device(tmp_path, case):
         assert _rows(tracekit.decompose(t)) == refs[devices[0]]
 
 
+@pytest.mark.slow
 @settings(max_examples=REUSE_EXAMPLES, **SETTINGS)
 @given(case=traces(reuse_p=0.9, short_spans=True))
 def test_reused_correlation_ids_give_the_reference_steps(tmp_path, case):
@@ -355,6 +357,7 @@ def test_reused_correlation_ids_give_the_reference_steps(tmp_path, case):
         assert found.table[["start_ns", "end_ns"]].values.tolist() == [list(w) for w in reference_steps(events, d)], d
 
 
+@pytest.mark.slow
 @settings(max_examples=CLI_EXAMPLES, **SETTINGS)
 @given(case=traces())
 def test_cli_wall_device_equals_the_reference(tmp_path, cli, case):

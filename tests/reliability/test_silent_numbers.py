@@ -252,6 +252,7 @@ def pd_isna(v) -> bool:
     return bool(pd.isna(v))
 
 
+@pytest.mark.slow
 def test_bench_text_in_number_columns_reaches_the_cli(tmp_path):
     """The reader's warnings go through bench_table to the command's warnings (stderr and the JSON)."""
     import json
