@@ -52,6 +52,7 @@ def test_what_an_annotation_declares():
     assert declared_frameworks(load_annotation("k3_dp2_dcp8")) == ["sglang"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture, best", [("dp16_bs4", "k3_dp16"), ("dp16_bs24", "k3_dp16"),
                                            ("dp2dcp8_bs64", "k3_dp2_dcp8"), ("dp2dcp8_bs128", "k3_dp2_dcp8"),
                                            ("dsv3_bs32", "deepseek_v3")])
@@ -72,6 +73,7 @@ def test_each_synthetic_fixture_picks_its_annotation(fixture, best):
     assert q["score"] == 0 and "cuts no block" in q["reason"] and q[list(PARTS)].isna().all()
 
 
+@pytest.mark.slow
 def test_dp16_is_not_fitted_by_the_dp2_dcp8_annotation(dp16):
     t = _table(annotation_fit(dp16)).set_index("name")
     assert t.loc["k3_dp2_dcp8", "score"] < fits_above() < t.loc["k3_dp16", "score"]
@@ -91,6 +93,7 @@ def test_an_annotation_the_engine_refuses_scores_zero_with_the_reason(dp16, tmp_
     assert t.loc[["no_blocks", "far"], list(PARTS[:6])].isna().all().all()
 
 
+@pytest.mark.slow
 def test_a_path_and_a_name_give_the_same_fit(dp16):
     by_name = to_json_obj(annotation_fit(dp16, annotations=["k3_dp16"]))
     by_path = to_json_obj(annotation_fit(dp16, annotations=[str(shipped()["k3_dp16"])]))
@@ -106,6 +109,7 @@ def test_the_same_steps_for_every_annotation(dp16):
     assert res.summary["best"] == "k3_dp16" and res.params["phase"] == st.options.phase
 
 
+@pytest.mark.slow
 def test_best_fit_reuses_the_layers_and_says_none_when_nothing_fits(dp16, tmp_path):
     from tracekit.analyses.layers import layers
     from tracekit.analyses.steps import get_steps
@@ -121,6 +125,7 @@ def test_best_fit_reuses_the_layers_and_says_none_when_nothing_fits(dp16, tmp_pa
     assert res.summary["best"] is None and any("no annotation fits" in w for w in res.warnings)
 
 
+@pytest.mark.slow
 def test_the_cli_gives_the_api_s_json(cli, dp16):
     code, out, err = cli("annotations", SYN / "dp16_bs4.trace.json.gz", "--no-cache", "--format", "json")
     assert code == 0, err

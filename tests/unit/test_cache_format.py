@@ -172,6 +172,7 @@ def test_dictionary_codes_out_of_range_are_refused(tmp_path):
     assert tracekit.load(p).report.from_cache is False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_a_loaded_trace_does_not_keep_the_cache_file_mapped(tmp_path):
     """The columns are copied out of the mapping, so a Trace does not pin the file (cache clear frees the disk)."""

@@ -180,6 +180,7 @@ def test_coverage_at_least_95_pct_of_kernel_time(path):
     assert c["pct"] >= TARGET_PCT, f"{where}: {c['pct']:.2f} % categorised; largest 'other': {c['other_names']}"
 
 
+@pytest.mark.slow
 def test_fast_lowercase_matching_equals_ignorecase_matching():
     """The lower-cased fast path of every (?i) rule gives the same answer as the rule itself on every name."""
     names: set[str] = set()

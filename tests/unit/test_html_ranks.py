@@ -51,6 +51,7 @@ def run8(tmp_path_factory):
     return base, res, page
 
 
+@pytest.mark.slow
 def test_the_page_of_an_8_rank_run_draws_a_cell_per_recorded_rank_step(run8):
     base, res, page = run8
     svg = _picture(page)
@@ -141,6 +142,7 @@ def test_many_steps_are_sampled_evenly_and_the_page_says_so():
     assert "rank 1 was last in 500 of 9,000 collectives" in svg
 
 
+@pytest.mark.slow
 def test_many_ranks_draw_fewer_steps_and_past_256_ranks_sample_ranks_keeping_the_stragglers():
     svg = _picture(emit(_synthetic(128, 400), "html"))  # 128 ranks: the cell budget allows 100 steps
     cols = MAX_CELLS // 128

@@ -235,6 +235,7 @@ def test_same_stream_overlap_is_kept_and_reported(tmp_path):
     assert any("same-stream overlap" in w for w in res.warnings)
 
 
+@pytest.mark.slow
 def test_concurrent_loads_share_the_cache_safely(tmp_path):
     import subprocess
     import sys

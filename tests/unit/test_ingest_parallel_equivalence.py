@@ -119,6 +119,7 @@ def helper_use(monkeypatch):
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["kineto", "oneline"])
 def test_json_gz_zst_one_worker_and_two_give_the_same_table(layout, tmp_path, monkeypatch, helper_use):
     text = _text(layout)
@@ -145,6 +146,7 @@ def test_json_gz_zst_one_worker_and_two_give_the_same_table(layout, tmp_path, mo
                 assert helper_use == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inflate", ["zlib", "isal"])
 def test_every_inflater_gives_the_same_table(inflate, tmp_path, monkeypatch, helper_use):
     if inflate == "isal":
@@ -161,6 +163,7 @@ def test_every_inflater_gives_the_same_table(inflate, tmp_path, monkeypatch, hel
             pd.testing.assert_frame_equal(got.events, ref.events, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_piece_the_helper_cannot_decode_falls_back_to_the_safe_reader(tmp_path, monkeypatch, helper_use):
     """A record that breaks the fast schema in the middle of a big trace: the streaming reader gives up (in
     whichever process met it) and the whole-document reader loads the file, counting what it must."""
@@ -178,6 +181,7 @@ def test_a_piece_the_helper_cannot_decode_falls_back_to_the_safe_reader(tmp_path
     assert two.report.to_dict() == one.report.to_dict()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["kineto", "oneline"])
 def test_pieces_decoded_a_sub_chunk_at_a_time_give_the_same_table(layout, tmp_path, monkeypatch, helper_use):
     """Each piece is decoded about SUB_CHUNK bytes at a time (for the allocator's sake): with sub-chunks of

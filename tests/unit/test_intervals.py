@@ -175,6 +175,7 @@ class TestNormalizeExamples:
         assert not np.shares_memory(out[0], s)
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(raw_intervals())
 def test_normalize_matches_reference(iv):
@@ -186,6 +187,7 @@ def test_normalize_matches_reference(iv):
     np.testing.assert_array_equal(iv[1], e0)
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(raw_intervals())
 def test_normalize_idempotent(iv):
@@ -221,6 +223,7 @@ class TestUnionExamples:
             union(np.array([1, 2, 3]))
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(st.lists(raw_intervals(max_size=8), min_size=0, max_size=4), st.booleans())
 def test_union_matches_reference(sets, prenormalize):
@@ -298,6 +301,7 @@ class TestIntersectSubtractExamples:
             np.testing.assert_array_equal(x, c)
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(raw_intervals(), raw_intervals())
 def test_intersect_matches_reference(a, b):
@@ -306,6 +310,7 @@ def test_intersect_matches_reference(a, b):
     assert as_lists(out) == from_points(points(*a) & points(*b))
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(raw_intervals(), raw_intervals())
 def test_subtract_matches_reference(a, b):
@@ -396,6 +401,7 @@ class TestMeasureInWindowsExamples:
             measure_in_windows(([0], [5]), [0, 1], [5])
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(
     raw_intervals(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 
 from tracekit.analyses import layers as L
 
@@ -32,6 +33,7 @@ def _align_loops(expected, seq, cat):
     return nxt[best_j], best_j
 
 
+@pytest.mark.slow
 def test_numpy_dp_gives_the_loops_floats():
     rng = random.Random(30)
     numpy_runs = 0

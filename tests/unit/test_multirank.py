@@ -229,6 +229,7 @@ def test_drift_is_fitted(tmp_path):
     assert (d0["wait_ns"] - np.array([240_000, 240_000, 240_000, 0])).abs().max() <= 2_000
 
 
+@pytest.mark.slow
 def test_invariances_rename_shift_and_a_late_rank(tmp_path):
     offs = {0: 0.0, 1: 0.0, 2: 3200.0, 3: 3200.0}
     base = multirank_imbalance(_write_run(tmp_path / "a", offs, bs_by_step=BS), jobs=1, gpus_per_node=2)
@@ -272,6 +273,7 @@ def test_a_rank_that_starts_mid_step(tmp_path):
     assert mine[mine.kind == "dispatch"]["wait_ns"].iloc[0] == 240_000
 
 
+@pytest.mark.slow
 def test_parallel_workers_and_a_list_of_files_give_the_same_answer(tmp_path):
     run = _write_run(tmp_path / "run", {0: 0.0, 1: 0.0, 2: 3200.0, 3: 3200.0}, bs_by_step=BS)
     a = multirank_imbalance(run, jobs=1, gpus_per_node=2)
@@ -291,6 +293,7 @@ def test_usage_errors():
         multirank_imbalance(".", jobs=0)
 
 
+@pytest.mark.slow
 def test_an_annotation_covering_a_collective_is_not_a_second_one_and_one_rank_is_refused(tmp_path):
     (tmp_path / "run").mkdir()
     for r in (0, 1):

@@ -59,6 +59,7 @@ ANALYSES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ANALYSES))
 def test_a_name_a_path_and_an_annotation_give_the_same_result(trace, name):
     fn = ANALYSES[name]
@@ -66,6 +67,7 @@ def test_a_name_a_path_and_an_annotation_give_the_same_result(trace, name):
     assert all(d == docs[0] for d in docs[1:]), name
 
 
+@pytest.mark.slow
 def test_compare_findings_and_the_helpers_take_names(trace):
     k3 = load_annotation("k3_dp16")
     assert step_options("k3_dp16") == step_options(k3) == step_options(ANN_PATH)
@@ -79,6 +81,7 @@ def test_compare_findings_and_the_helpers_take_names(trace):
     assert _doc(a) == _doc(b)
 
 
+@pytest.mark.slow
 def test_exposure_of_a_name_is_the_cli_result(trace, cli):
     """`tracekit.exposure(trace, "k3_dp16")` is what `tracekit exposure TRACE -a k3_dp16` prints, and it applies the
     annotation's AllGather and step options (the one merge, allgather_options)."""
@@ -96,6 +99,7 @@ def test_exposure_of_a_name_is_the_cli_result(trace, cli):
     assert api["params"]["group_size"] == k3.allgather.group_size
 
 
+@pytest.mark.slow
 def test_the_cli_option_names_are_keywords(trace):
     k3 = load_annotation("k3_dp16")
     base = _doc(tracekit.exposure(trace, k3, ag_size=["X=1"], group_size=8, local_copy=k3.allgather.local_copy))

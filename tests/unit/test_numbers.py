@@ -229,18 +229,21 @@ def decimal_text(draw, max_int=9 * 10**15 - 1, max_decimals=3, signed=False):
     return text
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(decimal_text())
 def test_property_matches_exact_decimal(text):
     assert one(text.encode()) == (exact_ns(text), True)
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(decimal_text(max_decimals=8, signed=True))
 def test_property_signed_and_extra_decimals_round_half_away_from_zero(text):
     assert one(text.encode()) == (exact_ns(text), True)
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(st.lists(st.one_of(decimal_text(signed=True), st.just("")), max_size=40))
 def test_property_mixed_valid_and_empty_stay_aligned(texts):
@@ -250,6 +253,7 @@ def test_property_mixed_valid_and_empty_stay_aligned(texts):
     assert out.tolist() == [exact_ns(t) if t else 0 for t in texts]
 
 
+@pytest.mark.slow
 @HSETTINGS
 @given(st.lists(st.one_of(decimal_text(max_decimals=5, signed=True), st.just(""),
                           st.sampled_from(["1e3", '"12.5"', "junk", "9300000000000000", "0007.5"])),

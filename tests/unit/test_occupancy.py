@@ -197,6 +197,7 @@ def _corpus_traces():
     return sorted(CORPUS.rglob("*.json.gz"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"{CORPUS} is absent (the real traces of ../shared/corpus)")
 def test_ctas_per_sm_match_kinetos_occupancy_on_the_corpus():
     """Kineto writes 'est. achieved occupancy %' = min(active CTAs per SM, grid / numSms) × block threads /

@@ -126,6 +126,7 @@ activity = st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(KIND
                      st.integers(0, 120), st.integers(0, 40), st.sampled_from([0, 0, 0, 1]))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(activity, min_size=0, max_size=14), st.lists(st.integers(0, 150), min_size=2, max_size=6))
 def test_rows_sum_to_the_wall_and_equal_the_reference(acts, cuts):

@@ -51,6 +51,7 @@ def decomposition_points():
     ])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_decomposition_figure_two_deployments(tmp_path, suffix):
     fig = plots.decomposition_figure(decomposition_points())
@@ -60,6 +61,7 @@ def test_decomposition_figure_two_deployments(tmp_path, suffix):
     assert_picture(tmp_path / f"d.{suffix}")
 
 
+@pytest.mark.slow
 def test_blocks_and_exposure_figures(tmp_path):
     rows = []
     for bs, scale in ((1, 1.0), (16, 2.0)):
@@ -74,6 +76,7 @@ def test_blocks_and_exposure_figures(tmp_path):
     assert_picture(tmp_path / "e.png")
 
 
+@pytest.mark.slow
 def test_bars_without_bs_are_named_by_trace(tmp_path):
     pts = decomposition_points().assign(bs=[4, None, 8])
     _, order = plots._x_keys(pts)
@@ -109,6 +112,7 @@ def timeline_tables():
     return tables
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_timeline_figure(tmp_path, suffix):
     fig = plots.timeline_figure(timeline_tables(), step=0, main_stream=(0, 7))
@@ -158,6 +162,7 @@ def test_type_colors_are_stable_and_avoid_red_and_grey():
         assert not (abs(r - g) < 0.02 and abs(g - bl) < 0.02)  # no grey: events outside blocks are grey
 
 
+@pytest.mark.slow
 def test_import_tracekit_does_not_import_matplotlib():
     code = ("import sys, tracekit, tracekit.render.plots, tracekit.exporters, tracekit.cli; "
             "print('matplotlib' in sys.modules)")
@@ -165,6 +170,7 @@ def test_import_tracekit_does_not_import_matplotlib():
     assert out.strip() == "False"
 
 
+@pytest.mark.slow
 def test_ledger_waterfall(cli, tmp_path):
     syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
     out = tmp_path / "ledger.png"

@@ -48,6 +48,7 @@ def _table(cols):
     return df, reasons, lanes, cols.header.get("baseTimeNanoseconds")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["kineto", "oneline"])
 @pytest.mark.parametrize("wrap", [True, False])
 def test_stream_equals_whole_document(layout, wrap, tmp_path, monkeypatch):

@@ -191,6 +191,7 @@ def test_markdown_has_units_and_a_more_line(results):
 # --------------------------------------------------------------------------- line counts of the K3 fixtures
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", sorted(K3))
 def test_default_output_of_the_k3_fixtures_stays_under_80_lines(cli, fixture, tmp_path, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)  # not a terminal: 100 columns
@@ -215,6 +216,7 @@ def test_default_output_of_the_k3_fixtures_stays_under_80_lines(cli, fixture, tm
 # --------------------------------------------------------------------------- Result in a notebook
 
 
+@pytest.mark.slow
 def test_result_to_json_is_the_cli_document(cli):
     code, out, _ = cli("info", "--format", "json", "--no-cache")
     r = tracekit.trace_info(tracekit.load(bundled_sample(), cache=False))

@@ -316,6 +316,7 @@ JUNK = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(list("[]=
                max_size=400)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(JUNK, st.lists(st.sampled_from([p.example for p in grammar_default().patterns]), max_size=4), st.data())
 def test_parser_never_raises_on_junk(junk, examples, data):
@@ -352,6 +353,7 @@ TAGS = st.lists(st.sampled_from(["DP", "PP", "TP", "EP", "ATTN_CP", "MOE_DP"]), 
     lambda ks: st.tuples(*[st.integers(0, 63) for _ in ks]).map(lambda vs: dict(zip(ks, vs))))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(TEMPLATES), GIB_VAL, GIB_VAL, GIB_VAL, st.integers(0, 10**9), TAGS,
        st.sampled_from(["", "\x1b[1m", "tqdm 50%|####  | 3/6 [00:01<00:01]"]), st.sampled_from(["\n", "\r\n", ""]),
@@ -518,6 +520,7 @@ def test_capacity_from_a_log_uses_its_kv_line_and_server_args():
         capacity(log=_log(line("Memory pool end. avail mem=1.00 GB")))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=600))
 def test_read_log_on_random_bytes_raises_only_tracekit_errors(tmp_path_factory, data):
@@ -531,6 +534,7 @@ def test_read_log_on_random_bytes_raises_only_tracekit_errors(tmp_path_factory, 
     log_result(log)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([p.example for p in grammar_default().patterns] + LAUNCH),
                           st.sampled_from(["", " TP0", " TP1", " DP1 TP1"])), max_size=25))
@@ -549,6 +553,7 @@ def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
         pass
 
 
+@pytest.mark.slow
 def test_a_flood_of_unrecognised_memory_lines_is_counted_not_kept(tmp_path):
     import gzip as gz
 

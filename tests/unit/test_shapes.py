@@ -167,6 +167,7 @@ def _eager_trace(tmp_path, n=40):
     return _load(tmp_path, ev, "e.json", deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
 
 
+@pytest.mark.slow
 def test_what_dominates_the_step_and_kernels_below_the_roofline(tmp_path):
     res = findings(_eager_trace(tmp_path), min_ms=0)
     f = res.tables["findings"]
@@ -187,6 +188,7 @@ def test_what_dominates_the_step_and_kernels_below_the_roofline(tmp_path):
     assert bool(src.loc["dominance", "ran"]) and bool(src.loc["shapes", "ran"])
 
 
+@pytest.mark.slow
 def test_major_needs_the_share_of_the_step_and_the_floor(tmp_path):
     t = _eager_trace(tmp_path)
     f = findings(t, min_ms=0).tables["findings"]
@@ -220,6 +222,7 @@ def test_kernel_names_in_titles_read_like_what_they_are():
     assert kernel_label("gemm_small_m") == "gemm_small_m"
 
 
+@pytest.mark.slow
 def test_tail_waves_of_library_kernels_are_one_finding_and_full_waves_none(tmp_path):
     props = [{"id": 0, "name": "NVIDIA B200", "numSms": 100, "totalGlobalMem": 191_000_000_000}]
     launch_cfg = {"registers per thread": 64, "shared memory": 150_528}  # 1 CTA per SM on a B200

@@ -66,6 +66,7 @@ def test_names_that_are_not_steps(name):
     assert _fields(name) is None
 
 
+@pytest.mark.slow
 @given(mode=st.from_regex(r"[A-Z][A-Z0-9_]{0,15}", fullmatch=True), bs=st.integers(0, 10**6),
        toks=st.one_of(st.none(), st.integers(0, 10**9)))
 def test_sglang_any_mode_parses(mode, bs, toks):
@@ -134,6 +135,7 @@ def _rocm_like(tmp_path, gpu_dur=17.0):
     return load(tmp_path, evs)
 
 
+@pytest.mark.slow
 def test_tiny_gpu_span_gives_way_to_the_launch_window(tmp_path):
     t = _rocm_like(tmp_path)
     auto = find_steps(t)
