@@ -106,14 +106,19 @@ def test_a_handful_of_public_functions_run_by_their_public_names(sample, tmp_pat
 
 START_UP = """
 import contextlib, io, json, sys
-from tracekit.cli import run
+from tracekit.cli import command, run
 from tracekit.registry import COMMANDS
-cases = [["--version"], ["--help"], ["wall", "--nope"], ["ranks", "--tp", "x"], ["waves", "calc", "--sms", "-3"],
-         *[[*c.split(), "--help"] for c in COMMANDS]]
 codes = {}
-for argv in cases:
+for argv in [["--version"], ["--help"], ["wall", "--nope"], ["ranks", "--tp", "x"], ["waves", "calc", "--sms", "-3"]]:
     with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
         codes[" ".join(argv)] = [run(argv), len(out.getvalue())]
+root = command()  # every command's --help on one command tree (run() builds it anew each time)
+for c in COMMANDS:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            root.main([*c.split(), "--help"], prog_name="tracekit")
+        except SystemExit as exc:
+            codes[c + " --help"] = [exc.code, len(out.getvalue())]
 print(json.dumps({"codes": codes, "heavy": [m for m in %r if m in sys.modules]}))
 """
 
@@ -150,3 +155,20 @@ def test_the_version_entry_point_prints_the_version():
     assert done.returncode == 0 and done.stdout == f"tracekit {tracekit.__version__}\n"
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert imported and not {m for m in imported if m.split(".")[0] in HEAVY}
+
+
+def test_version_is_answered_before_the_command_tree_is_built():
+    """``--version`` (also after other global options) prints the version without importing typer or a command."""
+    out = _python("""
+import contextlib, io, json, sys
+from tracekit.cli import run
+with contextlib.redirect_stdout(io.StringIO()) as o:
+    codes = [run(["--version"]), run(["-q", "--device", "1", "--version"]), run(["--device=0", "--version"])]
+print(json.dumps({"codes": codes, "out": o.getvalue(), "typer": "typer" in sys.modules,
+                  "commands": sorted(m for m in sys.modules if m.startswith("tracekit.cli."))}))
+""")
+    import tracekit
+
+    got = json.loads(out)
+    assert got["codes"] == [0, 0, 0] and got["out"] == f"tracekit {tracekit.__version__}\n" * 3
+    assert not got["typer"] and got["commands"] == []

@@ -31,20 +31,41 @@ def _startup_hook(typ, exc, tb, _previous=sys.excepthook) -> None:
 
 sys.excepthook = _startup_hook
 
-import importlib  # noqa: E402
 import logging  # noqa: E402
-import pkgutil  # noqa: E402
 
-import typer  # noqa: E402
-
+from .._version import __version__  # noqa: E402
 from ..errors import TracekitError  # noqa: E402
-from .common import SAMPLE_TRACE, _state, app, bundled_sample, guarded, phase
-
-for _mod in pkgutil.iter_modules(__path__):
-    if _mod.name != "common":
-        importlib.import_module(f"{__name__}.{_mod.name}")
 
 __all__ = ["app", "command", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
+
+
+def _app():
+    """The typer app with the commands of every module of this package on it (imported on first use, so that
+    ``tracekit --version`` imports no command and not even typer)."""
+    import importlib
+    import pkgutil
+
+    from . import common
+
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name != "common":
+            importlib.import_module(f"{__name__}.{mod.name}")
+    return common.app
+
+
+def __getattr__(name: str):
+    if name == "app":
+        return _app()
+    if name in ("bundled_sample", "SAMPLE_TRACE"):
+        from . import common
+
+        return getattr(common, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def version_line() -> str:
+    """What ``tracekit --version`` prints."""
+    return f"tracekit {__version__}"
 
 
 GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all")
@@ -74,7 +95,9 @@ def command():
     parser's own readable check off: an unreadable input is one sentence and exit 3, not a usage error."""
     import typer.main
 
-    root = typer.main.get_command(app)
+    from .common import guarded
+
+    root = typer.main.get_command(_app())
 
     def walk(cmd) -> None:
         for param in getattr(cmd, "params", []):
@@ -93,6 +116,8 @@ def command():
 
 
 def _memory_error() -> tuple[str, int]:
+    from .common import _state
+
     reading, analysing = _state.get("reading"), _state.get("analysing")
     if reading is not None:
         return (f"ran out of memory reading {reading}; free memory or raise the limit (ulimit -v), or pass a smaller"
@@ -111,9 +136,32 @@ def safe_text(text: str) -> str:
     return safe(text)
 
 
+def _asks_version(args: list[str]) -> bool:
+    """``--version`` among the global options before the command (where typer would answer it first)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--version":
+            return True
+        if a in GLOBAL_OPTIONS:
+            i += 2
+        elif a in GLOBAL_FLAGS or a.split("=", 1)[0] in GLOBAL_OPTIONS:
+            i += 1
+        else:
+            return False
+    return False
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; never raises (tests call this)."""
     args = hoist_global_flags(list(sys.argv[1:] if argv is None else argv))
+    if _asks_version(args):  # answered before the command tree is built
+        sys.stdout.write(version_line() + "\n")
+        return 0
+    import typer
+
+    from .common import phase
+
     debug = "--debug" in args
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")  # one look for every warning
     try:

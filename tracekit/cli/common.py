@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .._version import __version__
-
 if TYPE_CHECKING:  # the API is imported inside the functions that run it: --help and --version load no pandas
     from ..result import Result
 
@@ -121,7 +119,9 @@ PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after 
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"tracekit {__version__}")
+        from . import version_line
+
+        typer.echo(version_line())
         raise typer.Exit(0)
 
 
@@ -229,6 +229,13 @@ class _Phase:
 phase = _Phase()
 
 
+def load(*args, **kwargs):
+    """:func:`tracekit.load`, imported when a command reads a trace (so that ``--help`` loads no pandas)."""
+    from ..ingest import load as load_trace
+
+    return load_trace(*args, **kwargs)
+
+
 def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
     import time
 
@@ -239,7 +246,7 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
 
         raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
                          " file; save it to one first")
-    from ..ingest import load, resolve_trace_path
+    from ..ingest import resolve_trace_path
     from ..render.files import protect
 
     protect(resolve_trace_path(path), "the trace it reads")  # a directory's trace file: no output may replace it
