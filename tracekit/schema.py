@@ -48,7 +48,7 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
 }
 
 
-# the columns tracekit.annotate adds to the events table (same layout as EVENT_COLUMNS)
+# the columns the block engine (tracekit.annotation.annotate) adds to the events table (same layout as EVENT_COLUMNS)
 ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
     "step": ("int64", "", "decode step the event starts in; -1 outside every step"),
     "block": ("int64", "", "block index within the step; -1 outside every block"),

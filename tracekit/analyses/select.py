@@ -23,7 +23,7 @@ KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name
         "device": "device", "cat": "cat", "collective": "collective",
         # kernel categories and families (tracekit/data/categories.json)
         "category": "category", "family": "family",
-        # with an annotation (tracekit.annotate): block type, op tag, step and layer
+        # with an annotation (tracekit.annotation.annotate): block type, op tag, step and layer
         "block": "block_type", "tag": "op_tag", "step": "step", "layer": "layer"}
 SHORTHANDS = {"gpu": "kind:kernel|memcpy|memset", "all": ""}
 
