@@ -53,6 +53,7 @@ def _box(vb: str) -> list[float]:
     return [float(x) for x in vb.split()]
 
 
+@pytest.mark.slow  # two browser runs (9 s on 2 busy cores)
 def test_the_timeline_zooms_pans_and_resets(tmp_path):
     res = tracekit.report(tracekit.load(SYN / "dp16_bs4.trace.json.gz", cache=False), "k3_dp16")
     page = tmp_path / "k3.html"
@@ -71,6 +72,7 @@ def test_the_timeline_zooms_pans_and_resets(tmp_path):
     assert _box(got["reset"]) == [0, 0, w0, h0]
 
 
+@pytest.mark.slow  # a 10^4-step report and two browser runs (8 s on 2 busy cores)
 def test_a_report_of_1e4_steps_renders_in_a_browser(tmp_path):
     n = 10_000
     path = _many_steps_trace(tmp_path / "steps.json", n)

@@ -99,6 +99,7 @@ def _pages():
         yield "b200 eager, no annotation", tracekit.report(tracekit.load(b200, cache=False))
 
 
+@pytest.mark.slow  # four reports (10 s on 2 busy cores)
 def test_every_two_colours_in_one_picture_are_distinguishable():
     checked = 0
     for label, res in _pages():

@@ -120,6 +120,7 @@ def test_every_see_command_parses(workdir):
     assert seen >= 5
 
 
+@pytest.mark.slow  # eight CLI runs
 @pytest.mark.parametrize("argv", [
     ["kernels", "traces/dp16_bs4.trace.json.gz"],
     ["waves", "trace", "traces/dp16_bs4.trace.json.gz"],

@@ -3,6 +3,7 @@ behind one closed <details>, names that wrap inside their cards, and a per-layer
 with the report's own tables."""
 from __future__ import annotations
 
+import functools
 import html
 import re
 from pathlib import Path
@@ -16,7 +17,8 @@ from tracekit.render.html import CSS, layer_section, sections
 SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 
 
-def _report(name="dsv3_bs32.trace.json.gz", ann=None):
+@functools.lru_cache(maxsize=None)
+def _report(name="dsv3_bs32.trace.json.gz", ann=None):  # one report per trace for the module (rendering reads it)
     return tracekit.report(tracekit.load(SYN / name, cache=False), ann)
 
 
