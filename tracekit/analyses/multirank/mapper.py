@@ -83,11 +83,33 @@ class MapOptions:
 
 def _load(path: str, cache: bool):
     # a daemonic worker (Dask's nanny processes, multiprocessing.Pool) may not have children: the ingest's decode
-    # helper is a forked process, so there it decodes in this process
+    # helper is a forked process, so there it decodes in this process — in a thread of its own: a Dask worker's
+    # profiler samples the frames of its task threads every few ms, and a sampled frame holds the decoder's views of
+    # the text it then releases ("BufferError: memoryview has N exported buffers", on real-size traces only)
     if multiprocessing.current_process().daemon:
         os.environ["TRACEKIT_WORKERS"] = "1"
+        with _LOAD_LOCK:
+            return _in_own_thread(lambda: load(path, cache=cache))
     with _LOAD_LOCK:
         return load(path, cache=cache)
+
+
+def _in_own_thread(fn):
+    """``fn()`` in a new thread, joined: its result, or its exception raised here."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name="tracekit-load", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def reduce_file(path: str, opts: MapOptions = MapOptions()) -> dict:
