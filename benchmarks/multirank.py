@@ -72,8 +72,9 @@ def measure(cmd: list[str], label: str) -> dict:
         time.sleep(0.02)
     wall = time.perf_counter() - t0
     err = proc.stderr.read()
-    if proc.returncode:
-        raise SystemExit(f"{label} failed (exit {proc.returncode}): {err[-2000:]}")
+    if proc.returncode:  # said in the table and on stderr; the other rows still run
+        print(f"{label} failed (exit {proc.returncode}): {err[-3000:]}", file=sys.stderr)
+        return {"row": label, "wall_s": None, "failed": err[-3000:]}
     parent = peaks.pop(proc.pid, 0)
     return {"row": label, "wall_s": wall, "parent_peak_mb": parent / 1e6,
             "worker_peak_mb": max(peaks.values(), default=0) / 1e6, "stderr_tail": err[-300:]}
@@ -114,11 +115,16 @@ def main() -> None:
     if not a.skip_dask:
         rows.append(measure([sys.executable, "-c", DASK, str(run)], "imbalance, Dask LocalCluster (2 processes)"))
     base = rows[0]["wall_s"]
+    if base is None:
+        raise SystemExit("the cold ingest row failed: nothing to compare with")
     print(f"{len(files)} rank files, {total / 1e6:,.0f} MB of JSON in all, the largest {biggest / 1e6:,.0f} MB"
           f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB)\n")
     print("| row | wall s | × ingest | parent peak MB | worker peak MB | worker peak ÷ largest rank |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
+        if r["wall_s"] is None:
+            print(f"| {r['row']} | failed (stderr has why) | | | | |")
+            continue
         r["vs_ingest"] = r["wall_s"] / base
         r["worker_vs_rank"] = r["worker_peak_mb"] * 1e6 / biggest
         print(f"| {r['row']} | {r['wall_s']:.1f} | {r['vs_ingest']:.2f} | {r['parent_peak_mb']:,.0f} |"
