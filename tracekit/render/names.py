@@ -1,7 +1,7 @@
 """Kernel names a person recognises, for every terminal table: the one place a name is shortened.
 
 ``short_name`` turns ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<long>, …>(…)`` into
-``vectorized_elementwise_kernel<FillFunctor>``, a flash-attention kernel into ``flash_fwd_kernel<hdim128>``, a
+``vectorized_elementwise_kernel<FillFunctor>``, an attention kernel into its name and head dimension, a
 CUTLASS or cuBLAS GEMM into its tile (``cutlass s1688gemm<128x128_16x4_nt>``). The rules are data
 (``tracekit/data/kernel_names.json``). ``distinct_names`` shortens a column so that different names never read
 the same: a name whose short form collides with another's gets a longer one (its template arguments, then its whole

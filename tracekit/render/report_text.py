@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..result import Result, _scalar
+from ..result import Result, _scalar, utf8_text
 from .findings_text import findings_lines, is_findings
 from .human import label_of, origin_of, safe_text, value_text, wrap_prose
+from .blocks import _draw, _heights, _summary_lines, _table_block, _title, terminal_width
 
 SCREEN_LINES = 50  # the report fits this many lines by default
 HEADLINE = ("steps", "marker", "phases", "trustworthy", "median_wall_ns", "median_busy_ns", "median_idle_ns",
@@ -40,14 +41,14 @@ def _one_step(result: Result) -> tuple[int | None, list[tuple[str, pd.DataFrame]
     return int(step), out
 
 
-def report_text(result: Result, width: int, *, wide: bool = False, lines: int = SCREEN_LINES) -> str:
-    """The report on one screen of ``lines`` lines (see the module's docstring); without a one-step table, the
-    usual tables, held to the same number of lines."""
-    from .tables import _draw, _heights, _summary_lines, _table_block, _title, to_text
-
+def report_text(result: Result, width: int | None = None, *, wide: bool = False,
+                lines: int = SCREEN_LINES) -> str | None:
+    """The report on one screen of ``lines`` lines (see the module's docstring); None without a one-step table
+    (``tables.to_text`` then draws the usual tables, held to the same number of lines)."""
+    width = max(20, width or terminal_width())
     step, groups = _one_step(result)
     if step is None:
-        return to_text(result, width, all_rows=False, max_lines=lines - 4, wide=wide, _plain=True)
+        return None
     origin = origin_of(result)
     items = [(label_of(k, result.summary), value_text(k, result.summary[k], origin)) for k in HEADLINE
              if k in result.summary and _scalar(result.summary[k]) is not None]
@@ -78,4 +79,4 @@ def report_text(result: Result, width: int, *, wide: bool = False, lines: int = 
         drawn = _draw(block, block.rows[:n], width)
         out += drawn
         budget -= len(drawn)
-    return "\n".join([*out, *finding_lines, *tail]) + "\n"
+    return utf8_text("\n".join([*out, *finding_lines, *tail]) + "\n")
