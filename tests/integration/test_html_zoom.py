@@ -17,6 +17,8 @@ from tracekit.render import emit
 
 from test_html_report import FLAGS, SYN, _browser, _check, _many_steps_trace
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 # dispatched after the page's own script: a wheel over the plot a quarter from its left edge, a drag 60 px to the
 # left, then the "whole step" button; the view box and the axis' first tick after each, written into the page
 PROBE = """<script>

@@ -19,6 +19,8 @@ from tracekit.analyses.shapes import kernel_shapes
 
 from test_shapes_corpus import _independent_flops
 
+pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -436,6 +436,7 @@ CATALOGUE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CATALOGUE, ids=[c.id for c in CATALOGUE])
 def test_catalogue(case: Case, cli, tmp_path):
     path = case.build(tmp_path)
@@ -559,6 +560,7 @@ def test_sample_cut_inside_strings_and_numbers(where, cli, tmp_path):
         assert len(t.events) == len(sample_reference())  # only trailing metadata was lost
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenth", TENTHS)
 @pytest.mark.parametrize("codec", ["gz", "zst"])
 @pytest.mark.parametrize("source", ["sample", "big"])

@@ -394,6 +394,7 @@ print("done", flush=True)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [s for s in ("SIGTERM", "SIGHUP", "SIGINT") if hasattr(signal, s)])
 def test_a_signal_during_a_cache_write_leaves_no_temporary_file(tmp_path, sig):
     p = _trace(tmp_path, "t.json", 10_000.0)

@@ -124,6 +124,7 @@ def _one_sentence(code: int, out: str, err: str, needle: str, expect: int = 3) -
     assert "tracekit bug" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,param,how", list(_cases()))
 def test_an_output_onto_any_input_is_refused_before_anything_is_written(cli, tmp_path, name, param, how):
     cmd = CLI[name]
@@ -236,6 +237,7 @@ def runs(tmp_path_factory):
     return RUN(_sweep(tmp_path_factory.mktemp("runs")))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/null") or not stat.S_ISCHR(os.stat("/dev/null").st_mode),
                     reason="no /dev/null character device here")
 @pytest.mark.parametrize("name", WITH_OUT)

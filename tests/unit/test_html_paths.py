@@ -72,6 +72,7 @@ def test_paths_outside_the_folder_climb_to_it(workdir, monkeypatch):
     assert "../../traces" not in page and "..../" not in page  # replaced once, never inside a relative path
 
 
+@pytest.mark.slow
 def test_the_printed_command_runs_again_to_the_same_numbers(workdir):
     from tracekit.ingest.sglang_log import read_log
 
@@ -92,6 +93,7 @@ def test_the_printed_command_runs_again_to_the_same_numbers(workdir):
         assert again["summary"][k] == res.summary[k], k
 
 
+@pytest.mark.slow
 def test_with_no_annotation_the_command_is_short_and_runs(workdir):
     res = tracekit.report(tracekit.load("traces/dp16_bs4.trace.json.gz", cache=False))
     args = _cmd(emit(res, "html"))

@@ -100,6 +100,7 @@ def _check_width(text: str, width: int) -> None:
         assert footnote or len(line) <= width, (width, line)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", ["hand", "info", "steps", "allgather", "exposure", "report", "hw", "kernels"])
 def test_terminal_golden_rules(results, name, width):
@@ -167,6 +168,7 @@ def test_concise_by_default_and_all_gives_every_row(results):
     assert len(short.splitlines()) <= 80 < len(full.splitlines())
 
 
+@pytest.mark.slow
 def test_glossary_under_the_first_block_with_two_allgather_measures(results):
     text = " ".join(to_text(results["report"], width=100, all_rows=True).split())  # report's tables: --all
     assert text.count("ag only: only AllGather PtoP copies run") == 1

@@ -20,6 +20,7 @@ def _annotation(trace: Path) -> str:
     return SHIPPED[trace.name.split("_")[0]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: p.name.split(".")[0])
 @pytest.mark.parametrize("annotated", [False, True])
 def test_report_fits_an_80_by_50_screen(cli, monkeypatch, trace, annotated):
