@@ -82,8 +82,14 @@ def _top_args(args: str) -> list[str]:
 
 @lru_cache(maxsize=65536)
 def short_name(name: str) -> str:
-    """A kernel name a person recognises (see the module's docstring); a plain name is kept as it is."""
+    """A kernel name a person recognises (see the module's docstring); a plain name, or one that is not a C++
+    identifier, is kept as it is."""
     text = str(name)
+    short = _short(text)
+    return short if _IDENT.fullmatch(short.split("<")[0].replace("cutlass ", "")) else text
+
+
+def _short(text: str) -> str:
     if "<" not in text and "(" not in text and "::" not in text and not text.startswith("void "):
         base, args = text, ""
     else:
