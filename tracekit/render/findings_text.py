@@ -1,10 +1,10 @@
 """Findings for people: a numbered list (title, gain, basis; then how, evidence, what to try and the command), not a
-grid of truncated cells. Any result's table with the findings columns is drawn this way by ``tables.to_text``."""
+grid of truncated cells; every line wraps at words (nothing is cut, so no number is). Any result's table with the findings columns is drawn this way by ``tables.to_text``."""
 from __future__ import annotations
 
 import pandas as pd
 
-from .human import fit, safe_text, wrap_prose
+from .human import safe_text, wrap_prose
 
 NEEDED = {"rank", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "basis", "how", "evidence", "suggestion",
           "command", "minor"}
@@ -31,12 +31,12 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
     command) or one line each for the first ones (a section of report or compare)."""
     major = df[~df["minor"].astype(bool)]
     minor = df[df["minor"].astype(bool)]
-    out = [fit(safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they do not"
-                         " add up)"), width)]
+    out = wrap_prose(safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they"
+                               " do not add up)"), width)
     if not detailed and not all_rows:
         for _, r in major.head(SECTION_SHOWN).iterrows():
-            out.append(fit(f"{int(r['rank'])}. {safe_text(r['title'])}  [{r['basis']}]", width))
-        out.append(fit("    (tracekit findings shows each with its evidence and what to try)", width))
+            out += wrap_prose(f"{int(r['rank'])}. {safe_text(r['title'])}  [{r['basis']}]", width)
+        out += wrap_prose("    (tracekit findings shows each with its evidence and what to try)", width, "    ")
         return out
     full = df if all_rows else major.head(MAJOR_SHOWN)
     for _, r in full.iterrows():
@@ -50,7 +50,7 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
     if not all_rows:
         rest = pd.concat([major.iloc[MAJOR_SHOWN:], minor])
         for _, r in rest.iterrows():
-            out.append(fit(f"{int(r['rank'])}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width))
+            out += wrap_prose(f"{int(r['rank'])}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width)
         if len(rest):
-            out.append(fit("    (--all shows every finding in full)", width))
+            out += wrap_prose("    (--all shows every finding in full)", width, "    ")
     return out

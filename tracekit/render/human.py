@@ -440,7 +440,7 @@ def _wrap_words(text: str, width: int) -> list[str]:
 
 
 def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
-    """Prose (notes, the glossary) wrapped at word boundaries."""
+    """Prose (notes, the glossary, findings) wrapped at word boundaries; a word wider than a line folds."""
     words, lines, cur = text.split(" "), [], indent
     for w in words:
         if cur.strip() and cell_len(cur) + 1 + cell_len(w) > width:
@@ -450,4 +450,14 @@ def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
             cur = (cur + " " + w) if cur.strip() else cur + w
     if cur.strip():
         lines.append(cur.rstrip())
-    return lines
+    if all(cell_len(ln) <= width for ln in lines):
+        return lines
+    out = []  # a word wider than the whole line (a long name) folds: no line is wider than ``width``
+    pad = indent + "  " if cell_len(indent) + 2 < width // 2 else ""
+    for ln in lines:
+        while cell_len(ln) > width:
+            head = set_cell_size(ln, width).rstrip() or set_cell_size(ln, width)
+            out.append(head)
+            ln = pad + ln[len(head):]
+        out.append(ln)
+    return out
