@@ -34,6 +34,7 @@ GAP = 2
 HEADER_LINES = 3  # a header wraps onto at most this many lines
 NAME_MIN = 24  # a kernel-name column is at least this wide (or as wide as its longest name)
 PATH_MIN = 20  # a path column too (its end: the file name)
+WORD_MIN = 14  # a text column is at least as wide as its widest word up to this (categories, block types)
 SECONDARY = ("min_", "max_", "median_", "p50_", "p90_", "p99_", "std_")  # columns a narrow table drops first
 _PATH_COLUMNS = ("path", "file", "trace", "out", "out_dir", "source", "manifest", "log", "dir", "directory")
 
@@ -117,6 +118,11 @@ def _longest_number(cells: list[str]) -> int:
     return max((len(m) for c in cells for m in _NUMBER_RUN.findall(c)), default=0)
 
 
+def _longest_word(cells: list[str], most: int = WORD_MIN) -> int:
+    """The widest word of a text column, up to ``most``: a short word (a category) is not folded mid-word."""
+    return max((w for c in cells for w in map(cell_len, c.split(" ")) if w <= most), default=0)
+
+
 def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, gap: int,
                 floors: dict):
     n = len(headers)
@@ -128,7 +134,8 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
     # the least each column can take: numbers whole, headers at their longest word, text down to 8 cells
     least = [max(cellw[i], _header_least(headers[i])) if numeric[i] else
              max(min(cellw[i], 8), min(_header_least(headers[i]), 10), 1, min(natural[i], floors.get(i, 0)),
-                 _longest_number([r[i] for r in rows])) for i in range(n)]
+                 _longest_number([r[i] for r in rows]), _longest_word([r[i] for r in rows]))
+             for i in range(n)]
 
     def total(cols: list[int], ws: dict[int, int]) -> int:
         return sum(ws[i] for i in cols) + gap * (len(cols) - 1)
