@@ -21,7 +21,6 @@ from tracekit.analyses.multirank.api import reference_files  # noqa: E402
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 HTA = REPO.parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
-pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 
 def _lower_median(v):
