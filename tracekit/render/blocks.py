@@ -18,6 +18,7 @@ import pandas as pd
 from rich import box
 from rich.cells import cell_len
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -398,24 +399,16 @@ def _summary_lines(items: list[tuple[str, str]], width: int) -> tuple[list[str],
     lines: list[str] = []
     if short:
         cells = [(fit(k, 32), v) for k, v in short]
-        grid = None
-        for per in (3, 2):
-            if len(cells) <= per:
+        for per in (3, 2, 1):
+            if per > 1 and len(cells) <= per:
                 continue
             rows = -(-len(cells) // per)  # fill down the columns, so a column reads as a list
             cols = [col for col in (cells[c * rows:(c + 1) * rows] for c in range(per)) if col]
-            kws = [max(cell_len(k) for k, _ in col) for col in cols]
-            vws = [max(cell_len(v) for _, v in col) for col in cols]
-            if sum(kws) + sum(vws) + 2 * per + 3 * (per - 1) <= width:
-                grid = (rows, cols, kws, vws)
+            grid = _pairs_grid(cols, rows)
+            wide = _console(10_000)  # the grid's natural width (a console of the real width would squeeze it)
+            if per == 1 or Measurement.get(wide, wide.options, grid).maximum <= width:
+                lines += _render(grid, width)
                 break
-        if grid is None:
-            grid = (len(cells), [cells], [max(cell_len(k) for k, _ in cells)], [max(cell_len(v) for _, v in cells)])
-        rows, cols, kws, vws = grid
-        for r in range(rows):
-            parts = [_pad(col[r][0], kw, False) + "  " + _pad(col[r][1], vw, _numberish(col[r][1]))
-                     for col, kw, vw in zip(cols, kws, vws) if r < len(col)]
-            lines.append("   ".join(parts).rstrip())
     if long_:
         kw = min(max(cell_len(k) for k, _ in long_), 32)
         for k, v in long_:
@@ -427,6 +420,26 @@ def _summary_lines(items: list[tuple[str, str]], width: int) -> tuple[list[str],
             lines.append(_pad(fit(k, kw), kw, False) + "  " + parts[0])
             lines += [" " * (kw + 2) + p for p in parts[1:]]
     return lines, notes
+
+
+def _pairs_grid(cols: list[list[tuple[str, str]]], rows: int) -> Table:
+    """Key / value pairs side by side: two cells between a key and its value, three between pairs; numbers
+    right-aligned in their value column."""
+    grid = Table.grid(padding=(0, 2, 0, 0))
+    for j in range(len(cols)):
+        grid.add_column(no_wrap=True)
+        grid.add_column(no_wrap=len(cols) > 1, overflow="fold")
+        if j < len(cols) - 1:
+            grid.add_column(width=0)  # the third cell between pairs
+    for r in range(rows):
+        cells: list[Text] = []
+        for j, col in enumerate(cols):
+            k, v = col[r] if r < len(col) else ("", "")
+            cells += [Text(k), Text(v, justify="right" if _numberish(v) else "left")]
+            if j < len(cols) - 1:
+                cells.append(Text(""))
+        grid.add_row(*cells)
+    return grid
 
 
 def _numberish(v: str) -> bool:
