@@ -133,7 +133,9 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
     hdrw = [cell_len(h) for h in headers]
     natural = [max(c, h) for c, h in zip(cellw, hdrw)]
     # the least each column can take: numbers whole, headers at their longest word, text down to 8 cells
-    least = [max(cellw[i], _header_least(headers[i])) if numeric[i] else
+    # a numeric column is never narrower than its widest number (a text cell in it, e.g. a note, may wrap)
+    numw = [max([cell_len(r[i]) for r in rows if _numberish(r[i]) or cell_len(r[i]) <= 8] or [0]) for i in range(n)]
+    least = [max(numw[i], _header_least(headers[i])) if numeric[i] else
              max(min(cellw[i], 8), min(_header_least(headers[i]), 10), 1, min(natural[i], floors.get(i, 0)),
                  _longest_number([r[i] for r in rows]), _longest_word([r[i] for r in rows]))
              for i in range(n)]
@@ -158,7 +160,7 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
         for phase in ("header", "text"):
             while excess > 0:
                 cands = [i for i in g if ws[i] > least[i] and (phase == "text" or hdrw[i] > cellw[i])
-                         and (phase == "header" or not numeric[i])]
+                         and (phase == "header" or not numeric[i] or numw[i] < cellw[i])]
                 if phase == "header":
                     cands = [i for i in cands if ws[i] > max(cellw[i], least[i])]
                 if not cands:

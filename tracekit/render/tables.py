@@ -28,6 +28,7 @@ from .blocks import (GAP, HEADER_LINES, INLINE_KEYS, MAX_LINES, MIN_ROWS, NAME_M
                      terminal_width)
 from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
 from .human import ag_measures, glossary, label_of, origin_of, safe_text, unit_of, value_text
+from .names import name_columns, short_name
 from .report_text import SCREEN_LINES, report_text
 
 
@@ -55,6 +56,8 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
         if isinstance(sv, dict) and sv and not (len(sv) <= INLINE_KEYS and keysets.count(tuple(sv)) == 1):
             dicts.append((k, sv))
         else:
+            if not wide and isinstance(sv, str) and (k in name_columns() or str(k).endswith("_kernel")):
+                v = short_name(sv)  # a kernel name in the summary, as the tables show it
             scalars.append((label_of(k, result.summary), value_text(k, v, origin)))
     head = [_title(result)]
     summary, summary_notes = _summary_lines(scalars, width)
