@@ -79,6 +79,11 @@ def test_names_rules():
     assert short_name("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_16x4_nt_align1>"
                       "(cutlass_80_tensorop_s1688gemm_128x128_16x4_nt_align1::Params)") == \
         "cutlass tensorop_s1688gemm<128x128_16x4_nt>"
+    assert short_name("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_"
+                      "transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f") == \
+        "bmm_Bfloat16_MxE2m1MxE4m3_Fp32<128x16x256>"
+    assert short_name("fmhaSm100aKernel_QkvE4m3OBfloat16H64PagedKvCausalP16VarSeqQ128Kv128PersistentContext") == \
+        "fmhaSm100aKernel<hdim64, Causal>"
     assert short_name("gemm") == "gemm" and short_name("scheduler.run_batch") == "scheduler.run_batch"
     a = "void at::native::CatArrayBatchedCopy<float, unsigned int, 1, 128, 1>(float*)"
     b = "void at::native::CatArrayBatchedCopy<float, unsigned int, 3, 64, 64>(float*)"
