@@ -1,4 +1,4 @@
-"""The renderers people read: terminal tables at 80, 100 and 160 columns, md, the notebook HTML, and Result's own
+"""The renderers people read: terminal tables at 80, 100, 120, 160 and 200 columns, md, the notebook HTML, and Result's own
 JSON. Golden rules: no number is broken or cut, every ns value shows a unit, no epoch is printed as a duration,
 the default output of the K3 fixtures stays under 80 lines and --all shows every row."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tracekit.result import Result, to_json_obj
 ROOT = Path(__file__).resolve().parents[2]
 SYN = ROOT / "fixtures" / "synthetic"
 K3 = {"dp16_bs4": "k3_dp16", "dp2dcp8_bs64": "k3_dp2_dcp8"}
-WIDTHS = (80, 100, 160)
+WIDTHS = (80, 100, 120, 160, 200)
 EPOCH_NS = 1_764_000_000_123_456_789  # 2025-11-24 16:00:00.123456789 UTC
 N = 200  # rows of the hand-built per-item table
 
