@@ -38,6 +38,11 @@ def test_report_fits_an_80_by_50_screen(cli, monkeypatch, trace, annotated):
     # the costliest category comes first, its wall time whole as the JSON has it (ms, 3 decimals)
     first = next(ln for ln in lines if re.match(r"\S+\s+\d", ln) and top["name"] in ln.split()[0])
     assert f"{top['wall_ns'] / 1e6:,.3f}" in first.split()
+    by_name = {ln.split()[0]: ln.split() for ln in lines if len(ln.split()) == 4 and ln.split()[1][0].isdigit()}
+    shown = [r for r in rows if r["name"] in by_name]
+    assert len(shown) >= min(5, len(rows))
+    for r in shown:  # every number printed is the JSON's, whole (ms to 3 decimals, % to 1)
+        assert by_name[r["name"]][1:3] == [f"{r['wall_ns'] / 1e6:,.3f}", f"{r['wall_pct']:,.1f}"], (r, by_name[r["name"]])
     assert "--all shows every table" in out and "findings" in out
     full = cli(*args, "--all")[1]
     assert len(full.splitlines()) > len(lines)
