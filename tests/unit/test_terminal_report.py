@@ -68,6 +68,7 @@ def test_kernel_names_short_distinct_and_whole_with_wide(cli, monkeypatch):
     assert len(first.split("  ")[0].strip()) > 8  # not cut to 8 characters
     wide = cli("--wide", "--all", "kernels", trace)[1]
     assert "void " in wide and len(wide.splitlines()) > len(cli("--all", "kernels", trace)[1].splitlines())
+    assert cli("kernels", trace, "--all", "--wide")[1] == wide  # a global flag, anywhere on the line like --all
 
 
 def test_names_rules():

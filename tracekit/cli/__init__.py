@@ -68,7 +68,7 @@ def version_line() -> str:
     return f"tracekit {__version__}"
 
 
-GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all")
+GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all", "--wide")
 GLOBAL_OPTIONS = ("--device",)  # global options that take a value
 
 

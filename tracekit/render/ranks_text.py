@@ -1,10 +1,11 @@
 """The ranks section of `tracekit report RUN_DIR` for a terminal (issue 28), after the reference rank's report: one
 sentence — the DP imbalance per step and the straggler (who, how often last, its bs against the median's) — then
 the per-rank table (clock offset, steps, times last, total wait), drawn by the same renderer as `tracekit imbalance`
-(``tables.to_text``). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
+(``tables.to_text``, passed in). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
 ``rank_per_collective``) are left to ``--all``, ``-f json`` and `tracekit imbalance`, and said so."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..result import Result
@@ -40,19 +41,18 @@ def ranks_sentence(r: dict) -> str:
             f" tie, its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}.")
 
 
-def ranks_part(result: Result, width: int, all_rows: bool = False) -> tuple[Result, list[str]]:
+def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., str]) -> tuple[Result, list[str]]:
     """(``result`` without what the section draws, the section's lines) for a report of a run's ranks; any other
-    result comes back as it is, with no lines."""
+    result comes back as it is, with no lines. ``draw`` is the terminal renderer (``tables.to_text``, which calls
+    this: passed in, so that the two modules do not import each other)."""
     r = result.summary.get("ranks")
     if result.command != "report" or not isinstance(r, dict):
         return result, []
-    from .tables import to_text
-
     sub = Result(command="imbalance", inputs=[], params={}, summary={},
                  tables={n: result.tables[n] for n in SHOWN if n in result.tables})
     lines = [fit(safe_text(ranks_title(r)), width)]
     lines += wrap_prose(safe_text(ranks_sentence(r)), width)
-    drawn = to_text(sub, width, all_rows=all_rows, max_lines=SECTION_LINES).splitlines()[1:]  # not its title
+    drawn = draw(sub, width, all_rows=all_rows, max_lines=SECTION_LINES).splitlines()[1:]  # not its title
     lines += [ln for ln in drawn if ln.strip()]
     hide = set(SHOWN) | (set() if all_rows else set(DETAIL))
     left = [n for n in DETAIL if n in result.tables and not all_rows and len(result.tables[n])]

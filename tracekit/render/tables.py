@@ -42,7 +42,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     width = max(20, width or terminal_width())
     from .ranks_text import ranks_part
 
-    result, ranks_lines = ranks_part(result, width, all_rows)  # report RUN_DIR: its ranks section (issue 28)
+    result, ranks_lines = ranks_part(result, width, all_rows, to_text)  # report RUN_DIR: its ranks section (issue 28)
     if result.command == "report" and not all_rows:  # one screen that reads (report_text.py)
         screen = report_text(result, width, wide=wide)
         if screen is not None:
