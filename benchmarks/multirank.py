@@ -98,7 +98,7 @@ def main() -> None:
                             "--truth", str(run.with_suffix(".truth.json"))], check=True)
     # the rank files (tracekit's own rule); a file that names no rank (a truth.json beside them) is refused: imbalance
     # would read it too, only to leave it out, and the ingest row would not
-    from tracekit.analyses.multirank.discover import find_ranks
+    from tracekit.analyses.fleet.multirank.discover import find_ranks
 
     ranks, _ = find_ranks(run)
     strays = [str(f) for rf in ranks if rf.rank is None for f in rf.files]

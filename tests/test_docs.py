@@ -39,7 +39,7 @@ def test_the_step_dialect_example_in_docs_steps_md_works(tmp_path):
 
     import tracekit
     from tests.conftest import kernel, write_trace
-    from tracekit.analyses.steps import find_steps, step_options
+    from tracekit.analyses.steps.resolve import find_steps, step_options
 
     block = re.search(r"```json\n(\{\"dialects\".*?)\n```", (DOCS / "steps.md").read_text(), re.S).group(1)
     f = tmp_path / "mine.json"

@@ -190,3 +190,67 @@ def test_no_import_of_packages_we_do_not_depend_on():
                 if top not in stdlib and top not in declared and top not in optional and top != "tracekit":
                     bad.append(f"{path.relative_to(PKG)}: {m}")
     assert not bad, bad
+
+
+# Rooms of tracekit/analyses by theme (docs/architecture.md): a room imports the core modules (the files directly in
+# analyses/), its own modules and rooms of a lower rank, never a room of its own rank or above. Rooms of one rank are
+# siblings: they never import each other.
+ROOM_RANKS = {"steps": 1, "time": 2, "comm": 2, "memory": 2, "structure": 3, "hardware": 3, "fleet": 4,
+              "findings": 5, "report": 6}
+
+
+def _room_violations(pkg: Path) -> list[str]:
+    an = pkg / "analyses"
+    rooms = {p.name for p in an.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    bad = [f"analyses/{r}/ is a room without a rank" for r in sorted(rooms - set(ROOM_RANKS))]
+    for path in an.rglob("*.py"):
+        rel = path.relative_to(an).parts
+        if rel == ("__init__.py",):
+            continue  # the analyses package's own exports
+        mine = rel[0] if len(rel) > 1 else None  # None: a core module
+        for t in _targets(path, pkg):
+            if len(t) < 2 or t[0] != "analyses" or t[1].removesuffix(".py") not in rooms:
+                continue
+            other = t[1]
+            if other == mine:
+                continue
+            if mine is None:
+                bad.append(f"core module analyses/{rel[0]} imports the room {other}")
+            elif ROOM_RANKS.get(other, 99) >= ROOM_RANKS.get(mine, 0):
+                bad.append(f"analyses/{'/'.join(rel)} ({mine}) imports the room {other}")
+    return sorted(set(bad))
+
+
+def test_rooms_import_only_lower_rooms_and_the_core():
+    assert _room_violations(PKG) == []
+
+
+def test_the_room_check_catches_siblings_upward_rooms_and_core_imports(tmp_path):
+    pkg = tmp_path / "tracekit"
+    for room in ("time", "comm", "findings"):
+        (pkg / "analyses" / room).mkdir(parents=True)
+        (pkg / "analyses" / room / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analyses" / "__init__.py").write_text("from .time import a\n")
+    (pkg / "analyses" / "core.py").write_text("from .comm import b\n")
+    (pkg / "analyses" / "time" / "a.py").write_text("from ..comm import b\nfrom .. import core\n")
+    (pkg / "analyses" / "comm" / "b.py").write_text("from importlib import import_module\n"
+                                                    "import_module('tracekit.analyses.findings.c')\n")
+    (pkg / "analyses" / "findings" / "c.py").write_text("from ..time.a import x\nfrom ..comm import b\n")
+    assert _room_violations(pkg) == ["analyses/comm/b.py (comm) imports the room findings",
+                                     "analyses/time/a.py (time) imports the room comm",
+                                     "core module analyses/core.py imports the room comm"]
+
+
+def test_no_room_attribute_hides_one_of_its_modules():
+    """A room's ``__init__`` that imported ``layers`` (the function) from ``layers.py`` would make
+    ``tracekit.analyses.structure.layers`` the function once imported, not the module: rooms export no names."""
+    import importlib
+
+    for init in (PKG / "analyses").glob("*/__init__.py"):
+        room = importlib.import_module(f"tracekit.analyses.{init.parent.name}")
+        for mod in init.parent.glob("*.py"):
+            if mod.stem == "__init__":
+                continue
+            sub = importlib.import_module(f"tracekit.analyses.{init.parent.name}.{mod.stem}")
+            assert getattr(room, mod.stem) is sub, (init.parent.name, mod.stem)

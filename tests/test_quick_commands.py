@@ -57,7 +57,7 @@ def test_the_cli_gives_the_api_s_json(command, sweep, cli):
 
 
 def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tmp_path):
-    from tracekit.analyses import plot_data as plots
+    from tracekit.analyses.fleet import plot_data as plots
 
     ann = load_annotation(DEFAULT_ANNOTATION)
     inp = [plots.PlotInput(trace=_load(SAMPLE), deployment="all", bs=None, annotation=ann)]

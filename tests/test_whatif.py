@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyses.ledger_engine import OptionError
-from tracekit.analyses.whatif import whatif
+from tracekit.analyses.memory.ledger_engine import OptionError
+from tracekit.analyses.memory.whatif import whatif
 from tracekit.errors import MissingDataError
 from tracekit.ingest.sglang_log import parse_text, read_log
 

@@ -2,7 +2,7 @@
 
 Which events' names match a pattern (evaluated once per distinct name, never per event), the lane of an event
 (device and stream as one int64 key), GPU activity, the main compute stream, and the weight-AllGather copies.
-Which step an event belongs to is :meth:`tracekit.analyses.steps.Steps.step_of` (on
+Which step an event belongs to is :meth:`tracekit.analyses.steps.resolve.Steps.step_of` (on
 :func:`tracekit.intervals.window_of`).
 """
 from __future__ import annotations

@@ -18,10 +18,10 @@ from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover_all
 from .ingest.launch_script import launch_config
 from .result import Result, shown_path, shown_text
-from .analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
-from .analyses.multirank import imbalance_of_run, plan_run, reduce_point
-from .analyses.steps import step_options
-from .analyses.sweep import per_trace, sweep_tables
+from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
+from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
+from .analyses.steps.resolve import step_options
+from .analyses.fleet.sweep import per_trace, sweep_tables
 
 __all__ = ["SweepOptions", "analyze_trace", "run_sweep", "analyze", "default_jobs", "load_side",
            "compare_deployments", "imbalance", "bench_result"]
@@ -210,7 +210,7 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
     logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference).
 
     ``accept_len`` (tokens accepted per request per step) given applies to both; else each side's comes from its
-    launch log (:func:`tracekit.analyses.compare.accept_len_of`), and the summary says where from."""
+    launch log (:func:`tracekit.analyses.fleet.compare.accept_len_of`), and the summary says where from."""
     from .ingest.sglang_log import read_log
 
     conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
@@ -233,7 +233,7 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
     cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
     ledger_rows = None
     if logs[0] is not None and logs[1] is not None:
-        from .analyses.memory import ledger
+        from .analyses.memory.launch_log import ledger
 
         ledger_rows = ledger(logs[0], logs[1]).tables["rows"]
     res = compare(sides[0], sides[1], accept_len=accept_len if accept_len is not None else sides[0].accept_len,
@@ -246,7 +246,7 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
 def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, conf_a: dict, conf_b: dict) -> list[str]:
     """The findings of the two traces at the highest instance concurrency both deployments ran (tables.findings),
     when both traces are at hand (an analyze output keeps only its tables)."""
-    from .analyses.findings_compare import compare_findings
+    from .analyses.findings.compare import compare_findings
     from .annotation import load_annotation
 
     m = res.tables["matched"]

@@ -9,8 +9,8 @@ import pytest
 
 import tracekit
 from tests.conftest import CORPUS
-from tracekit.analyses.fit import annotation_fit, best_fit, fits_above
-from tracekit.analyses.steps import get_steps
+from tracekit.analyses.structure.fit import annotation_fit, best_fit, fits_above
+from tracekit.analyses.steps.resolve import get_steps
 from tracekit.errors import MissingDataError
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.blocks import block_stats
-from tracekit.analyses.layers import find_layers, layers
-from tracekit.analyses.onestep import one_step_table
-from tracekit.analyses.steps import get_steps
-from tracekit.analyses.suggest import strip_docs, suggest
+from tracekit.analyses.structure.blocks import block_stats
+from tracekit.analyses.structure.layers import find_layers, layers
+from tracekit.analyses.time.onestep import one_step_table
+from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.structure.suggest import strip_docs, suggest
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import MissingDataError

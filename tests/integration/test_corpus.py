@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.info import trace_info
+from tracekit.analyses.time.info import trace_info
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
@@ -301,7 +301,7 @@ def test_ns_resolution_trace_keeps_every_nanosecond():
 
 def test_shipped_qwen3_annotation_types_the_real_sglang_decode_step():
     """The real sglang Qwen3-8B decode step (TraceLens corpus): 36 attention + 36 MLP blocks between head and tail."""
-    from tracekit.analyses.blocks import block_stats
+    from tracekit.analyses.structure.blocks import block_stats
     from tracekit.annotation import load_annotation
 
     path = CORPUS / "tracelens" / "tests" / "traces" / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz"

@@ -12,7 +12,7 @@ import pytest
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
 from tracekit.analyses import allgather_result, communication, decompose, exposure
-from tracekit.analyses.blocks import block_stats
+from tracekit.analyses.structure.blocks import block_stats
 from tracekit.annotation import load_annotation
 from tracekit.cli import bundled_sample
 from tracekit.exporters import TABLE_COLUMNS, collect, write_annotated_trace, write_parquet

@@ -10,9 +10,9 @@ import pytest
 
 import tracekit
 from tests.conftest import CORPUS
-from tracekit.analyses import fit as F
-from tracekit.analyses.layers import layers
-from tracekit.analyses.steps import get_steps
+from tracekit.analyses.structure import fit as F
+from tracekit.analyses.structure.layers import layers
+from tracekit.analyses.steps.resolve import get_steps
 from tracekit.errors import TracekitError
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)

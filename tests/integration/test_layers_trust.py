@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.layers import find_layers, layers
-from tracekit.analyses.suggest import suggest
+from tracekit.analyses.structure.layers import find_layers, layers
+from tracekit.analyses.structure.suggest import suggest
 from tracekit.errors import MissingDataError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyses.capacity import ModelDims, capacity
-from tracekit.analyses.memory import ledger
+from tracekit.analyses.memory.capacity import ModelDims, capacity
+from tracekit.analyses.memory.launch_log import ledger
 from tracekit.ingest.sglang_log import rank_label, read_log
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import pytest
 import typer.main
 
 import tracekit
-from tracekit.analyses.allgather import allgather_options
-from tracekit.analyses.steps import step_options
+from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli import app
 from tracekit.cli.common import bundled_sample
@@ -142,7 +142,7 @@ def _ag_report(ann):
 
 
 def _dims():
-    from tracekit.analyses.capacity import ModelDims
+    from tracekit.analyses.memory.capacity import ModelDims
 
     return ModelDims(layers=None, kv_lora_rank=None, rope_dim=None, kv_heads=None, head_dim=None)
 
@@ -191,7 +191,7 @@ def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
 
 @pytest.mark.slow
 def test_plot_points_match_their_functions(data, cli, tmp_path):
-    from tracekit.analyses import plot_data as plots
+    from tracekit.analyses.fleet import plot_data as plots
 
     dp16, k3 = data["dp16"], _k3()
     inp = [plots.PlotInput(trace=_load(dp16), deployment="all", bs=4, annotation=k3)]

@@ -16,7 +16,7 @@ if str(REPO) not in sys.path:
 
 import tracekit  # noqa: E402
 from fixtures.synthlib import write_run  # noqa: E402
-from tracekit.analyses.multirank.api import reference_files  # noqa: E402
+from tracekit.analyses.fleet.multirank.api import reference_files  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 

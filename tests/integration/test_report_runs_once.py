@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses import layers as L
-from tracekit.analyses.report import report
+from tracekit.analyses.structure import layers as L
+from tracekit.analyses.report.of_trace import report
 from tracekit.annotation import as_annotation
 from tracekit.annotation import blocks as B
 

@@ -20,9 +20,9 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.findings import findings
-from tracekit.analyses.roofline import roofline
-from tracekit.analyses.shapes import kernel_shapes
+from tracekit.analyses.findings.of_trace import findings
+from tracekit.analyses.hardware.roofline import roofline
+from tracekit.analyses.hardware.shapes import kernel_shapes
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.roofline import roofline
-from tracekit.analyses.shapes import kernel_shapes
+from tracekit.analyses.hardware.roofline import roofline
+from tracekit.analyses.hardware.shapes import kernel_shapes
 
 from test_shapes_corpus import _independent_flops
 

@@ -14,8 +14,8 @@ import pytest
 
 import tracekit
 from tracekit.analyses import decompose
-from tracekit.analyses.report import report
-from tracekit.analyses.steps import find_steps, step_options
+from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.steps.resolve import find_steps, step_options
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import shipped
 
@@ -120,7 +120,7 @@ def test_steps_json_contract(styled, cli_json):
 
 
 def test_report_and_export_find_the_steps_once(styled, tmp_path, monkeypatch):
-    import tracekit.analyses.steps as steps_mod
+    import tracekit.analyses.steps.resolve as steps_mod
     from tracekit.exporters import export_parquet
 
     calls = []

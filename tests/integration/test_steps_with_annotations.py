@@ -15,7 +15,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses import find_steps
-from tracekit.analyses.steps import step_options
+from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import as_annotation
 from tracekit.errors import MissingDataError
 

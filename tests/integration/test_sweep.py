@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyses.compare import compare, config_diff, graph_bucket
+from tracekit.analyses.fleet.compare import compare, config_diff, graph_bucket
 from tracekit.ingest.launch_script import launch_config
 from tracekit.sweeps import load_side
-from tracekit.analyses.ranks import rank_map
+from tracekit.analyses.fleet.ranks import rank_map
 from tracekit.errors import UsageError
 from tracekit.sweeps import analyze
 from tracekit.render.files import write_outputs

@@ -12,7 +12,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses import allgather_result, communication, exposure
-from tracekit.analyses.blocks import block_stats
+from tracekit.analyses.structure.blocks import block_stats
 from tracekit.annotation import load_annotation
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import tracekit
-from tracekit.analyses.steps import find_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.errors import MissingDataError
 from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
 from tests.conftest import load_events as load
@@ -87,7 +87,7 @@ def test_formulas_are_bounded(expr, says):
     """A formula `9**9**9` hung `roofline`; `1e308`-sized results were 'a tracekit bug'."""
     import time
 
-    from tracekit.analyses.roofline import eval_formula
+    from tracekit.analyses.hardware.roofline import eval_formula
     from tracekit.errors import DataFileError
 
     t0 = time.perf_counter()

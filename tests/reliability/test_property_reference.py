@@ -45,7 +45,7 @@ from hypothesis.control import currently_in_test_context
 
 import tracekit
 from tests.conftest import cpu_ann, gpu_ann, kernel, launch, memcpy, write_trace
-from tracekit.analyses.steps import find_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.errors import MissingDataError
 
 MARKER = "scheduler.run_batch"

@@ -7,8 +7,8 @@ import json
 import pytest
 
 import tracekit
-from tracekit.analyses.capacity import capacity
-from tracekit.analyses.memory import ledger
+from tracekit.analyses.memory.capacity import capacity
+from tracekit.analyses.memory.launch_log import ledger
 from tracekit.errors import InputError
 from tracekit.ingest.bench import read_bench
 from tracekit.ingest.normalize import CLOCK_JUMP
@@ -163,7 +163,7 @@ def test_dp_ranks_that_disagree_are_named_or_added_each_on_its_own(tmp_path):
     assert any("disagree on kv_gib (48 on DP1 TP1, 60 on DP0 TP0)" in x and "DP0 TP0's own readings" in x
                for x in led.warnings)
     # a what-if moves each DP group from its own reading (not DP0's x dp), and carries the warning
-    from tracekit.analyses.whatif import whatif
+    from tracekit.analyses.memory.whatif import whatif
 
     full = [head.replace("max_running_requests=7", "max_running_requests=7, mem_fraction_static=0.8")]
     for tags, kv_line in ((" DP0 TP0", "#tokens: 1000, KV size: 60.00 GB"), (" DP1 TP1", "#tokens: 800, KV size: 48.00 GB")):
@@ -196,7 +196,7 @@ def test_negative_and_impossible_sizes_are_refused_with_their_line(cli, tmp_path
     assert "kv_gib" not in res.summary and "state_pools_gib" not in res.summary
     assert {"kv_gib", "state_pools_gib"} <= set(res.summary["missing_rows"]) and res.summary["unaccounted_gib"] is None
     assert any("hand.log line 5" in w for w in res.warnings)
-    from tracekit.analyses.whatif import whatif
+    from tracekit.analyses.memory.whatif import whatif
 
     with pytest.raises(InputError, match="line 5: --set max_running_requests needs the target KV pool"):
         whatif(neg, settings=["max_running_requests=3"])

@@ -1,4 +1,4 @@
-"""tracekit.analyses.fit (`tracekit annotations`): the listing, the fit of each annotation, best_fit."""
+"""tracekit.analyses.structure.fit (`tracekit annotations`): the listing, the fit of each annotation, best_fit."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.fit import (FIT_COLUMNS, LIST_COLUMNS, PARTS, annotation_fit, best_fit, declared_frameworks,
+from tracekit.analyses.structure.fit import (FIT_COLUMNS, LIST_COLUMNS, PARTS, annotation_fit, best_fit, declared_frameworks,
                                    declared_hardware, fits_above)
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation, shipped
@@ -102,7 +102,7 @@ def test_a_path_and_a_name_give_the_same_fit(dp16):
 
 
 def test_the_same_steps_for_every_annotation(dp16):
-    from tracekit.analyses.steps import get_steps
+    from tracekit.analyses.steps.resolve import get_steps
 
     st = get_steps(dp16)
     res = annotation_fit(dp16, steps=st)
@@ -111,8 +111,8 @@ def test_the_same_steps_for_every_annotation(dp16):
 
 @pytest.mark.slow
 def test_best_fit_reuses_the_layers_and_says_none_when_nothing_fits(dp16, tmp_path):
-    from tracekit.analyses.layers import layers
-    from tracekit.analyses.steps import get_steps
+    from tracekit.analyses.structure.layers import layers
+    from tracekit.analyses.steps.resolve import get_steps
     from tests.conftest import kernel, load_events
 
     st = get_steps(dp16)

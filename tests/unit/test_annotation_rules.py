@@ -22,7 +22,7 @@ import msgspec
 import pytest
 
 from tests.conftest import gpu_ann, kernel, load_events
-from tracekit.analyses.steps import get_steps
+from tracekit.analyses.steps.resolve import get_steps
 from tracekit.annotation import annotate, spec
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError

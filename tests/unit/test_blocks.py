@@ -6,7 +6,7 @@ import json
 import pytest
 
 import tracekit
-from tracekit.analyses.blocks import block_stats, kernel_selection_stats
+from tracekit.analyses.structure.blocks import block_stats, kernel_selection_stats
 from tracekit.annotation import load_annotation, shipped
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError

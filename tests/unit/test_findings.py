@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, compare
-from tracekit.analyses.finding_rules import FINDING_COLUMNS, finding_rules, rank_findings
-from tracekit.analyses.findings import findings
+from tracekit.analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, compare
+from tracekit.analyses.findings.rules import FINDING_COLUMNS, finding_rules, rank_findings
+from tracekit.analyses.findings.of_trace import findings
 from tracekit.hardware import ctas_per_sm, load_profile, sm_limits
 from tracekit.errors import UsageError
 from tracekit.ingest.sglang_log import read_log
@@ -151,7 +151,7 @@ def test_cli_refuses_trace_and_compare_together(tmp_path, cli):
 
 
 def _ops(mean_a, mean_b, calls=10.0):
-    from tracekit.analyses.findings_compare import OP_COLUMNS
+    from tracekit.analyses.findings.compare import OP_COLUMNS
     row = dict.fromkeys(OP_COLUMNS)
     row.update(op="k", kernel="k", category="x", calls_per_step_a=calls, calls_per_step_b=calls, mean_ns_a=mean_a,
                mean_ns_b=mean_b, ratio=mean_a / mean_b)
@@ -159,7 +159,7 @@ def _ops(mean_a, mean_b, calls=10.0):
 
 
 def test_compare_normalises_by_the_batch_or_refuses():
-    from tracekit.analyses.findings_compare import normalise
+    from tracekit.analyses.findings.compare import normalise
     labels = ("A", "B")
     # B runs 128 requests per call against A's 24 and is 2.5x slower per call: per request it is 2.5 × 24 / 128 =
     # 0.47x A's (faster), so the per-call difference can be its batch's work: refused, with the reason

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.findings import findings
+from tracekit.analyses.findings.of_trace import findings
 from tracekit.annotation.spec import parse_annotation
 
 from test_shapes import _gemm_trace

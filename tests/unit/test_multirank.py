@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import kernel, write_trace
 from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
-from tracekit.analyses.multirank.align import coarse_offsets, robust_fit
-from tracekit.analyses.multirank.discover import find_ranks, name_rank, sglang_tags, stage_of
-from tracekit.analyses.multirank.mapper import load_collectives
+from tracekit.analyses.fleet.multirank.align import coarse_offsets, robust_fit
+from tracekit.analyses.fleet.multirank.discover import find_ranks, name_rank, sglang_tags, stage_of
+from tracekit.analyses.fleet.multirank.mapper import load_collectives
 from tracekit.errors import MissingDataError, UsageError
 
 DISPATCH = "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*)"

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.allgather import allgather_options
-from tracekit.analyses.blocks import annotated, kernel_selection_stats
-from tracekit.analyses.findings_compare import compare_findings
-from tracekit.analyses.hbm import hbm_bytes
-from tracekit.analyses.plot_data import PlotInput, exposure_points
-from tracekit.analyses.roofline import roofline
-from tracekit.analyses.steps import step_options
-from tracekit.analyses.waves import kernel_waves
+from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.structure.blocks import annotated, kernel_selection_stats
+from tracekit.analyses.findings.compare import compare_findings
+from tracekit.analyses.hardware.hbm import hbm_bytes
+from tracekit.analyses.fleet.plot_data import PlotInput, exposure_points
+from tracekit.analyses.hardware.roofline import roofline
+from tracekit.analyses.steps.resolve import step_options
+from tracekit.analyses.hardware.waves import kernel_waves
 from tracekit.annotation import Annotation, as_annotation, load_annotation
 from tracekit.errors import MissingDataError, UsageError
 from tracekit.hardware import HardwareProfile, as_profile, load_profile, resolve_profile, with_hbm

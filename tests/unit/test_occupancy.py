@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tracekit
-from tracekit.analyses.waves import kernel_waves
+from tracekit.analyses.hardware.waves import kernel_waves
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import MissingDataError
 from tracekit.hardware import load_profile, sm_limits

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.analyses.onestep import (
+from tracekit.analyses.time.onestep import (
     IDLE,
     ONE_STEP_COLUMNS,
     one_step_table,
 )
-from tracekit.analyses.steps import get_steps, median_step
+from tracekit.analyses.steps.resolve import get_steps, median_step
 
 SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 MAIN = (0, 7)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("matplotlib")
 
 from tracekit.errors import TracekitError
-from tracekit.analyses import plot_data
+from tracekit.analyses.fleet import plot_data
 from tracekit.render import plots
 
 

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.allgather import allgather_options
-from tracekit.analyses.steps import step_options
+from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli.common import bundled_sample
 from tracekit.render import emit

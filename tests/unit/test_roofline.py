@@ -6,8 +6,8 @@ import json
 import pytest
 
 import tracekit
-from tracekit.analyses.hbm import hbm_bytes
-from tracekit.analyses.roofline import (eval_formula, formula_env, gemm_traffic, op_traffic, parse_vars, roofline,
+from tracekit.analyses.hardware.hbm import hbm_bytes
+from tracekit.analyses.hardware.roofline import (eval_formula, formula_env, gemm_traffic, op_traffic, parse_vars, roofline,
                                         roofline_point)
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation
@@ -173,7 +173,7 @@ def test_hbm_row_validation(tmp_path):
 
 
 def test_a_grouped_expert_gemm_reads_the_weights_of_the_experts_it_touches():
-    from tracekit.analyses.roofline import gemm_traffic
+    from tracekit.analyses.hardware.roofline import gemm_traffic
     from tracekit.annotation.spec import OpShape
 
     # 80 tokens, top-8 of 448 experts, 28 on this rank (EP16): 40 rows here; P(expert hit) = 1 − (447/448)^640

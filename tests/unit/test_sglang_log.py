@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analyses.capacity import ModelDims, bytes_per_token, capacity
-from tracekit.analyses.memory import OptionError, ledger, log_result
+from tracekit.analyses.memory.capacity import ModelDims, bytes_per_token, capacity
+from tracekit.analyses.memory.launch_log import OptionError, ledger, log_result
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tracekit.ingest.sglang_log import (
     grammar_default,
@@ -557,7 +557,7 @@ def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
 def test_a_flood_of_unrecognised_memory_lines_is_counted_not_kept(tmp_path):
     import gzip as gz
 
-    from tracekit.analyses.memory import log_result
+    from tracekit.analyses.memory.launch_log import log_result
     from tracekit.ingest.sglang_log import UNRECOGNISED_KEEP
 
     base = (Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16.launch.log").read_text()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.analyses.findings import findings
-from tracekit.analyses.hbm import hbm_bytes
-from tracekit.analyses.roofline import roofline
-from tracekit.analyses.shapes import evaluate, kernel_shapes, launching_ops
+from tracekit.analyses.findings.of_trace import findings
+from tracekit.analyses.hardware.hbm import hbm_bytes
+from tracekit.analyses.hardware.roofline import roofline
+from tracekit.analyses.hardware.shapes import evaluate, kernel_shapes, launching_ops
 from tracekit.errors import MissingDataError, UsageError
 from tracekit.hardware import load_profile
 
@@ -205,7 +205,7 @@ def test_major_needs_the_share_of_the_step_and_the_floor(tmp_path):
 
 
 def test_kernel_names_in_titles_read_like_what_they_are():
-    from tracekit.analyses.finding_rules import kernel_label
+    from tracekit.analyses.findings.rules import kernel_label
 
     mul = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
            "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >(at::"

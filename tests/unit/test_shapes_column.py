@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.shapes import kernel_shapes, names_at
+from tracekit.analyses.hardware.shapes import kernel_shapes, names_at
 
 from conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
 from test_shapes import BF16, op
@@ -78,8 +78,8 @@ def test_every_decode_path_keeps_the_inputs(tmp_path, layout):
 
 
 def test_a_trace_replayed_from_cuda_graphs_says_why_it_has_no_shapes(tmp_path):
-    from tracekit.analyses.hbm import hbm_bytes
-    from tracekit.analyses.roofline import roofline
+    from tracekit.analyses.hardware.hbm import hbm_bytes
+    from tracekit.analyses.hardware.roofline import roofline
     from tracekit.errors import MissingDataError
 
     ev = [cpu_ann("ProfilerStep#1", 0.0, 400.0, ext=9), gpu_ann("ProfilerStep#1", 10.0, 380.0, ext=9),

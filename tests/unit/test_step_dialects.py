@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tracekit
-from tracekit.analyses.steps import (Steps, StepOptions, compute_steps, find_steps, get_steps, step_options,
+from tracekit.analyses.steps.resolve import (Steps, StepOptions, compute_steps, find_steps, get_steps, step_options,
                                      step_rules)
 from tracekit.errors import DataFileError, MissingDataError, UsageError
 from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
@@ -217,7 +217,7 @@ def test_an_annotations_marker_absent_falls_back_to_the_dialects(tmp_path):
 
 
 def test_steps_are_found_once_per_trace_and_options(tmp_path, monkeypatch):
-    import tracekit.analyses.steps as steps_mod
+    import tracekit.analyses.steps.resolve as steps_mod
 
     calls = []
     real = steps_mod.compute_steps

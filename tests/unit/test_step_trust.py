@@ -7,7 +7,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses import find_steps
-from tracekit.analyses.steps import step_options
+from tracekit.analyses.steps.resolve import step_options
 from tracekit.errors import UsageError
 from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
 

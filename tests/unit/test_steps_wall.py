@@ -177,7 +177,7 @@ def _reference_decomposition(events, ws, we, ag_mask):
 
 @pytest.mark.parametrize("ag", ["ptop", "ptop+local"])
 def test_wall_on_bundled_sample_matches_per_ns_reference(ag):
-    from tracekit.analyses.decompose import ag_copy_mask
+    from tracekit.analyses.time.decompose import ag_copy_mask
     from tracekit.cli import bundled_sample
 
     t = tracekit.load(bundled_sample(), cache=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.analyses.waves import (kernel_waves, mla_simplified_split, split_table, wave_aware_split, wave_stats,
+from tracekit.analyses.hardware.waves import (kernel_waves, mla_simplified_split, split_table, wave_aware_split, wave_stats,
                                      waves_calc)
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError

@@ -84,7 +84,7 @@ def blocks(trace: TraceArg = None, annotation: AnnotationOpt = None,
 
     Per step the kernel time and count of each block type, and per op tag the time per layer. Needs an annotation
     (-a) that describes the model's blocks."""
-    from ..analyses.blocks import block_stats
+    from ..analyses.structure.blocks import block_stats
 
     ann = need_annotation(annotation_for(trace, annotation), "blocks")
     res = block_stats(_load(trace, no_cache, cache_dir), ann,
@@ -115,7 +115,7 @@ def stats(trace: TraceArg = None,
 
     Count, total, mean, median and p90 per group (--by); with --overlap-with, split by overlap with a second
     selection."""
-    from ..analyses.blocks import kernel_selection_stats
+    from ..analyses.structure.blocks import kernel_selection_stats
 
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(_load(trace, no_cache, cache_dir), select_expr=select, overlap_with=overlap_with,
@@ -143,7 +143,7 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
     bundled sample and its annotation. TRACE may be a directory holding the ranks of one run: then the report of
     the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
     batch, every rank's clock offset and waits (tracekit imbalance)."""
-    from ..analyses.report import report
+    from ..analyses.report.of_trace import report
     from ..ingest.sglang_log import read_log
 
     from .findings_cmds import _run_of_ranks, run_of_ranks_report

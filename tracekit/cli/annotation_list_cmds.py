@@ -31,7 +31,7 @@ def annotations_cmd(trace: FitTraceArg = None, annotation: AnnotationsOpt = None
     each one run on the trace and scored from 0 to 1 (step marker found, kernel time in typed blocks, op tags
     matched, blocks per step against the automatic layers, expected block counts, hardware and framework),
     ranked; `best` names the one that fits (docs/annotation-fit.md)."""
-    from ..analyses.fit import annotation_fit
+    from ..analyses.structure.fit import annotation_fit
 
     res = annotation_fit(_load(trace, no_cache, cache_dir) if trace is not None else None,
                          annotations=annotation or None)

@@ -471,7 +471,7 @@ def need_annotation(ann, what: str):
 
 def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
     """CLI flags + the annotation's defaults → the one StepOptions every analysis of the command shares."""
-    from ..analyses.steps import step_options
+    from ..analyses.steps.resolve import step_options
 
     return step_options(ann, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
                         phase=getattr(phase, "value", phase), source=getattr(step_source, "value", step_source),
@@ -480,7 +480,7 @@ def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
 
 def ag_opts(ann, group_size, ag_size, local_copy) -> dict:
     """CLI flags + the annotation's allgather section → the AllGather keywords (one merge, in the analyses)."""
-    from ..analyses.allgather import allgather_options
+    from ..analyses.comm.allgather import allgather_options
 
     return allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
 

@@ -23,7 +23,7 @@ def _run_of_ranks(path: Path | None) -> bool:
     """A directory whose traces are two or more distinct ranks of one run (tracekit imbalance's rule)."""
     if path is None or not Path(path).is_dir():
         return False
-    from ..analyses.multirank.discover import find_ranks
+    from ..analyses.fleet.multirank.discover import find_ranks
     from ..errors import TracekitError
 
     try:
@@ -35,7 +35,7 @@ def _run_of_ranks(path: Path | None) -> bool:
 
 def run_of_ranks_report(run: Path, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
     """(the reference rank's file, the run's imbalance result) for `tracekit report RUN_DIR`."""
-    from ..analyses.multirank.api import reference_files
+    from ..analyses.fleet.multirank.api import reference_files
     from ..sweeps import imbalance
 
     imb = imbalance(run, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
@@ -73,7 +73,7 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
     the command that shows it, and what to try. TRACE may be a directory holding the ranks of one run: then what DP
     imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
-    from ..analyses.findings import findings
+    from ..analyses.findings.of_trace import findings
     from ..hardware import load_profile
     from ..ingest.launch_script import launch_config
     from ..ingest.sglang_log import read_log

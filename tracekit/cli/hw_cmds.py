@@ -38,7 +38,7 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
 def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache,
                     cache_dir) -> None:
     """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
-    from ..analyses.roofline import parse_vars
+    from ..analyses.hardware.roofline import parse_vars
 
     ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
     t = _load(trace, no_cache, cache_dir)
@@ -58,7 +58,7 @@ def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: H
 
     Per kernel, from the shapes the trace records (Input Dims of the op that launched it) or an annotation's op
     shapes: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it is memory or compute bound."""
-    from ..analyses.roofline import roofline
+    from ..analyses.hardware.roofline import roofline
 
     _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
@@ -75,7 +75,7 @@ def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt 
 
     One row per entry of the annotation's hbm table; without an annotation, bytes per step by op family from the
     shapes the trace records."""
-    from ..analyses.hbm import hbm_bytes
+    from ..analyses.hardware.hbm import hbm_bytes
 
     _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
                     (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
@@ -152,7 +152,7 @@ def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, an
     """Kernels of a trace ranked by time lost to the tail wave (default).
 
     Every kernel with a launch grid: CTAs, waves, wave efficiency and the time lost to the tail wave."""
-    from ..analyses.waves import kernel_waves
+    from ..analyses.hardware.waves import kernel_waves
     from ..hardware import load_profile
 
     t = _load(trace, no_cache, cache_dir)
@@ -180,7 +180,7 @@ def waves_calc_cmd(
 
     CTAs, waves and wave efficiency of a grid (--grid, or from --batch and --qlen); with --time-us the estimated
     time with full waves, and with --layers the saving per step."""
-    from ..analyses.waves import waves_calc
+    from ..analyses.hardware.waves import waves_calc
     from ..hardware import load_profile
 
     parsed = _grid(grid)

@@ -44,7 +44,7 @@ def layers_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
 
     Per step the head, each decoder layer with its type, and the tail; the one-step table charges every ns of the
     step to one kernel category and one layer type."""
-    from ..analyses.layers import layers as layers_result
+    from ..analyses.structure.layers import layers as layers_result
 
     ann = annotation_for(trace, annotation)
     res = layers_result(_load(trace, no_cache, cache_dir), categories=categories,
@@ -67,7 +67,7 @@ def suggest_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, catego
 
     Step marker, boundary rules, block types, op tags and AllGather sizes, checked by running the annotation
     engine on the trace: `blocks -a FILE` reproduces `layers`."""
-    from ..analyses.suggest import suggest as suggest_annotation
+    from ..analyses.structure.suggest import suggest as suggest_annotation
 
     ann = annotation_for(trace, annotation)
     doc, res = suggest_annotation(_load(trace, no_cache, cache_dir), categories=categories, name=name,

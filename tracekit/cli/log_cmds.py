@@ -34,7 +34,7 @@ def log_cmd(log: LogArg,
     """The records tracekit recognises in an sglang launch log.
 
     Each record with its line and rank tags; also the memory lines that no pattern knows."""
-    from ..analyses.memory import log_result
+    from ..analyses.memory.launch_log import log_result
     from ..ingest.sglang_log import read_log
 
     _emit(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind), format, out, table)
@@ -50,7 +50,7 @@ def ledger_cmd(log: LogArg,
 
     Free memory at each stage of the launch, the logged allocations, the memory no log line explains, and the
     ledger's rows: weights, CUDA graphs, NCCL, workspace, margin and the state pools (docs/ledger.md)."""
-    from ..analyses.memory import ledger
+    from ..analyses.memory.launch_log import ledger
     from ..ingest.sglang_log import read_log
 
     a = read_log(log, patterns=patterns or ())
@@ -60,7 +60,7 @@ def ledger_cmd(log: LogArg,
 
 def _count(text: str | None, name: str) -> int | None:
     """``100000``, ``100k``, ``1M``, ``1_000`` → int."""
-    from ..analyses.memory import OptionError
+    from ..analyses.memory.launch_log import OptionError
 
     if text is None:
         return None
@@ -99,7 +99,7 @@ def capacity_cmd(
 
     KV bytes per token; tokens per rank, per DP group (× dcp) and per instance; with --context, the maximum
     concurrency."""
-    from ..analyses.capacity import ModelDims, capacity
+    from ..analyses.memory.capacity import ModelDims, capacity
     from ..ingest.sglang_log import read_log
 
     parsed = read_log(log, patterns=patterns or ()) if log is not None else None

@@ -115,8 +115,8 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
 def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
     from ..annotation import load_annotation
 
-    from ..analyses.steps import get_steps
-    from ..analyses.plot_data import PlotInput, batch_size
+    from ..analyses.steps.resolve import get_steps
+    from ..analyses.fleet.plot_data import PlotInput, batch_size
 
     label_rules = _pairs(labels, "--label")
     names = {n for n, _ in label_rules}
@@ -162,7 +162,7 @@ def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, war
 
 
 def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_cache, cache_dir, **kw) -> None:
-    from ..analyses import plot_data
+    from ..analyses.fleet import plot_data
     from ..render import plots
 
     inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir,
@@ -211,7 +211,7 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
     """Exposed AllGather time per type per batch size, as bars.
 
     Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
-    from ..analyses.allgather import parse_sizes
+    from ..analyses.comm.allgather import parse_sizes
 
     _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              sizes=parse_sizes(ag_size))
@@ -229,7 +229,7 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
     """One step as a timeline of its streams.
 
     Streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
-    from ..analyses import plot_data
+    from ..analyses.fleet import plot_data
     from ..exporters import collect
     from ..render import plots
 
@@ -261,7 +261,7 @@ def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sgla
 
     import pandas as pd
 
-    from ..analyses.memory import ledger
+    from ..analyses.memory.launch_log import ledger
     from ..ingest.sglang_log import read_log
     from ..render import plots
 

@@ -144,7 +144,7 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 
     Attention TP size, and the attention TP rank, CP rank, DP rank, DCP rank and expert-parallel rank of every TP
     rank."""
-    from ..analyses.ranks import rank_map
+    from ..analyses.fleet.ranks import rank_map
 
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep), format, out, table)
 

@@ -26,7 +26,7 @@ def whatif_cmd(log: LogArg, settings: SetOpt, rank: RankOpt = None, patterns: Pa
 
     Replays a launch log's memory ledger with the --set values: what moves into the KV pool, and the margin
     left."""
-    from ..analyses.whatif import whatif
+    from ..analyses.memory.whatif import whatif
     from ..ingest.sglang_log import read_log
 
     res = whatif(read_log(log, patterns=patterns or ()), settings=settings, rank=rank, launch=launch,

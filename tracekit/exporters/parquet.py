@@ -22,8 +22,8 @@ import pandas as pd
 
 from .._version import __version__
 from ..analyses import allgather_result, communication, decompose, exposure
-from ..analyses.allgather import allgather_options
-from ..analyses.steps import get_steps, step_params
+from ..analyses.comm.allgather import allgather_options
+from ..analyses.steps.resolve import get_steps, step_params
 from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..result import Result, trace_input
@@ -193,7 +193,7 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
 
 def _ledger_tables(log: str | Path, warnings: list[str]) -> dict[str, pd.DataFrame]:
     """The memory ledger of a launch log (its lowest rank), as the export's ledger tables."""
-    from ..analyses.memory import ledger
+    from ..analyses.memory.launch_log import ledger
     from ..ingest.sglang_log import read_log
 
     res = ledger(read_log(log))

@@ -132,7 +132,7 @@ FIXED_LANES = ("step", "exposed")  # lanes drawn in their own fixed colour, what
 
 
 def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
-    """The lanes of one step (tracekit.analyses.timeline): a row per lane, each interval a rectangle coloured by its
+    """The lanes of one step (tracekit.analyses.time.timeline): a row per lane, each interval a rectangle coloured by its
     label, exposed AllGather time red; hovering names it. With ``zoom`` (the page; a notebook has no script) the
     plot is its own SVG whose view box the page's script narrows and moves: the wheel zooms around the pointer,
     dragging pans, the buttons zoom in, out and back; the lane names and the time axis stay put (the axis is

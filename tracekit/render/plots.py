@@ -2,7 +2,7 @@
 
 Each ``*_figure`` function takes plain tables and returns a :class:`matplotlib.figure.Figure` built
 without pyplot (no global state, no GUI backend, nothing shown); :func:`save_figure` writes PNG or SVG.
-What the per-batch-size plots draw comes from :mod:`tracekit.analyses.plot_data` (a renderer runs no analysis).
+What the per-batch-size plots draw comes from :mod:`tracekit.analyses.fleet.plot_data` (a renderer runs no analysis).
 matplotlib is imported only when a figure is made, so ``import tracekit`` stays light.
 
 Per-bs plots draw one stacked bar per trace: **the median step** — the step whose wall is the median

@@ -1,0 +1,159 @@
+"""What findings are made of, shared by `tracekit findings` of one trace, of two deployments and of a launch log:
+the rules file (``tracekit/data/findings.json``), a finding's words filled in, one row, and the ranking."""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import pandas as pd
+
+from ...errors import DataFileError, MissingDataError
+from ...result import shown_text
+from ..memory.ledger_engine import global_record
+
+FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",
+                   "evidence", "command", "suggestion", "how", "minor", "source"]
+SOURCE_COLUMNS = ["source", "ran", "findings", "reason"]
+
+
+@lru_cache(maxsize=1)
+def finding_rules() -> dict[str, Any]:
+    """``tracekit/data/findings.json``, checked for the keys the sources read."""
+    src = "tracekit/data/findings.json"
+    try:
+        doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
+        for k in ("min_ms", "min_pct", "min_gib", "max_per_source", "idle", "waves", "roofline", "dominance",
+                  "library_kernels", "kinds"):
+            doc[k]  # noqa: B018 - presence check
+        for name, kind in doc["kinds"].items():
+            for key in ("title", "basis", "how", "command", "suggestion"):
+                kind[key]  # noqa: B018
+        doc["_library"] = re.compile("|".join(f"(?:{p})" for p in doc["library_kernels"]["patterns"]))
+        doc["_kernel_suggestions"] = [(re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"])
+                                      for s in doc.get("kernel_suggestions", [])]
+    except (KeyError, TypeError, ValueError, re.error) as exc:
+        raise DataFileError(f"{src} is invalid ({exc}); see docs/findings.md") from exc
+    return doc
+
+
+class _Fmt(dict):
+    """str.format_map that leaves an unknown {placeholder} as it is (never a KeyError in a message)."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def ms_text(ns: float | None) -> str:
+    """A duration for a finding's words, in the unit that reads best: 13.7 ms, 471 µs, 80 ns."""
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    return f"{ns / 1e6:.3g} ms" if a >= 1e6 else f"{ns / 1e3:.3g} µs" if a >= 1e3 else f"{ns:.3g} ns"
+
+
+def words(kind: str, **values) -> dict[str, str]:
+    """Title, how, command and suggestion of a finding of ``kind`` (tracekit/data/findings.json), filled in."""
+    spec = finding_rules()["kinds"][kind]
+    fmt = _Fmt(**values)
+    return {k: str(spec[k]).format_map(fmt) for k in ("title", "how", "command", "suggestion")} | \
+        {"basis": spec["basis"]}
+
+
+def finding(ctx,  kind: str, source: str, *, gain_ns: float | None = None, gain_gib: float | None = None,
+            gain_tokens: int | None = None, evidence: str = "", step_ns: float | None = None,
+            words: dict[str, str] | None = None, **values) -> dict[str, Any]:
+    """One row of the findings table (rank and minor are set when the list is ranked)."""
+    step = step_ns if step_ns is not None else (ctx.step_ns if ctx is not None else None)
+    gain_ms = None if gain_ns is None else gain_ns / 1e6
+    gain_txt = ("" if gain_ns is None else f"{ms_text(gain_ns)} per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
+    if words is None:
+        words = ctx.words(kind, gain=gain_txt, gain_gib=f"{gain_gib:.2f} GiB" if gain_gib is not None else "", **values)
+    return {"kind": kind, **words, "gain_ms_per_step": gain_ms,
+            "gain_pct": None if gain_ms is None or not step else 100.0 * gain_ns / step,
+            "gain_gib": gain_gib, "gain_tokens": gain_tokens, "evidence": evidence, "source": source}
+
+
+_GENERIC = {"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl_nocast",
+            "gpu_kernel_impl", "func_wrapper_t", "OffsetCalculator", "TrivialOffsetCalculator", "LoadWithCast",
+            "StoreWithCast", "LoadWithoutCast", "StoreWithoutCast", "ReduceOp", "ReduceConfig"}
+_WRAPPERS = {"Kernel", "Kernel2", "device_kernel", "kernel"}  # CUTLASS-style launchers: the first argument names it
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_WHAT = re.compile(r"\b(\w*Functor\w*|\w+_kernel(?:_cuda|_impl)?\w*|\w+Ops?\b|\w+_impl\b|Flash_fwd\w*)")
+
+
+def kernel_label(name: str, width: int = 60) -> str:
+    """A kernel name a person recognises: the kernel's own identifier (namespaces and ``void`` dropped) and, for a
+    template, the functor or operation it instantiates — ``elementwise_kernel<MulFunctor>``,
+    ``vectorized_elementwise_kernel<silu_kernel>``, an attention kernel with its traits; a name without
+    a template, or already short, is kept (cut to ``width``)."""
+    n = name.strip().replace("(anonymous namespace)::", "")
+    if n.startswith("void "):
+        n = n[5:]
+    head, lt, rest = n.partition("<")
+    base = head.split("(")[0].split("::")[-1].strip() or head
+    if not lt or "(" in head:
+        return _short_name(base, width)
+    if base in _WRAPPERS:
+        first = _IDENT.search(rest.split("::")[-1] if "::" in rest.split(",")[0].split(">")[0] else rest)
+        if first:
+            return _short_name(first.group(), width)
+    what = next((m.group(1) for m in _WHAT.finditer(rest) if m.group(1) not in _GENERIC and m.group(1) != base),
+                None)
+    return _short_name(f"{base}<{what}>" if what else f"{base}<…>", width)
+
+
+def _short_name(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float, min_pct: float | None = None,
+                  min_gain_ms: float | None = None) -> pd.DataFrame:
+    """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last.
+
+    A time finding is minor below ``min_ms`` (the absolute floor) or below ``min_pct`` % of the step (where its
+    ``gain_pct`` is known); a memory finding below ``min_gib``. A time finding whose gain is below ``min_gain_ms``
+    (default: the rules file's ``min_gain_ms``; rounds to nothing) is not a finding and is left out."""
+    floor = float(finding_rules().get("min_gain_ms", 0.0)) if min_gain_ms is None else float(min_gain_ms)
+    rows = [r for r in rows if r["gain_gib"] is not None or r["gain_ms_per_step"] is None
+            or r["gain_ms_per_step"] >= floor and r["gain_ms_per_step"] > 0]
+
+    def minor(r):
+        if r.get("force_minor") is not None:
+            return r["force_minor"]
+        if r["gain_gib"] is not None:
+            return r["gain_gib"] < min_gib
+        if r["gain_ms_per_step"] is None:
+            return False
+        if r["gain_ms_per_step"] < min_ms:
+            return True
+        return min_pct is not None and r.get("gain_pct") is not None and r["gain_pct"] < min_pct
+
+    def key(r):
+        group = 0 if r["gain_ms_per_step"] is not None and r["gain_gib"] is None else 1 if r["gain_gib"] is not None \
+            else 2
+        value = r["gain_ms_per_step"] if group == 0 else r["gain_gib"] if group == 1 else 0.0
+        return (minor(r), group, -value, r["kind"], r["title"])
+
+    ordered = sorted(rows, key=key)
+    for i, r in enumerate(ordered, 1):
+        r["rank"], r["minor"] = i, bool(minor(r))
+        for c in ("title", "how", "command", "suggestion", "evidence"):  # a file name that is not UTF-8, say
+            if isinstance(r.get(c), str):
+                r[c] = shown_text(r[c])
+    df = pd.DataFrame(ordered, columns=FINDING_COLUMNS)
+    for c in ("gain_ms_per_step", "gain_pct", "gain_gib"):
+        df[c] = pd.array(df[c].tolist(), dtype="Float64")
+    df["gain_tokens"] = pd.array(df["gain_tokens"].tolist(), dtype="Int64")
+    df["rank"] = df["rank"].astype("int64")
+    return df
+
+
+def log_server_args(log) -> dict[str, Any]:
+    """A launch log's server arguments (the ledger's ``global_record``); a MissingDataError when it has none."""
+    rec = global_record(log, "server_args", {})
+    if rec is None:
+        raise MissingDataError(f"{log.path} has no server_args line, so its launch parameters are unknown")
+    return dict(rec.fields.get("args") or {})

@@ -1,0 +1,447 @@
+"""Global steps and clock alignment of a run's ranks (docs/multirank.md).
+
+1. **Coarse offsets from step starts.** Each rank's step starts are compared with those of the ranks already placed
+   (the reference first): the shift that brings the most starts within a third of a step period of one wins, the
+   smallest such shift where several tie (steps of equal length). The placed starts, clustered, are the global steps,
+   numbered from 0 in time order; a rank that started late or stopped early simply has no row for the steps it
+   missed.
+2. **Instances.** Within a global step the k-th collective of a kind is the same instance on every rank (``seq`` k).
+   A rank whose count of a kind in a step differs from the other ranks' (its profile started or stopped inside the
+   step) is partial: its collectives are matched to the instances by time, once the clocks are aligned.
+3. **Fine offsets from the ends of blocking collectives**, which end together in true time: per rank, the offset is
+   the median of (its end − the instance's consensus end), iterated; a drift (offset + slope) is kept where it cuts
+   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. Ranks of
+   one node share a clock: where their offsets agree within the residual they get their pooled fit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
+MIN_TOL_NS = 1_000
+LOOSE_NS = 100_000  # a residual beyond this is said: the ends used for the clocks do not end together
+
+
+def _period(starts: list[np.ndarray]) -> float:
+    d = np.concatenate([np.diff(np.sort(s)) for s in starts if len(s) > 1] or [np.zeros(0)])
+    d = d[d > 0]
+    return float(np.median(d)) if d.size else 0.0
+
+
+def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
+    """Cluster centres (medians) of sorted points split where consecutive points are more than ``tol`` apart."""
+    if points.size == 0:
+        return points
+    p = np.sort(points)
+    brk = np.concatenate([[True], np.diff(p) > tol])
+    first = np.flatnonzero(brk)
+    size = np.diff(np.r_[first, len(p)])
+    return (p[first + (size - 1) // 2] + p[first + size // 2]) / 2.0  # each cluster's median (p is sorted)
+
+
+def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int]:
+    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point; smallest |d| of
+    the best. Returns (d, how many starts it matched)."""
+    diffs = np.sort((s[:FIRST_STEPS, None] - pool[None, :]).ravel())
+    lo = np.searchsorted(diffs, diffs - tol, side="left")
+    hi = np.searchsorted(diffs, diffs + tol, side="right")
+    count = hi - lo
+    best = count.max()
+    cand = np.flatnonzero(count == best)
+    i = cand[np.argmin(np.abs(diffs[cand]))]
+    near = diffs[lo[i]:hi[i]]
+    return float(np.median(near)), int(best)
+
+
+def coarse_offsets(step_starts: dict[int, np.ndarray],
+                   ref: int) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
+    """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
+    reference's clock, sorted) and the matching tolerance."""
+    period = _period(list(step_starts.values()))
+    tol = max(period / 3.0, MIN_TOL_NS) if period else float("inf")
+    offsets: dict[int, float] = {ref: 0.0}
+    pool = np.sort(step_starts[ref].astype(np.float64))
+    placed = [pool]
+    warnings = []
+    order = [ref] + sorted((r for r in step_starts if r != ref), key=lambda r: -len(step_starts[r]))
+    for r in order[1:]:
+        s = np.sort(step_starts[r].astype(np.float64))
+        if s.size == 0:
+            offsets[r] = 0.0
+            continue
+        if pool.size == 0 or not np.isfinite(tol):
+            d, n = (float(s[0] - pool[0]) if pool.size else 0.0), 1
+        else:
+            d, n = _best_shift(s, pool, tol)
+        if n == 0:
+            warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as"
+                            " recorded")
+            d = 0.0
+        offsets[r] = d
+        placed.append(s - d)
+        pool = _cluster(np.concatenate(placed), tol)
+    return offsets, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
+
+
+def robust_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, int]:
+    """d ≈ a + b·x, robustly: the median (b = 0), or a line through the inliers where it cuts the residual by a
+    fifth and more than 100 ns. Returns (a, b, residual = 90th percentile of |misfit| over the inliers, outliers)."""
+    med = float(np.median(d))
+    dev = np.abs(d - med)
+    mad = float(np.median(dev))
+    inl = dev <= max(10 * mad, 1000.0)
+    r0 = float(np.percentile(dev[inl], 90)) if inl.any() else 0.0
+    a, b, res = med, 0.0, r0
+    if inl.sum() >= 6 and np.ptp(x[inl]) > 0:
+        xm = float(np.mean(x[inl]))
+        slope = float(np.polyfit(x[inl] - xm, d[inl], 1)[0])
+        icpt = float(np.median(d[inl] - slope * x[inl]))
+        r1 = float(np.percentile(np.abs(d[inl] - icpt - slope * x[inl]), 90))
+        if r1 < 0.8 * r0 and r0 - r1 > 100:
+            a, b, res = icpt, slope, r1
+    return a, b, res, int((~inl).sum())
+
+
+@dataclass
+class Clock:
+    """Each rank's clock model: local = t0 + a + (1 + b)·T, T the consensus time after t0."""
+
+    t0: int
+    ref: int
+    a: dict[int, float]
+    b: dict[int, float]
+    residual: dict[int, int | None]
+    aligned: bool
+    warnings: list[str] = field(default_factory=list)
+
+    def to_ref(self, rank, local) -> np.ndarray:
+        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns)."""
+        x = (np.asarray(local, dtype=np.int64) - self.t0).astype(np.float64)
+        if np.ndim(rank):
+            rk = np.asarray(rank, dtype=np.int64)
+            ranks = np.array(sorted(self.a), dtype=np.int64)
+            pos = np.searchsorted(ranks, rk)
+            a = np.array([self.a[int(r)] for r in ranks])[pos]
+            b = np.array([self.b[int(r)] for r in ranks])[pos]
+        else:
+            a, b = self.a[rank], self.b[rank]
+        T = (x - a) / (1.0 + b)
+        out = self.a[self.ref] + (1.0 + self.b[self.ref]) * T
+        return np.rint(out).astype(np.int64) + self.t0
+
+    def offset_ns(self, rank: int) -> int:
+        return int(round(self.a[rank] - self.a[self.ref]))
+
+
+def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int]) -> Clock:
+    """Offsets from instance ends. ``ends``: rank, inst (an instance id), end_ns (local) of the blocking instances
+    seen whole on every rank that ran them.
+
+    Each instance's true end is read on the reference's clock where the reference ran it, else on the ranks already
+    placed (the median of their ends, converted); a rank's offset is fitted to (its end − that) over the instances
+    it shares. Shifting one rank's (or node's) clock by Δ shifts its fitted offset by exactly Δ and nothing else."""
+    ranks = sorted(coarse)
+    a = {r: float(coarse[r]) for r in ranks}
+    b = {r: 0.0 for r in ranks}
+    res: dict[int, int | None] = {r: None for r in ranks}
+    warnings: list[str] = []
+    e = ends[ends.groupby("inst")["rank"].transform("nunique") > 1] if not ends.empty else ends
+    if e.empty:
+        return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
+                     ["no collective instance is seen on two ranks: the clocks are taken as recorded"])
+    # local ends after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where not run
+    e = e.assign(x=e["end_ns"].to_numpy(np.int64) - np.int64(t0))
+    E = e.pivot_table(index="inst", columns="rank", values="x", aggfunc="max")
+    X = E.to_numpy(np.float64)
+    cols = list(E.columns)
+    fits: dict[int, tuple] = {}
+    placed = [ref] if ref in cols else []
+    if placed:
+        fits[ref] = (0.0, 0.0, 0.0, 0)
+    a[ref], b[ref] = 0.0, 0.0
+    todo = [r for r in cols if r not in placed]
+    if not placed:  # the reference ran no shared instance: anchor on the rank that ran the most
+        anchor = max(cols, key=lambda r: np.isfinite(X[:, cols.index(r)]).sum())
+        placed, fits[anchor] = [anchor], (a[anchor], 0.0, 0.0, 0)
+        todo.remove(anchor)
+    D = {}
+    while todo:
+        # where the reference ran the instance, its own end is the truth; elsewhere the median of the placed ranks'
+        # ends, converted (computed only there: the reference runs nearly every instance)
+        xref = X[:, cols.index(ref)] if ref in placed else None
+        need = ~np.isfinite(xref) if xref is not None else np.ones(len(E), dtype=bool)
+        T = np.full(len(E), np.nan)
+        if need.any():
+            conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+            seen = np.isfinite(conv).any(axis=1)
+            sub = np.full(len(conv), np.nan)
+            if seen.any():
+                sub[seen] = np.nanmedian(conv[seen], axis=1)
+            T[need] = sub
+        if xref is not None:
+            T = np.where(np.isfinite(xref), xref, T)
+        shared = {r: np.isfinite(X[:, cols.index(r)]) & np.isfinite(T) for r in todo}
+        r = max(todo, key=lambda q: shared[q].sum())
+        m = shared[r]
+        if not m.any():
+            break
+        d = X[m, cols.index(r)] - T[m]
+        fits[r] = robust_fit(T[m], d)
+        D[r] = (T[m], d)
+        a[r], b[r] = fits[r][0], fits[r][1]
+        placed.append(r)
+        todo.remove(r)
+    # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
+    # that shares the reference's node shares its host clock
+    for r in list(fits):
+        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+            a[r], b[r] = 0.0, 0.0
+            fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
+    # ranks of one node share a host clock: their offsets, each fitted on its own, must agree
+    by_node: dict[int, list[int]] = {}
+    for r in fits:
+        by_node.setdefault(nodes.get(r, r), []).append(r)
+    for node, members in sorted(by_node.items()):
+        if len(members) < 2:
+            continue
+        offs = {r: a[r] for r in members}
+        lo, hi = min(offs, key=offs.get), max(offs, key=offs.get)
+        tol = max(4 * max(fits[r][2] for r in members), 2000.0)
+        if offs[hi] - offs[lo] > tol:
+            spread = (offs[hi] - offs[lo]) / 1e3
+            warnings.append(f"ranks of node {node} disagree on the clock by up to {spread:,.1f} µs"
+                            f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
+                            " its own offset; check --gpus-per-node")
+    if fits:  # the reference's residual: how far the others' ends are from its own
+        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
+        fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
+    for r in ranks:
+        if r in fits:
+            res[r] = int(np.ceil(fits[r][2]))
+            n_r = len(D[r][1]) if r in D else 0
+            if n_r and fits[r][3] > 0.1 * n_r:
+                warnings.append(f"rank {r}: {fits[r][3]} of its {n_r} collective ends do not end with the other"
+                                " ranks' (left out of its clock offset)")
+        else:
+            warnings.append(f"rank {r}: no collective shared with another rank; its offset is the step starts' only")
+    loose = {r: v for r, v in res.items() if v is not None and v > LOOSE_NS}
+    if loose:
+        worst = max(loose, key=loose.get)
+        warnings.append(f"the collectives' ends do not coincide across ranks (rank {worst}: within"
+                        f" {loose[worst] / 1e6:,.3f} ms of its fitted clock; {len(loose)} rank(s) beyond"
+                        f" {LOOSE_NS / 1e3:,.0f} µs): point-to-point or non-blocking collectives, or clocks that jump;"
+                        " margins within that residual are ties")
+    return Clock(t0, ref, a, b, res, True, warnings)
+
+
+@dataclass
+class Aligned:
+    """A run on the reference's clock: its rank-steps and collective instances numbered globally."""
+
+    clock: Clock
+    steps: pd.DataFrame  # step, rank, local_step, phase, bs, tokens, start_ns, end_ns, partial
+    collectives: pd.DataFrame  # step, kind, seq, rank, start_ns, end_ns, work_ns, attention_ns, expert_ns, partial
+    n_steps: int
+    partial_steps: int
+    unmatched: int
+    partial_step_ids: list
+    warnings: list[str]
+
+
+def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol: float) -> dict[int, np.ndarray]:
+    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step; a cluster that few ranks start
+    in (a step whose start the rank did not record) joins the well-supported step its window overlaps most."""
+    rows = [(r, i, float(s) - coarse[r], float(e) - coarse[r])
+            for r, df in steps.items() for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))]
+    out = {r: np.full(len(df), -1, dtype=np.int64) for r, df in steps.items()}
+    if not rows:
+        return out
+    rk = np.array([x[0] for x in rows])
+    li = np.array([x[1] for x in rows])
+    s = np.array([x[2] for x in rows])
+    e = np.array([x[3] for x in rows])
+    order = np.argsort(s, kind="stable")
+    brk = np.concatenate([[True], np.diff(s[order]) > tol if np.isfinite(tol) else np.zeros(len(s) - 1, bool)])
+    cid = np.empty(len(s), dtype=np.int64)
+    cid[order] = np.cumsum(brk) - 1
+    n = int(cid.max()) + 1
+    pairs = np.unique(np.column_stack([cid, rk]), axis=0)
+    support = np.bincount(pairs[:, 0], minlength=n)
+    strong = support >= max(2, 0.5 * np.median(support)) if len(steps) > 1 else np.ones(n, bool)
+    if strong.any() and not strong.all():
+        cs = pd.Series(s).groupby(cid).median().reindex(range(n)).to_numpy()
+        ce = pd.Series(e).groupby(cid).median().reindex(range(n)).to_numpy()
+        sc = np.flatnonzero(strong)
+        for c in np.flatnonzero(~strong):
+            for j in np.flatnonzero(cid == c):
+                ov = np.minimum(e[j], ce[sc]) - np.maximum(s[j], cs[sc])
+                k = int(np.argmax(ov))
+                if ov[k] > 0 and not np.any((rk == rk[j]) & (cid == sc[k])):
+                    cid[j] = sc[k]
+    # renumber in time order
+    used = np.unique(cid)
+    lo = np.full(int(cid.max()) + 1, np.inf)
+    np.minimum.at(lo, cid, s)
+    first = lo[used]
+    new = {int(c): i for i, c in enumerate(used[np.argsort(first, kind="stable")])}
+    for j in range(len(rows)):
+        out[int(rk[j])][int(li[j])] = new[int(cid[j])]
+    return out
+
+
+def match_by_shift(coll: pd.DataFrame, ref: int) -> np.ndarray:
+    """Partial rank-steps (fewer collectives of a kind than the other ranks ran: the profile started or stopped
+    inside the step) matched without any clock: their kernels are a contiguous run of the step's instances, and the
+    right place is where their ends minus a whole rank's ends are constant (the ends coincide up to the clock
+    offset). Sets ``seq`` of the rows it places; returns which rows it placed. A place no clearly better than the
+    next (layers all alike) is left to the time match after alignment."""
+    placed = np.zeros(len(coll), dtype=bool)
+    part = coll[~coll["full"] & (coll["step"] >= 0)]
+    if part.empty:
+        return placed
+    full = coll[coll["full"]]
+    seq = coll["seq"].to_numpy().copy()
+    templates = {}
+    for (g, k), grp in full.groupby(["step", "kind"], sort=False):
+        r = ref if (grp["rank"] == ref).any() else int(grp["rank"].min())
+        templates[(g, k)] = grp.loc[grp["rank"] == r].sort_values("seq")["end_ns"].to_numpy(np.int64)
+    for (r, g, k), grp in part.groupby(["rank", "step", "kind"], sort=False):
+        T = templates.get((g, k))
+        own = grp.sort_values("start_ns")["end_ns"].to_numpy(np.int64)
+        m = len(own)
+        if T is None or m < 2 or m >= len(T):
+            continue
+        spread = []
+        for k0 in range(len(T) - m + 1):
+            d = (own - T[k0:k0 + m]).astype(np.float64)
+            spread.append(float(np.median(np.abs(d - np.median(d)))))
+        order = np.argsort(spread, kind="stable")
+        best = int(order[0])
+        if spread[best] < 0.5 * spread[int(order[1])]:
+            idx = grp.sort_values("start_ns").index.to_numpy()
+            seq[idx] = best + np.arange(m)
+            placed[idx] = True
+    coll["seq"] = seq
+    return placed
+
+
+def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
+    """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
+    The reference is the lowest rank."""
+    ref = min(per_rank)
+    steps = {r: d["steps"] for r, d in per_rank.items()}
+    anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
+    # step times after a common origin, in int64 (epoch ns are beyond float64's exact range)
+    origin = min((int(df["start_ns"].min()) for df in steps.values() if len(df)), default=0)
+    rel = {r: pd.DataFrame({"start_ns": df["start_ns"].to_numpy(np.int64) - origin,
+                            "end_ns": df["end_ns"].to_numpy(np.int64) - origin}) for r, df in steps.items()}
+    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor)
+    if anchor != ref:
+        warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
+    g_of = _global_steps(rel, coarse, tol)
+    # collectives with their global step and seq
+    parts = []
+    for r, d in per_rank.items():
+        c = d["collectives"].copy()
+        gmap = g_of[r]
+        ls = c["local_step"].to_numpy(np.int64)
+        c["step"] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
+        c["rank"] = r
+        parts.append(c)
+    coll = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
+    cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
+    # the count of a kind most ranks ran in a step (equal support: the larger count)
+    counted = coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"])
+    votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
+    votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
+    modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
+    mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
+    coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
+    coll["shifted"] = match_by_shift(coll, ref)
+    t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
+    t0 = int(t0_src.min()) if len(t0_src) else 0
+    blk = coll[(coll["full"] | coll["shifted"]) & coll["kind"].isin(blocking)]
+    ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),  # an instance: (step, kind, seq), numbered
+                         "inst": blk.groupby(["step", "kind", "seq"], sort=True).ngroup().to_numpy(np.int64),
+                         "end_ns": blk["end_ns"].to_numpy(np.int64)})
+    clock = fine_clock(ends, coarse, ref, t0, nodes)
+    warnings += clock.warnings
+    # everything on the reference's clock
+    crank = coll["rank"].to_numpy(np.int64)
+    coll["start_ref"] = clock.to_ref(crank, coll["start_ns"].to_numpy(np.int64))
+    coll["end_ref"] = clock.to_ref(crank, coll["end_ns"].to_numpy(np.int64))
+    st_rows = []
+    for r in per_rank:
+        df = steps[r]
+        st_rows.append(pd.DataFrame({"step": g_of[r], "rank": r, "local_step": df["local_step"].to_numpy(np.int64),
+                                     "phase": df["phase"].to_numpy(), "bs": df["bs"].to_numpy(),
+                                     "tokens": df["tokens"].to_numpy(),
+                                     "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
+                                     "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
+    st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
+    # partial rank-steps and collectives outside every step: matched to the instances by time
+    matched = (coll["full"] | coll["shifted"]).to_numpy().copy()
+    seq = coll["seq"].to_numpy().copy()
+    step = coll["step"].to_numpy().copy()
+    if len(st):
+        win = st[st["step"] >= 0].groupby("step").agg(s=("start_ns", "min"), e=("end_ns", "max")).sort_index()
+        out = np.flatnonzero(step < 0)
+        if out.size and len(win):
+            from .... import intervals as iv
+            w = iv.window_of(coll["start_ref"].to_numpy(np.int64)[out], win["s"].to_numpy(np.int64),
+                             win["e"].to_numpy(np.int64))
+            step[out] = np.where(w >= 0, win.index.to_numpy()[np.clip(w, 0, None)], -1)
+    full = coll[matched]
+    tmpl = full.groupby(["step", "kind", "seq"])["start_ref"].median()
+    todo = np.flatnonzero(~matched & (step >= 0))
+    sref = coll["start_ref"].to_numpy(np.int64)
+    kinds = coll["kind"].to_numpy()
+    ranks = coll["rank"].to_numpy()
+    groups: dict[tuple, list[int]] = {}
+    for j in todo:
+        groups.setdefault((int(ranks[j]), int(step[j]), kinds[j]), []).append(j)
+    for (r, g, k), idx in groups.items():
+        try:
+            t = tmpl.loc[(g, k)]
+        except KeyError:
+            continue
+        idx = np.array(idx)
+        dist = np.abs(sref[idx][:, None] - t.to_numpy()[None, :])
+        near = np.argmin(dist, axis=1)
+        best = {}
+        for j, n_, dd in zip(idx, near, dist[np.arange(len(idx)), near]):
+            if n_ not in best or dd < best[n_][1]:
+                best[n_] = (j, dd)
+        for n_, (j, _) in best.items():
+            matched[j] = True
+            seq[j] = int(t.index[n_])
+    coll["step"], coll["seq"] = step, seq
+    partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
+                           coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
+    unmatched = int((~matched).sum())
+    keep = coll[matched]
+    out_coll = pd.DataFrame({"step": keep["step"].to_numpy(np.int64), "kind": keep["kind"].to_numpy(),
+                             "seq": keep["seq"].to_numpy(np.int64), "rank": keep["rank"].to_numpy(np.int64),
+                             "start_ns": keep["start_ref"].to_numpy(np.int64),
+                             "end_ns": keep["end_ref"].to_numpy(np.int64),
+                             "work_ns": keep["work_ns"].to_numpy(np.int64),
+                             "attention_ns": keep["attention_ns"].to_numpy(np.int64),
+                             "expert_ns": keep["expert_ns"].to_numpy(np.int64),
+                             "partial": ~keep["full"].to_numpy(bool)})
+    out_coll = out_coll.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
+    if len(st):
+        st["partial"] = [(r, g) in partial_keys for r, g in zip(st["rank"], st["step"])]
+        st = st.sort_values(["step", "rank", "local_step"], kind="stable").reset_index(drop=True)
+    n_steps = int(st.loc[st["step"] >= 0, "step"].nunique()) if len(st) else 0
+    # a global step not seen whole on every rank: missing on one, or partial on one
+    seen = st[st["step"] >= 0].groupby("step")["rank"].nunique() if len(st) else pd.Series(dtype=int)
+    part_steps = {g for _, g in partial_keys} | set(seen.index[seen < len(per_rank)])
+    if unmatched:
+        warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
+                        " or more of a kind in a step than the other ranks ran) and are left out")
+    return Aligned(clock, st, out_coll, n_steps, len(part_steps), unmatched, sorted(part_steps), warnings)

@@ -1,0 +1,196 @@
+"""Every rank of a run, aligned on one clock, and who waits for whom (issue 28; contract ``tracekit.imbalance/2``,
+docs/json-contract.md; how, docs/multirank.md).
+
+Map, then reduce: :func:`plan_run` finds the ranks and their files; each file is reduced by :func:`reduce_point`
+to a few small tables (:mod:`.mapper`) — in a worker: ``tracekit.sweeps.imbalance`` fans the files out to worker
+processes or a Dask cluster, as it does a sweep's points (analyses start no process); :func:`imbalance_of_run`
+only aligns and attributes those tables, so the parent never holds two ranks' events.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ....errors import InputError, MissingDataError, UsageError
+from ....result import Result, shown_path, shown_text
+from ...steps.resolve import step_options
+from .align import align_run
+from .attribute import attribute, lower_median, most_often_last
+from .discover import find_ranks, nodes_of, settle
+from .mapper import MapOptions, load_collectives, reduce_file
+
+RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run's imbalance needs mapped: its ranks, the files to reduce (rank index, path), the options."""
+
+    source: object
+    ranks: list
+    skipped: list
+    files: list
+    opts: MapOptions
+    gpus_per_node: int | None
+
+
+def reduce_point(path: str, opts: MapOptions) -> dict:
+    """:func:`reduce_file` (one rank's file to small tables: what a worker runs), or ``{"dropped": the one-sentence
+    reason, "exit_code"}`` for a file that cannot be used (missing, unreadable, corrupt: exit 3; lacking what is
+    needed: exit 4)."""
+    try:
+        return reduce_file(path, opts)
+    except (InputError, MissingDataError) as exc:
+        return {"path": path, "dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
+
+
+def plan_run(paths_or_dir, *, gpus_per_node: int | None = None, step_name: str | None = None,
+             min_step_ns: int | None = None, step_source: str | None = None, steps_file=None,
+             cache: bool = True) -> RunPlan:
+    """The ranks of one run and the files to reduce (usage errors before any file is read)."""
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node,
+                                                                                      (int, np.integer))
+                                      or gpus_per_node < 1):
+        raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source,
+                 steps_file=steps_file)
+    ranks, skipped = find_ranks(paths_or_dir)
+    files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
+    opts = MapOptions(step_name=step_name, min_step_ns=min_step_ns, step_source=step_source,
+                      steps_file=str(steps_file) if steps_file else None, cache=cache)
+    return RunPlan(paths_or_dir, ranks, skipped, files, opts, gpus_per_node)
+
+
+def _shown(f: Path, root: Path | None) -> str:
+    """A rank's file as the user knows it: relative to the run directory given, else as given."""
+    if root is not None:
+        try:
+            return shown_path(Path(f).relative_to(root))
+        except ValueError:
+            pass
+    return shown_path(f)
+
+
+def _merge(parts: list[dict]) -> dict:
+    """The reduced tables of one rank's files (sglang's per-stage files) as one, local steps renumbered in time."""
+    steps, colls, shift = [], [], 0
+    for p in parts:
+        s, c = p["steps"].copy(), p["collectives"].copy()
+        s["local_step"] += shift
+        c.loc[c["local_step"] >= 0, "local_step"] += shift
+        shift += len(s)
+        steps.append(s)
+        colls.append(c)
+    if len(parts) == 1:
+        return {"steps": steps[0], "collectives": colls[0]}
+    s = pd.concat(steps, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    new = np.full(shift + 1, -1, dtype=np.int64)  # old local step (−1: none) → its place in time
+    new[s["local_step"].to_numpy(np.int64)] = np.arange(len(s), dtype=np.int64)
+    s["local_step"] = np.arange(len(s), dtype=np.int64)
+    c = pd.concat(colls, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
+    c["local_step"] = new[c["local_step"].to_numpy(np.int64)]
+    return {"steps": s, "collectives": c}
+
+
+def imbalance_of_run(plan: RunPlan, results: list) -> Result:
+    """`tracekit imbalance`'s analysis, from each file's reduced tables (``results``, in ``plan.files`` order; what
+    :func:`reduce_point` returned in the workers): every rank on the reference rank's clock (the lowest rank id),
+    its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
+    The parent holds only these small tables, never two ranks' events."""
+    paths_or_dir, ranks, skipped, files, opts = plan.source, plan.ranks, plan.skipped, plan.files, plan.opts
+    gpus_per_node, step_name, min_step_ns, step_source = (plan.gpus_per_node, opts.step_name, opts.min_step_ns,
+                                                          opts.step_source)
+    warnings: list[str] = [f"skipped {p}: {r}" for p, r in skipped[:10]]
+    by_rank: dict[int, list[dict]] = {}
+    dropped = []
+    for (i, f), res in zip(files, results):
+        if "dropped" in res:
+            dropped.append((i, f, res))
+            continue
+        by_rank.setdefault(i, []).append(res)
+    for i, f, res in dropped:
+        warnings.append(f"{shown_path(f)} left out: {res['dropped']}")
+    keep = [i for i in range(len(ranks)) if i in by_rank and not any(d[0] == i for d in dropped)]
+    if len(keep) < 2 and dropped:
+        why = "; ".join(d[2]["dropped"] for d in dropped[:3])
+        cls = MissingDataError if all(d[2].get("exit_code") == 4 for d in dropped) else InputError
+        raise cls(f"fewer than two ranks of the run could be read ({why})")
+    kept_ranks, settle_warn = settle([ranks[i] for i in keep],
+                                     [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
+    warnings += settle_warn
+    idx_of = {id(rf): i for i, rf in zip(keep, [ranks[i] for i in keep])}
+    per_rank, files_of, base_of = {}, {}, {}
+    root = Path(paths_or_dir) if isinstance(paths_or_dir, (str, Path)) and Path(paths_or_dir).is_dir() else None
+    for rf in kept_ranks:
+        parts = by_rank[idx_of[id(rf)]]
+        per_rank[rf.rank] = _merge(parts)
+        base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
+        shown = sorted(_shown(f, root) for f in rf.files)
+        files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
+        for p in parts:
+            warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
+    nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
+    al = align_run(per_rank, nodes, load_collectives().blocking)
+    warnings += al.warnings
+    # times relative to the reference file's baseTimeNanoseconds: tracekit's start_ns of that file
+    ref = min(per_rank)
+    ref_base = base_of[ref]
+    for df in (al.collectives, al.steps):
+        for col in ("start_ns", "end_ns"):
+            df[col] = df[col].to_numpy(np.int64) - ref_base
+    t = attribute(al.collectives, al.steps, al.clock.residual)
+    per = t["per_collective"]
+    imb = t["imbalance"]
+    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
+    wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
+    steps_per = t["steps"].groupby("rank").size()
+    ranks_tbl = pd.DataFrame({
+        "rank": list(per_rank), "file": [files_of[r] for r in per_rank], "node": [nodes[r] for r in per_rank],
+        "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in per_rank],
+        "residual_ns": pd.array([al.clock.residual.get(r) for r in per_rank], dtype="Int64"),
+        "steps": [int(steps_per.get(r, 0)) for r in per_rank],
+        "times_last": [int(last_counts.get(r, 0)) for r in per_rank],
+        "total_wait_ns": [int(wait_tot.get(r, 0)) for r in per_rank]}, columns=RANK_COLS)
+    top = most_often_last(imb)
+    straggler = None if top is None else {"rank": top, "times_last": int(last_counts.get(top, 0)),
+                                          "of": int((~imb["tie"]).sum())}
+    if top is not None and (last_counts == last_counts.get(top)).sum() > 1:
+        tied = sorted(int(r) for r in last_counts.index[last_counts == last_counts.get(top)])
+        warnings.append(f"ranks {tied} are last equally often ({int(last_counts.get(top))} times each); the summary"
+                        f" names rank {top}, whose lateness cost the most")
+    by = t["by_step"]
+    complete = by[~by["step"].isin(al.partial_step_ids)]["imbalance_ns"]
+    summary = {"ranks": len(per_rank), "reference_rank": ref,
+               "clock": "aligned" if al.clock.aligned else "as recorded", "steps": al.n_steps,
+               "partial_steps": al.partial_steps, "collectives": int(len(per)), "unmatched": al.unmatched,
+               "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
+               "straggler": straggler}
+    if len(per) == 0:
+        warnings.append("no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be"
+                        " attributed")
+    tables = {"ranks": ranks_tbl, "steps": t["steps"], "collectives": t["collectives"],
+              "per_collective": per, "by_step": t["by_step"]}
+    inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
+    params = {"gpus_per_node": None if gpus_per_node is None else int(gpus_per_node), "nodes_from": node_src,
+              "step_name": step_name, "min_step_ns": min_step_ns,
+              "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
+    return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
+                  warnings=warnings)
+
+
+def reference_files(paths_or_dir, imb: Result) -> list[Path]:
+    """The files of the reference rank (the lowest rank id) of the run ``imb`` (a ``tracekit.imbalance`` result of
+    ``paths_or_dir``), as found on disk: what `tracekit report RUN_DIR` reports on. Several for sglang's per-stage
+    files (the decode stage first)."""
+    if getattr(imb, "command", None) != "imbalance":
+        raise UsageError("reference_files takes the result of tracekit.imbalance(RUN_DIR)")
+    ref = imb.summary["reference_rank"]
+    mine = {str(i["path"]) for i in imb.inputs if i.get("rank") == ref}
+    ranks, _ = find_ranks(paths_or_dir)
+    files = [f for rf in ranks for f in rf.files if shown_path(f) in mine]
+    if not files:
+        raise InputError(f"the files of rank {ref} are no longer where tracekit imbalance found them; rerun it")
+    return sorted(files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))

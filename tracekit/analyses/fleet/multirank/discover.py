@@ -1,0 +1,187 @@
+"""Which files are the ranks of one run, and which rank each is (docs/multirank.md).
+
+A rank is named by, in this order: sglang's tags in the file name (``TP-3``, ``DP-1``, ``EP-3``, ``PP-0``,
+``ATTN_CP-2`` in any order), ``rank[-_]?N`` in the file name or in the name of a folder between the run's root and
+the file (nearest first), or the trace's own ``distributedInfo.rank`` (read when the file is reduced). sglang's
+per-stage files of one rank (``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``) are merged into that rank. Two files that
+claim one rank without being its stages are a conflict, said in one sentence (exit 4).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ....errors import InputError, MissingDataError
+from ....ingest.discover import discover_all
+from ....result import shown_path
+
+TAG = re.compile(r"(?<![A-Za-z])(ATTN[-_]?CP|TP|DP|EP|PP|DCP|CP)[-_](\d+)(?![0-9])")
+RANK = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?![0-9])")
+STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND(?:_V2)?)(?![A-Za-z])")
+# PyTorch's tensorboard_trace_handler names a file <hostname>_<pid>.<ms>.pt.trace.json: the host is the node
+HOST = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
+TAG_ORDER = ("PP", "TP", "DP", "EP", "ATTN_CP", "DCP", "CP")
+
+
+@dataclass
+class RankFiles:
+    """One rank of the run: its files (several for sglang's per-stage files) and where its identity came from."""
+
+    rank: int | None  # None until the trace's distributedInfo says it
+    files: list[Path]
+    source: str  # "sglang tags" | "name" | "folder" | "distributedInfo"
+    tags: dict[str, int] = field(default_factory=dict)
+    stages: list[str | None] = field(default_factory=list)
+
+    @property
+    def host(self) -> str | None:
+        """The host its file names carry (tensorboard_trace_handler's ``<host>_<pid>.<ms>.pt.trace.json``)."""
+        hosts = {m.group("host") for f in self.files for m in [HOST.match(f.name)] if m}
+        return hosts.pop() if len(hosts) == 1 else None
+
+    @property
+    def label(self) -> str:
+        return "; ".join(shown_path(f) for f in self.files)
+
+
+def sglang_tags(name: str) -> dict[str, int]:
+    """``…-TP-3-DP-1-EP-3…`` → ``{"TP": 3, "DP": 1, "EP": 3}`` (any order; ``ATTN_CP`` and ``ATTN-CP`` alike)."""
+    out = {}
+    for k, v in TAG.findall(name):
+        k = k.upper().replace("-", "_")
+        out["ATTN_CP" if k in ("ATTNCP", "ATTN_CP") else k] = int(v)
+    return out
+
+
+def stage_of(name: str) -> str | None:
+    m = STAGE.search(name)
+    return m.group(1) if m else None
+
+
+def name_rank(path: Path, root: Path | None) -> tuple[int | None, str]:
+    """``rank[-_]?N`` in the file's name, else in a folder between ``root`` and the file (nearest first)."""
+    m = RANK.search(path.name)
+    if m:
+        return int(m.group(1)), "name"
+    parents = []
+    if root is not None and root.is_dir():
+        try:
+            parents = [p.name for p in path.relative_to(root).parents if p.name] + [root.name]
+        except ValueError:
+            parents = [path.parent.name]
+    else:
+        parents = [path.parent.name]
+    for n in parents:
+        m = RANK.search(n)
+        if m:
+            return int(m.group(1)), "folder"
+    return None, ""
+
+
+def trace_files(paths_or_dir) -> tuple[list[Path], Path | None, list[tuple[str, str]]]:
+    """The trace files of a run: a directory (searched below, links followed) or a list of files and directories.
+    Returns the files, the root (a single directory given, else None) and what was skipped with the reason."""
+    items = [paths_or_dir] if isinstance(paths_or_dir, (str, Path)) else list(paths_or_dir)
+    if not items:
+        raise InputError("no trace given; pass a run directory or the ranks' trace files")
+    files: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for it in items:
+        refs, sk = discover_all(it, rank=None)
+        files += [r.path for r in refs]
+        skipped += sk
+    seen, unique = set(), []
+    for f in files:
+        key = str(Path(f).resolve())
+        if key not in seen:
+            seen.add(key)
+            unique.append(Path(f))
+    root = Path(items[0]) if len(items) == 1 and Path(items[0]).is_dir() else None
+    return unique, root, skipped
+
+
+def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
+    """The ranks of one run from the files' names (see the module's doc). Ranks whose files name none come back
+    with ``rank=None`` and one file each: :func:`settle` names them from the traces' ``distributedInfo``."""
+    files, root, skipped = trace_files(paths_or_dir)
+    tagged = {f: sglang_tags(f.name) for f in files}
+    with_tp = [t for t in tagged.values() if "TP" in t]
+    tp_world = max((t["TP"] for t in with_tp), default=-1) + 1
+    ranks: dict[int, RankFiles] = {}
+    unnamed: list[RankFiles] = []
+    for f in files:
+        tags = tagged[f]
+        r, src = None, ""
+        if tags and "TP" in tags:
+            r, src = tags.get("PP", 0) * tp_world + tags["TP"], "sglang tags"
+        elif tags:
+            k = next(k for k in TAG_ORDER if k in tags)
+            r, src = tags[k], "sglang tags"
+        else:
+            r, src = name_rank(f, root)
+        if r is None:
+            unnamed.append(RankFiles(rank=None, files=[f], source="distributedInfo", stages=[stage_of(f.name)]))
+            continue
+        rf = ranks.get(r)
+        if rf is None:
+            ranks[r] = RankFiles(rank=r, files=[f], source=src, tags=tags, stages=[stage_of(f.name)])
+            continue
+        stage = stage_of(f.name)
+        if stage is None or None in rf.stages or stage in rf.stages:
+            raise MissingDataError(
+                f"{shown_path(rf.files[0])} and {shown_path(f)} both name rank {r} ({rf.source}: {_what(rf.files[0])};"
+                f" {src}: {_what(f)}) and are not two stages of it; pass one trace per rank of one run")
+        rf.files.append(f)
+        rf.stages.append(stage)
+    out = [ranks[r] for r in sorted(ranks)] + unnamed
+    return out, skipped
+
+
+def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[list[RankFiles], list[str]]:
+    """Give every rank its id: the names' where they gave one (a different ``distributedInfo.rank`` is a warning),
+    else the trace's ``distributedInfo.rank``. ``meta_ranks[i]`` holds ``distributedInfo.rank`` of each file of
+    ``ranks[i]``. A rank still unnamed, or named twice, is one sentence (exit 4)."""
+    warnings = []
+    for rf, metas in zip(ranks, meta_ranks):
+        got = {m for m in metas if m is not None}
+        if rf.rank is None:
+            if not got:
+                raise MissingDataError(
+                    f"{rf.label}: which rank is this trace? Its name has no sglang tag (TP-3), no rank-N, nor does a"
+                    " folder above it, and the trace has no distributedInfo.rank; name the files rank-N")
+            rf.rank = min(got)
+        elif got and got != {rf.rank}:
+            warnings.append(f"{rf.label}: its name says rank {rf.rank} ({rf.source}) and its distributedInfo says"
+                            f" {sorted(got)}; the name is used")
+    seen: dict[int, RankFiles] = {}
+    for rf in ranks:
+        if rf.rank in seen:
+            other = seen[rf.rank]
+            raise MissingDataError(
+                f"{other.label} and {rf.label} are both rank {rf.rank} ({other.source}; {rf.source}); pass one"
+                " trace per rank of one run")
+        seen[rf.rank] = rf
+    if len(ranks) < 2:
+        raise MissingDataError(f"{ranks[0].label if ranks else 'the input'} is one rank; the analysis of a run's ranks"
+                               " needs the traces of at least two ranks of one run")
+    return sorted(ranks, key=lambda r: r.rank), warnings
+
+
+def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[int, int], str]:
+    """Each rank's node, and from what: ``gpus_per_node`` when given; else the hosts in the file names when every
+    rank's carries one (nodes numbered in the order of their lowest rank); else 8 GPUs per node."""
+    if gpus_per_node is None:
+        hosts = [rf.host for rf in ranks]
+        if all(hosts):
+            ids: dict[str, int] = {}
+            for rf in sorted(ranks, key=lambda x: x.rank):
+                ids.setdefault(rf.host, len(ids))
+            return {rf.rank: ids[rf.host] for rf in ranks}, "host names"
+        gpus_per_node = 8
+    return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"
+
+
+def _what(p: Path) -> str:
+    tags = sglang_tags(p.name)
+    return "-".join(f"{k}-{v}" for k, v in tags.items()) if tags else p.name

@@ -1,0 +1,193 @@
+"""The per-GPU per-step HBM bytes table (the study's "how many bytes does one card touch per step").
+
+Each row comes from the annotation's ``hbm`` list, by one of three rules:
+
+* ``bytes``: a formula of bs, q_len, the annotation's constants and ``--var`` values, once per step
+  (e.g. MLA KV = layers x requests x context x bytes per token);
+* ``tags``: per step, every kernel of these op tags counts the bytes of one kernel of its tag (its
+  ``op_shapes`` GEMM traffic or ``op_traffic`` formula, as in `tracekit roofline`); with ``mbu``, it
+  counts its time x mbu x the HBM peak instead (routed experts: GEMM time x an assumed MBU);
+* ``allgather``: per step, the full bytes (PtoP bytes x G/(G−1)) of the weight AllGathers of these types
+  (``[]``: all types) — the sharded weights every layer reads back in full.
+
+The result is per step and per row, the median over steps, and the time the total would take at the
+HBM peak.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...annotation import Annotation, as_annotation
+from ...errors import DataFileError, MissingDataError
+from ...hardware import HardwareProfile, resolve_profile, with_hbm
+from ...result import Result, trace_input
+from ...trace import Trace
+from ..comm.allgather import allgather_options, segment_allgathers
+from ..steps.annotated import annotated_steps
+from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
+from .shapes import kernel_shapes
+from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+
+
+def _rule(row, src: str, i: int) -> str:
+    given = [k for k, v in (("bytes", row.bytes is not None), ("tags", bool(row.tags)),
+                            ("allgather", row.allgather is not None)) if v]
+    if len(given) != 1:
+        raise DataFileError(f"{src}: $.hbm[{i}] ({row.name}) must give exactly one of bytes, tags, allgather"
+                            f" (it gives {', '.join(given) or 'none'})")
+    if row.mbu is not None and given[0] != "tags":
+        raise DataFileError(f"{src}: $.hbm[{i}].mbu goes with tags only")
+    if row.mbu is not None and not 0 < row.mbu <= 1:
+        raise DataFileError(f"{src}: $.hbm[{i}].mbu must be in (0, 1], not {row.mbu}")
+    return given[0] if given[0] != "tags" or row.mbu is None else "tags×mbu"
+
+
+def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
+              bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
+              q_len: float | None = None, variables: dict[str, float] | None = None,
+              steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+              step_source: str | None = None, steps_file=None) -> Result:
+    """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
+    :func:`tracekit.roofline`'s)."""
+    if as_annotation(ann) is None:
+        profile = with_hbm(resolve_profile(hw, trace.meta, what="hbm"), hbm_gbps)
+        return shapes_hbm(trace, profile, steps=get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns,
+                                                          phase=phase, source=step_source, steps_file=steps_file))
+    ann, hw, q_len, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, qlen=qlen, q_len=q_len,
+                                              var=var, variables=variables)
+    src = ann.source or ann.name
+    if not ann.hbm:
+        raise MissingDataError(f"annotation {src} has no 'hbm' rows; add them (docs/roofline.md)")
+    rules = [_rule(r, src, i) for i, r in enumerate(ann.hbm)]
+    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                            step_source=step_source, steps_file=steps_file, what="hbm")
+    steps = st.table
+    q = q_len if q_len is not None else ann.constants.get("q_len", 1)
+    step_bs, bs_from = step_batch_sizes(steps, bs, ann)
+    step_ids = steps["step"].to_numpy()
+    warnings = list(trace.report.warnings) + a.warnings
+    ev = a.events
+    k = ev[(ev["kind"] == "kernel") & (ev["step"] >= 0) & ev["op_tag"].notna()]
+    k = k.assign(op_tag=k["op_tag"].astype(str))
+    tag_count = k.groupby(["step", "op_tag"]).size()
+    tag_time = k.groupby(["step", "op_tag"])["dur_ns"].sum()
+    ag_full = None
+    if any(r == "allgather" for r in rules):
+        ag = segment_allgathers(trace, **allgather_options(ann), steps=st)
+        warnings = merge_warnings(warnings, ag.warnings)
+        ag_full = ag.per_ag.groupby(["step", "type"])["full_bytes"].sum()
+    rows = []
+    for i, (row, rule) in enumerate(zip(ann.hbm, rules)):
+        for sid, b in zip(step_ids.tolist(), step_bs.tolist()):
+            env = formula_env(ann, bs=b, q_len=q, variables=variables)
+            if rule == "bytes":
+                v = eval_formula(row.bytes, env, f"{src}: $.hbm[{i}].bytes")
+            elif rule == "allgather":
+                sel = ag_full[ag_full.index.get_level_values("step") == sid]
+                if row.allgather:
+                    sel = sel[sel.index.get_level_values("type").isin(row.allgather)]
+                v = float(sel.sum())
+            else:
+                v = 0.0
+                for tag in row.tags:
+                    if rule == "tags×mbu":
+                        v += float(tag_time.get((sid, tag), 0)) * 1e-9 * row.mbu * hw.hbm_bytes_per_s
+                        continue
+                    tr = op_traffic(ann, tag, env)
+                    if tr is None:
+                        raise DataFileError(f"{src}: $.hbm[{i}].tags names {tag!r}, which has no op_shapes or"
+                                            " op_traffic entry (or give the row an mbu)")
+                    v += int(tag_count.get((sid, tag), 0)) * tr["bytes"]
+            rows.append({"step": sid, "row": row.name, "rule": rule, "bytes": int(round(v))})
+    per_step = pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
+    for i, row in enumerate(ann.hbm):
+        if rules[i] != "bytes" and not per_step.loc[per_step["row"] == row.name, "bytes"].any():
+            warnings.append(f"hbm row {row.name!r} is 0 in every step: its tags or AllGather types matched nothing")
+    totals = per_step.groupby("step")["bytes"].sum()
+    med_total = median_ns(totals.to_numpy())
+    per_row = []
+    for i, row in enumerate(ann.hbm):
+        med = median_ns(per_step.loc[per_step["row"] == row.name, "bytes"].to_numpy())
+        per_row.append({"row": row.name, "rule": rules[i], "bytes": med,
+                        "share_pct": 100.0 * med / med_total if med_total else None,
+                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": row.note})
+    walls = steps["dur_ns"].to_numpy()
+    summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
+               "bs": as_number(float(np.median(step_bs))) if len(step_bs) else None, "q_len": as_number(q),
+               "total_bytes_per_step": med_total,
+               "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
+               "median_wall_ns": median_ns(walls)}
+    return Result(command="hbm", inputs=[trace_input(trace)],
+                  params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
+                          "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
+                  summary=summary,
+                  tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
+                                                                    "time_at_peak_ns", "note"]),
+                          "per_step": per_step},
+                  warnings=warnings)
+
+
+FAMILY_ROWS = {"gemm": "GEMM operands (recorded shapes)", "attention": "attention q, k, v, out (recorded shapes)",
+               "elementwise": "elementwise in + out (recorded shapes)", "reduction": "norms and reductions (recorded"
+               " shapes)", "copy": "copies and fills (recorded shapes)"}
+
+
+def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
+    """`tracekit hbm TRACE` without an annotation: per step, the compulsory HBM bytes of the kernels whose launching
+    op has a recorded shape, by family of op model (docs/roofline.md, "Shapes from the trace")."""
+    ks = kernel_shapes(trace)
+    if not ks.shaped:
+        why = ks.why or ("its kernels are replayed from CUDA graphs, which have no launching op" if ks.graph_kernels
+                         else "no kernel's launching op has a model in tracekit/data/op_models.json")
+        raise MissingDataError(f"hbm needs an annotation with hbm rows (-a ANN) or a trace with recorded shapes"
+                               f" (record_shapes=True): {trace.path}: {why}")
+    st = steps
+    t = ks.table
+    ev = trace.events
+    rows_ev = t["row"].to_numpy()
+    start = ev["start_ns"].to_numpy()[rows_ev]
+    dur = ev["dur_ns"].to_numpy()[rows_ev]
+    step = st.step_of(start)
+    ins = step >= 0
+    carries = t["carries"].to_numpy(dtype=bool)
+    fam = t["family"].to_numpy(dtype=object)
+    nbytes = t["bytes"].to_numpy(dtype=float)
+    sel = ins & carries & ~np.isnan(nbytes)
+    d = pd.DataFrame({"step": step[sel], "row": [FAMILY_ROWS.get(f, str(f)) for f in fam[sel]], "bytes": nbytes[sel]})
+    step_ids = st.table["step"].to_numpy()
+    order = [FAMILY_ROWS[f] for f in FAMILY_ROWS if FAMILY_ROWS[f] in set(d["row"])]
+    grid = d.groupby(["step", "row"])["bytes"].sum().reindex(
+        pd.MultiIndex.from_product([step_ids, order], names=["step", "row"]), fill_value=0.0)
+    per_step = pd.DataFrame({"step": grid.index.get_level_values("step").to_numpy(),
+                             "row": grid.index.get_level_values("row").to_numpy(), "rule": "shapes",
+                             "bytes": np.rint(grid.to_numpy()).astype(np.int64)})
+    totals = per_step.groupby("step")["bytes"].sum()
+    med_total = median_ns(totals.to_numpy())
+    per_row = []
+    for name in order:
+        med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
+        per_row.append({"row": name, "rule": "shapes", "bytes": med,
+                        "share_pct": 100.0 * med / med_total if med_total else None,
+                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": ""})
+    k_ns = int(dur[ins].sum())
+    shaped_ns = int(dur[ins & carries].sum())
+    warnings = merge_warnings(trace.report.warnings, st.warnings, ks.warnings)
+    pct = 100.0 * shaped_ns / k_ns if k_ns else 0.0
+    if pct < 50:
+        warnings.append(f"only {pct:.1f} % of the kernel time inside the steps has a shape: the bytes are a lower bound"
+                        + (f" ({ks.why})" if ks.why else ""))
+    walls = st.table["dur_ns"].to_numpy()
+    summary = {"annotation": None, **hw.summary(), "steps": int(len(st.table)), "bs_from": None, "bs": None,
+               "q_len": None, "total_bytes_per_step": med_total,
+               "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
+               "median_wall_ns": median_ns(walls), "shaped_pct": pct, "kernels": int(ins.sum()),
+               "shaped_kernels": int((ins & carries).sum()), "graph_kernels": ks.graph_kernels}
+    return Result(command="hbm", inputs=[trace_input(trace)],
+                  params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
+                          "vars": {}, **step_params(st)},
+                  summary=summary,
+                  tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
+                                                                    "time_at_peak_ns", "note"]),
+                          "per_step": per_step},
+                  warnings=warnings)

@@ -1,0 +1,493 @@
+"""Shapes from the trace: each GPU kernel's launching op, its recorded ``Input Dims`` / ``Input type``, and the FLOPs
+and compulsory HBM bytes the op's model (``tracekit/data/op_models.json``) gives (docs/roofline.md, "Shapes from the
+trace").
+
+Link: kernel --correlation--> runtime launch (:func:`tracekit.events.launch_index`) --> the innermost ``cpu_op`` on the
+launch's thread whose interval holds the launch's start. Innermost is found without a loop over events: per thread the
+ops are sorted by start (outer first on ties); an op's nesting depth is (its rank + 1) minus the ops that ended by its
+start; a launch's depth is the ops started minus the ops ended at its time; the innermost enclosing op is the last op
+started before it at that depth (``merge_asof`` by depth). Ops that do not nest (a malformed thread) are checked: the op
+found must hold the launch, else the kernel has no op.
+
+The ops' recorded inputs come from the events table alone: ingest keeps each cpu_op's ``Input Dims``, ``Input type``
+and ``Concrete Inputs`` as one categorical column, ``shapes`` (their JSON text, one category per distinct signature;
+docs/events-schema.md), so a trace read from the cache has its shapes too and nothing here reads the file.
+
+The models are evaluated once per distinct (op name, ``shapes``) pair of categorical codes, not per kernel. An op that
+launches several kernels gives its work to the longest of them (the others count as launched by a shaped op but carry
+no numbers): a GEMM's split-K reduction or a bias add does not get the GEMM's FLOPs a second time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ...errors import DataFileError
+from ...events import launch_index
+from ...trace import Trace
+from ..steps.model import step_rules
+
+_DEC = msgspec.json.Decoder()
+
+KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k",
+                  "graph"]
+
+
+@lru_cache(maxsize=1)
+def op_models() -> dict[str, Any]:
+    """``tracekit/data/op_models.json``, checked; patterns compiled."""
+    src = "tracekit/data/op_models.json"
+    try:
+        doc = json.loads(resources.files("tracekit.data").joinpath("op_models.json").read_text(encoding="utf-8"))
+        dtypes = {k: (str(v[0]), float(v[1])) for k, v in doc["dtypes"].items() if not k.startswith("_")}
+        ops = {k: dict(v) for k, v in doc["ops"].items() if "::" in k}  # "_doc" is a comment; "_C::…" an op
+        pats = [(re.compile(p["pattern"]), dict(p)) for p in doc["patterns"] if "pattern" in p]
+        for spec in list(ops.values()) + [p for _, p in pats]:
+            if spec["model"] not in MODELS:
+                raise ValueError(f"unknown model {spec['model']!r}")
+    except (KeyError, TypeError, ValueError, IndexError, re.error) as exc:
+        raise DataFileError(f"{src} is invalid ({exc}); see docs/roofline.md") from exc
+    return {"dtypes": dtypes, "ops": ops, "patterns": pats}
+
+
+def model_of(op: str) -> dict[str, Any] | None:
+    m = op_models()
+    spec = m["ops"].get(op)
+    if spec is not None:
+        return spec
+    for rx, p in m["patterns"]:
+        if rx.fullmatch(op):
+            return p
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ reading the args
+
+
+def _codes(ev: pd.DataFrame, col: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes at ``rows``, -1 where missing; the categories as an object array) of a categorical column."""
+    c = ev[col]
+    if not isinstance(c.dtype, pd.CategoricalDtype):  # a hand-built table: make it categorical once
+        c = c.astype("category")
+    return c.cat.codes.to_numpy()[rows], c.cat.categories.to_numpy(dtype=object)
+
+
+def names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The names of some event rows as an object array of str (None where the name is missing), gathered through
+    the categorical codes: no string is converted or copied per row."""
+    codes, cats = _codes(ev, "name", np.asarray(rows, dtype=np.int64))
+    table = np.empty(cats.size + 1, dtype=object)
+    table[:-1] = cats
+    table[-1] = None  # code -1
+    return table[codes]
+
+
+def _op_inputs(text: str) -> tuple | None:
+    """(Input Dims, Input type, Concrete Inputs) from the ``shapes`` column's JSON text; None unless dims and types
+    are lists."""
+    try:
+        got = _DEC.decode(text)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(got, list) or len(got) != 3:
+        return None
+    dims, types, concrete = got
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    return dims, types, concrete if isinstance(concrete, list) else []
+
+
+# ------------------------------------------------------------------------------------------------ linking
+
+
+def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per kernel row of ``trace.events`` (returned first): the row of the launching runtime call (-1: none) and of
+    the innermost cpu_op on its thread that holds that call (-1: none)."""
+    ev = trace.events
+    kind = ev["kind"].to_numpy()
+    krow = np.flatnonzero(kind == "kernel")
+    corr = ev["correlation"].to_numpy()
+    start = ev["start_ns"].to_numpy()
+    end = ev["end_ns"].to_numpy()
+    lmask = ev["kind"].isin(step_rules().launch_kinds).to_numpy() & (corr >= 0)
+    lrow = np.flatnonzero(lmask)
+    li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
+    launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
+    oprow = np.full(krow.size, -1, dtype=np.int64)
+    crow = np.flatnonzero(kind == "cpu_op")
+    has = launch >= 0
+    if not crow.size or not has.any():
+        return krow, launch, oprow
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    lr = launch[has]
+    q = pd.DataFrame({"pid": pid[lr], "tid": tid[lr], "t": start[lr], "i": np.flatnonzero(has)})
+    ops = pd.DataFrame({"pid": pid[crow], "tid": tid[crow], "s": start[crow], "e": end[crow], "row": crow})
+    found = np.full(krow.size, -1, dtype=np.int64)
+    op_groups = ops.groupby(["pid", "tid"], sort=False).indices
+    for (p, t), qq in q.groupby(["pid", "tid"], sort=False):  # one pass per thread that launches, not per event
+        pos = op_groups.get((p, t))
+        if pos is None:
+            continue
+        oo = ops.iloc[pos]
+        s, e, r = oo["s"].to_numpy(), oo["e"].to_numpy(), oo["row"].to_numpy()
+        order = np.lexsort((-(e - s), s))  # by start, the outer (longer) op first on ties
+        s, e, r = s[order], e[order], r[order]
+        # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
+        s2, e2 = 2 * s, 2 * e + (e == s)
+        ends = np.sort(e2)
+        depth = np.arange(1, s.size + 1) - np.searchsorted(ends, s2, side="right")
+        tq = 2 * qq["t"].to_numpy()
+        started = np.searchsorted(s2, tq, side="right")
+        qdepth = started - np.searchsorted(ends, tq, side="right")
+        ok = qdepth > 0
+        if not ok.any():
+            continue
+        left = pd.DataFrame({"t": tq[ok], "d": qdepth[ok], "i": qq["i"].to_numpy()[ok]}).sort_values("t")
+        right = pd.DataFrame({"t": s2, "d": depth, "k": np.arange(s.size)})
+        m = pd.merge_asof(left, right, on="t", by="d", direction="backward")
+        k = m["k"].to_numpy(dtype=float)
+        good = ~np.isnan(k)
+        kk = k[good].astype(np.int64)
+        ii = m["i"].to_numpy()[good]
+        holds = (s2[kk] <= m["t"].to_numpy()[good]) & (e2[kk] > m["t"].to_numpy()[good])
+        found[ii[holds]] = r[kk[holds]]
+    oprow[:] = found
+    return krow, launch, oprow
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+
+def _numel(d) -> float | None:
+    if not isinstance(d, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in d):
+        return None
+    return float(math.prod(d)) if d else 1.0
+
+
+def _tensor(dims: list, types: list, i: int | None):
+    """(shape, dtype name, bytes per element) of arg ``i`` when it is a tensor of a known dtype, else None."""
+    if i is None or i >= len(dims) or i >= len(types):
+        return None
+    d, t = dims[i], types[i]
+    dt = op_models()["dtypes"].get(t) if isinstance(t, str) else None
+    if dt is None or _numel(d) is None:
+        return None
+    return list(d), dt[0], dt[1]
+
+
+def _broadcast(shapes: list[list]) -> list:
+    n = max((len(s) for s in shapes), default=0)
+    out = []
+    for j in range(n):
+        vals = [s[len(s) - n + j] for s in shapes if len(s) - n + j >= 0]
+        out.append(max(vals) if vals else 1)
+    return out
+
+
+def _is_true(concrete: list, i: int | None, *, nonzero: bool = False) -> bool:
+    if i is None or i >= len(concrete):
+        return False
+    v = str(concrete[i]).strip()
+    if nonzero:
+        try:
+            return float(v) != 0
+        except ValueError:
+            return False
+    return v == "True"
+
+
+def evaluate(op: str, dims: list, types: list, concrete: list) -> dict[str, Any] | None:
+    """FLOPs, bytes, dtype, model and family of one op call from its recorded inputs; None when the op has no model
+    or its inputs do not fit it."""
+    spec = model_of(op)
+    if spec is None:
+        return None
+    fn = MODELS[spec["model"]]
+    try:
+        got = fn(spec, dims, types, concrete)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if got is None:
+        return None
+    got["model"] = spec["model"]
+    got["family"] = got.get("family") or FAMILY[spec["model"]]
+    return got
+
+
+def _out_dtype(spec, a):
+    t = spec.get("out_dtype")
+    dt = op_models()["dtypes"].get(t) if t else None
+    return dt[1] if dt else a[2]
+
+
+def _gemm(spec, dims, types, concrete):
+    a, b = _tensor(dims, types, spec["a"]), _tensor(dims, types, spec["b"])
+    if a is None or b is None or not a[0] or not b[0]:
+        return None
+    sa, sb = a[0], b[0]
+    m, k = (1, sa[0]) if len(sa) == 1 else (sa[-2], sa[-1])
+    kb, n = (sb[0], 1) if len(sb) == 1 else (sb[-2], sb[-1])
+    if kb != k:
+        return None
+    batch = float(math.prod(_broadcast([sa[:-2], sb[:-2]]))) if (len(sa) > 2 or len(sb) > 2) else 1.0
+    flops = 2.0 * batch * m * n * k
+    nbytes = _numel(sa) * a[2] + _numel(sb) * b[2] + batch * m * n * _out_dtype(spec, a)
+    bias = _tensor(dims, types, spec.get("bias"))
+    if bias is not None:
+        nbytes += _numel(bias[0]) * bias[2]
+    return {"flops": flops, "bytes": nbytes, "dtype": a[1], "m": batch * m, "n": n, "k": k}
+
+
+def _linear(spec, dims, types, concrete):
+    a, w = _tensor(dims, types, spec["a"]), _tensor(dims, types, spec["w"])
+    if a is None or w is None or not a[0] or len(w[0]) != 2 or a[0][-1] != w[0][1]:
+        return None
+    k, n = w[0][1], w[0][0]
+    m = _numel(a[0][:-1])
+    flops = 2.0 * m * n * k
+    nbytes = m * k * a[2] + n * k * w[2] + m * n * a[2]
+    bias = _tensor(dims, types, spec.get("bias"))
+    if bias is not None:
+        nbytes += _numel(bias[0]) * bias[2]
+    return {"flops": flops, "bytes": nbytes, "dtype": a[1], "m": m, "n": n, "k": k}
+
+
+def _grouped(spec, dims, types, concrete):
+    a, b = _tensor(dims, types, spec["a"]), _tensor(dims, types, spec["b"])
+    if a is None or b is None or len(a[0]) != 2 or len(b[0]) != 3:
+        return None
+    rows, k = a[0]
+    g, kb, n = b[0]
+    if kb != k:
+        return None
+    flops = 2.0 * rows * n * k
+    nbytes = rows * k * a[2] + g * k * n * b[2] + rows * n * _out_dtype(spec, a)
+    return {"flops": flops, "bytes": nbytes, "dtype": a[1], "m": rows, "n": n, "k": k}
+
+
+def _attention(spec, dims, types, concrete):
+    q, k, v = (_tensor(dims, types, spec[x]) for x in ("q", "k", "v"))
+    if q is None or k is None or v is None or not (len(q[0]) == len(k[0]) == len(v[0]) == 4):
+        return None
+    if spec.get("layout") == "bshd":
+        b, sq, hq, d = q[0]
+        _, sk, _, _ = k[0]
+        dv = v[0][3]
+    else:
+        b, hq, sq, d = q[0]
+        sk = k[0][2]
+        dv = v[0][3]
+    causal = _is_true(concrete, spec.get("causal_arg")) or _is_true(concrete, spec.get("mask_arg"), nonzero=True)
+    # causal, aligned bottom-right: query i sees sk - sq + i + 1 keys
+    pairs = float(sq) * sk if not causal else float(sq) * max(sk - sq, 0) + sq * (sq + 1) / 2.0
+    flops = 2.0 * b * hq * pairs * (d + dv)
+    nbytes = _numel(q[0]) * q[2] + _numel(k[0]) * k[2] + _numel(v[0]) * v[2] + float(b) * hq * sq * dv * q[2]
+    return {"flops": flops, "bytes": nbytes, "dtype": q[1], "m": None, "n": None, "k": None}
+
+
+def _tensors(dims, types):
+    out = []
+    for i in range(min(len(dims), len(types))):
+        t = _tensor(dims, types, i)
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def _elementwise(spec, dims, types, concrete):
+    ts = _tensors(dims, types)
+    if not ts:
+        return None
+    shape = _broadcast([t[0] for t in ts])
+    nbytes = sum(_numel(t[0]) * t[2] for t in ts) + _numel(shape) * ts[0][2]
+    return {"flops": None, "bytes": nbytes, "dtype": ts[0][1], "m": None, "n": None, "k": None}
+
+
+def _copy(spec, dims, types, concrete):
+    dst, src = _tensor(dims, types, 0), _tensor(dims, types, 1)
+    if dst is None or src is None:
+        return None
+    return {"flops": None, "bytes": _numel(dst[0]) * dst[2] + _numel(src[0]) * src[2], "dtype": dst[1], "m": None,
+            "n": None, "k": None}
+
+
+def _fill(spec, dims, types, concrete):
+    dst = _tensor(dims, types, 0)
+    if dst is None:
+        return None
+    return {"flops": None, "bytes": _numel(dst[0]) * dst[2], "dtype": dst[1], "m": None, "n": None, "k": None}
+
+
+def _reduce(spec, dims, types, concrete):
+    ts = _tensors(dims, types)
+    if not ts:
+        return None
+    nbytes = sum(_numel(t[0]) * t[2] for t in ts)
+    if spec.get("out") == "same":
+        nbytes += _numel(ts[0][0]) * ts[0][2]
+    return {"flops": None, "bytes": nbytes, "dtype": ts[0][1], "m": None, "n": None, "k": None}
+
+
+def _gather(spec, dims, types, concrete):
+    """Rows gathered from a table: the rows read once and written once, plus the indices."""
+    src, idx = _tensor(dims, types, spec["src"]), _tensor(dims, types, spec["index"])
+    if src is None or idx is None or not src[0]:
+        return None
+    if "dim_arg" in spec:  # index_select(self, dim, index): self with dim replaced by len(index)
+        d = int(str(concrete[spec["dim_arg"]]).strip()) % len(src[0])
+        rows_out = _numel(src[0]) / src[0][d] * _numel(idx[0]) if src[0][d] else 0.0
+    else:  # embedding(weight [V, D], indices [...]): indices.shape + weight.shape[1:]
+        rows_out = _numel(idx[0]) * _numel(src[0][1:])
+    nbytes = 2.0 * rows_out * src[2] + _numel(idx[0]) * idx[2]
+    return {"flops": None, "bytes": nbytes, "dtype": src[1], "m": None, "n": None, "k": None}
+
+
+def _io(spec, dims, types, concrete):
+    """A custom op with declared traffic: the ``read`` args read once, each ``writes`` pair [dtype arg, shape arg]
+    written once (the cache of reshape_and_cache is written at the key's rows, not in full)."""
+    nbytes = 0.0
+    first = None
+    for i in spec.get("read", []):
+        t = _tensor(dims, types, i)
+        if t is None:
+            return None
+        first = first or t
+        nbytes += _numel(t[0]) * t[2]
+    for dt_arg, shape_arg in spec.get("writes", []):
+        d, sh = _tensor(dims, types, dt_arg), _tensor(dims, types, shape_arg)
+        if d is None or sh is None:
+            return None
+        nbytes += _numel(sh[0]) * d[2]
+    if first is None:
+        return None
+    return {"flops": None, "bytes": nbytes, "dtype": first[1], "m": None, "n": None, "k": None,
+            "family": spec.get("family", "elementwise")}
+
+
+MODELS = {"gemm": _gemm, "linear": _linear, "grouped_gemm": _grouped, "attention": _attention,
+          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce, "gather": _gather, "io": _io}
+FAMILY = {"gemm": "gemm", "linear": "gemm", "grouped_gemm": "gemm", "attention": "attention",
+          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction", "gather": "copy", "io": "elementwise"}
+
+
+# ------------------------------------------------------------------------------------------------ per kernel
+
+
+@dataclass
+class KernelShapes:
+    """Per kernel of the trace (``table``, one row per kernel event, ``row`` its events row): the launching op and,
+    where it has a model, FLOPs and bytes. ``carries`` is true for the kernel that carries its op call's work."""
+
+    table: pd.DataFrame
+    kernels: int
+    kernel_ns: int
+    shaped: int
+    shaped_ns: int
+    with_op: int
+    graph_kernels: int
+    graph_ns: int
+    why: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def shaped_pct(self) -> float:
+        return 100.0 * self.shaped_ns / self.kernel_ns if self.kernel_ns else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {"kernels": self.kernels, "shaped_kernels": self.shaped,
+                "shaped_pct": self.shaped_pct, "kernels_with_op": self.with_op,
+                "graph_kernels": self.graph_kernels,
+                "graph_pct": 100.0 * self.graph_ns / self.kernel_ns if self.kernel_ns else 0.0,
+                "shapes_why": self.why}
+
+
+def kernel_shapes(trace: Trace) -> KernelShapes:
+    """:class:`KernelShapes` of ``trace``, computed once (kept in ``trace.derived``)."""
+    got = trace.derived.get("kernel_shapes")
+    if got is None or len(got.table) != int((trace.events["kind"] == "kernel").sum()):
+        got = trace.derived["kernel_shapes"] = _kernel_shapes(trace)
+    return got
+
+
+def _kernel_shapes(trace: Trace) -> KernelShapes:
+    ev = trace.events
+    krow, launch, oprow = launching_ops(trace)
+    dur = ev["dur_ns"].to_numpy()[krow]
+    n = krow.size
+    has_launch = launch >= 0
+    graph = np.zeros(n, dtype=bool)
+    if has_launch.any():  # per distinct launch name, not per kernel
+        lcodes, lcats = _codes(ev, "name", launch[has_launch])
+        is_graph = np.array(["GraphLaunch" in str(c) for c in lcats] + [False], dtype=bool)
+        graph[has_launch] = is_graph[lcodes]
+    has = oprow >= 0
+    op = np.full(n, None, dtype=object)
+    op[has] = names_at(ev, oprow[has])
+    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
+                        "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
+                        "m": np.nan, "n": np.nan, "k": np.nan, "graph": graph})
+    warnings: list[str] = []
+    why = None
+    shape_code = np.full(n, -1, dtype=np.int64)
+    shape_cats = np.empty(0, dtype=object)
+    if "shapes" in ev.columns and has.any():
+        sc, shape_cats = _codes(ev, "shapes", oprow[has])
+        shape_code[has] = sc
+    if not has.any():
+        why = ("no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
+               if not graph.any() else None)
+    elif "shapes" not in ev.columns:
+        why = "the events table has no 'shapes' column (the ops' Input Dims); load the trace with tracekit.load"
+    elif not (shape_code >= 0).any():
+        why = "the trace records no Input Dims (profile with record_shapes=True)"
+    else:
+        # the kernel of an op call that carries its work: the longest (first on ties)
+        sub = pd.DataFrame({"i": np.flatnonzero(has), "op_row": oprow[has], "dur": dur[has]})
+        carrier = sub.sort_values(["op_row", "dur", "i"], ascending=[True, False, True]).drop_duplicates("op_row")["i"]
+        carries = np.zeros(n, dtype=bool)
+        carries[carrier.to_numpy()] = True
+        # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
+        name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))
+        with_shape = np.flatnonzero(has & (shape_code >= 0))
+        pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
+        upair, inv = np.unique(pair, return_inverse=True)
+        results: list[dict | None] = []
+        for p in upair.tolist():
+            name = str(name_cats[p // (shape_cats.size + 1)])
+            got = _op_inputs(shape_cats[p % (shape_cats.size + 1)]) if model_of(name) is not None else None
+            results.append(evaluate(name, *got) if got is not None else None)
+        ok_pair = np.array([r is not None for r in results], dtype=bool)
+        sig = np.full(n, -1, dtype=np.int64)
+        sig[with_shape] = np.where(ok_pair[inv], inv, -1)
+        got = sig >= 0
+        if got.any():
+            res = pd.DataFrame([r if r is not None else {} for r in results],
+                               columns=["flops", "bytes", "dtype", "model", "family", "m", "n", "k"])
+            idx = sig[got]
+            for c in ("m", "n", "k"):
+                tbl.loc[got, c] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
+            for c in ("model", "family", "dtype"):
+                tbl.loc[got, c] = res[c].to_numpy()[idx]
+            fl = res["flops"].to_numpy(dtype=float, na_value=np.nan)[idx]
+            by = res["bytes"].to_numpy(dtype=float, na_value=np.nan)[idx]
+            car = carries[got]
+            tbl.loc[got, "flops"] = np.where(car, fl, np.nan)
+            tbl.loc[got, "bytes"] = np.where(car, by, np.nan)
+            tbl.loc[got, "carries"] = car
+    shaped = tbl["carries"].to_numpy(dtype=bool)
+    if graph.any():
+        warnings.append(f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
+                        " kernel time) are replayed from CUDA graphs: a replay has no launching op, so they have no"
+                        " shapes; profile eager steps (or the capture) for their shapes")
+    return KernelShapes(table=tbl, kernels=int(n), kernel_ns=int(dur.sum()), shaped=int(shaped.sum()),
+                        shaped_ns=int(dur[shaped].sum()), with_op=int((oprow >= 0).sum()),
+                        graph_kernels=int(graph.sum()), graph_ns=int(dur[graph].sum()), why=why, warnings=warnings)

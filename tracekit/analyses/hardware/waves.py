@@ -1,0 +1,426 @@
+"""A10 — wave quantization: CTAs, waves, wave efficiency and the time lost to the tail wave (docs/roofline.md).
+
+A kernel launches C = grid_x·grid_y·grid_z CTAs onto S SMs that hold r CTAs each at once, so it runs in
+W = ceil(C / (S·r)) waves. r comes from the kernel's launch configuration (threads per block, registers per
+thread, shared memory per block) against the SM's limits, as CUDA's occupancy calculator counts it
+(:func:`tracekit.hardware.ctas_per_sm`; the limits from the trace's deviceProperties and
+``tracekit/data/hardware/_occupancy.json``); an annotation's ``ctas_per_sm`` rule or the ``ctas_per_sm`` option
+overrides it. Every wave
+takes about as long as the others, but the last one holds only C − (W−1)·S·r CTAs. Wave efficiency is
+E = C / (W·S·r); the time lost to the tail wave is t·(1 − E): what the same work would save if it were
+spread over full waves (the study's "scale the measured time by the CTA count"). A single under-filled
+wave (C < S·r) loses time the same way: it is its own tail.
+
+The calculator (:func:`waves_calc`) also models a split-KV attention grid (2, B·q_len, split): the
+``mla-simplified`` rule is split = min(S // B // (2·q_len), 32), at least 1; the ``wave-aware`` rule
+picks the split in 1..32 that minimises the modelled time waves(split) / split, where each CTA scans
+1/split of the KV and a wave's time scales with it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from ...annotation import Annotation, as_annotation
+from ...defaults import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
+from ...errors import DataFileError, InputError, MissingDataError
+from ...events import launch_index
+from ...hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \
+    occupancy_table, sm_limits
+from ...result import Result, trace_input
+from ...trace import Trace
+from ..steps.resolve import get_steps, merge_warnings, step_params
+from ...regexes import bounded
+
+
+
+@dataclass(frozen=True)
+class WaveStats:
+    ctas: int
+    capacity: int  # CTAs one wave holds: SMs x CTAs per SM
+    waves: int
+    waves_exact: float  # ctas / capacity
+    efficiency: float  # ctas / (waves x capacity)
+    tail_ctas: int  # CTAs in the last wave
+
+
+def wave_stats(ctas: int, sms: int, ctas_per_sm: int = 1) -> WaveStats:
+    if ctas < 1 or sms < 1 or ctas_per_sm < 1:
+        raise InputError(f"CTAs, SMs and CTAs per SM must be positive (got {ctas}, {sms}, {ctas_per_sm})")
+    cap = sms * ctas_per_sm
+    waves = -(-ctas // cap)
+    return WaveStats(ctas, cap, waves, ctas / cap, ctas / (waves * cap), ctas - (waves - 1) * cap)
+
+
+def mla_simplified_split(batch: int, q_len: int, sms: int, cap: int = MAX_SPLIT) -> int:
+    """split = min(SMs // B // (2·q_len), cap), at least 1 (the study's simplified heuristic)."""
+    return max(1, min(sms // max(batch, 1) // (q_len * 2), cap))
+
+
+def mla_grid(batch: int, q_len: int, split: int) -> tuple[int, int, int]:
+    return (2, batch * q_len, split)
+
+
+def wave_aware_split(batch: int, q_len: int, sms: int, ctas_per_sm: int = 1, cap: int = MAX_SPLIT) -> int:
+    """The split in 1..cap with the least modelled time waves(split) / split (the smallest on a tie)."""
+    best, best_cost = 1, math.inf
+    for s in range(1, cap + 1):
+        w = wave_stats(2 * batch * q_len * s, sms, ctas_per_sm).waves
+        if w / s < best_cost - 1e-12:
+            best, best_cost = s, w / s
+    return best
+
+
+def split_table(batch: int, q_len: int, sms: int, ctas_per_sm: int, launched_split: int,
+                time_ns: Optional[int], cap: int = MAX_SPLIT) -> pd.DataFrame:
+    """Every split 1..cap of the (2, B·q_len, split) grid; with a measured time of the launched split, the
+    modelled time of each: waves(s) x (t / waves(s0)) x s0 / s."""
+    w0 = wave_stats(2 * batch * q_len * launched_split, sms, ctas_per_sm).waves
+    rows = []
+    for s in range(1, cap + 1):
+        st = wave_stats(2 * batch * q_len * s, sms, ctas_per_sm)
+        est = None if time_ns is None else int(round(st.waves * time_ns / w0 * launched_split / s))
+        rows.append({"split": s, "grid": list(mla_grid(batch, q_len, s)), "ctas": st.ctas, "waves": st.waves,
+                     "wave_efficiency": st.efficiency, "est_time_ns": est})
+    return pd.DataFrame(rows, columns=["split", "grid", "ctas", "waves", "wave_efficiency", "est_time_ns"])
+
+
+def waves_calc(*, sms: int, grid: tuple[int, int, int] | None = None, batch: int | None = None,
+               q_len: int | None = None, split: str = "mla-simplified", ctas_per_sm: int = 1,
+               time_ns: int | None = None, layers: int | None = None, max_split: int = MAX_SPLIT) -> Result:
+    """`tracekit waves calc` (A10): waves of one grid, and what full waves would save.
+
+    The grid is ``grid``, or (2, B·q_len, split) from ``batch`` and ``q_len`` with the ``split`` rule. With
+    the kernel's measured ``time_ns`` for that grid: ``est_time`` = t·E (the time with no tail loss),
+    ``lost`` = t − est, and with ``layers``, the saving per step = lost x layers. With ``batch`` and
+    ``q_len``, the ``splits`` table models every split and the summary names the wave-aware one."""
+    if split not in SPLIT_RULES:
+        raise InputError(f"--split must be one of {', '.join(SPLIT_RULES)}, not {split!r}")
+    if (batch is None) != (q_len is None):
+        raise InputError("--batch and --qlen go together (the grid is (2, batch x qlen, split))")
+    if grid is None and batch is None:
+        raise InputError("give the grid (--grid X,Y,Z) or --batch and --qlen to derive it")
+    for label, v in (("--batch", batch), ("--qlen", q_len), ("--layers", layers), ("--time-us", time_ns)):
+        if v is not None and v <= 0:
+            raise InputError(f"{label} must be positive, not {v}")
+    warnings: list[str] = []
+    launched_split = None
+    if batch is not None:
+        launched_split = (mla_simplified_split(batch, q_len, sms, max_split) if split == "mla-simplified"
+                          else wave_aware_split(batch, q_len, sms, ctas_per_sm, max_split))
+        derived = mla_grid(batch, q_len, launched_split)
+        if grid is not None and tuple(grid) != derived:
+            warnings.append(f"--grid {grid} differs from the {split} grid {derived} of batch {batch} and qlen"
+                            f" {q_len}; the summary describes --grid")
+            launched_split = grid[2] if grid[0] * grid[1] == 2 * batch * q_len else None
+        grid = grid if grid is not None else derived
+    if len(grid) != 3 or min(grid) < 1:
+        raise InputError(f"--grid takes three positive integers X,Y,Z, not {grid}")
+    st = wave_stats(int(np.prod(grid)), sms, ctas_per_sm)
+    est = None if time_ns is None else int(round(time_ns * st.efficiency))
+    lost = None if time_ns is None else time_ns - est
+    summary: dict[str, Any] = {
+        "grid": list(grid), "ctas": st.ctas, "sms": sms, "ctas_per_sm": ctas_per_sm, "capacity": st.capacity,
+        "waves": st.waves, "waves_exact": st.waves_exact, "wave_efficiency": st.efficiency,
+        "tail_ctas": st.tail_ctas, "split_rule": split if batch is not None else None, "split": launched_split,
+        "time_ns": time_ns, "est_time_ns": est, "est_time_us": None if est is None else est / 1e3,
+        "lost_ns": lost,
+    }
+    if layers is not None:
+        summary["layers"] = layers
+        summary["saving_per_step_ns"] = None if lost is None else lost * layers
+        summary["saving_ms_per_step"] = None if lost is None else lost * layers / 1e6
+    tables = {"grid": pd.DataFrame([{k: summary[k] for k in ("grid", "ctas", "capacity", "waves", "waves_exact",
+                                                            "wave_efficiency", "tail_ctas", "time_ns",
+                                                            "est_time_ns", "lost_ns")}])}
+    if batch is not None and launched_split is not None:
+        tab = split_table(batch, q_len, sms, ctas_per_sm, launched_split, time_ns, max_split)
+        best = wave_aware_split(batch, q_len, sms, ctas_per_sm, max_split)
+        row = tab[tab["split"] == best].iloc[0]
+        summary["wave_aware_split"] = best
+        summary["wave_aware_ctas"] = int(row["ctas"])
+        summary["wave_aware_waves"] = int(row["waves"])
+        summary["wave_aware_time_ns"] = None if time_ns is None else int(row["est_time_ns"])
+        tables["splits"] = tab
+    return Result(command="waves_calc", inputs=[],
+                  params={"sms": sms, "grid": list(grid), "batch": batch, "q_len": q_len, "split": split,
+                          "ctas_per_sm": ctas_per_sm, "time_ns": time_ns, "layers": layers, "max_split": max_split},
+                  summary=summary, tables=tables, warnings=warnings)
+
+
+def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warnings: list[str]) -> tuple[int, str]:
+    """SMs from the option, else the trace's deviceProperties, else the hardware profile."""
+    traced = trace.meta.get("num_sms")
+    if hw is not None and isinstance(traced, int) and traced != hw.sms:
+        warnings.append(f"the trace's device has {traced} SMs but hardware profile {hw.name} says {hw.sms};"
+                        " the trace's count is used unless --sms is given")
+    if sms is not None:
+        if sms < 1:
+            raise InputError(f"--sms must be positive, not {sms}")
+        return sms, "option"
+    if isinstance(traced, int) and traced > 0:
+        return traced, "trace deviceProperties"
+    if hw is not None:
+        return hw.sms, f"hardware profile {hw.name}"
+    raise MissingDataError(f"{trace.path} has no SM count (its deviceProperties give no numSms); pass --sms N or"
+                           " --hw NAME")
+
+
+def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) -> np.ndarray:
+    out = np.full(len(names), default, dtype=np.int64)
+    done = np.zeros(len(names), dtype=bool)
+    for i, r in enumerate(rules):
+        rx = bounded(r.pattern, f"{src}: $.ctas_per_sm[{i}].pattern", DataFileError)  # time-bounded
+        if r.ctas_per_sm < 1:
+            raise DataFileError(f"{src}: $.ctas_per_sm[{i}].ctas_per_sm must be 1 or more")
+        hit = np.fromiter((bool(rx.search(str(n))) for n in names), dtype=bool, count=len(names)) & ~done
+        out[hit] = r.ctas_per_sm
+        done |= hit
+    return out
+
+
+def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None = None, *,
+                       names: tuple[np.ndarray, np.ndarray] | None = None, ann: Annotation | None = None,
+                       ctas_per_sm: int | None = None) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict,
+                                                                 list[str]]:
+    """CTAs per SM of each kernel row of ``k`` (``names``: its distinct names and each row's index into them, when
+    the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule (``annotation``), else the
+    ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's limits (``launch
+    configuration``; ``(partial)`` when registers or shared memory are unknown), else 1 (``assumed``: no block
+    size, or the SM's limits unknown). Counted once per distinct (threads, registers, shared memory), not per launch.
+
+    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings)`` — the two labels as Categoricals;
+    ``occupancy`` is the summary's ``occupancy`` object: the SM limits used and where each came from, whether the
+    count is ``assumed`` (and why), the launches per source."""
+    n = len(k)
+    warnings: list[str] = []
+    cps = np.zeros(n, dtype=np.int64)
+    labels: list[str] = []
+
+    def code(label: str) -> int:
+        if label not in labels:
+            labels.append(label)
+        return labels.index(label)
+
+    limited = np.full(n, -1, dtype=np.int64)
+    src = np.full(n, -1, dtype=np.int64)
+    if ann is not None and ann.ctas_per_sm:
+        if names is None:  # per distinct name (the categorical's codes), not per event
+            codes = k["name"].cat.codes.to_numpy() if hasattr(k["name"], "cat") else None
+            if codes is None:
+                uniq, inv = np.unique(k["name"].astype(str).to_numpy().astype(object), return_inverse=True)
+            else:
+                used, inv = np.unique(codes, return_inverse=True)
+                uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+        else:
+            uniq, inv = names
+        by_ann = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
+        hit = by_ann > 0
+        cps[hit], limited[hit], src[hit] = by_ann[hit], code("annotation"), code("annotation")
+    if ctas_per_sm is not None:
+        if ctas_per_sm < 1:
+            raise InputError(f"--ctas-per-sm must be positive, not {ctas_per_sm}")
+        rest = cps == 0
+        cps[rest], limited[rest], src[rest] = ctas_per_sm, code("option"), code("option")
+    lim: SmLimits | None = None
+    notes: list[str] = []
+    rest = cps == 0
+    if rest.any():
+        try:
+            lim = sm_limits(trace.meta, hw if hw is not None else detect_profile(trace.meta))
+        except (MissingDataError, DataFileError) as exc:
+            notes.append(f"{exc}: 1 CTA per SM assumed")
+        if lim is not None:
+            kr = k[rest]
+            bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
+            threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
+            cols = (threads, kr["registers"].to_numpy().astype(np.int64), kr["shared_mem"].to_numpy().astype(np.int64))
+            # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
+            key = np.zeros(len(threads), dtype=np.int64)
+            for c in cols:
+                codes, uniq_c = pd.factorize(c)
+                key = key * len(uniq_c) + codes
+            cinv, ukey = pd.factorize(key)
+            first = np.zeros(len(ukey), dtype=np.int64)
+            first[cinv[::-1]] = np.arange(len(cinv))[::-1]  # a launch of each configuration
+            got, why, status = occupancy_ctas_per_sm(*(c[first] for c in cols), lim)
+            why = np.where(status == "exceeds", "exceeds the SM's limits", why)
+            from_u = np.where(status == "ok", "launch configuration",
+                              np.where(status == "partial", "launch configuration (partial)", "assumed"))
+            cps[rest] = got[cinv]
+            limited[rest] = np.asarray([code(str(w)) for w in why], dtype=np.int64)[cinv]
+            src[rest] = np.asarray([code(str(w)) for w in from_u], dtype=np.int64)[cinv]
+            per_cfg = np.bincount(cinv, minlength=len(ukey))
+            n_block, n_exc, n_part = (int(per_cfg[status == x].sum()) for x in ("no_block", "exceeds", "partial"))
+            if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
+                notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
+                             " comes from the limits that are known, an upper bound (waves a lower bound)")
+            if n_block:
+                notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
+            if n_exc:
+                notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
+                             f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
+                             " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
+            notes += lim.assumed
+        else:
+            cps[rest], limited[rest], src[rest] = 1, code("unknown (no SM limits)"), code("assumed")
+    warnings += [f"CTAs per SM: {x}" for x in notes]
+    limited_cat = pd.Categorical.from_codes(limited, categories=labels) if labels else pd.Categorical([])
+    src_cat = pd.Categorical.from_codes(src, categories=labels) if labels else pd.Categorical([])
+    counts = pd.Series(src_cat).value_counts()
+    occupancy = {"sm_limits": lim.summary() if lim is not None else None,
+                 "assumed": bool(notes) or bool(counts.get("assumed", 0)),
+                 "assumed_why": notes,
+                 "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b}}
+    return cps, limited_cat, src_cat, occupancy, warnings
+
+
+def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
+                      occupancy: dict) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict, list[str]]:
+    """On ROCm the 'grid' of a kernel launched by hipExtModuleLaunchKernel (hipBLASLt and Tensile GEMMs) is
+    its global size in work-items, not workgroups (``_occupancy.json``: AMD ``grid_in_work_items``): those become
+    ceil(grid / block) per dimension. Under a graph launch the unit is unknown: counted as written, and said.
+    Returns the grids in CTAs, the launches per unit, and the warnings."""
+    lim = occupancy.get("sm_limits") or {}
+    if lim.get("vendor") != "AMD":
+        return (gx, gy, gz), {"workgroups": int(len(gx))}, []
+    spec = occupancy_table()["AMD"]
+    ev = trace.events
+    rt = ev[(ev["kind"] == "runtime") & (ev["correlation"].to_numpy() >= 0)]
+    li = launch_index(k["start_ns"].to_numpy(), k["correlation"].to_numpy(), rt["correlation"].to_numpy(),
+                      rt["start_ns"].to_numpy())
+    names = rt["name"].astype(str).to_numpy()
+    call = np.where(li >= 0, names[np.clip(li, 0, None)] if len(names) else "", "")
+    items = np.isin(call, spec.get("grid_in_work_items", []))
+    unknown = np.isin(call, spec.get("grid_unit_unknown", [])) | (li < 0)
+    bx, by, bz = (np.maximum(k[c].to_numpy().astype(np.int64), 1) for c in ("block_x", "block_y", "block_z"))
+    out = tuple(np.where(items, -(-g // b), g) for g, b in ((gx, bx), (gy, by), (gz, bz)))
+    units = {"workgroups": int((~items & ~unknown).sum()), "work_items (divided by the block)": int(items.sum()),
+             "unknown (counted as written)": int(unknown.sum())}
+    warnings = []
+    if items.any():
+        warnings.append(f"{int(items.sum())} ROCm kernel launch(es) by {', '.join(spec['grid_in_work_items'])} record"
+                        " their grid in work-items: their CTAs are grid ÷ block")
+    if unknown.any():
+        occupancy["assumed"] = True
+        occupancy["assumed_why"].append(f"{int(unknown.sum())} ROCm kernel launch(es) under a graph launch or with no"
+                                        " launch record: the unit of their grid (workgroups or work-items) is unknown,"
+                                        " counted as workgroups")
+        warnings.append(f"CTAs: {occupancy['assumed_why'][-1]}")
+    return out, units, warnings
+
+
+PER_KERNEL_COLUMNS = ["name", "count", "ctas", "waves", "wave_efficiency", "lost_ns", "total_ns", "lost_pct",
+                      "capacity", "ctas_min", "ctas_max", "grids", "lost_per_step_ns", "ctas_per_sm", "limited_by",
+                      "ctas_per_sm_from"]
+PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capacity", "waves", "wave_efficiency",
+                    "total_ns", "lost_ns", "ctas_per_sm", "limited_by", "ctas_per_sm_from"]
+
+
+def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int | None = None,
+                 hw: HardwareProfile | str | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
+                 top: int | None = None, steps=None, step_name: str | None = None,
+                 min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+                 steps_file=None) -> Result:
+    """`tracekit waves TRACE` (A10): every kernel with a grid, ranked by the time it loses to its tail wave.
+
+    Per kernel event: CTAs, waves, efficiency E and lost = round(dur x (1 − E)). ``per_kernel`` sums by
+    kernel name (``ctas``/``waves`` are the most common launch; ``wave_efficiency`` = 1 − lost/total, time
+    weighted), sorted by ``lost_ns``; ``per_grid`` splits a name by launch grid. CTAs per SM come from the
+    annotation's ``ctas_per_sm`` rules, else ``ctas_per_sm`` (default 1). Kernels with fewer than
+    ``min_waves`` waves are left out (counted). Kernels without a grid are counted, never silently dropped.
+    ``ann``: a name, a path or an Annotation; ``hw``: a profile, its name or a JSON file."""
+    ann, hw = as_annotation(ann), as_profile(hw)
+    warnings = list(trace.report.warnings)
+    n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
+    ev = trace.events
+    k = ev[ev["kind"] == "kernel"]
+    if k.empty:
+        raise MissingDataError(f"{trace.path} has no kernel events")
+    gx, gy, gz = (k[c].to_numpy().astype(np.int64) for c in ("grid_x", "grid_y", "grid_z"))
+    has_grid = (gx > 0) & (gy > 0) & (gz > 0)
+    no_grid = int((~has_grid).sum())
+    if no_grid:
+        warnings.append(f"{no_grid} of {len(k)} kernels carry no grid and are not counted")
+    if not has_grid.any():
+        raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
+    k = k[has_grid]
+    gx, gy, gz = gx[has_grid], gy[has_grid], gz[has_grid]
+    # per distinct name, not per event: the categorical's codes (np.unique over millions of strings took seconds)
+    codes = k["name"].cat.codes.to_numpy()
+    used, inv = np.unique(codes, return_inverse=True)
+    uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+    order = np.argsort(uniq, kind="stable")  # names sorted as before
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    uniq, inv = uniq[order], rank[inv]
+    names = uniq[inv]
+    cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(trace, k, hw, names=(uniq, inv), ann=ann,
+                                                                       ctas_per_sm=ctas_per_sm)
+    warnings += occ_warnings
+    (gx, gy, gz), units, unit_warnings = rocm_grid_in_ctas(trace, k, gx, gy, gz, occupancy)
+    warnings += unit_warnings
+    occupancy["grid_units"] = units
+    ctas = gx * gy * gz
+    cap = n_sms * cps
+    waves = -(-ctas // cap)
+    eff = ctas / (waves * cap)
+    dur = k["dur_ns"].to_numpy()
+    lost = (dur - np.rint(dur * eff)).astype(np.int64)
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
+    warnings = merge_warnings(warnings, st.warnings)
+    step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
+    df = pd.DataFrame({"name": names, "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
+                       "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost, "ctas_per_sm": cps,
+                       "limited_by": limited, "ctas_per_sm_from": cps_from,
+                       "lost_in_step": np.where(step >= 0, lost, 0)})
+    keep = df["waves"] >= min_waves
+    excluded = int((~keep).sum())
+    df = df[keep]
+    if df.empty:
+        raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
+    # a name and grid launched with two block configurations (two CTAs-per-SM counts) are two rows
+    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
+                           sort=False, observed=True)
+                .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
+                     waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
+                     lost_ns=("lost_ns", "sum")).reset_index())
+    for c in ("limited_by", "ctas_per_sm_from"):
+        per_grid[c] = per_grid[c].astype(str)
+    per_grid = per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+    # the most common launch of each name gives its ctas / waves / capacity
+    common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
+        .drop_duplicates("name").set_index("name")
+    g = df.groupby("name", sort=False)
+    per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
+                               "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
+                               "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
+    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
+                                         "ctas_per_sm_from"]]).reset_index()
+    per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
+    per_kernel = per_kernel.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+    shown = per_kernel if top is None else per_kernel.head(top)
+    lost_steps = int(df["lost_in_step"].sum())
+    summary = {
+        "sms": n_sms, "sms_from": sms_from, "kernels": int(len(df)), "names": int(len(per_kernel)),
+        "names_shown": int(len(shown)), "kernels_without_grid": no_grid, "kernels_below_min_waves": excluded,
+        "total_ns": int(df["dur_ns"].sum()), "lost_ns": int(df["lost_ns"].sum()), "steps": n_steps,
+        "lost_per_step_ns": lost_steps / n_steps if n_steps else None,
+        "top_name": str(per_kernel["name"].iloc[0]), "top_lost_ns": int(per_kernel["lost_ns"].iloc[0]),
+        "occupancy": occupancy,
+    }
+    return Result(command="waves", inputs=[trace_input(trace)],
+                  params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.name if ann else None,
+                          "ctas_per_sm": ctas_per_sm, "min_waves": min_waves, "top": top, **step_params(st)},
+                  summary=summary,
+                  tables={"per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),
+                          "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True)},
+                  warnings=warnings)
+

@@ -1,0 +1,124 @@
+"""`tracekit report`: the main job — one trace's decode step, end to end, in one result.
+
+Steps, the wall decomposition under both AllGather definitions, kernel time per block type (with an
+annotation), every weight AllGather and its exposure (when the trace has PtoP copies) and the
+communication on the critical path. Each part is the same function its own command runs.
+"""
+from __future__ import annotations
+
+from ...annotation import Annotation, annotate, as_annotation
+from ...errors import UsageError
+from ...result import Result, trace_input
+from ...trace import Trace
+from ..comm.allgather import allgather_options, allgather_result, communication, exposure
+from ..structure.blocks import block_stats
+from ..structure.layers import automatic_note, layers
+from ..time.decompose import decompose
+from ..structure.fit import best_fit
+from ..time.info import trace_info
+from ..memory.launch_log import ledger
+from ..steps.resolve import get_steps, median_step, merge_warnings, step_params
+from ..time.timeline import step_timeline
+
+
+def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
+           min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
+           steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
+           categories=None, log=None, ranks: Result | None = None) -> Result:
+    """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
+    memory ledger's rows and the memory findings come too. With ``ranks`` (what ``tracekit.imbalance(RUN_DIR)``
+    returned; ``trace`` is then its reference rank's, the lowest rank id: ``multirank.reference_files``) the ranks
+    part too: ``summary.ranks`` (imbalance per step, the straggler with its bs against the median bs), the tables
+    ``ranks``, ``rank_by_step``, ``rank_steps``, ``rank_collectives``, ``rank_per_collective`` and the rank
+    findings among the findings (docs/multirank.md)."""
+    if ranks is not None and getattr(ranks, "command", None) != "imbalance":
+        raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
+    ann = as_annotation(ann)
+    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                   source=step_source, steps_file=steps_file)
+    info = trace_info(trace)
+    wall = decompose(trace, ag="ptop", steps=st)
+    wall_local = decompose(trace, ag="ptop+local", steps=st)
+    s = wall.summary
+    summary = {
+        "rank": info.summary["rank"], "num_sms": info.summary["num_sms"], "kernels": info.summary["kernels"],
+        "steps": s["steps"], "marker": s["marker"], "phases": st.phases, "trustworthy": st.trustworthy,
+        "median_wall_ns": s["median_wall_ns"],
+        "median_busy_ns": s["median_busy_ns"], "median_ag_only_ns": s["median_ag_only_ns"],
+        "median_idle_ns": s["median_idle_ns"],
+        "median_ag_only_local_ns": wall_local.summary["median_ag_only_ns"],
+    }
+    tables = {"wall": wall.tables["per_step"], "steps": st.table}
+    warnings = merge_warnings(wall.warnings)
+    block_spans, block_lane = None, "blocks"
+    if ann is not None and ann.blocks is not None:
+        b = block_stats(trace, ann, steps=st, categories=categories)
+        block_spans = annotate(trace, ann, st.table).blocks
+        summary["median_kernel_ns_by_block_type"] = b.summary["median_kernel_ns_by_type"]
+        summary["blocks_per_step"] = b.summary["blocks_per_step"]
+        tables["block_types"] = b.tables["per_step_type"]
+        tables["op_tags"] = b.tables["per_tag"]
+        warnings = merge_warnings(warnings, b.warnings)
+        tables["one_step"] = b.tables["one_step"]
+        summary["layers_from"] = f"annotation {ann.name}"
+    else:  # any model: the automatic layers name what the step is made of
+        lay = layers(trace, steps=st, categories=categories, missing_ok=True)
+        tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
+        block_spans, block_lane = lay.tables["layers"], "layers"
+        fit = best_fit(trace, st, layers=lay)
+        if fit:
+            summary["fitting_annotation"] = fit[0]
+            warnings = merge_warnings(warnings, [f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit "
+                                                 f"annotations` ranks them): rerun with -a {fit[0]}"])
+        tables["one_step"] = lay.tables["one_step"]
+        summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
+                        "layer_types": lay.summary["types"]})
+        warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"]
+                                  else [])
+    agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
+    ex = None
+    if (trace.events["copy_kind"] == "PtoP").any():
+        kw = {**agopts, "steps": st}
+        ag = allgather_result(trace, **kw)
+        ex = exposure(trace, **kw)
+        summary.update({"allgathers": ag.summary["allgathers"], "group_size": ag.summary["group_size"],
+                        "median_received_bytes_per_step": ag.summary["median_received_bytes_per_step"],
+                        "median_copy_gbps": ag.summary["median_copy_gbps"],
+                        "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
+                        "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"]})
+        tables["allgather_types"] = ag.tables["per_step_type"]
+        tables["exposure_types"] = ex.tables["per_step_type"]
+        tables["bandwidth"] = ag.tables["bandwidth"]
+        warnings = merge_warnings(warnings, ag.warnings)
+    main = ann.main_stream if ann is not None and isinstance(ann.main_stream, int) else None
+    comm = communication(trace, main=main, local_copy_pattern=agopts["local_copy_pattern"], steps=st)
+    summary["median_critical_comm_ns_by_class"] = comm.summary["median_critical_ns_per_step_by_class"]
+    summary["median_side_comm_ns_by_class"] = comm.summary["median_side_ns_per_step_by_class"]
+    tables["comm"] = comm.tables["per_step"]
+    tables["health"] = st.health
+    from ..findings.of_trace import findings
+
+    fnd = findings(trace, ann, log=log, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
+                   local_copy=agopts["local_copy_pattern"])
+    tables["findings"] = fnd.tables["findings"]
+    summary["findings"] = fnd.summary["findings"]
+    summary["top_finding"] = fnd.summary["top"]
+    if log is not None:
+        led = ledger(log)
+        tables["ledger"] = led.tables["rows"]
+        warnings = merge_warnings(warnings, led.warnings)
+    typical = median_step(st)
+    if typical is not None:
+        summary["timeline_step"] = typical
+        tables["timeline"] = step_timeline(trace, st, typical, blocks=block_spans, block_lane=block_lane,
+                                           allgathers=ex.tables["per_ag"] if ex is not None else None,
+                                           exposed=ex.tables["intervals"] if ex is not None else None,
+                                           categories=categories)
+    inputs = [trace_input(trace)] + ([{"path": log.path}] if log is not None else [])
+    params = {"annotation": ann.name if ann else None, "log": log.path if log is not None else None,
+              **step_params(st), "group_size": agopts["group_size"], "sizes": agopts["sizes"]}
+    if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
+        from .ranks import add_ranks
+
+        inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
+    return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
