@@ -247,6 +247,7 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
         raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
                          " file; save it to one first")
     from ..ingest import resolve_trace_path
+    from ..ingest.compression import HEAD_BYTES, is_compressed
     from ..render.files import protect
 
     protect(resolve_trace_path(path), "the trace it reads")  # a directory's trace file: no output may replace it
@@ -254,7 +255,7 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
     size = path.stat().st_size if path.is_file() else 0
     if show_progress() and size:
         with open(path, "rb") as fh:
-            compressed = fh.read(4)[:2] in (b"\x1f\x8b", b"\x28\xb5")
+            compressed = is_compressed(fh.read(HEAD_BYTES))
         bar = _LazyBar(size, compressed)
         try:
             trace_obj = load(path, cache=not no_cache, cache_dir=cache_dir, progress=bar.update)

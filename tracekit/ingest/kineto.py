@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 
 from ..errors import InputError
+from .compression import BOM, is_compressed, without_bom
 from .numbers import raw_to_ns
 
 CHUNK_EVENTS = 65536
@@ -472,12 +473,12 @@ class ColumnBuilder:
 def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]:
     """Return (event slices, top-level metadata). Raises msgspec errors for malformed JSON."""
     head = _head(text)
-    if text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark (Windows editors write one)
-        text = memoryview(text)[3:]
+    if text[:len(BOM)] == BOM:  # a UTF-8 byte-order mark (Windows editors write one); a view, not a copy
+        text = memoryview(text)[len(BOM):]
     if head.startswith(b"["):
         return _ARRAY_DECODER.decode(text), {}
     if not head.startswith(b"{"):
-        if head.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        if is_compressed(head):
             raise InputError(f"{path} is compressed twice (its decompressed content is gzip or zstd data again);"
                              " decompress it once and pass the result")
         raise InputError(
@@ -497,7 +498,7 @@ def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]
 
 def _head(text) -> bytes:
     head = bytes(memoryview(text)[:256]).lstrip()
-    return head[3:].lstrip() if head.startswith(b"\xef\xbb\xbf") else head
+    return without_bom(head).lstrip()
 
 
 def decode_slices(raws: list, header: dict[str, Any]) -> RawColumns:
@@ -588,8 +589,7 @@ def _decode_stream(blocks: Iterable[bytes], helper: "_Helper | None", on_positio
     if head_end < 0:
         raise NotStreamable("no traceEvents")
     header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf, searched).start()]).lstrip()
-    if header_text[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte-order mark
-        header_text = header_text[3:]
+    header_text = without_bom(header_text)
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
     # From here the text gathers in one buffer of fixed size, reused for every piece (fresh memory for each
     # piece would cost a page fault per 4 KiB): acc[:n] is the text not yet cut, acc[0] the byte before its

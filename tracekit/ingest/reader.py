@@ -20,8 +20,7 @@ import numpy as np
 
 from ..errors import InputError, ResourceLimitError
 
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+from .compression import GZIP_MAGIC, ZSTD_MAGIC  # noqa: F401 (the magic bytes' home; re-exported for callers)
 _READ_BLOCK = 8 << 20
 READ_BLOCK = _READ_BLOCK  # text block of the streaming reader (tests lower it to get many pieces)
 _GZIP_FEED = 64 << 10  # compressed bytes per zlib call of the whole-document reader: at most ~66 MB of text
