@@ -64,7 +64,3 @@ def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None
     if missing:
         raise MissingDataError(f"{what} needs the column(s) {', '.join(missing)}, which the table lacks")
 
-
-def gpu_activity(events: pd.DataFrame) -> pd.DataFrame:
-    """Kernel, memcpy and memset events: what 'GPU activity' means everywhere in tracekit."""
-    return events[events["kind"].isin(GPU_ACTIVITY_KINDS)]

@@ -10,7 +10,7 @@ import pandas as pd
 from ... import intervals as iv
 from ... import schema
 from ...errors import MissingDataError
-from ...events import launch_index, same_stream_overlaps
+from ...events import gpu_mask, launch_index, same_stream_overlaps
 from ...regexes import bounded
 from ...trace import Trace
 from .model import (HEALTH_COLUMNS, STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules)
@@ -151,7 +151,7 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
 
 def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     """Find the steps (uncached; call :func:`find_steps`)."""
-    devices = sorted(int(d) for d in trace.events.loc[schema.gpu_activity(trace.events).index, "device"].unique())
+    devices = sorted(int(d) for d in np.unique(trace.events["device"].to_numpy()[gpu_mask(trace.events)]))
     if len(devices) > 1:  # one timeline per GPU: pooling two would call one GPU's idle time the other's busy time
         raise MissingDataError(f"{trace.path} holds the GPU activity of {len(devices)} devices"
                                f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ... import schema
-from ...events import weight_ag_mask
+from ...events import gpu_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -118,7 +118,7 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     """`tracekit temporal`: span, busy, idle, compute, communication and memory time of the whole trace."""
     from ...errors import MissingDataError
 
-    gpu = schema.gpu_activity(trace.events)
+    gpu = trace.events[gpu_mask(trace.events)]
     if gpu.empty:
         raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
                                " record the trace with ProfilerActivity.CUDA")

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import intervals, schema
+from ... import intervals
+from ...events import gpu_mask
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -12,11 +13,11 @@ from ...trace import Trace
 
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
     """(first start, last end, span, busy) of GPU activity: kernels, memcpys, memsets."""
-    gpu = schema.gpu_activity(events)
-    if gpu.empty:
+    m = gpu_mask(events)
+    if not m.any():
         return 0, 0, 0, 0
-    s = gpu["start_ns"].to_numpy()
-    e = gpu["end_ns"].to_numpy()
+    s = events["start_ns"].to_numpy()[m]
+    e = events["end_ns"].to_numpy()[m]
     first, last = int(s.min()), int(e.max())
     return first, last, last - first, intervals.total(intervals.normalize(s, e))
 
@@ -31,7 +32,7 @@ def trace_info(trace: Trace) -> Result:
     ev = trace.events
     kinds = ev["kind"].value_counts(sort=False)
     first, last, span, busy = gpu_span_and_busy(ev)
-    gpu = schema.gpu_activity(ev)
+    gpu = ev[gpu_mask(ev)]
     devices = [d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
 
     by_kind = (ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
