@@ -276,3 +276,25 @@ def test_the_zstd_meter_keeps_step_with_the_stream_whatever_the_input_pieces():
             pos += k
             cuts.add(pos)
         assert set(ends) <= cuts
+
+
+def test_a_thread_the_os_cannot_start_is_the_out_of_memory_sentence(tmp_path, monkeypatch):
+    """Under `ulimit -v` under load, starting the reader's thread failed with RuntimeError("can't start new thread")
+    and the CLI said 'a tracekit bug' (exit 1); it is the same resource limit as a MemoryError (exit 3)."""
+    import threading
+
+    import tracekit
+    from tracekit.errors import ResourceLimitError
+    from tests.conftest import kernel, write_trace
+
+    path = write_trace(tmp_path / "t.json.gz", [kernel("k", 10.0, 5.0)], compress="gzip")
+
+    def refuse(self, *a, **k):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    monkeypatch.setenv("TRACEKIT_WORKERS", "1")
+    with pytest.raises(ResourceLimitError, match="MB of memory"):
+        tracekit.load(path, cache=False)
+    monkeypatch.undo()
+    assert tracekit.load(path, cache=False).events["kind"].tolist() == ["kernel"]

@@ -89,6 +89,9 @@ def ingest_file(source: Path, display_path: str | None = None, progress=None) ->
         return _ingest_file(source, display_path, progress)
     except MemoryError:
         pass  # raised below, once this handler has let go of the traceback and the buffers its frames hold
+    except RuntimeError as exc:  # a reader or collector thread the OS had no memory to start (ulimit -v): the same
+        if "can't start new thread" not in str(exc):
+            raise
     finally:
         if gc_was_on:
             gc.enable()
