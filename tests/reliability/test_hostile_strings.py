@@ -22,7 +22,7 @@ from tracekit.render import emit
 from tracekit.render.formats import neutralize, to_csv
 from tracekit.render.human import safe_text
 from tracekit.render.notebook import to_html
-from tracekit.render.names import distinct_names
+from tracekit.names import distinct_names
 from tracekit.render.tables import to_text
 from tracekit.result import Result, to_json_obj
 

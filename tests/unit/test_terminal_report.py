@@ -54,7 +54,7 @@ def test_kernel_names_short_distinct_and_whole_with_wide(cli, monkeypatch):
     names = [r["name"] for r in doc["tables"]["kernels"]]
     monkeypatch.setenv("COLUMNS", "120")
     out = cli("--all", "kernels", trace)[1]
-    from tracekit.render.names import distinct_names
+    from tracekit.names import distinct_names
 
     shown = distinct_names(names)
     assert len(set(shown)) == len(names) > 1  # different rows read differently…
@@ -72,7 +72,7 @@ def test_kernel_names_short_distinct_and_whole_with_wide(cli, monkeypatch):
 
 
 def test_names_rules():
-    from tracekit.render.names import distinct_names, short_name
+    from tracekit.names import distinct_names, short_name
 
     assert short_name("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
                       "std::array<char*, 3ul> >(int, at::native::MulFunctor<float>, std::array<char*, 3ul>)") == \

@@ -25,7 +25,7 @@ from rich.text import Text
 from ..result import Result, _scalar, table_rows
 from .human import (Origin, _wrap_words, ag_measures, column, display_frame, fit, fit_left, label_of, plain_text,
                     safe_text, unit_of, value_text, wrap_prose)
-from .names import distinct_names, name_columns
+from ..names import distinct_names, name_columns
 
 MAX_LINES = 75  # what the default output aims at (the tests hold the K3 fixtures under 80)
 INLINE_KEYS = 3  # a summary dict of at most this many keys (and no sibling with the same keys) stays inline

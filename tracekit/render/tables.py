@@ -7,7 +7,7 @@ terminal's width writing plain text, no colour):
   broken or shortened: each column gets a width here (numbers: at least their widest; text: what is left), text
   wraps in its column (a word longer than it folds; paths keep their end), headers wrap by words, and a table still
   too wide is split into column groups that repeat its first column.
-* **Kernel names** are shortened into something a person recognises (``render/names.py``), each different name still
+* **Kernel names** are shortened into something a person recognises (``tracekit/names.py``), each different name still
   reading differently; ``wide=True`` (``--wide``) shows them whole. json and csv always carry the full name.
 * **Shortened tables show their most costly rows** (by their first duration column, e.g. ``wall ms``), not the
   first ones in data order.
@@ -28,7 +28,7 @@ from .blocks import (GAP, HEADER_LINES, INLINE_KEYS, MAX_LINES, MIN_ROWS, NAME_M
                      terminal_width)
 from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
 from .human import ag_measures, glossary, label_of, origin_of, safe_text, unit_of, value_text
-from .names import name_columns, short_name
+from ..names import name_columns, short_name
 from .report_text import SCREEN_LINES, report_text
 
 

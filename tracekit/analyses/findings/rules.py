@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import DataFileError, MissingDataError
+from ...names import short_name
 from ...result import shown_text
 from ..memory.ledger_engine import global_record
 
@@ -76,33 +77,11 @@ def finding(ctx,  kind: str, source: str, *, gain_ns: float | None = None, gain_
             "gain_gib": gain_gib, "gain_tokens": gain_tokens, "evidence": evidence, "source": source}
 
 
-_GENERIC = {"BinaryFunctor", "AUnaryFunctor", "BUnaryFunctor", "UnaryFunctor", "gpu_kernel_impl_nocast",
-            "gpu_kernel_impl", "func_wrapper_t", "OffsetCalculator", "TrivialOffsetCalculator", "LoadWithCast",
-            "StoreWithCast", "LoadWithoutCast", "StoreWithoutCast", "ReduceOp", "ReduceConfig"}
-_WRAPPERS = {"Kernel", "Kernel2", "device_kernel", "kernel"}  # CUTLASS-style launchers: the first argument names it
-_IDENT = re.compile(r"[A-Za-z_]\w*")
-_WHAT = re.compile(r"\b(\w*Functor\w*|\w+_kernel(?:_cuda|_impl)?\w*|\w+Ops?\b|\w+_impl\b|Flash_fwd\w*)")
-
-
 def kernel_label(name: str, width: int = 60) -> str:
-    """A kernel name a person recognises: the kernel's own identifier (namespaces and ``void`` dropped) and, for a
-    template, the functor or operation it instantiates — ``elementwise_kernel<MulFunctor>``,
-    ``vectorized_elementwise_kernel<silu_kernel>``, an attention kernel with its traits; a name without
-    a template, or already short, is kept (cut to ``width``)."""
-    n = name.strip().replace("(anonymous namespace)::", "")
-    if n.startswith("void "):
-        n = n[5:]
-    head, lt, rest = n.partition("<")
-    base = head.split("(")[0].split("::")[-1].strip() or head
-    if not lt or "(" in head:
-        return _short_name(base, width)
-    if base in _WRAPPERS:
-        first = _IDENT.search(rest.split("::")[-1] if "::" in rest.split(",")[0].split(">")[0] else rest)
-        if first:
-            return _short_name(first.group(), width)
-    what = next((m.group(1) for m in _WHAT.finditer(rest) if m.group(1) not in _GENERIC and m.group(1) != base),
-                None)
-    return _short_name(f"{base}<{what}>" if what else f"{base}<…>", width)
+    """A kernel name a person recognises — the one shortening the terminal tables use too
+    (:func:`tracekit.names.short_name`: ``elementwise_kernel<MulFunctor>``, an attention kernel with its head
+    dimension, a CUTLASS tile; the rules are data in tracekit/data/kernel_names.json) — cut to ``width`` if still longer."""
+    return _short_name(short_name(name), width)
 
 
 def _short_name(name: str, width: int = 60) -> str:
