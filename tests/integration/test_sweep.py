@@ -152,7 +152,7 @@ def test_rank_map_with_dcp_and_ep():
     r = res.tables["ranks"].set_index("tp_rank")
     assert res.summary["attn_tp_size"] == 8 and res.summary["kv_split"] == 8 and res.summary["moe_tp_size"] == 4
     assert tuple(r.loc[9, ["attn_tp_rank", "attn_dp_rank", "dcp_rank", "ep_rank", "moe_tp_rank"]]) == (1, 1, 1, 2, 1)
-    assert (rank_map(tp=16, dp=16).tables["ranks"]["ep_rank"] == range(16)).all()  # default ep = tp
+    assert (rank_map(tp=16, dp=16).tables["ranks"]["ep_rank"] == list(range(16))).all()  # default ep = tp
     with pytest.raises(UsageError, match="--dcp 3 does not divide"):
         rank_map(tp=16, dp=2, dcp=3)
     with pytest.raises(UsageError, match="not divisible by --ep 3"):
