@@ -73,3 +73,19 @@ def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tm
         assert code == 0, (kind, err)
     for kind in ("decomposition", "blocks", "exposure", "timeline", "ledger"):
         assert (tmp_path / f"{kind}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", kind
+
+
+def test_compare_records_the_annotations_it_was_given(sweep):
+    """The compare page's "how these numbers were obtained" command lacked --annotation-a/-b: the result did not
+    record them. Now they are parameters, and the printed command carries them."""
+    from tracekit.render.html import command_args
+
+    res = tracekit.compare_deployments(sweep / "a", sweep / "b", dp_a=16, dp_b=2, jobs=1,
+                                       annotation_a=DEFAULT_ANNOTATION, annotation_b=DEFAULT_ANNOTATION)
+    assert res.params["annotation_a"] == res.params["annotation_b"] == DEFAULT_ANNOTATION
+    args = command_args(res)
+    assert args[:2] == ["tracekit", "compare"]
+    assert args[args.index("--annotation-a") + 1] == DEFAULT_ANNOTATION
+    assert args[args.index("--annotation-b") + 1] == DEFAULT_ANNOTATION
+    plain = tracekit.compare_deployments(sweep / "a", sweep / "b", dp_a=16, dp_b=2, jobs=1)
+    assert "annotation_a" not in plain.params and "--annotation-a" not in command_args(plain)
