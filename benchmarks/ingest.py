@@ -114,6 +114,9 @@ def _child(kind: str, path: str, cache_dir: str | None) -> dict:
         except ImportError:
             sys.path.insert(0, str(REPO))
             import tracekit
+        # `import tracekit` is lazy (issue 30): what a load needs (numpy, pandas, msgspec, pyarrow) is imported on
+        # first use. Import it here, so that load s is the load alone, as it was when `import tracekit` loaded it.
+        import tracekit.ingest.cache  # noqa: F401
         out["import_s"] = time.perf_counter() - t0
         out["tracekit_version"] = getattr(tracekit, "__version__", None)
         if kind != "import":
