@@ -45,3 +45,11 @@ def test_the_ranks_sentence():
     assert "straggler rank 3: last at 12 of 24 instances that are no tie, its bs 64 against a median of 16." in s
     tie = ranks_sentence({**base, "clock": "as recorded", "straggler": None})
     assert tie.startswith("Clocks as recorded") and "no straggler" in tie
+
+
+def test_the_ranks_sentence_says_no_batch_size_it_does_not_have():
+    """A training run's markers carry no bs: the sentence read 'its bs – against a median of –'."""
+    base = {"ranks": 2, "reference_rank": 0, "clock": "aligned", "steps": 2, "partial_steps": 0, "collectives": 10,
+            "unmatched": 0, "imbalance_ns_per_step": 201_094_000}
+    s = ranks_sentence({**base, "straggler": {"rank": 1, "times_last": 2, "of": 3, "bs": None, "median_bs": None}})
+    assert s.endswith("straggler rank 1: last at 2 of 3 instances that are no tie.") and "bs" not in s

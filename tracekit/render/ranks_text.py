@@ -37,8 +37,10 @@ def ranks_sentence(r: dict) -> str:
     st = r.get("straggler")
     if st is None:
         return head + "; no straggler: every collective instance ties within the alignment's residual."
+    bs = ("" if st.get("bs") is None and st.get("median_bs") is None  # no step marker says a batch size
+          else f", its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}")
     return (head + f"; straggler rank {st['rank']}: last at {st['times_last']} of {st['of']} instances that are no"
-            f" tie, its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}.")
+            f" tie{bs}.")
 
 
 def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., str]) -> tuple[Result, list[str]]:
