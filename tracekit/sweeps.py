@@ -239,9 +239,11 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
     res = compare(sides[0], sides[1], accept_len=accept_len if accept_len is not None else sides[0].accept_len,
                   bench=read_bench(bench) if bench else None, config=cfg, ledger=ledger_rows)
     warnings += _pair_findings(res, sides, annotation_a, annotation_b, conf_a, conf_b)
-    # the options that chose each side's annotation, so that the page's "how obtained" command repeats them
+    # the options as given, so that the page's "how obtained" command repeats them: each side's annotation, and
+    # --accept-len only when the user gave it (each side's own, from its log, is in the summary)
     res.params.update({k: str(v) for k, v in (("annotation_a", annotation_a), ("annotation_b", annotation_b))
                        if v is not None})
+    res.params["accept_len"] = accept_len
     res.warnings[:0] = [w for w in warnings if w not in res.warnings]
     return res
 

@@ -175,6 +175,9 @@ def test_compare_cli_with_launch_logs(sweep_dirs, tmp_path, cli):
     assert config["--mem-fraction-static"] == ("0.88", "0.83") and config["--dcp-size"] == ("1", "8")
     ledger = {r["row"]: r for r in doc["tables"]["ledger"]}
     assert ledger["fixed_overhead_gib"]["diff"] == pytest.approx(10.41)
+    # no --accept-len was given: params say so (the page's command must not add one), each side's is in the summary
+    assert doc["params"]["accept_len"] is None
+    assert doc["summary"]["accept_len_source_a"] != "option" and doc["summary"]["accept_len_a"] > 0
 
 
 # --------------------------------------------------------------------------- points that cannot be used
