@@ -16,9 +16,9 @@ RANKS = {"errors": 0, "_version": 0, "events": 1, "names": 1, "regexes": 1, "sch
 UPWARD_ALLOWED = {
     ("result.py", "render.notebook"): "a Result's notebook display (_repr_html_) is drawn by the notebook renderer,"
                                       " imported only when a notebook shows one",
-    ("render/html.py", "cli"): "the page's 'how these numbers were obtained' command is spelled with the CLI's own"
-                               " options (its click command), imported only when a page is drawn, so that the"
-                               " printed command is one the CLI accepts",
+    ("render/html_command.py", "cli"): "the page's 'how these numbers were obtained' command is spelled with the"
+                                       " CLI's own options (its click command), imported only when a page is drawn,"
+                                       " so that the printed command is one the CLI accepts",
 }
 MODEL_STRINGS = ["memcpy128", "kda_", "ncclDevKernel", "deep_ep", "scheduler.run_batch", "Cijk_", "nvjet",
                  "flash_fwd", "act_and_mul", "FusedAddRMSNorm", "deep_gemm", "flashinfer", "GemmType",

@@ -78,7 +78,7 @@ def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tm
 def test_compare_records_the_annotations_it_was_given(sweep):
     """The compare page's "how these numbers were obtained" command lacked --annotation-a/-b: the result did not
     record them. Now they are parameters, and the printed command carries them."""
-    from tracekit.render.html import command_args
+    from tracekit.render.html_command import command_args
 
     res = tracekit.compare_deployments(sweep / "a", sweep / "b", dp_a=16, dp_b=2, jobs=1,
                                        annotation_a=DEFAULT_ANNOTATION, annotation_b=DEFAULT_ANNOTATION)

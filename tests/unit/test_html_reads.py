@@ -12,7 +12,8 @@ import pandas as pd
 
 import tracekit
 from tracekit.render import emit
-from tracekit.render.html import CSS, layer_section, sections
+from tracekit.render.html import CSS, sections
+from tracekit.render.html_layers import layer_section
 
 SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
 

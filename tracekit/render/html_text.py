@@ -1,0 +1,61 @@
+"""Text on the HTML page: a string escaped, a number read, the summary as a key-value grid, a table as a sortable
+``<table>`` (its first ``MAX_ROWS`` rows; the JSON sidecar holds all)."""
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..result import Result, _scalar, table_rows
+from .human import column, display_frame, label_of, origin_of, safe_text, value_text
+
+MAX_ROWS = 500  # rows of one table on the page; the JSON sidecar (and -f json) has every row
+
+
+def esc(v: Any) -> str:
+    """Text for HTML: control characters made visible (``safe_text``), then escaped — a kernel name cannot inject
+    markup or script."""
+    return html.escape(safe_text(str(v)), quote=True)
+
+
+def num(v: Any) -> float | None:
+    v = _scalar(v)
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def summary_html(result: Result) -> str:
+    origin = origin_of(result)
+    cells = [f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
+             for k, v in result.summary.items()]
+    return f'<div class="kv">{"".join(cells)}</div>'
+
+
+def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS, more: str | None = None) -> str:
+    df = display_frame(df)
+    shown = df.head(rows)
+    records = table_rows(shown)
+    cols = [column(c, [r.get(c) for r in records], origin) for c in shown.columns]
+    bad_rows = ("ok" in shown.columns)
+    head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
+    body = []
+    for r in records:
+        cls = ' class="bad"' if bad_rows and r.get("ok") is False else ""
+        tds = []
+        for c in cols:
+            v = r.get(c.name)
+            raw = _scalar(v)
+            sort = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else c.fmt(v)
+            tds.append(f'<td{" class=n" if c.numeric else ""} data-v="{esc(sort)}">{esc(c.fmt(v))}</td>')
+        body.append(f"<tr{cls}>{''.join(tds)}</tr>")
+    note = "" if len(df) <= rows else (f'<p class="note">the first {rows:,} of {len(df):,} rows; '
+                                       f'{more or "the JSON sidecar (or -f json) holds every row"}</p>')
+    return (f'<table class="sortable" id="t-{esc(name)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>{note}')
