@@ -9,7 +9,7 @@ from typing import Any
 
 from ...errors import InputError, MissingDataError
 from ...hardware import dtype_bytes as hw_dtype_bytes
-from ...ingest.sglang_log import Grammar, SglangLog, grammar_default, rank_label
+from ...ingest.sglang_log import Grammar, Record, SglangLog, grammar_default, rank_label
 from ...result import Result
 from .ledger_engine import (GIB, OptionError, frame, global_record, one_launch, rank_view, resolve_rank, round_gib,
                             server_arg)
@@ -73,23 +73,7 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     info, args, kv_rec, warnings = _from_log(log, rank, pool_gib)
     warnings = launch_warnings + warnings
     dtype_name = _kv_dtype(kv_dtype, kv_rec, log, args, sa_names)
-    log_pool = None
-    if kv_rec is not None:
-        log_pool = _pool_of(kv_rec)
-        if kv_rec.fields.get("rejected") and pool_gib is None:
-            bad = "; ".join(f"{k} = {v:g} is {why}" for k, (v, why) in kv_rec.fields["rejected"].items())
-            raise InputError(f"{log.path} line {kv_rec.line}: the KV size is not one a GPU can have ({bad}); the line is"
-                             " damaged: pass --pool-gib with the model's dimensions instead")
-    pool = pool_gib if pool_gib is not None else log_pool
-    if pool is None:
-        raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
-                          "--rope-dim or --kv-heads/--head-dim)")
-    if not pool > 0 or not math.isfinite(pool):
-        raise InputError(f"the KV pool is {pool} GiB ({'--pool-gib' if pool_gib is not None else 'from the log'}),"
-                         " which no GPU has; check the value")
-    if kv_rec is not None and not 0 < float(kv_rec.fields.get("tokens") or 1) < 1e15:
-        raise InputError(f"{log.path} line {kv_rec.line}: #tokens {kv_rec.fields.get('tokens')} is not a token count a"
-                         " GPU can hold; the line is damaged")
+    pool, log_pool = _checked_pool(log, kv_rec, pool_gib)
     bpt, bpt_source, nbytes = _token_bytes(dims, kv_rec, log_pool, dtype_name, g)
     if not bpt >= 1:
         raise InputError(f"{bpt:g} bytes per token: more tokens than the pool's bytes allow; check the log's KV line"
@@ -119,11 +103,8 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
         "tokens_per_instance_source": ("each DP rank's own #tokens" if per_dp is not None
                                        else "tokens per DP group × dp"), **info}
     if context is not None:
-        if context < 1:
-            raise OptionError("--context must be at least 1 token")
-        summary["max_concurrency_per_dp"] = tokens_dp // context
-        summary["max_concurrency"] = (sum(t * n_dcp // context for t, _ in per_dp) if per_dp is not None
-                                      else (tokens_dp // context) * n_dp)
+        summary["max_concurrency_per_dp"], summary["max_concurrency"] = _concurrency(context, tokens_dp, per_dp,
+                                                                                     n_dp, n_dcp)
     per_request = None if context is None else tokens_rank // context
     levels = [
         {"level": "rank", "gpus": 1, "kv_gib": round_gib(pool), "tokens": tokens_rank,
@@ -140,6 +121,39 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
                   summary=summary, tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens",
                                                                       "max_concurrency"])},
                   warnings=warnings + (list(log.warnings) if log is not None else []))
+
+
+def _checked_pool(log: SglangLog | None, kv_rec: Record | None, pool_gib: float | None) -> tuple[float, float | None]:
+    """(the KV pool per rank in GiB — ``pool_gib``, else the log's KV line —, the log's own pool): a damaged KV line
+    or a pool no GPU has is refused with one sentence."""
+    log_pool = None
+    if kv_rec is not None:
+        log_pool = _pool_of(kv_rec)
+        if kv_rec.fields.get("rejected") and pool_gib is None:
+            bad = "; ".join(f"{k} = {v:g} is {why}" for k, (v, why) in kv_rec.fields["rejected"].items())
+            raise InputError(f"{log.path} line {kv_rec.line}: the KV size is not one a GPU can have ({bad}); the line is"
+                             " damaged: pass --pool-gib with the model's dimensions instead")
+    pool = pool_gib if pool_gib is not None else log_pool
+    if pool is None:
+        raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
+                          "--rope-dim or --kv-heads/--head-dim)")
+    if not pool > 0 or not math.isfinite(pool):
+        raise InputError(f"the KV pool is {pool} GiB ({'--pool-gib' if pool_gib is not None else 'from the log'}),"
+                         " which no GPU has; check the value")
+    if kv_rec is not None and not 0 < float(kv_rec.fields.get("tokens") or 1) < 1e15:
+        raise InputError(f"{log.path} line {kv_rec.line}: #tokens {kv_rec.fields.get('tokens')} is not a token count a"
+                         " GPU can hold; the line is damaged")
+    return pool, log_pool
+
+
+def _concurrency(context: int, tokens_dp: int, per_dp: list[tuple[int, float]] | None, n_dp: int,
+                 n_dcp: int) -> tuple[int, int]:
+    """(requests of ``context`` tokens a DP group holds at once, the instance holds at once): by each DP group's
+    own tokens when the log gave them all."""
+    if context < 1:
+        raise OptionError("--context must be at least 1 token")
+    return tokens_dp // context, (sum(t * n_dcp // context for t, _ in per_dp) if per_dp is not None
+                                  else (tokens_dp // context) * n_dp)
 
 
 def _from_log(log: SglangLog | None, rank: str | None, pool_gib: float | None):

@@ -183,23 +183,7 @@ def walk_timeline(view: list[Record], g: Grammar) -> tuple[list[Point], list[All
             stage = ("target" if pe == 0 else "draft") + "_memory_pool_end"
             pe += 1
         elif k in ("graph_begin", "graph_end"):
-            key = (str(f.get("graph", "target")), f.get("phase"))
-            gname = key[0] if key[0] != "target" else ""
-            phase = key[1] if key[1] not in (None, "decode", "prefill") else None
-            base = "_".join(x for x in (gname, phase, "capture") if x)
-            if k == "graph_begin":
-                gr = Graph(graph=key[0], phase=key[1], begin=r, end=None, begin_pos=pos, end_pos=None,
-                           sizes=f.get("bs") or f.get("num_tokens"))
-                graphs.append(gr)
-                open_graphs[key] = gr
-                stage = base + "_begin"
-            else:
-                gr = open_graphs.pop(key, None)
-                if gr is None:
-                    gr = Graph(graph=key[0], phase=key[1], begin=None, end=r, begin_pos=pos, end_pos=pos)
-                    graphs.append(gr)
-                gr.end, gr.end_pos = r, pos
-                stage = base + "_end"
+            stage = _graph_mark(r, pos, graphs, open_graphs)
         elif k == "graph_progress":
             gr = next(reversed(list(open_graphs.values())), None) if open_graphs else None
             if gr is not None:
@@ -229,13 +213,41 @@ def walk_timeline(view: list[Record], g: Grammar) -> tuple[list[Point], list[All
                 allocs.append(Alloc(pat.alloc.what, role, size, size * 1024, r.line, pos, pat.alloc.state_pool))
                 if pat.alloc.what == "kv" and "tokens" in f:
                     notes["kv"].append((role, r))
+    _fill_graph_sizes(graphs, notes["sizes"])
+    return points, allocs, graphs, notes
+
+
+def _graph_mark(r: Record, pos: int, graphs: list[Graph], open_graphs: dict[tuple[str, str | None], Graph]) -> str:
+    """A graph capture's begin or end record: open its ``Graph`` (or close the open one of its graph and phase; an
+    end with no begin is a graph of its own) and return the timeline stage it marks."""
+    f, k = r.fields, r.kind
+    key = (str(f.get("graph", "target")), f.get("phase"))
+    gname = key[0] if key[0] != "target" else ""
+    phase = key[1] if key[1] not in (None, "decode", "prefill") else None
+    base = "_".join(x for x in (gname, phase, "capture") if x)
+    if k == "graph_begin":
+        gr = Graph(graph=key[0], phase=key[1], begin=r, end=None, begin_pos=pos, end_pos=None,
+                   sizes=f.get("bs") or f.get("num_tokens"))
+        graphs.append(gr)
+        open_graphs[key] = gr
+        return base + "_begin"
+    gr = open_graphs.pop(key, None)
+    if gr is None:
+        gr = Graph(graph=key[0], phase=key[1], begin=None, end=r, begin_pos=pos, end_pos=pos)
+        graphs.append(gr)
+    gr.end, gr.end_pos = r, pos
+    return base + "_end"
+
+
+def _fill_graph_sizes(graphs: list[Graph], sizes: list[tuple[int, Record]]) -> None:
+    """A capture whose begin line gave no batch sizes takes them from the first whole sizes line of its graph
+    logged inside it."""
     for gr in graphs:
         if gr.sizes is None:
-            near = [r for pos, r in notes["sizes"] if r.fields.get("graph") == gr.graph and pos > gr.begin_pos
+            near = [r for pos, r in sizes if r.fields.get("graph") == gr.graph and pos > gr.begin_pos
                     and (gr.end_pos is None or pos < gr.end_pos) and "truncated" not in r.fields]
             if near:
                 gr.sizes = near[0].fields.get("bs") or near[0].fields.get("num_tokens")
-    return points, allocs, graphs, notes
 
 
 def _measured(a: Point, b: Point, g: Grammar) -> tuple[str, float | None, str] | None:
