@@ -19,7 +19,9 @@ import pytest
 
 import tracekit
 from tracekit.errors import InputError, ResourceLimitError, UsageError
-from tracekit.ingest import kineto, reader
+from tracekit.ingest import reader
+from tracekit.ingest.kineto.pieces import NotStreamable
+from tracekit.ingest.kineto.stream import decode_stream
 from tracekit.regexes import bounded
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,8 +126,8 @@ def test_the_streaming_reader_scans_whitespace_once(where):
     blocks = itertools.chain((head,), itertools.repeat(spaces, n), (tail,))
     t0 = time.perf_counter()
     try:
-        cols = kineto.decode_stream(blocks, workers=1)
-    except kineto.NotStreamable:
+        cols = decode_stream(blocks, workers=1)
+    except NotStreamable:
         cols = None  # a separator indented by 160 MiB is not one: the whole-document reader takes such a file
     took = time.perf_counter() - t0
     assert took < 20, took

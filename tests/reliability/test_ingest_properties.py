@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 import tracekit
 from tracekit.data import load_classes
 from tracekit.errors import TracekitError
-from tracekit.ingest.kineto import decode_slices, decode_stream, split_document
+from tracekit.ingest.kineto.document import decode_slices, split_document
+from tracekit.ingest.kineto.stream import decode_stream
 from tracekit.ingest.normalize import build_events
 
 ROUNDTRIP_EXAMPLES = 200

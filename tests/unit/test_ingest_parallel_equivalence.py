@@ -19,7 +19,8 @@ import pytest
 import zstandard
 
 import tracekit
-from tracekit.ingest import kineto, reader
+from tracekit.ingest import reader
+from tracekit.ingest.kineto import helper, pieces
 
 BLOCK = 64 << 10  # the reader's text block for these tests: a ~1.5 MB trace becomes ~25 pieces
 
@@ -107,14 +108,14 @@ _SAME_REPORT = ("reader", "text_bytes", "records_read", "events_kept", "not_even
 def helper_use(monkeypatch):
     """Records, per load, how many pieces the helper process decoded (0 when it was not started)."""
     seen: list[int] = []
-    results = kineto._Helper.results
+    results = helper.Helper.results
 
     def spy(self):
         out = results(self)
         seen.append(self.helper_pieces)
         return out
 
-    monkeypatch.setattr(kineto._Helper, "results", spy)
+    monkeypatch.setattr(helper.Helper, "results", spy)
     monkeypatch.setattr(reader, "READ_BLOCK", BLOCK)
     return seen
 
@@ -190,16 +191,16 @@ def test_pieces_decoded_a_sub_chunk_at_a_time_give_the_same_table(layout, tmp_pa
     monkeypatch.setenv("TRACEKIT_WORKERS", "1")
     ref = tracekit.load(paths["json"], cache=False)  # 64 KiB pieces: below SUB_CHUNK, decoded whole
     ref_report = {k: v for k, v in ref.report.to_dict().items() if k in _SAME_REPORT}
-    monkeypatch.setattr(kineto, "SUB_CHUNK", 2048)
+    monkeypatch.setattr(pieces, "SUB_CHUNK", 2048)
     cuts: list[int] = []
-    sub_chunks = kineto._sub_chunks
+    sub_chunks = pieces.sub_chunks
 
     def count(text):
         chunks = list(sub_chunks(text))
         cuts.append(len(chunks))
         return iter(chunks)
 
-    monkeypatch.setattr(kineto, "_sub_chunks", count)
+    monkeypatch.setattr(pieces, "sub_chunks", count)
     for workers in ("1", "2"):
         monkeypatch.setenv("TRACEKIT_WORKERS", workers)
         for key, path in paths.items():
@@ -212,10 +213,10 @@ def test_pieces_decoded_a_sub_chunk_at_a_time_give_the_same_table(layout, tmp_pa
 @pytest.mark.parametrize("sep", [b",\n  ", b",\n", b",\r\n\t"])
 @pytest.mark.parametrize("readonly", [True, False])
 def test_sub_chunks_cut_between_events_only(sep, readonly, monkeypatch):
-    monkeypatch.setattr(kineto, "SUB_CHUNK", 64)
+    monkeypatch.setattr(pieces, "SUB_CHUNK", 64)
     events = [b'{"ph": "X", "name": "k%d, },\\n {", "ts": %d}' % (i, i) for i in range(200)]
     text = b"[" + sep.join(events) + b"]"
-    chunks = [bytes(c) for c in kineto._sub_chunks(text if readonly else bytearray(text))]
+    chunks = [bytes(c) for c in pieces.sub_chunks(text if readonly else bytearray(text))]
     assert len(chunks) > 10
     decoded = [e for c in chunks for e in json.loads(c)]
     assert decoded == [json.loads(e) for e in events]

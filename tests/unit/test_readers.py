@@ -8,7 +8,9 @@ import re
 import pytest
 
 import tracekit
-from tracekit.ingest.kineto import NotStreamable, decode_slices, decode_stream, split_document
+from tracekit.ingest.kineto.document import decode_slices, split_document
+from tracekit.ingest.kineto.pieces import NotStreamable
+from tracekit.ingest.kineto.stream import decode_stream
 from tracekit.ingest.normalize import build_events
 from tests.conftest import kernel, memcpy
 
@@ -71,7 +73,7 @@ def test_stream_equals_whole_document(layout, wrap, tmp_path, monkeypatch):
 def test_minified_layout_is_not_streamable_when_large_but_loads():
     text = _text(_events(), "minified")
     with pytest.raises(NotStreamable):
-        import tracekit.ingest.kineto as k
+        import tracekit.ingest.kineto.stream as k
 
         old = k._MAX_HEAD
         k._MAX_HEAD = 1000

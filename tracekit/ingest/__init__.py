@@ -14,7 +14,10 @@ from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
 from .compression import HEAD_BYTES, compression_of, without_bom
-from .kineto import NOT_EVENT_REASONS, NotStreamable, decode_slices, decode_stream, split_document
+from .kineto.columns import NOT_EVENT_REASONS
+from .kineto.document import decode_slices, split_document
+from .kineto.pieces import NotStreamable
+from .kineto.stream import decode_stream
 from .normalize import build_events
 from .reader import (StreamDamaged, read_ahead, read_text, replace_lone_surrogates, replace_nonfinite,
                      salvage_json)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import schema
 from ..data import load_classes
-from .kineto import RawColumns, whole
+from .kineto.columns import RawColumns, whole
 
 GPU_KINDS = ("kernel", "memcpy", "memset", "sync", "gpu_annotation")
 
