@@ -14,7 +14,7 @@ from tracekit.sweeps import load_side
 from tracekit.analyses.fleet.ranks import rank_map
 from tracekit.errors import UsageError
 from tracekit.sweeps import analyze
-from tracekit.render.files import write_outputs
+from tracekit.render.outdir import write_outputs
 from tracekit.ingest.bench import read_bench
 from tracekit.ingest.discover import discover, parse_context, rank_tags
 

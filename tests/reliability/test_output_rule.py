@@ -389,8 +389,9 @@ def test_numbers_too_large_are_usage_errors(cli):
 
 def test_the_rule_is_one_function():
     """Every writer in tracekit goes through render.files.output_target (write_file, write_files, OutputDir)."""
-    files = (ROOT / "tracekit" / "render" / "files.py").read_text()
-    for fn in ("def write_files", "def stage"):
+    render = ROOT / "tracekit" / "render"
+    for fn, module in (("def write_files", "files.py"), ("def stage", "outdir.py")):
+        files = (render / module).read_text()
         body = files[files.index(fn):]
         body = body[:body.index("\n    def ", 10) if fn == "def stage" else body.index("\ndef ", 5)]
         assert "output_target(" in body, fn

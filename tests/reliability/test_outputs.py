@@ -22,7 +22,8 @@ import pytest
 
 import tracekit
 from tracekit.cli.common import bundled_sample
-from tracekit.render.files import LOCK_NAME, OutputError
+from tracekit.render.files import OutputError
+from tracekit.render.outdir import LOCK_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "fixtures" / "synthetic" / "dp16.launch.log"
@@ -317,7 +318,7 @@ def test_a_second_writer_is_refused_in_one_sentence(cli, tmp_path):
         fcntl.flock(fh, fcntl.LOCK_EX)
         _one_sentence(*cli("export", "-o", d, "--ag", "ptop+local"), f"another tracekit is writing into {d} right now")
         with pytest.raises(OutputError, match="another tracekit"):
-            tracekit.render.files.write_outputs(tracekit.trace_info(tracekit.load(bundled_sample(), cache=False)), d)
+            tracekit.render.outdir.write_outputs(tracekit.trace_info(tracekit.load(bundled_sample(), cache=False)), d)
     assert export_state(d) == "complete:ptop"
 
 

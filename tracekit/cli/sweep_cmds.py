@@ -45,7 +45,8 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
     Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
     bytes."""
     from ..ingest.discover import discover
-    from ..render.files import check_dir_target, write_outputs
+    from ..render.files import check_dir_target
+    from ..render.outdir import write_outputs
     from ..sweeps import analyze, default_jobs
 
     if out is not None:

@@ -273,7 +273,7 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
     Returns a Result whose ``files`` table lists each file, its rows, columns and size."""
     import pyarrow.parquet as pq
 
-    from ..render.files import OutputDir
+    from ..render.outdir import OutputDir
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

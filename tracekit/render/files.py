@@ -1,7 +1,8 @@
-"""Writing outputs whole or not at all: single files, directories of files (exports), and their errors.
+"""Writing output files whole or not at all, and the one rule of where an output may go.
 
 Every file tracekit writes (``-o`` json/csv/md/table files, csv folders, parquet exports, ``analyze -o``, annotated
-traces, plots) goes through here:
+traces, plots) goes through here (a directory of files through :class:`tracekit.render.outdir.OutputDir`, which
+uses the same rule and the same temporary names):
 
 * it is written to a hidden temporary name beside its target (``.NAME.tmp-PID-XXXXXX``, a name no trace search
   matches), flushed to disk, and renamed into place — a reader sees the old file or the new one, never a part;
@@ -10,11 +11,8 @@ traces, plots) goes through here:
 * an output **file** needs an existing folder: tracekit creates no folder for it (a typo in ``-o`` is an error, not
   a new folder); an output **directory** (``export -o``, ``analyze -o``, ``-f csv -o NAME`` without a suffix) is
   created with its parents when missing — the commands' help says so;
-* a directory of files (:class:`OutputDir`) is locked while it is written (``.tracekit.lock``, an advisory
-  ``flock``; a second writer is refused in one sentence), every file is staged under a temporary name first, and
-  the renames into place — the manifest last — run with SIGINT/SIGTERM/SIGHUP held back, so an interrupt leaves
-  the previous complete set or the new complete one. Files of the previous set that the new one lacks are removed
-  after the new manifest is in place;
+* several files that belong together (a page and its JSON sidecar) are renamed into place together, with
+  SIGINT/SIGTERM/SIGHUP held back (:func:`held_signals`), so an interrupt leaves all of them or none;
 * one function decides where an output goes (:func:`output_target`), for every writer: an output that is one of
   the run's inputs (every file a command reads: trace, annotation, hardware file, categories, steps file, log, bench
   file; symlinks followed) is refused before anything is written; a symbolic link is written through (its target
@@ -25,7 +23,6 @@ traces, plots) goes through here:
 from __future__ import annotations
 
 import errno
-import json
 import os
 import re
 import secrets
@@ -35,18 +32,14 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Union
+from typing import BinaryIO, Callable, Iterable, Iterator, Union
 
 from ..errors import OutputError, TracekitError  # noqa: F401 - OutputError is re-exported here
-from ..result import Result, to_json_obj
+from ..result import Result
 
-LOCK_NAME = ".tracekit.lock"
-_TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{6}$")
 _HELD = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
 Data = Union[bytes, str, Callable[[BinaryIO], None]]
-
-
 
 
 # --------------------------------------------------------------------------- sentences
@@ -59,7 +52,7 @@ def _errno(exc: OSError) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _sentence(exc: OSError, path: Path, what: str) -> str:
+def os_error_sentence(exc: OSError, path: Path, what: str) -> str:
     e = _errno(exc)
     if e in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
         return (f"no space left on the device for {path}: no {what} was written, and whatever was there before is"
@@ -79,7 +72,8 @@ def _sentence(exc: OSError, path: Path, what: str) -> str:
     return f"{path} cannot be written ({exc.strerror or exc}); choose another --out"
 
 
-def _temp(path: Path) -> Path:
+def temp_path(path: Path) -> Path:
+    """A hidden temporary name beside ``path`` (``.NAME.tmp-PID-XXXXXX``), for a file to be renamed into place."""
     return path.with_name(f".{path.name[:180]}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
 
 
@@ -116,7 +110,7 @@ def held_signals() -> Iterator[None]:
             signal.raise_signal(s)
 
 
-def _unlink(p: Path) -> None:
+def remove_quietly(p: Path) -> None:
     try:
         p.unlink()
     except OSError:
@@ -232,7 +226,7 @@ def output_target(path: str | Path, what: str = "output", *, inputs: Iterable[st
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise OutputError(_sentence(exc, path, what)) from None
+        raise OutputError(os_error_sentence(exc, path, what)) from None
     if early:
         if st is not None and stat.S_ISREG(st.st_mode):
             _refuse_input(path, via, st, inputs, what)
@@ -306,7 +300,7 @@ def _write_to(fh: BinaryIO, data: Data) -> None:
         fh.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def _write_stream(t: Target, data: Data, what: str) -> None:
+def write_stream(t: Target, data: Data, what: str) -> None:
     """A device, FIFO or descriptor: written to directly (nothing to rename; a partial write cannot be taken back)."""
     try:
         if t.fd is not None:
@@ -319,7 +313,7 @@ def _write_stream(t: Target, data: Data, what: str) -> None:
             _write_to(fh, data)
             fh.flush()
     except OSError as exc:
-        raise OutputError(_sentence(exc, t.path, what)) from None
+        raise OutputError(os_error_sentence(exc, t.path, what)) from None
 
 
 def write_file(path: str | Path, data: Data, *, what: str = "output", inputs: Result | None = None) -> Path:
@@ -348,7 +342,7 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
             if t.stream:
                 temps.append(None)
                 continue
-            tmp = _temp(t.dest)
+            tmp = temp_path(t.dest)
             temps.append(tmp)
             try:
                 with open(tmp, "xb") as fh:
@@ -356,20 +350,20 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
                     fh.flush()
                     os.fsync(fh.fileno())
             except OSError as exc:
-                raise OutputError(_sentence(exc, t.path, what)) from None
+                raise OutputError(os_error_sentence(exc, t.path, what)) from None
         with held_signals():
             for t, tmp, (_, data, what) in zip(targets, temps, items):
                 if tmp is None:
-                    _write_stream(t, data, what)
+                    write_stream(t, data, what)
                     continue
                 try:
                     os.replace(tmp, t.dest)
                 except OSError as exc:
-                    raise OutputError(_sentence(exc, t.path, what)) from None
+                    raise OutputError(os_error_sentence(exc, t.path, what)) from None
     finally:
         for tmp in temps:
             if tmp is not None:
-                _unlink(tmp)
+                remove_quietly(tmp)
     return [t.path for t in targets]
 
 
@@ -394,216 +388,3 @@ def protect_result_inputs(result: Result) -> None:
     """Every file a result names as its input joins the guarded inputs of the running command."""
     for p in _input_paths(result):
         protect(p, "an input")
-
-
-# --------------------------------------------------------------------------- a directory of files
-
-
-class OutputDir:
-    """A set of files written into one directory as a whole (see the module's docstring)::
-
-        with OutputDir(out) as d:
-            pq.write_table(t, d.stage("events.parquet"))
-            d.stage_bytes("manifest.json", text)       # staged last, renamed last
-            d.commit(remove=d.previous_files())
-    """
-
-    def __init__(self, path: str | Path, *, what: str = "export", manifest: str | None = "manifest.json") -> None:
-        self.path = Path(path)
-        self.what = what
-        self.manifest = manifest
-        self.created = False
-        self._staged: list[tuple[str, Path]] = []
-        self._targets: dict[str, Target] = {}
-        self._lock_fd: int | None = None
-        self._lock_created = False
-        self._committed = False
-
-    # -- entering: the directory exists and is ours
-
-    def __enter__(self) -> OutputDir:
-        p = check_dir_target(self.path, self.what)
-        try:
-            if not p.exists():
-                p.mkdir(parents=True, exist_ok=True)
-                self.created = True
-            self._lock()
-        except OSError as exc:
-            self._discard()
-            raise OutputError(_sentence(exc, p, self.what)) from None
-        return self
-
-    def _lock(self) -> None:
-        self._lock_created = not os.path.lexists(self.path / LOCK_NAME)
-        fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: no lock, the temporary names still keep files whole
-            self._lock_fd = fd
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise OutputError(f"another tracekit is writing into {self.path} right now (it holds"
-                              f" {self.path / LOCK_NAME}); wait until it has finished or choose another --out") from None
-        self._lock_fd = fd
-
-    def __exit__(self, typ, exc, tb) -> None:
-        if not self._committed:
-            for _, tmp in self._staged:
-                _unlink(tmp)
-            if self._lock_created and self._lock_fd is not None:  # refused or failed: leave nothing of ours behind
-                _unlink(self.path / LOCK_NAME)  # while the lock is held, so no other writer holds this file
-        self._discard()
-        if isinstance(exc, OSError):
-            raise OutputError(_sentence(exc, self.path, self.what)) from None
-
-    def _discard(self) -> None:
-        """Release the lock (the empty lock file stays); a directory this writer created and never filled goes."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock
-            self._lock_fd = None
-        if self.created and not self._committed:
-            _unlink(self.path / LOCK_NAME)
-            try:
-                self.path.rmdir()
-            except OSError:
-                pass
-
-    # -- staging
-
-    def stage(self, name: str) -> Path:
-        """A temporary path for the file ``name``, to be renamed to ``DIR/name`` by :meth:`commit`."""
-        if "/" in name or name in ("", ".", "..") or name == LOCK_NAME:
-            raise ValueError(f"not a file name: {name!r}")
-        target = output_target(self.path / name, self.what)  # an input, a directory, a link written through
-        self._clear_dead_temps(name)
-        tmp = _temp(self.path / name if target.stream else target.dest)
-        self._staged.append((name, tmp))
-        self._targets[name] = target
-        return tmp
-
-    def stage_bytes(self, name: str, data: bytes | str) -> Path:
-        tmp = self.stage(name)
-        try:
-            with open(tmp, "xb") as fh:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError as exc:
-            raise OutputError(_sentence(exc, self.path, self.what)) from None
-        return tmp
-
-    def _clear_dead_temps(self, name: str) -> None:
-        """Temporary files of ``name`` left by a writer that was killed (its process is gone)."""
-        try:
-            entries = list(os.scandir(self.path))
-        except OSError:
-            return
-        for e in entries:
-            m = _TMP.match(e.name)
-            if m and m["name"] == name[:180] and not _alive(int(m["pid"])):
-                _unlink(Path(e.path))
-
-    def previous_files(self) -> list[str]:
-        """The files the manifest already in the directory lists (the previous export's), if any."""
-        if self.manifest is None:
-            return []
-        try:
-            doc = json.loads((self.path / self.manifest).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return []
-        return [n for n in _manifest_files(doc) if "/" not in n and n not in ("", ".", "..", LOCK_NAME)]
-
-    # -- committing
-
-    def commit(self, *, remove: list[str] = ()) -> list[Path]:
-        """Rename every staged file into place in the order staged (stage the manifest last), then remove the
-        ``remove`` files the new set does not have. Interrupts wait until it is done."""
-        for _, tmp in self._staged:
-            if not tmp.exists():
-                raise OutputError(f"{tmp} disappeared before it was renamed into {self.path}; run the command again")
-        done = []
-        new = {n for n, _ in self._staged}
-        with held_signals():
-            try:
-                for name, tmp in self._staged:
-                    t = self._targets[name]
-                    if t.stream:  # a device or FIFO in the folder: its bytes are written to it, nothing renamed
-                        _write_stream(t, tmp.read_bytes(), self.what)
-                        _unlink(tmp)
-                    else:
-                        os.replace(tmp, t.dest)
-                    done.append(self.path / name)
-                for name in remove:
-                    if name not in new and not (self.path / name).is_symlink():  # a link is the user's: left alone
-                        _unlink(self.path / name)
-            except OSError as exc:
-                raise OutputError(_sentence(exc, self.path, self.what)) from None
-            self._committed = True
-        _fsync_dir(self.path)
-        return done
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def _manifest_files(doc: Any) -> list[str]:
-    """File names a tracekit manifest lists: an export's (``tables: [{file}]``) or an analyze output's
-    (``tables: {name: {parquet}}``, ``json``)."""
-    out: list[str] = []
-    if not isinstance(doc, dict):
-        return out
-    tables = doc.get("tables")
-    if isinstance(tables, list):
-        out += [t["file"] for t in tables if isinstance(t, dict) and isinstance(t.get("file"), str)]
-    elif isinstance(tables, dict):
-        out += [t["parquet"] for t in tables.values() if isinstance(t, dict) and isinstance(t.get("parquet"), str)]
-    if isinstance(doc.get("json"), str):
-        out.append(doc["json"])
-    return out
-
-
-# --------------------------------------------------------------------------- analyze -o
-
-
-def write_outputs(result: Result, out: Path) -> Path:
-    """Every table as parquet and JSON, plus a manifest (written last); returns the manifest's path.
-
-    The directory is created when missing. It may lie inside the trace directory the run read: the next sweep
-    skips ``analyze.json`` as a tracekit output (``tracekit.ingest.discover``) and says so."""
-    out = Path(out)
-    manifest: dict[str, Any] = {"command": result.command, "schema": result.schema, "tables": {}}
-    with OutputDir(out, what=f"{result.command} output") as d:
-        for name, df in result.tables.items():
-            df.to_parquet(d.stage(f"{name}.parquet"), index=False)
-            manifest["tables"][name] = {"parquet": f"{name}.parquet", "rows": int(len(df)),
-                                        "columns": list(df.columns)}
-        d.stage_bytes(f"{result.command}.json", json.dumps(to_json_obj(result), indent=1) + "\n")
-        manifest["json"] = f"{result.command}.json"
-        d.stage_bytes("manifest.json", json.dumps(manifest, indent=1) + "\n")
-        d.commit(remove=d.previous_files())
-    return out / "manifest.json"

@@ -161,7 +161,7 @@ def _table_or_error(result: Result, name: str) -> pd.DataFrame:
 def write_csv_dir(result: Result, out: Path, *, only: str | None = None, raw: bool | None = None) -> list[Path]:
     """One csv file per table (``COMMAND.TABLE.csv``, the summary too) in the directory ``out``, created when
     missing; the set is written whole or not at all (``files.OutputDir``)."""
-    from .files import OutputDir
+    from .outdir import OutputDir
 
     names = [only] if only else ["summary", *result.tables]
     frames = {n: _table_or_error(result, n) for n in names}  # a bad --table is a usage error before any writing
