@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from tracekit.analyses.structure import layers as L
+from tracekit.analyses.structure import layer_align as L
 
 
 def _edit_loops(a, b, cat):

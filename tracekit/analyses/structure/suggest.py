@@ -38,7 +38,8 @@ from ...errors import DataFileError, MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
-from .layers import BETWEEN, HEAD, TAIL, LayerFinding, find_layers
+from .layer_windows import BETWEEN, HEAD, TAIL
+from .layers import LayerFinding, find_layers
 from ..steps.resolve import merge_warnings, step_params
 
 MAX_ROUNDS = 3

@@ -1,0 +1,146 @@
+"""Automatic layers: choose the boundary kernel (step 4 of docs/layers.md) and check the layers against the structure.
+
+Every candidate's assembly is measured (``_measure``: layers holding one mixer -> FFN transition, a decoder stack or
+not); ``_choose`` keeps the decoder stacks that agree best with the structure and breaks ties by norm kernels,
+coverage, fewer types, the distance after the last GEMM, rarity. ``_structure_check`` is the ``check`` of the
+result."""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+
+from ..steps.resolve import median_ns
+from .layer_assembly import _assemble, _Assembly
+from .layer_context import _Ctx
+
+MIN_COUNT = 3  # a boundary candidate occurs at least this often in some step
+MIN_LAYER_KERNELS = 3  # a layer has at least this many main-stream kernels on average
+NORM_PREFERENCE = 0.9  # a norm boundary wins when it covers at least this share of the best coverage
+MAX_TYPES_FLOOR, MAX_TYPES_SHARE = 3, 0.25  # a stack of layers: at most this many distinct types (_stack_like)
+NORM_FAMILY = "norm"
+GEMM_FAMILY = "gemm"
+STRUCTURE_SLACK = 0.05  # a boundary whose layers agree with the structure this much less than the best is out
+
+
+def _stack_like(asm: _Assembly) -> bool:
+    """A stack of decoder layers repeats a few layer types many times: at most max(3, a quarter of the layers per
+    step) distinct types (a CNN's training step repeats, but with a new shape at every stage), of at least
+    MIN_LAYER_KERNELS main-stream kernels each on average."""
+    n_steps = max(len(asm.layers), 1)
+    n_layers = sum(len(v) for v in asm.layers.values()) / n_steps
+    n_types = len({l.sig for v in asm.layers.values() for l in v})
+    kernels = [l.hi - l.lo for v in asm.layers.values() for l in v]
+    if not kernels or float(np.mean(kernels)) < MIN_LAYER_KERNELS:
+        return False  # one GEMM three times in a row is no stack of layers
+    return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
+
+
+def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
+    """The structure of an assembly's layers: how many hold exactly one mixer -> FFN transition, and whether they
+    form a decoder stack (some layer holds an attention / linear-attention / state-space kernel, and every layer
+    type holds a mixer or an FFN kernel: a cut inside a layer leaves types with neither)."""
+    seq_of = {s.step: s for s in ctx.seqs}
+    has_mixer, has_part = {}, {}
+    n = agree = 0
+    for step, lays in asm.layers.items():
+        seq = seq_of[step]
+        lo = np.fromiter((l.lo for l in lays), dtype=np.int64, count=len(lays))
+        hi = np.fromiter((l.hi for l in lays), dtype=np.int64, count=len(lays))
+        inside = np.searchsorted(seq.trans_ffn, hi, side="left") - np.searchsorted(seq.trans_mixer, lo, side="left")
+        n += len(lays)
+        agree += int((inside == 1).sum())
+        for l in lays:
+            if l.sig not in has_mixer:
+                cats = ctx.cat_of_code[seq.codes[l.lo:l.hi]]
+                has_mixer[l.sig] = bool(ctx.mixer_cat[cats].any())
+                has_part[l.sig] = has_mixer[l.sig] or bool(ctx.ffn_cat[cats].any())
+    asm.layers_n, asm.agree, asm.n_types = n, agree, len(has_mixer)
+    asm.decoder = bool(has_mixer) and any(has_mixer.values()) and all(has_part.values())
+    return asm
+
+
+def _share(asm: _Assembly) -> float:
+    return asm.agree / asm.layers_n if asm.layers_n else 0.0
+
+
+def _choose(ctx: _Ctx) -> _Assembly | None:
+    """The boundary kernel whose layers are a decoder stack that agrees best with the structure (one mixer -> FFN
+    transition per layer, counted without any boundary kernel), then (within STRUCTURE_SLACK of that agreement) a
+    norm kernel covering NORM_PREFERENCE of the best coverage, then the most main-stream kernels covered, the fewest
+    layer types, the kernel closest after the last GEMM before it (a decomposed norm's first kernel, not one inside
+    it), the rarest kernel. A kernel that repeats inside a layer (an elementwise kernel three times per
+    layer) cuts layers without an attention or an FFN part, or with no transition in most of them: it loses."""
+    counts: Counter = Counter()
+    for seq in ctx.seqs:
+        c = Counter(seq.codes.tolist())
+        for code, v in c.items():
+            if v >= MIN_COUNT:
+                counts[code] = max(counts[code], v)
+    if not counts or not any(ctx.mixer_cat[ctx.cat_of_code[s.codes]].any() for s in ctx.seqs if s.codes.size):
+        return None  # no attention, linear-attention or state-space kernel: no decoder stack
+    is_norm = {tok: ctx.family_of_cat[ctx.cat_of_code[tok]] == NORM_FAMILY for tok in counts}
+    total = sum(seq.codes.size for seq in ctx.seqs)
+
+    def build(tokens) -> list[_Assembly]:
+        out = []
+        for tok in tokens:
+            a = _assemble(ctx, tok)
+            if a.covered and _stack_like(a) and _measure(ctx, a).decoder:
+                out.append(a)
+        return out
+
+    results = build(tok for tok in sorted(counts) if is_norm[tok])
+    # a norm boundary covering 90 % of all main-stream kernels, every layer holding one transition, wins whatever
+    # the others cover: skip them
+    if not any(a.covered >= NORM_PREFERENCE * total and _share(a) >= 1.0 - STRUCTURE_SLACK for a in results):
+        results += build(tok for tok in sorted(counts) if not is_norm[tok])
+    if not results:
+        return None
+    top = max(_share(a) for a in results)
+    results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
+
+    gemm_cat = np.array([f == GEMM_FAMILY for f in ctx.family_of_cat], dtype=bool)
+    gemm_pos = {s.step: np.flatnonzero(gemm_cat[ctx.cat_of_code[s.codes]]) if gemm_cat.size else
+                np.zeros(0, np.int64) for s in ctx.seqs}
+
+    def after_gemm(a: _Assembly) -> float:
+        """Median main-stream kernels between a layer's first kernel and the last GEMM before it: a layer starts
+        right after the previous layer's last GEMM (and its residual add), not inside its own input norm."""
+        d = []
+        for step, lays in a.layers.items():
+            g = gemm_pos[step]
+            lo = np.array([l.lo for l in lays], dtype=np.int64)
+            k = np.searchsorted(g, lo) - 1
+            d.extend((lo - g[np.clip(k, 0, None)])[k >= 0].tolist() if g.size else [])
+        return float(np.median(d)) if d else math.inf
+
+    def key(a: _Assembly):
+        return (a.covered, -a.n_types, -after_gemm(a), -counts[a.token], -a.token)
+
+    best = max(results, key=key)
+    norms = [a for a in results if is_norm[a.token] and a.covered >= NORM_PREFERENCE * best.covered]
+    if norms:
+        best = max(norms, key=key)
+    return best
+
+
+CHECK_COMPARED = "layers vs attention -> MLP/MoE transitions per step, one in every layer"
+
+
+def _structure_check(ctx: _Ctx, asm: _Assembly | None) -> dict:
+    """The layers against the structure counted without them: per step the mixer -> FFN transitions on the main
+    stream (one per decoder layer) and the layers found; ``agrees`` when every step has as many layers as
+    transitions and every layer holds exactly one."""
+    trans = np.array([s.trans_mixer.size for s in ctx.seqs], dtype=np.int64)
+    found = np.array([len(asm.layers.get(s.step, [])) if asm is not None else 0 for s in ctx.seqs], dtype=np.int64)
+    one = asm.agree if asm is not None else 0
+    total = int(found.sum())
+    agrees = bool(total > 0 and np.array_equal(trans, found) and one == total)
+    return {"compared": CHECK_COMPARED,
+            "layers_per_step": median_ns(found) if found.size else 0,
+            "transitions_per_step": median_ns(trans) if trans.size else 0,
+            "layers_with_one_transition": one, "layers": total,
+            "steps_disagreeing": int((trans != found).sum()),
+            "agrees": agrees}

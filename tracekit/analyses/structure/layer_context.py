@@ -1,0 +1,96 @@
+"""Automatic layers: the per-step kernel sequences of the main stream, read once per trace (``_context``).
+
+Each step's main-stream kernels in start order (positions, name codes, starts, durations), the name -> category
+tables the other steps of the finder look up, and the structure counted without any boundary kernel: every mixer ->
+FFN transition of the step (the last attention-like kernel before an MLP/MoE kernel)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...trace import Trace
+from ..categories import resolve_categories, trace_categories
+from ..steps.resolve import Steps
+
+COMM_FAMILY = "comm"
+
+
+@dataclass
+class _Seq:
+    step: int
+    start_ns: int
+    end_ns: int
+    rows: np.ndarray  # positions (in the events) of the step's main-stream kernels, in start order
+    codes: np.ndarray  # their name codes
+    starts: np.ndarray
+    durs: np.ndarray
+    # the structure, counted independently of any boundary kernel: every mixer -> FFN transition of the step (the
+    # last mixer kernel before an FFN kernel, and that FFN kernel; kernels of no layer role in between are skipped)
+    trans_mixer: np.ndarray = None
+    trans_ffn: np.ndarray = None
+    mixer_cumsum: list = None  # running sum of the mixer kernels' durations (0 first), made on first use
+
+
+@dataclass
+class _Ctx:
+    seqs: list[_Seq]
+    names: list[str]  # name code -> name
+    cat_of_code: np.ndarray  # name code -> category index (of the main-stream kernels)
+    cat_names: list[str]
+    mixer_cat: np.ndarray  # category index -> is a mixer
+    family_of_cat: list[str]
+    ffn_cat: np.ndarray = None  # category index -> is an FFN part
+    comm_code: np.ndarray = None  # name code -> is a communication kernel (family comm)
+
+
+def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
+    ev = trace.events
+    is_kernel = (ev["kind"] == "kernel").to_numpy()  # on the categorical's codes: no string column
+    dev, stream = ev["device"].to_numpy(), ev["stream"].to_numpy()
+    sel = np.flatnonzero(is_kernel & (dev == main[0]) & (stream == main[1]))
+    starts = ev["start_ns"].to_numpy(np.int64)[sel]
+    step = st.step_of(starts)
+    codes_all = ev["name"].cat.codes.to_numpy().astype(np.int64)
+    names = [str(n) for n in ev["name"].cat.categories]
+    cr = resolve_categories(rules)
+    cats = trace_categories(trace, cr)[sel]
+    cat_names = list(cats.categories)
+    cat_of_code = np.zeros(len(names) + 1, dtype=np.int64)
+    cat_of_code[codes_all[sel]] = np.asarray(cats.codes, dtype=np.int64)
+    mixer = np.array([cr.info(c).layer_role == "mixer" for c in cat_names], dtype=bool)
+    ffn = np.array([cr.info(c).layer_role == "ffn" for c in cat_names], dtype=bool)
+    fam = [cr.family(c) for c in cat_names]
+    comm_cat = np.array([f == COMM_FAMILY for f in fam], dtype=bool)
+    seqs = []
+    dur = ev["dur_ns"].to_numpy(np.int64)[sel]
+    codes_sel = codes_all[sel]
+    # each step's kernels as one slice of the kernels sorted by step (stable: start order within a step), not a mask
+    # over every kernel per step (O(steps x kernels))
+    order = np.argsort(step, kind="stable")
+    by_step = step[order]
+    sid = st.table["step"].to_numpy()
+    lo_all = np.searchsorted(by_step, sid, side="left")
+    hi_all = np.searchsorted(by_step, sid, side="right")
+    # the mixer -> FFN transitions of every step at once (the last mixer kernel before an FFN kernel, kernels of
+    # neither role skipped, over the kernels sorted by step, a pair counted only within one step), then each step's
+    # share as positions in its own sequence
+    cats_sorted = cat_of_code[codes_sel[order]]
+    role = np.where(mixer[cats_sorted], 1, np.where(ffn[cats_sorted], 2, 0)).astype(np.int8) if order.size else \
+        np.zeros(0, np.int8)
+    pos = np.flatnonzero(role)
+    r, ps = role[pos], by_step[pos]
+    hit = np.flatnonzero((r[1:] == 2) & (r[:-1] == 1) & (ps[1:] == ps[:-1]))
+    t_mix, t_ffn = pos[hit].astype(np.int64), pos[hit + 1].astype(np.int64)
+    t_lo = np.searchsorted(t_ffn, lo_all, side="left")
+    t_hi = np.searchsorted(t_ffn, hi_all, side="left")
+    table = st.table
+    for step_id, s0, s1, lo, hi, a, b in zip(table["step"].tolist(), table["start_ns"].tolist(),
+                                             table["end_ns"].tolist(), lo_all.tolist(), hi_all.tolist(),
+                                             t_lo.tolist(), t_hi.tolist()):
+        m = order[lo:hi]
+        seq = _Seq(int(step_id), int(s0), int(s1), sel[m], codes_sel[m], starts[m], dur[m])
+        seq.trans_mixer, seq.trans_ffn = t_mix[a:b] - lo, t_ffn[a:b] - lo
+        seqs.append(seq)
+    comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
+    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code)

@@ -1,0 +1,232 @@
+"""Automatic layers: name the layer types (step 5 of docs/layers.md).
+
+A type is its main-stream kernel names without communication kernels (``_type_key``); its name comes from the
+categories' mixer and FFN labels, ``draft:`` for a draft model's types (``_draft_types``), the most expensive
+distinctive kernel where two types would share a name, and ``/fast`` / ``/slow`` where one mixer kernel's durations
+form two clear clusters (``_duration_split``). ``_type_table`` lists the types."""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+import pandas as pd
+
+from .layer_assembly import _Assembly, _Layer
+from .layer_context import _Ctx, _Seq
+
+SPLIT_MIN_RATIO = 1.3  # duration clusters: the slow one at least this much slower ...
+SPLIT_SEPARATION = 3.0  # ... with a gap this many times the larger cluster's spread (in log time)
+SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's layers (and 2)
+
+
+def _type_key(ctx: _Ctx, asm: _Assembly, sig: tuple) -> tuple:
+    """What makes a layer type: the layer's main-stream kernel names (its segment labels in order), communication
+    kernels left out — a layer that ends with a collective (the last layer before the logits AllGather, a TP
+    all-reduce one layer has and another not) keeps the type of the layers it otherwise equals."""
+    return tuple(c for lid in sig for c in asm.label_seq[lid] if not ctx.comm_code[c])
+
+
+def _identifier(name: str) -> str:
+    """The function's last identifier in a kernel name (demangled when it is an Itanium-mangled name), without
+    template arguments or parameters."""
+    s = name.strip()
+    if s.startswith("_Z"):
+        parts, i = [], 3 if s.startswith("_ZN") else 2
+        while i < len(s) and s[i].isdigit():
+            j = i
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            n = int(s[i:j])
+            parts.append(s[j:j + n])
+            i = j + n
+        if parts and parts[-1]:
+            return parts[-1]
+    s = re.sub(r"^(void|static|__global__)\s+", "", s)
+    depth, cut = 0, len(s)
+    for i, ch in enumerate(s):
+        if ch == "<":
+            if depth == 0:
+                cut = min(cut, i)
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0:
+            cut = min(cut, i)
+            break
+    return s[:cut].split("::")[-1] or name
+
+
+def short_name(name: str, width: int = 32) -> str:
+    """A readable stem of a kernel name (see _identifier), at most ``width`` characters."""
+    return _identifier(name)[:width]
+
+
+def _tokens(ident: str) -> list[str]:
+    return [t for t in re.findall(r"[A-Z]+[a-z0-9]*|[a-z0-9]+", ident) if t]
+
+
+def _distinct_labels(kernels: list[str], width: int = 32) -> list[str]:
+    """Labels that tell kernels apart: their short names, or, where those collide or are cut, the tokens of each
+    identifier that the others lack ('' when it has none)."""
+    shorts = [short_name(k, width) for k in kernels]
+    if len(set(shorts)) == len(shorts) and all(len(_identifier(k)) <= width for k in kernels):
+        return shorts
+    toks = [_tokens(_identifier(k)) for k in kernels]
+    out = []
+    for i, t in enumerate(toks):
+        others = set().union(*(set(x) for j, x in enumerate(toks) if j != i))
+        out.append("".join(x for x in t if x not in others)[:width])
+    return out
+
+
+def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) -> dict[int, str]:
+    if not sigs:
+        return {}
+    rank = {c: i for i, c in enumerate(cr.order)}
+    parts_of: dict[int, list[str]] = {}
+    kernels_of: dict[int, dict[str, float]] = {}
+    for tid in sigs.values():
+        seq, lay = inst[tid][0]
+        cats = [ctx.cat_names[c] for c in ctx.cat_of_code[seq.codes[lay.lo:lay.hi]]]
+        mixers = sorted({c for c in cats if cr.info(c).layer_role == "mixer" and cr.info(c).layer_label},
+                        key=lambda c: rank.get(c, 1 << 30))
+        mix_labels = list(dict.fromkeys(cr.info(c).layer_label for c in mixers))
+        ffn = sorted({c for c in cats if cr.info(c).layer_role == "ffn" and cr.info(c).layer_label},
+                     key=lambda c: rank.get(c, 1 << 30))
+        parts_of[tid] = ["&".join(mix_labels) if mix_labels else "", cr.info(ffn[0]).layer_label if ffn else ""]
+        mean: dict[str, list] = defaultdict(list)
+        for s2, l2 in inst[tid]:
+            for code, d in zip(s2.codes[l2.lo:l2.hi].tolist(), s2.durs[l2.lo:l2.hi].tolist()):
+                mean[ctx.names[code]].append(d)
+        kernels_of[tid] = {n: float(np.mean(v)) for n, v in mean.items()}
+
+    def join(parts: list[str]) -> str:
+        return "+".join(p for p in parts if p) or "layer"
+
+    draft = _draft_types(inst)
+    prefix = {tid: ("draft:" if tid in draft else "") for tid in inst}
+    base = {tid: prefix[tid] + join(parts_of[tid]) for tid in sigs.values()}
+    names = dict(base)
+    by_name: dict[str, list[int]] = defaultdict(list)
+    for tid, n in base.items():
+        by_name[n].append(tid)
+    for tids in by_name.values():
+        if len(tids) < 2:
+            continue
+        tops = []
+        for tid in tids:  # the most expensive kernel this type has and another type of the same name lacks
+            others = set().union(*(set(kernels_of[o]) for o in tids if o != tid))
+            own = {k: v for k, v in kernels_of[tid].items() if k not in others}
+            tops.append(max(own, key=own.get) if own else "")
+        labels = _distinct_labels([t for t in tops if t])
+        it = iter(labels)
+        for tid, top in zip(tids, tops):
+            label = next(it) if top else ""
+            if not label:
+                continue
+            role = cr.info(ctx.cat_names[ctx.cat_of_code[ctx.names.index(top)]]).layer_role
+            parts = list(parts_of[tid])
+            slot = 0 if role == "mixer" or not parts[1] else 1 if role == "ffn" else None
+            if slot is None:
+                names[tid] = f"{base[tid]}:{label}"
+            else:
+                parts[slot] = f"{parts[slot] or 'layer'}:{label}"
+                names[tid] = prefix[tid] + join(parts)
+        seen: Counter = Counter()
+        for tid in sorted(tids):
+            seen[names[tid]] += 1
+            if seen[names[tid]] > 1:
+                names[tid] = f"{names[tid]}#{seen[names[tid]]}"
+    return names
+
+
+def _draft_types(inst: dict) -> set[int]:
+    """Types of a draft model's layers, decided over the whole trace: the target model's types are those of the
+    longest run of layers of any step; a draft type never shares a run with one of them and follows a run of them in
+    some step. A step whose target layers went unrecorded (only the draft run left) types its draft layers as the
+    other steps do."""
+    run_types: dict[tuple, set] = defaultdict(set)
+    run_size: Counter = Counter()
+    for tid, lst in inst.items():
+        for seq, lay in lst:
+            run_types[(seq.step, lay.run)].add(tid)
+            run_size[(seq.step, lay.run)] += 1
+    if not run_size:
+        return set()
+    target = run_types[max(run_size, key=lambda r: (run_size[r], -r[0], -r[1]))]
+    with_target = set().union(*(t for t in run_types.values() if t & target))
+    target_runs = [r for r, t in run_types.items() if t & target]
+    later = set().union(*(t for (step, run), t in run_types.items()
+                          if any(s == step and r < run for s, r in target_runs)))
+    return {tid for tid in inst if tid not in with_target and tid in later}
+
+
+def _duration_split(ctx: _Ctx, inst: dict, names: dict[int, str]) -> dict[int, str]:
+    """Layer object id -> split type name, for types whose layers form two clear duration clusters."""
+    out: dict[int, str] = {}
+    for tid, lst in inst.items():
+        exact = [(s, l) for s, l in lst if l.exact]
+        n = len(exact)
+        if n < 4:
+            continue
+        lens = Counter(l.hi - l.lo for _, l in exact)
+        width = lens.most_common(1)[0][0]
+        rows = [(s, l) for s, l in exact if l.hi - l.lo == width]
+        if len(rows) < 4:
+            continue
+        mat = np.log(np.maximum(np.array([s.durs[l.lo:l.hi] for s, l in rows], dtype=np.float64), 1.0))
+        best = None
+        ref_seq, ref_lay = rows[0]
+        mixer_pos = ctx.mixer_cat[ctx.cat_of_code[ref_seq.codes[ref_lay.lo:ref_lay.hi]]]
+        for p in range(width):
+            if not mixer_pos[p]:  # only attention-like kernels: a sliding window changes their time, while
+                continue          # expert GEMMs vary with routing and are no type of their own
+            x = np.sort(mat[:, p])
+            gaps = np.diff(x)
+            i = int(np.argmax(gaps))
+            lo, hi = x[:i + 1], x[i + 1:]
+            need = max(2, int(math.ceil(SPLIT_MIN_SHARE * len(x))))
+            if lo.size < need or hi.size < need or gaps[i] < math.log(SPLIT_MIN_RATIO):
+                continue
+            spread = max(float(np.ptp(lo)), float(np.ptp(hi)), 0.01)
+            score = gaps[i] / spread
+            if score >= SPLIT_SEPARATION and (best is None or score > best[0]):
+                best = (score, p, float((x[i] + x[i + 1]) / 2))
+        if best is None:
+            continue
+        _, p, thr = best
+        code = rows[0][0].codes[rows[0][1].lo + p]
+        for s, l in lst:
+            d = _duration_at(s, l, code, p, rows[0])
+            if d is None:
+                continue
+            out[id(l)] = f"{names[tid]}/{'fast' if math.log(max(d, 1)) <= thr else 'slow'}"
+    return out
+
+
+def _duration_at(seq: _Seq, lay: _Layer, code: int, pos: int, ref) -> int | None:
+    """The duration of the kernel at the split position in a layer (by position, else the same name's
+    occurrence with the same ordinal)."""
+    if lay.hi - lay.lo == ref[1].hi - ref[1].lo and seq.codes[lay.lo + pos] == code:
+        return int(seq.durs[lay.lo + pos])
+    rseq, rlay = ref
+    ordinal = int((rseq.codes[rlay.lo:rlay.lo + pos] == code).sum())
+    hits = np.flatnonzero(seq.codes[lay.lo:lay.hi] == code)
+    return int(seq.durs[lay.lo + hits[ordinal]]) if ordinal < hits.size else None
+
+
+def _type_table(ctx: _Ctx, sigs: dict, inst: dict, names: dict[int, str], split: dict[int, str]) -> pd.DataFrame:
+    """One row per layer type: its name, its main-stream kernel names (of its first layer), runs and layer count."""
+    rows = []
+    for tid in sigs.values():
+        lst = inst[tid]
+        split_names = sorted({split.get(id(l), names[tid]) for _, l in lst})
+        seq, lay = lst[0]
+        for t in split_names:
+            mine = [l for _, l in lst if split.get(id(l), names[tid]) == t]
+            rows.append({"layer_type": t, "base_type": names[tid], "layers": len(mine),
+                         "runs": sorted({l.run for l in mine}),
+                         "signature": [ctx.names[c] for c in seq.codes[lay.lo:lay.hi].tolist()]})
+    return pd.DataFrame(rows, columns=["layer_type", "base_type", "layers", "runs", "signature"])
