@@ -5,7 +5,6 @@ launch settings that differ between the two logs or scripts (docs/findings.md)."
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -256,72 +255,28 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
                        (_limits(a, warnings), _limits(b, warnings)))
     (bsa, bsa_from), (bsb, bsb_from) = batch_of(sa, bs_a), batch_of(sb, bs_b)
     ops = normalise(ops, (bsa, bsb), (la, lb), float(crules["min_ratio"]))
-    if bsa is None or bsb is None:
-        unknown = " and ".join(x for x, v in ((la, bsa), (lb, bsb)) if v is None)
-        warnings.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size,"
-                        " bs / bs_b): ops are compared per call, which is like with like only if both run the same batch")
-    refused = ops[ops["normalised_by"] == "refused"]
-    if len(refused):
-        warnings.append(f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
-                        f" {bsb:g} requests) but not per request are not compared (tables.ops: normalised_by"
-                        f" 'refused'): {', '.join(_short_name(str(x), 40) for x in refused['op'].head(3))}")
+    warnings += _batch_warnings(ops, (bsa, bsb), (la, lb))
     step_a, step_b = float(median_ns(sa.ends - sa.starts)), float(median_ns(sb.ends - sb.starts))
     diffs = config_diffs(config_a, config_b)
-    rows = []
-    slower = []
-    for _, r in ops.iterrows():
-        if not isinstance(r["slow"], str) or r["slow_ratio"] < float(crules["min_ratio"]):
-            continue
-        s, f = r["slow"], "b" if r["slow"] == "a" else "a"
-        slower.append((float(r["gain_ns"]), r, s, f, float(r["slow_ratio"])))
-    slower.sort(key=lambda x: -x[0])
+    slower = _slower_ops(ops, float(crules["min_ratio"]))
     cap = int(crules["max_ops"])
-    names = {"a": la, "b": lb}
-    paths = {"a": a.path, "b": b.path}
-    side_bs = {"a": bsa, "b": bsb}
-    for gain, r, s, f, rr in slower[:cap]:
-        diff = _diff_text(r.to_dict(), (la, lb))
-        hint = _env_hint(str(r["op"]), str(r["kernel"]), str(r["category"]), diffs)
-        text = (f"Launch configuration differs: {diff}" if diff else
-                "Same launch configuration in both: the difference is in the data it runs on (batch, heads, "
-                "context) or in the GPU's state") + hint
-        per = "request" if r["normalised_by"] == "request" else "call"
-        if per == "request":
-            mean_s, mean_f = r[f"mean_ns_{s}"] / side_bs[s], r[f"mean_ns_{f}"] / side_bs[f]
-        else:
-            mean_s, mean_f = r[f"mean_ns_{s}"], r[f"mean_ns_{f}"]
-        calls = r[f"calls_per_step_{s}"] * (side_bs[s] if per == "request" else 1)
-        note = r["compare_note"] or ("batch sizes equal" if r["normalised_by"] == "call" else "")
-        words = _words("slower_kernel", op=_short_name(str(r["op"])), ratio=f"{rr:.2f}", slow=names[s], fast=names[f],
-                       mean_slow=f"{mean_s / 1e3:.1f}", mean_fast=f"{mean_f / 1e3:.1f}", per=per,
-                       calls=f"{calls:g}", trace_slow=paths[s], trace_fast=paths[f], diff=text,
-                       batch=f"; {note}" if note else "")
-        rows.append(finding(None, "slower_kernel", "ops", gain_ns=float(gain), step_ns=step_a if s == "a" else step_b,
-                            words=words, evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
-                                                  f"{ms_text(r['per_step_ns_a'])} in {la}, "
-                                                  f"{ms_text(r['per_step_ns_b'])} in {lb}"))
+    sides = {"a": (la, a.path, bsa, step_a), "b": (lb, b.path, bsb, step_b)}
+    rows = [_slower_finding(r, gain, s, rr, sides, diffs) for gain, r, s, _f, rr in slower[:cap]]
     rest = slower[cap:]
     if rest:
         rows.append(finding(None, "slower_rest", "ops", gain_ns=float(sum(x[0] for x in rest)), step_ns=step_a,
                             words=_words("slower_rest", count=len(rest), gain=f"{ms_text(sum(x[0] for x in rest))}"
                                          " per step", trace_a=a.path, trace_b=b.path),
                             evidence=", ".join(_short_name(str(x[1]["op"]), 40) for x in rest[:5])))
-    for d in diffs:
-        touched = [str(x[1]["op"]) for x in slower if _env_hint(str(x[1]["op"]), str(x[1]["kernel"]), str(x[1]["category"]), [d])]
-        ops_txt = f"; it touches {', '.join(_short_name(t, 40) for t in touched[:3])}, slower in one of them" \
-            if touched else ""
-        row = finding(None, "config_diff", "config", words=_words("config_diff", key=d["key"], value_a=d["a"],
-                                                                  value_b=d["b"], a=la, b=lb, ops=ops_txt),
-                      evidence=f"{d['key']}: {d['a']!s} ({la}) vs {d['b']!s} ({lb})")
-        row["force_minor"] = not touched  # a setting no slower op points at is listed, below the others
-        rows.append(row)
+    rows += [_config_finding(d, slower, (la, lb)) for d in diffs]
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     by_unit = ops["normalised_by"].fillna("none (batch unknown)").value_counts()
     summary = {"a": la, "b": lb, "step_ms_a": step_a / 1e6, "step_ms_b": step_b / 1e6, "ops_compared": int(len(ops)),
                "ops_slower": len(slower), "config_differences": len(diffs), "findings": int(len(table)),
                "matched_by": "op tag" if use_tags else "kernel name", "sms_a": sms[0], "sms_b": sms[1],
                "bs_a": bsa, "bs_b": bsb, "bs_from_a": bsa_from, "bs_from_b": bsb_from,
-               "normalised_by": {str(k): int(v) for k, v in by_unit.items()}, "ops_refused": int(len(refused)),
+               "normalised_by": {str(k): int(v) for k, v in by_unit.items()},
+               "ops_refused": int((ops["normalised_by"] == "refused").sum()),
                "top": str(table["title"].iloc[0]) if len(table) else None}
     if not len(ops):
         warnings.append("the two traces share no op (kernel name or op tag), so nothing can be compared")
@@ -337,6 +292,78 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
                   tables={"findings": table, "ops": ops_out,
                           "config": pd.DataFrame(diffs, columns=["key", "a", "b"])},
                   warnings=warnings)
+
+
+def _batch_warnings(ops: pd.DataFrame, bs: tuple, labels: tuple[str, str]) -> list[str]:
+    """What the comparison cannot say about batches: a side whose batch size is unknown (ops then compared per
+    call), and the ops slower per call on the larger batch but not per request (refused)."""
+    (bsa, bsb), (la, lb) = bs, labels
+    out = []
+    if bsa is None or bsb is None:
+        unknown = " and ".join(x for x, v in ((la, bsa), (lb, bsb)) if v is None)
+        out.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size,"
+                   " bs / bs_b): ops are compared per call, which is like with like only if both run the same batch")
+    refused = ops[ops["normalised_by"] == "refused"]
+    if len(refused):
+        out.append(f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
+                   f" {bsb:g} requests) but not per request are not compared (tables.ops: normalised_by"
+                   f" 'refused'): {', '.join(_short_name(str(x), 40) for x in refused['op'].head(3))}")
+    return out
+
+
+def _slower_ops(ops: pd.DataFrame, min_ratio: float) -> list[tuple]:
+    """The ops slower in one deployment by at least ``min_ratio``, largest gain first: (gain ns, row, slow side,
+    fast side, ratio)."""
+    slower = []
+    for _, r in ops.iterrows():
+        if not isinstance(r["slow"], str) or r["slow_ratio"] < min_ratio:
+            continue
+        s, f = r["slow"], "b" if r["slow"] == "a" else "a"
+        slower.append((float(r["gain_ns"]), r, s, f, float(r["slow_ratio"])))
+    slower.sort(key=lambda x: -x[0])
+    return slower
+
+
+def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[str, tuple],
+                    diffs: list[dict]) -> dict:
+    """The finding of one op slower on side ``s``: per call or per request, with its launch-configuration
+    difference and the differing settings that touch it. ``sides``: per side (label, path, bs, step ns)."""
+    f = "b" if s == "a" else "a"
+    (la, _pa, _ba, step_a), (lb, _pb, _bb, step_b) = sides["a"], sides["b"]
+    diff = _diff_text(r.to_dict(), (la, lb))
+    hint = _env_hint(str(r["op"]), str(r["kernel"]), str(r["category"]), diffs)
+    text = (f"Launch configuration differs: {diff}" if diff else
+            "Same launch configuration in both: the difference is in the data it runs on (batch, heads, "
+            "context) or in the GPU's state") + hint
+    per = "request" if r["normalised_by"] == "request" else "call"
+    if per == "request":
+        mean_s, mean_f = r[f"mean_ns_{s}"] / sides[s][2], r[f"mean_ns_{f}"] / sides[f][2]
+    else:
+        mean_s, mean_f = r[f"mean_ns_{s}"], r[f"mean_ns_{f}"]
+    calls = r[f"calls_per_step_{s}"] * (sides[s][2] if per == "request" else 1)
+    note = r["compare_note"] or ("batch sizes equal" if r["normalised_by"] == "call" else "")
+    words = _words("slower_kernel", op=_short_name(str(r["op"])), ratio=f"{rr:.2f}", slow=sides[s][0],
+                   fast=sides[f][0], mean_slow=f"{mean_s / 1e3:.1f}", mean_fast=f"{mean_f / 1e3:.1f}", per=per,
+                   calls=f"{calls:g}", trace_slow=sides[s][1], trace_fast=sides[f][1], diff=text,
+                   batch=f"; {note}" if note else "")
+    return finding(None, "slower_kernel", "ops", gain_ns=float(gain), step_ns=step_a if s == "a" else step_b,
+                   words=words, evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
+                                         f"{ms_text(r['per_step_ns_a'])} in {la}, "
+                                         f"{ms_text(r['per_step_ns_b'])} in {lb}")
+
+
+def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> dict:
+    """The finding of one differing launch setting, with the slower ops it touches; minor when it touches none."""
+    la, lb = labels
+    touched = [str(x[1]["op"]) for x in slower
+               if _env_hint(str(x[1]["op"]), str(x[1]["kernel"]), str(x[1]["category"]), [d])]
+    ops_txt = f"; it touches {', '.join(_short_name(t, 40) for t in touched[:3])}, slower in one of them" \
+        if touched else ""
+    row = finding(None, "config_diff", "config", words=_words("config_diff", key=d["key"], value_a=d["a"],
+                                                              value_b=d["b"], a=la, b=lb, ops=ops_txt),
+                  evidence=f"{d['key']}: {d['a']!s} ({la}) vs {d['b']!s} ({lb})")
+    row["force_minor"] = not touched  # a setting no slower op points at is listed, below the others
+    return row
 
 
 def _label(t: Trace) -> str:

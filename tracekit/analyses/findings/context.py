@@ -1,0 +1,35 @@
+"""The one input every findings source of a trace reads: :class:`Context` (the trace, its steps, the hardware
+profile, the launch log and the options, resolved once by :func:`.of_trace.findings`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...annotation import Annotation
+from ...hardware import HardwareProfile
+from ...trace import Trace
+from .rules import words
+
+
+@dataclass
+class Context:
+    """What every source of one trace reads: the trace, its steps and the options, resolved once."""
+
+    trace: Trace
+    ann: Annotation | None
+    steps: Any
+    step_ns: float
+    hw: HardwareProfile | None
+    log: Any
+    agopts: dict
+    sms: int | None
+    bs: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    cache: dict = field(default_factory=dict)  # what several sources share, computed once (the kernel arrays)
+
+    def words(self, kind: str, **values) -> dict[str, str]:
+        return words(kind, trace=self.trace.path, ann_opt=f" -a {self.ann.name}" if self.ann is not None else "",
+                     log=getattr(self.log, "path", "LOG"), **values)
+
+
+__all__ = ["Context"]

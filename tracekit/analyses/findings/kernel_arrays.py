@@ -1,0 +1,140 @@
+"""What the kernel findings sources share, computed once per findings run: every kernel inside the steps as aligned
+arrays (duration, step, family, category and, where its launching op has a recorded shape, FLOPs, bytes and the time
+at the achievable roofline), time-weighted efficiency over a selection of them, and the findings that group kernels:
+PyTorch's own library kernels per category, and the kernels beyond a source's cap as one finding.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...trace import Trace
+from ..hardware.shapes import names_at
+from .context import Context
+from .rules import finding, finding_rules, kernel_label, ms_text
+
+
+def _at(col, rows: np.ndarray) -> np.ndarray:
+    """Values of a Categorical at ``rows`` as an object array (None where missing), through its codes."""
+    cat = pd.Categorical(col) if not isinstance(col, pd.Categorical) else col
+    table = np.empty(len(cat.categories) + 1, dtype=object)
+    table[:-1] = cat.categories.to_numpy(dtype=object)
+    table[-1] = None
+    return table[np.asarray(cat.codes)[rows]]
+
+
+def _category_of_names(trace: Trace) -> dict[str, str]:
+    """Kernel name -> its category (the first kernel of that name), once per trace: one pass over the name codes."""
+    from ..categories import trace_categories
+
+    cats = trace_categories(trace)
+    key = ("category_of_names", id(cats))
+    got = trace.derived.get(key)
+    if got is not None:
+        return got
+    ev = trace.events
+    k = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
+    codes = ev["name"].cat.codes.to_numpy()[k]
+    _, first = np.unique(codes, return_index=True)  # the first kernel of each name
+    rows = k[first]
+    got = trace.derived[key] = dict(zip(names_at(ev, rows).tolist(), _at(cats, rows).tolist()))
+    return got
+
+
+def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **extra) -> list[dict]:
+    """One finding per category for kernels of PyTorch's own library (``pk``: ``name``, ``gain_per_step_ns``)."""
+    if pk.empty:
+        return []
+    cat = _category_of_names(ctx.trace)
+    g = pk.assign(category=pk["name"].astype(str).map(lambda n: cat.get(n, "other")))
+    out = []
+    for c, grp in g.groupby("category", sort=False):
+        grp = grp.sort_values("gain_per_step_ns", ascending=False)
+        names = ", ".join(f"{kernel_label(str(n), 50)} {ms_text(v)}" for n, v in
+                          zip(grp["name"].head(3), grp["gain_per_step_ns"].head(3)))
+        more = {k: (v(grp) if callable(v) else v) for k, v in extra.items()}
+        out.append(finding(ctx, kind, source, gain_ns=float(grp["gain_per_step_ns"].sum()), category=str(c),
+                           count=len(grp), names=names, **more,
+                           evidence=f"{len(grp)} kernel name(s) of category {c}; per step: {names}"))
+    return out
+
+
+def kernel_arrays(ctx: Context) -> dict[str, Any]:
+    """Kernels inside the steps, aligned with :func:`tracekit.analyses.hardware.shapes.kernel_shapes`' table: duration, step,
+    family, and (where the launching op has a shape) FLOPs, bytes and the time at the achievable fractions. Computed
+    once per findings run (the dominance and shapes sources share it)."""
+    got = ctx.cache.get("kernel_arrays")
+    if got is None:
+        got = ctx.cache["kernel_arrays"] = _make_kernel_arrays(ctx)
+    return got
+
+
+def _make_kernel_arrays(ctx: Context) -> dict[str, Any]:
+    from ..categories import families, trace_categories
+    from ..hardware.shapes import kernel_shapes
+
+    ev = ctx.trace.events
+    ks = kernel_shapes(ctx.trace)
+    t = ks.table
+    rows = t["row"].to_numpy()
+    start = ev["start_ns"].to_numpy()[rows]
+    dur = ev["dur_ns"].to_numpy()[rows].astype(float)
+    step = ctx.steps.step_of(start)
+    cats = trace_categories(ctx.trace)
+    fam = _at(families(cats), rows)
+    rules = finding_rules()["roofline"]
+    f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
+    fl = t["flops"].to_numpy(dtype=float)
+    by = t["bytes"].to_numpy(dtype=float)
+    dt = t["dtype"].to_numpy(dtype=object)
+    shaped = t["carries"].to_numpy(dtype=bool) & ~np.isnan(by)
+    target = np.full(rows.size, np.nan)
+    peak = np.full(rows.size, np.nan)
+    if ctx.hw is not None and shaped.any():
+        peaks = {d: ctx.hw.peak_flops(str(d)) for d in set(dt[shaped].tolist()) if d is not None}
+        peak[shaped] = [peaks.get(d) or np.nan for d in dt[shaped]]
+        t_mem = by / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
+        t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
+        target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
+    return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
+            "category": _at(cats, rows), "flops": fl, "bytes": by, "dtype": dt,
+            "shaped": shaped & (step >= 0), "target": target, "peak": peak,
+            "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
+            "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
+            "graph": t["graph"].to_numpy(dtype=bool), "op_row": t["op_row"].to_numpy(),
+            "n_steps": max(1, len(ctx.steps.table))}
+
+
+def pct_text(x: float | None) -> str:
+    return "–" if x is None or not np.isfinite(x) else f"{x:.0%}" if x >= 0.01 else f"{x:.1%}"
+
+
+def efficiency(ctx: Context, ka: dict, sel: np.ndarray) -> dict[str, Any]:
+    """Time-weighted MFU, MBU, the shaped share of the time and the gain above the achievable roofline of ``sel``."""
+    dur = ka["dur"]
+    sh = sel & ka["shaped"]
+    t_all, t_sh = float(dur[sel].sum()), float(dur[sh].sum())
+    out = {"shaped_share": t_sh / t_all if t_all else 0.0, "mfu": None, "mbu": None, "gain_ns": None}
+    if not sh.any() or ctx.hw is None:
+        return out
+    ok_fl = sh & ~np.isnan(ka["flops"]) & ~np.isnan(ka["peak"])
+    if ok_fl.any():
+        out["mfu"] = float((ka["flops"][ok_fl] / ka["peak"][ok_fl]).sum() / (dur[ok_fl].sum() * 1e-9))
+    out["mbu"] = float(ka["bytes"][sh].sum() / ctx.hw.hbm_bytes_per_s / (t_sh * 1e-9)) if t_sh else None
+    out["gain_ns"] = float(np.maximum(dur[sh] - ka["target"][sh], 0).sum()) / ka["n_steps"]
+    return out
+
+
+
+def rest_finding(ctx: Context, kind: str, source: str, rest: pd.DataFrame, gain: str) -> list[dict]:
+    """The kernel names beyond a source's cap (``rest``, its gain per step in column ``gain``) as one finding, or
+    none when there are none."""
+    if not len(rest):
+        return []
+    return [finding(ctx, kind, source, gain_ns=float(rest[gain].sum()), count=len(rest),
+                    evidence=f"{len(rest)} kernel name(s), largest {ms_text(rest[gain].max())} per step")]
+
+
+__all__ = ["efficiency", "kernel_arrays", "library_groups", "pct_text", "rest_finding"]
