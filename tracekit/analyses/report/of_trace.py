@@ -50,52 +50,24 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     }
     tables = {"wall": wall.tables["per_step"], "steps": st.table}
     warnings = merge_warnings(wall.warnings)
-    block_spans, block_lane = None, "blocks"
     if ann is not None and ann.blocks is not None:
-        b = block_stats(trace, ann, steps=st, categories=categories)
-        block_spans = annotate(trace, ann, st.table).blocks
-        summary["median_kernel_ns_by_block_type"] = b.summary["median_kernel_ns_by_type"]
-        summary["blocks_per_step"] = b.summary["blocks_per_step"]
-        tables["block_types"] = b.tables["per_step_type"]
-        tables["op_tags"] = b.tables["per_tag"]
-        warnings = merge_warnings(warnings, b.warnings)
-        tables["one_step"] = b.tables["one_step"]
-        summary["layers_from"] = f"annotation {ann.name}"
+        part, (block_spans, block_lane) = _block_part(trace, ann, st, categories)
     else:  # any model: the automatic layers name what the step is made of
-        lay = layers(trace, steps=st, categories=categories, missing_ok=True)
-        tables["layers"], tables["layer_types"] = lay.tables["layers"], lay.tables["layer_types"]
-        block_spans, block_lane = lay.tables["layers"], "layers"
-        fit = best_fit(trace, st, layers=lay)
-        if fit:
-            summary["fitting_annotation"] = fit[0]
-            warnings = merge_warnings(warnings, [f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit "
-                                                 f"annotations` ranks them): rerun with -a {fit[0]}"])
-        tables["one_step"] = lay.tables["one_step"]
-        summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
-                        "layer_types": lay.summary["types"]})
-        warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"]
-                                  else [])
+        part, (block_spans, block_lane) = _layer_part(trace, st, categories)
     agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
     ex = None
     if (trace.events["copy_kind"] == "PtoP").any():
-        kw = {**agopts, "steps": st}
-        ag = allgather_result(trace, **kw)
-        ex = exposure(trace, **kw)
-        summary.update({"allgathers": ag.summary["allgathers"], "group_size": ag.summary["group_size"],
-                        "median_received_bytes_per_step": ag.summary["median_received_bytes_per_step"],
-                        "median_copy_gbps": ag.summary["median_copy_gbps"],
-                        "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
-                        "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"]})
-        tables["allgather_types"] = ag.tables["per_step_type"]
-        tables["exposure_types"] = ex.tables["per_step_type"]
-        tables["bandwidth"] = ag.tables["bandwidth"]
-        warnings = merge_warnings(warnings, ag.warnings)
+        ag_part, ex = _allgather_part(trace, st, agopts)
+        part = _joined(part, ag_part)
     main = ann.main_stream if ann is not None and isinstance(ann.main_stream, int) else None
     comm = communication(trace, main=main, local_copy_pattern=agopts["local_copy_pattern"], steps=st)
+    summary.update(part[0])
     summary["median_critical_comm_ns_by_class"] = comm.summary["median_critical_ns_per_step_by_class"]
     summary["median_side_comm_ns_by_class"] = comm.summary["median_side_ns_per_step_by_class"]
+    tables.update(part[1])
     tables["comm"] = comm.tables["per_step"]
     tables["health"] = st.health
+    warnings = merge_warnings(warnings, part[2])
     from ..findings.of_trace import findings
 
     fnd = findings(trace, ann, log=log, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
@@ -122,3 +94,58 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
 
         inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
     return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
+
+
+Part = tuple[dict, dict, list[str]]  # what one part adds to the report: summary entries, tables, warnings
+
+
+def _joined(a: Part, b: Part) -> Part:
+    """Two parts' additions, ``a``'s first."""
+    return {**a[0], **b[0]}, {**a[1], **b[1]}, merge_warnings(a[2], b[2])
+
+
+def _block_part(trace: Trace, ann: Annotation, st, categories) -> tuple[Part, tuple]:
+    """With an annotation that has blocks: kernel time per block type and op tag, the one-step table, and the block
+    spans the timeline draws (with their lane)."""
+    b = block_stats(trace, ann, steps=st, categories=categories)
+    spans = annotate(trace, ann, st.table).blocks
+    summary = {"median_kernel_ns_by_block_type": b.summary["median_kernel_ns_by_type"],
+               "blocks_per_step": b.summary["blocks_per_step"], "layers_from": f"annotation {ann.name}"}
+    tables = {"block_types": b.tables["per_step_type"], "op_tags": b.tables["per_tag"],
+              "one_step": b.tables["one_step"]}
+    return (summary, tables, list(b.warnings)), (spans, "blocks")
+
+
+def _layer_part(trace: Trace, st, categories) -> tuple[Part, tuple]:
+    """Without one: the automatic layers (any model), the shipped annotation that fits the trace if one does, the
+    one-step table, and the layer spans the timeline draws (with their lane)."""
+    lay = layers(trace, steps=st, categories=categories, missing_ok=True)
+    summary: dict = {}
+    warnings: list[str] = []
+    fit = best_fit(trace, st, layers=lay)
+    if fit:
+        summary["fitting_annotation"] = fit[0]
+        warnings = [f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit annotations` ranks them):"
+                    f" rerun with -a {fit[0]}"]
+    summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
+                    "layer_types": lay.summary["types"]})
+    tables = {"layers": lay.tables["layers"], "layer_types": lay.tables["layer_types"],
+              "one_step": lay.tables["one_step"]}
+    warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"] else [])
+    return (summary, tables, warnings), (lay.tables["layers"], "layers")
+
+
+def _allgather_part(trace: Trace, st, agopts: dict) -> tuple[Part, Result]:
+    """When the trace has PtoP copies: every weight AllGather, its bandwidth and its exposure (the exposure result
+    too: the timeline draws its AllGathers and exposed intervals)."""
+    kw = {**agopts, "steps": st}
+    ag = allgather_result(trace, **kw)
+    ex = exposure(trace, **kw)
+    summary = {"allgathers": ag.summary["allgathers"], "group_size": ag.summary["group_size"],
+               "median_received_bytes_per_step": ag.summary["median_received_bytes_per_step"],
+               "median_copy_gbps": ag.summary["median_copy_gbps"],
+               "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
+               "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"]}
+    tables = {"allgather_types": ag.tables["per_step_type"], "exposure_types": ex.tables["per_step_type"],
+              "bandwidth": ag.tables["bandwidth"]}
+    return (summary, tables, list(ag.warnings)), ex

@@ -1,104 +1,20 @@
 """Finding the steps of a trace (uncached; :func:`tracekit.analyses.steps.resolve.find_steps` caches): the dialects
-tried in order, GPU spans paired with their CPU spans, launch windows, empty markers, phases, health."""
+tried in order, GPU spans paired with their CPU spans, launch windows, empty markers, overlaps, phases, and the
+whole trace as one step when no marker is found. The trace's activity and launches are :mod:`.activity`'s; whether
+the steps can be trusted, :mod:`.health`'s."""
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from ... import schema
 from ...errors import MissingDataError
-from ...events import gpu_mask, launch_index, same_stream_overlaps
+from ...events import gpu_mask
 from ...regexes import bounded
 from ...trace import Trace
-from .model import (HEALTH_COLUMNS, STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules)
-
-
-@dataclass
-class _Launches:
-    """GPU activity launched inside each CPU span, per span."""
-
-    start: np.ndarray  # first GPU start (int64; max int where none)
-    end: np.ndarray  # last GPU end
-    busy: np.ndarray  # union of the launched activity
-    graphs: np.ndarray  # CUDA-graph launches inside the span
-    graphs_empty: np.ndarray  # ... whose replay left no GPU event
-    launched: np.ndarray  # kernel/copy/memset launches inside the span
-    unrecorded: np.ndarray  # ... that left no GPU record
-    act_span: np.ndarray  # per launched GPU activity: its span
-    act_start: np.ndarray
-    act_end: np.ndarray
-
-
-def _name_mask(names: pd.Series, test) -> np.ndarray:
-    """``test(name)`` of each row's name as a bool array, evaluated once per distinct name."""
-    if not len(names):
-        return np.zeros(0, dtype=bool)
-    codes, uniques = pd.factorize(names, use_na_sentinel=False)
-    hit = np.fromiter((bool(test(str(n))) for n in uniques), dtype=bool, count=len(uniques))
-    return hit[codes]
-
-
-class _Context:
-    """Per-trace arrays every dialect attempt uses (built once per compute)."""
-
-    def __init__(self, trace: Trace, rules: StepRules):
-        ev = trace.events
-        self.trace, self.ev, self.rules = trace, ev, rules
-        gpu = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
-        self.gpu = gpu
-        self.gs = ev["start_ns"].to_numpy()[gpu]
-        self.ge = ev["end_ns"].to_numpy()[gpu]
-        self.gcorr = ev["correlation"].to_numpy()[gpu]
-        self.gkernel = (ev["kind"].to_numpy()[gpu] == "kernel")
-        self.busy_set = iv.normalize(self.gs, self.ge)
-        rt = ev["kind"].isin(rules.launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
-        launches = ev.loc[rt, ["correlation", "start_ns", "name"]]
-        self.l_corr = launches["correlation"].to_numpy(np.int64)
-        self.l_start = launches["start_ns"].to_numpy(np.int64)
-        # the rules run once per distinct name, not per launch (10^5 launches of a handful of names)
-        self.l_graph = _name_mask(launches["name"], rules.graph_launch.search)
-        self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
-            if self.l_corr.size else 0
-        self.l_gpu = _name_mask(launches["name"], rules.gpu_launch.match)
-        self.captures = int(_name_mask(ev.loc[ev["kind"].isin(rules.launch_kinds), "name"], rules.capture.match).sum())
-        self.g_launch = self._match_launches()
-        self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
-
-    def _match_launches(self) -> np.ndarray:
-        return launch_index(self.gs, self.gcorr, self.l_corr, self.l_start)
-
-    def launch_time_of_gpu(self) -> np.ndarray:
-        """Per GPU activity: the start of its launch (-1 when no launch is known)."""
-        if self.l_start.size == 0:  # no runtime launch events (a GPU-only or a sampled trace)
-            return np.full(self.gs.shape, -1, dtype=np.int64)
-        return np.where(self.g_launch >= 0, self.l_start[np.clip(self.g_launch, 0, None)], -1)
-
-    def launches_in(self, s: np.ndarray, e: np.ndarray) -> _Launches:
-        """Launch windows of CPU spans (sorted by start; they do not overlap in practice)."""
-        n = s.size
-        if n == 0:
-            z = np.zeros(0, dtype=np.int64)
-            return _Launches(z, z, z, z, z, z, z, z, z, z)
-        lt = self.launch_time_of_gpu()
-        idx = np.searchsorted(s, lt, side="right") - 1
-        inside = (lt >= 0) & (idx >= 0) & (lt < e[np.clip(idx, 0, None)])
-        span, a_s, a_e = idx[inside], self.gs[inside], self.ge[inside]
-        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-        last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
-        np.minimum.at(first, span, a_s)
-        np.maximum.at(last, span, a_e)
-        busy = iv.measure_by_group(span, a_s, a_e, n)
-        gidx = np.searchsorted(s, self.l_start, side="right") - 1
-        ginside = self.l_graph & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
-        graphs = np.bincount(gidx[ginside], minlength=n)
-        graphs_empty = np.bincount(gidx[ginside & ~self.l_recorded], minlength=n)
-        linside = self.l_gpu & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
-        launched = np.bincount(gidx[linside], minlength=n)
-        unrecorded = np.bincount(gidx[linside & ~self.l_recorded], minlength=n)
-        return _Launches(first, last, busy, graphs, graphs_empty, launched, unrecorded, span, a_s, a_e)
+from .activity import Launches, StepActivity
+from .health import health_table, kernels_per_step, with_health_warnings
+from .model import STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules
 
 
 def _marker_rows(ev: pd.DataFrame, kind: str, match) -> pd.DataFrame:
@@ -157,7 +73,7 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
                                f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"
                                f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)")
     rules = step_rules(options.steps_file)
-    ctx = _Context(trace, rules)
+    ctx = StepActivity(trace, rules)
     ev = trace.events
     ann_kinds = ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
     tried: list[str] = []
@@ -187,7 +103,7 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     return _whole_trace(ctx, options, tried)
 
 
-def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
+def _attempt(ctx: StepActivity, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
     ev = ctx.ev
     # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it
     g = _marker_rows(ev, "gpu_annotation", match) if "gpu_annotation" in kinds else _marker_rows(ev.iloc[0:0], "", match)
@@ -232,18 +148,18 @@ def _attempt(ctx: _Context, options: StepOptions, label: str, how: str, kinds, m
     table = table.sort_values("start_ns", kind="stable").reset_index(drop=True)
     table["step"] = np.arange(len(table), dtype=np.int64)
     table["dur_ns"] = table["end_ns"] - table["start_ns"]
-    health = _health(ctx, table, lw, health_extra)
-    table["kernels"] = _kernels_per_step(ctx, table)
+    health = health_table(ctx, table, lw, health_extra)
+    table["kernels"] = kernels_per_step(ctx, table)
     out = table[STEP_COLUMNS].copy()
     out["bs"] = out["bs"].astype("Int64")
     out["tokens"] = out["tokens"].astype("Int64")
     out["kernels"] = out["kernels"].astype(np.int64)
     st = Steps(out, marker=label, match=how, options=options, candidates=candidates, empty=empty, below_floor=below,
                phases={str(k): int(v) for k, v in phases.items()}, health=health, warnings=warnings)
-    return _with_health_warnings(ctx.trace, st, table)
+    return with_health_warnings(ctx.trace, st, table)
 
 
-def _gpu_cover(g: pd.DataFrame, pair: np.ndarray, lw: _Launches) -> tuple[np.ndarray, np.ndarray]:
+def _gpu_cover(g: pd.DataFrame, pair: np.ndarray, lw: Launches) -> tuple[np.ndarray, np.ndarray]:
     """Per GPU span: the busy time of the work launched in its CPU span that lies inside it, and how many
     launched activities lie (partly) outside it."""
     n = len(g)
@@ -258,7 +174,7 @@ def _gpu_cover(g: pd.DataFrame, pair: np.ndarray, lw: _Launches) -> tuple[np.nda
     return covered, outside
 
 
-def _from_gpu_span(ctx: _Context, options: StepOptions, r: dict, ci: int, lw: _Launches, covered: int,
+def _from_gpu_span(ctx: StepActivity, options: StepOptions, r: dict, ci: int, lw: Launches, covered: int,
                    outside: int) -> dict:
     s, e = int(r["start_ns"]), int(r["end_ns"])
     row = {"name": r["name"], "phase": r["phase"], "bs": r["bs"], "tokens": r["tokens"], "start_ns": s, "end_ns": e,
@@ -275,7 +191,7 @@ def _from_gpu_span(ctx: _Context, options: StepOptions, r: dict, ci: int, lw: _L
     return row
 
 
-def _drop_empty(ctx: _Context, rows: list[dict], lw: _Launches) -> tuple[list[dict], int, dict]:
+def _drop_empty(ctx: StepActivity, rows: list[dict], lw: Launches) -> tuple[list[dict], int, dict]:
     """Steps are the candidates that hold GPU work; an empty marker is counted, a lost replay noted."""
     if not rows:
         return [], 0, {"under_recorded_markers": 0}
@@ -358,164 +274,7 @@ def _phase_text(counts: dict) -> str:
     return ", ".join(f"{int(n)} {p}" for p, n in sorted(counts.items(), key=lambda x: -x[1]))
 
 
-def _kernels_per_step(ctx: _Context, table: pd.DataFrame) -> np.ndarray:
-    s, e = table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
-    ks = ctx.gs[ctx.gkernel]
-    k = np.searchsorted(s, ks, side="right") - 1
-    inside = (k >= 0) & (ks < e[np.clip(k, 0, None)])
-    return np.bincount(k[inside], minlength=len(table)).astype(np.int64)
-
-
-def _health(ctx: _Context, table: pd.DataFrame, lw: _Launches, extra: dict) -> pd.DataFrame:
-    rows = []
-    kernels = _kernels_per_step(ctx, table)
-    overlaps = _same_stream_overlaps(ctx, table)
-    for i, r in enumerate(table.itertuples(index=False)):  # one row per step and check: steps are few
-        step = int(r.step)
-        rows.append((step, "kernels", bool(kernels[i] > 0),
-                     f"{int(kernels[i])} kernel(s) in the step" if kernels[i] else
-                     "the step holds no kernel: nothing in it can be attributed"))
-        ci = int(r.cpu)
-        if ci >= 0 or r.source == "whole_trace":
-            n, lost = (int(lw.graphs[ci]), int(lw.graphs_empty[ci])) if ci >= 0 else (
-                int(ctx.l_graph.sum()), int((ctx.l_graph & ~ctx.l_recorded).sum()))
-            rows.append((step, "graph_replays", lost == 0,
-                         f"{n} CUDA-graph launch(es), every replay recorded" if lost == 0 else
-                         f"{lost} of {n} CUDA-graph launch(es) left no GPU events (the profiler under-recorded the"
-                         " replays): idle time in this step is not real idle"))
-        if ci >= 0 and lw.launched.size and lw.launched[ci] > 0:
-            n, lost = int(lw.launched[ci]), int(lw.unrecorded[ci])
-            rows.append((step, "launches_recorded", lost <= ctx.rules.unrecorded_max * n,
-                         f"{n} kernel/copy launch(es), every one with a GPU record" if lost == 0 else
-                         f"{lost} of {n} kernel/copy launch(es) in the step left no GPU record"
-                         f"{_unrecorded_cause(ctx)}: the step's GPU work is missing from the trace"))
-        if r.gpu_cover is not None and pd.notna(r.gpu_cover):
-            cover = float(r.gpu_cover)
-            if r.switched:
-                detail = (f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step;"
-                          " the launch window is used instead")
-            elif r.widened:
-                detail = (f"{int(r.widened)} GPU activities launched in the step ran outside its GPU marker span;"
-                          " the window was widened to hold them")
-            else:
-                detail = f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step"
-            ok = bool(r.switched or r.widened or cover >= 0.999)
-            rows.append((step, "window_covers_launched_work", ok, detail))
-        n_ov = int(overlaps[i])
-        rows.append((step, "same_stream_overlap", n_ov == 0,
-                     "no two activities of one stream overlap" if n_ov == 0 else
-                     f"{n_ov} activit(ies) overlap earlier ones on the same stream by more than half their"
-                     " duration (duplicated or damaged timestamps)"))
-    rep = ctx.trace.report
-    lost_recs = sum(rep.dropped.values())
-    ingest_ok = lost_recs == 0 and not rep.salvaged
-    problems = []
-    if lost_recs:
-        problems.append(f"{lost_recs} event(s) dropped at ingest ({', '.join(f'{k}: {v}' for k, v in rep.dropped.items())})")
-    if rep.salvaged:
-        problems.append(f"the file was truncated and salvaged ({rep.bytes_lost:,} bytes lost): the last step may be cut")
-    rows.append((-1, "ingest", ingest_ok, "every record was read" if ingest_ok else "; ".join(problems)))
-    rows += _past_the_recording(ctx, table)
-    rows += _launch_health(ctx)
-    under = int(extra.get("under_recorded_markers", 0))
-    if under:
-        rows.append((-1, "graph_replays", False, f"{under} step marker(s) launched CUDA graphs whose replays left"
-                     " no GPU events at all; those steps are missing"))
-    return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
-
-
-def _past_the_recording(ctx: _Context, table: pd.DataFrame) -> list[tuple]:
-    """A step window that ends after every recorded event (a marker the profiler closed when it stopped) holds
-    time nothing was recorded in; counted as idle it would be invented. Its tail past the last GPU activity is
-    compared with the other steps' tails (a marker that always ends a little after its last kernel is no
-    overhang). Listed only for the steps it concerns."""
-    ev = ctx.ev
-    rec = ~ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
-    if not rec.any() or table.empty or ctx.busy_set[0].size == 0:
-        return []
-    last = int(ev["end_ns"].to_numpy()[rec].max())
-    s, e = table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
-    bs, be = ctx.busy_set
-    k = np.searchsorted(bs, e, side="left") - 1  # the last busy interval that starts before the window's end
-    last_busy = np.where(k >= 0, np.minimum(be[np.clip(k, 0, None)], e), s)
-    tail = e - np.maximum(last_busy, s)
-    out = []
-    for i in np.flatnonzero(e > last).tolist():  # the steps that end past the recording: one or two
-        others = np.delete(tail, i)
-        usual = float(np.median(others)) if others.size else 0.0
-        if tail[i] > usual + max(10_000, 0.05 * float(np.median(e - s))):
-            out.append((int(table["step"].iloc[i]), "within_recording", False,
-                        f"the step's window runs {(e[i] - last) / 1e6:,.3f} ms past the last recorded event (the"
-                        " profile stopped inside it): that time was not recorded, and its idle time is not real"))
-    return out
-
-
-def _unrecorded_cause(ctx: _Context) -> str:
-    if ctx.captures:
-        return " (the trace records a CUDA-graph capture: captured launches do not run)"
-    last_gpu = ctx.ge.max() if ctx.ge.size else None
-    missing = ctx.l_gpu & ~ctx.l_recorded
-    if last_gpu is None or (missing & (ctx.l_start > last_gpu)).sum() >= 0.5 * max(1, missing.sum()):
-        return " (the GPU records stop before the launches do: the profiler's GPU buffer probably filled)"
-    return ""
-
-
-def _launch_health(ctx: _Context) -> list[tuple]:
-    """Whole-trace check: every kernel/copy launch left a GPU record. When many did not, the trace is a graph
-    capture (the launches were recorded into a graph, not run) or the profiler's GPU buffer filled (GPU records
-    stop while the CPU goes on launching); either way the steps' GPU time is not the GPU time that was spent."""
-    n = int(ctx.l_gpu.sum())
-    if n == 0:
-        return []
-    missing = ctx.l_gpu & ~ctx.l_recorded
-    lost = int(missing.sum())
-    if lost == 0:
-        return [(-1, "launches_recorded", True, f"every one of the {n:,} kernel/copy launches has a GPU record")]
-    share = lost / n
-    ok = share <= ctx.rules.unrecorded_max
-    what = f"{lost:,} of {n:,} kernel/copy launches ({share:.1%}) left no GPU record"
-    last_gpu = int(ctx.ge.max()) if ctx.ge.size else None
-    after = int((missing & (ctx.l_start > last_gpu)).sum()) if last_gpu is not None else lost
-    if ctx.captures:
-        detail = (f"{what} and the trace holds {ctx.captures} graph-capture call(s): it records a CUDA-graph"
-                  f" capture, where launches are captured, not run ({ctx.gs.size:,} GPU activities ran); profile"
-                  " the replays (the steps after capture) instead")
-    elif last_gpu is None or after >= 0.5 * lost:
-        t_gpu = "never" if last_gpu is None else f"at {(last_gpu - int(ctx.l_start.min())) / 1e6:,.3f} ms"
-        t_cpu = (int(ctx.l_start[ctx.l_gpu].max()) - int(ctx.l_start.min())) / 1e6
-        detail = (f"{what}: the GPU records stop {t_gpu} while launches go on to {t_cpu:,.3f} ms (after the first"
-                  f" launch); {after:,} launches came after the last GPU record — the profiler's GPU buffer"
-                  " probably filled: record fewer steps, or raise the CUPTI buffer size")
-    else:
-        detail = f"{what}: their GPU work is missing from the trace"
-    return [(-1, "launches_recorded", ok, detail)]
-
-
-def _same_stream_overlaps(ctx: _Context, table: pd.DataFrame) -> np.ndarray:
-    """Per step: activities overlapping an earlier one of their stream by more than half their duration."""
-    bad = same_stream_overlaps(ctx.ev, tolerance_ns=ctx.rules.overlap_ns, fraction=0.5)
-    k = iv.window_of(ctx.ev["start_ns"].to_numpy()[bad], table["start_ns"].to_numpy(np.int64),
-                     table["end_ns"].to_numpy(np.int64))
-    return np.bincount(k[k >= 0], minlength=len(table)).astype(np.int64)
-
-
-def _with_health_warnings(trace: Trace, st: Steps, table: pd.DataFrame) -> Steps:
-    warnings = list(st.warnings)
-    switched, widened = int(table["switched"].sum()), int((table["widened"] > 0).sum())
-    if switched:
-        warnings.append(f"{trace.path}: the GPU spans of {switched} {st.marker} marker(s) cover less than"
-                        f" {step_rules(st.options.steps_file).gpu_cover_min:.0%} of the work launched inside them;"
-                        " their windows are the launch windows (--step-source gpu keeps the GPU spans)")
-    if widened:
-        warnings.append(f"{trace.path}: in {widened} step(s) GPU work launched in the step ran outside the"
-                        f" {st.marker} GPU span; the windows were widened to hold it")
-    for reason in st.reasons:  # empty markers are expected (sglang writes them between steps): counted only
-        warnings.append(f"{trace.path}: steps not trustworthy — {reason}")
-    return Steps(st.table, st.marker, st.match, st.options, st.candidates, st.empty, st.below_floor, st.phases,
-                 st.health, warnings)
-
-
-def _whole_trace(ctx: _Context, options: StepOptions, tried: list[str]) -> Steps:
+def _whole_trace(ctx: StepActivity, options: StepOptions, tried: list[str]) -> Steps:
     trace = ctx.trace
     if ctx.gs.size == 0:
         raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events), so"
@@ -526,14 +285,14 @@ def _whole_trace(ctx: _Context, options: StepOptions, tried: list[str]) -> Steps
                           "start_ns": [s], "dur_ns": [e - s], "end_ns": [e], "source": ["whole_trace"],
                           "cpu": [-1], "gpu_cover": [None], "switched": [False], "widened": [0]})
     lw = ctx.launches_in(np.empty(0, np.int64), np.empty(0, np.int64))
-    health = _health(ctx, table, lw, {})
-    table["kernels"] = _kernels_per_step(ctx, table)
+    health = health_table(ctx, table, lw, {})
+    table["kernels"] = kernels_per_step(ctx, table)
     detail = f" ({'; '.join(tried)})" if tried else ""
     warn = (f"{trace.path}: no step marker{detail}; the whole GPU span ({(e - s) / 1e6:,.3f} ms) is analysed as one"
             f" step; annotations present: {_annotations_present(trace)} (pass --step-name NAME to use one)")
     st = Steps(table[STEP_COLUMNS].copy(), marker="whole trace", match="whole_trace", options=options,
                health=health, warnings=[warn], phases={"unknown": 1})
-    return _with_health_warnings(trace, st, table)
+    return with_health_warnings(trace, st, table)
 
 
 def _annotations_present(trace: Trace) -> str:

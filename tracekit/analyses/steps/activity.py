@@ -1,0 +1,104 @@
+"""The trace's GPU activity and runtime launches, indexed once per step finding (:class:`StepActivity`), and what
+was launched inside each CPU span — a marker's launch window — (:class:`Launches`): first and last GPU time, busy
+time, CUDA-graph launches and the launches that left no GPU record. The dialect attempts of :mod:`.finder` and the
+health checks of :mod:`.health` read them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from ... import schema
+from ...events import launch_index
+from ...trace import Trace
+from .model import StepRules
+
+
+@dataclass
+class Launches:
+    """GPU activity launched inside each CPU span, per span."""
+
+    start: np.ndarray  # first GPU start (int64; max int where none)
+    end: np.ndarray  # last GPU end
+    busy: np.ndarray  # union of the launched activity
+    graphs: np.ndarray  # CUDA-graph launches inside the span
+    graphs_empty: np.ndarray  # ... whose replay left no GPU event
+    launched: np.ndarray  # kernel/copy/memset launches inside the span
+    unrecorded: np.ndarray  # ... that left no GPU record
+    act_span: np.ndarray  # per launched GPU activity: its span
+    act_start: np.ndarray
+    act_end: np.ndarray
+
+
+def name_mask(names: pd.Series, test) -> np.ndarray:
+    """``test(name)`` of each row's name as a bool array, evaluated once per distinct name."""
+    if not len(names):
+        return np.zeros(0, dtype=bool)
+    codes, uniques = pd.factorize(names, use_na_sentinel=False)
+    hit = np.fromiter((bool(test(str(n))) for n in uniques), dtype=bool, count=len(uniques))
+    return hit[codes]
+
+
+class StepActivity:
+    """Per-trace arrays every dialect attempt and health check uses (built once per compute)."""
+
+    def __init__(self, trace: Trace, rules: StepRules):
+        ev = trace.events
+        self.trace, self.ev, self.rules = trace, ev, rules
+        gpu = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
+        self.gpu = gpu
+        self.gs = ev["start_ns"].to_numpy()[gpu]
+        self.ge = ev["end_ns"].to_numpy()[gpu]
+        self.gcorr = ev["correlation"].to_numpy()[gpu]
+        self.gkernel = (ev["kind"].to_numpy()[gpu] == "kernel")
+        self.busy_set = iv.normalize(self.gs, self.ge)
+        rt = ev["kind"].isin(rules.launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
+        launches = ev.loc[rt, ["correlation", "start_ns", "name"]]
+        self.l_corr = launches["correlation"].to_numpy(np.int64)
+        self.l_start = launches["start_ns"].to_numpy(np.int64)
+        # the rules run once per distinct name, not per launch (10^5 launches of a handful of names)
+        self.l_graph = name_mask(launches["name"], rules.graph_launch.search)
+        self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
+            if self.l_corr.size else 0
+        self.l_gpu = name_mask(launches["name"], rules.gpu_launch.match)
+        self.captures = int(name_mask(ev.loc[ev["kind"].isin(rules.launch_kinds), "name"], rules.capture.match).sum())
+        self.g_launch = self._match_launches()
+        self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
+
+    def _match_launches(self) -> np.ndarray:
+        return launch_index(self.gs, self.gcorr, self.l_corr, self.l_start)
+
+    def launch_time_of_gpu(self) -> np.ndarray:
+        """Per GPU activity: the start of its launch (-1 when no launch is known)."""
+        if self.l_start.size == 0:  # no runtime launch events (a GPU-only or a sampled trace)
+            return np.full(self.gs.shape, -1, dtype=np.int64)
+        return np.where(self.g_launch >= 0, self.l_start[np.clip(self.g_launch, 0, None)], -1)
+
+    def launches_in(self, s: np.ndarray, e: np.ndarray) -> Launches:
+        """Launch windows of CPU spans (sorted by start; they do not overlap in practice)."""
+        n = s.size
+        if n == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return Launches(z, z, z, z, z, z, z, z, z, z)
+        lt = self.launch_time_of_gpu()
+        idx = np.searchsorted(s, lt, side="right") - 1
+        inside = (lt >= 0) & (idx >= 0) & (lt < e[np.clip(idx, 0, None)])
+        span, a_s, a_e = idx[inside], self.gs[inside], self.ge[inside]
+        first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        last = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(first, span, a_s)
+        np.maximum.at(last, span, a_e)
+        busy = iv.measure_by_group(span, a_s, a_e, n)
+        gidx = np.searchsorted(s, self.l_start, side="right") - 1
+        ginside = self.l_graph & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
+        graphs = np.bincount(gidx[ginside], minlength=n)
+        graphs_empty = np.bincount(gidx[ginside & ~self.l_recorded], minlength=n)
+        linside = self.l_gpu & (gidx >= 0) & (self.l_start < e[np.clip(gidx, 0, None)])
+        launched = np.bincount(gidx[linside], minlength=n)
+        unrecorded = np.bincount(gidx[linside & ~self.l_recorded], minlength=n)
+        return Launches(first, last, busy, graphs, graphs_empty, launched, unrecorded, span, a_s, a_e)
+
+
+__all__ = ["Launches", "StepActivity", "name_mask"]
