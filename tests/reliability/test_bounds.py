@@ -19,7 +19,7 @@ import pytest
 
 import tracekit
 from tracekit.errors import InputError, ResourceLimitError, UsageError
-from tracekit.ingest import reader
+from tracekit.ingest import compression, zstd_frames
 from tracekit.ingest.kineto.pieces import NotStreamable
 from tracekit.ingest.kineto.stream import decode_stream
 from tracekit.regexes import bounded
@@ -86,7 +86,7 @@ def test_whitespace_bomb_is_refused_in_seconds(tmp_path, shape, suffix):
 def test_the_cap_is_far_above_real_traces_and_can_be_lifted(tmp_path, monkeypatch):
     """Real Kineto JSON is 8-20x as gzip (the corpus: 7.5-20.5x) and ~25-35x as zstd -19; the cap is 200x (64 MiB at
     the least). TRACEKIT_MAX_RATIO raises it, 0 removes it: the same 96 MiB of whitespace between events then loads."""
-    assert reader.MAX_RATIO >= 5 * 40 and reader.MIN_TEXT_LIMIT >= 64 * MIB
+    assert compression.MAX_RATIO >= 5 * 40 and compression.MIN_TEXT_LIMIT >= 64 * MIB
     path = write_bomb(tmp_path / "t.json.gz", 96, "as-indentation-between-events")
     with pytest.raises(ResourceLimitError):
         tracekit.load(path, cache=False)
@@ -152,8 +152,8 @@ def test_zstd_is_fed_a_few_blocks_at_a_time():
     skippable = b"\x50\x2a\x4d\x18" + (5).to_bytes(4, "little") + b"12345"
     text1 = b"".join(EVENT % i + b",\n" for i in range(30000))
     data = _zstd_frames([text1, b" " * (96 * MIB)]) + skippable + _zstd_frames([b"tail"])
-    sizes = [len(out) for out in reader._zstd_chunks(io.BytesIO(data), lambda pos: 1 << 16)]
-    assert max(sizes) <= reader._ZstdMeter.BLOCKS * 128 * 1024
+    sizes = [len(out) for out in zstd_frames.zstd_chunks(io.BytesIO(data), lambda pos: 1 << 16)]
+    assert max(sizes) <= zstd_frames.ZstdMeter.BLOCKS * 128 * 1024
     assert sum(sizes) == len(text1) + 96 * MIB + 4
 
 
@@ -271,7 +271,7 @@ def test_the_zstd_meter_keeps_step_with_the_stream_whatever_the_input_pieces():
     data = b"".join(frames)
     ends = list(itertools.accumulate(len(f) for f in frames))
     for _ in range(10):
-        meter, pos, cuts = reader._ZstdMeter(), 0, set()
+        meter, pos, cuts = zstd_frames.ZstdMeter(), 0, set()
         while pos < len(data):
             k = meter.cut(data[pos : pos + rng.choice([1, 2, 3, 5, 100, 4096, 65536])])
             assert k >= 1 and meter.state != meter._LOST

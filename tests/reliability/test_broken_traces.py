@@ -652,7 +652,7 @@ def _hard_positions(text: bytes) -> list[int]:
 def test_salvage_cut_at_every_byte_keeps_a_prefix(layout):
     """The salvage cut itself, at every byte of the hand-built trace: it never lands inside a string, and the
     repaired text holds exactly the first records of the full document (or there is no cut point yet)."""
-    from tracekit.ingest.reader import salvage_json
+    from tracekit.ingest.repair import salvage_json
 
     doc = json.loads(HANDBUILT)
     text = {"kineto": HANDBUILT, "minified": json.dumps(doc, ensure_ascii=False).encode(),

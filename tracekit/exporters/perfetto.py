@@ -24,7 +24,8 @@ import pandas as pd
 from ..annotation import Annotation
 from ..errors import InputError
 from ..ingest import resolve_trace_path
-from ..ingest.reader import read_text, salvage_json
+from ..ingest.repair import salvage_json
+from ..ingest.whole_text import read_text
 from ..result import Result, trace_input
 from ..trace import Trace
 from .parquet import ExportTables, collect

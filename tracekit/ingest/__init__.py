@@ -19,8 +19,9 @@ from .kineto.document import decode_slices, split_document
 from .kineto.pieces import NotStreamable
 from .kineto.stream import decode_stream
 from .normalize import build_events
-from .reader import (StreamDamaged, read_ahead, read_text, replace_lone_surrogates, replace_nonfinite,
-                     salvage_json)
+from .reader import StreamDamaged, read_ahead
+from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
+from .whole_text import read_text
 
 log = logging.getLogger(__name__)
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
