@@ -1,5 +1,8 @@
 """Analyses: pure functions from a Trace (and explicit parameters) to a Result."""
-from .comm.allgather import allgather_result, communication, exposure, segment_allgathers
+from .comm.allgather import allgather_result
+from .comm.communication import communication
+from .comm.exposure import exposure
+from .comm.segments import segment_allgathers
 from .time.decompose import decompose, temporal
 from .time.info import trace_info
 from .time.kernels import kernel_stats
