@@ -146,6 +146,20 @@ class Annotation(msgspec.Struct, forbid_unknown_fields=True):
     ctas_per_sm: list[CtasPerSmRule] = []  # first match wins; kernels matching none run 1 CTA per SM
     source: str = ""  # where it was loaded from (set by the loader)
 
+    @property
+    def ref(self) -> str:
+        """What ``-a`` takes to load this annotation again, for a result's parameters: a shipped one by its name,
+        any other by the path it was loaded from (a user's edited copy is not the shipped one that shares its name);
+        one built in memory by its name."""
+        if not self.source:
+            return self.name
+        known = shipped().get(self.name)
+        try:
+            same = known is not None and known.resolve() == Path(self.source).resolve()
+        except OSError:
+            same = False
+        return self.name if same else self.source
+
 
 _DECODER = msgspec.json.Decoder(Annotation)
 

@@ -1,0 +1,83 @@
+"""Options as objects (issue 27): AllGatherOptions is one hashable value, and the flat keywords of earlier
+releases still work through options_as_objects, with a DeprecationWarning and the same meaning."""
+import inspect
+import warnings
+
+import pytest
+
+import tracekit
+from tracekit.analyses.options import AllGatherOptions, parse_sizes
+from tracekit.analyses.steps.keywords import options_as_objects
+from tracekit.analyses.steps.model import StepOptions, step_options
+from tracekit.errors import UsageError
+
+
+def test_allgather_options_normalise_and_hash():
+    a = AllGatherOptions(group_size=8, sizes={"MLA": 2, "KDA": 1})
+    b = AllGatherOptions(group_size=8.0, sizes=["KDA=1", "MLA=2"])
+    assert a == b and hash(a) == hash(b)
+    assert a.sizes == (("KDA", 1), ("MLA", 2)) and a.size_map == {"KDA": 1, "MLA": 2}
+    assert tracekit.AllGatherOptions is AllGatherOptions
+
+
+@pytest.mark.parametrize("bad", [{"group_size": 1}, {"group_size": 2.5}, {"group_size": "eight"},
+                                 {"sizes": ["KDA"]}, {"sizes": ["=5"]}, {"sizes": {"KDA": -1}},
+                                 {"local_copy": 3}])
+def test_allgather_options_refuse_nonsense_in_one_sentence(bad):
+    with pytest.raises(UsageError):
+        AllGatherOptions(**bad)
+
+
+def test_parse_sizes_forms():
+    assert parse_sizes(None) == {} and parse_sizes("A=1_000") == {"A": 1000} and parse_sizes({"B": 3}) == {"B": 3}
+
+
+@options_as_objects
+def _analysis(trace, ann=None, *, steps=None, ag=None, q_len=None):
+    return {"steps": steps, "ag": ag, "q_len": q_len}
+
+
+def test_signature_is_the_new_one():
+    assert list(inspect.signature(_analysis).parameters) == ["trace", "ann", "steps", "ag", "q_len"]
+
+
+def test_new_keywords_pass_through_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _analysis("t", steps=StepOptions(name="x"), ag=AllGatherOptions(group_size=4), q_len=2)
+    assert out["steps"] == StepOptions(name="x") and out["ag"].group_size == 4 and out["q_len"] == 2
+
+
+def test_old_keywords_warn_and_become_the_objects():
+    with pytest.warns(DeprecationWarning, match=r"step_name=, min_step_ns=, group_size=, ag_size=, qlen="):
+        out = _analysis("t", step_name="decode", min_step_ns=5, group_size=8, ag_size=["KDA=7"], qlen=3)
+    assert out["steps"] == step_options(None, step_name="decode", min_step_ns=5)
+    assert out["ag"] == AllGatherOptions(group_size=8, sizes={"KDA": 7})
+    assert out["q_len"] == 3
+
+
+def test_old_step_keywords_merge_with_the_annotation_as_before():
+    with pytest.warns(DeprecationWarning):
+        out = _analysis("t", "k3_dp16", min_step_ns=7)
+    assert out["steps"] == step_options("k3_dp16", min_step_ns=7)
+    assert out["steps"].name == step_options("k3_dp16").name  # the annotation's marker kept
+
+
+def test_old_and_new_for_one_option_is_a_usage_error():
+    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
+        _analysis("t", steps=StepOptions(), step_name="x")
+    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
+        _analysis("t", ag=AllGatherOptions(), group_size=8)
+    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
+        _analysis("t", q_len=1, qlen=2)
+    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
+        _analysis("t", ag_size=["A=1"], sizes=["A=2"])
+
+
+def test_an_old_keyword_the_function_never_had_is_a_type_error():
+    @options_as_objects
+    def f(trace, *, steps=None):
+        return steps
+
+    with pytest.raises(TypeError), pytest.warns(DeprecationWarning):
+        f("t", group_size=8)

@@ -1,0 +1,77 @@
+"""Options as objects: the AllGather options that several analyses share, in one frozen value.
+
+A public analysis takes ``steps=`` (a ``StepOptions`` or the ``Steps`` themselves, analyses/steps/model.py),
+``ag=`` (an :class:`AllGatherOptions`) and ``hw=`` (a hardware profile or its name) instead of a flat keyword per
+option; the flat keywords of earlier releases still work for one release, with a DeprecationWarning
+(analyses/steps/keywords.py turns them into these objects). An ``AllGatherOptions`` holds what the user asked for;
+the annotation's ``allgather`` section fills what it leaves unset (``allgather_options`` in analyses/comm, the one
+place they merge).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from ..errors import UsageError
+
+__all__ = ["AllGatherOptions", "parse_sizes"]
+
+
+def parse_sizes(items: Iterable[str] | Mapping[str, int] | None) -> dict[str, int]:
+    """``["KDA=627048448", ...]`` (the CLI's ``--ag-size``) or a dict → {"KDA": 627048448}; a bad item is a usage
+    error."""
+    if isinstance(items, Mapping):
+        items = [f"{k}={v}" for k, v in items.items()]
+    elif isinstance(items, str):
+        items = [items]
+    out: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = str(item).partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out[name.strip()] = int(str(value).replace("_", ""))
+        except ValueError:
+            raise UsageError(f"--ag-size {item!r} is not TYPE=BYTES (e.g. KDA=627048448)") from None
+        if out[name.strip()] <= 0:
+            raise UsageError(f"--ag-size {item!r}: the full size of an AllGather is a positive number of bytes")
+    return out
+
+
+@dataclass(frozen=True)
+class AllGatherOptions:
+    """How the weight AllGathers are cut and typed (hashable, so that a segmentation is computed once per trace and
+    options). Unset fields come from the annotation.
+
+    ``group_size``: ranks in one AllGather (G); None: the annotation's, else inferred from the copies.
+    ``sizes``: AllGather type → full bytes (a dict or ``TYPE=BYTES`` items), added to the annotation's.
+    ``local_copy``: the local-copy kernel pattern (a regular expression, run time-bounded); None: the annotation's,
+    else the shipped one.
+    """
+
+    group_size: int | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+    local_copy: str | None = None
+
+    def __post_init__(self):
+        if self.group_size is not None:
+            try:
+                g = int(self.group_size)
+            except (TypeError, ValueError):
+                raise UsageError(f"group_size= must be a whole number of ranks, not {self.group_size!r}") from None
+            if g != self.group_size or g < 2:
+                raise UsageError(f"group_size= must be a whole number of ranks, 2 or more, not {self.group_size!r}")
+            object.__setattr__(self, "group_size", g)
+        sizes = self.sizes
+        if not (isinstance(sizes, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in sizes)):
+            sizes = tuple(sorted(parse_sizes(sizes).items()))
+        else:
+            sizes = tuple(sorted(parse_sizes(dict(sizes)).items()))
+        object.__setattr__(self, "sizes", sizes)
+        if self.local_copy is not None and not isinstance(self.local_copy, str):
+            raise UsageError(f"local_copy= is a regular expression (a string), not {type(self.local_copy).__name__}")
+
+    @property
+    def size_map(self) -> dict[str, int]:
+        """``sizes`` as a dict."""
+        return dict(self.sizes)
