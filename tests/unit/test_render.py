@@ -3,6 +3,7 @@ JSON. Golden rules: no number is broken or cut, every ns value shows a unit, no 
 the default output of the K3 fixtures stays under 80 lines and --all shows every row."""
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -248,3 +249,67 @@ def test_repr_html_is_escaped_tables():
 def test_safe_text_makes_controls_visible():
     assert safe_text("a\x1b[2Jb\r\n\t\u202e\u2028\x00") == "a\\x1b[2Jb\\r\\n\\t\\u202e\\u2028\\x00"
     assert safe_text("naïve 中文 [/]") == "naïve 中文 [/]"
+
+
+# --------------------------------------------------------------------------- kernel names in md (issue 29)
+
+MANGLED = {  # a full kernel name -> how a person reads it (hand-written, as tracekit/data/kernel_names.json says)
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<long>, at::detail::Array<char*, 1> >"
+    "(int, at::native::FillFunctor<long>, at::detail::Array<char*, 1>)": "vectorized_elementwise_kernel<FillFunctor>",
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float,"
+    " float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::"
+    "BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>"
+    "(int, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float, float, float, at::native::"
+    "binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<float, float, float,"
+    " at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1})": "elementwise_kernel<MulFunctor>",
+    "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllGather_RING_LL",
+}
+
+
+def _kernels_result() -> Result:
+    names = list(MANGLED)
+    df = pd.DataFrame({"name": names, "count": [30, 20, 10], "total_ns": [3_000_000, 2_000_000, 1_000_000]})
+    return Result(command="kernels", inputs=[], params={}, summary={"names_total": 3}, tables={"kernels": df})
+
+
+def _md_names(md: str) -> list[str]:
+    """The first cell of every row of the md kernels table (the pipe escapes undone)."""
+    rows = md.split("### kernels", 1)[1].splitlines()[4:]
+    return [r[2:].split(" | ")[0].replace("\\|", "|").replace("\\\\", "\\") for r in rows if r.startswith("| ")]
+
+
+def test_md_shortens_kernel_names_as_the_terminal_does_and_wide_keeps_them_whole():
+    """Issue 29: names shortened for people (table and md) with the full name in json, csv and with --wide."""
+    r = _kernels_result()
+    assert _md_names(emit(r, "md")) == list(MANGLED.values())
+    assert _md_names(emit(r, "md", wide=True)) == list(MANGLED)
+    table = emit(r, "table", width=200)
+    assert all(short in table for short in MANGLED.values()) and "void at::native" not in table
+    doc = json.loads(emit(r, "json"))
+    assert [row["name"] for row in doc["tables"]["kernels"]] == list(MANGLED)
+    assert pd.read_csv(io.StringIO(emit(r, "csv")))["name"].tolist() == list(MANGLED)
+
+
+def test_md_names_that_would_read_the_same_stay_different():
+    """Two different kernels whose short forms collide get longer forms in md, as in the terminal."""
+    a, b = (f"void at::native::vectorized_elementwise_kernel<{n}, at::native::FillFunctor<long>, "
+            "at::detail::Array<char*, 1> >(int)" for n in (4, 8))
+    r = Result(command="kernels", inputs=[], params={}, summary={},
+               tables={"kernels": pd.DataFrame({"name": [a, b], "count": [1, 2]})})
+    shown = _md_names(emit(r, "md"))
+    assert len(set(shown)) == 2 and not any(s.startswith("void ") for s in shown), shown
+
+
+def test_the_cli_md_shortens_kernel_names_unless_wide(cli):
+    sample = bundled_sample()
+    code, short, _ = cli("kernels", sample, "-f", "md")
+    assert code == 0
+    code, whole, _ = cli("--wide", "kernels", sample, "-f", "md")
+    assert code == 0
+    code, doc, _ = cli("kernels", sample, "-f", "json")
+    full = [row["name"] for row in json.loads(doc)["tables"]["kernels"]]
+    assert any(n.startswith("void ") for n in full)  # the sample has mangled names to shorten
+    assert _md_names(whole) == full
+    shown = _md_names(short)
+    assert len(shown) == len(full) and len(set(shown)) == len(set(full))
+    assert not any(n.startswith("void ") for n in shown) and sum(map(len, shown)) < sum(map(len, full))

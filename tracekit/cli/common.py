@@ -111,8 +111,8 @@ AllOpt = Annotated[bool, typer.Option(
     "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
                   " tables (json and csv always hold every row). May stand anywhere before `--`.")]
 WideOpt = Annotated[bool, typer.Option(
-    "--wide", help="Kernel names whole in the table format, which otherwise shortens them into what a person"
-                   " recognises (json and csv always hold the full name); anywhere on the line, like --all")]
+    "--wide", help="Kernel names whole in the table and md formats, which otherwise shorten them into what a"
+                   " person recognises (json and csv always hold the full name); anywhere on the line, like --all")]
 PROGRESS_AFTER_S = 1.0  # the reading bar appears once a load has taken this long
 PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after the load has taken this long
 

@@ -13,15 +13,15 @@ def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool =
     """Render ``result`` as text in ``fmt``: table (for people), json, csv, md or html (a self-contained page).
 
     ``all_rows`` shows every row in the human formats (table, md), which otherwise show the top rows of long
-    tables; json and csv always hold every row. ``wide`` shows kernel names whole in the table format (which
-    otherwise shortens them into what a person recognises). ``width`` is the terminal's (default: ``COLUMNS``, the real
-    width, or 100)."""
+    tables; json and csv always hold every row. ``wide`` shows kernel names whole in the human formats (table, md),
+    which otherwise shorten them into what a person recognises (json and csv always hold the full name). ``width`` is
+    the terminal's (default: ``COLUMNS``, the real width, or 100)."""
     if fmt == "json":
         return result.to_json()
     if fmt == "csv":
         return to_csv(result, table)
     if fmt == "md":
-        return to_markdown(result, all_rows=all_rows)
+        return to_markdown(result, all_rows=all_rows, wide=wide)
     if fmt == "table":
         from .tables import to_text
 

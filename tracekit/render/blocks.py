@@ -22,10 +22,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ..names import name_columns
 from ..result import Result, _scalar, table_rows
 from .human import (Origin, _wrap_words, ag_measures, column, display_frame, fit, fit_left, label_of, plain_text,
-                    safe_text, unit_of, value_text, wrap_prose)
-from ..names import distinct_names, name_columns
+                    safe_text, short_names, unit_of, value_text, wrap_prose)
 
 MAX_LINES = 75  # what the default output aims at (the tests hold the K3 fixtures under 80)
 INLINE_KEYS = 3  # a summary dict of at most this many keys (and no sibling with the same keys) stays inline
@@ -245,31 +245,18 @@ def _cost_column(df: pd.DataFrame) -> str | None:
     return None
 
 
-def _named(records: list[dict], headers: list, wide: bool) -> list[dict]:
-    """Kernel names shortened (``names.distinct_names``: different names still read differently) unless ``wide``."""
-    cols = [c for c in headers if c in name_columns() and any(isinstance(r[c], str) for r in records)]
-    if wide or not cols:
-        return records
-    out = [dict(r) for r in records]
-    for c in cols:
-        texts = [i for i, r in enumerate(out) if isinstance(r[c], str)]
-        for i, short in zip(texts, distinct_names([out[i][c] for i in texts])):
-            out[i][c] = short
-    return out
-
-
 def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None,
                  wide: bool = False) -> Block:
     """A table as text: every row, or (``limit``) the first rows only — the units still follow from all of them —
     and then also its most costly rows, shown when the table is shortened."""
     df = display_frame(df)
     total = len(df)
-    records = _named(table_rows(df if limit is None else df.iloc[:limit], spread=False), list(df.columns), wide)
+    records = short_names(table_rows(df if limit is None else df.iloc[:limit], spread=False), list(df.columns), wide)
     cost = _cost_column(df) if limit is not None and total > 1 else None
     by_cost = None
     if cost is not None:
         top = df.sort_values(cost, ascending=False, kind="stable", na_position="last").iloc[:limit]
-        by_cost = _named(table_rows(top, spread=False), list(df.columns), wide)
+        by_cost = short_names(table_rows(top, spread=False), list(df.columns), wide)
     headers_raw = list(df.columns)
     if len(records) == 1 and len(headers_raw) > 4 and _too_wide(records[0], headers_raw, origin, width):
         r = records[0]  # one record too wide for one line: key / value

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..result import Result, _scalar, shown_text, table_rows, to_json_obj, utf8_text  # noqa: F401 - re-exported: the envelope's home
 from .human import (_escape_char, _unsafe, ag_measures, column, display_frame, glossary, label_of, origin_of,
-                    safe_text, unit_of, value_text)
+                    safe_text, short_names, unit_of, value_text)
 
 FORMATS = ("table", "json", "csv", "md", "html")
 MD_ROWS = 25  # md shows this many rows of a table unless --all
@@ -35,7 +35,9 @@ _CSV_SAFE = re.compile(r"[\x20-\x7e\t\n]*\Z")
 # --------------------------------------------------------------------------- md
 
 
-def to_markdown(result: Result, *, all_rows: bool = False) -> str:
+def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -> str:
+    """Pipe tables for people: the summary, then each table (its first ``MD_ROWS`` rows unless ``all_rows``), kernel
+    names shortened as in the terminal unless ``wide``, and the notes and warnings."""
     origin = origin_of(result)
     out = [f"## tracekit {_md_cell(safe_text(result.command))}", ""]
     if result.summary:
@@ -53,6 +55,7 @@ def to_markdown(result: Result, *, all_rows: bool = False) -> str:
         records = table_rows(df, spread=False)  # people read the fields as one JSON cell
         cols = [column(c, [r[c] for r in records], origin) for c in df.columns]
         shown = records if all_rows or len(records) <= MD_ROWS + 1 else records[:MD_ROWS]
+        shown = short_names(shown, list(df.columns), wide)  # kernel names as the terminal shows them
         out += [f"### {_md_cell(safe_text(name))}", "", "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
                 "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols)]
         out += ["| " + " | ".join(_md_cell(c.fmt(r[c.name])) for c in cols) + " |" for r in shown]
@@ -160,7 +163,7 @@ def _table_or_error(result: Result, name: str) -> pd.DataFrame:
 
 def write_csv_dir(result: Result, out: Path, *, only: str | None = None, raw: bool | None = None) -> list[Path]:
     """One csv file per table (``COMMAND.TABLE.csv``, the summary too) in the directory ``out``, created when
-    missing; the set is written whole or not at all (``files.OutputDir``)."""
+    missing; the set is written whole or not at all (``outdir.OutputDir``)."""
     from .outdir import OutputDir
 
     names = [only] if only else ["summary", *result.tables]

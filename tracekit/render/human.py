@@ -15,6 +15,8 @@ Shared by the terminal tables (``tables.py``), markdown (``formats.py``) and the
   other invisible format characters are shown as visible escapes (``\\x1b``, ``\\n``, ``\\u202e``), so a name can
   neither move the cursor, colour the terminal, break a row nor reorder what is printed. Cells are plain text:
   nothing is interpreted as rich markup.
+* **Kernel names are shortened** (``short_names``, with ``tracekit.names``' one shortener) in the terminal tables and
+  md, into what a person recognises, unless ``--wide``; json and csv always hold the full name.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from typing import Any, Callable
 import pandas as pd
 from rich.cells import cell_len, set_cell_size
 
+from ..names import distinct_names, name_columns
 from ..result import Result, _scalar, escape_surrogate
 
 EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: any ns value past this counted from 1970 is a date
@@ -460,4 +463,17 @@ def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
             out.append(head)
             ln = pad + ln[len(head):]
         out.append(ln)
+    return out
+
+
+def short_names(records: list[dict], headers: list, wide: bool) -> list[dict]:
+    """Kernel names shortened (``names.distinct_names``: different names still read differently) unless ``wide``."""
+    cols = [c for c in headers if c in name_columns() and any(isinstance(r[c], str) for r in records)]
+    if wide or not cols:
+        return records
+    out = [dict(r) for r in records]
+    for c in cols:
+        texts = [i for i, r in enumerate(out) if isinstance(r[c], str)]
+        for i, short in zip(texts, distinct_names([out[i][c] for i in texts])):
+            out[i][c] = short
     return out
