@@ -81,3 +81,12 @@ def test_an_old_keyword_the_function_never_had_is_a_type_error():
 
     with pytest.raises(TypeError), pytest.warns(DeprecationWarning):
         f("t", group_size=8)
+
+
+def test_with_annotation_is_the_old_merge():
+    from tracekit.analyses.comm.segments import allgather_options
+
+    for kw in ({}, {"group_size": 4}, {"sizes": ["KDA=5", "NEW=9"]}, {"local_copy": "foo.*"}):
+        merged = AllGatherOptions(**kw).with_annotation("k3_dp16")
+        assert merged.as_keywords() == allgather_options("k3_dp16", **kw)
+    assert AllGatherOptions(group_size=4).with_annotation(None) == AllGatherOptions(group_size=4)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from ..annotation.spec import as_annotation
 from ..errors import UsageError
 
 __all__ = ["AllGatherOptions", "parse_sizes"]
@@ -75,3 +76,18 @@ class AllGatherOptions:
     def size_map(self) -> dict[str, int]:
         """``sizes`` as a dict."""
         return dict(self.sizes)
+
+    def with_annotation(self, ann=None) -> "AllGatherOptions":
+        """These options over the annotation's ``allgather`` section: the one place they merge. What is set here
+        wins; ``sizes`` are added to the annotation's (the same type here replaces its size). ``ann``: an
+        Annotation, a name or a path, or None."""
+        spec = getattr(as_annotation(ann), "allgather", None)
+        if spec is None:
+            return self
+        return AllGatherOptions(group_size=self.group_size if self.group_size is not None else spec.group_size,
+                                sizes={**spec.sizes, **self.size_map},
+                                local_copy=self.local_copy or spec.local_copy)
+
+    def as_keywords(self) -> dict:
+        """The keywords the segmentation takes (and the result's parameters record)."""
+        return {"group_size": self.group_size, "sizes": self.size_map, "local_copy_pattern": self.local_copy}
