@@ -24,6 +24,7 @@ import pytest
 import tracekit
 from tests.conftest import kernel, write_trace
 from tracekit.ingest import cache as _cache
+from tracekit.ingest import cache_key
 from tracekit.ingest.cache_admin import cache_clear, cache_info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,12 +141,12 @@ class _FrozenCtimeOs:
 def test_the_checksum_alone_catches_a_mid_file_edit(tmp_path, monkeypatch, mode):
     """Size, mtime, ctime and inode all agree; only the CRC-32 of the content differs. `whole`: a file up to
     WHOLE_MAX is summed byte for byte. `sampled+racy`: a big file changed in the last RACY_NS is summed whole too."""
-    monkeypatch.setattr(_cache, "os", _FrozenCtimeOs())
+    monkeypatch.setattr(cache_key, "os", _FrozenCtimeOs())
     if mode != "whole":
-        monkeypatch.setattr(_cache, "WHOLE_MAX", 0)  # every file is "big"; it was just written, so it is racy
+        monkeypatch.setattr(cache_key, "WHOLE_MAX", 0)  # every file is "big"; it was just written, so it is racy
     p = _padded(tmp_path)
     assert _busy(tracekit.load(p)) == [10_000_000]
-    assert _cache.key(p)["whole"] is True
+    assert cache_key.key(p)["whole"] is True
     _edit_in_place(p, b'"dur": 10000.0', b'"dur": 15000.0')
     again = tracekit.load(p)
     assert again.report.from_cache is False and _busy(again) == [15_000_000]
@@ -155,13 +156,13 @@ def test_the_checksum_alone_catches_a_mid_file_edit(tmp_path, monkeypatch, mode)
 def test_a_big_file_is_sampled_and_an_edit_between_samples_is_caught_by_ctime(tmp_path, monkeypatch):
     """A file above WHOLE_MAX, last changed long ago, is summed over blocks spread over it; an edit that no block
     covers still moves ctime (every write does, and so does the utime that puts mtime back)."""
-    monkeypatch.setattr(_cache, "WHOLE_MAX", 0)
-    monkeypatch.setattr(_cache, "RACY_NS", -10**18)  # never racy
+    monkeypatch.setattr(cache_key, "WHOLE_MAX", 0)
+    monkeypatch.setattr(cache_key, "RACY_NS", -10**18)  # never racy
     p = _padded(tmp_path, pad=20_000)
     first = tracekit.load(p)
-    assert first.report.from_cache is False and _cache.key(p)["whole"] is False
+    assert first.report.from_cache is False and cache_key.key(p)["whole"] is False
     at = p.read_bytes().index(b'"dur": 10000.0')
-    covered = [(o, o + n) for o, n in _cache._samples(p.stat().st_size)]
+    covered = [(o, o + n) for o, n in cache_key._samples(p.stat().st_size)]
     assert not any(a <= at + 8 < b for a, b in covered)  # the edited byte is in no sampled block
     ctime = os.stat(p).st_ctime_ns
     time.sleep(0.02)  # past the file-time clock's tick
@@ -174,13 +175,13 @@ def test_a_big_file_is_sampled_and_an_edit_between_samples_is_caught_by_ctime(tm
 
 def test_a_file_that_changed_while_it_was_read_is_not_cached(tmp_path):
     p = _trace(tmp_path, "t.json", 10_000.0)
-    before = _cache.key(p)
+    before = cache_key.key(p)
     trace = tracekit.load(p, cache=False)
     with open(p, "a") as fh:
         fh.write("\n")  # the writer was still appending
     assert _cache.write(p, trace, before=before) is None
     assert _cache.read(p) is None
-    assert _cache.write(p, trace, before=_cache.key(p)) is not None
+    assert _cache.write(p, trace, before=cache_key.key(p)) is not None
 
 
 # --------------------------------------------------------------------------- FIFOs and links at an entry's path

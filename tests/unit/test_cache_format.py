@@ -17,6 +17,7 @@ import pytest
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
 from tracekit.ingest import cache as _cache
+from tracekit.ingest import cache_key
 from tracekit.ingest.cache_admin import cache_clear, cache_info
 
 SYN = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
@@ -61,7 +62,7 @@ def test_the_cached_table_is_the_ingested_one_dtypes_included(tmp_path, fixture)
     with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression
         reader = pa.ipc.open_file(f)
         assert reader.num_record_batches >= 1
-        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == _cache.CACHE_FORMAT == 6
+        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == cache_key.CACHE_FORMAT == 6
 
 
 def test_all_null_categoricals_keep_their_dtype(tmp_path):
@@ -76,9 +77,9 @@ def test_all_null_categoricals_keep_their_dtype(tmp_path):
 
 def test_an_entry_of_another_format_is_rebuilt_not_used(tmp_path, monkeypatch):
     p = _small(tmp_path)
-    monkeypatch.setattr(_cache, "CACHE_FORMAT", 4)
+    monkeypatch.setattr(cache_key, "CACHE_FORMAT", 4)
     assert _cache.write(p, tracekit.load(p, cache=False)) is not None
-    monkeypatch.setattr(_cache, "CACHE_FORMAT", 5)
+    monkeypatch.setattr(cache_key, "CACHE_FORMAT", 5)
     assert _cache.read(p) is None  # same file name, an older format number in its key: a miss
     assert tracekit.load(p).report.from_cache is False
     assert tracekit.load(p).report.from_cache is True
@@ -92,7 +93,7 @@ def test_a_legacy_parquet_entry_is_never_read_listed_then_removed(tmp_path):
     wrong = tracekit.load(p, cache=False).events.iloc[:1]
     table = pa.Table.from_pandas(wrong, preserve_index=False)
     report = tracekit.load(p, cache=False).report.to_dict()
-    legacy_key = {**_cache._key(p), "format": 3}
+    legacy_key = {**cache_key.key_of(p), "format": 3}
     table = table.replace_schema_metadata({**table.schema.metadata, b"tracekit": json.dumps(
         {"key": legacy_key, "meta": {}, "report": report}).encode()})
     legacy = _cache.cache_path(p, cdir, ".parquet")
@@ -161,7 +162,7 @@ def test_dictionary_codes_out_of_range_are_refused(tmp_path):
     col = bad.column(i).combine_chunks()
     codes = pa.array([0, 99], type=col.type.index_type)
     bad = bad.set_column(i, bad.schema.field(i), pa.DictionaryArray.from_arrays(codes, col.dictionary, safe=False))
-    meta = {b"tracekit": json.dumps({"key": _cache._key(p), "meta": t.meta, "report": t.report.to_dict()}).encode(),
+    meta = {b"tracekit": json.dumps({"key": cache_key.key_of(p), "meta": t.meta, "report": t.report.to_dict()}).encode(),
             **{k: v for k, v in bad.schema.metadata.items()}}
     bad = bad.replace_schema_metadata(meta)
     entry = _cache.cache_path(p)
@@ -195,36 +196,36 @@ def test_the_key_covers_the_whole_file(tmp_path, monkeypatch):
     """Small files (and files changed in the last RACY_NS) are checksummed byte for byte; a big, settled one over
     both ends and SAMPLES blocks spread evenly between them, the last block ending at the file's end."""
     p = _small(tmp_path)
-    k = _cache._key(p)
+    k = cache_key.key_of(p)
     st = p.stat()
     assert (k["size"], k["mtime_ns"], k["ctime_ns"], k["ino"]) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    assert k["whole"] is True and k["format"] == _cache.CACHE_FORMAT
+    assert k["whole"] is True and k["format"] == cache_key.CACHE_FORMAT
     import zlib
 
     assert k["crc32"] == zlib.crc32(p.read_bytes())
-    monkeypatch.setattr(_cache, "WHOLE_MAX", 0)
-    assert _cache._key(p)["whole"] is True  # just written: racy
-    monkeypatch.setattr(_cache, "RACY_NS", -10**18)
-    assert _cache._key(p)["whole"] is False
+    monkeypatch.setattr(cache_key, "WHOLE_MAX", 0)
+    assert cache_key.key_of(p)["whole"] is True  # just written: racy
+    monkeypatch.setattr(cache_key, "RACY_NS", -10**18)
+    assert cache_key.key_of(p)["whole"] is False
     size = 10 << 20
-    spots = _cache._samples(size)
-    assert len(spots) == _cache.SAMPLES + 2
+    spots = cache_key._samples(size)
+    assert len(spots) == cache_key.SAMPLES + 2
     assert min(o for o, _ in spots) == 0 and max(o + n for o, n in spots) == size
-    starts = sorted(o for o, n in spots if n == _cache._BLOCK)
+    starts = sorted(o for o, n in spots if n == cache_key._BLOCK)
     gaps = {b - a for a, b in zip(starts, starts[1:])}
-    assert max(gaps) - min(gaps) <= 1 and max(gaps) < size / (_cache.SAMPLES - 2)  # even, over the whole file
+    assert max(gaps) - min(gaps) <= 1 and max(gaps) < size / (cache_key.SAMPLES - 2)  # even, over the whole file
 
 
 def test_a_changed_byte_anywhere_in_a_small_file_misses(tmp_path):
     """Every byte of a file up to WHOLE_MAX is in the checksum: flip each of a few positions, ctime aside."""
     p = _small(tmp_path)
     data = p.read_bytes()
-    k = _cache._key(p)
+    k = cache_key.key_of(p)
     for at in (0, len(data) // 3, len(data) // 2, len(data) - 2):
         changed = bytearray(data)
         changed[at] ^= 0x01
         p.write_bytes(bytes(changed))
-        assert _cache._key(p, whole=True)["crc32"] != k["crc32"], at
+        assert cache_key.key_of(p, whole=True)["crc32"] != k["crc32"], at
     p.write_bytes(data)
 
 
@@ -233,7 +234,7 @@ def test_a_source_that_is_not_a_file_has_no_key(tmp_path):
         pytest.skip("no FIFOs here")
     fifo = tmp_path / "t.json"
     os.mkfifo(fifo)
-    assert _cache.key(fifo) is None  # and it returned: opened without waiting for a writer
+    assert cache_key.key(fifo) is None  # and it returned: opened without waiting for a writer
 
 
 # --------------------------------------------------------------------------- what is tracekit's (issue 26)
@@ -282,9 +283,9 @@ def test_an_entry_of_format_4_is_listed_cleared_and_replaced(tmp_path, monkeypat
     format-5 entry (same name) on the next load."""
     p = _small(tmp_path)
     cdir = tmp_path / "cache"
-    monkeypatch.setattr(_cache, "CACHE_FORMAT", 4)
+    monkeypatch.setattr(cache_key, "CACHE_FORMAT", 4)
     tracekit.load(p, cache_dir=cdir)
-    monkeypatch.setattr(_cache, "CACHE_FORMAT", 5)
+    monkeypatch.setattr(cache_key, "CACHE_FORMAT", 5)
     assert cache_info(cdir).tables["entries"]["format"].tolist() == [4]
     assert tracekit.load(p, cache_dir=cdir).report.from_cache is False
     assert cache_info(cdir).tables["entries"]["format"].tolist() == [5]

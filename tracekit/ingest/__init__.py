@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
 from . import cache as _cache
+from . import cache_key as _cache_key
 from .compression import HEAD_BYTES, compression_of, without_bom
 from .kineto.columns import NOT_EVENT_REASONS
 from .kineto.document import decode_slices, split_document
@@ -75,7 +76,7 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
             hit.report.path = shown
             hit.meta["source"] = shown
             return hit
-    before = _cache.key(source) if cache else None  # a file that changes while it is read is not cached
+    before = _cache_key.key(source) if cache else None  # a file that changes while it is read is not cached
     trace = ingest_file(source, display_path=shown, progress=progress)
     if cache:
         _cache.write(source, trace, cdir, before=before)

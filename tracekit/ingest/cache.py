@@ -1,7 +1,7 @@
 """Cache of a normalised events table, as an uncompressed Arrow IPC file (Feather v2).
 
 A cache entry is valid while the source file has the same size, mtime, ctime, inode and content checksum and was
-written by the same tracekit version and cache format (the key, :func:`_key`). Entries live in
+written by the same tracekit version and cache format (the key, ``cache_key.py``). Entries live in
 ``$TRACEKIT_CACHE_DIR`` (default ``~/.cache/tracekit``), named by a hash of the source's absolute path, so
 read-only trace directories work and trace folders are not littered. Writes go to a unique temporary file in the
 cache directory and are renamed into place, so concurrent loads never see a partial file (a reader that has the
@@ -33,36 +33,21 @@ import stat
 import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .._version import __version__
 from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
+from .cache_key import key_of, matches, pread
 
 log = logging.getLogger(__name__)
-# 3: the key holds a content fingerprint; 4: uncompressed Arrow IPC instead of lz4 parquet; 5: the key covers the
-# whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file); 6: the events table
-# has the cpu_ops' recorded inputs (the `shapes` column)
-CACHE_FORMAT = 6
 SUFFIX = ".arrow"
 LEGACY_SUFFIXES = (".parquet",)  # formats 1-3: never read, listed and removed by `tracekit cache info|clear`
 _META_KEY = b"tracekit"
 _ARROW_MAGIC = b"ARROW1"
 
-# the key's checksum: every byte of a file up to WHOLE_MAX (a .json.gz of ~1 GB of JSON), else the first and last
-# 64 KiB and SAMPLES blocks of 4 KiB spread evenly over the file — then a change is caught by ctime, which every
-# write and every utime() moves, and a file changed less than RACY_NS ago (when ctime may not yet have moved past
-# the key's: the clock behind file times ticks in ms) is checksummed whole. docs/ingest.md has the costs.
-WHOLE_MAX = 64 << 20
-_END = 1 << 16
-SAMPLES = 256
-_BLOCK = 1 << 12
-RACY_NS = 2_000_000_000
-_READ = 4 << 20
 
 # names the cache writes; anything else in the folder is not tracekit's
 ENTRY_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.(?:arrow|parquet)$")
@@ -78,101 +63,6 @@ def default_cache_dir() -> Path:
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tracekit"
-
-
-# --------------------------------------------------------------------------- the key
-
-
-_crc32 = None
-
-
-def _crc(data, value: int = 0) -> int:
-    """CRC-32 of ``data`` continuing ``value``: ISA-L's (~8 GB/s) when installed, else zlib's (~1 GB/s); the same
-    numbers either way."""
-    global _crc32
-    if _crc32 is None:
-        try:
-            from isal import isal_zlib
-
-            _crc32 = isal_zlib.crc32
-        except ImportError:
-            _crc32 = zlib.crc32
-    return _crc32(data, value)
-
-
-def _racy(st: os.stat_result) -> bool:
-    """Changed so recently (or dated in the future) that a further change may not move mtime or ctime."""
-    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
-
-
-def _pread(fd: int, n: int, offset: int) -> bytes:
-    if hasattr(os, "pread"):
-        return os.pread(fd, n, offset)
-    os.lseek(fd, offset, os.SEEK_SET)  # no pread (Windows)
-    return os.read(fd, n)
-
-
-def _checksum(fd: int, size: int, whole: bool) -> int:
-    crc = 0
-    if whole:
-        buf = bytearray(min(_READ, max(size, 1)))
-        view = memoryview(buf)
-        os.lseek(fd, 0, os.SEEK_SET)
-        with os.fdopen(os.dup(fd), "rb", buffering=0) as fh:
-            while True:
-                n = fh.readinto(view)
-                if not n:
-                    break
-                crc = _crc(view[:n], crc)
-        return crc
-    for offset, length in _samples(size):
-        crc = _crc(_pread(fd, length, offset), crc)
-    return crc
-
-
-def _samples(size: int) -> list[tuple[int, int]]:
-    """(offset, length) of the blocks the checksum of a big file covers: both ends, and SAMPLES blocks between."""
-    spots = [(0, _END), (max(0, size - _END), _END)]
-    step = max(0, size - _BLOCK) / (SAMPLES - 1)
-    spots += [(int(i * step), _BLOCK) for i in range(SAMPLES)]
-    return spots
-
-
-def _key(source: Path, whole: bool | None = None) -> dict[str, Any]:
-    """What the cached entry must agree on: size, mtime, ctime, inode, tracekit's version and format, and a CRC-32
-    of the content — of every byte (``whole``), or of blocks spread over the file. ``whole=None`` decides: whole
-    for a file up to WHOLE_MAX or one changed in the last RACY_NS. Raises OSError for anything but a regular file."""
-    fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(source))
-        if whole is None:
-            whole = st.st_size <= WHOLE_MAX or _racy(st)
-        crc = _checksum(fd, st.st_size, whole)
-    finally:
-        os.close(fd)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
-            "crc32": crc, "whole": whole, "version": __version__, "format": CACHE_FORMAT}
-
-
-def key(source: Path) -> dict[str, Any] | None:
-    """The cache key of ``source`` now (take it before reading the file; :func:`write` compares)."""
-    try:
-        return _key(source)
-    except OSError:
-        return None
-
-
-def _matches(stored: Any, source: Path) -> bool:
-    """Whether the entry's key is ``source``'s now; the stat fields first, the checksum only when they agree."""
-    if not isinstance(stored, dict) or stored.get("format") != CACHE_FORMAT or stored.get("version") != __version__:
-        return False
-    st = os.stat(source)
-    if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (
-            stored.get("size"), stored.get("mtime_ns"), stored.get("ctime_ns"), stored.get("ino")):
-        return False
-    return _key(source, whole=bool(stored.get("whole"))) == stored
 
 
 # --------------------------------------------------------------------------- paths, and what is tracekit's
@@ -317,7 +207,7 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
         # concurrent writer replaces the file by rename, so what is mapped never changes under the reader
         reader = ipc.open_file(pa.py_buffer(mm))
         stored = json.loads(reader.schema.metadata[_META_KEY])
-        if not _matches(stored.get("key"), source):
+        if not matches(stored.get("key"), source):
             return None
         table = reader.read_all()
         if table.num_rows != stored["report"]["events_kept"]:
@@ -420,7 +310,7 @@ def write(source: Path, trace: Trace, cache_dir: Path | None = None, before: dic
 
     path = cache_path(source, cache_dir)
     try:
-        now = _key(source, whole=None if before is None else bool(before.get("whole")))
+        now = key_of(source, whole=None if before is None else bool(before.get("whole")))
     except OSError as exc:
         log.info("not caching %s: %s", source, exc)
         return None
@@ -504,7 +394,7 @@ def is_temporary(path: Path, st: os.stat_result) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
         try:
-            head = _pread(fd, 6, 0)
+            head = pread(fd, 6, 0)
         finally:
             os.close(fd)
     except OSError:
