@@ -24,7 +24,7 @@ _API: dict[str, str] = {
     "load_profile": "hardware", "resolve_profile": "hardware", "as_profile": "hardware",
     "find_steps": "analyses.steps.resolve", "get_steps": "analyses.steps.resolve", "step_options": "analyses.steps.resolve",
     "StepOptions": "analyses.steps.resolve", "Steps": "analyses.steps.resolve", "AllGatherOptions": "analyses.options",
-    "segment_allgathers": "analyses.comm.allgather", "allgather_options": "analyses.comm.allgather",
+    "segment_allgathers": "analyses.comm.segments", "allgather_options": "analyses.comm.segments",
     "annotated": "analyses.structure.blocks", "annotated_steps": "analyses.structure.blocks",
     "find_layers": "analyses.structure.layers", "one_step_table": "analyses.time.onestep", "one_step_tables": "analyses.time.onestep",
     "categorize": "analyses.categories", "load_categories": "analyses.categories",

@@ -11,7 +11,7 @@ import pytest
 import typer.main
 
 import tracekit
-from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.comm.segments import allgather_options
 from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli import app

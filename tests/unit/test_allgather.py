@@ -4,7 +4,11 @@ from __future__ import annotations
 import pytest
 
 import tracekit
-from tracekit.analyses import communication, exposure, segment_allgathers
+from tracekit.analyses.comm import segments
+from tracekit.analyses.comm.allgather import allgather_result
+from tracekit.analyses.comm.communication import communication
+from tracekit.analyses.comm.exposure import exposure
+from tracekit.analyses.comm.segments import segment_allgathers
 from tracekit.errors import MissingDataError
 from tests.conftest import kernel, memcpy, write_trace
 
@@ -160,3 +164,45 @@ def test_copies_without_bytes_make_sizes_and_rates_null_never_negative(tmp_path)
     assert any("carry no byte count" in w and "unknown_size" in w for w in ag.warnings)
     res = tracekit.allgather_result(load(tmp_path, evs + broken), sizes={"small": 4000})
     assert res.summary["median_copy_gbps"] > 0
+
+
+def _doc(res) -> str:
+    from tracekit.render import emit
+
+    return emit(res, "json")
+
+
+def test_exposure_reuses_the_segmentation_of_allgather(tmp_path, monkeypatch):
+    """allgather then exposure on one trace and the same options (what report and export do) cut the AllGathers once;
+    the results are those of a fresh trace each, and one caller's warnings are not the next one's."""
+    evs = [ann(0.0, 20_000.0), kernel("gemm", 0.0, 150.0)] + ag_events(100.0) + ag_events(200.0, copies=2) + \
+        ag_events(300.0, shard=2 * SHARD)
+    path = write_trace(tmp_path / "t.json", evs)
+    fresh_ag = _doc(allgather_result(tracekit.load(path, cache=False), sizes={"small": 4000}, min_step_ns=0))
+    fresh_ex = _doc(exposure(tracekit.load(path, cache=False), sizes={"small": 4000}, min_step_ns=0))
+    calls = []
+    cut = segments._segment
+    monkeypatch.setattr(segments, "_segment", lambda *a, **k: calls.append(1) or cut(*a, **k))
+    trace = tracekit.load(path, cache=False)
+    first = allgather_result(trace, sizes={"small": 4000}, min_step_ns=0)
+    first.warnings.append("a caller's own note")
+    first.tables["per_ag"]["type"] = "changed by a caller"
+    second = exposure(trace, sizes={"small": 4000}, min_step_ns=0)
+    assert len(calls) == 1
+    assert "a caller's own note" not in second.warnings
+    assert _doc(second) == fresh_ex
+    assert _doc(allgather_result(trace, sizes={"small": 4000}, min_step_ns=0)) == fresh_ag
+    assert len(calls) == 1
+    # other options are another segmentation
+    other = exposure(trace, sizes={"big": 8000}, min_step_ns=0)
+    assert len(calls) == 2 and set(other.tables["per_ag"]["type"]) == {"big", "unmatched"}
+    assert segment_allgathers(trace, sizes={"small": 4000}, steps=segment_allgathers(trace, sizes={"small": 4000},
+                                                                                     min_step_ns=0).steps) is not None
+    assert len(calls) == 2
+
+
+def test_group_size_below_two_is_a_usage_error(tmp_path):
+    from tracekit.errors import UsageError
+
+    with pytest.raises(UsageError, match="at least 2"):
+        segment_allgathers(load(tmp_path, [ann(0.0, 1000.0)] + ag_events(0.0)), group_size=1)

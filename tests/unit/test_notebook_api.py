@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.comm.segments import allgather_options
 from tracekit.analyses.structure.blocks import annotated, kernel_selection_stats
 from tracekit.analyses.findings.compare import compare_findings
 from tracekit.analyses.hardware.hbm import hbm_bytes

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.comm.allgather import allgather_options
+from tracekit.analyses.comm.segments import allgather_options
 from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli.common import bundled_sample

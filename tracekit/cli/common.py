@@ -481,7 +481,7 @@ def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
 
 def ag_opts(ann, group_size, ag_size, local_copy) -> dict:
     """CLI flags + the annotation's allgather section → the AllGather keywords (one merge, in the analyses)."""
-    from ..analyses.comm.allgather import allgather_options
+    from ..analyses.comm.segments import allgather_options
 
     return allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
 

@@ -211,7 +211,7 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
     """Exposed AllGather time per type per batch size, as bars.
 
     Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
-    from ..analyses.comm.allgather import parse_sizes
+    from ..analyses.comm.segments import parse_sizes
 
     _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              sizes=parse_sizes(ag_size))

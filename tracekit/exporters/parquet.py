@@ -22,7 +22,7 @@ import pandas as pd
 
 from .._version import __version__
 from ..analyses import allgather_result, communication, decompose, exposure
-from ..analyses.comm.allgather import allgather_options
+from ..analyses.comm.segments import allgather_options
 from ..analyses.steps.resolve import get_steps, step_params
 from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError

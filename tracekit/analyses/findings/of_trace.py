@@ -20,7 +20,7 @@ from ...errors import TracekitError, UsageError
 from ...hardware import HardwareProfile, resolve_profile
 from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
-from ..comm.allgather import allgather_options
+from ..comm.segments import allgather_options
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 from .context import Context
 from .kernel_sources import dominance, roofline_gaps, shape_rooflines, wave_losses

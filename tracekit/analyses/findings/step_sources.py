@@ -14,7 +14,8 @@ import pandas as pd
 from ... import intervals as iv
 from ...errors import MissingDataError
 from ...events import gpu_mask, launch_index
-from ..comm.allgather import communication, exposure
+from ..comm.communication import communication
+from ..comm.exposure import exposure
 from ..fleet.compare import graph_bucket
 from ..steps.model import step_rules
 from .context import Context

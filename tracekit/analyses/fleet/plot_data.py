@@ -109,8 +109,8 @@ def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
 def exposure_points(inputs: list[PlotInput], *, step_name: str | None = None, min_step_ns: int | None = None,
                     group_size: int | None = None, sizes: dict[str, int] | None = None) -> pd.DataFrame:
     """Per trace and AllGather type, the median step's exposed AllGather time (as `tracekit exposure`)."""
-    from .. import exposure
-    from ..comm.allgather import allgather_options
+    from ..comm.exposure import exposure
+    from ..comm.segments import allgather_options
 
     rows = []
     for inp in inputs:

@@ -12,7 +12,9 @@ from ... import intervals as iv
 from ...annotation import as_annotation
 from ...ingest.discover import TraceRef
 from ...result import shown_path
-from ..comm.allgather import allgather_options, allgather_result, exposure
+from ..comm.allgather import allgather_result
+from ..comm.exposure import exposure
+from ..comm.segments import allgather_options
 from ..structure.blocks import block_stats
 from ..time.decompose import decompose
 from ..steps.resolve import get_steps, median_ns

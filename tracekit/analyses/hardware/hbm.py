@@ -23,7 +23,7 @@ from ...errors import DataFileError, MissingDataError
 from ...hardware import HardwareProfile, resolve_profile, with_hbm
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..comm.allgather import allgather_options, segment_allgathers
+from ..comm.segments import allgather_options, segment_allgathers
 from ..steps.annotated import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
 from .shapes import kernel_shapes

@@ -10,7 +10,10 @@ from ...annotation import Annotation, annotate, as_annotation
 from ...errors import UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..comm.allgather import allgather_options, allgather_result, communication, exposure
+from ..comm.allgather import allgather_result
+from ..comm.communication import communication
+from ..comm.exposure import exposure
+from ..comm.segments import allgather_options
 from ..structure.blocks import block_stats
 from ..structure.layers import automatic_note, layers
 from ..time.decompose import decompose

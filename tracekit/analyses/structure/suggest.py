@@ -253,7 +253,7 @@ def _allgather_sizes(trace: Trace, found: LayerFinding, warnings: list[str]) -> 
     ev = trace.events
     if not (ev["copy_kind"] == "PtoP").any():
         return None
-    from ..comm.allgather import segment_allgathers
+    from ..comm.segments import segment_allgathers
 
     try:
         ag = segment_allgathers(trace, steps=found.steps)

@@ -1,0 +1,91 @@
+"""A7 — `tracekit comm`: every communication kernel and the weight AllGather copies, per step, on the critical path
+(the main compute stream) or beside it.
+
+It needs no AllGather segmentation: which copies are weight AllGathers is :func:`tracekit.events.weight_ag_mask`,
+with the local-copy pattern merged by :func:`tracekit.analyses.comm.segments.allgather_options`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ... import intervals as iv
+from ...annotation import as_annotation
+from ...events import main_stream as find_main_stream
+from ...events import weight_ag_mask
+from ...result import Result, trace_input
+from ...trace import Trace
+from ..aliases import one_of
+from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+from .segments import allgather_options
+
+
+WEIGHT_AG_CLASS = "weight_ag"
+
+
+def communication(trace: Trace, ann=None, *, main_stream: int | None = None, local_copy: str | None = None,
+                  main: int | None = None, local_copy_pattern: str | None = None, steps=None,
+                  step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
+                  step_source: str | None = None, steps_file=None) -> Result:
+    """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
+    copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
+    compute stream) and side streams (A7).
+
+    ``ann`` (a name, a path or an Annotation) gives the main stream (its ``main_stream`` when a number), the
+    local-copy pattern and the step options, each overridden by the explicit option; ``main_stream`` and
+    ``local_copy`` are the CLI's ``--main-stream`` and ``--local-copy`` (``main`` and ``local_copy_pattern``
+    are the same options under their older names)."""
+    ann = as_annotation(ann)
+    main = one_of(main_stream, main, "main_stream", "main")
+    if main is None and ann is not None and isinstance(ann.main_stream, int):
+        main = ann.main_stream
+    local_copy_pattern = allgather_options(ann, local_copy=one_of(local_copy, local_copy_pattern, "local_copy",
+                                                                  "local_copy_pattern"))["local_copy_pattern"]
+    ev = trace.events
+    warnings = list(trace.report.warnings)
+    dev_main, st_main = find_main_stream(ev, main)
+    is_comm = ev["comm_class"].notna().to_numpy()
+    is_ag = weight_ag_mask(ev, local_copy_pattern)
+    sel = is_comm | is_ag
+    c = ev.loc[sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns",
+                     "end_ns"]].copy()
+    c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
+    c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
+    steps = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
+                      source=step_source, steps_file=steps_file)
+    warnings = merge_warnings(warnings, steps.warnings)
+    ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
+    c["step"] = steps.step_of(c["start_ns"].to_numpy())
+    rows = []
+    for (cls, name), g in c.groupby(["class", c["name"].astype(str)], sort=True, observed=True):
+        crit = g[g["critical"]]
+        side = g[~g["critical"]]
+        crit_ns = iv.measure_in_windows(iv.normalize(crit["start_ns"], crit["end_ns"]), ws, we)
+        side_ns = iv.measure_in_windows(iv.normalize(side["start_ns"], side["end_ns"]), ws, we)
+        cnt = np.bincount(np.searchsorted(wid, g["step"].to_numpy()[g["step"].to_numpy() >= 0]),
+                          minlength=len(wid))
+        first = g.iloc[0]
+        for i in range(len(wid)):
+            if crit_ns[i] or side_ns[i] or cnt[i]:
+                rows.append({"step": int(wid[i]), "class": cls, "name": name,
+                             "collective": _opt(first["collective"]), "algo": _opt(first["algo"]),
+                             "protocol": _opt(first["protocol"]), "critical_ns": int(crit_ns[i]),
+                             "side_ns": int(side_ns[i]), "count": int(cnt[i])})
+    table = pd.DataFrame(rows, columns=["step", "class", "name", "collective", "algo", "protocol", "critical_ns",
+                                        "side_ns", "count"])
+    per_step = (table.groupby(["step", "class"]).agg(critical_ns=("critical_ns", "sum"), side_ns=("side_ns", "sum"),
+                                                    count=("count", "sum")).reset_index()
+                if len(table) else pd.DataFrame(columns=["step", "class", "critical_ns", "side_ns", "count"]))
+    by_class = per_step.groupby("class")
+    summary = {
+        "main_stream": st_main, "main_device": dev_main, "steps": int(len(wid)),
+        "median_critical_ns_per_step_by_class": {str(k): median_ns(g["critical_ns"].to_numpy()) for k, g in by_class},
+        "median_side_ns_per_step_by_class": {str(k): median_ns(g["side_ns"].to_numpy()) for k, g in by_class},
+    }
+    return Result(command="comm", inputs=[trace_input(trace)],
+                  params={"main_stream": main, **step_params(steps)},
+                  summary=summary, tables={"per_step_class": table, "per_step": per_step}, warnings=warnings)
+
+
+def _opt(v):
+    return None if v is None or (isinstance(v, float) and v != v) or v is pd.NA else str(v)
