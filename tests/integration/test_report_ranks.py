@@ -127,3 +127,23 @@ def test_the_real_hta_pair(cli):
     assert kinds == {"sendrecv"} and all(c["wait_ns"] >= 0 for c in doc["tables"]["rank_collectives"])
     assert doc["summary"]["steps"] == tracekit.report(tracekit.load(HTA / "sampled_rank-0.json.gz")).summary["steps"]
     assert any(w.startswith("ranks: ") and "do not coincide" in w for w in doc["warnings"])
+
+
+def test_the_rank_files_listed_are_the_run(dp8, cli):
+    """`report r0 r1 …` and `findings r0 r1 …` read the files as the ranks of one run, as their directory."""
+    run, _ = dp8
+    files = sorted(run.glob("*.json.gz"))
+    assert len(files) == 8
+    by_dir, by_files = _json(cli, run), _json(cli, *reversed(files))
+    for doc in (by_dir, by_files):
+        for inp in doc["inputs"]:
+            inp.pop("from_cache", None)
+        for row in doc["tables"]["ranks"]:  # a directory's ranks are named within it, listed files by their path
+            row["file"] = Path(row["file"]).name
+    assert by_files["summary"] == by_dir["summary"] and by_files["tables"] == by_dir["tables"]
+    code, out, err = cli("findings", *files, "--no-cache", "-f", "json")
+    assert code == 0, err
+    code2, out2, err2 = cli("findings", run, "--no-cache", "-f", "json")
+    assert json.loads(out)["tables"] == json.loads(out2)["tables"]
+    code, _, err = cli("findings", files[0], "--compare", files[1], files[2])
+    assert code == 2 and "not both" in err

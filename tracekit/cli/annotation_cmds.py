@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
-                     NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
+                     NoCacheOpt, OutOpt, PhaseChoice, RunArg, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
                      StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, need_annotation,
                      step_opts)
 
@@ -127,7 +127,7 @@ def stats(trace: TraceArg = None,
 
 
 @app.command(name="report")
-def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categories: CategoriesOpt = None,
+def report_cmd(trace: RunArg = None, annotation: AnnotationOpt = None, categories: CategoriesOpt = None,
                group_size: GroupOpt = None,
                ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
                min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
@@ -140,16 +140,17 @@ def report_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, categor
     """One trace's decode step end to end: the main report.
 
     Wall time decomposition, block types, AllGathers, exposure, communication and findings. With no TRACE: the
-    bundled sample and its annotation. TRACE may be a directory holding the ranks of one run: then the report of
+    bundled sample and its annotation. TRACE may be the ranks of one run (their directory, or two or more files): then the report of
     the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
     batch, every rank's clock offset and waits (tracekit imbalance)."""
     from ..analyses.report.of_trace import report
     from ..ingest.sglang_log import read_log
 
-    from .findings_cmds import _run_of_ranks, run_of_ranks_report
+    from .findings_cmds import one_trace_or_run, run_of_ranks_report
 
-    ranks = run_of_ranks_report(trace, step_name, min_step_ms, step_source, steps_file, no_cache) \
-        if _run_of_ranks(trace) else None
+    trace, run = one_trace_or_run(trace)
+    ranks = run_of_ranks_report(run, step_name, min_step_ms, step_source, steps_file, no_cache) \
+        if run is not None else None
     if ranks is not None:
         trace = ranks[0]
     ann = annotation_for(trace, annotation)

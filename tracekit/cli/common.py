@@ -48,6 +48,9 @@ def bundled_sample() -> Path:
 TraceArg = Annotated[Optional[Path], typer.Argument(
     help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
     show_default=False)]
+RunArg = Annotated[Optional[list[Path]], typer.Argument(
+    help="Trace file (.json, .json.gz, .json.zst) or a directory holding one; or the ranks of one run: a directory"
+         " of them, or two or more files. Default: the bundled sample.", show_default=False)]
 FormatOpt = Annotated[Fmt, typer.Option(
     "--format", "-f", help="Output format: table (for people), json, csv, md, or html (one self-contained page; with"
                            " --out FILE.html the -f json document is written beside it as FILE.json).")]

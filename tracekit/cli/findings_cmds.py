@@ -9,7 +9,7 @@ import typer
 from ..errors import UsageError
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt,
-                     TableOpt, TraceArg, _load, _ns, _output, ag_opts, annotation_for, app, step_opts)
+                     RunArg, TableOpt, TraceArg, _load, _ns, _output, ag_opts, annotation_for, app, step_opts)
 from .hw_cmds import BsOpt, HwOpt
 
 MinMsOpt = Annotated[Optional[float], typer.Option(
@@ -19,32 +19,44 @@ MinPctOpt = Annotated[Optional[float], typer.Option(
                                           " minor (default 1 %).")]
 
 
-def _run_of_ranks(path: Path | None) -> bool:
-    """A directory whose traces are two or more distinct ranks of one run (tracekit imbalance's rule)."""
-    if path is None or not Path(path).is_dir():
-        return False
+def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] | Path | None]:
+    """TRACE... of report and findings → (the one trace, None) or (None, the run): two or more files are the ranks
+    of one run; so is a directory whose traces are two or more distinct ranks (tracekit imbalance's rule)."""
+    if not paths:
+        return None, None
+    if len(paths) > 1:
+        return None, list(paths)
+    path = paths[0]
+    if not Path(path).is_dir():
+        return path, None
     from ..analyses.fleet.multirank.discover import find_ranks
     from ..errors import TracekitError
 
     try:
         ranks, _ = find_ranks(path)
     except (TracekitError, UsageError):
-        return False
-    return len(ranks) >= 2
+        return path, None
+    return (None, path) if len(ranks) >= 2 else (path, None)
 
 
-def run_of_ranks_report(run: Path, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
-    """(the reference rank's file, the run's imbalance result) for `tracekit report RUN_DIR`."""
-    from ..analyses.fleet.multirank.api import reference_files
+def run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
+    """tracekit imbalance of the run (a directory or its files) with the command's step options."""
     from ..sweeps import imbalance
 
-    imb = imbalance(run, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
-                    step_source=step_source.value, steps_file=steps_file, cache=not no_cache)
+    return imbalance(run, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
+                     step_source=step_source.value, steps_file=steps_file, cache=not no_cache)
+
+
+def run_of_ranks_report(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
+    """(the reference rank's file, the run's imbalance result) for `tracekit report RUN`."""
+    from ..analyses.fleet.multirank.api import reference_files
+
+    imb = run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache)
     return reference_files(run, imb)[0], imb
 
 
 @app.command(name="findings")
-def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
+def findings_cmd(trace: RunArg = None, annotation: AnnotationOpt = None,
                  log: Annotated[Optional[Path], typer.Option(
                      "--log", help="sglang launch log of the trace's deployment: captured CUDA-graph sizes, memory"
                                    " findings (with --compare: the log of A).")] = None,
@@ -71,15 +83,16 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
     """What to change, ranked by what it would gain.
 
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
-    the command that shows it, and what to try. TRACE may be a directory holding the ranks of one run: then what DP
+    the command that shows it, and what to try. TRACE may be the ranks of one run (their directory, or two or more files): then what DP
     imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
     from ..analyses.findings.of_trace import findings
     from ..hardware import load_profile
     from ..ingest.launch_script import launch_config
     from ..ingest.sglang_log import read_log
 
+    trace, run = one_trace_or_run(trace)
     if compare is not None:
-        if trace is not None:
+        if trace is not None or run is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
         a_path, b_path = compare
         ann = annotation_for(a_path, annotation)
@@ -88,12 +101,9 @@ def findings_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None,
                        ann_b=ann_b, min_ms=min_ms, min_pct=min_pct, bs=bs, bs_b=bs_b, config=launch_config(log) if log else None,
                        config_b=launch_config(log_b) if log_b else None,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
-    elif _run_of_ranks(trace):  # a directory holding the ranks of one run: who makes the others wait
-        from ..sweeps import imbalance
-
-        res = findings(ranks=imbalance(trace, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms
-                                       is not None else None, step_source=step_source.value, steps_file=steps_file,
-                                       cache=not no_cache), min_ms=min_ms, min_pct=min_pct)
+    elif run is not None:  # the ranks of one run: who makes the others wait
+        res = findings(ranks=run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache),
+                       min_ms=min_ms, min_pct=min_pct)
     else:
         if annotation_b or log_b or bs_b is not None:
             raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
