@@ -2,7 +2,6 @@
 sampled evenly for a picture of many steps, and the memory ledger's waterfall."""
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import numpy as np
@@ -10,6 +9,7 @@ import pandas as pd
 
 from .colors import color_of, picture_colors
 from .html_text import esc
+from .ledger_layout import ledger_bars
 
 MAX_BARS = 60
 CHART_W = 900
@@ -65,28 +65,11 @@ def evenly(df: pd.DataFrame, n: int = MAX_BARS) -> tuple[pd.DataFrame, str]:
 
 
 def ledger_waterfall_svg(rows: dict[str, float]) -> str:
-    """Usable memory falling by each fixed-overhead row, then the state pools filling what is left (the same rows as
-    ``tracekit plot ledger``)."""
-    from .plots import LEDGER_POOLS, LEDGER_STEPS
-
-    usable = rows.get("usable_gib")
-    if usable is None:
+    """Usable memory falling by each fixed-overhead row, then the state pools filling what is left (the same bars as
+    ``tracekit plot ledger``: :func:`tracekit.render.ledger_layout.ledger_bars`)."""
+    if rows.get("usable_gib") is None:
         return ""
-    bars = [("usable", 0.0, float(usable))]
-    level = float(usable)
-    for key, name in LEDGER_STEPS:
-        v = rows.get(key)
-        if v is None or not math.isfinite(float(v)):
-            continue
-        level -= float(v)
-        bars.append((name, level, float(v)))
-    bottom = 0.0
-    for key, name in LEDGER_POOLS:
-        v = rows.get(key)
-        if v is None or not math.isfinite(float(v)):
-            continue
-        bars.append((name, bottom, float(v)))
-        bottom += float(v)
+    bars, level = ledger_bars(rows)
     top = max(b + v for _, b, v in bars) or 1.0
     colors = picture_colors(name for name, _, _ in bars)
     h, base, bw = 360, 250, max(24, (CHART_W - 80) // max(len(bars), 1) - 10)

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..errors import InputError, UsageError
 from .colors import color_of, picture_colors
+from .ledger_layout import LEDGER_POOLS, LEDGER_STEPS, ledger_bars
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -248,18 +249,6 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
     return _literal(fig)
 
 
-# the waterfall's steps: usable memory, then what the fixed overhead takes, then what is left as state pools
-def _ledger_rows() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    import json
-    from importlib import resources
-
-    doc = json.loads(resources.files("tracekit.data").joinpath("ledger_plot.json").read_text(encoding="utf-8"))
-    return [tuple(r) for r in doc["steps"]], [tuple(r) for r in doc["pools"]]
-
-
-LEDGER_STEPS, LEDGER_POOLS = _ledger_rows()  # tracekit/data/ledger_plot.json
-
-
 def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | None = None) -> Figure:
     """Waterfalls of per-GPU memory, one panel per launch log side by side: usable memory falls by each fixed
     overhead row to what is left, which the state pools then fill. ``ledgers`` maps a label to its
@@ -269,29 +258,9 @@ def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | No
     axes = fig.subplots(1, len(labels), sharey=True, squeeze=False)[0]
     colors = type_colors([n for _, n in LEDGER_STEPS + LEDGER_POOLS])
     for ax, label in zip(axes, labels):
-        rows = ledgers[label]
-        usable = float(rows.get("usable_gib") or 0.0)
-        names, bottoms, heights, cols = ["usable"], [0.0], [usable], ["#4C72B0"]
-        level = usable
-        for key, name in LEDGER_STEPS:
-            v = rows.get(key)
-            if v is None or v != v:
-                continue
-            level -= float(v)
-            names.append(name)
-            bottoms.append(level)
-            heights.append(float(v))
-            cols.append(colors[name])
-        pool_bottom = 0.0
-        for key, name in LEDGER_POOLS:
-            v = rows.get(key)
-            if v is None or v != v:
-                continue
-            names.append(name)
-            bottoms.append(pool_bottom)
-            heights.append(float(v))
-            cols.append(colors[name])
-            pool_bottom += float(v)
+        bars, level = ledger_bars(ledgers[label])
+        names, bottoms, heights = (list(x) for x in zip(*bars))
+        cols = ["#4C72B0"] + [colors[n] for n in names[1:]]
         x = range(len(names))
         ax.bar(x, heights, bottom=bottoms, color=cols, edgecolor="white", linewidth=0.6)
         for i, (b, h) in enumerate(zip(bottoms, heights)):
