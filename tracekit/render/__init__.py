@@ -1,5 +1,6 @@
-"""Turn any :class:`~tracekit.result.Result` into text: terminal tables (``tables``), json, csv, md (``formats``);
-``files`` writes outputs whole or not at all, ``notebook`` is the HTML a notebook shows."""
+"""Turn any :class:`~tracekit.result.Result` into text: terminal tables (``tables``), json, csv, md (``formats``), the
+HTML page (``html``, its parts in ``html_*``); ``files`` writes outputs whole or not at all (a directory of files:
+``outdir``), ``notebook`` is the HTML a notebook shows."""
 from __future__ import annotations
 
 from ..result import Result
