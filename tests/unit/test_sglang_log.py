@@ -13,16 +13,9 @@ from hypothesis import strategies as st
 from tracekit.analyses.memory.capacity import ModelDims, bytes_per_token, capacity
 from tracekit.analyses.memory.launch_log import OptionError, ledger, log_result
 from tracekit.errors import DataFileError, InputError, MissingDataError
-from tracekit.ingest.sglang_log import (
-    grammar_default,
-    load_grammar,
-    parse_pattern_set,
-    parse_pyargs,
-    parse_rank_spec,
-    parse_text,
-    rank_label,
-    read_log,
-)
+from tracekit.ingest.sglang_fields import parse_pyargs
+from tracekit.ingest.sglang_grammar import grammar_default, load_grammar, parse_pattern_set
+from tracekit.ingest.sglang_log import parse_rank_spec, parse_text, rank_label, read_log
 from tracekit.render import emit
 
 TS = "[2026-01-30 20:54:50{tags}] "
