@@ -25,7 +25,6 @@ class StreamDamaged(Exception):
     """The compressed stream is corrupt or cut: the caller falls back to the salvaging reader."""
 
 
-
 def _isal():
     """ISA-L's ``(igzip, isal_zlib)`` when gzip text is to be inflated with it, else None (zlib then).
 
@@ -43,7 +42,6 @@ def _isal():
     return igzip, isal_zlib
 
 
-
 def _gzip_readinto(fh):
     """(A file object that inflates the gzip stream of ``fh`` with ISA-L into the caller's buffers
     (``readinto``: no memory allocated per block), the errors it raises), or (None, ()) where zlib is to be
@@ -56,14 +54,12 @@ def _gzip_readinto(fh):
     return igzip.IGzipFile(fileobj=fh, mode="rb"), (OSError, EOFError, ValueError, zlib.error, isal_zlib.error)
 
 
-
 def _inflater():
     """``(decompressobj(wbits), errors)`` for the streaming gzip reader without reused buffers."""
     isal = _isal()
     if isal is not None:
         return isal[1].decompressobj, (isal[1].error, zlib.error)
     return zlib.decompressobj, (zlib.error,)
-
 
 
 TEXT_BLOCK = 1 << 20  # bytes of text iter_blocks hands out at a time (at most READ_BLOCK)
@@ -83,7 +79,6 @@ def read_ahead(path: Path, on_read=None, *, inline: bool = False) -> Iterator[by
     if inline:
         return iter_blocks(path, on_read=on_read, pool=2)
     return prefetch(iter_blocks(path, on_read=on_read, pool=PREFETCH_DEPTH + 2), PREFETCH_DEPTH)
-
 
 
 def iter_blocks(path: Path, block: int | None = None, on_read=None, pool: int = 0) -> Iterator[bytes]:

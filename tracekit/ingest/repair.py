@@ -71,7 +71,6 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
     return bytes(view[: best + 1]) + closers, n - (best + 1)
 
 
-
 def _unescaped_quotes(b: np.ndarray, chunk: bytes, bs_carry: int) -> tuple[np.ndarray, int]:
     """Mask of the quotes in a block that end or start a string: those not escaped by an odd run of
     backslashes (``\\"`` ends a string, ``\\\"`` does not). ``bs_carry`` is the run of backslashes that
@@ -91,7 +90,6 @@ def _unescaped_quotes(b: np.ndarray, chunk: bytes, bs_carry: int) -> tuple[np.nd
                 q[p] = False
     trailing = len(chunk) - len(chunk.rstrip(b"\\"))
     return q, trailing + (bs_carry if trailing == len(chunk) else 0)
-
 
 
 _NONFINITE_RE = re.compile(rb"(?<![\w.+-])(-?Infinity|NaN)(?![\w.])")
@@ -120,7 +118,6 @@ def replace_nonfinite(data: bytes | bytearray) -> tuple[bytes, int] | None:
     return b"".join(pieces), int(outside.sum())
 
 
-
 def _outside_strings(data: bytes | bytearray, positions: np.ndarray) -> np.ndarray:
     """For sorted byte positions, whether each lies outside every JSON string (quote parity, in blocks)."""
     view = memoryview(data)
@@ -140,7 +137,6 @@ def _outside_strings(data: bytes | bytearray, positions: np.ndarray) -> np.ndarr
             result[sel] = before == 0
         parity_carry = int(par[-1]) if par.size else parity_carry
     return result
-
 
 
 _SURROGATE_RE = re.compile(rb"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")

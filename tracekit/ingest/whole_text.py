@@ -29,7 +29,6 @@ class RawText:
     stream_truncated: bool = False
 
 
-
 def read_text(path: Path) -> RawText:
     """Read and decompress ``path``; a damaged compressed stream keeps what decoded cleanly."""
     try:
@@ -49,7 +48,6 @@ def read_text(path: Path) -> RawText:
             return RawText(fh.read(), "none", size)
     except OSError as exc:
         raise InputError(f"{path} could not be read ({exc.strerror or exc}); check the path and permissions") from exc
-
 
 
 def _read_gzip(path: Path, fh, size: int) -> RawText:
@@ -108,7 +106,6 @@ def _read_gzip(path: Path, fh, size: int) -> RawText:
     return RawText(out, "gzip", size, warnings, stream_truncated=truncated)
 
 
-
 def _decompress_until_error(dec, block: bytes, out: bytearray, piece: int = 4096) -> int:
     """Feed ``block`` to ``dec`` piece by piece, then byte by byte inside the failing piece, appending
     what decompresses to ``out``; return how many bytes of ``block`` went in before the error."""
@@ -129,7 +126,6 @@ def _decompress_until_error(dec, block: bytes, out: bytearray, piece: int = 4096
             return pos + piece - len(dec.unused_data)
         pos += piece
     return pos
-
 
 
 def _read_zstd(path: Path, fh, size: int) -> RawText:

@@ -16,14 +16,12 @@ class StreamCut(Exception):
     """A compressed stream ends before its end marker."""
 
 
-
 class ZstdDamage(Exception):
     """A zstd stream failed to decode in the input that starts at file offset ``at``."""
 
     def __init__(self, at: int, error: Exception) -> None:
         super().__init__(str(error))
         self.at = at
-
 
 
 def zstd_chunks(fh, piece_at) -> Iterator[bytes]:
@@ -66,7 +64,6 @@ def zstd_chunks(fh, piece_at) -> Iterator[bytes]:
                 data = data[len(part):]
     if fed:
         raise StreamCut
-
 
 
 class ZstdMeter:

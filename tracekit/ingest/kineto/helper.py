@@ -274,7 +274,6 @@ def _quiet_dealloc(on: bool) -> None:
             _quiet["previous"] = None
 
 
-
 def decode_text_at(a: int, length: int, shm, fd: int | None, scratch: bytearray | None = None) -> dict[str, Any]:
     """Decode one ring piece: (offset, length) of the plain file, or (slot start, length) in ``shm``."""
     if fd is not None:
@@ -290,7 +289,6 @@ def decode_text_at(a: int, length: int, shm, fd: int | None, scratch: bytearray 
             view.release()
     with memoryview(shm) as view, view[a : a + length] as text:
         return decode_text(text)
-
 
 
 def _helper_main(helper: Helper, res_w: int, parent: int) -> None:

@@ -82,7 +82,6 @@ def sub_chunks(text):
         view.release()
 
 
-
 def decode_piece(buf: bytearray, k: int) -> dict[str, Any]:
     """Decode buf[1:k+1] (whole events) in place: '[' and ']' are written over the bytes around it."""
     buf[k + 1] = 93  # ']' over the ',' after the last complete event

@@ -71,7 +71,6 @@ def _find_in_file(fd: int, sep: bytes, lo: int, hi: int) -> int:
     return -1
 
 
-
 def pread_into(fd: int, view: memoryview, offset: int) -> None:
     """Fill ``view`` with the file's bytes from ``offset`` (``preadv`` reads straight into it)."""
     got, n = 0, len(view)

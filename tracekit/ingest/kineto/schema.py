@@ -73,9 +73,6 @@ _LOOSE_ENCODER = msgspec.json.Encoder(decimal_format="number")
 INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem")
 
 
-
-
-
 def _as_int(v: Any) -> int:
     if isinstance(v, bool):
         return int(v)
