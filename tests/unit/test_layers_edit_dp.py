@@ -69,3 +69,37 @@ def test_the_cost_floor_is_below_the_edit_distance():
         a = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
         b = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
         assert L._cost_floor(a, b) <= _edit_loops(a, b, cat) + 1e-9
+
+
+def test_the_edit_floor_is_below_the_edit_distance_and_above_the_cost_floor():
+    rng = random.Random(33)
+    for _ in range(500):
+        k = rng.choice([2, 4, 9])
+        cat = np.array([rng.randrange(3) for _ in range(k)])
+        a = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
+        b = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
+        assert L._cost_floor(a, b) <= L._edit_floor(a, b) <= _edit_loops(a, b, cat) + 1e-9
+
+
+def test_a_subsequence_skips_the_dp_with_the_loops_floats():
+    """Sequences one of which is the other with elements left out (the usual case at a run's left edge): _edit and
+    _align_suffix answer without the DP, and with the very floats and start of the loops."""
+    rng = random.Random(34)
+    shortcuts = 0
+    for _ in range(200):
+        k = rng.choice([2, 3, 7])
+        cat = np.array([rng.randrange(3) for _ in range(k)])
+        long = tuple(rng.randrange(k) for _ in range(rng.randrange(L._DP_NUMPY_MIN, 60)))
+        short = tuple(x for x in long if rng.random() < 0.8)
+        if len(short) < L._DP_NUMPY_MIN:
+            continue
+        shortcuts += 1
+        assert L._subsequence(short, long)
+        assert L._edit(short, long, cat) == _edit_loops(short, long, cat) == (len(long) - len(short)) * L.INDEL
+        assert L._edit(long, short, cat) == _edit_loops(long, short, cat)
+        got = L._align_suffix(long, short, cat)
+        assert got == _align_loops(long, short, cat) and type(got[0]) is float
+        tail = tuple(rng.randrange(k) for _ in range(rng.randrange(1, 8))) + long  # long is a suffix of it
+        got = L._align_suffix(long, tail, cat)
+        assert got == _align_loops(long, tail, cat) == (0.0, len(tail) - len(long))
+    assert shortcuts > 100

@@ -27,6 +27,9 @@ def _budget(n: int) -> float:
 def _edit(a: tuple, b: tuple, cat: np.ndarray) -> float:
     """Global edit distance with the costs above."""
     if min(len(a), len(b)) >= _DP_NUMPY_MIN:
+        short, long = (a, b) if len(a) <= len(b) else (b, a)
+        if _subsequence(short, long):  # gaps only: the cost is their count (see _subsequence)
+            return (len(long) - len(short)) * INDEL
         return float(_dp_last_row(a, b, cat)[-1])
     prev = [j * INDEL for j in range(len(b) + 1)]
     for i in range(1, len(a) + 1):
@@ -41,6 +44,10 @@ def _align_suffix(expected: tuple, seq: tuple, cat: np.ndarray) -> tuple[float, 
     """Align all of ``expected`` with a suffix of ``seq`` (a free prefix): (cost, index in ``seq`` where the
     aligned part starts). Ties go to the later start."""
     m, n = len(expected), len(seq)
+    if min(m, n) >= _DP_NUMPY_MIN and m >= n and _subsequence(seq, expected):
+        return (m - n) * INDEL, 0  # all of seq, with gaps for the rest of expected (see _subsequence)
+    if min(m, n) >= _DP_NUMPY_MIN and m < n and seq[n - m:] == expected:
+        return 0.0, n - m  # the only start of cost 0
     if min(m, n) >= _DP_NUMPY_MIN:  # D[i][j] = F[m - i][n - j] of the forward DP over both sequences reversed
         nxt = _dp_last_row(expected[::-1], seq[::-1], cat)[::-1].tolist()
     else:
@@ -95,3 +102,21 @@ def _cost_floor(expected: tuple, seq: tuple) -> float:
         return (m - n) * INDEL
     common = sum((Counter(expected) & Counter(seq)).values())
     return max((m - n) * INDEL, SUB_SAME * (m - common), 0.0)
+
+
+def _subsequence(short: tuple, long: tuple) -> bool:
+    """Whether ``short`` is ``long`` with elements left out. Then the edit distance of the two is exactly
+    len(long) - len(short) gaps, in the DP's floats too: a path of matches and gaps sums whole numbers of INDEL
+    exactly, and any path with a substitution costs at least SUB_SAME more (every alignment pays a gap per element one
+    side has more); aligned against a suffix, every later start leaves more gaps. So a long DP can be skipped."""
+    it = iter(long)
+    return all(x in it for x in short)
+
+
+def _edit_floor(a: tuple, b: tuple) -> float:
+    """A lower bound of _edit's global distance, at least _cost_floor: with u_a and u_b the elements of each side not
+    matched by an equal code of the other (as multisets), an alignment pays a gap for each of the |len(a) - len(b)|
+    elements one side has more and at least SUB_SAME for each of the min(u_a, u_b) others."""
+    m, n = len(a), len(b)
+    common = sum((Counter(a) & Counter(b)).values())
+    return abs(m - n) * INDEL + SUB_SAME * min(m - common, n - common)

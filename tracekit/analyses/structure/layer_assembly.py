@@ -5,13 +5,14 @@ runs of linked segments with their edges recovered (``_best_left`` at a run's st
 embedding kernels before a later run); each run cut into layers at phase 0."""
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
-from .layer_align import _align_suffix, _budget, _cost_floor, _edit
+from .layer_align import _align_suffix, _budget, _cost_floor, _edit, _edit_floor
 from .layer_context import _Ctx, _Seq
 
 MIN_RUN_LAYERS = 2  # a run of fewer layers is not a stack of layers
@@ -35,7 +36,7 @@ class _Assembly:
     layers: dict[int, list[_Layer]]  # step -> layers
     k: dict[int, int]  # component -> segments per layer
     labels: dict[bytes, int]
-    label_seq: dict[int, tuple]  # label id -> codes
+    label_seq: _LabelSeqs  # label id -> codes
     covered: int = 0
     layers_n: int = 0  # layers over all steps
     agree: int = 0  # layers holding exactly one mixer -> FFN transition (the structure's period)
@@ -70,212 +71,304 @@ def _phases(edges: set[tuple[int, int]]) -> tuple[dict[int, int], dict[int, int]
     return comp, pot, gcds
 
 
-def _segments(seq: _Seq, token: int) -> list[tuple[int, int]]:
-    cuts = np.flatnonzero(seq.codes == token)
-    n = seq.codes.size
-    bounds = np.unique(np.concatenate([[0], cuts, [n]])).tolist()
-    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+class _LabelSeqs:
+    """Label id -> its kernel name codes (a tuple), read from the label's first segment when first asked for."""
+
+    def __init__(self, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+        self._codes, self._lo, self._hi = codes, lo, hi
+        self._got: dict[int, tuple] = {}
+
+    def __getitem__(self, lid: int) -> tuple:
+        got = self._got.get(lid)
+        if got is None:
+            got = self._got[lid] = tuple(self._codes[self._lo[lid]:self._hi[lid]].tolist())
+        return got
+
+    def __len__(self) -> int:
+        return len(self._lo)
 
 
-def _mixer_ns(ctx: _Ctx, seq: _Seq, a: int, b: int) -> int:
-    """The mixer kernels' time in seq[a:b] (int64 sums, exact: a difference of the step's running sum)."""
-    cs = seq.mixer_cumsum
-    if cs is None:
-        d = np.where(ctx.mixer_cat[ctx.cat_of_code[seq.codes]], seq.durs, 0) if seq.codes.size else seq.durs
-        cs = seq.mixer_cumsum = np.concatenate([[0], np.cumsum(d, dtype=np.int64)]).tolist()
-    return cs[b] - cs[a]
+@dataclass
+class _Segs:
+    """The segments of every step for one boundary kernel, in order: kernel bounds a:b (positions in ctx.flat),
+    the step (index into ctx.seqs), the label, whether the label recurs in the step, the phase (-1: none) and the
+    component and its k (-1 and 0: none) of the label."""
+
+    a: np.ndarray
+    b: np.ndarray
+    step: np.ndarray
+    ids: np.ndarray
+    rec: np.ndarray
+    labels: dict  # the segments' code bytes -> label id
+    ph: np.ndarray = None
+    comp: np.ndarray = None
+    k: np.ndarray = None
+
+
+def _segments(ctx: _Ctx, token: int) -> _Segs:
+    """Every step cut at each occurrence of the token (and at its own ends), and each segment labelled by its exact
+    sequence of kernel names: label ids in order of first appearance (a dict of the segments' code bytes)."""
+    fl = ctx.flat
+    bounds = np.union1d(fl.lo, fl.positions(token))
+    a, b = bounds[:-1], bounds[1:]
+    step = np.searchsorted(fl.lo, a, side="right") - 1
+    labels: dict[bytes, int] = {}
+    raw, size = fl.raw, fl.codes.itemsize
+    ids = np.fromiter((labels.setdefault(raw[x * size:y * size], len(labels))
+                       for x, y in zip(a.tolist(), b.tolist())), dtype=np.int64, count=a.size)
+    # a label recurs when it occurs at least twice in the step
+    n_lab = max(len(labels), 1)
+    _, inv, counts = np.unique(step * n_lab + ids, return_inverse=True, return_counts=True)
+    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, labels)
+
+
+def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:
+    _, first = np.unique(segs.ids, return_index=True)  # label ids are 0.. in order of first appearance
+    return _LabelSeqs(ctx.flat.codes, segs.a[first], segs.b[first])
+
+
+def _edges(segs: _Segs) -> set[tuple[int, int]]:
+    """The label graph: consecutive recurring segments of a step, inserted in order of first occurrence (the set's
+    iteration order, and so the components' numbering, is that of inserting every pair in segment order)."""
+    ids = segs.ids
+    j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
+    _, first = np.unique(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1], return_index=True)
+    j = j[np.sort(first)]
+    return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
+
+
+def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
+    """Per label its component, k and phase (-1, 0, -1 outside every component with a period): the phase holding
+    the mixer kernels' time opens a layer (else the phase that comes first in most steps)."""
+    comp, pot, gcds = _phases(_edges(segs))
+    k_of = {c: (g if 1 <= g <= K_MAX else 0) for c, g in gcds.items()}
+    comp_l, pot_l = np.full(n_labels, -1, np.int64), np.zeros(n_labels, np.int64)
+    if comp:
+        lids = np.fromiter(comp.keys(), dtype=np.int64, count=len(comp))
+        comp_l[lids] = np.fromiter(comp.values(), dtype=np.int64, count=len(comp))
+        pot_l[lids] = np.fromiter((pot[x] for x in comp), dtype=np.int64, count=len(comp))
+    k_arr = np.array([k_of[c] for c in range(len(gcds))] + [0], dtype=np.int64)
+    k_l = k_arr[comp_l]  # comp -1 reads the trailing 0
+    ids = segs.ids
+    v = np.flatnonzero(segs.rec & (k_l[ids] > 0))
+    c_v, k_v = comp_l[ids[v]], k_l[ids[v]]
+    key = c_v * K_MAX + pot_l[ids[v]] % k_v
+    mixer = (ctx.flat.mixer_cumsum[segs.b[v]] - ctx.flat.mixer_cumsum[segs.a[v]]).astype(np.float64)
+    mixer_time = np.bincount(key, weights=mixer, minlength=len(gcds) * K_MAX)  # summed in segment order
+    _, first = np.unique(segs.step[v] * max(len(gcds), 1) + c_v, return_index=True)  # per step, each component's
+    first_phase = np.bincount(key[first], minlength=len(gcds) * K_MAX)  # first segment
+    start = np.zeros(len(gcds) + 1, dtype=np.int64)
+    for c, k in k_of.items():
+        if k:
+            times = mixer_time[c * K_MAX:c * K_MAX + k]
+            start[c] = int(np.argmax(times)) if times.max() > 0 else int(np.argmax(first_phase[c * K_MAX:c * K_MAX + k]))
+    phase_l = np.where(k_l > 0, (pot_l - start[comp_l]) % np.maximum(k_l, 1), -1)
+    return comp_l, k_l, phase_l, k_of
+
+
+def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tuple[int, int], list[int]]:
+    """Per (component, phase) the four labels its recurring segments hold most often (ties: the first seen first),
+    as Counter.most_common(4) of them in segment order."""
+    lids = segs.ids[segs.ph >= 0]
+    present, first, counts = np.unique(lids, return_index=True, return_counts=True)
+    order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
+    top: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for lid, c, p in zip(present[order].tolist(), comp_l[present[order]].tolist(), phase_l[present[order]].tolist()):
+        lst = top[(c, p)]
+        if len(lst) < 4:
+            lst.append(lid)
+    return top
 
 
 def _assemble(ctx: _Ctx, token: int) -> _Assembly:
-    labels: dict[bytes, int] = {}
-    label_seq: dict[int, tuple] = {}
-    per_step = []
-    edges: set[tuple[int, int]] = set()
-    for seq in ctx.seqs:
-        segs = _segments(seq, token)
-        ids = []
-        raw, size = seq.codes.tobytes(), seq.codes.itemsize
-        for a, b in segs:
-            key = raw[a * size:b * size]  # the bytes of seq.codes[a:b]
-            lid = labels.get(key)
-            if lid is None:
-                lid = labels[key] = len(labels)
-                label_seq[lid] = tuple(seq.codes[a:b].tolist())
-            ids.append(lid)
-        counts = Counter(ids)
-        rec = [counts[i] >= 2 for i in ids]
-        for j in range(len(ids) - 1):
-            if rec[j] and rec[j + 1]:
-                edges.add((ids[j], ids[j + 1]))
-        per_step.append((seq, segs, ids, rec))
-    comp, pot, gcds = _phases(edges)
-    k_of = {c: (g if 1 <= g <= K_MAX else 0) for c, g in gcds.items()}
-    # which phase opens a layer: the one holding the mixer kernels (by time), per component
-    mixer_time: dict[tuple[int, int], float] = defaultdict(float)
-    first_phase: Counter = Counter()
-    for seq, segs, ids, rec in per_step:
-        seen_first: set[int] = set()
-        for (a, b), lid, r in zip(segs, ids, rec):
-            if not r or lid not in comp or not k_of[comp[lid]]:
-                continue
-            c = comp[lid]
-            ph = pot[lid] % k_of[c]
-            mixer_time[(c, ph)] += float(_mixer_ns(ctx, seq, a, b))
-            if c not in seen_first:
-                seen_first.add(c)
-                first_phase[(c, ph)] += 1
-    start_phase = {}
-    for c, k in k_of.items():
-        if not k:
-            continue
-        times = [mixer_time.get((c, p), 0.0) for p in range(k)]
-        if max(times) > 0:
-            start_phase[c] = int(np.argmax(times))
-        else:
-            firsts = [first_phase.get((c, p), 0) for p in range(k)]
-            start_phase[c] = int(np.argmax(firsts))
-
-    phase_of = {lid: (pot[lid] - start_phase[c]) % k_of[c] for lid, c in comp.items() if k_of.get(c)}
-    phase = phase_of.get  # a label's phase, None outside every component with a period (looked up, not recomputed)
-
-    phase_labels: dict[tuple[int, int], Counter] = defaultdict(Counter)
-    for _, _, ids, rec in per_step:
-        for lid, r in zip(ids, rec):
-            p = phase(lid)
-            if r and p is not None:
-                phase_labels[(comp[lid], p)][lid] += 1
-    asm = _Assembly(token, {}, k_of, labels, label_seq)
-    for seq, segs, ids, rec in per_step:
-        asm.layers[seq.step] = _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, label_seq)
-        asm.covered += sum(l.hi - l.lo for l in asm.layers[seq.step])
+    """The layers of every step for one boundary kernel: segments and labels, phases, then runs cut into layers."""
+    segs = _segments(ctx, token)
+    label_seq = _label_seqs(ctx, segs)
+    comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, len(segs.labels))
+    segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
+    segs.comp, segs.k = comp_l[segs.ids], k_l[segs.ids]
+    asm = _Assembly(token, {seq.step: [] for seq in ctx.seqs}, k_of, segs.labels, label_seq)
+    if segs.a.size:
+        _Runs(ctx, segs, _top_labels(segs, comp_l, phase_l), label_seq).layers_into(asm)
     return asm
 
 
-def _step_layers(ctx, seq, segs, ids, rec, comp, phase, k_of, phase_labels, label_seq) -> list[_Layer]:
-    cat = ctx.cat_of_code
-    n = len(segs)
-    ph = [phase(i) if r else None for i, r in zip(ids, rec)]
+class _Runs:
+    """Runs of linked segments and their layers (step 3 of the module docstring), over every step at once: the links,
+    the runs and each segment's phase are array passes; Python runs over the runs that can hold two layers and over
+    the unique segments inside them."""
 
-    def similar(j: int, c: int, p: int) -> int | None:
-        """A unique segment close to a label expected at phase p of component c: that label."""
-        mine = label_seq[ids[j]]
-        best = None
-        for lid, _ in phase_labels[(c, p)].most_common(4):
-            budget = _budget(len(label_seq[lid]))
-            if _cost_floor(mine, label_seq[lid]) > budget + 1e-6:  # the edit distance cannot be within budget
-                continue
-            d = _edit(mine, label_seq[lid], cat)
-            if d <= budget and (best is None or d < best[0]):
-                best = (d, lid)
-        return best[1] if best else None
+    def __init__(self, ctx: _Ctx, segs: _Segs, top: dict, label_seq: _LabelSeqs):
+        self.ctx, self.segs, self.top, self.label_seq = ctx, segs, top, label_seq
+        self.cat = ctx.cat_of_code
+        self._similar: dict[tuple[int, int, int], int | None] = {}
 
-    # link consecutive recurring segments (with at most k-1 unique ones between, or similar ones)
-    rec_idx = [j for j in range(n) if ph[j] is not None]
-    link_next: dict[int, int] = {}
-    fill: dict[int, int] = {}  # unique segment -> the label it stands for (or its own)
-    for a, b in zip(rec_idx, rec_idx[1:]):
-        c = comp[ids[a]]
-        if comp[ids[b]] != c:
-            continue
-        k = k_of[c]
-        w = b - a - 1
-        if (ph[a] + 1 + w) % k != ph[b]:
-            continue
-        subs = {}
-        ok = True
-        for t, j in enumerate(range(a + 1, b)):
-            s = similar(j, c, (ph[a] + 1 + t) % k)
-            if s is None and w > k - 1:
-                ok = False
-                break
-            subs[j] = s if s is not None else ids[j]
-        if ok:
-            link_next[a] = b
-            fill.update(subs)
-    # runs: chains of links
-    linked_to = set(link_next.values())
-    runs = []
-    for a in rec_idx:
-        if a in linked_to:
-            continue
-        chain = [a]
-        while chain[-1] in link_next:
-            chain.append(link_next[chain[-1]])
-        runs.append(list(range(chain[0], chain[-1] + 1)))
-    layers: list[_Layer] = []
-    used: set[int] = set()
-    for run in runs:
-        c = comp[ids[run[0]]]
-        k = k_of[c]
-        seg_ph: dict[int, int] = {}
-        seg_lab: dict[int, int] = {}
-        prev_rec = run[0]
-        for j in run:
-            if ph[j] is not None:
-                seg_ph[j], seg_lab[j], prev_rec = ph[j], ids[j], j
-            else:  # a unique segment inside the run takes the phase its position gives
-                seg_ph[j], seg_lab[j] = (ph[prev_rec] + (j - prev_rec)) % k, fill.get(j, ids[j])
+    def similar(self, j: int, c: int, p: int) -> int | None:
+        """A unique segment close to a label expected at phase p of component c: that label (by the segment's label,
+        remembered: the answer depends only on it)."""
+        key = (int(self.segs.ids[j]), c, p)
+        if key not in self._similar:
+            mine = self.label_seq[key[0]]
+            best = None
+            for lid in self.top[(c, p)]:
+                lab = self.label_seq[lid]
+                budget = _budget(len(lab))
+                if _edit_floor(mine, lab) > budget + 1e-6:  # the edit distance cannot be within budget
+                    continue
+                d = _edit(mine, lab, self.cat)
+                if d <= budget and (best is None or d < best[0]):
+                    best = (d, lid)
+            self._similar[key] = best[1] if best else None
+        return self._similar[key]
+
+    def links(self) -> tuple[np.ndarray, np.ndarray]:
+        """The phased segments and, per consecutive pair of them in a step, whether they link: same component, the
+        phases follow over the segments between, and those are at most k-1 or each similar to an expected label."""
+        s = self.segs
+        r = np.flatnonzero(s.ph >= 0)
+        pa, pb = r[:-1], r[1:]
+        w, k = pb - pa - 1, s.k[pa]
+        cand = (s.step[pa] == s.step[pb]) & (s.comp[pa] == s.comp[pb]) & ((s.ph[pa] + 1 + w) % np.maximum(k, 1) == s.ph[pb])
+        linked = cand & (w <= k - 1)
+        for i in np.flatnonzero(cand & (w > k - 1)).tolist():
+            a, c, kk, p0 = int(pa[i]), int(s.comp[pa[i]]), int(k[i]), int(s.ph[pa[i]])
+            linked[i] = all(self.similar(j, c, (p0 + j - a) % kk) is not None for j in range(a + 1, int(pb[i])))
+        return r, linked
+
+    def layers_into(self, asm: _Assembly) -> None:
+        s = self.segs
+        r, linked = self.links()
+        if not r.size:
+            return
+        # each segment's phase in its run: a phased segment's own, a segment between two the one its position gives
+        idx = np.where(s.ph >= 0, np.arange(s.ph.size), -1)
+        prev = np.maximum.accumulate(idx)
+        prev_c = np.maximum(prev, 0)
+        self.cph = np.where(prev >= 0, (s.ph[prev_c] + np.arange(s.ph.size) - prev_c) % np.maximum(s.k[prev_c], 1), -1)
+        starts = np.ones(r.size, dtype=bool)
+        starts[1:] = ~linked
+        first, last = r[starts], r[np.append(starts[1:], True)]
+        zeros = np.concatenate([[0], np.cumsum(self.cph == 0)])
+        n_zero = zeros[last + 1] - zeros[first]
+        # a run cut into fewer than two layers is none: it needs two phase-0 segments, or one and its first layer's
+        # missing start recovered (a run dropped this way changes nothing for the runs after it)
+        viable = np.where(self.cph[first] == 0, n_zero >= 2, n_zero >= 1)
+        step_seg = np.searchsorted(s.step, np.arange(len(self.ctx.seqs) + 1), side="left")
+        cur, used, lays = -1, _Used(), []
+        for f, l in zip(first[viable].tolist(), last[viable].tolist()):
+            st = int(s.step[f])
+            if st != cur:
+                self._close(asm, cur, lays)
+                cur, used, lays = st, _Used(), []
+            self._run(st, f, l, int(step_seg[st]), int(step_seg[st + 1]), used, lays)
+        self._close(asm, cur, lays)
+
+    def _close(self, asm: _Assembly, st: int, lays: list[_Layer]) -> None:
+        if st >= 0:
+            lays.sort(key=lambda x: x.lo)
+            asm.layers[self.ctx.seqs[st].step] = lays
+            asm.covered += sum(x.hi - x.lo for x in lays)
+
+    def _run(self, st: int, f: int, l: int, seg_lo: int, seg_hi: int, used: _Used, layers: list[_Layer]) -> None:
+        """The layers of the run of segments f..l (appended to the step's ``layers``): its edges recovered, then cut
+        at phase 0. Every viable run yields two layers or more (layers_into)."""
+        s, ctx = self.segs, self.ctx
+        seq, base = ctx.seqs[st], int(ctx.flat.lo[st])
+        c, k = int(s.comp[f]), int(s.k[f])
+        phase = self.cph[f:l + 2].copy()  # and the segment after the run, which the right edge may take
+        lab = s.ids[f:l + 2].copy()
+        for i in np.flatnonzero(s.ph[f:l + 1] < 0).tolist():  # a unique segment inside stands for the label it is
+            sim = self.similar(f + i, c, int(phase[i]))  # similar to, else for itself
+            if sim is not None:
+                lab[i] = sim
         prefix: tuple = ()
-        lo_kernel = segs[run[0]][0]
-        note = ""
-        # left edge: the first layer lacks its first phase(s): take them from the end of the segment before
-        if seg_ph[run[0]] != 0:
-            got = None
-            before = run[0] - 1
-            if before >= 0 and before not in used and ph[before] is None:
-                cands = [[lid for lid, _ in phase_labels[(c, p)].most_common(4)] for p in range(seg_ph[run[0]])]
-                if all(cands):
-                    got = _best_left(cands, seq, segs[before], label_seq, cat)
+        lo_seg, lo_kernel, note = f, int(s.a[f]) - base, ""
+        if phase[0] != 0:  # left edge: the first layer lacks its first phase(s): from the segment before
+            got = self._left(f, seg_lo, used, c, int(phase[0]), seq, base)
             if got is not None:
                 lo_kernel, prefix = got
                 note = "the first layer's first segment(s) recovered from the segment before it"
-                used.add(before)
+                used.add(f - 1, f - 1)
             else:  # the partial first layer is not a layer
-                while run and seg_ph[run[0]] != 0:
-                    run = run[1:]
-                if not run:
-                    continue
-                lo_kernel = segs[run[0]][0]
-        # right edge: the last layer lacks its last phase: take the next segment when it starts like it
-        last = run[-1]
-        if seg_ph[last] == k - 2 and last + 1 < n and ph[last + 1] is None and k > 1:
-            nxt = label_seq[ids[last + 1]]
-            for lid, _ in phase_labels[(c, k - 1)].most_common(4):
-                lab = label_seq[lid]
-                if nxt[:len(lab)] == lab or (_cost_floor(nxt, lab) <= _budget(len(lab)) + 1e-6 and
-                                             _edit(nxt, lab, cat) <= _budget(len(lab))):
-                    run = run + [last + 1]
-                    seg_ph[last + 1], seg_lab[last + 1] = k - 1, lid
-                    break
-        # a later run takes the embedding kernels right before it (a draft model's own embedding)
-        if layers and not prefix:
+                lo_seg = f + int(np.flatnonzero(phase[:l + 1 - f] == 0)[0])
+                lo_kernel = int(s.a[lo_seg]) - base
+        hi_seg = l
+        ext = self._right(l, seg_hi, c, k, int(phase[l - f]))
+        if ext is not None:
+            hi_seg, phase[l + 1 - f], lab[l + 1 - f] = l + 1, k - 1, ext
+        if layers and not prefix:  # a later run takes the embedding kernels right before it (a draft's embedding)
             j = lo_kernel
-            while j - 1 >= max(layers[-1].hi, 0) and ctx.family_of_cat[cat[seq.codes[j - 1]]] == EMBEDDING_FAMILY:
+            while j - 1 >= max(layers[-1].hi, 0) and \
+                    ctx.family_of_cat[self.cat[seq.codes[j - 1]]] == EMBEDDING_FAMILY:
                 j -= 1
             if j < lo_kernel:
                 lo_kernel = j
                 note = "the embedding kernel(s) before this run belong to its first layer"
-        # cut the run into layers at phase 0
-        groups: list[list[int]] = []
-        for j in run:
-            if seg_ph[j] == 0 or not groups:
-                groups.append([j])
-            else:
-                groups[-1].append(j)
-        if len(groups) < MIN_RUN_LAYERS:
-            continue
-        run_id = len({l.run for l in layers})
-        for g_i, g in enumerate(groups):
-            sig = tuple(seg_lab[j] for j in g)
-            exact = all(ph[j] is not None for j in g)
-            lo = segs[g[0]][0]
+        self._cut(lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
+                  (lo_kernel, prefix, note), layers)
+        used.add(lo_seg, hi_seg)
+
+    def _cut(self, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int, first: tuple,
+             layers: list[_Layer]) -> None:
+        """Cut segments lo_seg..hi_seg into layers at phase 0: a layer's signature is its segments' labels, exact
+        when all of them recur; the first layer starts at ``first``'s kernel, after its recovered labels."""
+        s = self.segs
+        cuts = np.flatnonzero(phase == 0)
+        starts = np.union1d([0], cuts)
+        ends = np.append(starts[1:], phase.size)
+        unique = np.concatenate([[0], np.cumsum(s.ph[lo_seg:hi_seg + 1] < 0)])
+        run_id = len({x.run for x in layers})
+        lo_kernel, prefix, note = first
+        lab_l = lab.tolist()
+        for g_i, (g0, g1) in enumerate(zip(starts.tolist(), ends.tolist())):
+            sig = tuple(lab_l[g0:g1])
+            exact = bool(unique[g1] == unique[g0])
+            lo = int(s.a[lo_seg + g0]) - base
             if g_i == 0:
                 sig, lo = tuple(prefix) + sig, lo_kernel
                 exact = exact and not prefix
-            layers.append(_Layer(lo, segs[g[-1]][1], sig, run_id, exact, note if g_i == 0 else ""))
-        used.update(run)
-    layers.sort(key=lambda l: l.lo)
-    return layers
+            layers.append(_Layer(lo, int(s.b[lo_seg + g1 - 1]) - base, sig, run_id, exact, note if g_i == 0 else ""))
+
+    def _left(self, j0: int, seg_lo: int, used: _Used, c: int, phase: int, seq: _Seq, base: int):
+        """The first layer's missing phase(s) at the end of the unique segment before the run, or None."""
+        before = j0 - 1
+        if before < seg_lo or before in used or self.segs.ph[before] >= 0:
+            return None
+        cands = [self.top[(c, p)] for p in range(phase)]
+        if not all(cands):
+            return None
+        seg = (int(self.segs.a[before]) - base, int(self.segs.b[before]) - base)
+        return _best_left(cands, seq, seg, self.label_seq, self.cat)
+
+    def _right(self, last: int, seg_hi: int, c: int, k: int, phase: int) -> int | None:
+        """The label the segment after the run takes when the last layer lacks its last phase and that segment
+        starts like it (kernels added at the end, such as a draft model's final norm and lm_head), or None."""
+        if not (phase == k - 2 and last + 1 < seg_hi and self.segs.ph[last + 1] < 0 and k > 1):
+            return None
+        nxt = self.label_seq[int(self.segs.ids[last + 1])]
+        for lid in self.top[(c, k - 1)]:
+            lab = self.label_seq[lid]
+            budget = _budget(len(lab))
+            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab) <= budget + 1e-6 and _edit(nxt, lab, self.cat) <= budget):
+                return lid
+        return None
+
+
+class _Used:
+    """The segments of a step already taken by a run (or as a run's recovered start): disjoint ranges, added in
+    order."""
+
+    def __init__(self):
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+
+    def add(self, lo: int, hi: int) -> None:
+        self.lo.append(lo)
+        self.hi.append(hi)
+
+    def __contains__(self, j: int) -> bool:
+        i = bisect.bisect_right(self.lo, j) - 1
+        return i >= 0 and j <= self.hi[i]
 
 
 def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat):

@@ -29,7 +29,23 @@ class _Seq:
     # last mixer kernel before an FFN kernel, and that FFN kernel; kernels of no layer role in between are skipped)
     trans_mixer: np.ndarray = None
     trans_ffn: np.ndarray = None
-    mixer_cumsum: list = None  # running sum of the mixer kernels' durations (0 first), made on first use
+
+
+@dataclass
+class _Flat:
+    """Every step's main-stream kernels end to end (step i holds positions lo[i]:lo[i + 1]), for the assembly's
+    vectorised passes: their name codes (and those codes' bytes, to label segments), the running sum of the mixer
+    kernels' durations (0 first: a segment's mixer time is one difference) and each name's positions."""
+
+    codes: np.ndarray
+    lo: np.ndarray  # len(seqs) + 1 offsets
+    raw: bytes  # codes.tobytes()
+    mixer_cumsum: np.ndarray
+    by_code: np.ndarray  # positions sorted by name code (stable: in order within a code)
+    code_lo: np.ndarray  # by_code[code_lo[c]:code_lo[c + 1]] are the positions of code c
+
+    def positions(self, code: int) -> np.ndarray:
+        return self.by_code[self.code_lo[code]:self.code_lo[code + 1]]
 
 
 @dataclass
@@ -42,6 +58,7 @@ class _Ctx:
     family_of_cat: list[str]
     ffn_cat: np.ndarray = None  # category index -> is an FFN part
     comm_code: np.ndarray = None  # name code -> is a communication kernel (family comm)
+    flat: _Flat = None
 
 
 def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
@@ -93,4 +110,17 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
         seq.trans_mixer, seq.trans_ffn = t_mix[a:b] - lo, t_ffn[a:b] - lo
         seqs.append(seq)
     comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
-    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code)
+    flat = _flatten(seqs, len(names) + 1, mixer[cat_of_code] if mixer.size else np.zeros(len(names) + 1, bool))
+    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code, flat)
+
+
+def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
+    """The steps' sequences end to end (_Flat)."""
+    sizes = np.array([s.codes.size for s in seqs], dtype=np.int64)
+    lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    codes = np.concatenate([s.codes for s in seqs]).astype(np.int64) if seqs else np.zeros(0, np.int64)
+    durs = np.concatenate([s.durs for s in seqs]).astype(np.int64) if seqs else np.zeros(0, np.int64)
+    mixer_cumsum = np.concatenate([[0], np.cumsum(np.where(mixer_code[codes], durs, 0), dtype=np.int64)])
+    by_code = np.argsort(codes, kind="stable")
+    code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
+    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo)
