@@ -15,6 +15,8 @@ HBM peak.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -65,53 +67,18 @@ def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwarePro
     steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
-    step_ids = steps["step"].to_numpy()
     warnings = list(trace.report.warnings) + a.warnings
-    ev = a.events
-    k = ev[(ev["kind"] == "kernel") & (ev["step"] >= 0) & ev["op_tag"].notna()]
-    k = k.assign(op_tag=k["op_tag"].astype(str))
-    tag_count = k.groupby(["step", "op_tag"]).size()
-    tag_time = k.groupby(["step", "op_tag"])["dur_ns"].sum()
-    ag_full = None
+    sources = _RowSources(*_tag_counts(a.events), ag_full=None)
     if any(r == "allgather" for r in rules):
         ag = segment_allgathers(trace, **allgather_options(ann), steps=st)
         warnings = merge_warnings(warnings, ag.warnings)
-        ag_full = ag.per_ag.groupby(["step", "type"])["full_bytes"].sum()
-    rows = []
-    for i, (row, rule) in enumerate(zip(ann.hbm, rules)):
-        for sid, b in zip(step_ids.tolist(), step_bs.tolist()):
-            env = formula_env(ann, bs=b, q_len=q, variables=variables)
-            if rule == "bytes":
-                v = eval_formula(row.bytes, env, f"{src}: $.hbm[{i}].bytes")
-            elif rule == "allgather":
-                sel = ag_full[ag_full.index.get_level_values("step") == sid]
-                if row.allgather:
-                    sel = sel[sel.index.get_level_values("type").isin(row.allgather)]
-                v = float(sel.sum())
-            else:
-                v = 0.0
-                for tag in row.tags:
-                    if rule == "tags×mbu":
-                        v += float(tag_time.get((sid, tag), 0)) * 1e-9 * row.mbu * hw.hbm_bytes_per_s
-                        continue
-                    tr = op_traffic(ann, tag, env)
-                    if tr is None:
-                        raise DataFileError(f"{src}: $.hbm[{i}].tags names {tag!r}, which has no op_shapes or"
-                                            " op_traffic entry (or give the row an mbu)")
-                    v += int(tag_count.get((sid, tag), 0)) * tr["bytes"]
-            rows.append({"step": sid, "row": row.name, "rule": rule, "bytes": int(round(v))})
-    per_step = pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
+        sources = sources._replace(ag_full=ag.per_ag.groupby(["step", "type"])["full_bytes"].sum())
+    per_step = _per_step_bytes(ann, rules, steps["step"].to_numpy(), step_bs, q, variables, hw, sources)
     for i, row in enumerate(ann.hbm):
         if rules[i] != "bytes" and not per_step.loc[per_step["row"] == row.name, "bytes"].any():
             warnings.append(f"hbm row {row.name!r} is 0 in every step: its tags or AllGather types matched nothing")
-    totals = per_step.groupby("step")["bytes"].sum()
-    med_total = median_ns(totals.to_numpy())
-    per_row = []
-    for i, row in enumerate(ann.hbm):
-        med = median_ns(per_step.loc[per_step["row"] == row.name, "bytes"].to_numpy())
-        per_row.append({"row": row.name, "rule": rules[i], "bytes": med,
-                        "share_pct": 100.0 * med / med_total if med_total else None,
-                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": row.note})
+    per_row, med_total = _per_row_table(per_step, [(row.name, rules[i], row.note) for i, row in enumerate(ann.hbm)],
+                                        hw)
     walls = steps["dur_ns"].to_numpy()
     summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
                "bs": as_number(float(np.median(step_bs))) if len(step_bs) else None, "q_len": as_number(q),
@@ -121,11 +88,73 @@ def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwarePro
     return Result(command="hbm", inputs=[trace_input(trace)],
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
                           "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
-                  summary=summary,
-                  tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
-                                                                    "time_at_peak_ns", "note"]),
-                          "per_step": per_step},
-                  warnings=warnings)
+                  summary=summary, tables={"per_row": per_row, "per_step": per_step}, warnings=warnings)
+
+
+class _RowSources(NamedTuple):
+    """What the rows of the hbm table count, per (step, op tag) and per (step, AllGather type)."""
+
+    tag_count: pd.Series  # kernels
+    tag_time: pd.Series  # their time, ns
+    ag_full: pd.Series | None  # full AllGather bytes; None when no row counts AllGathers
+
+
+def _tag_counts(ev: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The kernels inside a step per (step, op tag): how many, and their time."""
+    k = ev[(ev["kind"] == "kernel") & (ev["step"] >= 0) & ev["op_tag"].notna()]
+    k = k.assign(op_tag=k["op_tag"].astype(str))
+    return k.groupby(["step", "op_tag"]).size(), k.groupby(["step", "op_tag"])["dur_ns"].sum()
+
+
+def _per_step_bytes(ann: Annotation, rules: list[str], step_ids: np.ndarray, step_bs: np.ndarray, q, variables,
+                    hw: HardwareProfile, sources: _RowSources) -> pd.DataFrame:
+    """The bytes of every row of the annotation's hbm table in every step."""
+    src = ann.source or ann.name
+    rows = []
+    for i, (row, rule) in enumerate(zip(ann.hbm, rules)):
+        for sid, b in zip(step_ids.tolist(), step_bs.tolist()):
+            env = formula_env(ann, bs=b, q_len=q, variables=variables)
+            v = _row_bytes(ann, row, rule, sid, env, hw, sources, f"{src}: $.hbm[{i}]")
+            rows.append({"step": sid, "row": row.name, "rule": rule, "bytes": int(round(v))})
+    return pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
+
+
+def _row_bytes(ann: Annotation, row, rule: str, sid: int, env: dict, hw: HardwareProfile, sources: _RowSources,
+               where: str) -> float:
+    """One row's bytes in step ``sid`` by its rule: a formula, the AllGathers' full bytes, or its tags' kernels."""
+    if rule == "bytes":
+        return eval_formula(row.bytes, env, f"{where}.bytes")
+    if rule == "allgather":
+        sel = sources.ag_full[sources.ag_full.index.get_level_values("step") == sid]
+        if row.allgather:
+            sel = sel[sel.index.get_level_values("type").isin(row.allgather)]
+        return float(sel.sum())
+    v = 0.0
+    for tag in row.tags:
+        if rule == "tags×mbu":
+            v += float(sources.tag_time.get((sid, tag), 0)) * 1e-9 * row.mbu * hw.hbm_bytes_per_s
+            continue
+        tr = op_traffic(ann, tag, env)
+        if tr is None:
+            raise DataFileError(f"{where}.tags names {tag!r}, which has no op_shapes or op_traffic entry (or give the"
+                                " row an mbu)")
+        v += int(sources.tag_count.get((sid, tag), 0)) * tr["bytes"]
+    return v
+
+
+def _per_row_table(per_step: pd.DataFrame, rows: list[tuple[str, str, str]],
+                   hw: HardwareProfile) -> tuple[pd.DataFrame, int | None]:
+    """Per row (name, rule, note) its median bytes over the steps, its share of the median total and the time it
+    would take at the HBM peak; and the median total."""
+    totals = per_step.groupby("step")["bytes"].sum()
+    med_total = median_ns(totals.to_numpy())
+    per_row = []
+    for name, rule, note in rows:
+        med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
+        per_row.append({"row": name, "rule": rule, "bytes": med,
+                        "share_pct": 100.0 * med / med_total if med_total else None,
+                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": note})
+    return pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct", "time_at_peak_ns", "note"]), med_total
 
 
 FAMILY_ROWS = {"gemm": "GEMM operands (recorded shapes)", "attention": "attention q, k, v, out (recorded shapes)",
@@ -162,14 +191,7 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
     per_step = pd.DataFrame({"step": grid.index.get_level_values("step").to_numpy(),
                              "row": grid.index.get_level_values("row").to_numpy(), "rule": "shapes",
                              "bytes": np.rint(grid.to_numpy()).astype(np.int64)})
-    totals = per_step.groupby("step")["bytes"].sum()
-    med_total = median_ns(totals.to_numpy())
-    per_row = []
-    for name in order:
-        med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
-        per_row.append({"row": name, "rule": "shapes", "bytes": med,
-                        "share_pct": 100.0 * med / med_total if med_total else None,
-                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": ""})
+    per_row, med_total = _per_row_table(per_step, [(name, "shapes", "") for name in order], hw)
     k_ns = int(dur[ins].sum())
     shaped_ns = int(dur[ins & carries].sum())
     warnings = merge_warnings(trace.report.warnings, st.warnings, ks.warnings)
@@ -186,8 +208,4 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
     return Result(command="hbm", inputs=[trace_input(trace)],
                   params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
                           "vars": {}, **step_params(st)},
-                  summary=summary,
-                  tables={"per_row": pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct",
-                                                                    "time_at_peak_ns", "note"]),
-                          "per_step": per_step},
-                  warnings=warnings)
+                  summary=summary, tables={"per_row": per_row, "per_step": per_step}, warnings=warnings)

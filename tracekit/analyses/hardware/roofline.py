@@ -171,15 +171,8 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
                                               q_len=q_len, var=var, variables=variables)
     shaped = list(ann.op_shapes) + [t for t in ann.op_traffic if t not in ann.op_shapes]
     if not shaped:
-        ks = kernel_shapes(trace)
-        if ks.shaped:
-            res = shapes_roofline(trace, hw, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                                  step_source=step_source, steps_file=steps_file)
-            res.warnings.append(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
-                                " comes from the shapes the trace records")
-            return res
-        raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
-                               " nothing to put on the roofline; add them (docs/roofline.md)")
+        return _recorded_shapes_instead(trace, ann, hw, steps=steps, step_name=step_name, min_step_ns=min_step_ns,
+                                        phase=phase, step_source=step_source, steps_file=steps_file)
     st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
                             step_source=step_source, steps_file=steps_file, what="roofline")
     steps = st.table
@@ -189,18 +182,8 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
     ev = a.events
     k = ev[(ev["kind"] == "kernel") & ev["op_tag"].isin(shaped) & (ev["step"] >= 0)]
     k = k.assign(bs=k["step"].map(bs_of_step), op_tag=k["op_tag"].astype(str))
-    rows = []
+    rows = _per_tag_rows(k, ann, q, variables, hw)
     warnings = list(trace.report.warnings) + a.warnings
-    for (tag, b), g in k.groupby(["op_tag", "bs"], sort=True):
-        env = formula_env(ann, bs=b, q_len=q, variables=variables)
-        tr = op_traffic(ann, tag, env)
-        mean = float(g["dur_ns"].mean())
-        pt = roofline_point(tr["bytes"], tr["flops"], mean, hw, tr["dtype"])
-        rows.append({"op_tag": tag, "mean_ns": mean, "bytes": int(round(tr["bytes"])),
-                     "flops": None if tr["flops"] is None else int(round(tr["flops"])), **pt,
-                     "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
-                     "n": tr["n"], "k": tr["k"],
-                     "dtype": tr["dtype"], "source": tr["source"], "experts_touched": tr.get("experts_touched")})
     no_peak = sorted({(r["op_tag"], r["dtype"]) for r in rows if r["flops"] is not None and r["mfu"] is None})
     if no_peak:
         dts = sorted({d for _, d in no_peak})
@@ -211,23 +194,10 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
         warnings.append(f"op tag(s) with a shape but no kernel inside a step: {', '.join(missing)}")
     if not rows:
         raise MissingDataError(f"{trace.path}: no kernel carries an op tag that has a shape ({', '.join(shaped)})")
-    cols = {c: [r[c] for r in rows] for c in PER_TAG_COLUMNS}
-    for c in ("flops", "bs", "q_len", "m", "n", "k"):  # whole numbers stay integers (null where there is none)
-        if all(v is None or isinstance(v, (int, np.integer)) for v in cols[c]):
-            cols[c] = pd.array(cols[c], dtype="Int64")
-    per_tag = pd.DataFrame(cols)
+    per_tag = _per_tag_table(rows)
     # per kernel name: the annotation's shapes where its tags have them, the trace's recorded shapes elsewhere
-    ann_fl = np.full(len(k), np.nan)
-    ann_by = np.full(len(k), np.nan)
-    ann_dt = np.full(len(k), None, dtype=object)
-    for (tag, b), idx in k.groupby(["op_tag", "bs"], sort=False).indices.items():
-        tr = op_traffic(ann, tag, formula_env(ann, bs=b, q_len=q, variables=variables))
-        ann_fl[idx] = np.nan if tr["flops"] is None else tr["flops"]
-        ann_by[idx] = tr["bytes"]
-        ann_dt[idx] = tr["dtype"]
-    over = pd.DataFrame({"row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(), "flops": ann_fl,
-                         "bytes": ann_by, "dtype": ann_dt, "op": k["op_tag"].to_numpy()})
-    per_kernel, _, stats = per_kernel_table(trace, hw, over=over if _rows_are_event_rows(trace, a.events) else None)
+    over = _annotation_overrides(k, ann, q, variables) if _rows_are_event_rows(trace, a.events) else None
+    per_kernel, _, stats = per_kernel_table(trace, hw, over=over)
     summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
                "q_len": as_number(q), "tags": int(per_tag["op_tag"].nunique()),
                "memory_bound": int((per_tag["bound"] == "memory").sum()),
@@ -236,6 +206,59 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
                   params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
                           "vars": dict(variables or {}), **step_params(st)},
                   summary=summary, tables={"per_tag": per_tag, "per_kernel": per_kernel}, warnings=warnings)
+
+
+def _recorded_shapes_instead(trace: Trace, ann: Annotation, hw: HardwareProfile, **step_kw) -> Result:
+    """An annotation with no op_shapes or op_traffic: the roofline of the shapes the trace records, said in a
+    warning, or a missing-data error when it records none."""
+    if kernel_shapes(trace).shaped:
+        res = shapes_roofline(trace, hw, **step_kw)
+        res.warnings.append(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
+                            " comes from the shapes the trace records")
+        return res
+    raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
+                           " nothing to put on the roofline; add them (docs/roofline.md)")
+
+
+def _per_tag_rows(k: pd.DataFrame, ann: Annotation, q, variables, hw: HardwareProfile) -> list[dict[str, Any]]:
+    """One row per (op tag, batch size) of the tagged kernels ``k``: the mean kernel time against the bytes and FLOPs
+    the annotation's shape gives, as a roofline point."""
+    rows = []
+    for (tag, b), g in k.groupby(["op_tag", "bs"], sort=True):
+        env = formula_env(ann, bs=b, q_len=q, variables=variables)
+        tr = op_traffic(ann, tag, env)
+        mean = float(g["dur_ns"].mean())
+        pt = roofline_point(tr["bytes"], tr["flops"], mean, hw, tr["dtype"])
+        rows.append({"op_tag": tag, "mean_ns": mean, "bytes": int(round(tr["bytes"])),
+                     "flops": None if tr["flops"] is None else int(round(tr["flops"])), **pt,
+                     "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
+                     "n": tr["n"], "k": tr["k"],
+                     "dtype": tr["dtype"], "source": tr["source"], "experts_touched": tr.get("experts_touched")})
+    return rows
+
+
+def _per_tag_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The per-tag rows as a table of PER_TAG_COLUMNS; whole numbers stay integers (null where there is none)."""
+    cols = {c: [r[c] for r in rows] for c in PER_TAG_COLUMNS}
+    for c in ("flops", "bs", "q_len", "m", "n", "k"):
+        if all(v is None or isinstance(v, (int, np.integer)) for v in cols[c]):
+            cols[c] = pd.array(cols[c], dtype="Int64")
+    return pd.DataFrame(cols)
+
+
+def _annotation_overrides(k: pd.DataFrame, ann: Annotation, q, variables) -> pd.DataFrame:
+    """Per tagged kernel (its events row): the FLOPs, bytes and dtype its tag's shape gives, for the per-kernel
+    table to use instead of the recorded shapes."""
+    ann_fl = np.full(len(k), np.nan)
+    ann_by = np.full(len(k), np.nan)
+    ann_dt = np.full(len(k), None, dtype=object)
+    for (tag, b), idx in k.groupby(["op_tag", "bs"], sort=False).indices.items():
+        tr = op_traffic(ann, tag, formula_env(ann, bs=b, q_len=q, variables=variables))
+        ann_fl[idx] = np.nan if tr["flops"] is None else tr["flops"]
+        ann_by[idx] = tr["bytes"]
+        ann_dt[idx] = tr["dtype"]
+    return pd.DataFrame({"row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(), "flops": ann_fl,
+                         "bytes": ann_by, "dtype": ann_dt, "op": k["op_tag"].to_numpy()})
 
 
 # ------------------------------------------------------------------------------------------------ shapes

@@ -183,6 +183,21 @@ def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) 
     return out
 
 
+class _Labels:
+    """Labels coded as small integers in order of first use, for Categoricals built from codes."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def code(self, label: str) -> int:
+        if label not in self.labels:
+            self.labels.append(label)
+        return self.labels.index(label)
+
+    def categorical(self, codes: np.ndarray) -> pd.Categorical:
+        return pd.Categorical.from_codes(codes, categories=self.labels) if self.labels else pd.Categorical([])
+
+
 def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None = None, *,
                        names: tuple[np.ndarray, np.ndarray] | None = None, ann: Annotation | None = None,
                        ctas_per_sm: int | None = None) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict,
@@ -197,35 +212,19 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
     ``occupancy`` is the summary's ``occupancy`` object: the SM limits used and where each came from, whether the
     count is ``assumed`` (and why), the launches per source."""
     n = len(k)
-    warnings: list[str] = []
+    labels = _Labels()
     cps = np.zeros(n, dtype=np.int64)
-    labels: list[str] = []
-
-    def code(label: str) -> int:
-        if label not in labels:
-            labels.append(label)
-        return labels.index(label)
-
     limited = np.full(n, -1, dtype=np.int64)
     src = np.full(n, -1, dtype=np.int64)
     if ann is not None and ann.ctas_per_sm:
-        if names is None:  # per distinct name (the categorical's codes), not per event
-            codes = k["name"].cat.codes.to_numpy() if hasattr(k["name"], "cat") else None
-            if codes is None:
-                uniq, inv = np.unique(k["name"].astype(str).to_numpy().astype(object), return_inverse=True)
-            else:
-                used, inv = np.unique(codes, return_inverse=True)
-                uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
-        else:
-            uniq, inv = names
-        by_ann = _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
+        by_ann = _ctas_per_sm_by_annotation(k, names, ann)
         hit = by_ann > 0
-        cps[hit], limited[hit], src[hit] = by_ann[hit], code("annotation"), code("annotation")
+        cps[hit], limited[hit], src[hit] = by_ann[hit], labels.code("annotation"), labels.code("annotation")
     if ctas_per_sm is not None:
         if ctas_per_sm < 1:
             raise InputError(f"--ctas-per-sm must be positive, not {ctas_per_sm}")
         rest = cps == 0
-        cps[rest], limited[rest], src[rest] = ctas_per_sm, code("option"), code("option")
+        cps[rest], limited[rest], src[rest] = ctas_per_sm, labels.code("option"), labels.code("option")
     lim: SmLimits | None = None
     notes: list[str] = []
     rest = cps == 0
@@ -235,48 +234,71 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
         except (MissingDataError, DataFileError) as exc:
             notes.append(f"{exc}: 1 CTA per SM assumed")
         if lim is not None:
-            kr = k[rest]
-            bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
-            threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
-            cols = (threads, kr["registers"].to_numpy().astype(np.int64), kr["shared_mem"].to_numpy().astype(np.int64))
-            # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
-            key = np.zeros(len(threads), dtype=np.int64)
-            for c in cols:
-                codes, uniq_c = pd.factorize(c)
-                key = key * len(uniq_c) + codes
-            cinv, ukey = pd.factorize(key)
-            first = np.zeros(len(ukey), dtype=np.int64)
-            first[cinv[::-1]] = np.arange(len(cinv))[::-1]  # a launch of each configuration
-            got, why, status = occupancy_ctas_per_sm(*(c[first] for c in cols), lim)
-            why = np.where(status == "exceeds", "exceeds the SM's limits", why)
-            from_u = np.where(status == "ok", "launch configuration",
-                              np.where(status == "partial", "launch configuration (partial)", "assumed"))
-            cps[rest] = got[cinv]
-            limited[rest] = np.asarray([code(str(w)) for w in why], dtype=np.int64)[cinv]
-            src[rest] = np.asarray([code(str(w)) for w in from_u], dtype=np.int64)[cinv]
-            per_cfg = np.bincount(cinv, minlength=len(ukey))
-            n_block, n_exc, n_part = (int(per_cfg[status == x].sum()) for x in ("no_block", "exceeds", "partial"))
-            if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
-                notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
-                             " comes from the limits that are known, an upper bound (waves a lower bound)")
-            if n_block:
-                notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
-            if n_exc:
-                notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
-                             f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
-                             " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
-            notes += lim.assumed
+            notes += _ctas_per_sm_by_launch(k, rest, lim, labels, cps, limited, src)
         else:
-            cps[rest], limited[rest], src[rest] = 1, code("unknown (no SM limits)"), code("assumed")
-    warnings += [f"CTAs per SM: {x}" for x in notes]
-    limited_cat = pd.Categorical.from_codes(limited, categories=labels) if labels else pd.Categorical([])
-    src_cat = pd.Categorical.from_codes(src, categories=labels) if labels else pd.Categorical([])
+            cps[rest], limited[rest], src[rest] = 1, labels.code("unknown (no SM limits)"), labels.code("assumed")
+    src_cat = labels.categorical(src)
     counts = pd.Series(src_cat).value_counts()
     occupancy = {"sm_limits": lim.summary() if lim is not None else None,
                  "assumed": bool(notes) or bool(counts.get("assumed", 0)),
                  "assumed_why": notes,
                  "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b}}
-    return cps, limited_cat, src_cat, occupancy, warnings
+    return cps, labels.categorical(limited), src_cat, occupancy, [f"CTAs per SM: {x}" for x in notes]
+
+
+def _ctas_per_sm_by_annotation(k: pd.DataFrame, names: tuple[np.ndarray, np.ndarray] | None,
+                               ann: Annotation) -> np.ndarray:
+    """Per kernel row, the CTAs per SM of the annotation's first ``ctas_per_sm`` rule its name matches (0: none),
+    matched once per distinct name (the categorical's codes), not per event."""
+    if names is None:
+        codes = k["name"].cat.codes.to_numpy() if hasattr(k["name"], "cat") else None
+        if codes is None:
+            uniq, inv = np.unique(k["name"].astype(str).to_numpy().astype(object), return_inverse=True)
+        else:
+            used, inv = np.unique(codes, return_inverse=True)
+            uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+    else:
+        uniq, inv = names
+    return _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
+
+
+def _ctas_per_sm_by_launch(k: pd.DataFrame, rest: np.ndarray, lim: SmLimits, labels: _Labels, cps: np.ndarray,
+                           limited: np.ndarray, src: np.ndarray) -> list[str]:
+    """The ``rest`` rows of ``k`` from their launch configuration against the SM's limits (``cps``, ``limited`` and
+    ``src`` set in place), counted once per distinct (threads, registers, shared memory); returns the notes on
+    launches whose count is partial or assumed."""
+    kr = k[rest]
+    bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
+    threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
+    cols = (threads, kr["registers"].to_numpy().astype(np.int64), kr["shared_mem"].to_numpy().astype(np.int64))
+    # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
+    key = np.zeros(len(threads), dtype=np.int64)
+    for c in cols:
+        codes, uniq_c = pd.factorize(c)
+        key = key * len(uniq_c) + codes
+    cinv, ukey = pd.factorize(key)
+    first = np.zeros(len(ukey), dtype=np.int64)
+    first[cinv[::-1]] = np.arange(len(cinv))[::-1]  # a launch of each configuration
+    got, why, status = occupancy_ctas_per_sm(*(c[first] for c in cols), lim)
+    why = np.where(status == "exceeds", "exceeds the SM's limits", why)
+    from_u = np.where(status == "ok", "launch configuration",
+                      np.where(status == "partial", "launch configuration (partial)", "assumed"))
+    cps[rest] = got[cinv]
+    limited[rest] = np.asarray([labels.code(str(w)) for w in why], dtype=np.int64)[cinv]
+    src[rest] = np.asarray([labels.code(str(w)) for w in from_u], dtype=np.int64)[cinv]
+    per_cfg = np.bincount(cinv, minlength=len(ukey))
+    n_block, n_exc, n_part = (int(per_cfg[status == x].sum()) for x in ("no_block", "exceeds", "partial"))
+    notes = []
+    if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
+        notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
+                     " comes from the limits that are known, an upper bound (waves a lower bound)")
+    if n_block:
+        notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
+    if n_exc:
+        notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
+                     f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
+                     " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
+    return notes + lim.assumed
 
 
 def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
@@ -337,28 +359,8 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     ann, hw = as_annotation(ann), as_profile(hw)
     warnings = list(trace.report.warnings)
     n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
-    ev = trace.events
-    k = ev[ev["kind"] == "kernel"]
-    if k.empty:
-        raise MissingDataError(f"{trace.path} has no kernel events")
-    gx, gy, gz = (k[c].to_numpy().astype(np.int64) for c in ("grid_x", "grid_y", "grid_z"))
-    has_grid = (gx > 0) & (gy > 0) & (gz > 0)
-    no_grid = int((~has_grid).sum())
-    if no_grid:
-        warnings.append(f"{no_grid} of {len(k)} kernels carry no grid and are not counted")
-    if not has_grid.any():
-        raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
-    k = k[has_grid]
-    gx, gy, gz = gx[has_grid], gy[has_grid], gz[has_grid]
-    # per distinct name, not per event: the categorical's codes (np.unique over millions of strings took seconds)
-    codes = k["name"].cat.codes.to_numpy()
-    used, inv = np.unique(codes, return_inverse=True)
-    uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
-    order = np.argsort(uniq, kind="stable")  # names sorted as before
-    rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
-    uniq, inv = uniq[order], rank[inv]
-    names = uniq[inv]
+    k, (gx, gy, gz), no_grid = _kernels_with_grid(trace, warnings)
+    uniq, inv = _distinct_names(k)
     cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(trace, k, hw, names=(uniq, inv), ann=ann,
                                                                        ctas_per_sm=ctas_per_sm)
     warnings += occ_warnings
@@ -375,7 +377,7 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
                    source=step_source, steps_file=steps_file)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
-    df = pd.DataFrame({"name": names, "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
+    df = pd.DataFrame({"name": uniq[inv], "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
                        "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost, "ctas_per_sm": cps,
                        "limited_by": limited, "ctas_per_sm_from": cps_from,
                        "lost_in_step": np.where(step >= 0, lost, 0)})
@@ -384,28 +386,8 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     df = df[keep]
     if df.empty:
         raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
-    # a name and grid launched with two block configurations (two CTAs-per-SM counts) are two rows
-    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
-                           sort=False, observed=True)
-                .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
-                     waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
-                     lost_ns=("lost_ns", "sum")).reset_index())
-    for c in ("limited_by", "ctas_per_sm_from"):
-        per_grid[c] = per_grid[c].astype(str)
-    per_grid = per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
-    # the most common launch of each name gives its ctas / waves / capacity
-    common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
-        .drop_duplicates("name").set_index("name")
-    g = df.groupby("name", sort=False)
-    per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
-                               "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
-                               "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
-    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
-                                         "ctas_per_sm_from"]]).reset_index()
-    per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
-    per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
-    per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
-    per_kernel = per_kernel.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+    per_grid = _per_grid(df)
+    per_kernel = _per_kernel(df, per_grid, n_steps)
     shown = per_kernel if top is None else per_kernel.head(top)
     lost_steps = int(df["lost_in_step"].sum())
     summary = {
@@ -424,3 +406,60 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
                           "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True)},
                   warnings=warnings)
 
+
+def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame, tuple, int]:
+    """The kernel events that carry a launch grid, their grids, and how many carry none (said in ``warnings``)."""
+    ev = trace.events
+    k = ev[ev["kind"] == "kernel"]
+    if k.empty:
+        raise MissingDataError(f"{trace.path} has no kernel events")
+    gx, gy, gz = (k[c].to_numpy().astype(np.int64) for c in ("grid_x", "grid_y", "grid_z"))
+    has_grid = (gx > 0) & (gy > 0) & (gz > 0)
+    no_grid = int((~has_grid).sum())
+    if no_grid:
+        warnings.append(f"{no_grid} of {len(k)} kernels carry no grid and are not counted")
+    if not has_grid.any():
+        raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
+    return k[has_grid], (gx[has_grid], gy[has_grid], gz[has_grid]), no_grid
+
+
+def _distinct_names(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' distinct names, sorted, and each kernel's index into them — per distinct name, not per event:
+    the categorical's codes (np.unique over millions of strings took seconds)."""
+    codes = k["name"].cat.codes.to_numpy()
+    used, inv = np.unique(codes, return_inverse=True)
+    uniq = np.asarray([str(c) for c in k["name"].cat.categories[used]], dtype=object)
+    order = np.argsort(uniq, kind="stable")  # names sorted as before
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return uniq[order], rank[inv]
+
+
+def _per_grid(df: pd.DataFrame) -> pd.DataFrame:
+    """The launches summed per name and launch grid, most time lost first; a name and grid launched with two block
+    configurations (two CTAs-per-SM counts) are two rows."""
+    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
+                           sort=False, observed=True)
+                .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
+                     waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
+                     lost_ns=("lost_ns", "sum")).reset_index())
+    for c in ("limited_by", "ctas_per_sm_from"):
+        per_grid[c] = per_grid[c].astype(str)
+    return per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+
+
+def _per_kernel(df: pd.DataFrame, per_grid: pd.DataFrame, n_steps: int) -> pd.DataFrame:
+    """The launches summed per name, most time lost first; the most common launch of each name gives its ctas,
+    waves and capacity."""
+    common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
+        .drop_duplicates("name").set_index("name")
+    g = df.groupby("name", sort=False)
+    per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
+                               "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
+                               "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
+    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
+                                         "ctas_per_sm_from"]]).reset_index()
+    per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
+    return per_kernel.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
