@@ -61,11 +61,17 @@ def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str 
 
 def _decode_stream(blocks: Iterable[bytes], helper: "Helper | None", on_position=None,
                    piece_target: int | None = None) -> RawColumns:
-    from .. import reader
-
-    slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
-    buf = bytearray()
     it = iter(blocks)
+    header_text, array_form, total_in, buf = _read_head(it)
+    slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
+    tail = _cut_pieces(it, buf, total_in, helper, slots, on_position, piece_target)
+    return _assemble(tail, array_form, header_text, slots, helper)
+
+
+def _read_head(it) -> tuple[bytes, bool, int, bytearray]:
+    """Read blocks until the events array opens: (the document's text before ``"traceEvents"``, whether the
+    document is a bare array, the bytes read, the text read from the byte before the first event on)."""
+    buf = bytearray()
     head_end = -1
     array_form = False
     total_in = 0
@@ -94,6 +100,15 @@ def _decode_stream(blocks: Iterable[bytes], helper: "Helper | None", on_position
     header_text = b"" if array_form else bytes(buf[: _KEY_RE.search(buf, searched).start()]).lstrip()
     header_text = without_bom(header_text)
     del buf[: head_end - 1]  # keep the '[': every piece starts with one byte before its first event
+    return header_text, array_form, total_in, buf
+
+
+def _cut_pieces(it, buf: bytearray, total_in: int, helper: "Helper | None", slots: list, on_position,
+                piece_target: int | None) -> bytes:
+    """Cut the rest of the text (``buf``, then the blocks of ``it``) into pieces of whole events, each decoded
+    here or handed to the helper (a slot in ``slots`` apiece); return the text after the last event separator."""
+    from .. import reader
+
     # From here the text gathers in one buffer of fixed size, reused for every piece (fresh memory for each
     # piece would cost a page fault per 4 KiB): acc[:n] is the text not yet cut, acc[0] the byte before its
     # first event. A piece is cut at the last event separator once about `target` bytes have gathered.
@@ -102,9 +117,8 @@ def _decode_stream(blocks: Iterable[bytes], helper: "Helper | None", on_position
     n = len(buf)
     acc = bytearray(max(target + target // 4 + 2, 2 * n))
     acc[:n] = buf
-    del buf
+    buf.clear()  # the head's text is in acc now (and the caller's name for it holds nothing)
     sep: bytes | None = None
-    tail: bytes | None = None
     lo = 0  # no separator starts before acc[lo] (the search for the next one resumes there: linear in the text)
     for block in itertools.chain((b"",), it):  # the empty first round looks at what the head left
         size = len(block)
@@ -128,22 +142,24 @@ def _decode_stream(blocks: Iterable[bytes], helper: "Helper | None", on_position
                 close = getattr(it, "close", None)
                 if close is not None:
                     close()
-                tail = cut_plain_file(helper.fd, helper.submit_range, sep, total_in - n, slots, on_position)
-                break
+                return cut_plain_file(helper.fd, helper.submit_range, sep, total_in - n, slots, on_position)
         while n >= target:  # (several pieces when a block is bigger than a piece)
             rest = _cut_piece(acc, n, sep, helper, slots, limit, lo)
             if rest == n:
                 lo = max(0, n - len(sep) + 1)  # none up to here: the next search starts at the new text
                 break
             n, lo = rest, 0
-    else:
-        while sep is not None:  # the text before the last separator of the input
-            rest = _cut_piece(acc, n, sep, helper, slots, limit, lo)
-            if rest == n:
-                break
-            n, lo = rest, 0
-        tail = bytes(acc[1:n])  # acc[0] is the byte before the next event ("[" or whitespace)
-    del acc
+    while sep is not None:  # the text before the last separator of the input
+        rest = _cut_piece(acc, n, sep, helper, slots, limit, lo)
+        if rest == n:
+            break
+        n, lo = rest, 0
+    return bytes(acc[1:n])  # acc[0] is the byte before the next event ("[" or whitespace)
+
+
+def _assemble(tail: bytes, array_form: bool, header_text: bytes, slots: list, helper: "Helper | None") -> RawColumns:
+    """Decode the last events and the document's end (``tail``) and its head, and merge every piece's columns in
+    file order (the helper's as it hands them over) into the trace's raw columns."""
     try:
         if array_form:
             last = ARRAY_DECODER.decode(b"[" + tail)
