@@ -117,6 +117,19 @@ def test_the_terminal_ranks_section(dp8, cli, monkeypatch):
     assert max(len(line) for line in out.splitlines()) <= 100
 
 
+def test_a_16_rank_report_fits_one_screen_with_the_straggler_first(tmp_path, cli, monkeypatch):
+    _, truth = write_run("dp_attn_deepep16", tmp_path / "run", truth_path=tmp_path / "truth.json")
+    rank = json.loads(Path(truth).read_text())["summary"]["straggler"]["rank"]
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli("report", tmp_path / "run", "--no-cache")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= 50 and max(len(ln) for ln in lines) <= 80
+    rows = [ln.split() for ln in lines if "DP-" in ln and ln.split()[0].isdigit()]
+    assert rows and rows[0][0] == str(rank)  # the ranks most often last lead: a cut table keeps the straggler
+    assert int(rows[0][-2]) == max(int(r[-2]) for r in rows)
+
+
 @pytest.mark.skipif(not HTA.is_dir(), reason=f"the real HTA rank pair is not here ({HTA})")
 def test_the_real_hta_pair(cli):
     doc = _json(cli, HTA)

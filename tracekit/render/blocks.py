@@ -238,7 +238,11 @@ def _heights(block: Block, width: int) -> tuple[int, list[int]]:
 
 
 def _cost_column(df: pd.DataFrame) -> str | None:
-    """The column that says what a row costs: the first duration (not an absolute time) with numbers in it."""
+    """The column that says what a row costs: the one the table names (``df.attrs["order_by"]``), else the first
+    duration (not an absolute time) with numbers in it."""
+    named = df.attrs.get("order_by")
+    if named in df.columns and pd.api.types.is_numeric_dtype(df[named]):
+        return named
     for c in df.columns:
         if unit_of(c).kind == "ns" and pd.api.types.is_numeric_dtype(df[c]) and df[c].notna().any():
             return c

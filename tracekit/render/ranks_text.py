@@ -50,8 +50,13 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
     r = result.summary.get("ranks")
     if result.command != "report" or not isinstance(r, dict):
         return result, []
-    sub = Result(command="imbalance", inputs=[], params={}, summary={},
-                 tables={n: result.tables[n] for n in SHOWN if n in result.tables})
+    shown = {n: result.tables[n] for n in SHOWN if n in result.tables}
+    if not all_rows and "ranks" in shown and {"rank", "times_last"} <= set(shown["ranks"].columns):
+        # most important first: the ranks most often last lead, so that a cut table keeps the straggler
+        shown["ranks"] = shown["ranks"].sort_values(["times_last", "rank"], ascending=[False, True],
+                                                    kind="stable").reset_index(drop=True)
+        shown["ranks"].attrs["order_by"] = "times_last"
+    sub = Result(command="imbalance", inputs=[], params={}, summary={}, tables=shown)
     lines = [fit(safe_text(ranks_title(r)), width)]
     lines += wrap_prose(safe_text(ranks_sentence(r)), width)
     drawn = draw(sub, width, all_rows=all_rows, max_lines=SECTION_LINES).splitlines()[1:]  # not its title

@@ -44,7 +44,7 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
 
     result, ranks_lines = ranks_part(result, width, all_rows, to_text)  # report RUN_DIR: its ranks section (issue 28)
     if result.command == "report" and not all_rows:  # one screen that reads (report_text.py)
-        screen = report_text(result, width, wide=wide)
+        screen = report_text(result, width, wide=wide, lines=SCREEN_LINES - len(ranks_lines))  # one screen in all
         if screen is not None:
             return utf8_text(screen + "".join(f"{ln}\n" for ln in ranks_lines))
         max_lines = min(max_lines, SCREEN_LINES - 4)  # a report without a one-step table: its tables, as short
