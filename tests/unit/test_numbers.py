@@ -188,7 +188,7 @@ def test_mixed_batch_keeps_positions():
 
 
 def test_msgspec_raw_and_other_bytes_like_tokens():
-    # kineto.py passes msgspec.Raw slices; they go through bytes(t)
+    # kineto/columns.py passes msgspec.Raw slices; they go through bytes(t)
     raws = [msgspec.Raw(b"1712195495519689.047"), msgspec.Raw(b""), msgspec.Raw(b"2.5")]
     out, valid = raw_to_ns(raws)
     assert valid.tolist() == [True, False, True]
