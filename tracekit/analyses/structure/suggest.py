@@ -345,24 +345,10 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
     w = _desired(found)
     occ = _main_occurrence(ev, found)
     cats = trace_categories(trace, cr)
-    mixer_cats = {c for c in cr.order if cr.info(c).layer_role == "mixer"}
     lw = w[w["kind"] == "layer"]
     wn = _window_names(ev, w)
-    cat_of_name = dict(zip(ev["name"].astype(str), np.asarray(cats, dtype=object)))
-    main_names = set(occ["name"])
-    mixer_names = sorted({n for i in lw.index for n in wn[i] if n in main_names and cat_of_name.get(n) in mixer_cats})
-    # positions
-    first_kind = w.groupby("step")["kind"].first()
-    last_kind = w.groupby("step")["kind"].last()
-    n_steps = len(st.table)
-    position: dict = {}
-    positional = set()
-    if len(first_kind) == n_steps and (first_kind == HEAD).all():
-        position["first"] = HEAD_TYPE
-        positional.add(HEAD)
-    if len(last_kind) == n_steps and (last_kind == TAIL).all():
-        position["last"] = TAIL_TYPE
-        positional.add(TAIL)
+    mixer_names = _mixer_names(ev, cats, cr, lw, wn, set(occ["name"]))
+    position, positional = _positions(w, len(st.table))
     type_rules, default = _type_rules(w, wn, positional, warnings)
     if default:
         position["default"] = default
@@ -374,39 +360,10 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
     expect = {t: int(v) for t, v in w.groupby("step")["base_type"].value_counts().groupby(level=1).median().items()}
     op_tags = _op_tags(ev, w, cats)
     ag = _allgather_sizes(trace, found, warnings)
-    opts = st.options
-    stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(str(trace.path)).name.split(".")[0]).strip("_") or "trace"
-    ann: dict = {
-        "name": name or f"auto_{stem}",
-        "description": (f"suggested by tracekit from {Path(str(trace.path)).name}: {len(lw)} layers in"
-                        f" {n_steps} step(s), types {', '.join(sorted(set(lw['base_type'])))}; boundary kernel"
-                        f" {found.boundary}"),
-        "step": {"name": opts.name, "min_ms": opts.min_step_ns / 1e6,
-                 "_doc": f"steps found by {st.marker} ({st.match}); null = tracekit's step dialects"},
-        "main_stream": "auto",
-        "blocks": {},
-        "op_tags": op_tags,
-    }
-    ordinal_names: set[str] = set()
-    check = pd.DataFrame()
-    bad: list[int] = []
-    for round_ in range(MAX_ROUNDS + 1):
-        rules = _boundary_rules(found, occ, mixer_names, ordinal_names, warnings if round_ == 0 else [])
-        ann["blocks"] = {
-            "boundary": rules if with_doc else strip_docs(rules),
-            "types": [{"type": t, "contains": _exact(n)} for t, n in type_rules if n],
-            "position": position,
-            "expect": expect,
-            "_doc": (f"layers cut at {found.boundary[:80]!r} ({found.segments_per_layer} segment(s) per layer);"
-                     " each type by the most expensive kernel its layers have and later types lack"),
-        }
-        check, bad, a = _check(trace, found, ann)
-        if not bad:
-            break
-        wrong = _misfiring(found, a, occ) - ordinal_names
-        if not wrong or round_ == MAX_ROUNDS:
-            break
-        ordinal_names |= wrong
+    ann = _annotation_head(trace, found, name, lw, op_tags)
+    blocks = {"types": [{"type": t, "contains": _exact(n)} for t, n in type_rules if n], "position": position,
+              "expect": expect}
+    check, bad = _fit_boundary(trace, found, ann, blocks, occ, mixer_names, with_doc, warnings)
     if not found.check.get("agrees"):
         warnings.append("not verified: the layers this annotation cuts are not confirmed by an independent count of"
                         f" the structure ({found.check.get('layers_per_step')} layers vs"
@@ -419,7 +376,85 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
     ann["_doc"] = ("written by `tracekit suggest` from the automatic layers (docs/layers.md); block types are"
                    " named from kernel categories; op tags are <category>[_n] by exact kernel name and ordinal")
     out = ann if with_doc else strip_docs(ann)
-    inferred = pd.DataFrame([
+    types_table = (lw.groupby(["step", "base_type"]).size().rename("layers").reset_index()
+                   .rename(columns={"base_type": "block_type"}))
+    summary = _suggest_summary(ann, found, bad, lw, type_rules, op_tags, ag, with_doc)
+    res = Result(command="suggest", inputs=[trace_input(trace)],
+                 params={**step_params(st), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
+                 summary=summary, tables={"check": check, "types": types_table,
+                                          "inferred": _inferred(ann, type_rules, position, op_tags, ag)},
+                 warnings=merge_warnings(trace.report.warnings, warnings))
+    return out, res
+
+
+def _mixer_names(ev: pd.DataFrame, cats, cr, lw: pd.DataFrame, wn, main_names: set) -> list[str]:
+    """The main-stream kernel names of the layers that are mixers (attention, linear attention, state space)."""
+    mixer_cats = {c for c in cr.order if cr.info(c).layer_role == "mixer"}
+    cat_of_name = dict(zip(ev["name"].astype(str), np.asarray(cats, dtype=object)))
+    return sorted({n for i in lw.index for n in wn[i] if n in main_names and cat_of_name.get(n) in mixer_cats})
+
+
+def _positions(w: pd.DataFrame, n_steps: int) -> tuple[dict, set]:
+    """The position rules: a head (tail) type when every step opens (ends) with a head (tail) window."""
+    first_kind = w.groupby("step")["kind"].first()
+    last_kind = w.groupby("step")["kind"].last()
+    position: dict = {}
+    positional = set()
+    if len(first_kind) == n_steps and (first_kind == HEAD).all():
+        position["first"] = HEAD_TYPE
+        positional.add(HEAD)
+    if len(last_kind) == n_steps and (last_kind == TAIL).all():
+        position["last"] = TAIL_TYPE
+        positional.add(TAIL)
+    return position, positional
+
+
+def _annotation_head(trace: Trace, found: LayerFinding, name: str | None, lw: pd.DataFrame, op_tags: dict) -> dict:
+    """The annotation's name, description, step options and op tags (its blocks come after)."""
+    st = found.steps
+    opts = st.options
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(str(trace.path)).name.split(".")[0]).strip("_") or "trace"
+    return {
+        "name": name or f"auto_{stem}",
+        "description": (f"suggested by tracekit from {Path(str(trace.path)).name}: {len(lw)} layers in"
+                        f" {len(st.table)} step(s), types {', '.join(sorted(set(lw['base_type'])))}; boundary kernel"
+                        f" {found.boundary}"),
+        "step": {"name": opts.name, "min_ms": opts.min_step_ns / 1e6,
+                 "_doc": f"steps found by {st.marker} ({st.match}); null = tracekit's step dialects"},
+        "main_stream": "auto",
+        "blocks": {},
+        "op_tags": op_tags,
+    }
+
+
+def _fit_boundary(trace: Trace, found: LayerFinding, ann: dict, blocks: dict, occ: pd.DataFrame,
+                  mixer_names: list[str], with_doc: bool, warnings: list[str]) -> tuple[pd.DataFrame, list[int]]:
+    """The boundary rules, checked against the engine: a kernel name whose occurrences misfire gets an ordinal rule,
+    for up to MAX_ROUNDS rounds. Sets ``ann["blocks"]``; returns the check table and the steps not reproduced."""
+    ordinal_names: set[str] = set()
+    check = pd.DataFrame()
+    bad: list[int] = []
+    for round_ in range(MAX_ROUNDS + 1):
+        rules = _boundary_rules(found, occ, mixer_names, ordinal_names, warnings if round_ == 0 else [])
+        ann["blocks"] = {
+            "boundary": rules if with_doc else strip_docs(rules),
+            **blocks,
+            "_doc": (f"layers cut at {found.boundary[:80]!r} ({found.segments_per_layer} segment(s) per layer);"
+                     " each type by the most expensive kernel its layers have and later types lack"),
+        }
+        check, bad, a = _check(trace, found, ann)
+        if not bad:
+            break
+        wrong = _misfiring(found, a, occ) - ordinal_names
+        if not wrong or round_ == MAX_ROUNDS:
+            break
+        ordinal_names |= wrong
+    return check, bad
+
+
+def _inferred(ann: dict, type_rules, position: dict, op_tags: dict, ag: dict | None) -> pd.DataFrame:
+    """What was inferred, field by field, and why."""
+    return pd.DataFrame([
         {"field": "step", "value": json.dumps(strip_docs(ann["step"])), "why": ann["step"]["_doc"]},
         {"field": "blocks.boundary", "value": f"{len(ann['blocks']['boundary'])} rule(s)",
          "why": ann["blocks"]["_doc"]},
@@ -429,19 +464,20 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
         {"field": "op_tags", "value": f"{len(op_tags)} tag(s)", "why": "kernels every layer of a type has"},
         *([{"field": "allgather", "value": json.dumps(strip_docs(ag)), "why": ag["_doc"]}] if ag else []),
     ], columns=["field", "value", "why"])
-    types_table = (lw.groupby(["step", "base_type"]).size().rename("layers").reset_index()
-                   .rename(columns={"base_type": "block_type"}))
+
+
+def _suggest_summary(ann: dict, found: LayerFinding, bad: list[int], lw: pd.DataFrame, type_rules, op_tags: dict,
+                     ag: dict | None, with_doc: bool) -> dict:
     independent = found.check
     reproduces = not bad
-    verified = reproduces and bool(independent.get("agrees"))
-    summary = {
+    return {
         "annotation": ann["name"],
-        "verified": verified,
+        "verified": reproduces and bool(independent.get("agrees")),
         "check": {"reproduces_layers": reproduces, "structure_agrees": bool(independent.get("agrees")),
                   "layers_per_step": independent.get("layers_per_step"),
                   "transitions_per_step": independent.get("transitions_per_step"),
                   "compared": independent.get("compared")},
-        "steps": n_steps,
+        "steps": len(found.steps.table),
         "layers_per_step": int(round(float(np.median(lw.groupby("step").size())))) if len(lw) else 0,
         "block_types": sorted(set(lw["base_type"])),
         "boundary_rules": len(ann["blocks"]["boundary"]),
@@ -450,11 +486,6 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
         "allgather_sizes": dict(ag["sizes"]) if ag else None,
         "doc_fields": with_doc,
     }
-    res = Result(command="suggest", inputs=[trace_input(trace)],
-                 params={**step_params(st), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
-                 summary=summary, tables={"check": check, "types": types_table, "inferred": inferred},
-                 warnings=merge_warnings(trace.report.warnings, warnings))
-    return out, res
 
 
 def suggest_result(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
