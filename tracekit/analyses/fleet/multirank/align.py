@@ -147,7 +147,6 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     a = {r: float(coarse[r]) for r in ranks}
     b = {r: 0.0 for r in ranks}
     res: dict[int, int | None] = {r: None for r in ranks}
-    warnings: list[str] = []
     e = ends[ends.groupby("inst")["rank"].transform("nunique") > 1] if not ends.empty else ends
     if e.empty:
         return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
@@ -155,8 +154,26 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     # local ends after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where not run
     e = e.assign(x=e["end_ns"].to_numpy(np.int64) - np.int64(t0))
     E = e.pivot_table(index="inst", columns="rank", values="x", aggfunc="max")
-    X = E.to_numpy(np.float64)
-    cols = list(E.columns)
+    fits, D = _place_ranks(E.to_numpy(np.float64), list(E.columns), ref, a, b)
+    # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
+    # that shares the reference's node shares its host clock
+    for r in list(fits):
+        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+            a[r], b[r] = 0.0, 0.0
+            fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
+    warnings = _node_disagreements(fits, a, nodes)
+    if fits:  # the reference's residual: how far the others' ends are from its own
+        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
+        fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
+    warnings += _residuals(ranks, fits, D, res)
+    return Clock(t0, ref, a, b, res, True, warnings)
+
+
+def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],
+                 b: dict[int, float]) -> tuple[dict[int, tuple], dict[int, tuple]]:
+    """Fit the ranks (the columns of ``X``: each instance's local end after t0) one by one, the rank sharing the most
+    instances with the placed ones next, setting their offset ``a`` and drift ``b`` in place. Returns each placed
+    rank's fit (a, b, residual, outliers) and the (true end, its end − true end) it was fitted to."""
     fits: dict[int, tuple] = {}
     placed = [ref] if ref in cols else []
     if placed:
@@ -169,20 +186,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         todo.remove(anchor)
     D = {}
     while todo:
-        # where the reference ran the instance, its own end is the truth; elsewhere the median of the placed ranks'
-        # ends, converted (computed only there: the reference runs nearly every instance)
-        xref = X[:, cols.index(ref)] if ref in placed else None
-        need = ~np.isfinite(xref) if xref is not None else np.ones(len(E), dtype=bool)
-        T = np.full(len(E), np.nan)
-        if need.any():
-            conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
-            seen = np.isfinite(conv).any(axis=1)
-            sub = np.full(len(conv), np.nan)
-            if seen.any():
-                sub[seen] = np.nanmedian(conv[seen], axis=1)
-            T[need] = sub
-        if xref is not None:
-            T = np.where(np.isfinite(xref), xref, T)
+        T = _true_ends(X, cols, ref, placed, a, b)
         shared = {r: np.isfinite(X[:, cols.index(r)]) & np.isfinite(T) for r in todo}
         r = max(todo, key=lambda q: shared[q].sum())
         m = shared[r]
@@ -194,13 +198,31 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         a[r], b[r] = fits[r][0], fits[r][1]
         placed.append(r)
         todo.remove(r)
-    # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
-    # that shares the reference's node shares its host clock
-    for r in list(fits):
-        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
-            a[r], b[r] = 0.0, 0.0
-            fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
-    # ranks of one node share a host clock: their offsets, each fitted on its own, must agree
+    return fits, D
+
+
+def _true_ends(X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float],
+               b: dict[int, float]) -> np.ndarray:
+    """Each instance's true end: where the reference ran the instance, its own end; elsewhere the median of the
+    placed ranks' ends, converted (computed only there: the reference runs nearly every instance)."""
+    xref = X[:, cols.index(ref)] if ref in placed else None
+    need = ~np.isfinite(xref) if xref is not None else np.ones(len(X), dtype=bool)
+    T = np.full(len(X), np.nan)
+    if need.any():
+        conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+        seen = np.isfinite(conv).any(axis=1)
+        sub = np.full(len(conv), np.nan)
+        if seen.any():
+            sub[seen] = np.nanmedian(conv[seen], axis=1)
+        T[need] = sub
+    if xref is not None:
+        T = np.where(np.isfinite(xref), xref, T)
+    return T
+
+
+def _node_disagreements(fits: dict[int, tuple], a: dict[int, float], nodes: dict[int, int]) -> list[str]:
+    """Ranks of one node share a host clock: their offsets, each fitted on its own, must agree; where not, said."""
+    warnings = []
     by_node: dict[int, list[int]] = {}
     for r in fits:
         by_node.setdefault(nodes.get(r, r), []).append(r)
@@ -215,9 +237,13 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
             warnings.append(f"ranks of node {node} disagree on the clock by up to {spread:,.1f} µs"
                             f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
                             " its own offset; check --gpus-per-node")
-    if fits:  # the reference's residual: how far the others' ends are from its own
-        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
-        fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
+    return warnings
+
+
+def _residuals(ranks: list[int], fits: dict[int, tuple], D: dict[int, tuple], res: dict[int, int | None]) -> list[str]:
+    """Each rank's residual (ns, rounded up; set in ``res``), and what is said of ranks with many outliers, no shared
+    collective, or a residual beyond LOOSE_NS."""
+    warnings = []
     for r in ranks:
         if r in fits:
             res[r] = int(np.ceil(fits[r][2]))
@@ -234,7 +260,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
                         f" {loose[worst] / 1e6:,.3f} ms of its fitted clock; {len(loose)} rank(s) beyond"
                         f" {LOOSE_NS / 1e3:,.0f} µs): point-to-point or non-blocking collectives, or clocks that jump;"
                         " margins within that residual are ties")
-    return Clock(t0, ref, a, b, res, True, warnings)
+    return warnings
 
 
 @dataclass
@@ -342,27 +368,7 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
     g_of = _global_steps(rel, coarse, tol)
-    # collectives with their global step and seq
-    parts = []
-    for r, d in per_rank.items():
-        c = d["collectives"].copy()
-        gmap = g_of[r]
-        ls = c["local_step"].to_numpy(np.int64)
-        c["step"] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
-        c["rank"] = r
-        parts.append(c)
-    coll = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
-    coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
-    cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
-    # the count of a kind most ranks ran in a step (equal support: the larger count)
-    counted = coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"])
-    votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
-    votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
-    modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
-    mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
-    coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
-    coll["shifted"] = match_by_shift(coll, ref)
+    coll = _numbered_collectives(per_rank, g_of, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
     blk = coll[(coll["full"] | coll["shifted"]) & coll["kind"].isin(blocking)]
@@ -384,7 +390,56 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
                                      "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
                                      "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
     st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
-    # partial rank-steps and collectives outside every step: matched to the instances by time
+    matched = _match_by_time(coll, st)
+    partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
+                           coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
+    unmatched = int((~matched).sum())
+    if len(st):
+        st["partial"] = [(r, g) in partial_keys for r, g in zip(st["rank"], st["step"])]
+        st = st.sort_values(["step", "rank", "local_step"], kind="stable").reset_index(drop=True)
+    n_steps = int(st.loc[st["step"] >= 0, "step"].nunique()) if len(st) else 0
+    # a global step not seen whole on every rank: missing on one, or partial on one
+    seen = st[st["step"] >= 0].groupby("step")["rank"].nunique() if len(st) else pd.Series(dtype=int)
+    part_steps = {g for _, g in partial_keys} | set(seen.index[seen < len(per_rank)])
+    if unmatched:
+        warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
+                        " or more of a kind in a step than the other ranks ran) and are left out")
+    return Aligned(clock, st, _collectives_table(coll[matched]), n_steps, len(part_steps), unmatched,
+                   sorted(part_steps), warnings)
+
+
+def _numbered_collectives(per_rank: dict[int, dict], g_of: dict[int, np.ndarray], ref: int) -> pd.DataFrame:
+    """Every rank's collectives with their global step and ``seq`` (the k-th of its kind in the step), whether the
+    rank ran the count of that kind most ranks ran in the step (``full``), and whether :func:`match_by_shift`
+    placed it (``shifted``)."""
+    parts = []
+    for r, d in per_rank.items():
+        c = d["collectives"].copy()
+        gmap = g_of[r]
+        ls = c["local_step"].to_numpy(np.int64)
+        c["step"] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
+        c["rank"] = r
+        parts.append(c)
+    coll = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
+    coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
+    cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
+    # the count of a kind most ranks ran in a step (equal support: the larger count)
+    counted = coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"])
+    votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
+    votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
+    modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
+    mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
+    coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
+    coll["shifted"] = match_by_shift(coll, ref)
+    return coll
+
+
+def _match_by_time(coll: pd.DataFrame, st: pd.DataFrame) -> np.ndarray:
+    """Partial rank-steps and collectives outside every step, matched to the instances by time on the reference's
+    clock: a collective outside every step takes the step whose window holds its start, and each is the instance of
+    its kind whose median start is nearest (one collective an instance). Sets ``step`` and ``seq`` of ``coll``;
+    returns which rows are matched (those already placed included)."""
     matched = (coll["full"] | coll["shifted"]).to_numpy().copy()
     seq = coll["seq"].to_numpy().copy()
     step = coll["step"].to_numpy().copy()
@@ -421,10 +476,11 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
             matched[j] = True
             seq[j] = int(t.index[n_])
     coll["step"], coll["seq"] = step, seq
-    partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
-                           coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
-    unmatched = int((~matched).sum())
-    keep = coll[matched]
+    return matched
+
+
+def _collectives_table(keep: pd.DataFrame) -> pd.DataFrame:
+    """The matched collectives on the reference's clock, by instance then rank."""
     out_coll = pd.DataFrame({"step": keep["step"].to_numpy(np.int64), "kind": keep["kind"].to_numpy(),
                              "seq": keep["seq"].to_numpy(np.int64), "rank": keep["rank"].to_numpy(np.int64),
                              "start_ns": keep["start_ref"].to_numpy(np.int64),
@@ -433,15 +489,4 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
                              "attention_ns": keep["attention_ns"].to_numpy(np.int64),
                              "expert_ns": keep["expert_ns"].to_numpy(np.int64),
                              "partial": ~keep["full"].to_numpy(bool)})
-    out_coll = out_coll.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
-    if len(st):
-        st["partial"] = [(r, g) in partial_keys for r, g in zip(st["rank"], st["step"])]
-        st = st.sort_values(["step", "rank", "local_step"], kind="stable").reset_index(drop=True)
-    n_steps = int(st.loc[st["step"] >= 0, "step"].nunique()) if len(st) else 0
-    # a global step not seen whole on every rank: missing on one, or partial on one
-    seen = st[st["step"] >= 0].groupby("step")["rank"].nunique() if len(st) else pd.Series(dtype=int)
-    part_steps = {g for _, g in partial_keys} | set(seen.index[seen < len(per_rank)])
-    if unmatched:
-        warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
-                        " or more of a kind in a step than the other ranks ran) and are left out")
-    return Aligned(clock, st, out_coll, n_steps, len(part_steps), unmatched, sorted(part_steps), warnings)
+    return out_coll.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)

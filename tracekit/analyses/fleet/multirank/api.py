@@ -100,38 +100,13 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     :func:`reduce_point` returned in the workers): every rank on the reference rank's clock (the lowest rank id),
     its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
     The parent holds only these small tables, never two ranks' events."""
-    paths_or_dir, ranks, skipped, files, opts = plan.source, plan.ranks, plan.skipped, plan.files, plan.opts
-    gpus_per_node, step_name, min_step_ns, step_source = (plan.gpus_per_node, opts.step_name, opts.min_step_ns,
-                                                          opts.step_source)
-    warnings: list[str] = [f"skipped {p}: {r}" for p, r in skipped[:10]]
-    by_rank: dict[int, list[dict]] = {}
-    dropped = []
-    for (i, f), res in zip(files, results):
-        if "dropped" in res:
-            dropped.append((i, f, res))
-            continue
-        by_rank.setdefault(i, []).append(res)
-    for i, f, res in dropped:
-        warnings.append(f"{shown_path(f)} left out: {res['dropped']}")
-    keep = [i for i in range(len(ranks)) if i in by_rank and not any(d[0] == i for d in dropped)]
-    if len(keep) < 2 and dropped:
-        why = "; ".join(d[2]["dropped"] for d in dropped[:3])
-        cls = MissingDataError if all(d[2].get("exit_code") == 4 for d in dropped) else InputError
-        raise cls(f"fewer than two ranks of the run could be read ({why})")
-    kept_ranks, settle_warn = settle([ranks[i] for i in keep],
+    opts, gpus_per_node = plan.opts, plan.gpus_per_node
+    warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
+    by_rank, keep = _readable_ranks(plan, results, warnings)
+    kept_ranks, settle_warn = settle([plan.ranks[i] for i in keep],
                                      [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
     warnings += settle_warn
-    idx_of = {id(rf): i for i, rf in zip(keep, [ranks[i] for i in keep])}
-    per_rank, files_of, base_of = {}, {}, {}
-    root = Path(paths_or_dir) if isinstance(paths_or_dir, (str, Path)) and Path(paths_or_dir).is_dir() else None
-    for rf in kept_ranks:
-        parts = by_rank[idx_of[id(rf)]]
-        per_rank[rf.rank] = _merge(parts)
-        base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
-        shown = sorted(_shown(f, root) for f in rf.files)
-        files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
-        for p in parts:
-            warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
+    per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
     al = align_run(per_rank, nodes, load_collectives().blocking)
     warnings += al.warnings
@@ -145,15 +120,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     per = t["per_collective"]
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
-    wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
-    steps_per = t["steps"].groupby("rank").size()
-    ranks_tbl = pd.DataFrame({
-        "rank": list(per_rank), "file": [files_of[r] for r in per_rank], "node": [nodes[r] for r in per_rank],
-        "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in per_rank],
-        "residual_ns": pd.array([al.clock.residual.get(r) for r in per_rank], dtype="Int64"),
-        "steps": [int(steps_per.get(r, 0)) for r in per_rank],
-        "times_last": [int(last_counts.get(r, 0)) for r in per_rank],
-        "total_wait_ns": [int(wait_tot.get(r, 0)) for r in per_rank]}, columns=RANK_COLS)
+    ranks_tbl = _ranks_table(list(per_rank), files_of, nodes, al, t, last_counts)
     top = most_often_last(imb)
     straggler = None if top is None else {"rank": top, "times_last": int(last_counts.get(top, 0)),
                                           "of": int((~imb["tie"]).sum())}
@@ -175,10 +142,63 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
               "per_collective": per, "by_step": t["by_step"]}
     inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
     params = {"gpus_per_node": None if gpus_per_node is None else int(gpus_per_node), "nodes_from": node_src,
-              "step_name": step_name, "min_step_ns": min_step_ns,
-              "step_source": step_source, "steps_file": opts.steps_file, "phase": "all"}
+              "step_name": opts.step_name, "min_step_ns": opts.min_step_ns,
+              "step_source": opts.step_source, "steps_file": opts.steps_file, "phase": "all"}
     return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
                   warnings=warnings)
+
+
+def _readable_ranks(plan: RunPlan, results: list, warnings: list[str]) -> tuple[dict[int, list[dict]], list[int]]:
+    """Each rank's reduced tables (by its index in ``plan.ranks``) and the ranks all of whose files could be read;
+    a file left out is said in ``warnings``. Fewer than two ranks left because files were dropped: the error of
+    those files (exit 4 when each lacked what is needed, else 3)."""
+    by_rank: dict[int, list[dict]] = {}
+    dropped = []
+    for (i, f), res in zip(plan.files, results):
+        if "dropped" in res:
+            dropped.append((i, f, res))
+            continue
+        by_rank.setdefault(i, []).append(res)
+    for i, f, res in dropped:
+        warnings.append(f"{shown_path(f)} left out: {res['dropped']}")
+    keep = [i for i in range(len(plan.ranks)) if i in by_rank and not any(d[0] == i for d in dropped)]
+    if len(keep) < 2 and dropped:
+        why = "; ".join(d[2]["dropped"] for d in dropped[:3])
+        cls = MissingDataError if all(d[2].get("exit_code") == 4 for d in dropped) else InputError
+        raise cls(f"fewer than two ranks of the run could be read ({why})")
+    return by_rank, keep
+
+
+def _per_rank_tables(plan: RunPlan, by_rank: dict[int, list[dict]], keep: list[int], kept_ranks: list,
+                     warnings: list[str]) -> tuple[dict, dict, dict]:
+    """Per rank id of the settled ranks: its files' tables merged (:func:`_merge`), its files as the user knows them,
+    and its earliest baseTimeNanoseconds; the first warnings of each file's reduction go to ``warnings``."""
+    idx_of = {id(rf): i for i, rf in zip(keep, [plan.ranks[i] for i in keep])}
+    per_rank, files_of, base_of = {}, {}, {}
+    src = plan.source
+    root = Path(src) if isinstance(src, (str, Path)) and Path(src).is_dir() else None
+    for rf in kept_ranks:
+        parts = by_rank[idx_of[id(rf)]]
+        per_rank[rf.rank] = _merge(parts)
+        base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
+        shown = sorted(_shown(f, root) for f in rf.files)
+        files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
+        for p in parts:
+            warnings += [f"rank {rf.rank}: {w}" for w in p.get("warnings", [])][:3]
+    return per_rank, files_of, base_of
+
+
+def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, last_counts: pd.Series) -> pd.DataFrame:
+    """One row per rank (RANK_COLS): its file(s), node, clock offset and residual, steps, times last, total wait."""
+    wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
+    steps_per = t["steps"].groupby("rank").size()
+    return pd.DataFrame({
+        "rank": ranks, "file": [files_of[r] for r in ranks], "node": [nodes[r] for r in ranks],
+        "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in ranks],
+        "residual_ns": pd.array([al.clock.residual.get(r) for r in ranks], dtype="Int64"),
+        "steps": [int(steps_per.get(r, 0)) for r in ranks],
+        "times_last": [int(last_counts.get(r, 0)) for r in ranks],
+        "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks]}, columns=RANK_COLS)
 
 
 def reference_files(paths_or_dir, imb: Result) -> list[Path]:

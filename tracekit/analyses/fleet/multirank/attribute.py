@@ -85,18 +85,28 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     per = per[INSTANCE_COLS]
     colls = c.assign(wait_ns=wait, transfer_ns=transfer)[COLLECTIVE_COLS]
     colls = colls.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
-    # per rank-step
     wsum = colls.groupby(["step", "rank"])["wait_ns"].sum()
-    # the rank-steps recorded whole (a partial one — the profile started or stopped inside it — has no row)
+    st = _rank_steps(steps, wsum)
+    imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
+    return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st,
+            "by_step": _by_step(imb, st, per, wsum), "imbalance": imb}
+
+
+def _rank_steps(steps: pd.DataFrame, wsum: pd.Series) -> pd.DataFrame:
+    """Per rank-step recorded whole (a partial one — the profile started or stopped inside it — has no row): its
+    wall time and the time it waited (``wsum``, per step and rank)."""
     st = steps[(steps["step"] >= 0) & ~steps.get("partial", pd.Series(False, index=steps.index)).astype(bool)].copy()
     st = st.sort_values(["rank", "start_ns"], kind="stable")
     st["local_step"] = st.groupby("rank").cumcount().astype(np.int64)
     st = st.sort_values(["step", "rank"], kind="stable")
     st["wall_ns"] = (st["end_ns"] - st["start_ns"]).astype(np.int64)
     st["wait_ns"] = wsum.reindex(pd.MultiIndex.from_frame(st[["step", "rank"]])).fillna(0).to_numpy(np.int64)
-    st = st[STEP_COLS].reset_index(drop=True)
-    # per step, vectorised over steps
-    imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
+    return st[STEP_COLS].reset_index(drop=True)
+
+
+def _by_step(imb: pd.DataFrame, st: pd.DataFrame, per: pd.DataFrame, wsum: pd.Series) -> pd.DataFrame:
+    """Per step, vectorised over steps: the imbalance, the straggler with its batch against the median rank's, and
+    the rank that waited most."""
     g_all = np.array(sorted(set(st["step"].tolist()) | set(per["step"].tolist())), dtype=np.int64)
     by_step = pd.DataFrame({"step": g_all})
     by_step["imbalance_ns"] = imb.groupby("step")["imb"].sum().reindex(g_all).fillna(0).to_numpy(np.int64)
@@ -112,9 +122,9 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     w = wsum.reset_index().sort_values(["step", "wait_ns", "rank"], ascending=[True, False, True], kind="stable")
     mw = w.drop_duplicates("step").set_index("step")["rank"]
     by_step["max_wait_rank"] = pd.array(mw.reindex(g_all).to_numpy(), dtype="Int64")
-    by_step = by_step[BY_STEP_COLS]
-    return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st, "by_step": by_step,
-            "imbalance": imb}
+    return by_step[BY_STEP_COLS]
+
+
 
 
 def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
