@@ -78,6 +78,30 @@ def _gemm_advice(ka: dict, sel: np.ndarray, eff: dict) -> str:
     return f"the largest shape by time is M×N×K = {m:,}×{n:,}×{k:,}; " + adv[key].format_map(vals)
 
 
+def _clipped(ctx: Context, ka: dict, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, device) of the kernels ``sel``, each cut to its step's window: what they take of the steps."""
+    rows = ka["rows"][sel]
+    ev = ctx.trace.events
+    s, e = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
+    dev = ev["device"].to_numpy()[rows]
+    k = iv.window_of(s, ctx.steps.starts, ctx.steps.ends)
+    ok = k >= 0
+    k = k[ok]
+    return (np.maximum(s[ok], ctx.steps.starts[k]), np.minimum(e[ok], ctx.steps.ends[k]), dev[ok])
+
+
+def _union_by_device(s: np.ndarray, e: np.ndarray, dev: np.ndarray) -> float:
+    """Time covered, overlaps counted once, averaged over the devices (one GPU's view of the step)."""
+    devices = pd.unique(dev)
+    return sum(float(iv.total(iv.normalize(s[dev == d], e[dev == d]))) for d in devices) / max(len(devices), 1)
+
+
+def _steps_ns(ctx: Context, n_steps: int) -> float:
+    """The steps' time the shares are of: the sum of their windows (a share of it is never above 100 %)."""
+    total = float((ctx.steps.ends - ctx.steps.starts).sum())
+    return total if total > 0 else ctx.step_ns * n_steps
+
+
 def dominance(ctx: Context) -> list[dict]:
     """What dominates the step: a group of kernel families over its share of the median step (data: dominance)."""
     rules = finding_rules()
@@ -86,19 +110,24 @@ def dominance(ctx: Context) -> list[dict]:
         raise MissingDataError("the steps have no length")
     n_steps, dur, fam = ka["n_steps"], ka["dur"], ka["family"]
     rf = rules["roofline"]
-    common = {"step": ms_text(ctx.step_ns), "hw": ctx.hw.name if ctx.hw is not None else "–",
+    mean_step = _steps_ns(ctx, n_steps) / n_steps  # the shares are of the steps' time: the step they read is its mean
+    common = {"step": ms_text(mean_step), "hw": ctx.hw.name if ctx.hw is not None else "–",
               "hbm_pct": f"{float(rf['achievable_hbm']):.0%}", "flops_pct": f"{float(rf['achievable_flops']):.0%}"}
     out = []
     for group, spec in rules["dominance"].items():
         if group.startswith("_"):
             continue
         sel = ka["in"] & np.isin(fam, list(spec["families"]))
-        busy = float(dur[sel].sum()) / n_steps
-        share = busy / ctx.step_ns
+        # the time they run, overlaps across streams counted once and cut to the steps, so that a share of the
+        # step is a share (kernels of two streams, or one running past its step's end, once made it 103 %)
+        on = _union_by_device(*_clipped(ctx, ka, sel)) if sel.any() else 0.0
+        busy = on / n_steps
+        share = on / _steps_ns(ctx, n_steps)
         if share < float(spec["min_share"]) or not sel.any():
             continue
         vals = {**common, "busy": ms_text(busy), "share": f"{share:.0%}"}
-        ev_text = f"{int(sel.sum()):,} kernels in {n_steps} step(s), {ms_text(busy)} per step of {ms_text(ctx.step_ns)}"
+        ev_text = (f"{int(sel.sum()):,} kernels in {n_steps} step(s), {ms_text(busy)} per step of {ms_text(mean_step)}"
+                   " (the steps' mean)")
         if group == "eager":
             by_fam = pd.Series(dur[sel]).groupby(fam[sel]).sum().sort_values(ascending=False)
             what = ", ".join(str(f) for f in by_fam.index[:4])
@@ -137,16 +166,17 @@ def dominance(ctx: Context) -> list[dict]:
                                mbu=pct_text(eff["mbu"]), shaped=f"{eff['shaped_share']:.0%}", **vals, **extra,
                                evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
         elif group == "comm":
-            comm = sel
             comp = ka["in"] & ~np.isin(fam, list(spec["families"]))
-            rows = ka["rows"]
-            ev = ctx.trace.events
-            s0, e0 = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
-            exposed = iv.total(iv.subtract(iv.normalize(s0[comm], e0[comm]), iv.normalize(s0[comp], e0[comp])))
-            exp = float(exposed) / n_steps
+            cs, ce, cd = _clipped(ctx, ka, sel)
+            ps, pe, pd_ = _clipped(ctx, ka, comp)
+            devices = pd.unique(cd)
+            exposed = sum(float(iv.total(iv.subtract(iv.normalize(cs[cd == d], ce[cd == d]),
+                                                     iv.normalize(ps[pd_ == d], pe[pd_ == d]))))
+                          for d in devices) / max(len(devices), 1)
+            exp = exposed / n_steps
             # no gain of its own: the communication sources (critical_comm, exposed_allgather) price it
             out.append(finding(ctx, "dominant_comm", "dominance", gain_ns=None, exposed=ms_text(exp),
-                               exposed_share=f"{exp / ctx.step_ns:.0%}", **vals,
+                               exposed_share=f"{exposed / _steps_ns(ctx, n_steps):.0%}", **vals,
                                evidence=ev_text + f"; {ms_text(exp)} per step with no compute kernel running"))
     return out
 
