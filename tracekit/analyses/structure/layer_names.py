@@ -86,7 +86,13 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
         return {}
     rank = {c: i for i, c in enumerate(cr.order)}
     parts_of: dict[int, list[str]] = {}
-    kernels_of: dict[int, dict[str, float]] = {}
+    means: dict[int, dict[str, float]] = {}
+
+    def kernels_of(tid: int) -> dict[str, float]:
+        if tid not in means:
+            means[tid] = _kernel_means(ctx, inst[tid])
+        return means[tid]
+
     for tid in sigs.values():
         seq, lay = inst[tid][0]
         cats = [ctx.cat_names[c] for c in ctx.cat_of_code[seq.codes[lay.lo:lay.hi]]]
@@ -96,11 +102,6 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
         ffn = sorted({c for c in cats if cr.info(c).layer_role == "ffn" and cr.info(c).layer_label},
                      key=lambda c: rank.get(c, 1 << 30))
         parts_of[tid] = ["&".join(mix_labels) if mix_labels else "", cr.info(ffn[0]).layer_label if ffn else ""]
-        mean: dict[str, list] = defaultdict(list)
-        for s2, l2 in inst[tid]:
-            for code, d in zip(s2.codes[l2.lo:l2.hi].tolist(), s2.durs[l2.lo:l2.hi].tolist()):
-                mean[ctx.names[code]].append(d)
-        kernels_of[tid] = {n: float(np.mean(v)) for n, v in mean.items()}
 
     def join(parts: list[str]) -> str:
         return "+".join(p for p in parts if p) or "layer"
@@ -117,8 +118,8 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
             continue
         tops = []
         for tid in tids:  # the most expensive kernel this type has and another type of the same name lacks
-            others = set().union(*(set(kernels_of[o]) for o in tids if o != tid))
-            own = {k: v for k, v in kernels_of[tid].items() if k not in others}
+            others = set().union(*(set(kernels_of(o)) for o in tids if o != tid))
+            own = {k: v for k, v in kernels_of(tid).items() if k not in others}
             tops.append(max(own, key=own.get) if own else "")
         labels = _distinct_labels([t for t in tops if t])
         it = iter(labels)
@@ -140,6 +141,17 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
             if seen[names[tid]] > 1:
                 names[tid] = f"{names[tid]}#{seen[names[tid]]}"
     return names
+
+
+def _kernel_means(ctx: _Ctx, layers: list) -> dict[str, float]:
+    """The mean duration of each kernel name over a type's layers (``layers``: (sequence, layer) pairs), names in
+    order of first appearance: sums of whole ns, exact, so the floats are np.mean's of each name's durations."""
+    codes = np.concatenate([s.codes[lay.lo:lay.hi] for s, lay in layers])
+    durs = np.concatenate([s.durs[lay.lo:lay.hi] for s, lay in layers])
+    uniq, first, inv, counts = np.unique(codes, return_index=True, return_inverse=True, return_counts=True)
+    sums = np.bincount(inv.reshape(-1), weights=durs.astype(np.float64), minlength=uniq.size)
+    order = np.argsort(first, kind="stable")
+    return {ctx.names[c]: float(m) for c, m in zip(uniq[order].tolist(), (sums[order] / counts[order]).tolist())}
 
 
 def _draft_types(inst: dict) -> set[int]:

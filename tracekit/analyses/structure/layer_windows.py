@@ -27,6 +27,7 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
     k_dur = ev["dur_ns"].to_numpy(np.int64)[ks]
     rows = []
     sigs: dict[tuple, int] = {}
+    key_of: dict[tuple, tuple] = {}  # a layer's segment labels -> its type key (_type_key), made once per labels
     inst: dict[int, list] = defaultdict(list)
     for seq in ctx.seqs:
         layers = asm.layers.get(seq.step, []) if asm is not None else []
@@ -45,7 +46,10 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
                 kind_w = HEAD if li == 0 else BETWEEN
                 rows.append([seq.step, kind_w, -1, kind_w, cursor, s, None, row_at(pos)])
             e = at(lay.hi)
-            tid = sigs.setdefault(_type_key(ctx, asm, lay.sig), len(sigs))
+            key = key_of.get(lay.sig)
+            if key is None:
+                key = key_of[lay.sig] = _type_key(ctx, asm, lay.sig)
+            tid = sigs.setdefault(key, len(sigs))
             rows.append([seq.step, "layer", li, tid, s, e, lay, row_at(lay.lo)])
             inst[tid].append((seq, lay))
             cursor, pos = e, lay.hi
