@@ -250,9 +250,10 @@ class _Runs:
         first, last = r[starts], r[np.append(starts[1:], True)]
         zeros = np.concatenate([[0], np.cumsum(self.cph == 0)])
         n_zero = zeros[last + 1] - zeros[first]
-        # a run cut into fewer than two layers is none: it needs two phase-0 segments, or one and its first layer's
-        # missing start recovered (a run dropped this way changes nothing for the runs after it)
-        viable = np.where(self.cph[first] == 0, n_zero >= 2, n_zero >= 1)
+        # a run cut into fewer than MIN_RUN_LAYERS layers is none: it needs that many phase-0 segments, or one fewer
+        # and its first layer's missing start recovered (a run dropped this way changes nothing for the runs after
+        # it: what it could mark as used lies before them)
+        viable = np.where(self.cph[first] == 0, n_zero >= MIN_RUN_LAYERS, n_zero >= MIN_RUN_LAYERS - 1)
         step_seg = np.searchsorted(s.step, np.arange(len(self.ctx.seqs) + 1), side="left")
         cur, used, lays = -1, _Used(), []
         for f, l in zip(first[viable].tolist(), last[viable].tolist()):
@@ -271,7 +272,7 @@ class _Runs:
 
     def _run(self, st: int, f: int, l: int, seg_lo: int, seg_hi: int, used: _Used, layers: list[_Layer]) -> None:
         """The layers of the run of segments f..l (appended to the step's ``layers``): its edges recovered, then cut
-        at phase 0. Every viable run yields two layers or more (layers_into)."""
+        at phase 0 (layers_into skipped the runs that cannot hold MIN_RUN_LAYERS layers)."""
         s, ctx = self.segs, self.ctx
         seq, base = ctx.seqs[st], int(ctx.flat.lo[st])
         c, k = int(s.comp[f]), int(s.k[f])
@@ -304,30 +305,34 @@ class _Runs:
             if j < lo_kernel:
                 lo_kernel = j
                 note = "the embedding kernel(s) before this run belong to its first layer"
-        self._cut(lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
-                  (lo_kernel, prefix, note), layers)
-        used.add(lo_seg, hi_seg)
+        if self._cut(lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
+                     (lo_kernel, prefix, note), layers):
+            used.add(lo_seg, hi_seg)
 
     def _cut(self, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int, first: tuple,
-             layers: list[_Layer]) -> None:
-        """Cut segments lo_seg..hi_seg into layers at phase 0: a layer's signature is its segments' labels, exact
-        when all of them recur; the first layer starts at ``first``'s kernel, after its recovered labels."""
+             layers: list[_Layer]) -> bool:
+        """Cut segments lo_seg..hi_seg into layers at phase 0 (False, and no layers, when fewer than MIN_RUN_LAYERS):
+        a layer's signature is its segments' labels, exact when all of them recur; the first layer starts at
+        ``first``'s kernel, after its recovered labels."""
         s = self.segs
-        cuts = np.flatnonzero(phase == 0)
-        starts = np.union1d([0], cuts)
+        starts = np.union1d([0], np.flatnonzero(phase == 0))
+        if starts.size < MIN_RUN_LAYERS:
+            return False
         ends = np.append(starts[1:], phase.size)
         unique = np.concatenate([[0], np.cumsum(s.ph[lo_seg:hi_seg + 1] < 0)])
-        run_id = len({x.run for x in layers})
         lo_kernel, prefix, note = first
         lab_l = lab.tolist()
-        for g_i, (g0, g1) in enumerate(zip(starts.tolist(), ends.tolist())):
-            sig = tuple(lab_l[g0:g1])
-            exact = bool(unique[g1] == unique[g0])
-            lo = int(s.a[lo_seg + g0]) - base
-            if g_i == 0:
-                sig, lo = tuple(prefix) + sig, lo_kernel
-                exact = exact and not prefix
-            layers.append(_Layer(lo, int(s.b[lo_seg + g1 - 1]) - base, sig, run_id, exact, note if g_i == 0 else ""))
+        sigs = [tuple(lab_l[g0:g1]) for g0, g1 in zip(starts.tolist(), ends.tolist())]
+        sigs[0] = tuple(prefix) + sigs[0]
+        lo = (s.a[lo_seg + starts] - base).tolist()
+        lo[0] = lo_kernel
+        exact = (unique[ends] == unique[starts]).tolist()
+        exact[0] = exact[0] and not prefix
+        n = len(sigs)
+        run_id = layers[-1].run + 1 if layers else 0  # runs are numbered in order within a step
+        layers.extend(map(_Layer, lo, (s.b[lo_seg + ends - 1] - base).tolist(), sigs, [run_id] * n, exact,
+                          [note] + [""] * (n - 1)))
+        return True
 
     def _left(self, j0: int, seg_lo: int, used: _Used, c: int, phase: int, seq: _Seq, base: int):
         """The first layer's missing phase(s) at the end of the unique segment before the run, or None."""
