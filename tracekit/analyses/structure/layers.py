@@ -40,8 +40,11 @@ How (per trace, the same for every step):
    as transitions and every layer holds exactly one; otherwise a warning says the layers are not confirmed.
 
 Side-stream work belongs to the window it starts in, as in the annotation engine. The cost is linear in the
-main-stream kernels per candidate boundary kernel (numpy over kernels, Python over segments and over the few
-segments at a run's edges), and the candidates are the distinct main-stream names occurring three times or more.
+main-stream kernels per candidate boundary kernel, and the candidates are the distinct main-stream names occurring
+three times or more. One candidate's assembly runs over every step at once: numpy passes over its segments (the
+label graph, phases, links, runs); Python labels each segment by its bytes (one dict lookup) and walks the runs that
+can hold layers, the unique segments inside them and their layers; an edit distance runs its DP only when neither a
+lower bound nor a subsequence settles it.
 
 The finder's jobs live in their own modules of this room: ``layer_context`` (the per-step sequences),
 ``layer_align`` (edit distances), ``layer_assembly`` (segments, phases, runs and layers for one boundary kernel),
