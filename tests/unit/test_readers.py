@@ -118,3 +118,37 @@ def test_read_ahead_gives_the_text_in_order(kind, tmp_path, monkeypatch):
     for block in reader.read_ahead(path):
         got += block
     assert bytes(got) == text
+
+
+@pytest.mark.parametrize("kind", ["json", "gz", "gz-pool", "zst"])
+def test_iter_blocks_reports_the_file_position_and_bounds_compressed_text(kind, tmp_path, monkeypatch):
+    """Every reader of iter_blocks (plain, gzip by an inflater, gzip into pooled buffers, zstd) reports the file
+    position after each block, up to the file's size, and counts a compressed file's text against the bound on
+    decompressed text (compression.MAX_RATIO) block by block; a plain file is never bounded."""
+    import gzip as _gzip
+
+    import zstandard
+
+    from tracekit.errors import ResourceLimitError
+    from tracekit.ingest import compression, reader
+
+    text = b"".join(b'{"ph": "X", "name": "k%d", "ts": %d}\n' % (i, i) for i in range(40000))
+    data = _gzip.compress(text) if kind.startswith("gz") else (
+        zstandard.ZstdCompressor().compress(text) if kind == "zst" else text)
+    pool = 2 if kind == "gz-pool" else 0
+    path = tmp_path / "t.bin"
+    path.write_bytes(data)
+    seen: list[int] = []
+    got = b"".join(bytes(b) for b in reader.iter_blocks(path, block=4096, on_read=seen.append, pool=pool))
+    assert got == text
+    assert len(seen) > 1 and seen == sorted(seen) and seen[-1] == len(data)
+
+    monkeypatch.setattr(compression, "MIN_TEXT_LIMIT", 0)
+    monkeypatch.setenv("TRACEKIT_MAX_RATIO", "2")  # these files hold 10x their size and more in text
+    blocks = reader.iter_blocks(path, block=4096, pool=pool)
+    if kind == "json":
+        assert b"".join(bytes(b) for b in blocks) == text
+    else:
+        with pytest.raises(ResourceLimitError, match="decompression bomb"):
+            for _ in blocks:
+                pass
