@@ -33,3 +33,24 @@ def test_used_ranges():
     used.add(5, 9)
     assert [j for j in range(12) if j in used] == [3, 5, 6, 7, 8, 9]
     assert 0 not in _Used()
+
+
+def test_boundary_candidates_are_the_names_three_times_in_a_step():
+    from types import SimpleNamespace
+
+    from tracekit.analyses.structure.layer_choice import _candidates
+    from tracekit.analyses.structure.layer_context import _flatten
+
+    rng = random.Random(41)
+    for _ in range(50):
+        seqs = [SimpleNamespace(codes=np.array([rng.randrange(6) for _ in range(rng.randrange(0, 30))], np.int64),
+                                durs=np.ones(0, np.int64)) for _ in range(rng.randrange(1, 5))]
+        for s in seqs:
+            s.durs = np.ones(s.codes.size, np.int64)
+        ctx = SimpleNamespace(seqs=seqs, names=[str(i) for i in range(6)], flat=_flatten(seqs, 7, np.zeros(7, bool)))
+        want = Counter()
+        for s in seqs:
+            for code, v in Counter(s.codes.tolist()).items():
+                if v >= 3:
+                    want[code] = max(want[code], v)
+        assert _candidates(ctx) == want

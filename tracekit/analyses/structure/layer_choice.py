@@ -65,6 +65,19 @@ def _share(asm: _Assembly) -> float:
     return asm.agree / asm.layers_n if asm.layers_n else 0.0
 
 
+def _candidates(ctx: _Ctx) -> Counter:
+    """The boundary candidates: name code -> the most times it occurs in one step, for those occurring at least
+    MIN_COUNT times in some step."""
+    fl = ctx.flat
+    n_codes = len(ctx.names) + 1
+    step_of = np.repeat(np.arange(len(ctx.seqs), dtype=np.int64), np.diff(fl.lo))
+    keys, per_step = np.unique(step_of * n_codes + fl.codes, return_counts=True)
+    big = per_step >= MIN_COUNT
+    most = np.zeros(n_codes, dtype=np.int64)
+    np.maximum.at(most, keys[big] % n_codes, per_step[big])
+    return Counter({int(c): int(most[c]) for c in np.flatnonzero(most)})
+
+
 def _choose(ctx: _Ctx) -> _Assembly | None:
     """The boundary kernel whose layers are a decoder stack that agrees best with the structure (one mixer -> FFN
     transition per layer, counted without any boundary kernel), then (within STRUCTURE_SLACK of that agreement) a
@@ -72,12 +85,7 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     layer types, the kernel closest after the last GEMM before it (a decomposed norm's first kernel, not one inside
     it), the rarest kernel. A kernel that repeats inside a layer (an elementwise kernel three times per
     layer) cuts layers without an attention or an FFN part, or with no transition in most of them: it loses."""
-    counts: Counter = Counter()
-    for seq in ctx.seqs:
-        c = Counter(seq.codes.tolist())
-        for code, v in c.items():
-            if v >= MIN_COUNT:
-                counts[code] = max(counts[code], v)
+    counts = _candidates(ctx)
     if not counts or not any(ctx.mixer_cat[ctx.cat_of_code[s.codes]].any() for s in ctx.seqs if s.codes.size):
         return None  # no attention, linear-attention or state-space kernel: no decoder stack
     is_norm = {tok: ctx.family_of_cat[ctx.cat_of_code[tok]] == NORM_FAMILY for tok in counts}
