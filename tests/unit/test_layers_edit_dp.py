@@ -76,7 +76,7 @@ def test_a_subsequence_skips_the_dp_with_the_loops_floats():
     _align_suffix answer without the DP, and with the very floats and start of the loops."""
     rng = random.Random(34)
     shortcuts = 0
-    for _ in range(200):
+    for _ in range(60):
         k = rng.choice([2, 3, 7])
         cat = np.array([rng.randrange(3) for _ in range(k)])
         long = tuple(rng.randrange(k) for _ in range(rng.randrange(L._DP_NUMPY_MIN, 60)))
@@ -92,4 +92,4 @@ def test_a_subsequence_skips_the_dp_with_the_loops_floats():
         tail = tuple(rng.randrange(k) for _ in range(rng.randrange(1, 8))) + long  # long is a suffix of it
         got = L._align_suffix(long, tail, cat)
         assert got == _align_loops(long, tail, cat) == (0.0, len(tail) - len(long))
-    assert shortcuts > 100
+    assert shortcuts > 30
