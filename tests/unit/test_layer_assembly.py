@@ -18,7 +18,7 @@ def test_top_labels_are_counter_most_common_in_segment_order():
         phase = np.where(comp >= 0, [rng.randrange(0, 3) for _ in range(n_labels)], -1)
         ids = np.array([rng.randrange(n_labels) for _ in range(rng.randrange(0, 200))], dtype=np.int64)
         rec = np.array([rng.random() < 0.8 for _ in ids], dtype=bool)
-        segs = _Segs(ids, ids, ids, ids, rec, {}, ph=np.where(rec, phase[ids], -1))
+        segs = _Segs(ids, ids, ids, ids, rec, n_labels, ph=np.where(rec, phase[ids], -1))
         want: dict = {}
         for lid, r in zip(ids.tolist(), rec.tolist()):
             if r and phase[lid] >= 0:

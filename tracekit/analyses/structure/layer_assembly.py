@@ -35,7 +35,7 @@ class _Assembly:
     token: int
     layers: dict[int, list[_Layer]]  # step -> layers
     k: dict[int, int]  # component -> segments per layer
-    labels: dict[bytes, int]
+    n_labels: int  # distinct segment labels
     label_seq: _LabelSeqs  # label id -> codes
     covered: int = 0
     layers_n: int = 0  # layers over all steps
@@ -99,7 +99,7 @@ class _Segs:
     step: np.ndarray
     ids: np.ndarray
     rec: np.ndarray
-    labels: dict  # the segments' code bytes -> label id
+    n_labels: int
     ph: np.ndarray = None
     comp: np.ndarray = None
     k: np.ndarray = None
@@ -119,7 +119,7 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     # a label recurs when it occurs at least twice in the step
     n_lab = max(len(labels), 1)
     _, inv, counts = np.unique(step * n_lab + ids, return_inverse=True, return_counts=True)
-    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, labels)
+    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, len(labels))
 
 
 def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:
@@ -184,10 +184,10 @@ def _assemble(ctx: _Ctx, token: int) -> _Assembly:
     """The layers of every step for one boundary kernel: segments and labels, phases, then runs cut into layers."""
     segs = _segments(ctx, token)
     label_seq = _label_seqs(ctx, segs)
-    comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, len(segs.labels))
+    comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, segs.n_labels)
     segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
     segs.comp, segs.k = comp_l[segs.ids], k_l[segs.ids]
-    asm = _Assembly(token, {seq.step: [] for seq in ctx.seqs}, k_of, segs.labels, label_seq)
+    asm = _Assembly(token, {seq.step: [] for seq in ctx.seqs}, k_of, segs.n_labels, label_seq)
     if segs.a.size:
         _Runs(ctx, segs, _top_labels(segs, comp_l, phase_l), label_seq).layers_into(asm)
     return asm
