@@ -295,7 +295,7 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     from ..render.formats import write_csv_dir
     from ..render.human import safe_text
     from ..render.tables import NOT_A_TERMINAL_WIDTH
-    from ..result import shown_path
+    from ..result import iter_json, shown_path
 
     phase.stop()
 
@@ -315,13 +315,20 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         return
     columns = os.environ.get("COLUMNS", "")
     width = None if out is None else (int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH)
-    text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width, wide=bool(_state.get("wide")))
+    if fmt is Fmt.json:  # streamed a table chunk at a time: a large table never stands whole as Python objects
+        text = _json_writer(result)
+        if out is None:
+            for piece in iter_json(result):
+                sys.stdout.write(piece)
+            return
+    else:
+        text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width, wide=bool(_state.get("wide")))
     if out is None:
         sys.stdout.write(text)
         return
     if fmt is Fmt.html and not stream:
         sidecar = sidecar_of(out)
-        write_files([(out, text, "html report"), (sidecar, emit(result, "json"), f"json sidecar of {out}")],
+        write_files([(out, text, "html report"), (sidecar, _json_writer(result), f"json sidecar of {out}")],
                     inputs=result)
         typer.echo(f"wrote {shown_path(out)} and its json sidecar {shown_path(sidecar)}", err=True)
         return
@@ -333,6 +340,16 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     if fmt is Fmt.html:
         note = " (a device or stream: no json sidecar beside it)"
     typer.echo(f"wrote {shown_path(out)}{note}", err=True)
+
+
+def _json_writer(result: Result):
+    """What writes the json document into an open binary file, piece by piece (``iter_json``)."""
+    from ..result import iter_json
+
+    def write(fh) -> None:
+        for piece in iter_json(result):
+            fh.write(piece.encode("utf-8"))
+    return write
 
 
 # --------------------------------------------------------------------------- the output rule, for every command
