@@ -50,6 +50,12 @@ def test_a_compute_straggler_is_named_with_its_cause(runs, cli):
     rows = json.loads(out)["tables"]["findings"]
     assert rows and f"rank {truth['summary']['straggler']['rank']} " in rows[0]["title"]
     assert "clocks, thermals" in rows[0]["suggestion"]  # the compute cause's advice (findings.json rank_advice)
+    # a training run's steps carry no batch: its ranks' imbalance, not "DP imbalance … had bs – against –"
+    assert rows[0]["kind"] == "rank_imbalance_unbatched" and rows[0]["title"].startswith("Rank imbalance costs")
+    assert "bs" not in rows[0]["title"] and "(compute)" in rows[0]["title"]
+    code, out, err = cli("report", run, "--no-cache")
+    assert code == 0, err
+    assert "DP imbalance" not in out and "Imbalance" in out
 
 
 def test_ranks_that_tie_give_no_finding_and_say_why(runs, cli):

@@ -24,6 +24,13 @@ def _bs(v) -> str:
     return "–" if v is None else f"{v:g}"
 
 
+def _imbalance_word(r: dict) -> str:
+    """DP imbalance where the steps give the ranks' batches (serving under DP attention); else, a training run's say,
+    the ranks' imbalance."""
+    st = r.get("straggler") or {}
+    return "DP imbalance" if st.get("bs") is not None or st.get("median_bs") is not None else "Imbalance"
+
+
 def ranks_title(r: dict) -> str:
     return f"ranks of the run — {r.get('ranks')} ranks, reference rank {r.get('reference_rank')} (this report's trace)"
 
@@ -32,7 +39,7 @@ def ranks_sentence(r: dict) -> str:
     """``summary.ranks`` of a report in words."""
     head = (f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
             f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
-            f" collective instances ({r.get('unmatched')} unmatched). DP imbalance"
+            f" collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
             f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)")
     st = r.get("straggler")
     if st is None:

@@ -65,10 +65,12 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
               f" {ms_text(step_ns)}; rank {rank} last at {straggler['times_last']} of {straggler['of']} instances"
               f" that are no tie, its batch {_num(bs)} against a median of {_num(median_bs)}; causes of its lateness:"
               f" {', '.join(f'{c} {n}' for c, n in causes.value_counts().items()) or 'none named'}")
-        if gain:
-            rows.append(finding(None, "rank_imbalance", "ranks", gain_ns=float(gain), step_ns=step_ns, evidence=ev,
-                                words=words("rank_imbalance", gain=f"{ms_text(gain)} per step", pct=pct, rank=rank,
-                                            bs=_num(bs), median_bs=_num(median_bs), run=run, advice=advice)))
+        if gain:  # DP imbalance where the steps say each rank's batch; else (a training run) the ranks' imbalance
+            kind = "rank_imbalance" if bs is not None else "rank_imbalance_unbatched"
+            rows.append(finding(None, kind, "ranks", gain_ns=float(gain), step_ns=step_ns, evidence=ev,
+                                words=words(kind, gain=f"{ms_text(gain)} per step", pct=pct, rank=rank,
+                                            bs=_num(bs), median_bs=_num(median_bs), run=run, advice=advice,
+                                            times_last=straggler["times_last"], of=straggler["of"], cause=cause)))
         else:  # no time to give: who is last, and why
             rows.append(finding(None, "rank_straggler", "ranks", step_ns=step_ns, evidence=ev,
                                 words=words("rank_straggler", rank=rank, times_last=straggler["times_last"],
