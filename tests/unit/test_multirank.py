@@ -347,3 +347,28 @@ def test_a_sweep_of_batch_sizes_is_not_the_ranks_of_one_run(tmp_path):
         _tiny(tmp_path / "sweep" / f"d_bs{bs}_100k" / "run-TP-0.trace.json")
     with pytest.raises(MissingDataError, match="both name rank 0"):
         multirank_imbalance(tmp_path / "sweep", jobs=1)
+
+
+def test_an_eager_send_that_ends_before_its_peer_arrives_waited_nothing():
+    """A point-to-point send may end before the receiver's kernel starts (the HTA pair: rank 0 12.1→42.8 ms, rank 1
+    from 47.7 ms): it waited 0 for its peer and its whole kernel is its transfer — a wait and a transfer never below
+    0; a blocking collective keeps wait = last − own arrival, transfer = own end − last arrival."""
+    import pandas as pd
+
+    from tracekit.analyses.fleet.multirank.attribute import attribute
+
+    def row(step, kind, seq, rank, s, e):
+        return {"step": step, "kind": kind, "seq": seq, "rank": rank, "start_ns": s, "end_ns": e, "work_ns": 0,
+                "attention_ns": 0, "expert_ns": 0}
+
+    coll = pd.DataFrame([row(0, "sendrecv", 0, 0, 12_000, 42_000), row(0, "sendrecv", 0, 1, 47_000, 105_000),
+                         row(0, "allreduce", 0, 0, 200_000, 260_000), row(0, "allreduce", 0, 1, 230_000, 260_000)])
+    steps = pd.DataFrame({"step": [0, 0], "rank": [0, 1], "local_step": [0, 0], "phase": ["train", "train"],
+                          "bs": [None, None], "start_ns": [0, 0], "end_ns": [300_000, 300_000]})
+    out = attribute(coll, steps, {0: 0, 1: 0})
+    c = out["collectives"].set_index(["kind", "rank"])
+    assert (c.loc[("sendrecv", 0), "wait_ns"], c.loc[("sendrecv", 0), "transfer_ns"]) == (0, 30_000)
+    assert (c.loc[("sendrecv", 1), "wait_ns"], c.loc[("sendrecv", 1), "transfer_ns"]) == (0, 58_000)
+    assert (c.loc[("allreduce", 0), "wait_ns"], c.loc[("allreduce", 0), "transfer_ns"]) == (30_000, 30_000)
+    assert (c.loc[("allreduce", 1), "wait_ns"], c.loc[("allreduce", 1), "transfer_ns"]) == (0, 30_000)
+    assert (out["collectives"][["wait_ns", "transfer_ns"]] >= 0).all().all()

@@ -49,14 +49,15 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     last = s[last_i]
     second = np.where(size >= 2, s[np.maximum(last_i - 1, 0)], last)
     lowmed = s[first + (size - 1) // 2]
-    wait = last[gid] - s
-    transfer = e - last[gid]
+    # a rank waits for the last one only while its kernel runs: one that ended before the last arrived (an eager
+    # point-to-point send) waited 0, and its whole kernel is its own transfer — never a negative transfer
+    wait = np.where(e < last[gid], 0, np.clip(last[gid] - s, 0, None))
+    transfer = e - s - wait
     res = pd.Series(rk).map({int(k): (v or 0) for k, v in residual.items()}).fillna(0).to_numpy(np.int64)
     margin = last - second
     tie_tol = np.maximum(np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)]), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
-    # lower median of the waits: waits fall as starts rise, so it is the start at the mirrored position
-    med_wait = last - s[first + size - 1 - (size - 1) // 2]
+    med_wait = group_lower_median(gid, wait, n_g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
     tr_sorted = transfer[np.lexsort((transfer, gid))]  # groups stay where they are, each sorted by transfer
     med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
     inst = c.loc[first, key].reset_index(drop=True)
