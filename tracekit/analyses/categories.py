@@ -108,6 +108,21 @@ def _strings(value: Any, where: str, src: str) -> tuple[str, ...]:
     raise DataFileError(f"{src}: {where} must be a string or a non-empty list of strings")
 
 
+def _entry(spec, where: str, src: str, required: str, keys: set[str]) -> str:
+    """An entry of a categories file checked: an object, no key but ``keys`` (and ``_``-comments), and its
+    ``required`` key a non-empty string, which it returns; else one sentence naming the file and the place."""
+    if not isinstance(spec, dict):
+        raise DataFileError(f"{src}: {where} must be an object with a '{required}'")
+    unknown = sorted(k for k in spec if k not in keys and not k.startswith("_"))
+    if unknown:
+        raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: "
+                            f"{', '.join(sorted(keys))}, _doc)")
+    value = spec.get(required)
+    if not isinstance(value, str) or not value:
+        raise DataFileError(f"{src}: {where}.{required} must be a non-empty string")
+    return value
+
+
 def _parse_categories(doc: dict, src: str) -> dict[str, CategoryInfo]:
     cats = doc.get("categories", {})
     if not isinstance(cats, dict):
@@ -115,15 +130,7 @@ def _parse_categories(doc: dict, src: str) -> dict[str, CategoryInfo]:
     out: dict[str, CategoryInfo] = {}
     for name, spec in cats.items():
         where = f"$.categories.{name}"
-        if not isinstance(spec, dict):
-            raise DataFileError(f"{src}: {where} must be an object with a 'family'")
-        unknown = sorted(k for k in spec if k not in _CATEGORY_KEYS and not k.startswith("_"))
-        if unknown:
-            raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: family, layer_role,"
-                                " layer_label, _doc)")
-        family = spec.get("family")
-        if not isinstance(family, str) or not family:
-            raise DataFileError(f"{src}: {where}.family must be a non-empty string")
+        family = _entry(spec, where, src, "family", _CATEGORY_KEYS)
         role = spec.get("layer_role")
         if role is not None and role not in ROLES:
             raise DataFileError(f"{src}: {where}.layer_role must be one of {', '.join(ROLES)} or absent, not {role!r}")
@@ -142,15 +149,7 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
     out = []
     for i, r in enumerate(rules):
         where = f"$.rules[{i}]"
-        if not isinstance(r, dict):
-            raise DataFileError(f"{src}: {where} must be an object with a 'category'")
-        unknown = sorted(k for k in r if k not in _RULE_KEYS and not k.startswith("_"))
-        if unknown:
-            raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: "
-                                f"{', '.join(sorted(_RULE_KEYS))}, _doc)")
-        cat = r.get("category")
-        if not isinstance(cat, str) or not cat:
-            raise DataFileError(f"{src}: {where}.category must be a non-empty string")
+        cat = _entry(r, where, src, "category", _RULE_KEYS)
         if cat not in known and cat != OTHER:
             raise DataFileError(f"{src}: {where}.category {cat!r} is not declared in $.categories (nor in {SHIPPED})")
         pattern = None
