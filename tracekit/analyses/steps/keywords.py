@@ -80,13 +80,23 @@ def _as_objects(name: str, sig: inspect.Signature, args: tuple, kw: dict, old: l
             raise TypeError(f"{name}() got an unexpected keyword argument {next(iter(step_kw))!r}")
         if kw.get("steps") is not None:
             raise UsageError(f"{name}(): steps= and the step keywords are the same options; pass steps= only")
-        ann = sig.bind_partial(*args, **{k: v for k, v in kw.items() if k in sig.parameters}).arguments.get("ann")
+        bound = sig.bind_partial(*args, **{k: v for k, v in kw.items() if k in sig.parameters}).arguments
+        ann = bound.get("ann", bound.get("annotation"))  # a sweep names it annotation=
         kw["steps"] = step_options(ann, **step_kw)
     if ag_kw:
-        if "ag" not in sig.parameters:
+        target = _ag_parameter(sig)
+        if target is None:
             raise TypeError(f"{name}() got an unexpected keyword argument {next(k for k in old if k in AG_KEYWORDS)!r}")
-        if kw.get("ag") is not None:
-            raise UsageError(f"{name}(): ag= and the AllGather keywords are the same options; pass ag= only")
-        kw["ag"] = AllGatherOptions(group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (),
+        if kw.get(target) is not None:
+            raise UsageError(f"{name}(): {target}= and the AllGather keywords are the same options; pass {target}= only")
+        kw[target] = AllGatherOptions(group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (),
                                     local_copy=ag_kw.get("local_copy"))
     return kw
+
+
+def _ag_parameter(sig: inspect.Signature) -> str | None:
+    """Where a function takes its AllGatherOptions: ``ag=``, or ``allgather=`` where ``ag=`` is the other option of
+    that name (which copies count as AllGather: wall, export, annotate)."""
+    if "ag" in sig.parameters and sig.parameters["ag"].default is None:
+        return "ag"
+    return "allgather" if "allgather" in sig.parameters else None

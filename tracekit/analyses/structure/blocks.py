@@ -12,21 +12,20 @@ from ...trace import Trace
 from ..aliases import one_of
 from ..select import select as select_events
 from ..steps.annotated import annotated, annotated_steps  # noqa: F401
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, get_steps, median_ns, merge_warnings, step_params
 
 
-def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, step_name: str | None = None,
-                min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-                steps_file=None, categories=None) -> Result:
+@options_as_objects
+def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=None) -> Result:
     """`tracekit blocks`: per step kernel time and count per block type; per op tag the per-layer time.
 
     Block kernel time is the sum of the durations of the kernels in the type's blocks (all streams),
     so it exceeds the wall where streams overlap. Copies are not kernels and are not counted. ``ann``: a
-    name, a path or an Annotation.
+    name, a path or an Annotation; ``steps``: StepOptions, Steps or a table (None: the annotation's).
     """
     ann = required_annotation(ann, "blocks")
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                            step_source=step_source, steps_file=steps_file)
+    st, a = annotated_steps(trace, ann, steps=steps)
     b = a.blocks
     per_step_type = (b.groupby(["step", "block_type"], sort=True)
                      .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
@@ -76,22 +75,21 @@ def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
+@options_as_objects
 def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *, select: str | None = None,
                            overlap_with: str | None = None, by: str = "name", select_expr: str | None = None,
-                           steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-                           phase: str | None = None, step_source: str | None = None, steps_file=None,
-                           categories=None) -> Result:
+                           steps=None, categories=None) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not.
     ``select`` is the CLI's ``--select`` (default ``kind:kernel``; ``select_expr`` is its older name); ``ann``
-    (a name, a path or an Annotation) adds the block and tag columns."""
+    (a name, a path or an Annotation) adds the block and tag columns, over ``steps`` (StepOptions, Steps or a
+    table; None: the annotation's)."""
     select_expr = one_of(select, select_expr, "select", "select_expr") or "kind:kernel"
     ann = as_annotation(ann)
     ev = trace.events
     warnings = list(trace.report.warnings)
     if ann is not None:
-        a = annotated(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                      step_source=step_source, steps_file=steps_file)
+        a = annotated(trace, ann, steps=steps)
         ev = a.events
         warnings = merge_warnings(warnings, a.warnings)
     elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
