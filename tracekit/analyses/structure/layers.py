@@ -63,6 +63,7 @@ from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, get_steps, median_ns, median_step, merge_warnings, step_params
 from ..time.onestep import one_step_tables
 from .layer_choice import _choose, _structure_check
@@ -98,10 +99,11 @@ def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
             " (attention run as plain matmul and softmax kernels is not recognised)")
 
 
-def find_layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-                categories=None, main: tuple[int, int] | None = None) -> LayerFinding:
-    """The automatic layers of every step (see the module docstring); raises MissingDataError without kernels."""
-    st = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+@options_as_objects
+def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, int] | None = None) -> LayerFinding:
+    """The automatic layers of every step (see the module docstring; ``steps``: StepOptions, Steps or a table);
+    raises MissingDataError without kernels."""
+    st = get_steps(trace, steps)
     ev = trace.events
     if main is None:
         from ...annotation import Annotation
@@ -146,8 +148,8 @@ def automatic_note(result: Result) -> str:
             " — `tracekit suggest` writes an annotation to name them")
 
 
-def layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-           categories=None, missing_ok: bool = False) -> Result:
+@options_as_objects
+def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = False) -> Result:
     """`tracekit layers`: per step the decoder layers found automatically, their types, and the one-step table.
 
     ``tables.layers``: one row per layer (LAYER_COLUMNS); ``tables.layer_types``: per step and type the layer
@@ -161,7 +163,7 @@ def layers(trace: Trace, *, steps=None, step_name: str | None = None, min_step_n
     sentence; with ``missing_ok`` (``report`` on any trace) the Result has no layers and says so in a warning.
     """
     cr = resolve_categories(categories)
-    found = find_layers(trace, steps=steps, step_name=step_name, min_step_ns=min_step_ns, categories=cr)
+    found = find_layers(trace, steps=steps, categories=cr)
     if found.boundary is None and not missing_ok:
         raise MissingDataError(no_stack_message(trace, found.main_stream))
     st = found.steps

@@ -40,6 +40,7 @@ from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
 from .layer_windows import BETWEEN, HEAD, TAIL
 from .layers import LayerFinding, find_layers
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import merge_warnings, step_params
 
 MAX_ROUNDS = 3
@@ -323,8 +324,9 @@ def _misfiring(found: LayerFinding, a, occ: pd.DataFrame) -> set[str]:
     return out
 
 
-def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-            categories=None, name: str | None = None, doc: bool | None = None) -> tuple[dict, Result]:
+@options_as_objects
+def suggest(trace: Trace, *, steps=None, categories=None, name: str | None = None,
+            doc: bool | None = None) -> tuple[dict, Result]:
     """An annotation for the trace's automatic layers (a dict for ``parse_annotation``), and a Result saying what
     was inferred and how it was checked (``summary.check``): whether the engine reproduces the layers with it
     (``reproduces_layers``: the finder's own cut, no independent check) and whether the layers agree with the
@@ -334,7 +336,7 @@ def suggest(trace: Trace, *, steps=None, step_name: str | None = None, min_step_
     ``doc``: write ``_doc`` comment fields (default: when the annotation format accepts them).
     """
     cr = resolve_categories(categories)
-    found = find_layers(trace, steps=steps, step_name=step_name, min_step_ns=min_step_ns, categories=cr)
+    found = find_layers(trace, steps=steps, categories=cr)
     if found.layers.empty:
         raise MissingDataError(f"{trace.path}: no layers were found automatically (no decoder stack on the main"
                                " stream), so there is nothing to write an annotation for; see `tracekit layers`")
@@ -488,8 +490,7 @@ def _suggest_summary(ann: dict, found: LayerFinding, bad: list[int], lw: pd.Data
     }
 
 
-def suggest_result(trace: Trace, *, steps=None, step_name: str | None = None, min_step_ns: int | None = None,
-                   categories=None, name: str | None = None) -> Result:
+@options_as_objects
+def suggest_result(trace: Trace, *, steps=None, categories=None, name: str | None = None) -> Result:
     """`tracekit suggest` as one Result (the annotation itself is what :func:`suggest` returns first)."""
-    return suggest(trace, steps=steps, step_name=step_name, min_step_ns=min_step_ns, categories=categories,
-                   name=name)[1]
+    return suggest(trace, steps=steps, categories=categories, name=name)[1]
