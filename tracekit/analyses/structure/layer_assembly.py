@@ -161,7 +161,8 @@ def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
     for c, k in k_of.items():
         if k:
             times = mixer_time[c * K_MAX:c * K_MAX + k]
-            start[c] = int(np.argmax(times)) if times.max() > 0 else int(np.argmax(first_phase[c * K_MAX:c * K_MAX + k]))
+            firsts = first_phase[c * K_MAX:c * K_MAX + k]
+            start[c] = int(np.argmax(times)) if times.max() > 0 else int(np.argmax(firsts))
     phase_l = np.where(k_l > 0, (pot_l - start[comp_l]) % np.maximum(k_l, 1), -1)
     return comp_l, k_l, phase_l, k_of
 
@@ -228,7 +229,8 @@ class _Runs:
         r = np.flatnonzero(s.ph >= 0)
         pa, pb = r[:-1], r[1:]
         w, k = pb - pa - 1, s.k[pa]
-        cand = (s.step[pa] == s.step[pb]) & (s.comp[pa] == s.comp[pb]) & ((s.ph[pa] + 1 + w) % np.maximum(k, 1) == s.ph[pb])
+        follows = (s.ph[pa] + 1 + w) % np.maximum(k, 1) == s.ph[pb]
+        cand = (s.step[pa] == s.step[pb]) & (s.comp[pa] == s.comp[pb]) & follows
         linked = cand & (w <= k - 1)
         for i in np.flatnonzero(cand & (w > k - 1)).tolist():
             a, c, kk, p0 = int(pa[i]), int(s.comp[pa[i]]), int(k[i]), int(s.ph[pa[i]])
@@ -354,7 +356,8 @@ class _Runs:
         for lid in self.top[(c, k - 1)]:
             lab = self.label_seq[lid]
             budget = _budget(len(lab))
-            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab) <= budget + 1e-6 and _edit(nxt, lab, self.cat) <= budget):
+            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab) <= budget + 1e-6
+                                         and _edit(nxt, lab, self.cat) <= budget):
                 return lid
         return None
 
