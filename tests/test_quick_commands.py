@@ -41,7 +41,8 @@ def _cases(d: Path):
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
         ("suggest", [SAMPLE], lambda: tracekit.suggest_result(_load(SAMPLE))),
         ("analyze", [d / "a", "-a", DEFAULT_ANNOTATION, "-j", "1"],
-         lambda: tracekit.analyze(d / "a", annotation=DEFAULT_ANNOTATION, jobs=1, phase="auto", step_source="auto")),
+         lambda: tracekit.analyze(d / "a", annotation=DEFAULT_ANNOTATION, jobs=1,
+                                  steps=tracekit.step_options(DEFAULT_ANNOTATION))),
         ("compare", [d / "a", d / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
          lambda: tracekit.compare_deployments(d / "a", d / "b", dp_a=16, dp_b=2, jobs=1)),
     ]
@@ -63,7 +64,7 @@ def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tm
     inp = [plots.PlotInput(trace=_load(SAMPLE), deployment="all", bs=None, annotation=ann)]
     for kind, fn in (("decomposition", lambda: plots.decomposition_points(inp, ag="ptop")),
                      ("blocks", lambda: plots.blocks_points(inp)),
-                     ("exposure", lambda: plots.exposure_points(inp, sizes={}))):
+                     ("exposure", lambda: plots.exposure_points(inp))):
         code, out, err = cli("plot", kind, SAMPLE, "-a", DEFAULT_ANNOTATION, "-o", tmp_path / f"{kind}.png",
                              "--no-cache", "--format", "json")
         assert code == 0, (kind, err)

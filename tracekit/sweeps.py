@@ -20,7 +20,9 @@ from .ingest.launch_script import launch_config
 from .result import Result, shown_path, shown_text
 from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
-from .analyses.steps.resolve import step_options
+from .analyses.options import AllGatherOptions
+from .analyses.steps.keywords import options_as_objects
+from .analyses.steps.resolve import StepOptions, step_options
 from .analyses.fleet.sweep import per_trace, sweep_tables
 
 __all__ = ["SweepOptions", "analyze_trace", "run_sweep", "analyze", "default_jobs", "load_side",
@@ -29,15 +31,24 @@ __all__ = ["SweepOptions", "analyze_trace", "run_sweep", "analyze", "default_job
 
 @dataclass(frozen=True)
 class SweepOptions:
+    """What every point of a sweep is analysed with (frozen and picklable: it travels to the workers)."""
+
     annotation: str | None = None
-    step_name: str | None = None
-    min_step_ns: int | None = None
+    steps: StepOptions | None = None  # None: the annotation's step options
     cache: bool = True
-    phase: str | None = None
-    step_source: str | None = None
-    steps_file: str | None = None
-    ag_sizes: tuple[str, ...] = ()
-    group_size: int | None = None
+    ag: AllGatherOptions = AllGatherOptions()  # over the annotation's
+
+
+def given_step_options(steps: StepOptions | None, ann=None) -> dict:
+    """The step options as the user gave them, the ``params`` of a sweep: None where the annotation's (or the
+    default) applies — no step name of its own (``strict``), the annotation's floor — and every field None when
+    ``steps`` is None."""
+    if steps is None:
+        return {"step_name": None, "min_step_ns": None, "phase": None, "step_source": None, "steps_file": None}
+    floor = step_options(ann).min_step_ns
+    return {"step_name": steps.name if steps.strict else None,
+            "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns, "phase": steps.phase,
+            "step_source": steps.source, "steps_file": steps.steps_file}
 
 
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
@@ -47,9 +58,7 @@ def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
 
     ann = load_annotation(opts.annotation) if opts.annotation else None
     trace = load(path, cache=opts.cache)
-    steps = step_options(ann, step_name=opts.step_name, min_step_ns=opts.min_step_ns, phase=opts.phase,
-                         source=opts.step_source, steps_file=opts.steps_file)
-    return per_trace(trace, ann=ann, steps=steps, ag_sizes=opts.ag_sizes, group_size=opts.group_size)
+    return per_trace(trace, ann=ann, steps=opts.steps or step_options(ann), ag=opts.ag)
 
 
 def analyze_point(path: str, opts: SweepOptions) -> dict[str, Any]:
@@ -71,11 +80,10 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
     return map_points(analyze_point, [str(r.path) for r in refs], opts, jobs=jobs, dask=dask, progress=progress)
 
 
+@options_as_objects
 def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
-            point_pattern: str = DEFAULT_POINT_PATTERN, step_name: str | None = None,
-            min_step_ns: int | None = None, jobs: int = 1, dask: str | None = None, cache: bool = True,
-            progress=None, phase: str | None = None, step_source: str | None = None, steps_file: str | None = None,
-            ag_size: list[str] | None = None, group_size: int | None = None) -> Result:
+            point_pattern: str = DEFAULT_POINT_PATTERN, jobs: int = 1, dask: str | None = None, cache: bool = True,
+            progress=None, steps: StepOptions | None = None, ag: AllGatherOptions | None = None) -> Result:
     """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context).
 
     Nothing leaves the sweep unsaid. A point whose trace cannot be used (missing, unreadable, empty, corrupt: what
@@ -84,12 +92,14 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
     ``summary.points_dropped`` counts it; the other points are analysed and the exit is 0. A folder or file that
     cannot be read, a broken link, another rank's file, tracekit's own output are skipped the same way (a warning,
     a ``skipped`` row, ``summary.skipped``). With no point left the sweep ends in one sentence naming the first
-    reasons: exit 3, or 4 when every point lacked what the analyses need."""
-    step_options(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source)  # usage errors first
+    reasons: exit 3, or 4 when every point lacked what the analyses need.
+
+    ``steps``: the StepOptions of every point (None: the annotation's); ``ag``: the AllGather options, over the
+    annotation's at every point."""
+    if steps is not None and not isinstance(steps, StepOptions):
+        raise UsageError(f"analyze(steps=…) takes StepOptions (each point finds its own steps), not {type(steps).__name__}")
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
-    opts = SweepOptions(annotation=annotation, step_name=step_name, min_step_ns=min_step_ns, cache=cache,
-                        phase=phase, step_source=step_source, steps_file=str(steps_file) if steps_file else None,
-                        ag_sizes=tuple(ag_size or ()), group_size=group_size)
+    opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=ag or AllGatherOptions())
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
     dropped = [(ref, res) for ref, res in zip(refs, results) if "dropped" in res]
     kept = [(ref, res) for ref, res in zip(refs, results) if "dropped" not in res]
@@ -107,8 +117,7 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
                "points": [r.point for r, _ in kept], "points_dropped": len(dropped), "skipped": len(skipped)}
     return Result(command="analyze", inputs=[{"path": shown_path(root)}],
                   params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
-                          "step_name": step_name, "min_step_ns": min_step_ns, "phase": phase,
-                          "step_source": step_source, "steps_file": opts.steps_file},
+                          **given_step_options(steps, annotation)},
                   summary=summary, tables=tables, warnings=warnings)
 
 
@@ -281,9 +290,9 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
     return [w for w in f.warnings if w not in res.warnings]
 
 
+@options_as_objects
 def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | None = None,
-              step_name: str | None = None, min_step_ns: int | None = None, step_source: str | None = None,
-              steps_file=None, cache: bool = True, progress=None) -> Result:
+              steps: StepOptions | None = None, cache: bool = True, progress=None) -> Result:
     """`tracekit imbalance`: every rank of one run on the reference rank's clock (the lowest rank id), its
     collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``,
     docs/multirank.md).
@@ -292,11 +301,15 @@ def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | 
     file is reduced to small tables in a worker — ``jobs`` processes (default: one per file, at most the cores) or
     the Dask cluster at ``dask`` (an address or a ``distributed.Client``) — and this process aligns and attributes
     them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
-    the file names when every rank's has one, else 8. Step options as every command's; every phase is kept."""
+    the file names when every rank's has one, else 8. ``steps``: StepOptions as every command's (its phase aside:
+    every phase is kept)."""
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
-    plan = plan_run(root, gpus_per_node=gpus_per_node, step_name=step_name, min_step_ns=min_step_ns,
-                    step_source=step_source or "auto", steps_file=steps_file, cache=cache)
+    if steps is not None and not isinstance(steps, StepOptions):
+        raise UsageError(f"imbalance(steps=…) takes StepOptions (each rank finds its own steps), not {type(steps).__name__}")
+    given = given_step_options(steps)
+    plan = plan_run(root, gpus_per_node=gpus_per_node, step_name=given["step_name"], min_step_ns=given["min_step_ns"],
+                    step_source=given["step_source"] or "auto", steps_file=given["steps_file"], cache=cache)
     paths = [str(f) for _, f in plan.files]
     n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(paths)))
     return imbalance_of_run(plan, map_points(reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask,

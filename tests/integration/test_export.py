@@ -12,6 +12,8 @@ import pytest
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
 from tracekit.analyses import allgather_result, communication, decompose, exposure
+from tracekit.analyses.options import AllGatherOptions
+from tracekit.analyses.steps.model import step_options
 from tracekit.analyses.structure.blocks import block_stats
 from tracekit.annotation import load_annotation
 from tracekit.cli import bundled_sample
@@ -100,7 +102,8 @@ def test_parquet_duckdb_queries_agree_with_the_analyses(tmp_path, dp16):
     assert got == want
     # exposed intervals sum to the exposure's total; per (step, type) through a join with the AllGathers
     total = duckdb.sql(f"select sum(end_ns - start_ns) from '{f['exposed']}'").fetchall()[0][0]
-    ex_res = exposure(trace, group_size=8, sizes=ann.allgather.sizes, local_copy_pattern=ann.allgather.local_copy)
+    ex_res = exposure(trace, ag=AllGatherOptions(group_size=8, sizes=ann.allgather.sizes,
+                                                 local_copy=ann.allgather.local_copy))
     assert total == ex_res.summary["total_exposed_ns"]
     joined = {(s, t): v for s, t, v in duckdb.sql(
         f"select a.step, a.type, sum(e.end_ns - e.start_ns) from '{f['exposed']}' e join '{f['allgathers']}' a"
@@ -165,12 +168,13 @@ def test_export_out_must_be_a_directory(cli, tmp_path):
 
 
 def _analyses(trace, ann) -> dict:
-    kw = {"group_size": ann.allgather.group_size, "sizes": dict(ann.allgather.sizes),
-          "local_copy_pattern": ann.allgather.local_copy, "step_name": ann.step.name}
-    results = {"wall": decompose(trace, step_name=ann.step.name),
-               "wall_local": decompose(trace, ag="ptop+local", step_name=ann.step.name),
+    steps = step_options(step_name=ann.step.name)
+    kw = {"ag": AllGatherOptions(group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
+                                 local_copy=ann.allgather.local_copy), "steps": steps}
+    results = {"wall": decompose(trace, steps=steps),
+               "wall_local": decompose(trace, ag="ptop+local", steps=steps),
                "allgather": allgather_result(trace, **kw), "exposure": exposure(trace, **kw),
-               "comm": communication(trace, local_copy_pattern=ann.allgather.local_copy, step_name=ann.step.name),
+               "comm": communication(trace, ag=AllGatherOptions(local_copy=ann.allgather.local_copy), steps=steps),
                "blocks": block_stats(trace, ann)}
     return {name: (r.summary, r.params, r.tables) for name, r in results.items()}
 

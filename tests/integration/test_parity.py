@@ -11,7 +11,7 @@ import pytest
 import typer.main
 
 import tracekit
-from tracekit.analyses.comm.segments import allgather_options
+from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli import app
@@ -86,17 +86,17 @@ def _cases(d):
         ("overlap", [dp16, "--a", "copy:PtoP", "--b", "kind:kernel"],
          lambda: tracekit.overlap(_load(dp16), a="copy:PtoP", b="kind:kernel")),
         ("allgather", [dp16, "-a", "k3_dp16"],
-         lambda: tracekit.allgather_result(_load(dp16), **allgather_options(k3), steps=k3_steps)),
+         lambda: tracekit.allgather_result(_load(dp16), k3, steps=k3_steps)),
         ("exposure", [dp16, "-a", "k3_dp16", "--ag-size", "X=1"],
-         lambda: tracekit.exposure(_load(dp16), **allgather_options(k3, sizes=["X=1"]), steps=k3_steps)),
+         lambda: tracekit.exposure(_load(dp16), k3, ag=AllGatherOptions(sizes=["X=1"]), steps=k3_steps)),
         ("comm", [dp16, "-a", "k3_dp16"],
-         lambda: tracekit.communication(_load(dp16), local_copy_pattern=k3.allgather.local_copy, steps=k3_steps)),
+         lambda: tracekit.communication(_load(dp16), k3, steps=k3_steps)),
         ("blocks", [dp16, "-a", "k3_dp16"], lambda: tracekit.block_stats(_load(dp16), k3, steps=k3_steps)),
         ("stats", [dp16, "-a", "k3_dp16", "--by", "op_tag"],
          lambda: tracekit.kernel_selection_stats(_load(dp16), select_expr="kind:kernel", by="op_tag", ann=k3,
                                                  steps=k3_steps)),
-        ("report", [dp16, "-a", "k3_dp16"], lambda: tracekit.report(_load(dp16), k3, steps=k3_steps,
-                                                                   **_ag_report(k3))),
+        ("report", [dp16, "-a", "k3_dp16", "-g", "8", "--ag-size", "X=1"],
+         lambda: tracekit.report(_load(dp16), k3, steps=k3_steps, ag=AllGatherOptions(group_size=8, sizes={"X": 1}))),
         ("roofline", [dp16, "-a", "k3_dp16", "--hw", "b200", "--bs", "4"],
          lambda: tracekit.roofline(_load(dp16), k3, with_hbm(resolve_profile("b200", {}, what="roofline"), None),
                                    bs=4, steps=k3_steps)),
@@ -115,7 +115,7 @@ def _cases(d):
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
         ("imbalance", [d["dir"] / "ranks"], lambda: tracekit.imbalance(d["dir"] / "ranks")),
         ("analyze", [d["dir"] / "a", "-a", "k3_dp16", "-j", "1"],
-         lambda: tracekit.analyze(d["dir"] / "a", annotation="k3_dp16", jobs=1, phase="auto", step_source="auto")),
+         lambda: tracekit.analyze(d["dir"] / "a", annotation="k3_dp16", jobs=1, steps=k3_steps)),
         ("compare", [d["dir"] / "a", d["dir"] / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
          lambda: tracekit.compare_deployments(d["dir"] / "a", d["dir"] / "b", dp_a=16, dp_b=2, jobs=1)),
         ("bench", [d["dir"] / "bench.csv"], lambda: tracekit.bench_result([d["dir"] / "bench.csv"])),
@@ -127,18 +127,13 @@ def _cases(d):
          lambda: tracekit.whatif(tracekit.read_log(log), settings=["disaggregation_decode_extra_slots=2",
                                                                    "mem_fraction_static=0.9"])),
         ("findings", [dp16, "-a", "k3_dp16", "--log", log],
-         lambda: tracekit.findings(_load(dp16), k3, log=tracekit.read_log(log), steps=k3_steps, **_ag_report(k3))),
+         lambda: tracekit.findings(_load(dp16), k3, log=tracekit.read_log(log), steps=k3_steps)),
         ("findings", ["--compare", dp16, SYN / "dp2dcp8_bs64.trace.json.gz", "-a", "k3_dp16", "--annotation-b",
                       "k3_dp2_dcp8", "--log", log, "--log-b", d["log2"]],
          lambda: tracekit.findings(compare=(_load(dp16), _load(SYN / "dp2dcp8_bs64.trace.json.gz")), ann=k3,
                                    ann_b=load_annotation("k3_dp2_dcp8"), config=tracekit.launch_config(log),
                                    config_b=tracekit.launch_config(d["log2"]), steps=k3_steps)),
     ]
-
-
-def _ag_report(ann):
-    o = allgather_options(ann)
-    return {"group_size": o["group_size"], "ag_size": o["sizes"], "local_copy": o["local_copy_pattern"]}
 
 
 def _dims():
@@ -184,7 +179,7 @@ def test_file_writing_commands_match_their_functions(data, cli, tmp_path):
         code, out, err = cli(command, dp16, "-a", "k3_dp16", "-o", tmp_path / "cli" / target, "--no-cache",
                              "--format", "json")
         assert code == 0, err
-        res = fn(_load(dp16), k3, tmp_path / "api" / target, **allgather_options(k3), steps=step_options(k3))
+        res = fn(_load(dp16), k3, tmp_path / "api" / target, allgather=AllGatherOptions(), steps=step_options(k3))
         text = json.dumps(to_json_obj(res)).replace(str(tmp_path / "api"), str(tmp_path / "cli"))
         _same_docs(json.loads(out), json.loads(text))
 
@@ -197,7 +192,7 @@ def test_plot_points_match_their_functions(data, cli, tmp_path):
     inp = [plots.PlotInput(trace=_load(dp16), deployment="all", bs=4, annotation=k3)]
     for kind, fn, extra in (("decomposition", lambda: plots.decomposition_points(inp, ag="ptop"), []),
                             ("blocks", lambda: plots.blocks_points(inp), []),
-                            ("exposure", lambda: plots.exposure_points(inp, sizes={}), [])):
+                            ("exposure", lambda: plots.exposure_points(inp, ag=AllGatherOptions()), [])):
         code, out, err = cli("plot", kind, dp16, "-a", "k3_dp16", "-o", tmp_path / f"{kind}.png", "--no-cache",
                              "--format", "json", *extra)
         assert code == 0, err

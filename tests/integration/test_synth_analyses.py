@@ -12,6 +12,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses import allgather_result, communication, exposure
+from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.structure.blocks import block_stats
 from tracekit.annotation import load_annotation
 
@@ -28,8 +29,8 @@ def case(request):
     trace = tracekit.load(FIX / f"{name}.trace.json.gz", cache=False)
     truth = json.loads((FIX / f"{name}.truth.json").read_text())
     ann = load_annotation(ann_name)
-    kw = {"group_size": ann.allgather.group_size, "sizes": ann.allgather.sizes,
-          "local_copy_pattern": ann.allgather.local_copy}
+    kw = {"ag": AllGatherOptions(group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
+                                 local_copy=ann.allgather.local_copy)}
     return {"name": name, "trace": trace, "truth": truth, "ann": ann, "kw": kw}
 
 
@@ -91,7 +92,7 @@ def test_exposure_per_type_equals_truth(case):
 
 
 def test_communication_critical_and_side_equal_truth(case):
-    r = communication(case["trace"], local_copy_pattern=case["ann"].allgather.local_copy)
+    r = communication(case["trace"], ag=AllGatherOptions(local_copy=case["ann"].allgather.local_copy))
     per = r.tables["per_step"]
     for s in case["truth"]["steps"]:
         for cls, v in s["comm"].items():

@@ -10,6 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.comm.segments import allgather_options
+from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.structure.blocks import annotated, kernel_selection_stats
 from tracekit.analyses.findings.compare import compare_findings
 from tracekit.analyses.hardware.hbm import hbm_bytes
@@ -52,7 +53,7 @@ ANALYSES = {
     "block_stats": lambda t, a: tracekit.block_stats(t, a),
     "kernel_selection_stats": lambda t, a: kernel_selection_stats(t, a, by="op_tag"),
     "roofline": lambda t, a: roofline(t, a, "b200", bs=4),
-    "hbm_bytes": lambda t, a: hbm_bytes(t, a, "b200", bs=4, var=["context=100000"]),
+    "hbm_bytes": lambda t, a: hbm_bytes(t, a, "b200", bs=4, variables=["context=100000"]),
     "kernel_waves": lambda t, a: kernel_waves(t, a, top=3),
     "findings": lambda t, a: tracekit.findings(t, a),
     "report": lambda t, a: tracekit.report(t, a),
@@ -84,7 +85,7 @@ def test_compare_findings_and_the_helpers_take_names(trace):
 @pytest.mark.slow
 def test_exposure_of_a_name_is_the_cli_result(trace, cli):
     """`tracekit.exposure(trace, "k3_dp16")` is what `tracekit exposure TRACE -a k3_dp16` prints, and it applies the
-    annotation's AllGather and step options (the one merge, allgather_options)."""
+    annotation's AllGather and step options (the one merge, AllGatherOptions.with_annotation)."""
     k3 = load_annotation("k3_dp16")
     code, out, err = cli("exposure", DP16, "-a", "k3_dp16", "--no-cache", "--format", "json")
     assert code == 0, err
@@ -93,34 +94,33 @@ def test_exposure_of_a_name_is_the_cli_result(trace, cli):
         inp.pop("from_cache", None)
     api = _doc(tracekit.exposure(trace, "k3_dp16"))
     assert api == cli_doc
-    old = _doc(tracekit.exposure(trace, **allgather_options(k3), steps=step_options(k3)))
+    old = _doc(tracekit.exposure(trace, ag=AllGatherOptions().with_annotation(k3), steps=step_options(k3)))
     assert api == old
     assert api["params"]["sizes"] == dict(k3.allgather.sizes)
     assert api["params"]["group_size"] == k3.allgather.group_size
 
 
 @pytest.mark.slow
-def test_the_cli_option_names_are_keywords(trace):
+def test_the_cli_options_are_objects_and_one_name_each(trace):
+    """--ag-size/--group-size/--local-copy are one AllGatherOptions (ag=), --qlen/--var are q_len=/variables= (a
+    dict or the CLI's NAME=NUMBER items), --hbm-gbps applies to a profile given by name or as the object. The
+    keywords of earlier releases are tests/integration/test_old_keywords.py's."""
     k3 = load_annotation("k3_dp16")
-    base = _doc(tracekit.exposure(trace, k3, ag_size=["X=1"], group_size=8, local_copy=k3.allgather.local_copy))
-    older = _doc(tracekit.exposure(trace, k3, sizes=["X=1"], group_size=8, local_copy_pattern=k3.allgather.local_copy))
-    assert base == older and base["params"]["sizes"]["X"] == 1
-    cli_like = _doc(tracekit.allgather_result(trace, "k3_dp16", ag_size={"X": 1}))
+    base = _doc(tracekit.exposure(trace, k3, ag=AllGatherOptions(sizes=["X=1"], group_size=8,
+                                                                 local_copy=k3.allgather.local_copy)))
+    assert base["params"]["sizes"]["X"] == 1 and base["params"]["group_size"] == 8
+    cli_like = _doc(tracekit.allgather_result(trace, "k3_dp16", ag=AllGatherOptions(sizes={"X": 1})))
     assert cli_like["params"]["sizes"] == {**k3.allgather.sizes, "X": 1}
+    assert list(cli_like["params"]["sizes"]) == [*k3.allgather.sizes, "X"]  # the annotation's order, then the user's
     comm = tracekit.communication(trace, "k3_dp16", main_stream=7)
     assert comm.params["main_stream"] == 7
-    assert _doc(comm) == _doc(tracekit.communication(trace, "k3_dp16", main=7))
     hw = load_profile("b200")
-    assert _doc(roofline(trace, k3, "b200", bs=4, qlen=1, hbm_gbps=7000)) == _doc(
+    assert _doc(roofline(trace, k3, "b200", bs=4, q_len=1, hbm_gbps=7000)) == _doc(
         roofline(trace, k3, with_hbm(hw, 7000), bs=4, q_len=1))
-    assert _doc(hbm_bytes(trace, k3, "b200", bs=4, var="context=100000")) == _doc(
+    assert _doc(hbm_bytes(trace, k3, "b200", bs=4, variables="context=100000")) == _doc(
         hbm_bytes(trace, k3, hw, bs=4, variables={"context": 100000.0}))
     st = _doc(kernel_selection_stats(trace, k3, select="kind:kernel", by="op_tag"))
     assert st == _doc(kernel_selection_stats(trace, select_expr="kind:kernel", by="op_tag", ann=k3))
-    assert _doc(tracekit.steps_result(trace, k3, phase="all")) == _doc(
-        tracekit.steps_result(trace, steps=step_options(k3, phase="all")))
-    with pytest.raises(UsageError, match="one of them"):
-        tracekit.exposure(trace, k3, ag_size=["X=1"], sizes=["Y=2"])
 
 
 def test_a_wrong_type_is_one_sentence(trace):

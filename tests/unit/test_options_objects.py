@@ -13,10 +13,21 @@ from tracekit.errors import UsageError
 
 
 def test_allgather_options_normalise_and_hash():
-    a = AllGatherOptions(group_size=8, sizes={"MLA": 2, "KDA": 1})
+    a = AllGatherOptions(group_size=8, sizes={"KDA": 1, "MLA": 2})
     b = AllGatherOptions(group_size=8.0, sizes=["KDA=1", "MLA=2"])
     assert a == b and hash(a) == hash(b)
     assert a.sizes == (("KDA", 1), ("MLA", 2)) and a.size_map == {"KDA": 1, "MLA": 2}
+    assert AllGatherOptions(group_size=8, sizes=a.sizes) == a  # its own sizes give it back
+
+
+def test_allgather_sizes_keep_their_order_which_breaks_ties():
+    """The first listed type wins a full size within the tolerance of two (segments._per_ag), so the order is part
+    of the value, and the merge keeps the annotation's order with the user's new types after it (as
+    allgather_options always did: params.sizes list them so)."""
+    assert AllGatherOptions(sizes={"MLA": 2, "KDA": 1}).sizes == (("MLA", 2), ("KDA", 1))
+    assert AllGatherOptions(sizes={"MLA": 2, "KDA": 1}) != AllGatherOptions(sizes={"KDA": 1, "MLA": 2})
+    merged = AllGatherOptions(sizes=["X=1", "KDA=5"]).with_annotation("k3_dp16").size_map
+    assert list(merged) == ["KDA", "MLA", "draft", "X"] and merged["KDA"] == 5
     assert tracekit.AllGatherOptions is AllGatherOptions
 
 

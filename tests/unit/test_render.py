@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.comm.segments import allgather_options
 from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli.common import bundled_sample
@@ -69,11 +68,10 @@ def _sweep_points() -> Result:
 def results():
     k3 = load_annotation("k3_dp16")
     t = tracekit.load(SYN / "dp16_bs4.trace.json.gz", cache=False)
-    st, ag = step_options(k3), allgather_options(k3)
+    st = step_options(k3)
     return {"hand": _hand_built(), "info": tracekit.trace_info(t), "steps": tracekit.steps_result(t, steps=st),
-            "allgather": tracekit.allgather_result(t, **ag, steps=st), "exposure": tracekit.exposure(t, **ag, steps=st),
-            "report": tracekit.report(t, k3, steps=st, group_size=ag["group_size"], ag_size=ag["sizes"],
-                                      local_copy=ag["local_copy_pattern"]),
+            "allgather": tracekit.allgather_result(t, k3, steps=st), "exposure": tracekit.exposure(t, k3, steps=st),
+            "report": tracekit.report(t, k3, steps=st),
             "hw": tracekit.hw_profiles("b200"), "kernels": tracekit.kernel_stats(t), "sweep": _sweep_points()}
 
 

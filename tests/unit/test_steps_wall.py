@@ -7,8 +7,11 @@ import pytest
 import tracekit
 from tracekit.analyses import decompose, find_steps, overlap, temporal
 from tracekit.analyses.select import SelectorError, select
+from tracekit.analyses.steps.model import step_options
 from tracekit.errors import MissingDataError
 from tests.conftest import kernel, memcpy, write_trace
+
+NO_FLOOR = step_options(min_step_ns=0)
 
 PTOP = "Memcpy PtoP (Device -> Device)"
 
@@ -89,12 +92,12 @@ def test_wall_parts_sum_exactly(tmp_path):
            kernel("k2", 65.0, 25.0), memcpy(PTOP, 70.0, 10.0, stream=20),
            kernel("memcpy128", 5.0, 3.0, stream=20), kernel("after", 150.0, 10.0)]
     t = load(tmp_path, evs)
-    r = decompose(t, min_step_ns=0)
+    r = decompose(t, steps=NO_FLOOR)
     row = r.tables["per_step"].iloc[0].to_dict()
     # busy = k1 ∪ k2 ∪ local copy (a kernel under --ag ptop) = 30 + 25 + 3
     assert row == {"step": 0, "start_ns": 0, "wall_ns": 100_000, "busy_ns": 58_000, "ag_only_ns": 20_000,
                    "idle_ns": 22_000}
-    r2 = decompose(t, ag="ptop+local", min_step_ns=0)
+    r2 = decompose(t, ag="ptop+local", steps=NO_FLOOR)
     row2 = r2.tables["per_step"].iloc[0].to_dict()
     assert (row2["busy_ns"], row2["ag_only_ns"], row2["idle_ns"]) == (55_000, 23_000, 22_000)
     assert r.summary["median_wall_ns"] == 100_000 and r2.summary["ag_copies"] == 3
@@ -150,7 +153,7 @@ def test_selectors(tmp_path):
 def test_overlap_whole_trace_and_per_step(tmp_path):
     evs = [gpu_ann("scheduler.run_batch", 0.0, 100.0), kernel("k", 0.0, 50.0), memcpy(PTOP, 40.0, 20.0, stream=20),
            gpu_ann("scheduler.run_batch", 200.0, 100.0), memcpy(PTOP, 210.0, 10.0, stream=20)]
-    r = overlap(load(tmp_path, evs), a="copy:PtoP", b="kind:kernel", min_step_ns=0)
+    r = overlap(load(tmp_path, evs), a="copy:PtoP", b="kind:kernel", steps=NO_FLOOR)
     s = r.summary
     assert (s["a_ns"], s["b_ns"], s["a_and_b_ns"], s["a_minus_b_ns"]) == (30_000, 50_000, 10_000, 20_000)
     assert s["a_hidden_pct"] == pytest.approx(100 / 3)

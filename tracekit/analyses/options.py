@@ -45,7 +45,9 @@ class AllGatherOptions:
     options). Unset fields come from the annotation.
 
     ``group_size``: ranks in one AllGather (G); None: the annotation's, else inferred from the copies.
-    ``sizes``: AllGather type → full bytes (a dict or ``TYPE=BYTES`` items), added to the annotation's.
+    ``sizes``: AllGather type → full bytes (a dict or ``TYPE=BYTES`` items), added to the annotation's; kept in the
+    order given, which is part of the value: a size within the tolerance of two entries takes the first one's type
+    (analyses/comm/segments.py), and the results' ``params.sizes`` list them in that order.
     ``local_copy``: the local-copy kernel pattern (a regular expression, run time-bounded); None: the annotation's,
     else the shipped one.
     """
@@ -64,11 +66,9 @@ class AllGatherOptions:
                 raise UsageError(f"group_size= must be a whole number of ranks, 2 or more, not {self.group_size!r}")
             object.__setattr__(self, "group_size", g)
         sizes = self.sizes
-        if not (isinstance(sizes, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in sizes)):
-            sizes = tuple(sorted(parse_sizes(sizes).items()))
-        else:
-            sizes = tuple(sorted(parse_sizes(dict(sizes)).items()))
-        object.__setattr__(self, "sizes", sizes)
+        if isinstance(sizes, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in sizes):
+            sizes = dict(sizes)
+        object.__setattr__(self, "sizes", tuple(parse_sizes(sizes).items()))  # in the order given: it breaks ties
         if self.local_copy is not None and not isinstance(self.local_copy, str):
             raise UsageError(f"local_copy= is a regular expression (a string), not {type(self.local_copy).__name__}")
 

@@ -27,7 +27,7 @@ def allgather(trace: TraceArg = None, annotation: AnnotationOpt = None, group_si
     from ..analyses import allgather_result
 
     ann = annotation_for(trace, annotation)
-    res = allgather_result(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
+    res = allgather_result(_load(trace, no_cache, cache_dir), ann, ag=ag_opts(group_size, ag_size, local_copy),
                            steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 
@@ -45,7 +45,7 @@ def exposure_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, group
     from ..analyses import exposure
 
     ann = annotation_for(trace, annotation)
-    res = exposure(_load(trace, no_cache, cache_dir), **ag_opts(ann, group_size, ag_size, local_copy),
+    res = exposure(_load(trace, no_cache, cache_dir), ann, ag=ag_opts(group_size, ag_size, local_copy),
                    steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 
@@ -65,10 +65,8 @@ def comm(trace: TraceArg = None, annotation: AnnotationOpt = None,
     from ..analyses import communication
 
     ann = annotation_for(trace, annotation)
-    if main_stream is None and ann is not None and isinstance(ann.main_stream, int):
-        main_stream = ann.main_stream
-    res = communication(_load(trace, no_cache, cache_dir), main=main_stream,
-                        local_copy_pattern=ag_opts(ann, None, None, local_copy)["local_copy_pattern"],
+    res = communication(_load(trace, no_cache, cache_dir), ann, main_stream=main_stream,
+                        ag=ag_opts(None, None, local_copy),
                         steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
     _output(res, format, out, table)
 
@@ -154,10 +152,9 @@ def report_cmd(trace: RunArg = None, annotation: AnnotationOpt = None, categorie
     if ranks is not None:
         trace = ranks[0]
     ann = annotation_for(trace, annotation)
-    agk = ag_opts(ann, group_size, ag_size, local_copy)
     res = report(_load(trace, no_cache, cache_dir), ann,
                  steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-                 group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"],
+                 ag=ag_opts(group_size, ag_size, local_copy),
                  categories=categories, log=read_log(log) if log is not None else None,
                  ranks=ranks[1] if ranks is not None else None)
     _output(res, format, out, table)

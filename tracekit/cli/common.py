@@ -499,10 +499,11 @@ def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
                         steps_file=steps_file)
 
 
-def ag_opts(ann, group_size, ag_size, local_copy) -> dict:
-    """CLI flags + the annotation's allgather section → the AllGather keywords (one merge, in the analyses)."""
-    from ..analyses.comm.segments import allgather_options
+def ag_opts(group_size, ag_size, local_copy):
+    """CLI flags → the AllGatherOptions the command passes as ``ag=`` (as given: the analysis merges them with the
+    annotation's allgather section, AllGatherOptions.with_annotation)."""
+    from ..analyses.options import AllGatherOptions
 
-    return allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
+    return AllGatherOptions(group_size=group_size, sizes=ag_size or (), local_copy=local_copy)
 
 

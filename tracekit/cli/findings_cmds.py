@@ -9,7 +9,7 @@ import typer
 from ..errors import UsageError
 from .common import (AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt, MinStepOpt,
                      NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt,
-                     RunArg, TableOpt, TraceArg, _load, _ns, _output, ag_opts, annotation_for, app, step_opts)
+                     RunArg, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
 from .hw_cmds import BsOpt, HwOpt
 
 MinMsOpt = Annotated[Optional[float], typer.Option(
@@ -43,8 +43,8 @@ def run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache
     """tracekit imbalance of the run (a directory or its files) with the command's step options."""
     from ..sweeps import imbalance
 
-    return imbalance(run, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
-                     step_source=step_source.value, steps_file=steps_file, cache=not no_cache)
+    return imbalance(run, steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file),
+                     cache=not no_cache)
 
 
 def run_of_ranks_report(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
@@ -108,9 +108,8 @@ def findings_cmd(trace: RunArg = None, annotation: AnnotationOpt = None,
         if annotation_b or log_b or bs_b is not None:
             raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
         ann = annotation_for(trace, annotation)
-        agk = ag_opts(ann, group_size, ag_size, local_copy)
         res = findings(_load(trace, no_cache, cache_dir), ann, log=read_log(log) if log else None,
                        hw=load_profile(hw) if hw else None, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct,
                        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-                       group_size=agk["group_size"], ag_size=agk["sizes"], local_copy=agk["local_copy_pattern"])
+                       ag=ag_opts(group_size, ag_size, local_copy))
     _output(res, format, out, table)

@@ -23,8 +23,9 @@ AgOpt = Annotated[AgMode, typer.Option("--ag", help="AllGather copies in the ste
 
 
 def _overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file) -> dict:
-    """The keywords of export.collect: the AllGather options and the one StepOptions."""
-    return {**ag_opts(ann, group_size, ag_size, local_copy),
+    """The keywords of export.collect: the AllGatherOptions (``allgather=``, its ``ag=`` being which copies count)
+    and the one StepOptions."""
+    return {"allgather": ag_opts(group_size, ag_size, local_copy),
             "steps": step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file)}
 
 
@@ -174,7 +175,7 @@ def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_ca
         points = plot_data.blocks_points(inputs)
         fig = plots.blocks_figure(points, title=title)
     else:
-        points = plot_data.exposure_points(inputs, sizes=kw["sizes"])
+        points = plot_data.exposure_points(inputs, ag=ag_opts(None, kw["sizes"], None))
         fig = plots.exposure_figure(points, title=title)
     saved = plots.save_figure(fig, out)
     params = {"labels": label or [], "annotations": annotation or [], **{k: v for k, v in kw.items()}}
@@ -211,7 +212,7 @@ def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: Ann
     """Exposed AllGather time per type per batch size, as bars.
 
     Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
-    from ..analyses.comm.segments import parse_sizes
+    from ..analyses.options import parse_sizes
 
     _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
              sizes=parse_sizes(ag_size))

@@ -8,8 +8,8 @@ import typer
 
 from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
-                     PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _ns, _output, app,
-                     show_progress)
+                     PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _output, ag_opts, app,
+                     show_progress, step_opts)
 
 RankOpt = Annotated[Optional[str], typer.Option(
     "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9).")]
@@ -52,10 +52,9 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
     if out is not None:
         check_dir_target(out, "analyze output")  # before the work
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
-    kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, step_name=step_name,
-                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, jobs=jobs or default_jobs(n),
-                  dask=dask, cache=not no_cache, phase=phase.value, step_source=step_source.value,
-                  steps_file=steps_file, group_size=group_size, ag_size=ag_size)
+    kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, jobs=jobs or default_jobs(n),
+                  dask=dask, cache=not no_cache, ag=ag_opts(group_size, ag_size, None),
+                  steps=step_opts(annotation, step_name, min_step_ms, phase, step_source, steps_file))
     if show_progress() and n > 1:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
@@ -170,9 +169,8 @@ def imbalance_cmd(directory: Annotated[list[Path], typer.Argument(
     from ..sweeps import imbalance
 
     root = directory[0] if len(directory) == 1 else directory
-    kwargs = dict(jobs=jobs, dask=dask, gpus_per_node=gpus_per_node, step_name=step_name,
-                  min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None, step_source=step_source.value,
-                  steps_file=steps_file, cache=not no_cache)
+    kwargs = dict(jobs=jobs, dask=dask, gpus_per_node=gpus_per_node, cache=not no_cache,
+                  steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file))
     if show_progress():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn

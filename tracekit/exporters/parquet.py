@@ -22,7 +22,8 @@ import pandas as pd
 
 from .._version import __version__
 from ..analyses import allgather_result, communication, decompose, exposure
-from ..analyses.comm.segments import allgather_options
+from ..analyses.options import AllGatherOptions
+from ..analyses.steps.keywords import options_as_objects
 from ..analyses.steps.resolve import get_steps, step_params
 from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError
@@ -140,18 +141,20 @@ class ExportTables:
     warnings: list[str] = field(default_factory=list)
 
 
+@options_as_objects
 def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", log: str | Path | None = None,
-            steps=None, group_size: int | None = None, sizes=None, local_copy_pattern: str | None = None,
-            step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
-            step_source: str | None = None, steps_file=None) -> ExportTables:
+            steps=None, allgather: AllGatherOptions | None = None) -> ExportTables:
     """Run the analyses behind the export once: steps (with the decomposition and exposed time per step),
     annotated events and blocks (with ``ann``), AllGathers, their copies, exposed intervals and
     communication. A trace without PtoP copies gets empty AllGather tables and a warning; a trace without
-    step markers is one whole-trace step (with a warning)."""
-    kw = allgather_options(ann, group_size=group_size, sizes=sizes, local_copy=local_copy_pattern)
-    steps = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                      source=step_source, steps_file=steps_file)
-    kw["steps"] = steps
+    step markers is one whole-trace step (with a warning).
+
+    ``ag``: which copies count as AllGather in the wall decomposition (``ptop`` or ``ptop+local``, as `tracekit
+    wall`); ``allgather``: the :class:`AllGatherOptions` (over the annotation's; ``ag`` being taken, the one
+    place they go by that name); ``steps``: StepOptions, Steps or a table (None: the annotation's)."""
+    merged = (allgather or AllGatherOptions()).with_annotation(ann)
+    kw = merged.as_keywords()
+    steps = get_steps(trace, steps, ann=ann)
     warnings = list(trace.report.warnings)
     dec = decompose(trace, ag=ag, steps=steps)
     warnings += [w for w in dec.warnings if w not in warnings]
@@ -165,8 +168,8 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         warnings.append(f"{trace.path}: " + ("no annotation" if ann is None else f"annotation {ann.name} has no"
                         " blocks section") + ", so the events carry steps but no blocks or op tags")
     try:
-        ag_res = allgather_result(trace, **kw)
-        ex_res = exposure(trace, **kw)
+        ag_res = allgather_result(trace, ag=merged, steps=steps)
+        ex_res = exposure(trace, ag=merged, steps=steps)
         warnings += [w for w in ag_res.warnings if w not in warnings]
         per_ag = ag_res.tables["per_ag"].merge(ex_res.tables["per_ag"][["ag", "exposed_ns"]], on="ag", how="left")
         copies, exposed = ag_res.tables["copies"], ex_res.tables["intervals"]
@@ -175,8 +178,8 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         warnings.append(f"{exc}; the allgathers, copies and exposed tables are empty")
         per_ag = copies = exposed = pd.DataFrame()
         per_step_exposed = pd.DataFrame({"step": steps.table["step"], "exposed_ns": 0})
-    comm = communication(trace, main=ann.main_stream if ann and isinstance(ann.main_stream, int) else None,
-                         local_copy_pattern=kw["local_copy_pattern"], steps=steps)
+    comm = communication(trace, main_stream=ann.main_stream if ann and isinstance(ann.main_stream, int) else None,
+                         ag=merged, steps=steps)
     step_table = (steps.table.merge(dec.tables["per_step"][["step", "busy_ns", "ag_only_ns", "idle_ns"]], on="step")
                   .merge(per_step_exposed, on="step", how="left"))
     step_table["exposed_ns"] = step_table["exposed_ns"].fillna(0)
@@ -321,7 +324,8 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
+@options_as_objects
 def export_parquet(trace: Trace, ann: Annotation | None, out_dir: str | Path, *, ag: str = "ptop",
-                   log: str | Path | None = None, **overrides: Any) -> Result:
-    """`tracekit export`: :func:`collect` then :func:`write_parquet`."""
-    return write_parquet(collect(trace, ann, ag=ag, log=log, **overrides), out_dir)
+                   log: str | Path | None = None, steps=None, allgather: AllGatherOptions | None = None) -> Result:
+    """`tracekit export`: :func:`collect` (its options) then :func:`write_parquet`."""
+    return write_parquet(collect(trace, ann, ag=ag, log=log, steps=steps, allgather=allgather), out_dir)

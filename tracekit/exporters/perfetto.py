@@ -28,6 +28,8 @@ from ..ingest.repair import salvage_json
 from ..ingest.whole_text import read_text
 from ..result import Result, trace_input
 from ..trace import Trace
+from ..analyses.options import AllGatherOptions
+from ..analyses.steps.keywords import options_as_objects
 from .parquet import ExportTables, collect
 
 CATEGORY = "tracekit"
@@ -196,7 +198,9 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
                   tables={"tracks": tracks}, warnings=list(export.warnings) + warnings)
 
 
-def annotate_trace(trace: Trace, ann: Annotation | None, out: str | Path, *, ag: str = "ptop",
-                   **overrides: Any) -> Result:
-    """`tracekit annotate`: run the analyses (:func:`~tracekit.exporters.parquet.collect`) and write the trace."""
-    return write_annotated_trace(collect(trace, ann, ag=ag, **overrides), out)
+@options_as_objects
+def annotate_trace(trace: Trace, ann: Annotation | None, out: str | Path, *, ag: str = "ptop", steps=None,
+                   allgather: AllGatherOptions | None = None) -> Result:
+    """`tracekit annotate`: run the analyses (:func:`~tracekit.exporters.parquet.collect`, its options) and write
+    the trace."""
+    return write_annotated_trace(collect(trace, ann, ag=ag, steps=steps, allgather=allgather), out)

@@ -11,22 +11,20 @@ import pandas as pd
 from ... import intervals as iv
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_ns, merge_warnings
 from .segments import UNMATCHED, AllGathers, allgather_params, segment_for_command
 
 
-def allgather_result(trace: Trace, ann=None, *, group_size: int | None = None, ag_size=None,
-                     local_copy: str | None = None, sizes=None, local_copy_pattern: str | None = None, steps=None,
-                     step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
-                     step_source: str | None = None, steps_file=None) -> Result:
+@options_as_objects
+def allgather_result(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, steps=None) -> Result:
     """`tracekit allgather`: every AllGather, per step and type counts and bytes, copy bandwidth (A5, A8).
 
-    ``ann`` (a name, a path or an Annotation) gives the AllGather and step options that the explicit ones
-    override; ``ag_size`` (``TYPE=BYTES`` items or a dict) and ``local_copy`` are the CLI's ``--ag-size`` and
-    ``--local-copy`` (``sizes`` and ``local_copy_pattern`` are the same options under their older names)."""
-    ag, kw = segment_for_command(trace, ann, group_size=group_size, ag_size=ag_size, local_copy=local_copy,
-                                 sizes=sizes, local_copy_pattern=local_copy_pattern, steps=steps, step_name=step_name,
-                                 min_step_ns=min_step_ns, phase=phase, step_source=step_source, steps_file=steps_file)
+    ``ann`` (a name, a path or an Annotation) gives the AllGather and step options that ``ag``
+    (:class:`AllGatherOptions`: the CLI's ``--group-size``, ``--ag-size``, ``--local-copy``) and ``steps``
+    (StepOptions, Steps or a table) override."""
+    ag, kw = segment_for_command(trace, ann, ag=ag, steps=steps)
     per_ag = ag.per_ag.copy()  # the result's own: the segmentation stays kept on the trace as it was
     copies = ag.copies.merge(per_ag[["ag", "type", "step"]], on="ag", how="left")
     per_step_type = _per_step_type(ag)

@@ -2,7 +2,7 @@
 (the main compute stream) or beside it.
 
 It needs no AllGather segmentation: which copies are weight AllGathers is :func:`tracekit.events.weight_ag_mask`,
-with the local-copy pattern merged by :func:`tracekit.analyses.comm.segments.allgather_options`.
+with the local-copy pattern merged with the annotation's by :meth:`AllGatherOptions.with_annotation`.
 """
 from __future__ import annotations
 
@@ -15,32 +15,30 @@ from ...events import main_stream as find_main_stream
 from ...events import weight_ag_mask
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..aliases import one_of
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
-from .segments import allgather_options
 
 
 WEIGHT_AG_CLASS = "weight_ag"
 
 
-def communication(trace: Trace, ann=None, *, main_stream: int | None = None, local_copy: str | None = None,
-                  main: int | None = None, local_copy_pattern: str | None = None, steps=None,
-                  step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
-                  step_source: str | None = None, steps_file=None) -> Result:
+@options_as_objects
+def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag: AllGatherOptions | None = None,
+                  steps=None) -> Result:
     """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
     copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
     compute stream) and side streams (A7).
 
     ``ann`` (a name, a path or an Annotation) gives the main stream (its ``main_stream`` when a number), the
-    local-copy pattern and the step options, each overridden by the explicit option; ``main_stream`` and
-    ``local_copy`` are the CLI's ``--main-stream`` and ``--local-copy`` (``main`` and ``local_copy_pattern``
-    are the same options under their older names)."""
+    local-copy pattern and the step options, each overridden by the explicit option: ``main_stream`` (the CLI's
+    ``--main-stream``), ``ag`` (:class:`AllGatherOptions`; only its ``local_copy``, the CLI's ``--local-copy``, is
+    read here) and ``steps`` (StepOptions, Steps or a table)."""
     ann = as_annotation(ann)
-    main = one_of(main_stream, main, "main_stream", "main")
+    main = main_stream
     if main is None and ann is not None and isinstance(ann.main_stream, int):
         main = ann.main_stream
-    local_copy_pattern = allgather_options(ann, local_copy=one_of(local_copy, local_copy_pattern, "local_copy",
-                                                                  "local_copy_pattern"))["local_copy_pattern"]
+    local_copy_pattern = (ag or AllGatherOptions()).with_annotation(ann).local_copy
     ev = trace.events
     warnings = list(trace.report.warnings)
     dev_main, st_main = find_main_stream(ev, main)
@@ -51,8 +49,7 @@ def communication(trace: Trace, ann=None, *, main_stream: int | None = None, loc
                      "end_ns"]].copy()
     c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
     c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
-    steps = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                      source=step_source, steps_file=steps_file)
+    steps = get_steps(trace, steps, ann=ann)
     warnings = merge_warnings(warnings, steps.warnings)
     ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
     c["step"] = steps.step_of(c["start_ns"].to_numpy())

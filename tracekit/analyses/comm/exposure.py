@@ -12,14 +12,14 @@ from ... import intervals as iv
 from ...events import gpu_mask, lane_key
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_ns, merge_warnings
 from .segments import allgather_params, segment_for_command
 
 
-def exposure(trace: Trace, ann=None, *, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
-             sizes=None, local_copy_pattern: str | None = None, steps=None, step_name: str | None = None,
-             min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-             steps_file=None) -> Result:
+@options_as_objects
+def exposure(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, steps=None) -> Result:
     """`tracekit exposure`: time when AllGather copies (local copy + PtoP) run and nothing else does.
 
     Exposed time = union of the AllGather copy intervals minus the union of every other kernel, memcpy
@@ -28,9 +28,7 @@ def exposure(trace: Trace, ann=None, *, group_size: int | None = None, ag_size=N
     AllGather's step. ``tables.intervals`` holds the exposed intervals themselves. The options are
     :func:`allgather_result`'s.
     """
-    ag, kw = segment_for_command(trace, ann, group_size=group_size, ag_size=ag_size, local_copy=local_copy,
-                                 sizes=sizes, local_copy_pattern=local_copy_pattern, steps=steps, step_name=step_name,
-                                 min_step_ns=min_step_ns, phase=phase, step_source=step_source, steps_file=steps_file)
+    ag, kw = segment_for_command(trace, ann, ag=ag, steps=steps)
     ev = trace.events
     gpu = gpu_mask(ev)
     is_ag = np.isin(ev["event_id"].to_numpy(), ag.rows["event_id"].to_numpy())

@@ -20,10 +20,11 @@ from ... import intervals as iv
 from ...annotation import as_annotation
 from ...data import load_classes
 from ...events import lane_key, weight_ag_mask
-from ...errors import MissingDataError, UsageError
+from ...errors import MissingDataError
 from ...regexes import bounded
 from ...trace import Trace
-from ..aliases import one_of
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, get_steps, step_params
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
@@ -47,36 +48,18 @@ class AllGathers:
     warnings: list[str] = field(default_factory=list)
 
 
-def parse_sizes(items: list[str] | None) -> dict[str, int]:
-    """``["KDA=627048448", ...]`` → {"KDA": 627048448}; a bad item is a usage error."""
-    out: dict[str, int] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            out[name.strip()] = int(value.replace("_", ""))
-        except ValueError:
-            raise UsageError(f"--ag-size {item!r} is not TYPE=BYTES (e.g. KDA=627048448)") from None
-    return out
-
-
 def allgather_options(ann=None, *, group_size: int | None = None, sizes=None,
                       local_copy: str | None = None) -> dict:
-    """The AllGather parameters: the annotation's ``allgather`` section, overridden by explicit options
-    (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The one place they merge.
-    ``ann``: an Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`)."""
-    spec = getattr(as_annotation(ann), "allgather", None)
-    merged = dict(spec.sizes) if spec else {}
-    merged.update(sizes if isinstance(sizes, dict) else parse_sizes(sizes))
-    return {"group_size": group_size if group_size is not None else (spec.group_size if spec else None),
-            "sizes": merged,
-            "local_copy_pattern": local_copy or (spec.local_copy if spec else None)}
+    """The AllGather parameters as keywords: the annotation's ``allgather`` section, overridden by explicit options
+    (``sizes`` as a dict or as ``TYPE=BYTES`` items, added to the annotation's). The merge itself is
+    :meth:`AllGatherOptions.with_annotation`, the one place it happens. ``ann``: an Annotation, or a name or path
+    (:func:`tracekit.annotation.as_annotation`)."""
+    return AllGatherOptions(group_size=group_size, sizes=sizes or (), local_copy=local_copy).with_annotation(
+        ann).as_keywords()
 
 
-def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: dict[str, int] | None = None,
-                       local_copy_pattern: str | None = None, steps=None, step_name: str | None = None,
-                       min_step_ns: int | None = None) -> AllGathers:
+@options_as_objects
+def segment_allgathers(trace: Trace, *, ag: AllGatherOptions | None = None, steps=None) -> AllGathers:
     """Cut the PtoP copies of every stream into AllGathers (see the module docstring), once per trace, steps and
     options (kept in ``trace.derived``; each caller gets its own list of warnings).
 
@@ -84,23 +67,26 @@ def segment_allgathers(trace: Trace, *, group_size: int | None = None, sizes: di
     after it join it; a run of more than G−1 copies continues as further AllGathers without a local copy
     (flagged), as does a run at the start of a stream. G is inferred as the most common copy count + 1
     unless given. Full bytes = received × G/(G−1) for a complete AllGather, else mean copy bytes × G
-    (flagged incomplete). Types come from ``sizes`` (name → full bytes); sizes matching no entry are typed
-    ``unmatched`` and counted, never dropped.
+    (flagged incomplete). Types come from ``sizes`` (name → full bytes, the first listed wins a tie); sizes
+    matching no entry are typed ``unmatched`` and counted, never dropped.
+
+    ``ag``: the :class:`AllGatherOptions` as they are (no annotation: a command merges its annotation's first,
+    :func:`segment_for_command`); ``steps``: StepOptions, Steps or a table (:func:`get_steps`).
     """
+    opts = ag or AllGatherOptions()
+    group_size, sizes, local_copy_pattern = opts.group_size, opts.size_map, opts.local_copy
     ev = trace.events
     pattern = (bounded(local_copy_pattern, "--local-copy (the local-copy kernel pattern)") if local_copy_pattern
                else load_classes().ag_local_copy)  # a user's pattern runs time-bounded
     ptop = (ev["copy_kind"] == "PtoP").to_numpy()
     if not ptop.any():
         raise MissingDataError(f"{trace.path} has no PtoP copies (Memcpy PtoP), so no weight AllGather to segment")
-    if group_size is not None and group_size < 2:
-        raise UsageError(f"--group-size must be at least 2, not {group_size}")
-    st = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
-    key = ("allgathers", id(st), group_size, tuple(sorted((sizes or {}).items())), local_copy_pattern)
+    st = get_steps(trace, steps)
+    key = ("allgathers", id(st), group_size, tuple(sizes.items()), local_copy_pattern)  # in order: it types ties
     hit = trace.derived.get(key)
     if hit is None or hit[0] is not st:  # the entry holds the steps, so their id cannot be reused meanwhile
         hit = trace.derived[key] = (st, _segment(trace, ptop, weight_ag_mask(ev, pattern) & ~ptop, group_size,
-                                                 sizes or {}, st))
+                                                 sizes, st))
     return replace(hit[1], warnings=list(hit[1].warnings))
 
 
@@ -233,16 +219,14 @@ def _copies(ev: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def segment_for_command(trace: Trace, ann, *, group_size, ag_size, local_copy, sizes, local_copy_pattern, steps,
-                        step_name, min_step_ns, phase, step_source, steps_file) -> tuple[AllGathers, dict]:
-    """allgather and exposure: the annotation resolved, its AllGather options merged with the explicit ones
-    (:func:`allgather_options`), the steps under its step options, then the AllGathers (segmented once for both)."""
+def segment_for_command(trace: Trace, ann, *, ag: AllGatherOptions | None, steps) -> tuple[AllGathers, dict]:
+    """allgather and exposure: the annotation resolved, its AllGather options under the explicit ones
+    (:meth:`AllGatherOptions.with_annotation`), the steps under its step options, then the AllGathers (segmented
+    once for both); with the merged options as the keywords the result's ``params`` record."""
     ann = as_annotation(ann)
-    opts = allgather_options(ann, group_size=group_size, sizes=one_of(ag_size, sizes, "ag_size", "sizes"),
-                             local_copy=one_of(local_copy, local_copy_pattern, "local_copy", "local_copy_pattern"))
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                   source=step_source, steps_file=steps_file)
-    return segment_allgathers(trace, **opts, steps=st), opts
+    opts = (ag or AllGatherOptions()).with_annotation(ann)
+    st = get_steps(trace, steps, ann=ann)
+    return segment_allgathers(trace, ag=opts, steps=st), opts.as_keywords()
 
 
 def allgather_params(ag: AllGathers, kw: dict) -> dict:

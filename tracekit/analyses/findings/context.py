@@ -8,6 +8,7 @@ from typing import Any
 from ...annotation import Annotation
 from ...hardware import HardwareProfile
 from ...trace import Trace
+from ..options import AllGatherOptions
 from .rules import words
 
 
@@ -21,7 +22,7 @@ class Context:
     step_ns: float
     hw: HardwareProfile | None
     log: Any
-    agopts: dict
+    ag: AllGatherOptions  # the user's merged with the annotation's (AllGatherOptions.with_annotation)
     sms: int | None
     bs: float | None = None
     warnings: list[str] = field(default_factory=list)

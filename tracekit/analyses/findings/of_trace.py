@@ -20,7 +20,8 @@ from ...errors import TracekitError, UsageError
 from ...hardware import HardwareProfile, resolve_profile
 from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
-from ..comm.segments import allgather_options
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 from .context import Context
 from .kernel_sources import dominance, roofline_gaps, shape_rooflines, wave_losses
@@ -48,15 +49,14 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
     return rows, status
 
 
+@options_as_objects
 def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
              hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
              min_ms: float | None = None, min_pct: float | None = None,
              compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | str | None = None,
              bs_b: float | None = None,
-             config: dict | None = None, config_b: dict | None = None, steps=None, step_name: str | None = None,
-             min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-             steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
-             ranks: Result | None = None) -> Result:
+             config: dict | None = None, config_b: dict | None = None, steps=None,
+             ag: AllGatherOptions | None = None, ranks: Result | None = None) -> Result:
     """`tracekit findings TRACE`: a ranked list of opportunities, each with its gain per step, its basis (measured
     or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
     CUDA-graph and memory sources run too. A time finding is major when its gain is at least ``min_pct`` % of the
@@ -69,7 +69,8 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     slower side runs the larger batch — with its launch-configuration difference, and the settings that differ.
     ``ranks``: the result of ``tracekit.imbalance(RUN_DIR)`` instead — what DP imbalance costs per step and which
     rank makes the others wait, and why (``tracekit findings RUN_DIR``). ``ann`` and ``ann_b``: a name, a path or an
-    Annotation; ``hw``: a profile, its name or a JSON file."""
+    Annotation; ``hw``: a profile, its name or a JSON file; ``steps``: StepOptions, Steps or a table (default: the
+    annotation's step options); ``ag``: :class:`AllGatherOptions` over the annotation's."""
     if ranks is not None:  # `findings RUN_DIR`: the ranks of one run (a tracekit.imbalance result)
         if trace is not None or compare is not None:
             raise UsageError("give one TRACE, two deployments with --compare A B, or the ranks of one run, not two")
@@ -82,23 +83,21 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
         from .compare import compare_findings
 
-        so = dict(step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=step_source, steps_file=steps_file)
         a, b = compare
         return compare_findings(a, b, ann_a=ann, ann_b=ann_b if ann_b is not None else ann, config_a=config,
                                 config_b=config_b, min_ms=min_ms, min_pct=min_pct, bs_a=bs, bs_b=bs_b,
-                                steps_a=get_steps(a, steps, ann=ann, **so),
-                                steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann, **so))
+                                steps_a=get_steps(a, steps, ann=ann),
+                                steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann))
     if trace is None:
         raise UsageError("findings needs a TRACE (or --compare A B)")
     rules = finding_rules()
     min_ms, min_pct = _thresholds(rules, min_ms, min_pct)
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                   source=step_source, steps_file=steps_file)
+    st = get_steps(trace, steps, ann=ann)
     wall = (st.ends - st.starts).astype(np.int64)
     step_ns = float(median_ns(wall)) if wall.size else 0.0
     profile = hw if isinstance(hw, HardwareProfile) else _profile(hw, trace)
     ctx = Context(trace=trace, ann=ann, steps=st, step_ns=step_ns, hw=profile, log=log, bs=bs,
-                  agopts=allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy), sms=sms)
+                  ag=(ag or AllGatherOptions()).with_annotation(ann), sms=sms)
     srcs = list(SOURCES)
     if log is not None:
         from .memory import MEMORY_SOURCES
@@ -112,8 +111,8 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
                         " medians over steps that may be under-recorded")
     return Result(command="findings", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
                   params={"annotation": ann.name if ann else None, "hw": profile.name if profile else None,
-                          "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.agopts["group_size"],
-                          "sizes": ctx.agopts["sizes"]},
+                          "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.ag.group_size,
+                          "sizes": ctx.ag.size_map},
                   summary=summary,
                   tables={"findings": table, "sources": pd.DataFrame(shown_obj(status), columns=SOURCE_COLUMNS)},
                   warnings=warnings)

@@ -26,7 +26,7 @@ def exposed_allgathers(ctx: Context) -> list[dict]:
     """Exposed weight-AllGather time per layer type (the medians `tracekit exposure` reports)."""
     if not (ctx.trace.events["copy_kind"] == "PtoP").any():
         raise MissingDataError("the trace has no PtoP copies, so no weight AllGathers")
-    ex = exposure(ctx.trace, **ctx.agopts, steps=ctx.steps)
+    ex = exposure(ctx.trace, ag=ctx.ag, steps=ctx.steps)
     ctx.warnings += ex.warnings
     per = ex.tables["per_step_type"]
     out = []
@@ -105,7 +105,7 @@ def idle_gaps(ctx: Context) -> list[dict]:
 def critical_communication(ctx: Context) -> list[dict]:
     """Communication on the main stream (its result is the next kernel's input), per class."""
     main = ctx.ann.main_stream if ctx.ann is not None and isinstance(ctx.ann.main_stream, int) else None
-    c = communication(ctx.trace, main=main, local_copy_pattern=ctx.agopts["local_copy_pattern"], steps=ctx.steps)
+    c = communication(ctx.trace, main_stream=main, ag=ctx.ag, steps=ctx.steps)
     per = c.tables["per_step_class"]
     n_steps = max(1, int(c.summary["steps"]))
     out = []

@@ -15,6 +15,8 @@ from ...annotation import Annotation, as_annotation
 from ...errors import TracekitError
 from ...trace import Trace
 from ...result import shown_path  # a trace name that is not UTF-8 shows as \xNN
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_step as _median_step
 
 PARTS = ("busy", "ag_only", "idle")
@@ -58,25 +60,26 @@ def median_step(steps: pd.DataFrame) -> int:
     return _median_step(steps)
 
 
-def _steps(inp: PlotInput, step_name: str | None, min_step_ns: int | None):
-    """The trace's steps under its annotation and the overrides (found once per trace; see find_steps)."""
+def _steps(inp: PlotInput, steps):
+    """The trace's steps: ``steps`` (StepOptions, the same for every input) or its annotation's step options (found
+    once per trace; see find_steps)."""
     from ..steps.resolve import get_steps
 
-    return get_steps(inp.trace, ann=inp.annotation, step_name=step_name, min_step_ns=min_step_ns)
+    return get_steps(inp.trace, steps, ann=inp.annotation)
 
 
 def _base_row(inp: PlotInput, step: int) -> dict[str, Any]:
     return {"deployment": inp.deployment, "bs": inp.bs, "trace": shown_path(inp.trace.path), "step": step}
 
 
-def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name: str | None = None,
-                         min_step_ns: int | None = None) -> pd.DataFrame:
+@options_as_objects
+def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", steps=None) -> pd.DataFrame:
     """Per trace, the median step's wall split into busy / ag_only / idle (as `tracekit wall`)."""
     from .. import decompose
 
     rows = []
     for inp in inputs:
-        res = decompose(inp.trace, ag=ag, steps=_steps(inp, step_name, min_step_ns))
+        res = decompose(inp.trace, ag=ag, steps=_steps(inp, steps))
         per = res.tables["per_step"].rename(columns={"wall_ns": "dur_ns"})
         r = per[per["step"] == median_step(per)].iloc[0]
         rows.append({**_base_row(inp, int(r["step"])), "wall_ns": int(r["dur_ns"]),
@@ -85,8 +88,8 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", step_name
                                        "idle_ns"])
 
 
-def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
-                  min_step_ns: int | None = None) -> pd.DataFrame:
+@options_as_objects
+def blocks_points(inputs: list[PlotInput], *, steps=None) -> pd.DataFrame:
     """Per trace and block type, the median step's block kernel time (as `tracekit blocks`)."""
     from ...annotation import annotate
 
@@ -94,9 +97,9 @@ def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
     for inp in inputs:
         if inp.annotation is None:
             raise TracekitError(f"{inp.trace.path}: the blocks plot needs an annotation (-a ANNOTATION)")
-        steps = _steps(inp, step_name, min_step_ns).table
-        step = median_step(steps)
-        blocks = annotate(inp.trace, inp.annotation, steps).blocks
+        table = _steps(inp, steps).table
+        step = median_step(table)
+        blocks = annotate(inp.trace, inp.annotation, table).blocks
         agg = (blocks[blocks["step"] == step].groupby("block_type", sort=True)
                .agg(blocks=("block", "size"), first_block=("block", "min"), kernel_ns=("kernel_ns", "sum")))
         for t, r in agg.iterrows():
@@ -106,18 +109,17 @@ def blocks_points(inputs: list[PlotInput], *, step_name: str | None = None,
                                        "kernel_ns"])
 
 
-def exposure_points(inputs: list[PlotInput], *, step_name: str | None = None, min_step_ns: int | None = None,
-                    group_size: int | None = None, sizes: dict[str, int] | None = None) -> pd.DataFrame:
-    """Per trace and AllGather type, the median step's exposed AllGather time (as `tracekit exposure`)."""
+@options_as_objects
+def exposure_points(inputs: list[PlotInput], *, steps=None, ag: AllGatherOptions | None = None) -> pd.DataFrame:
+    """Per trace and AllGather type, the median step's exposed AllGather time (as `tracekit exposure`; ``ag`` over
+    each input's annotation)."""
     from ..comm.exposure import exposure
-    from ..comm.segments import allgather_options
 
     rows = []
     for inp in inputs:
-        st = _steps(inp, step_name, min_step_ns)
+        st = _steps(inp, steps)
         step = median_step(st.table)
-        res = exposure(inp.trace, **allgather_options(inp.annotation, group_size=group_size, sizes=sizes or {}),
-                       steps=st)
+        res = exposure(inp.trace, ag=(ag or AllGatherOptions()).with_annotation(inp.annotation), steps=st)
         pst = res.tables["per_step_type"]
         for r in pst[pst["step"] == step].itertuples(index=False):
             rows.append({**_base_row(inp, step), "type": str(r.type), "exposed_ns": int(r.exposed_ns)})

@@ -14,7 +14,7 @@ from ...ingest.discover import TraceRef
 from ...result import shown_path
 from ..comm.allgather import allgather_result
 from ..comm.exposure import exposure
-from ..comm.segments import allgather_options
+from ..options import AllGatherOptions
 from ..structure.blocks import block_stats
 from ..time.decompose import decompose
 from ..steps.resolve import get_steps, median_ns
@@ -60,8 +60,9 @@ def _long_medians(parts: list[pd.DataFrame], key: str, cols: list[str]) -> pd.Da
     return pd.DataFrame(rows, columns=out_cols)
 
 
-def per_trace(trace, *, ann=None, steps=None, ag_sizes=(), group_size: int | None = None) -> dict[str, Any]:
-    """Every per-trace analysis of one operating point, as plain tables (picklable)."""
+def per_trace(trace, *, ann=None, steps=None, ag: AllGatherOptions | None = None) -> dict[str, Any]:
+    """Every per-trace analysis of one operating point, as plain tables (picklable). ``steps``: StepOptions, Steps
+    or a table (None: the annotation's); ``ag``: the AllGather options over the annotation's."""
     ann = as_annotation(ann)
     steps = get_steps(trace, steps, ann=ann)
     out: dict[str, Any] = {"path": trace.path, "warnings": list(trace.report.warnings)}
@@ -86,9 +87,9 @@ def per_trace(trace, *, ann=None, steps=None, ag_sizes=(), group_size: int | Non
     out["allgather"] = pd.DataFrame(columns=["step", "type", "count", "received_bytes", "full_bytes", "busy_ns"])
     out["exposure"] = pd.DataFrame(columns=["step", "type", "exposed_ns"])
     if ptop.any():
-        kw = {**allgather_options(ann, group_size=group_size, sizes=list(ag_sizes)), "steps": steps}
-        out["allgather"] = allgather_result(trace, **kw).tables["per_step_type"]
-        out["exposure"] = exposure(trace, **kw).tables["per_step_type"]
+        merged = (ag or AllGatherOptions()).with_annotation(ann)
+        out["allgather"] = allgather_result(trace, ag=merged, steps=steps).tables["per_step_type"]
+        out["exposure"] = exposure(trace, ag=merged, steps=steps).tables["per_step_type"]
     return out
 
 

@@ -25,7 +25,9 @@ from ...errors import DataFileError, MissingDataError
 from ...hardware import HardwareProfile, resolve_profile, with_hbm
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..comm.segments import allgather_options, segment_allgathers
+from ..comm.segments import segment_allgathers
+from ..options import AllGatherOptions
+from ..steps.keywords import options_as_objects
 from ..steps.annotated import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
 from .shapes import kernel_shapes
@@ -45,32 +47,28 @@ def _rule(row, src: str, i: int) -> str:
     return given[0] if given[0] != "tags" or row.mbu is None else "tags×mbu"
 
 
+@options_as_objects
 def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
-              bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
-              q_len: float | None = None, variables: dict[str, float] | None = None,
-              steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
-              step_source: str | None = None, steps_file=None) -> Result:
+              bs: float | None = None, q_len: float | None = None, variables=None,
+              hbm_gbps: float | str | None = None, steps=None) -> Result:
     """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
     :func:`tracekit.roofline`'s)."""
     if as_annotation(ann) is None:
         profile = with_hbm(resolve_profile(hw, trace.meta, what="hbm"), hbm_gbps)
-        return shapes_hbm(trace, profile, steps=get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns,
-                                                          phase=phase, source=step_source, steps_file=steps_file))
-    ann, hw, q_len, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, qlen=qlen, q_len=q_len,
-                                              var=var, variables=variables)
+        return shapes_hbm(trace, profile, steps=get_steps(trace, steps))
+    ann, hw, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, variables=variables)
     src = ann.source or ann.name
     if not ann.hbm:
         raise MissingDataError(f"annotation {src} has no 'hbm' rows; add them (docs/roofline.md)")
     rules = [_rule(r, src, i) for i, r in enumerate(ann.hbm)]
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                            step_source=step_source, steps_file=steps_file, what="hbm")
+    st, a = annotated_steps(trace, ann, steps=steps, what="hbm")
     steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
     warnings = list(trace.report.warnings) + a.warnings
     sources = _RowSources(*_tag_counts(a.events), ag_full=None)
     if any(r == "allgather" for r in rules):
-        ag = segment_allgathers(trace, **allgather_options(ann), steps=st)
+        ag = segment_allgathers(trace, ag=AllGatherOptions().with_annotation(ann), steps=st)
         warnings = merge_warnings(warnings, ag.warnings)
         sources = sources._replace(ag_full=ag.per_ag.groupby(["step", "type"])["full_bytes"].sum())
     per_step = _per_step_bytes(ann, rules, steps["step"].to_numpy(), step_bs, q, variables, hw, sources)

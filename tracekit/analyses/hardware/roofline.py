@@ -25,9 +25,10 @@ from ...hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from .shapes import kernel_shapes, names_at
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..aliases import one_of
 from ..formulas import as_number, eval_formula, parse_vars  # noqa: F401 (re-exported for hbm and callers)
 from ..steps.annotated import annotated_steps
+from ..steps.keywords import options_as_objects
+from ..steps.model import StepOptions
 from ..steps.resolve import step_params
 
 def formula_env(ann: Annotation, *, bs: float | None, q_len: float | None,
@@ -137,44 +138,43 @@ def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> 
                      " pass --bs N (requests per rank per step)")
 
 
-def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, qlen, q_len, var, variables):
+def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, variables):
     """roofline and hbm: the annotation and the profile resolved (a name, a path or the object; no ``hw``: the
-    trace's device), ``hbm_gbps`` applied, and the CLI's ``qlen`` / ``var`` (NAME=NUMBER items or a dict) taken
-    for the older ``q_len`` / ``variables``."""
+    trace's device), ``hbm_gbps`` applied, and ``variables`` (a dict, or the CLI's NAME=NUMBER items) as a dict."""
     ann = required_annotation(ann, what)
     profile = with_hbm(resolve_profile(hw, trace.meta, what=what), hbm_gbps)
-    var = one_of(var, variables, "var", "variables")
-    if isinstance(var, str):
-        var = [var]
-    return ann, profile, one_of(qlen, q_len, "qlen", "q_len"), (var if isinstance(var, dict) or var is None
-                                                                 else parse_vars(list(var)))
+    if isinstance(variables, str):
+        variables = [variables]
+    return ann, profile, (variables if isinstance(variables, dict) or variables is None
+                          else parse_vars(list(variables)))
 
 
+def explicit_step_name(steps) -> str | None:
+    """The marker name the user gave (``StepOptions(name=…)`` from ``--step-name``), not one from an annotation."""
+    return steps.name if isinstance(steps, StepOptions) and steps.strict else None
+
+
+@options_as_objects
 def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
-             bs: float | None = None, qlen: float | None = None, var=None, hbm_gbps: float | str | None = None,
-             q_len: float | None = None, variables: dict[str, float] | None = None,
-             steps=None, step_name: str | None = None, min_step_ns: int | None = None, phase: str | None = None,
-             step_source: str | None = None, steps_file=None) -> Result:
+             bs: float | None = None, q_len: float | None = None, variables=None,
+             hbm_gbps: float | str | None = None, steps=None) -> Result:
     """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
 
     Steps and op tags come from the annotation (a name, a path or an Annotation); ``hw`` is a profile, its name
     or a JSON file (default: detected from the trace), ``hbm_gbps`` the CLI's ``--hbm-gbps``. M (and any formula)
     is evaluated with each step's batch size (``bs``, else the step marker's, else the annotation's ``bs``
-    constant) and ``qlen`` (else the annotation's constant, else 1); ``var``: more formula names (``q_len`` and
-    ``variables`` are the older names of ``qlen`` and ``var``). Rows are per (op tag, batch size); ``mean_ns`` is
-    the mean duration of one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    constant) and ``q_len`` (the CLI's ``--qlen``; else the annotation's constant, else 1); ``variables``: more
+    formula names (the CLI's ``--var``: a dict or NAME=NUMBER items); ``steps``: StepOptions, Steps or a table
+    (default: the annotation's step options). Rows are per (op tag, batch size); ``mean_ns`` is the mean duration of
+    one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
     if as_annotation(ann) is None:
         profile = with_hbm(resolve_profile(hw, trace.meta, what="roofline"), hbm_gbps)
-        return shapes_roofline(trace, profile, steps=steps, step_name=step_name, min_step_ns=min_step_ns,
-                               phase=phase, step_source=step_source, steps_file=steps_file)
-    ann, hw, q_len, variables = shape_options(trace, ann, hw, what="roofline", hbm_gbps=hbm_gbps, qlen=qlen,
-                                              q_len=q_len, var=var, variables=variables)
+        return shapes_roofline(trace, profile, steps=steps)
+    ann, hw, variables = shape_options(trace, ann, hw, what="roofline", hbm_gbps=hbm_gbps, variables=variables)
     shaped = list(ann.op_shapes) + [t for t in ann.op_traffic if t not in ann.op_shapes]
     if not shaped:
-        return _recorded_shapes_instead(trace, ann, hw, steps=steps, step_name=step_name, min_step_ns=min_step_ns,
-                                        phase=phase, step_source=step_source, steps_file=steps_file)
-    st, a = annotated_steps(trace, ann, steps=steps, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                            step_source=step_source, steps_file=steps_file, what="roofline")
+        return _recorded_shapes_instead(trace, ann, hw, steps=steps)
+    st, a = annotated_steps(trace, ann, steps=steps, what="roofline")
     steps = st.table
     q = q_len if q_len is not None else ann.constants.get("q_len", 1)
     step_bs, bs_from = step_batch_sizes(steps, bs, ann)
@@ -208,11 +208,11 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
                   summary=summary, tables={"per_tag": per_tag, "per_kernel": per_kernel}, warnings=warnings)
 
 
-def _recorded_shapes_instead(trace: Trace, ann: Annotation, hw: HardwareProfile, **step_kw) -> Result:
+def _recorded_shapes_instead(trace: Trace, ann: Annotation, hw: HardwareProfile, *, steps) -> Result:
     """An annotation with no op_shapes or op_traffic: the roofline of the shapes the trace records, said in a
     warning, or a missing-data error when it records none."""
     if kernel_shapes(trace).shaped:
-        res = shapes_roofline(trace, hw, **step_kw)
+        res = shapes_roofline(trace, hw, steps=steps)
         res.warnings.append(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
                             " comes from the shapes the trace records")
         return res
@@ -345,10 +345,10 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
     return tbl, ks, stats
 
 
-def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None, step_name=None, min_step_ns=None, phase=None,
-                    step_source=None, steps_file=None) -> Result:
+def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
     """`tracekit roofline TRACE` without an annotation: every kernel name on the roofline from the shapes the trace
-    records (docs/roofline.md, "Shapes from the trace")."""
+    records (docs/roofline.md, "Shapes from the trace"); per kernel name, so the steps are not needed (``params``
+    names the marker the user gave, :func:`explicit_step_name`)."""
     per_kernel, ks, stats = per_kernel_table(trace, hw)
     if not ks.shaped:
         why = ks.why or ("no kernel's launching op has a model in tracekit/data/op_models.json" if not ks.graph_kernels
@@ -370,5 +370,5 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None, step_name=
                         + (f" ({ks.why})" if ks.why else ""))
     return Result(command="roofline", inputs=[trace_input(trace)],
                   params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
-                          "vars": {}, "step_name": step_name},
+                          "vars": {}, "step_name": explicit_step_name(steps)},
                   summary=summary, tables={"per_kernel": per_kernel}, warnings=warnings)

@@ -33,6 +33,7 @@ from ...hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as oc
     occupancy_table, sm_limits
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, merge_warnings, step_params
 from ...regexes import bounded
 
@@ -343,11 +344,10 @@ PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capa
                     "total_ns", "lost_ns", "ctas_per_sm", "limited_by", "ctas_per_sm_from"]
 
 
+@options_as_objects
 def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int | None = None,
                  hw: HardwareProfile | str | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
-                 top: int | None = None, steps=None, step_name: str | None = None,
-                 min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-                 steps_file=None) -> Result:
+                 top: int | None = None, steps=None) -> Result:
     """`tracekit waves TRACE` (A10): every kernel with a grid, ranked by the time it loses to its tail wave.
 
     Per kernel event: CTAs, waves, efficiency E and lost = round(dur x (1 − E)). ``per_kernel`` sums by
@@ -355,7 +355,8 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     weighted), sorted by ``lost_ns``; ``per_grid`` splits a name by launch grid. CTAs per SM come from the
     annotation's ``ctas_per_sm`` rules, else ``ctas_per_sm`` (default 1). Kernels with fewer than
     ``min_waves`` waves are left out (counted). Kernels without a grid are counted, never silently dropped.
-    ``ann``: a name, a path or an Annotation; ``hw``: a profile, its name or a JSON file."""
+    ``ann``: a name, a path or an Annotation; ``hw``: a profile, its name or a JSON file; ``steps``: StepOptions,
+    Steps or a table (default: the annotation's step options)."""
     ann, hw = as_annotation(ann), as_profile(hw)
     warnings = list(trace.report.warnings)
     n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
@@ -373,8 +374,7 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     eff = ctas / (waves * cap)
     dur = k["dur_ns"].to_numpy()
     lost = (dur - np.rint(dur * eff)).astype(np.int64)
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                   source=step_source, steps_file=steps_file)
+    st = get_steps(trace, steps, ann=ann)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
     df = pd.DataFrame({"name": uniq[inv], "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,

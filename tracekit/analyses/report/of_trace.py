@@ -13,20 +13,20 @@ from ...trace import Trace
 from ..comm.allgather import allgather_result
 from ..comm.communication import communication
 from ..comm.exposure import exposure
-from ..comm.segments import allgather_options
+from ..options import AllGatherOptions
 from ..structure.blocks import block_stats
 from ..structure.layers import automatic_note, layers
 from ..time.decompose import decompose
 from ..structure.fit import best_fit
 from ..time.info import trace_info
 from ..memory.launch_log import ledger
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_step, merge_warnings, step_params
 from ..time.timeline import step_timeline
 
 
-def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name: str | None = None,
-           min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-           steps_file=None, group_size: int | None = None, ag_size=None, local_copy: str | None = None,
+@options_as_objects
+def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGatherOptions | None = None,
            categories=None, log=None, ranks: Result | None = None) -> Result:
     """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
     memory ledger's rows and the memory findings come too. With ``ranks`` (what ``tracekit.imbalance(RUN_DIR)``
@@ -37,8 +37,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     if ranks is not None and getattr(ranks, "command", None) != "imbalance":
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     ann = as_annotation(ann)
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                   source=step_source, steps_file=steps_file)
+    st = get_steps(trace, steps, ann=ann)
     info = trace_info(trace)
     wall = decompose(trace, ag="ptop", steps=st)
     wall_local = decompose(trace, ag="ptop+local", steps=st)
@@ -57,13 +56,14 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
         part, (block_spans, block_lane) = _block_part(trace, ann, st, categories)
     else:  # any model: the automatic layers name what the step is made of
         part, (block_spans, block_lane) = _layer_part(trace, st, categories)
-    agopts = allgather_options(ann, group_size=group_size, sizes=ag_size, local_copy=local_copy)
+    ag = (ag or AllGatherOptions()).with_annotation(ann)
+    agopts = ag.as_keywords()
     ex = None
     if (trace.events["copy_kind"] == "PtoP").any():
-        ag_part, ex = _allgather_part(trace, st, agopts)
+        ag_part, ex = _allgather_part(trace, st, ag)
         part = _joined(part, ag_part)
     main = ann.main_stream if ann is not None and isinstance(ann.main_stream, int) else None
-    comm = communication(trace, main=main, local_copy_pattern=agopts["local_copy_pattern"], steps=st)
+    comm = communication(trace, main_stream=main, ag=ag, steps=st)
     summary.update(part[0])
     summary["median_critical_comm_ns_by_class"] = comm.summary["median_critical_ns_per_step_by_class"]
     summary["median_side_comm_ns_by_class"] = comm.summary["median_side_ns_per_step_by_class"]
@@ -73,8 +73,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, step_name
     warnings = merge_warnings(warnings, part[2])
     from ..findings.of_trace import findings
 
-    fnd = findings(trace, ann, log=log, steps=st, group_size=agopts["group_size"], ag_size=agopts["sizes"],
-                   local_copy=agopts["local_copy_pattern"])
+    fnd = findings(trace, ann, log=log, steps=st, ag=ag)
     tables["findings"] = fnd.tables["findings"]
     summary["findings"] = fnd.summary["findings"]
     summary["top_finding"] = fnd.summary["top"]
@@ -138,17 +137,16 @@ def _layer_part(trace: Trace, st, categories) -> tuple[Part, tuple]:
     return (summary, tables, warnings), (lay.tables["layers"], "layers")
 
 
-def _allgather_part(trace: Trace, st, agopts: dict) -> tuple[Part, Result]:
+def _allgather_part(trace: Trace, st, ag: AllGatherOptions) -> tuple[Part, Result]:
     """When the trace has PtoP copies: every weight AllGather, its bandwidth and its exposure (the exposure result
     too: the timeline draws its AllGathers and exposed intervals)."""
-    kw = {**agopts, "steps": st}
-    ag = allgather_result(trace, **kw)
-    ex = exposure(trace, **kw)
-    summary = {"allgathers": ag.summary["allgathers"], "group_size": ag.summary["group_size"],
-               "median_received_bytes_per_step": ag.summary["median_received_bytes_per_step"],
-               "median_copy_gbps": ag.summary["median_copy_gbps"],
+    res = allgather_result(trace, ag=ag, steps=st)
+    ex = exposure(trace, ag=ag, steps=st)
+    summary = {"allgathers": res.summary["allgathers"], "group_size": res.summary["group_size"],
+               "median_received_bytes_per_step": res.summary["median_received_bytes_per_step"],
+               "median_copy_gbps": res.summary["median_copy_gbps"],
                "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
                "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"]}
-    tables = {"allgather_types": ag.tables["per_step_type"], "exposure_types": ex.tables["per_step_type"],
-              "bandwidth": ag.tables["bandwidth"]}
-    return (summary, tables, list(ag.warnings)), ex
+    tables = {"allgather_types": res.tables["per_step_type"], "exposure_types": ex.tables["per_step_type"],
+              "bandwidth": res.tables["bandwidth"]}
+    return (summary, tables, list(res.warnings)), ex

@@ -25,6 +25,7 @@ import pandas as pd
 from ...result import Result, trace_input
 from ...trace import Trace
 from .finder import compute_steps
+from .keywords import options_as_objects
 from .model import (DEFAULT_MIN_STEP_NS, HEALTH_COLUMNS, PHASE_CHOICES, PHASES, SOURCE_CHOICES, SOURCES,
                          STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, median_ns, step_options, step_rules)
 from ...errors import UsageError
@@ -66,13 +67,11 @@ def get_steps(trace: Trace, steps=None, *, ann=None, step_name: str | None = Non
 # `tracekit steps`
 # --------------------------------------------------------------------------------------------------
 
-def steps_result(trace: Trace, ann=None, *, steps=None, step_name: str | None = None,
-                 min_step_ns: int | None = None, phase: str | None = None, step_source: str | None = None,
-                 steps_file=None) -> Result:
+@options_as_objects
+def steps_result(trace: Trace, ann=None, *, steps=None) -> Result:
     """`tracekit steps`: every step window with its phase and health, and the median wall. ``ann`` (a name, a
-    path or an Annotation) gives the step options that the explicit ones override."""
-    st = get_steps(trace, steps, ann=ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                   source=step_source, steps_file=steps_file)
+    path or an Annotation) gives the step options when ``steps`` (StepOptions, Steps or a table) is None."""
+    st = get_steps(trace, steps, ann=ann)
     durs = st.table["dur_ns"].to_numpy()
     summary = {
         "marker": st.marker,

@@ -15,6 +15,7 @@ from ...events import gpu_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 
 AG_CHOICES = ("ptop", "ptop+local")
@@ -30,11 +31,12 @@ def ag_copy_mask(events: pd.DataFrame, ag: str) -> np.ndarray:
     return weight_ag_mask(events)
 
 
-def decompose(trace: Trace, *, ag: str = "ptop", steps=None, step_name: str | None = None,
-              min_step_ns: int | None = None) -> Result:
-    """`tracekit wall`: per-step busy / only-AllGather / idle, summing exactly to the wall."""
+@options_as_objects
+def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
+    """`tracekit wall`: per-step busy / only-AllGather / idle, summing exactly to the wall. ``ag``: which copies
+    count as AllGather (``ptop`` or ``ptop+local``); ``steps``: StepOptions, Steps or a table."""
     ev = trace.events
-    steps = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+    steps = get_steps(trace, steps)
     gpu_mask = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
     ag_mask = ag_copy_mask(ev, ag) & gpu_mask
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()

@@ -9,6 +9,7 @@ from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..select import select
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, merge_warnings, step_params
 
 OVERLAP_KEYS = ["a_ns", "b_ns", "a_and_b_ns", "a_minus_b_ns", "a_hidden_pct"]
@@ -24,8 +25,8 @@ def _measures(a, b, ws=None, we=None) -> dict:
     return dict(zip(OVERLAP_KEYS[:4], vals))
 
 
-def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True, step_name: str | None = None,
-            min_step_ns: int | None = None) -> Result:
+@options_as_objects
+def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True) -> Result:
     """|A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (unions of the selected events).
 
     With ``per_step`` (default), the same per step window (``steps``: Steps, StepOptions or a table;
@@ -46,7 +47,7 @@ def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True, 
     warnings = list(trace.report.warnings)
     params = {"a": a, "b": b}
     if per_step:
-        st = get_steps(trace, steps, step_name=step_name, min_step_ns=min_step_ns)
+        st = get_steps(trace, steps)
         warnings = merge_warnings(warnings, st.warnings)
         params.update(step_params(st))
         per = _measures(set_a, set_b, st.starts, st.ends)
