@@ -5,7 +5,7 @@ with its code (2 usage, 3 bad input, 4 missing data); anything else prints one l
 ``--debug``, which shows the traceback; running out of memory is one sentence (exit 3 naming the input being read or
 analysed), a number too large to compute with a usage error (exit 2), a file that cannot be read exit 3. Command
 modules in this package are imported automatically, and every command runs under the one output rule
-(``common.guarded``, ``tracekit.render.files.output_target``): its inputs come from its parsed parameters, and no
+(``guard.guarded``, ``tracekit.render.files.output_target``): its inputs come from its parsed parameters, and no
 output replaces one of them.
 """
 from __future__ import annotations
@@ -91,11 +91,11 @@ def hoist_global_flags(args: list[str]) -> list[str]:
 
 
 def command():
-    """The click command tree of ``app`` with the one output rule on every command (``common.guarded``), and the
+    """The click command tree of ``app`` with the one output rule on every command (``guard.guarded``), and the
     parser's own readable check off: an unreadable input is one sentence and exit 3, not a usage error."""
     import typer.main
 
-    from .common import guarded
+    from .guard import guarded
 
     root = typer.main.get_command(_app())
 
