@@ -8,11 +8,12 @@ import pandas as pd
 from tracekit.analyses.findings.context import Context
 from tracekit.analyses.findings.kernel_arrays import rest_finding
 from tracekit.analyses.findings.rules import ms_text
+from tracekit.analyses.options import AllGatherOptions
 
 
 def _ctx(step_ns: float = 10e6) -> Context:
     return Context(trace=SimpleNamespace(path="t.json"), ann=None, steps=None, step_ns=step_ns, hw=None, log=None,
-                   agopts={}, sms=None)
+                   ag=AllGatherOptions(), sms=None)
 
 
 def test_the_kernels_beyond_a_sources_cap_are_one_finding_with_their_summed_gain():
