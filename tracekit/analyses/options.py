@@ -4,8 +4,8 @@ A public analysis takes ``steps=`` (a ``StepOptions`` or the ``Steps`` themselve
 ``ag=`` (an :class:`AllGatherOptions`) and ``hw=`` (a hardware profile or its name) instead of a flat keyword per
 option; the flat keywords of earlier releases still work for one release, with a DeprecationWarning
 (analyses/steps/keywords.py turns them into these objects). An ``AllGatherOptions`` holds what the user asked for;
-the annotation's ``allgather`` section fills what it leaves unset (``allgather_options`` in analyses/comm, the one
-place they merge).
+the annotation's ``allgather`` section fills what it leaves unset (:meth:`AllGatherOptions.with_annotation`, the one
+place they merge; ``allgather_options`` in analyses/comm is that merge as keywords).
 """
 from __future__ import annotations
 
