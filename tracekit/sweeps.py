@@ -97,7 +97,8 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
     ``steps``: the StepOptions of every point (None: the annotation's); ``ag``: the AllGather options, over the
     annotation's at every point."""
     if steps is not None and not isinstance(steps, StepOptions):
-        raise UsageError(f"analyze(steps=…) takes StepOptions (each point finds its own steps), not {type(steps).__name__}")
+        raise UsageError("analyze(steps=…) takes StepOptions (each point finds its own steps), not"
+                         f" {type(steps).__name__}")
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=ag or AllGatherOptions())
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
@@ -306,7 +307,8 @@ def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
     if steps is not None and not isinstance(steps, StepOptions):
-        raise UsageError(f"imbalance(steps=…) takes StepOptions (each rank finds its own steps), not {type(steps).__name__}")
+        raise UsageError("imbalance(steps=…) takes StepOptions (each rank finds its own steps), not"
+                         f" {type(steps).__name__}")
     given = given_step_options(steps)
     plan = plan_run(root, gpus_per_node=gpus_per_node, step_name=given["step_name"], min_step_ns=given["min_step_ns"],
                     step_source=given["step_source"] or "auto", steps_file=given["steps_file"], cache=cache)

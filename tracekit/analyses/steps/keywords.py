@@ -88,7 +88,8 @@ def _as_objects(name: str, sig: inspect.Signature, args: tuple, kw: dict, old: l
         if target is None:
             raise TypeError(f"{name}() got an unexpected keyword argument {next(k for k in old if k in AG_KEYWORDS)!r}")
         if kw.get(target) is not None:
-            raise UsageError(f"{name}(): {target}= and the AllGather keywords are the same options; pass {target}= only")
+            raise UsageError(f"{name}(): {target}= and the AllGather keywords are the same options;"
+                             f" pass {target}= only")
         kw[target] = AllGatherOptions(group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (),
                                     local_copy=ag_kw.get("local_copy"))
     return kw
