@@ -37,8 +37,17 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     rank, local_step, phase, bs, start_ns, end_ns. Returns the tables collectives, per_collective, steps, by_step."""
     key = ["step", "kind", "seq"]
     c = coll[coll.groupby(key)["rank"].transform("size") >= 2]  # an instance seen on one rank says nothing
-    c = c.sort_values(["step", "kind", "seq", "start_ns", "rank"], kind="stable").reset_index(drop=True)
-    gid = c.groupby(key, sort=False).ngroup().to_numpy()
+    # kinds as small codes (the names only where a row is written): no Python string per row, light group keys
+    kcode, knames = pd.factorize(c["kind"], sort=True)
+    kcode = kcode.astype(np.int16)
+    order = np.lexsort((c["rank"].to_numpy(np.int64), c["start_ns"].to_numpy(np.int64), c["seq"].to_numpy(np.int64),
+                        kcode, c["step"].to_numpy(np.int64)))
+    c = c.iloc[order].reset_index(drop=True)
+    kcode = kcode[order]
+    step_a, seq_a = c["step"].to_numpy(np.int64), c["seq"].to_numpy(np.int64)
+    newg = np.r_[True, (step_a[1:] != step_a[:-1]) | (kcode[1:] != kcode[:-1]) | (seq_a[1:] != seq_a[:-1])] \
+        if len(c) else np.zeros(0, bool)
+    gid = np.cumsum(newg) - 1
     n_g = int(gid.max()) + 1 if len(gid) else 0
     first = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if len(gid) else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, len(gid)])
@@ -63,34 +72,50 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     inst = c.loc[first, key].reset_index(drop=True)
     last_rank = rk[last_i]
     # each row's rank-step: its batch and phase (from the step marker), and the work it did before arriving
-    sk = steps[["rank", "step", "bs", "phase"]].drop_duplicates(["rank", "step"])
-    rs = c[["rank", "step"]].merge(sk, on=["rank", "step"], how="left")
-    bs = pd.to_numeric(rs["bs"], errors="coerce").to_numpy(np.float64)
-    phase = rs["phase"].to_numpy(object)
-    kind = c["kind"].to_numpy(object)
+    bs, phase_at = _rank_step_lookup(steps, rk, step_a)
+    kind = knames.to_numpy(object)  # a code's name: kind[kcode[i]]
     work = c["work_ns"].to_numpy(np.int64).copy()
     for k, (col, _) in WORK_BEFORE.items():
-        m = kind == k
+        m = kcode == (knames.get_loc(k) if k in knames else -1)
         work[m] = c[col].to_numpy(np.int64)[m]
     med_work = group_lower_median(gid, work, n_g)
     med_bs = group_lower_median(gid, bs, n_g)
     causes = np.full(n_g, None, dtype=object)
     for j in np.flatnonzero(~tie):  # a sentence per clear instance; numpy scalars only
         i = last_i[j]
-        causes[j] = _cause(kind[i], work[i], med_work[j], bs[i], med_bs[j], phase[i])
+        causes[j] = _cause(kind[kcode[i]], work[i], med_work[j], bs[i], med_bs[j], phase_at(i))
     per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
                       spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
                       cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
                       cause=pd.array(causes, dtype=object))
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
-    colls = c.assign(wait_ns=wait, transfer_ns=transfer)[COLLECTIVE_COLS]
-    colls = colls.sort_values(["step", "kind", "seq", "rank"], kind="stable").reset_index(drop=True)
+    out = np.lexsort((rk, seq_a, kcode, step_a))  # by instance then rank
+    colls = pd.DataFrame({"step": step_a[out], "kind": c["kind"].iloc[out].reset_index(drop=True),
+                          "seq": seq_a[out], "rank": rk[out], "start_ns": s[out], "end_ns": e[out],
+                          "wait_ns": wait[out], "transfer_ns": transfer[out]})[COLLECTIVE_COLS]
     wsum = colls.groupby(["step", "rank"])["wait_ns"].sum()
     st = _rank_steps(steps, wsum)
     imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
     return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st,
             "by_step": _by_step(imb, st, per, wsum), "imbalance": imb}
+
+
+def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray):
+    """(bs per row as float, NaN where unknown; phase of row i as a function) of the rank-steps ``(rank, step)``:
+    one integer key per rank-step, looked up by binary search (no merge of the whole table)."""
+    sk = steps[["rank", "step", "bs", "phase"]].drop_duplicates(["rank", "step"])
+    span = int(max(int(sk["step"].max()) if len(sk) else 0, int(step.max()) if len(step) else 0)) + 2
+    keys = sk["rank"].to_numpy(np.int64) * span + (sk["step"].to_numpy(np.int64) + 1)
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    want = rank.astype(np.int64) * span + (step.astype(np.int64) + 1)
+    pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
+    hit = (keys[pos] == want) if len(keys) else np.zeros(len(want), bool)
+    sbs = pd.to_numeric(sk["bs"], errors="coerce").to_numpy(np.float64)[order] if len(sk) else np.zeros(0)
+    bs = np.where(hit, sbs[pos] if len(sbs) else np.nan, np.nan)
+    sphase = sk["phase"].to_numpy(object)[order] if len(sk) else np.zeros(0, object)
+    return bs, (lambda i: sphase[pos[i]] if hit[i] else None)
 
 
 def _rank_steps(steps: pd.DataFrame, wsum: pd.Series) -> pd.DataFrame:
