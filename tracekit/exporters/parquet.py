@@ -188,7 +188,7 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
     if log is not None:
         tables.update(_ledger_tables(log, warnings))
-    params = {"annotation": ann.name if ann else None, "ag": ag, "group_size": kw["group_size"],
+    params = {"annotation": ann.ref if ann else None, "ag": ag, "group_size": kw["group_size"],
               "sizes": kw["sizes"], "local_copy": kw["local_copy_pattern"], **step_params(steps)}
     return ExportTables(trace=trace, annotation=ann.name if ann else None, params=params, tables=tables,
                         main_stream=main, warnings=warnings)

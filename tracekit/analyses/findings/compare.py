@@ -284,8 +284,8 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     for c in ("grid_a", "grid_b", "block_a", "block_b"):
         ops_out[c] = ops_out[c].map(lambda v: None if v is None else ",".join(map(str, v)))
     return Result(command="findings", inputs=[trace_input(a), trace_input(b)],
-                  params={"compare": [a.path, b.path], "annotation": ann_a.name if ann_a else None,
-                          "annotation_b": ann_b.name if ann_b else None, "min_ms": min_ms, "min_pct": min_pct,
+                  params={"compare": [a.path, b.path], "annotation": ann_a.ref if ann_a else None,
+                          "annotation_b": ann_b.ref if ann_b else None, "min_ms": min_ms, "min_pct": min_pct,
                           "bs_a": bs_a, "bs_b": bs_b,
                           **{f"a_{k}": v for k, v in step_params(sa).items()}},
                   summary=summary,

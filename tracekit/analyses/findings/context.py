@@ -2,6 +2,7 @@
 profile, the launch log and the options, resolved once by :func:`.of_trace.findings`)."""
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +30,7 @@ class Context:
     cache: dict = field(default_factory=dict)  # what several sources share, computed once (the kernel arrays)
 
     def words(self, kind: str, **values) -> dict[str, str]:
-        return words(kind, trace=self.trace.path, ann_opt=f" -a {self.ann.name}" if self.ann is not None else "",
+        return words(kind, trace=self.trace.path, ann_opt=f" -a {shlex.quote(self.ann.ref)}" if self.ann is not None else "",
                      log=getattr(self.log, "path", "LOG"), **values)
 
 

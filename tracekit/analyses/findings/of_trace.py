@@ -110,7 +110,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
         warnings.append(f"{trace.path}: the step health checks failed for some steps (tracekit steps); the gains are"
                         " medians over steps that may be under-recorded")
     return Result(command="findings", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
-                  params={"annotation": ann.name if ann else None, "hw": profile.name if profile else None,
+                  params={"annotation": ann.ref if ann else None, "hw": profile.name if profile else None,
                           "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.ag.group_size,
                           "sizes": ctx.ag.size_map},
                   summary=summary,

@@ -84,7 +84,7 @@ def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwarePro
                "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
                "median_wall_ns": median_ns(walls)}
     return Result(command="hbm", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
+                  params={"annotation": ann.ref, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
                           "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
                   summary=summary, tables={"per_row": per_row, "per_step": per_step}, warnings=warnings)
 

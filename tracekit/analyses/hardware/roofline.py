@@ -203,7 +203,7 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
                "memory_bound": int((per_tag["bound"] == "memory").sum()),
                "compute_bound": int((per_tag["bound"] == "compute").sum()), **stats}
     return Result(command="roofline", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
+                  params={"annotation": ann.ref, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
                           "vars": dict(variables or {}), **step_params(st)},
                   summary=summary, tables={"per_tag": per_tag, "per_kernel": per_kernel}, warnings=warnings)
 

@@ -399,7 +399,7 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
         "occupancy": occupancy,
     }
     return Result(command="waves", inputs=[trace_input(trace)],
-                  params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.name if ann else None,
+                  params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.ref if ann else None,
                           "ctas_per_sm": ctas_per_sm, "min_waves": min_waves, "top": top, **step_params(st)},
                   summary=summary,
                   tables={"per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),

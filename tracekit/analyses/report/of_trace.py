@@ -89,7 +89,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
                                            exposed=ex.tables["intervals"] if ex is not None else None,
                                            categories=categories)
     inputs = [trace_input(trace)] + ([{"path": log.path}] if log is not None else [])
-    params = {"annotation": ann.name if ann else None, "log": log.path if log is not None else None,
+    params = {"annotation": ann.ref if ann else None, "log": log.path if log is not None else None,
               **step_params(st), "group_size": agopts["group_size"], "sizes": agopts["sizes"]}
     if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
         from .ranks import add_ranks

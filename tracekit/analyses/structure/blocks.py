@@ -49,7 +49,7 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=N
         "untyped_blocks": int((b["block_type"] == "untyped").sum()),
     }
     return Result(command="blocks", inputs=[trace_input(trace)],
-                  params={"annotation": ann.name, **step_params(st)},
+                  params={"annotation": ann.ref, **step_params(st)},
                   summary=summary,
                   tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
                           "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
