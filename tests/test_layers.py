@@ -267,3 +267,19 @@ def test_every_package_is_installed():
     assert found - listed == set(), "add to [tool.setuptools] packages"
     stale = {p for p in listed - found if p != "tracekit.annotations"}  # that one is mapped from annotations/
     assert stale == set(), "remove from [tool.setuptools] packages"
+
+
+def test_modules_and_functions_a_newcomer_can_read():
+    """Issue 27: no module of tracekit over 500 lines, no function over 80 (a module that grows splits by job)."""
+    import ast
+
+    long_modules, long_functions = [], []
+    for path in sorted(PKG.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        rel = path.relative_to(PKG.parent)
+        if len(text.splitlines()) > 500:
+            long_modules.append(f"{rel} ({len(text.splitlines())} lines)")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
+                long_functions.append(f"{rel}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long_modules and not long_functions, (long_modules, long_functions)
