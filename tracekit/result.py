@@ -58,7 +58,7 @@ class Result:
     def to_json(self, *, indent: int | None = 2) -> str:
         """The ``--format json`` document as text — with the default ``indent`` byte for byte what the CLI
         prints (ending in a newline). ``json.loads(r.to_json()) == r.to_dict()``."""
-        return encode_json(to_json_obj(self), indent)
+        return "".join(iter_json(self, indent))
 
     def frames(self) -> dict[str, pd.DataFrame]:
         """``{"summary": one-row frame, **tables}`` — copies, so editing them leaves the Result as it was.
@@ -228,12 +228,12 @@ JSON_CHUNK_ROWS = 20_000  # rows of a table turned into Python objects at a time
 
 
 def iter_json(result: Result, indent: int | None = 2, *, chunk_rows: int | None = None):
-    """The ``--format json`` document in pieces, joined byte for byte :meth:`Result.to_json`'s text: the envelope,
+    """The ``--format json`` document in pieces, joined :meth:`Result.to_json`'s text (made by it): the envelope,
     then each table ``chunk_rows`` rows at a time, so that a table of 10^6 rows never stands as 10^6 Python dicts
     (a 16-rank imbalance's 365,024 collectives made its parent peak at 732 MB while writing an 88 MB document)."""
     chunk_rows = chunk_rows or JSON_CHUNK_ROWS
     if indent not in (None, 2) or not any(len(df) > chunk_rows for df in result.tables.values()):
-        yield result.to_json(indent=indent)
+        yield encode_json(to_json_obj(result), indent)  # small tables: the document in one piece
         return
     token = os.urandom(8).hex()  # no name in a trace can hold it by chance or on purpose
     marks = {name: f"\x00tracekit-table-{token}-{i}\x00" for i, name in enumerate(result.tables)}
@@ -251,7 +251,7 @@ def iter_json(result: Result, indent: int | None = 2, *, chunk_rows: int | None 
 
 def _table_json(df: pd.DataFrame, indent: int | None, pad: str, chunk_rows: int):
     """One table as its JSON list, in the layout the whole document gives it."""
-    if not len(df):
+    if not len(df) or not len(df.columns):  # no rows (table_rows gives none without columns either)
         yield "[]"
         return
     yield "[" if indent is None else "[\n"

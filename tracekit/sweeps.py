@@ -100,7 +100,7 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
         raise UsageError("analyze(steps=…) takes StepOptions (each point finds its own steps), not"
                          f" {type(steps).__name__}")
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
-    opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=ag or AllGatherOptions())
+    opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=AllGatherOptions.of(ag))
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
     dropped = [(ref, res) for ref, res in zip(refs, results) if "dropped" in res]
     kept = [(ref, res) for ref, res in zip(refs, results) if "dropped" not in res]

@@ -49,3 +49,10 @@ def test_the_cli_streams_the_same_bytes(cli, tmp_path, monkeypatch):
     assert code == 0, err
     sidecars = [p for p in (tmp_path / "page").iterdir() if p.suffix == ".json"]
     assert len(sidecars) == 1 and sidecars[0].read_text(encoding="utf-8") == api
+
+
+def test_a_table_with_rows_but_no_columns_is_an_empty_list():
+    r = Result(command="kernels", inputs=[], params={}, summary={},
+               tables={"big": pd.DataFrame(index=range(5)), "a": pd.DataFrame({"x": range(5)})})
+    text = "".join(iter_json(r, 2, chunk_rows=2))
+    assert text == r.to_json() and '"big": []' in text

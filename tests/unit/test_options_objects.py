@@ -11,6 +11,11 @@ from tracekit.analyses.steps.keywords import options_as_objects
 from tracekit.analyses.steps.model import StepOptions, step_options
 from tracekit.errors import UsageError
 
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE_TRACE = REPO / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
+
 
 def test_allgather_options_normalise_and_hash():
     a = AllGatherOptions(group_size=8, sizes={"KDA": 1, "MLA": 2})
@@ -101,3 +106,26 @@ def test_with_annotation_is_the_old_merge():
         merged = AllGatherOptions(**kw).with_annotation("k3_dp16")
         assert merged.as_keywords() == allgather_options("k3_dp16", **kw)
     assert AllGatherOptions(group_size=4).with_annotation(None) == AllGatherOptions(group_size=4)
+
+
+@pytest.mark.parametrize("bad", ["ptop", {"group_size": 8}, 8])
+def test_ag_of_another_type_is_one_sentence(bad):
+    """ag= is an AllGatherOptions for the analyses (wall's and the exports' ag='ptop' is another option)."""
+    with pytest.raises(UsageError, match="AllGatherOptions"):
+        AllGatherOptions.of(bad)
+    t = tracekit.load(SAMPLE_TRACE, cache=False)
+    with pytest.raises(UsageError):
+        tracekit.exposure(t, "k3_dp16", ag=bad)
+
+
+def test_an_annotations_bad_size_is_named_in_the_annotation(tmp_path):
+    import json as _json
+
+    from tracekit.errors import DataFileError
+
+    doc = _json.loads((REPO / "annotations" / "k3_dp16.json").read_text())
+    doc["allgather"]["sizes"]["KDA"] = 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(_json.dumps(doc))
+    with pytest.raises(DataFileError, match=r"\$\.allgather\.sizes\.KDA"):
+        tracekit.load_annotation(str(bad))

@@ -72,6 +72,17 @@ class AllGatherOptions:
         if self.local_copy is not None and not isinstance(self.local_copy, str):
             raise UsageError(f"local_copy= is a regular expression (a string), not {type(self.local_copy).__name__}")
 
+    @classmethod
+    def of(cls, ag) -> "AllGatherOptions":
+        """``ag=`` as an analysis takes it: None (the annotation's, else the defaults) or an AllGatherOptions; anything
+        else is one sentence (``ag="ptop"`` is ``tracekit wall``'s and the exports' other ``ag=``)."""
+        if ag is None:
+            return cls()
+        if isinstance(ag, cls):
+            return ag
+        raise UsageError(f"ag= takes an AllGatherOptions (group_size, sizes, local_copy) or None, not {ag!r}; "
+                         "ag='ptop' / 'ptop+local' (which copies count) belongs to wall and the exports")
+
     @property
     def size_map(self) -> dict[str, int]:
         """``sizes`` as a dict."""

@@ -197,6 +197,10 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
         raise DataFileError(f"{src}: $.main_stream must be \"auto\" or a stream number")
     if ann.allgather.group_size is not None and ann.allgather.group_size < 2:
         raise DataFileError(f"{src}: $.allgather.group_size must be at least 2")
+    for name, size in ann.allgather.sizes.items():
+        if not str(name).strip() or "=" in str(name) or size <= 0:
+            raise DataFileError(f"{src}: $.allgather.sizes.{name} must name a type (no '=') and give its full size as"
+                                f" a positive number of bytes, not {size!r}")
 
 
 def _validate_type_rule(r: TypeRule, where: str) -> None:

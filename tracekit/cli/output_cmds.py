@@ -245,7 +245,8 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
     gpu = ev[(ev["step"] == chosen) & ev["kind"].isin(("kernel", "memcpy", "memset"))]
     lanes = (gpu.groupby(["device", "stream"]).agg(events=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
              .reset_index())
-    _output(_plot_result("timeline", [t], lanes, saved, {"step": step, "annotation": ex.annotation}, ex.warnings,
+    _output(_plot_result("timeline", [t], lanes, saved, {"step": step, "annotation": ex.params.get("annotation")},
+                         ex.warnings,
                          step=chosen), format, None, table)
 
 

@@ -38,7 +38,7 @@ def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag:
     main = main_stream
     if main is None and ann is not None and isinstance(ann.main_stream, int):
         main = ann.main_stream
-    local_copy_pattern = (ag or AllGatherOptions()).with_annotation(ann).local_copy
+    local_copy_pattern = AllGatherOptions.of(ag).with_annotation(ann).local_copy
     ev = trace.events
     warnings = list(trace.report.warnings)
     dev_main, st_main = find_main_stream(ev, main)

@@ -73,7 +73,7 @@ def segment_allgathers(trace: Trace, *, ag: AllGatherOptions | None = None, step
     ``ag``: the :class:`AllGatherOptions` as they are (no annotation: a command merges its annotation's first,
     :func:`segment_for_command`); ``steps``: StepOptions, Steps or a table (:func:`get_steps`).
     """
-    opts = ag or AllGatherOptions()
+    opts = AllGatherOptions.of(ag)
     group_size, sizes, local_copy_pattern = opts.group_size, opts.size_map, opts.local_copy
     ev = trace.events
     pattern = (bounded(local_copy_pattern, "--local-copy (the local-copy kernel pattern)") if local_copy_pattern
@@ -224,7 +224,7 @@ def segment_for_command(trace: Trace, ann, *, ag: AllGatherOptions | None, steps
     (:meth:`AllGatherOptions.with_annotation`), the steps under its step options, then the AllGathers (segmented
     once for both); with the merged options as the keywords the result's ``params`` record."""
     ann = as_annotation(ann)
-    opts = (ag or AllGatherOptions()).with_annotation(ann)
+    opts = AllGatherOptions.of(ag).with_annotation(ann)
     st = get_steps(trace, steps, ann=ann)
     return segment_allgathers(trace, ag=opts, steps=st), opts.as_keywords()
 

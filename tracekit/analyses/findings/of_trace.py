@@ -97,7 +97,7 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     step_ns = float(median_ns(wall)) if wall.size else 0.0
     profile = hw if isinstance(hw, HardwareProfile) else _profile(hw, trace)
     ctx = Context(trace=trace, ann=ann, steps=st, step_ns=step_ns, hw=profile, log=log, bs=bs,
-                  ag=(ag or AllGatherOptions()).with_annotation(ann), sms=sms)
+                  ag=AllGatherOptions.of(ag).with_annotation(ann), sms=sms)
     srcs = list(SOURCES)
     if log is not None:
         from .memory import MEMORY_SOURCES

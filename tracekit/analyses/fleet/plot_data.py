@@ -119,7 +119,7 @@ def exposure_points(inputs: list[PlotInput], *, steps=None, ag: AllGatherOptions
     for inp in inputs:
         st = _steps(inp, steps)
         step = median_step(st.table)
-        res = exposure(inp.trace, ag=(ag or AllGatherOptions()).with_annotation(inp.annotation), steps=st)
+        res = exposure(inp.trace, ag=AllGatherOptions.of(ag).with_annotation(inp.annotation), steps=st)
         pst = res.tables["per_step_type"]
         for r in pst[pst["step"] == step].itertuples(index=False):
             rows.append({**_base_row(inp, step), "type": str(r.type), "exposed_ns": int(r.exposed_ns)})

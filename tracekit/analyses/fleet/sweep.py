@@ -87,7 +87,7 @@ def per_trace(trace, *, ann=None, steps=None, ag: AllGatherOptions | None = None
     out["allgather"] = pd.DataFrame(columns=["step", "type", "count", "received_bytes", "full_bytes", "busy_ns"])
     out["exposure"] = pd.DataFrame(columns=["step", "type", "exposed_ns"])
     if ptop.any():
-        merged = (ag or AllGatherOptions()).with_annotation(ann)
+        merged = AllGatherOptions.of(ag).with_annotation(ann)
         out["allgather"] = allgather_result(trace, ag=merged, steps=steps).tables["per_step_type"]
         out["exposure"] = exposure(trace, ag=merged, steps=steps).tables["per_step_type"]
     return out

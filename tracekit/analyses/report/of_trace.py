@@ -56,7 +56,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
         part, (block_spans, block_lane) = _block_part(trace, ann, st, categories)
     else:  # any model: the automatic layers name what the step is made of
         part, (block_spans, block_lane) = _layer_part(trace, st, categories)
-    ag = (ag or AllGatherOptions()).with_annotation(ann)
+    ag = AllGatherOptions.of(ag).with_annotation(ann)
     agopts = ag.as_keywords()
     ex = None
     if (trace.events["copy_kind"] == "PtoP").any():

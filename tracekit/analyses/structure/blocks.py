@@ -120,7 +120,7 @@ def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *,
             summary[f"{label}_mean_ns"] = float(part["dur_ns"].mean()) if len(part) else None
     return Result(command="stats", inputs=[trace_input(trace)],
                   params={"select": select_expr, "overlap_with": overlap_with, "by": by,
-                          "annotation": ann.name if ann else None,
+                          "annotation": ann.ref if ann else None,
                           "categories": str(categories) if categories is not None else None},
                   summary=summary, tables=tables, warnings=warnings)
 
