@@ -259,7 +259,7 @@ def _table_json(df: pd.DataFrame, indent: int | None, pad: str, chunk_rows: int)
         part = encode_json(table_rows(df.iloc[start:start + chunk_rows]), indent).rstrip("\n")
         inner = part[1:-1].strip("\n")  # the rows without the list's brackets
         if indent is not None:
-            inner = "\n".join(pad + line for line in inner.split("\n"))
+            inner = pad + inner.replace("\n", "\n" + pad)  # every line padded (a JSON string holds no raw newline)
         yield ("" if start == 0 else ("," if indent is None else ",\n")) + inner
     yield "]" if indent is None else "\n" + pad + "]"
 
