@@ -377,17 +377,19 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     st = get_steps(trace, steps, ann=ann)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
-    df = pd.DataFrame({"name": uniq[inv], "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas, "capacity": cap,
-                       "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost, "ctas_per_sm": cps,
-                       "limited_by": limited, "ctas_per_sm_from": cps_from,
-                       "lost_in_step": np.where(step >= 0, lost, 0)})
-    keep = df["waves"] >= min_waves
+    keep = waves >= min_waves
     excluded = int((~keep).sum())
-    df = df[keep]
-    if df.empty:
+    if not keep.any():
         raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
+    # the name as its index into the sorted distinct names (same order, same groups): no string column per kernel
+    df = pd.DataFrame({"name": inv[keep], "grid_x": gx[keep], "grid_y": gy[keep], "grid_z": gz[keep],
+                       "ctas": ctas[keep], "capacity": cap[keep], "waves": waves[keep], "eff": eff[keep],
+                       "dur_ns": dur[keep], "lost_ns": lost[keep], "ctas_per_sm": cps[keep],
+                       "limited_by": limited[keep], "ctas_per_sm_from": cps_from[keep],
+                       "lost_in_step": np.where(step >= 0, lost, 0)[keep]}, copy=False)
     per_grid = _per_grid(df)
     per_kernel = _per_kernel(df, per_grid, n_steps)
+    per_grid["name"], per_kernel["name"] = uniq[per_grid["name"].to_numpy()], uniq[per_kernel["name"].to_numpy()]
     shown = per_kernel if top is None else per_kernel.head(top)
     lost_steps = int(df["lost_in_step"].sum())
     summary = {
