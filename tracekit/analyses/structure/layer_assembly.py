@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layer_align import _align_suffix, _budget, _cost_floor, _edit, _edit_floor
-from .layer_context import _Ctx, _Seq
+from .layer_context import _Ctx, _Flat, _Seq
 
 MIN_RUN_LAYERS = 2  # a run of fewer layers is not a stack of layers
 K_MAX = 16  # at most this many segments per layer
 EMBEDDING_FAMILY = "embedding"
+HASH_LENGTH = 0xD6E8FEB86659FD93  # a segment's length enters its hash times this (odd) constant
 
 
 @dataclass
@@ -107,19 +108,42 @@ class _Segs:
 
 def _segments(ctx: _Ctx, token: int) -> _Segs:
     """Every step cut at each occurrence of the token (and at its own ends), and each segment labelled by its exact
-    sequence of kernel names: label ids in order of first appearance (a dict of the segments' code bytes)."""
+    sequence of kernel names: label ids in order of first appearance (_labels)."""
     fl = ctx.flat
     bounds = np.union1d(fl.lo, fl.positions(token))
     a, b = bounds[:-1], bounds[1:]
     step = np.searchsorted(fl.lo, a, side="right") - 1
-    labels: dict[bytes, int] = {}
-    raw, size = fl.raw, fl.codes.itemsize
-    ids = np.fromiter((labels.setdefault(raw[x * size:y * size], len(labels))
-                       for x, y in zip(a.tolist(), b.tolist())), dtype=np.int64, count=a.size)
+    ids, n_labels = _labels(fl, a, b)
     # a label recurs when it occurs at least twice in the step
-    n_lab = max(len(labels), 1)
+    n_lab = max(n_labels, 1)
     _, inv, counts = np.unique(step * n_lab + ids, return_inverse=True, return_counts=True)
-    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, len(labels))
+    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, n_labels)
+
+
+def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
+    """Label ids 0.. in order of first appearance of the segments a:b (which tile fl.codes), equal ids for equal
+    name sequences: grouped by a hash of the codes and the length, then every segment compared kernel by kernel with
+    its group's first (one array pass); a hash collision (never seen) falls back to a dict of the code bytes."""
+    if not a.size:
+        return np.zeros(0, np.int64), 0
+    size = (b - a).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first)] = np.arange(first.size, dtype=np.int64)
+    inv = inv.reshape(-1)
+    ids = rank[inv]
+    if np.array_equal(size[first][inv], size):
+        same = np.repeat(a[first][inv] - a, b - a)  # each kernel -> its counterpart in its group's first segment
+        same += np.arange(int(a[0]), int(b[-1]), dtype=np.int64)
+        if np.array_equal(fl.codes[same], fl.codes[int(a[0]):int(b[-1])]):
+            return ids, int(first.size)
+    labels: dict[bytes, int] = {}
+    raw, width = fl.raw, fl.codes.itemsize
+    ids = np.fromiter((labels.setdefault(raw[x * width:y * width], len(labels))
+                       for x, y in zip(a.tolist(), b.tolist())), dtype=np.int64, count=a.size)
+    return ids, len(labels)
 
 
 def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:

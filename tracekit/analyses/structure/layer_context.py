@@ -14,6 +14,7 @@ from ..categories import resolve_categories, trace_categories
 from ..steps.resolve import Steps
 
 COMM_FAMILY = "comm"
+HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
 
 
 @dataclass
@@ -43,6 +44,9 @@ class _Flat:
     mixer_cumsum: np.ndarray
     by_code: np.ndarray  # positions sorted by name code (stable: in order within a code)
     code_lo: np.ndarray  # by_code[code_lo[c]:code_lo[c + 1]] are the positions of code c
+    # a polynomial hash of every run of codes (mod 2**64): the hash of codes[a:b] is (h_pre[b] - h_pre[a]) * h_pow[a]
+    h_pre: np.ndarray = None  # uint64, n + 1: running sum of (code + 1) * HASH_BASE**-i
+    h_pow: np.ndarray = None  # uint64, n + 1: HASH_BASE**i
 
     def positions(self, code: int) -> np.ndarray:
         return self.by_code[self.code_lo[code]:self.code_lo[code + 1]]
@@ -123,4 +127,18 @@ def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
     mixer_cumsum = np.concatenate([[0], np.cumsum(np.where(mixer_code[codes], durs, 0), dtype=np.int64)])
     by_code = np.argsort(codes, kind="stable")
     code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
-    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo)
+    h_pre, h_pow = _prefix_hash(codes)
+    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo, h_pre, h_pow)
+
+
+def _prefix_hash(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The running sums that hash any slice of ``codes`` in O(1) (_Flat.h_pre, h_pow), in uint64 arithmetic that
+    wraps mod 2**64 (numpy's integer arrays wrap silently)."""
+    n = codes.size
+    one = np.ones(1, np.uint64)
+    h_pow = np.cumprod(np.concatenate([one, np.full(n, HASH_BASE, np.uint64)]), dtype=np.uint64)
+    inv = np.cumprod(np.concatenate([one, np.full(max(n - 1, 0), pow(HASH_BASE, -1, 1 << 64), np.uint64)]),
+                     dtype=np.uint64)
+    terms = (codes.astype(np.uint64) + np.uint64(1)) * inv[:n]
+    h_pre = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+    return h_pre, h_pow
