@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import intervals
-from ...events import gpu_mask
+from ... import intervals, schema
+from ...events import gpu_mask, lane_key
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -27,24 +27,58 @@ def same_stream_overlaps(events: pd.DataFrame) -> int:
     return int(overlap_mask(events).sum())
 
 
+def kinds_mask(ev: pd.DataFrame, kinds) -> np.ndarray:
+    """Rows whose kind is one of ``kinds``: the categorical's codes through a per-category table (``isin`` of the
+    categorical costs several times more)."""
+    col = ev["kind"]
+    cats = col.cat.categories
+    lut = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing kind
+    lut[:-1] = np.isin(np.asarray(cats, dtype=object), list(kinds))
+    return lut[col.cat.codes.to_numpy()]
+
+
+def _counted(col: pd.Series, weights: np.ndarray | None = None) -> tuple[pd.Categorical, np.ndarray, np.ndarray]:
+    """Per category present in ``col`` (in category order, missing values left out, as ``groupby(observed=True)``):
+    the category, its row count and the sum of ``weights`` over its rows."""
+    codes = col.cat.codes.to_numpy()
+    ok = codes >= 0
+    n = len(col.cat.categories)
+    count = np.bincount(codes[ok], minlength=n).astype(np.int64)
+    total = np.zeros(n, dtype=np.int64)
+    if weights is not None:  # int64 sums: a float bincount is exact only below 2**53
+        np.add.at(total, codes[ok], weights[ok].astype(np.int64))
+    present = np.flatnonzero(count)
+    return pd.Categorical.from_codes(present, dtype=col.dtype), count[present], total[present]
+
+
+def _span_and_busy(ev: pd.DataFrame, gpu: np.ndarray) -> tuple[int, int, int, int]:
+    """:func:`gpu_span_and_busy` of the GPU rows ``gpu`` (row numbers)."""
+    if gpu.size == 0:
+        return 0, 0, 0, 0
+    s, e = ev["start_ns"].to_numpy()[gpu], ev["end_ns"].to_numpy()[gpu]
+    first, last = int(s.min()), int(e.max())
+    return first, last, last - first, intervals.total(intervals.normalize(s, e))
+
+
 def trace_info(trace: Trace) -> Result:
     """Counts by kind, category, stream, copy kind and communication class, plus ingest losses."""
     ev = trace.events
-    kinds = ev["kind"].value_counts(sort=False)
-    first, last, span, busy = gpu_span_and_busy(ev)
-    gpu = ev[gpu_mask(ev)]
+    gpu = np.flatnonzero(kinds_mask(ev, schema.GPU_ACTIVITY_KINDS))  # row numbers: no copy of the table's rows
+    first, last, span, busy = _span_and_busy(ev, gpu)
     devices = [d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
-
-    by_kind = (ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-               .reset_index())
+    kind_of, kind_n, kind_ns = _counted(ev["kind"], ev["dur_ns"].to_numpy())
+    kinds = dict(zip(kind_of.astype(str).tolist(), kind_n.tolist()))
+    by_kind = pd.DataFrame({"kind": kind_of, "count": kind_n, "total_ns": kind_ns})  # groupby(kind).agg's table
     by_kind["kind"] = by_kind["kind"].astype(str)
-    by_category = (ev.groupby("cat", observed=True).size().rename("count").reset_index()
+    cat_of, cat_n, _ = _counted(ev["cat"])
+    by_category = (pd.DataFrame({"cat": cat_of, "count": cat_n})
                    .sort_values("count", ascending=False, kind="stable"))
     by_category["cat"] = by_category["cat"].astype(str)
 
     by_stream = _by_stream(ev, gpu)
     copy_kinds = _copy_kinds(ev)
-    comm = ev[ev["comm_class"].notna()]
+    comm = ev.loc[ev["comm_class"].notna().to_numpy(),
+                  ["comm_class", "collective", "algo", "protocol", "dur_ns"]]
     comm_kernels = _comm_kernels(comm)
     rep = trace.report
     ingest_rows = [{"what": "records read", "count": rep.records_read},
@@ -74,9 +108,9 @@ def trace_info(trace: Trace) -> Result:
         "memsets": int(kinds.get("memset", 0)),
         "gpu_annotations": int(kinds.get("gpu_annotation", 0)),
         "comm_kernels": int(len(comm)),
-        "streams": int(gpu.groupby(["device", "stream"]).ngroups) if not gpu.empty else 0,
-        "first_gpu_start_ns": first if not gpu.empty else None,
-        "last_gpu_end_ns": last if not gpu.empty else None,
+        "streams": int(np.unique(lane_key(ev)[gpu]).size),
+        "first_gpu_start_ns": first if gpu.size else None,
+        "last_gpu_end_ns": last if gpu.size else None,
         "span_ns": span,
         "gpu_busy_ns": busy,
         "same_stream_overlaps": overlaps,
@@ -96,36 +130,37 @@ def trace_info(trace: Trace) -> Result:
         warnings=warnings,
     )
 
-def _by_stream(ev: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
-    """Per (device, stream): kernels, copies, memsets, GPU annotations and busy time."""
-    lanes = ev[ev["kind"].isin(("kernel", "memcpy", "memset", "gpu_annotation"))]
-    by_stream = pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
-                                      "busy_ns"])
-    if not lanes.empty:
-        counts = pd.crosstab([lanes["device"], lanes["stream"]], lanes["kind"].astype(str))
-        for k in ("kernel", "memcpy", "memset", "gpu_annotation"):
-            if k not in counts:
-                counts[k] = 0
-        busy_by = (gpu.groupby(["device", "stream"])
-                   .apply(lambda g: intervals.total(intervals.normalize(g["start_ns"].to_numpy(),
-                                                                        g["end_ns"].to_numpy())),
-                          include_groups=False)
-                   if not gpu.empty else pd.Series(dtype=np.int64))
-        by_stream = pd.DataFrame({
-            "device": counts.index.get_level_values(0).astype(np.int64),
-            "stream": counts.index.get_level_values(1).astype(np.int64),
-            "kernels": counts["kernel"].to_numpy(np.int64),
-            "memcpys": counts["memcpy"].to_numpy(np.int64),
-            "memsets": counts["memset"].to_numpy(np.int64),
-            "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
-            "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index],
-        })
-    return by_stream
+def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
+    """Per (device, stream): kernels, copies, memsets, GPU annotations and busy time (``gpu``: the GPU activity's
+    row numbers). Arrays of the lane rows only, never a copy of the table's rows."""
+    lane_kinds = ("kernel", "memcpy", "memset", "gpu_annotation")
+    rows = np.flatnonzero(kinds_mask(ev, lane_kinds))
+    if rows.size == 0:
+        return pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
+                                     "busy_ns"])
+    dev_all, st_all = ev["device"].to_numpy(), ev["stream"].to_numpy()
+    key = lane_key(ev)
+    lanes, first, inv = np.unique(key[rows], return_index=True, return_inverse=True)
+    dev, st = dev_all[rows[first]].astype(np.int64), st_all[rows[first]].astype(np.int64)
+    order = np.lexsort((st, dev))  # (device, stream) order, as a crosstab's index
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    n = lanes.size
+    cats = ev["kind"].cat.categories
+    lut = np.array([lane_kinds.index(c) if c in lane_kinds else -1 for c in cats.tolist()], dtype=np.int64)
+    kind_at = lut[ev["kind"].cat.codes.to_numpy()[rows]]
+    counts = np.bincount(rank[inv] * 4 + kind_at, minlength=4 * n).reshape(n, 4)
+    g_lane = rank[np.searchsorted(lanes, key[gpu])] if gpu.size else np.zeros(0, np.int64)
+    s, e = ev["start_ns"].to_numpy()[gpu], ev["end_ns"].to_numpy()[gpu]
+    busy = intervals.measure_by_group(g_lane, s, e, n)
+    return pd.DataFrame({"device": dev[order], "stream": st[order], "kernels": counts[:, 0],
+                         "memcpys": counts[:, 1], "memsets": counts[:, 2], "gpu_annotations": counts[:, 3],
+                         "busy_ns": busy})
 
 
 def _copy_kinds(ev: pd.DataFrame) -> pd.DataFrame:
     """Per copy kind: count, time, bytes (known) and copies of unknown size."""
-    copies = ev[ev["copy_kind"].notna()]
+    copies = ev.loc[ev["copy_kind"].notna().to_numpy(), ["copy_kind", "dur_ns", "bytes"]]
     copy_kinds = (copies.groupby("copy_kind", observed=True)
                   .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
                        bytes_total=("bytes", lambda b: int(b[b >= 0].sum())),
