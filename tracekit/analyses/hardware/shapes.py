@@ -91,6 +91,30 @@ def names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return table[codes]
 
 
+def str_values(codes: np.ndarray, cats: np.ndarray) -> Any:
+    """What ``pd.Series`` infers from ``cats`` gathered at ``codes`` (None at -1), built without a Python string per
+    row: pandas 3 turns an object array of str into an Arrow ``str`` column one string at a time (most of waves' and
+    shapes' time on a large trace), so the column is cast from an Arrow dictionary array instead."""
+    codes = np.asarray(codes, dtype=np.int64)
+    dtype = _str_dtype()
+    if dtype is None or not (codes >= 0).any() or not all(type(c) is str for c in cats.tolist()):
+        table = np.empty(cats.size + 1, dtype=object)
+        table[:-1], table[-1] = cats, None
+        return table[codes]
+    import pyarrow as pa
+
+    d = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
+                                       pa.array(cats.tolist(), type=pa.large_string()))
+    return pd.array(d.cast(pa.large_string()), dtype=dtype)
+
+
+@lru_cache(maxsize=1)
+def _str_dtype():
+    """The dtype pandas infers for an object array of str when it is Arrow-backed (pandas 3), else None."""
+    dtype = pd.Series(np.array(["x"], dtype=object)).dtype
+    return dtype if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" else None
+
+
 def _op_inputs(text: str) -> tuple | None:
     """(Input Dims, Input type, Concrete Inputs) from the ``shapes`` column's JSON text; None unless dims and types
     are lists."""
@@ -113,8 +137,8 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per kernel row of ``trace.events`` (returned first): the row of the launching runtime call (-1: none) and of
     the innermost cpu_op on its thread that holds that call (-1: none)."""
     ev = trace.events
-    kind = ev["kind"].to_numpy()
-    krow = np.flatnonzero(kind == "kernel")
+    kind = ev["kind"]  # compared as a categorical (its codes), not as a column of strings
+    krow = np.flatnonzero((kind == "kernel").to_numpy(dtype=bool))
     corr = ev["correlation"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = ev["end_ns"].to_numpy()
@@ -123,7 +147,7 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
     launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
     oprow = np.full(krow.size, -1, dtype=np.int64)
-    crow = np.flatnonzero(kind == "cpu_op")
+    crow = np.flatnonzero((kind == "cpu_op").to_numpy(dtype=bool))
     has = launch >= 0
     if not crow.size or not has.any():
         return krow, launch, oprow
@@ -430,8 +454,8 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         is_graph = np.array(["GraphLaunch" in str(c) for c in lcats] + [False], dtype=bool)
         graph[has_launch] = is_graph[lcodes]
     has = oprow >= 0
-    op = np.full(n, None, dtype=object)
-    op[has] = names_at(ev, oprow[has])
+    name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))  # the launching op's name (-1: none)
+    op = str_values(np.where(has, name_code, -1), name_cats)
     tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
                         "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
                         "m": np.nan, "n": np.nan, "k": np.nan, "graph": graph})
@@ -456,7 +480,6 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         carries = np.zeros(n, dtype=bool)
         carries[carrier.to_numpy()] = True
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
-        name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
         upair, inv = np.unique(pair, return_inverse=True)
