@@ -1,0 +1,74 @@
+"""Issue 30: steps, info, timeline and communication at ingest speed — each runs once per trace and options, and
+the vectorised versions give the tables the per-group pandas versions gave (pinned here against those)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tracekit
+from tracekit import intervals
+from tracekit.analyses.comm import communication as C
+from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.time.info import trace_info
+from tracekit.events import gpu_mask
+
+DP16 = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
+
+
+@pytest.mark.slow  # a whole report: the slow tier (issue 27)
+def test_report_computes_the_communication_once_for_itself_and_its_finding(monkeypatch):
+    tr = tracekit.load(DP16, cache=False)
+    calls = []
+    real = C._communication
+    monkeypatch.setattr(C, "_communication", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = report(tr)
+    assert len(calls) == 1
+    again = C.communication(tr, steps=tracekit.get_steps(tr))
+    assert len(calls) == 1  # the same steps and options: the kept result
+    assert again.tables["per_step"].equals(res.tables["comm"])
+    again.warnings.append("x")
+    again.summary["main_stream"] = -1
+    fresh = C.communication(tr, steps=tracekit.get_steps(tr))
+    assert "x" not in fresh.warnings and fresh.summary["main_stream"] != -1  # each caller gets its own copy
+
+
+def _by_stream_as_before(ev: pd.DataFrame) -> pd.DataFrame:
+    """info's by_stream as it was computed before issue 30 (crosstab and a groupby-apply per stream)."""
+    lanes = ev[ev["kind"].isin(("kernel", "memcpy", "memset", "gpu_annotation"))]
+    gpu = ev[gpu_mask(ev)]
+    counts = pd.crosstab([lanes["device"], lanes["stream"]], lanes["kind"].astype(str))
+    for k in ("kernel", "memcpy", "memset", "gpu_annotation"):
+        if k not in counts:
+            counts[k] = 0
+    busy_by = gpu.groupby(["device", "stream"]).apply(
+        lambda g: intervals.total(intervals.normalize(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())),
+        include_groups=False)
+    return pd.DataFrame({
+        "device": counts.index.get_level_values(0).astype(np.int64),
+        "stream": counts.index.get_level_values(1).astype(np.int64),
+        "kernels": counts["kernel"].to_numpy(np.int64), "memcpys": counts["memcpy"].to_numpy(np.int64),
+        "memsets": counts["memset"].to_numpy(np.int64),
+        "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
+        "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index]})
+
+
+def test_info_tables_are_the_groupby_tables():
+    tr = tracekit.load(DP16, cache=False)
+    ev = tr.events
+    res = trace_info(tr)
+    pd.testing.assert_frame_equal(res.tables["by_stream"], _by_stream_as_before(ev))
+    by_kind = (ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+               .reset_index())
+    by_kind["kind"] = by_kind["kind"].astype(str)
+    pd.testing.assert_frame_equal(res.tables["by_kind"], by_kind)
+    by_cat = (ev.groupby("cat", observed=True).size().rename("count").reset_index()
+              .sort_values("count", ascending=False, kind="stable"))
+    by_cat["cat"] = by_cat["cat"].astype(str)
+    pd.testing.assert_frame_equal(res.tables["by_category"].reset_index(drop=True), by_cat.reset_index(drop=True))
+    gpu = ev[gpu_mask(ev)]
+    assert res.summary["streams"] == gpu.groupby(["device", "stream"]).ngroups > 1
+    assert res.summary["kernels"] == int((ev["kind"] == "kernel").sum()) > 0
+    assert res.tables["by_stream"]["busy_ns"].sum() > 0
