@@ -92,27 +92,18 @@ def names_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 
 def str_values(codes: np.ndarray, cats: np.ndarray) -> Any:
-    """What ``pd.Series`` infers from ``cats`` gathered at ``codes`` (None at -1), built without a Python string per
-    row: pandas 3 turns an object array of str into an Arrow ``str`` column one string at a time (most of waves' and
-    shapes' time on a large trace), so the column is cast from an Arrow dictionary array instead."""
-    codes = np.asarray(codes, dtype=np.int64)
-    dtype = _str_dtype()
+    """``pd.Series(cats at codes, None at -1)``'s values, through Arrow (pandas 3 converts object arrays per string)."""
+    codes, dtype = np.asarray(codes, dtype=np.int64), _STR
     if dtype is None or not (codes >= 0).any() or not all(type(c) is str for c in cats.tolist()):
-        table = np.empty(cats.size + 1, dtype=object)
-        table[:-1], table[-1] = cats, None
-        return table[codes]
+        return np.append(cats.astype(object), None)[codes]
     import pyarrow as pa
-
     d = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
                                        pa.array(cats.tolist(), type=pa.large_string()))
     return pd.array(d.cast(pa.large_string()), dtype=dtype)
 
 
-@lru_cache(maxsize=1)
-def _str_dtype():
-    """The dtype pandas infers for an object array of str when it is Arrow-backed (pandas 3), else None."""
-    dtype = pd.Series(np.array(["x"], dtype=object)).dtype
-    return dtype if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow" else None
+_STR = pd.Series(np.array(["x"], dtype=object)).dtype  # what pandas infers for str: Arrow-backed (pandas 3), or not
+_STR = _STR if isinstance(_STR, pd.StringDtype) and _STR.storage == "pyarrow" else None
 
 
 def _op_inputs(text: str) -> tuple | None:
@@ -319,12 +310,7 @@ def _attention(spec, dims, types, concrete):
 
 
 def _tensors(dims, types):
-    out = []
-    for i in range(min(len(dims), len(types))):
-        t = _tensor(dims, types, i)
-        if t is not None:
-            out.append(t)
-    return out
+    return [t for t in (_tensor(dims, types, i) for i in range(min(len(dims), len(types)))) if t is not None]
 
 
 def _elementwise(spec, dims, types, concrete):
@@ -346,9 +332,8 @@ def _copy(spec, dims, types, concrete):
 
 def _fill(spec, dims, types, concrete):
     dst = _tensor(dims, types, 0)
-    if dst is None:
-        return None
-    return {"flops": None, "bytes": _numel(dst[0]) * dst[2], "dtype": dst[1], "m": None, "n": None, "k": None}
+    return None if dst is None else {"flops": None, "bytes": _numel(dst[0]) * dst[2], "dtype": dst[1], "m": None,
+                                     "n": None, "k": None}
 
 
 def _reduce(spec, dims, types, concrete):
@@ -378,8 +363,7 @@ def _gather(spec, dims, types, concrete):
 def _io(spec, dims, types, concrete):
     """A custom op with declared traffic: the ``read`` args read once, each ``writes`` pair [dtype arg, shape arg]
     written once (the cache of reshape_and_cache is written at the key's rows, not in full)."""
-    nbytes = 0.0
-    first = None
+    nbytes, first = 0.0, None
     for i in spec.get("read", []):
         t = _tensor(dims, types, i)
         if t is None:
