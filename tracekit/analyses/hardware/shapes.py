@@ -6,8 +6,8 @@ Link: kernel --correlation--> runtime launch (:func:`tracekit.events.launch_inde
 launch's thread whose interval holds the launch's start. Innermost is found without a loop over events: per thread the
 ops are sorted by start (outer first on ties); an op's nesting depth is (its rank + 1) minus the ops that ended by its
 start; a launch's depth is the ops started minus the ops ended at its time; the innermost enclosing op is the last op
-started before it at that depth (``merge_asof`` by depth). Ops that do not nest (a malformed thread) are checked: the op
-found must hold the launch, else the kernel has no op.
+started before it at that depth (one sorted search by depth, position). Ops that do not nest (a malformed thread) are
+checked: the op found must hold the launch, else the kernel has no op.
 
 The ops' recorded inputs come from the events table alone: ingest keeps each cpu_op's ``Input Dims``, ``Input type``
 and ``Concrete Inputs`` as one categorical column, ``shapes`` (their JSON text, one category per distinct signature;
@@ -143,40 +143,40 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not crow.size or not has.any():
         return krow, launch, oprow
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    lr = launch[has]
-    q = pd.DataFrame({"pid": pid[lr], "tid": tid[lr], "t": start[lr], "i": np.flatnonzero(has)})
-    ops = pd.DataFrame({"pid": pid[crow], "tid": tid[crow], "s": start[crow], "e": end[crow], "row": crow})
-    found = np.full(krow.size, -1, dtype=np.int64)
-    op_groups = ops.groupby(["pid", "tid"], sort=False).indices
-    for (p, t), qq in q.groupby(["pid", "tid"], sort=False):  # one pass per thread that launches, not per event
-        pos = op_groups.get((p, t))
-        if pos is None:
+    lr, qi = launch[has], np.flatnonzero(has)
+    (cp, up), (ct, ut) = (pd.factorize(np.concatenate([x[lr], x[crow]])) for x in (pid, tid))
+    thread = cp.astype(np.int64) * max(len(ut), 1) + ct  # (pid, tid) as one code, launches first
+    qt, ot = thread[:lr.size], thread[lr.size:]
+    qo, oo = np.argsort(qt, kind="stable"), np.argsort(ot, kind="stable")
+    qs, os_ = qt[qo], ot[oo]
+    for t in np.unique(qt).tolist():  # one pass per thread that launches, not per event
+        oa, oz = np.searchsorted(os_, [t, t + 1])
+        if oa == oz:
             continue
-        oo = ops.iloc[pos]
-        s, e, r = oo["s"].to_numpy(), oo["e"].to_numpy(), oo["row"].to_numpy()
-        order = np.lexsort((-(e - s), s))  # by start, the outer (longer) op first on ties
-        s, e, r = s[order], e[order], r[order]
-        # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
-        s2, e2 = 2 * s, 2 * e + (e == s)
-        ends = np.sort(e2)
-        depth = np.arange(1, s.size + 1) - np.searchsorted(ends, s2, side="right")
-        tq = 2 * qq["t"].to_numpy()
-        started = np.searchsorted(s2, tq, side="right")
-        qdepth = started - np.searchsorted(ends, tq, side="right")
-        ok = qdepth > 0
-        if not ok.any():
-            continue
-        left = pd.DataFrame({"t": tq[ok], "d": qdepth[ok], "i": qq["i"].to_numpy()[ok]}).sort_values("t")
-        right = pd.DataFrame({"t": s2, "d": depth, "k": np.arange(s.size)})
-        m = pd.merge_asof(left, right, on="t", by="d", direction="backward")
-        k = m["k"].to_numpy(dtype=float)
-        good = ~np.isnan(k)
-        kk = k[good].astype(np.int64)
-        ii = m["i"].to_numpy()[good]
-        holds = (s2[kk] <= m["t"].to_numpy()[good]) & (e2[kk] > m["t"].to_numpy()[good])
-        found[ii[holds]] = r[kk[holds]]
-    oprow[:] = found
+        qa, qz = np.searchsorted(qs, [t, t + 1])
+        ops, ii = crow[oo[oa:oz]], qi[qo[qa:qz]]  # the thread's ops in row order, and its launches' kernels
+        got, rows = _innermost(start[ops], end[ops], ops, 2 * start[launch[ii]])
+        oprow[ii[got]] = rows
     return krow, launch, oprow
+
+
+def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of one thread's ops (start, end, row) the innermost holding each (doubled) time ``tq``: (found, their rows)."""
+    order = np.lexsort((-(e - s), s))  # by start, the outer (longer) op first on ties
+    s, e, r = s[order], e[order], r[order]
+    # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
+    s2, e2 = 2 * s, 2 * e + (e == s)
+    ends = np.sort(e2)
+    depth = np.arange(1, s.size + 1) - np.searchsorted(ends, s2, side="right")
+    started = np.searchsorted(s2, tq, side="right")
+    qdepth = started - np.searchsorted(ends, tq, side="right")
+    # the last op started by tq at tq's depth: keys (depth, position) sorted, searched with (depth, started - 1)
+    n = s.size + 1
+    by_depth = np.argsort(depth, kind="stable")
+    j = np.searchsorted(depth[by_depth] * n + by_depth, qdepth * n + (started - 1), side="right") - 1
+    k = by_depth[np.clip(j, 0, None)]
+    holds = (qdepth > 0) & (j >= 0) & (depth[k] == qdepth) & (s2[k] <= tq) & (e2[k] > tq)
+    return holds, r[k[holds]]
 
 
 # ------------------------------------------------------------------------------------------------ models
