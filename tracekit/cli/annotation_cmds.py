@@ -141,10 +141,8 @@ def report_cmd(trace: RunArg = None, annotation: AnnotationOpt = None, categorie
     bundled sample and its annotation. TRACE may be the ranks of one run (their directory, or two or more files): then the report of
     the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
     batch, every rank's clock offset and waits (tracekit imbalance)."""
-    from ..analyses.report.of_trace import report
-    from ..ingest.sglang_log import read_log
-
     from .findings_cmds import one_trace_or_run, run_of_ranks_report
+    from .reuse import reused_or_run
 
     trace, run = one_trace_or_run(trace)
     ranks = run_of_ranks_report(run, step_name, min_step_ms, step_source, steps_file, no_cache) \
@@ -152,9 +150,19 @@ def report_cmd(trace: RunArg = None, annotation: AnnotationOpt = None, categorie
     if ranks is not None:
         trace = ranks[0]
     ann = annotation_for(trace, annotation)
-    res = report(_load(trace, no_cache, cache_dir), ann,
-                 steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-                 ag=ag_opts(group_size, ag_size, local_copy),
-                 categories=categories, log=read_log(log) if log is not None else None,
-                 ranks=ranks[1] if ranks is not None else None)
+    steps, ag = step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file), ag_opts(group_size, ag_size, local_copy)
+
+    def compute():
+        from ..analyses.report.of_trace import report
+        from ..ingest.sglang_log import read_log
+
+        return report(_load(trace, no_cache, cache_dir), ann, steps=steps, ag=ag, categories=categories,
+                      log=read_log(log) if log is not None else None, ranks=ranks[1] if ranks is not None else None)
+
+    if ranks is not None:
+        res = compute()
+    else:
+        res = reused_or_run("report", trace, options={"steps": steps, "ag": ag}, ann=ann,
+                            files={"categories": categories, "log": log, "steps_file": steps.steps_file},
+                            no_cache=no_cache, cache_dir=cache_dir, compute=compute)
     _output(res, format, out, table)

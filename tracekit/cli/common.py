@@ -59,7 +59,8 @@ OutOpt = Annotated[Optional[Path], typer.Option(
                         " (x.csv) is one file (the first table, or --table); a name without one is a folder"
                         " (created) with one file per table.")]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of traces already read.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache (of traces already"
+                                                                " read, and of report and findings results).")]
 CacheDirOpt = Annotated[Optional[Path], typer.Option(
     "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
 
@@ -239,9 +240,9 @@ def load(*args, **kwargs):
     return load_trace(*args, **kwargs)
 
 
-def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
-    import time
-
+def checked_input(trace: Optional[Path]) -> tuple[Path, Path]:
+    """(the path as given, the trace file it names): a FIFO, socket or device is refused in one sentence, and the
+    file is guarded (no output of this run may replace it)."""
     path = trace if trace is not None else bundled_sample()
     _state["reading"] = path
     if path.exists() and not path.is_file() and not path.is_dir():
@@ -250,10 +251,19 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
         raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
                          " file; save it to one first")
     from ..ingest import resolve_trace_path
-    from ..ingest.compression import HEAD_BYTES, is_compressed
     from ..render.files import protect
 
-    protect(resolve_trace_path(path), "the trace it reads")  # a directory's trace file: no output may replace it
+    source = resolve_trace_path(path)
+    protect(source, "the trace it reads")  # a directory's trace file: no output may replace it
+    return path, source
+
+
+def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
+    import time
+
+    from ..ingest.compression import HEAD_BYTES, is_compressed
+
+    path, _ = checked_input(trace)
     t0 = time.perf_counter()
     size = path.stat().st_size if path.is_file() else 0
     if show_progress() and size:

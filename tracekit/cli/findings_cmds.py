@@ -85,12 +85,12 @@ def findings_cmd(trace: RunArg = None, annotation: AnnotationOpt = None,
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
     the command that shows it, and what to try. TRACE may be the ranks of one run (their directory, or two or more files): then what DP
     imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
-    from ..analyses.findings.of_trace import findings
-    from ..hardware import load_profile
-    from ..ingest.launch_script import launch_config
-    from ..ingest.sglang_log import read_log
+    from .reuse import reused_or_run
 
     trace, run = one_trace_or_run(trace)
+    if compare is not None or run is not None:  # (one trace's findings from the cache import no analysis)
+        from ..analyses.findings.of_trace import findings
+        from ..ingest.launch_script import launch_config
     if compare is not None:
         if trace is not None or run is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
@@ -108,8 +108,23 @@ def findings_cmd(trace: RunArg = None, annotation: AnnotationOpt = None,
         if annotation_b or log_b or bs_b is not None:
             raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
         ann = annotation_for(trace, annotation)
-        res = findings(_load(trace, no_cache, cache_dir), ann, log=read_log(log) if log else None,
-                       hw=load_profile(hw) if hw else None, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct,
-                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-                       ag=ag_opts(group_size, ag_size, local_copy))
+        steps, ag = step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file), ag_opts(group_size, ag_size, local_copy)
+        res = reused_or_run(
+            "findings", trace, options={"steps": steps, "ag": ag, "hw": hw, "sms": sms, "bs": bs, "min_ms": min_ms,
+                                        "min_pct": min_pct}, ann=ann,
+            files={"log": log, "hw": hw if hw is not None and Path(hw).is_file() else None,
+                   "steps_file": steps.steps_file},
+            no_cache=no_cache, cache_dir=cache_dir,
+            compute=lambda: _findings_of_one(_load(trace, no_cache, cache_dir), ann, log, hw, sms=sms, bs=bs,
+                                             min_ms=min_ms, min_pct=min_pct, steps=steps, ag=ag))
     _output(res, format, out, table)
+
+
+def _findings_of_one(trace, ann, log, hw, **options):
+    """``findings`` of one trace, with the launch log and hardware profile the options name (read here: a Result from
+    the cache reads neither)."""
+    from ..analyses.findings.of_trace import findings
+    from ..hardware import load_profile
+    from ..ingest.sglang_log import read_log
+
+    return findings(trace, ann, log=read_log(log) if log else None, hw=load_profile(hw) if hw else None, **options)

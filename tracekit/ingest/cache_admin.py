@@ -2,7 +2,8 @@
 
 Only what tracekit wrote counts: an entry is a regular file named ``NAME.<20 hex>.arrow`` (or ``.parquet``, formats
 1-3, which a load never reads) whose schema holds tracekit's key (``tracekit.ingest.cache.stored_metadata``); a
-temporary file is ``.tmp-…`` of a write, empty or started as an entry. Everything else in the folder — a user's
+temporary file is ``.tmp-…`` of a write, empty or started as an entry. A result entry is ``NAME.<20 hex>.<command>.result`` starting with its own header
+(``tracekit.ingest.result_cache``): a command's Result kept for the same inputs. Everything else in the folder — a user's
 ``notes.parquet``, tracekit's own exports, links, FIFOs — is left as it is and only counted (``other_files``).
 Entries of every format are listed and cleared (their ``format`` column says which is which); temporary files are
 removed by ``clear`` once no write has touched them for ``STALE_TMP_S`` (a write in progress is left alone)."""
@@ -16,10 +17,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InputError
-from ..result import Result
+from ..result import Result, shown_text
 from .cache import STALE_TMP_S, default_cache_dir, is_stale, is_temporary, stored_metadata, ENTRY_NAME
+from .result_cache import RESULT_NAME, is_result_temporary, stored_head
 
-CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format"]
+# holds: "events" (a trace read, tracekit.ingest.cache) or "<command> result" (tracekit.ingest.result_cache)
+CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format", "holds"]
 
 
 def _root(cache_dir: str | Path | None) -> Path:
@@ -55,15 +58,27 @@ def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], in
             stored = stored_metadata(p)
             if stored is not None:
                 key, report = stored["key"], stored["report"]
-                entries.append({"path": p, "file": name, "bytes": st.st_size, "source": report.get("path"),
-                                "source_bytes": key.get("size"), "version": key.get("version"),
-                                "format": key.get("format")})
+                entries.append(_row(p, st, report.get("path"), key, key.get("format"), "events"))
                 continue
-        elif name.startswith(".tmp-") and is_temporary(p, st):
+        elif stat.S_ISREG(st.st_mode) and RESULT_NAME.match(name):
+            head = stored_head(p)
+            if head is not None:
+                key = head["key"].get("trace", {}).get("file") or {}
+                entries.append(_row(p, st, head.get("source"), key, head.get("format"),
+                                    f"{head.get('command')} result"))
+                continue
+        elif name.startswith(".tmp-") and (is_temporary(p, st) or is_result_temporary(p, st)):
             temporaries.append((p, st))
             continue
         others += 1
     return entries, temporaries, others
+
+
+def _row(p: Path, st: os.stat_result, source, key: dict, fmt, holds: str) -> dict:
+    """One entry as a row (names shown as text every output can hold, ``shown_text``)."""
+    return {"path": p, "file": shown_text(p.name), "bytes": st.st_size,
+            "source": shown_text(source) if source is not None else None, "source_bytes": key.get("size"),
+            "version": key.get("version"), "format": fmt, "holds": holds}
 
 
 def cache_info(cache_dir: str | Path | None = None) -> Result:

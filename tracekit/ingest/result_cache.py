@@ -1,0 +1,202 @@
+"""The cache's second kind of entry: a command's whole Result, so that running it again costs what reading it costs.
+
+``tracekit report`` re-run on the same trace with the same options (to see it as ``-f html``, ``-f json`` or
+``--all`` after the table) gives the same Result: the analyses ran once. An entry is stored beside the trace's
+own entry (``tracekit.ingest.cache``), one per source file and command, and holds the key it was made under; it
+is used only when the key the command makes now is equal to it, whole. The key (made by the caller,
+``tracekit.cli.reuse``) holds everything the Result depends on: the trace file's cache key (size, mtime, ctime,
+inode and a checksum, ``cache_key.key_of``), every option, the annotation's content, the content of every other
+file the command reads, the library versions, and :func:`code_fingerprint` — a checksum of tracekit's own code
+and data files — so that a changed rule, annotation or analysis is never answered with an old Result.
+
+Entries are Python pickles (a Result of pandas tables round-trips exactly; Arrow would change some dtypes). A
+pickle runs code when it is read, so an entry is read only when it is a regular file owned by this user that no
+one else may write, in a folder no one else may write (the rule Python's own bytecode cache relies on); anything
+else is ignored and recomputed. A damaged or unreadable entry is never fatal: the command computes the Result.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import pickle
+import re
+import stat
+import tempfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..result import Result
+from .cache import default_cache_dir, is_stale
+
+log = logging.getLogger(__name__)
+
+RESULT_SUFFIX = ".result"
+RESULT_FORMAT = 1
+MAGIC = b"TRACEKIT-RESULT\n"
+RESULT_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.[a-z_]{1,20}\.result$")
+RESULT_TMP_NAME = re.compile(r"^\.tmp-tracekit-\d+-[a-z0-9_]{8}\.result$")
+_FINGERPRINT_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".csv", ".txt")
+_fingerprint: str | None = None
+
+
+def code_fingerprint() -> str:
+    """A fingerprint of every code and data file of the installed tracekit package (its modules, rules, shipped
+    annotations and hardware tables): each file's name, size and modification time, with tracekit's version — the
+    rule Python's own bytecode cache trusts. Any edit, reinstall or checkout gives another fingerprint. Computed once
+    per process (a stat per file, a few ms)."""
+    global _fingerprint
+    if _fingerprint is None:
+        root = Path(__file__).resolve().parents[1]
+        crc = zlib.crc32(__version__.encode())
+        n = 0
+        for folder, dirs, names in sorted(os.walk(root)):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in sorted(names):
+                if name.endswith(_FINGERPRINT_SUFFIXES):
+                    p = os.path.join(folder, name)
+                    try:
+                        st = os.stat(p)
+                        item = f"{os.path.relpath(p, root)}:{st.st_size}:{st.st_mtime_ns}"
+                    except OSError:
+                        item = f"{p}:?"
+                    crc = zlib.crc32(os.fsencode(item), crc)
+                    n += 1
+        _fingerprint = f"{__version__}:{n}:{crc:08x}"
+    return _fingerprint
+
+
+def entry_path(source: Path, command: str, cache_dir: Path | None = None) -> Path:
+    """Where ``command``'s Result for ``source`` is kept: one entry per source file and command."""
+    digest = hashlib.sha1(os.fsencode(Path(source).resolve())).hexdigest()[:20]
+    return (cache_dir or default_cache_dir()) / f"{Path(source).name[:60]}.{digest}.{command}{RESULT_SUFFIX}"
+
+
+def _trusted(st: os.stat_result) -> bool:
+    """Ours alone: owned by this user and writable by no one else (where the platform has owners)."""
+    if not hasattr(os, "getuid"):
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _read_entry(path: Path) -> bytes | None:
+    """The entry's bytes, when it is a regular file we may trust in a folder we may trust; else None."""
+    try:
+        folder = os.stat(path.parent)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) and _trusted(st) and _trusted(folder)):
+            log.info("not reading %s: not a regular file of this user's alone", path)
+            return None
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _canonical(key: dict[str, Any]) -> bytes:
+    return json.dumps(key, sort_keys=True, default=str).encode()
+
+
+def get(source: Path, command: str, key: dict[str, Any], cache_dir: Path | None = None) -> Result | None:
+    """The Result stored for ``source`` and ``command`` under exactly ``key``, or None (absent, another key,
+    damaged, or not trusted)."""
+    path = entry_path(source, command, cache_dir)
+    data = _read_entry(path)
+    if data is None or not data.startswith(MAGIC):
+        return None
+    try:
+        buf = io.BytesIO(data)
+        buf.seek(len(MAGIC))
+        head = json.loads(buf.readline())
+        if head.get("format") != RESULT_FORMAT or head.get("key") != json.loads(_canonical(key)):
+            return None
+        result = pickle.load(buf)
+    except Exception as exc:  # noqa: BLE001 - a damaged entry is never fatal: compute again
+        log.info("ignoring unreadable result entry %s: %s", path, exc)
+        return None
+    return result if isinstance(result, Result) and result.command == command else None
+
+
+def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_dir: Path | None = None) -> Path | None:
+    """Store ``result`` under ``key``, atomically (a temporary file renamed over the entry). A folder that cannot be
+    written, or a Result that cannot be pickled, leaves the command as it was: nothing is stored."""
+    path = entry_path(source, command, cache_dir)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return None  # a FIFO, a link, a folder at the entry's name: not ours to replace
+        except FileNotFoundError:
+            pass
+        head = json.dumps({"format": RESULT_FORMAT, "command": command, "source": str(source),
+                           "key": json.loads(_canonical(key))}).encode()
+        body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-tracekit-{os.getpid()}-", suffix=RESULT_SUFFIX, dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(MAGIC + head + b"\n" + body)
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:
+        log.info("not storing the %s result of %s: %s", command, source, exc)
+        return None
+    finally:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _remove_stale_temporaries(path.parent)
+    return path
+
+
+def is_result_temporary(path: Path, st: os.stat_result) -> bool:
+    """A temporary file of a result write: its name, a regular file, and empty or starting as an entry does."""
+    if not (RESULT_TMP_NAME.match(path.name) and stat.S_ISREG(st.st_mode)):
+        return False
+    if st.st_size == 0:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """The temporary files of result writes killed before they could rename them (see ``cache.STALE_TMP_S``)."""
+    try:
+        with os.scandir(folder) as it:
+            found = [Path(e.path) for e in it if e.name.startswith(".tmp-") and e.name.endswith(RESULT_SUFFIX)]
+    except OSError:
+        return
+    for p in found:
+        try:
+            st = os.lstat(p)
+            if is_result_temporary(p, st) and is_stale(st):
+                p.unlink()
+        except OSError:
+            pass
+
+
+def stored_head(path: Path) -> dict[str, Any] | None:
+    """What a result entry says of itself (format, command, source, key) without unpickling it; None when the file
+    is not a result entry."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(len(MAGIC)) != MAGIC:
+                return None
+            head = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    return head if isinstance(head, dict) and isinstance(head.get("key"), dict) else None
