@@ -41,31 +41,64 @@ def name_mask(names: pd.Series, test) -> np.ndarray:
     return hit[codes]
 
 
+def kind_mask(ev: pd.DataFrame, kinds) -> np.ndarray:
+    """Rows whose kind is one of ``kinds`` (``ev["kind"].isin(kinds)``), from the categorical's codes through a
+    table per category: several times cheaper than ``isin`` on 10^6 rows."""
+    col = ev["kind"]
+    cats = col.cat.categories
+    lut = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing kind (code -1)
+    lut[:-1] = np.isin(np.asarray(cats, dtype=object), list(kinds))
+    return lut[col.cat.codes.to_numpy()]
+
+
+def names_at(ev: pd.DataFrame, rows: np.ndarray, test) -> np.ndarray:
+    """:func:`name_mask` of the names of the rows ``rows`` (row numbers), from the name codes: ``test`` runs once
+    per name those rows use, and no row's name becomes a Python string."""
+    col = ev["name"]
+    codes = col.cat.codes.to_numpy()[rows]
+    if codes.size == 0:
+        return np.zeros(0, dtype=bool)
+    cats = col.cat.categories
+    used = np.unique(codes)
+    hit = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing name, tested as its text, as before
+    hit[used] = [bool(test(str(cats[c]) if c >= 0 else str(np.nan))) for c in used.tolist()]
+    return hit[codes]
+
+
 class StepActivity:
     """Per-trace arrays every dialect attempt and health check uses (built once per compute)."""
 
     def __init__(self, trace: Trace, rules: StepRules):
         ev = trace.events
         self.trace, self.ev, self.rules = trace, ev, rules
-        gpu = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
+        gpu = kind_mask(ev, schema.GPU_ACTIVITY_KINDS)
         self.gpu = gpu
-        self.gs = ev["start_ns"].to_numpy()[gpu]
-        self.ge = ev["end_ns"].to_numpy()[gpu]
-        self.gcorr = ev["correlation"].to_numpy()[gpu]
-        self.gkernel = (ev["kind"].to_numpy()[gpu] == "kernel")
+        rows = np.flatnonzero(gpu)
+        self.gs = ev["start_ns"].to_numpy()[rows]
+        self.ge = ev["end_ns"].to_numpy()[rows]
+        self.gcorr = ev["correlation"].to_numpy()[rows]
+        self.gkernel = kind_mask(ev, ("kernel",))[rows]
         self.busy_set = iv.normalize(self.gs, self.ge)
-        rt = ev["kind"].isin(rules.launch_kinds).to_numpy() & (ev["correlation"].to_numpy() >= 0)
-        launches = ev.loc[rt, ["correlation", "start_ns", "name"]]
-        self.l_corr = launches["correlation"].to_numpy(np.int64)
-        self.l_start = launches["start_ns"].to_numpy(np.int64)
+        launch_kind = kind_mask(ev, rules.launch_kinds)
+        corr = ev["correlation"].to_numpy()
+        lrows = np.flatnonzero(launch_kind & (corr >= 0))
+        self.l_corr = corr[lrows].astype(np.int64, copy=False)
+        self.l_start = ev["start_ns"].to_numpy()[lrows].astype(np.int64, copy=False)
         # the rules run once per distinct name, not per launch (10^5 launches of a handful of names)
-        self.l_graph = name_mask(launches["name"], rules.graph_launch.search)
-        self.reused_ids = int(pd.Series(self.l_corr).duplicated(keep=False).groupby(self.l_corr).any().sum()) \
-            if self.l_corr.size else 0
-        self.l_gpu = name_mask(launches["name"], rules.gpu_launch.match)
-        self.captures = int(name_mask(ev.loc[ev["kind"].isin(rules.launch_kinds), "name"], rules.capture.match).sum())
+        self.l_graph = names_at(ev, lrows, rules.graph_launch.search)
+        _, per_id = np.unique(self.l_corr, return_counts=True)
+        self.reused_ids = int((per_id > 1).sum())  # ids that more than one launch carries
+        self.l_gpu = names_at(ev, lrows, rules.gpu_launch.match)
+        self.captures = int(names_at(ev, np.flatnonzero(launch_kind), rules.capture.match).sum())
         self.g_launch = self._match_launches()
         self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
+        self._annotation_rows: dict[str, np.ndarray] = {}
+
+    def annotation_rows(self, kind: str) -> np.ndarray:
+        """Row numbers of the events of one kind (the markers: gpu_annotation, cpu_annotation), found once."""
+        if kind not in self._annotation_rows:
+            self._annotation_rows[kind] = np.flatnonzero(kind_mask(self.ev, (kind,)))
+        return self._annotation_rows[kind]
 
     def _match_launches(self) -> np.ndarray:
         return launch_index(self.gs, self.gcorr, self.l_corr, self.l_start)
@@ -101,4 +134,4 @@ class StepActivity:
         return Launches(first, last, busy, graphs, graphs_empty, launched, unrecorded, span, a_s, a_e)
 
 
-__all__ = ["Launches", "StepActivity", "name_mask"]
+__all__ = ["Launches", "StepActivity", "kind_mask", "name_mask", "names_at"]

@@ -17,25 +17,34 @@ from .health import health_table, kernels_per_step, with_health_warnings
 from .model import STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, step_rules
 
 
-def _marker_rows(ev: pd.DataFrame, kind: str, match) -> pd.DataFrame:
-    """Annotation rows of one kind whose name ``match(name)`` accepts; fields per distinct name."""
-    rows = ev[ev["kind"] == kind]
-    if rows.empty:
-        return pd.DataFrame(columns=["name", "start_ns", "end_ns", "external_id", "device", "phase", "bs", "tokens"])
-    cats = rows["name"].cat.categories
-    codes = rows["name"].cat.codes.to_numpy()
+MARKER_COLUMNS = ["name", "start_ns", "end_ns", "external_id", "device", "phase", "bs", "tokens"]
+
+
+def _marker_rows(ctx: StepActivity, kind: str | None, match) -> pd.DataFrame:
+    """Annotation rows of one kind whose name ``match(name)`` accepts; fields per distinct name (read from the
+    name codes of that kind's rows: no boolean filter of the events table, no string per row)."""
+    ev = ctx.ev
+    idx = ctx.annotation_rows(kind) if kind else np.zeros(0, dtype=np.int64)
+    if idx.size == 0:
+        return pd.DataFrame(columns=MARKER_COLUMNS)
+    cats = ev["name"].cat.categories
+    codes = ev["name"].cat.codes.to_numpy()[idx]
     present = np.unique(codes[codes >= 0])  # only the names these rows use, not every kernel name of the trace
-    parsed = {n: match(n) for n in map(str, cats.take(present).tolist())}
-    parsed = {n: f for n, f in parsed.items() if f is not None}
-    rows = rows[rows["name"].isin(list(parsed))]
-    nm = rows["name"].astype(str).to_numpy()
-    out = pd.DataFrame({"name": nm, "start_ns": rows["start_ns"].to_numpy(np.int64),
-                        "end_ns": rows["end_ns"].to_numpy(np.int64),
-                        "external_id": rows["external_id"].to_numpy(np.int64),
-                        "device": rows["device"].to_numpy(np.int64)})
-    out["phase"] = [parsed[n][0] for n in nm]
-    out["bs"] = pd.array([parsed[n][1] for n in nm], dtype="Int64")
-    out["tokens"] = pd.array([parsed[n][2] for n in nm], dtype="Int64")
+    parsed = {int(c): match(n) for c, n in zip(present.tolist(), map(str, cats.take(present).tolist()))}
+    parsed = {c: f for c, f in parsed.items() if f is not None}
+    keep = np.isin(codes, np.fromiter(parsed, dtype=np.int64, count=len(parsed)))
+    rows, codes = idx[keep], codes[keep]
+    names = np.empty(len(cats), dtype=object)
+    fields = np.empty((len(cats), 3), dtype=object)
+    for c, f in parsed.items():  # per distinct marker name
+        names[c], fields[c] = str(cats[c]), f[:3]
+    out = pd.DataFrame({"name": names[codes], "start_ns": ev["start_ns"].to_numpy(np.int64)[rows],
+                        "end_ns": ev["end_ns"].to_numpy(np.int64)[rows],
+                        "external_id": ev["external_id"].to_numpy(np.int64)[rows],
+                        "device": ev["device"].to_numpy(np.int64)[rows]})
+    out["phase"] = fields[codes, 0].tolist()
+    out["bs"] = pd.array(fields[codes, 1].tolist(), dtype="Int64")
+    out["tokens"] = pd.array(fields[codes, 2].tolist(), dtype="Int64")
     return out.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -74,12 +83,10 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
                                f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)")
     rules = step_rules(options.steps_file)
     ctx = StepActivity(trace, rules)
-    ev = trace.events
-    ann_kinds = ev["kind"].isin(("gpu_annotation", "cpu_annotation")).to_numpy()
     tried: list[str] = []
     attempts = [(d.label, d.name, d.kinds, _dialect_matcher(d)) for d in rules.dialects]
     if options.name is not None:
-        present = set(ev.loc[ann_kinds, "name"].astype(str).unique())
+        present = set(_annotation_names(ctx).astype(str).unique())
         how, match = _name_matcher(options.name, present, rules)
         # a name that is a dialect's marker (an annotation's step.name usually is) is read as that dialect reads it:
         # the same kinds, so that a step with the annotation is the step without it (docs/steps.md)
@@ -99,15 +106,14 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
         if options.name is not None and label == options.name and len(tried) == 0:
             tried.append(f"{label} (absent)")
     if options.name is not None and options.strict:
-        raise MissingDataError(_no_steps_message(trace, options.name, tried))
+        raise MissingDataError(_no_steps_message(ctx, options.name, tried))
     return _whole_trace(ctx, options, tried)
 
 
 def _attempt(ctx: StepActivity, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
-    ev = ctx.ev
     # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it
-    g = _marker_rows(ev, "gpu_annotation", match) if "gpu_annotation" in kinds else _marker_rows(ev.iloc[0:0], "", match)
-    c = _marker_rows(ev, "cpu_annotation", match)
+    g = _marker_rows(ctx, "gpu_annotation" if "gpu_annotation" in kinds else None, match)
+    c = _marker_rows(ctx, "cpu_annotation", match)
     cpu_alone = ("cpu_annotation" in kinds or options.source == "cpu") and options.source != "gpu"
     if g.empty and (c.empty or not cpu_alone):
         return None
@@ -289,24 +295,29 @@ def _whole_trace(ctx: StepActivity, options: StepOptions, tried: list[str]) -> S
     table["kernels"] = kernels_per_step(ctx, table)
     detail = f" ({'; '.join(tried)})" if tried else ""
     warn = (f"{trace.path}: no step marker{detail}; the whole GPU span ({(e - s) / 1e6:,.3f} ms) is analysed as one"
-            f" step; annotations present: {_annotations_present(trace)} (pass --step-name NAME to use one)")
+            f" step; annotations present: {_annotations_present(ctx)} (pass --step-name NAME to use one)")
     st = Steps(table[STEP_COLUMNS].copy(), marker="whole trace", match="whole_trace", options=options,
                health=health, warnings=[warn], phases={"unknown": 1})
     return with_health_warnings(trace, st, table)
 
 
-def _annotations_present(trace: Trace) -> str:
-    ev = trace.events
-    ann = ev[ev["kind"].isin(("gpu_annotation", "cpu_annotation"))]
-    counts = ann["name"].astype(str).value_counts()
+def _annotation_names(ctx: StepActivity) -> pd.Series:
+    """The name of every annotation event (GPU and CPU spans), in the events' order."""
+    rows = np.union1d(ctx.annotation_rows("gpu_annotation"), ctx.annotation_rows("cpu_annotation"))
+    return ctx.ev["name"].take(rows)
+
+
+def _annotations_present(ctx: StepActivity) -> str:
+    counts = _annotation_names(ctx).astype(str).value_counts()
     present = ", ".join(f"{n} ({c})" for n, c in counts.head(12).items()) or "none"
     if len(counts) > 12:
         present += f", … ({len(counts)} distinct)"
     return present
 
 
-def _no_steps_message(trace: Trace, step_name: str, tried: list[str]) -> str:
-    present = _annotations_present(trace)
+def _no_steps_message(ctx: StepActivity, step_name: str, tried: list[str]) -> str:
+    trace = ctx.trace
+    present = _annotations_present(ctx)
     detail = f" ({'; '.join(tried)})" if tried else ""
     return (f"{trace.path} has no step marked '{step_name}'{detail}; annotations present: {present};"
             " pass another --step-name (exact, or a regex matching the whole name) or none to use the dialects")
