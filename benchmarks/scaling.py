@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     cli = str(Path(sys.executable).with_name("tracekit"))
     cache_dir = tempfile.mkdtemp(prefix="tracekit-scaling-cache-")
     env = dict(os.environ, TRACEKIT_CACHE_DIR=cache_dir)  # --no-cache anyway; never the user's cache
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package's bytecode is compiled; users pay no recompile
     runs: dict[tuple, list] = {(t["mb"], c): [] for t in traces for c in commands}
     for i in range(args.repeat):
         for t in traces:
