@@ -14,6 +14,7 @@ import numpy as np
 
 from .layer_align import _align_suffix, _budget, _cost_floor, _edit, _edit_floor
 from .layer_context import _Ctx, _Flat, _Seq
+from .layer_table import _Layer, _LayerPieces, _LayerTable
 
 MIN_RUN_LAYERS = 2  # a run of fewer layers is not a stack of layers
 K_MAX = 16  # at most this many segments per layer
@@ -22,19 +23,9 @@ HASH_LENGTH = 0xD6E8FEB86659FD93  # a segment's length enters its hash times thi
 
 
 @dataclass
-class _Layer:
-    lo: int  # first main-stream kernel (index into the step's sequence)
-    hi: int  # one past the last
-    sig: tuple  # the labels of its segments (phase 0 first)
-    run: int
-    exact: bool = True  # every segment has a recurring label
-    note: str = ""
-
-
-@dataclass
 class _Assembly:
     token: int
-    layers: dict[int, list[_Layer]]  # step -> layers
+    step_ids: list[int]  # the step of each of ctx.seqs
     k: dict[int, int]  # component -> segments per layer
     n_labels: int  # distinct segment labels
     label_seq: _LabelSeqs  # label id -> codes
@@ -43,6 +34,15 @@ class _Assembly:
     agree: int = 0  # layers holding exactly one mixer -> FFN transition (the structure's period)
     decoder: bool = False  # a decoder stack: some layer holds a mixer, and every layer type a mixer or an FFN part
     n_types: int = 0
+    table: _LayerTable = None  # every layer, as arrays (layer_table)
+    _layers: dict = None
+
+    @property
+    def layers(self) -> dict[int, list[_Layer]]:
+        """step -> its layers (made from the table when first asked for: only the chosen assembly's are)."""
+        if self._layers is None:
+            self._layers = self.table.layers(self.step_ids)
+        return self._layers
 
 
 def _phases(edges: set[tuple[int, int]]) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
@@ -212,9 +212,12 @@ def _assemble(ctx: _Ctx, token: int) -> _Assembly:
     comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, segs.n_labels)
     segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
     segs.comp, segs.k = comp_l[segs.ids], k_l[segs.ids]
-    asm = _Assembly(token, {seq.step: [] for seq in ctx.seqs}, k_of, segs.n_labels, label_seq)
+    asm = _Assembly(token, [seq.step for seq in ctx.seqs], k_of, segs.n_labels, label_seq)
+    pieces = _LayerPieces()
     if segs.a.size:
-        _Runs(ctx, segs, _top_labels(segs, comp_l, phase_l), label_seq).layers_into(asm)
+        _Runs(ctx, segs, _top_labels(segs, comp_l, phase_l), label_seq, pieces).layers_into()
+    asm.table = pieces.done()
+    asm.covered = int((asm.table.hi - asm.table.lo).sum())
     return asm
 
 
@@ -223,8 +226,9 @@ class _Runs:
     the runs and each segment's phase are array passes; Python runs over the runs that can hold two layers and over
     the unique segments inside them."""
 
-    def __init__(self, ctx: _Ctx, segs: _Segs, top: dict, label_seq: _LabelSeqs):
-        self.ctx, self.segs, self.top, self.label_seq = ctx, segs, top, label_seq
+    def __init__(self, ctx: _Ctx, segs: _Segs, top: dict, label_seq: _LabelSeqs, pieces: _LayerPieces):
+        self.ctx, self.segs, self.top, self.label_seq, self.pieces = ctx, segs, top, label_seq, pieces
+        self.last_hi, self.last_run = None, -1  # the step's last layer cut so far: its end and run (None: none yet)
         self.cat = ctx.cat_of_code
         self._similar: dict[tuple[int, int, int], int | None] = {}
 
@@ -261,7 +265,7 @@ class _Runs:
             linked[i] = all(self.similar(j, c, (p0 + j - a) % kk) is not None for j in range(a + 1, int(pb[i])))
         return r, linked
 
-    def layers_into(self, asm: _Assembly) -> None:
+    def layers_into(self) -> None:
         s = self.segs
         r, linked = self.links()
         if not r.size:
@@ -281,23 +285,15 @@ class _Runs:
         # it: what it could mark as used lies before them)
         viable = np.where(self.cph[first] == 0, n_zero >= MIN_RUN_LAYERS, n_zero >= MIN_RUN_LAYERS - 1)
         step_seg = np.searchsorted(s.step, np.arange(len(self.ctx.seqs) + 1), side="left")
-        cur, used, lays = -1, _Used(), []
+        cur, used = -1, _Used()
         for f, l in zip(first[viable].tolist(), last[viable].tolist()):
             st = int(s.step[f])
             if st != cur:
-                self._close(asm, cur, lays)
-                cur, used, lays = st, _Used(), []
-            self._run(st, f, l, int(step_seg[st]), int(step_seg[st + 1]), used, lays)
-        self._close(asm, cur, lays)
+                cur, used, self.last_hi, self.last_run = st, _Used(), None, -1
+            self._run(st, f, l, int(step_seg[st]), int(step_seg[st + 1]), used)
 
-    def _close(self, asm: _Assembly, st: int, lays: list[_Layer]) -> None:
-        if st >= 0:
-            lays.sort(key=lambda x: x.lo)
-            asm.layers[self.ctx.seqs[st].step] = lays
-            asm.covered += sum(x.hi - x.lo for x in lays)
-
-    def _run(self, st: int, f: int, l: int, seg_lo: int, seg_hi: int, used: _Used, layers: list[_Layer]) -> None:
-        """The layers of the run of segments f..l (appended to the step's ``layers``): its edges recovered, then cut
+    def _run(self, st: int, f: int, l: int, seg_lo: int, seg_hi: int, used: _Used) -> None:
+        """The layers of the run of segments f..l (added to the pieces): its edges recovered, then cut
         at phase 0 (layers_into skipped the runs that cannot hold MIN_RUN_LAYERS layers)."""
         s, ctx = self.segs, self.ctx
         seq, base = ctx.seqs[st], int(ctx.flat.lo[st])
@@ -323,20 +319,20 @@ class _Runs:
         ext = self._right(l, seg_hi, c, k, int(phase[l - f]))
         if ext is not None:
             hi_seg, phase[l + 1 - f], lab[l + 1 - f] = l + 1, k - 1, ext
-        if layers and not prefix:  # a later run takes the embedding kernels right before it (a draft's embedding)
-            j = lo_kernel
-            while j - 1 >= max(layers[-1].hi, 0) and \
+        if self.last_hi is not None and not prefix:  # a later run takes the embedding kernels right before it
+            j = lo_kernel  # (a draft's embedding)
+            while j - 1 >= max(self.last_hi, 0) and \
                     ctx.family_of_cat[self.cat[seq.codes[j - 1]]] == EMBEDDING_FAMILY:
                 j -= 1
             if j < lo_kernel:
                 lo_kernel = j
                 note = "the embedding kernel(s) before this run belong to its first layer"
-        if self._cut(lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
-                     (lo_kernel, prefix, note), layers):
+        if self._cut(st, lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
+                     (lo_kernel, prefix, note)):
             used.add(lo_seg, hi_seg)
 
-    def _cut(self, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int, first: tuple,
-             layers: list[_Layer]) -> bool:
+    def _cut(self, st: int, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int,
+             first: tuple) -> bool:
         """Cut segments lo_seg..hi_seg into layers at phase 0 (False, and no layers, when fewer than MIN_RUN_LAYERS):
         a layer's signature is its segments' labels, exact when all of them recur; the first layer starts at
         ``first``'s kernel, after its recovered labels."""
@@ -347,17 +343,15 @@ class _Runs:
         ends = np.append(starts[1:], phase.size)
         unique = np.concatenate([[0], np.cumsum(s.ph[lo_seg:hi_seg + 1] < 0)])
         lo_kernel, prefix, note = first
-        lab_l = lab.tolist()
-        sigs = [tuple(lab_l[g0:g1]) for g0, g1 in zip(starts.tolist(), ends.tolist())]
-        sigs[0] = tuple(prefix) + sigs[0]
-        lo = (s.a[lo_seg + starts] - base).tolist()
+        sig = self.pieces.sig_ids(lab, starts, ends, prefix)
+        lo = s.a[lo_seg + starts] - base
         lo[0] = lo_kernel
-        exact = (unique[ends] == unique[starts]).tolist()
+        hi = s.b[lo_seg + ends - 1] - base
+        exact = unique[ends] == unique[starts]
         exact[0] = exact[0] and not prefix
-        n = len(sigs)
-        run_id = layers[-1].run + 1 if layers else 0  # runs are numbered in order within a step
-        layers.extend(map(_Layer, lo, (s.b[lo_seg + ends - 1] - base).tolist(), sigs, [run_id] * n, exact,
-                          [note] + [""] * (n - 1)))
+        run_id = self.last_run + 1  # runs are numbered in order within a step
+        self.pieces.add(st, lo, hi, sig, run_id, exact, note)
+        self.last_hi, self.last_run = int(hi[-1]), run_id
         return True
 
     def _left(self, j0: int, seg_lo: int, used: _Used, c: int, phase: int, seq: _Seq, base: int):

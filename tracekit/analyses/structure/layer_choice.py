@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,11 +29,11 @@ def _stack_like(asm: _Assembly) -> bool:
     """A stack of decoder layers repeats a few layer types many times: at most max(3, a quarter of the layers per
     step) distinct types (a CNN's training step repeats, but with a new shape at every stage), of at least
     MIN_LAYER_KERNELS main-stream kernels each on average."""
-    n_steps = max(len(asm.layers), 1)
-    n_layers = sum(len(v) for v in asm.layers.values()) / n_steps
-    n_types = len({l.sig for v in asm.layers.values() for l in v})
-    kernels = [l.hi - l.lo for v in asm.layers.values() for l in v]
-    if not kernels or float(np.mean(kernels)) < MIN_LAYER_KERNELS:
+    t = asm.table
+    n_steps = max(len(set(asm.step_ids)), 1)
+    n_layers = t.lo.size / n_steps
+    n_types = np.unique(t.sig).size
+    if not t.lo.size or float(np.mean(t.hi - t.lo)) < MIN_LAYER_KERNELS:
         return False  # one GEMM three times in a row is no stack of layers
     return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
 
@@ -40,25 +41,47 @@ def _stack_like(asm: _Assembly) -> bool:
 def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
     """The structure of an assembly's layers: how many hold exactly one mixer -> FFN transition, and whether they
     form a decoder stack (some layer holds an attention / linear-attention / state-space kernel, and every layer
-    type holds a mixer or an FFN kernel: a cut inside a layer leaves types with neither)."""
-    seq_of = {s.step: s for s in ctx.seqs}
-    has_mixer, has_part = {}, {}
-    n = agree = 0
-    for step, lays in asm.layers.items():
-        seq = seq_of[step]
-        lo = np.fromiter((l.lo for l in lays), dtype=np.int64, count=len(lays))
-        hi = np.fromiter((l.hi for l in lays), dtype=np.int64, count=len(lays))
-        inside = np.searchsorted(seq.trans_ffn, hi, side="left") - np.searchsorted(seq.trans_mixer, lo, side="left")
-        n += len(lays)
-        agree += int((inside == 1).sum())
-        for l in lays:
-            if l.sig not in has_mixer:
-                cats = ctx.cat_of_code[seq.codes[l.lo:l.hi]]
-                has_mixer[l.sig] = bool(ctx.mixer_cat[cats].any())
-                has_part[l.sig] = has_mixer[l.sig] or bool(ctx.ffn_cat[cats].any())
-    asm.layers_n, asm.agree, asm.n_types = n, agree, len(has_mixer)
-    asm.decoder = bool(has_mixer) and any(has_mixer.values()) and all(has_part.values())
+    type holds a mixer or an FFN kernel: a cut inside a layer leaves types with neither). One pass over every step's
+    layers in flat positions (a step's transitions lie within it: the counts of earlier steps cancel); a type is
+    judged by its first layer."""
+    t, fl = asm.table, ctx.flat
+    roles = _roles(ctx)
+    base = fl.lo[t.step]
+    lo, hi = t.lo + base, t.hi + base
+    inside = np.searchsorted(roles.trans_ffn, hi, side="left") - np.searchsorted(roles.trans_mixer, lo, side="left")
+    _, first = np.unique(t.sig, return_index=True)
+    has_mixer = roles.mixer_n[hi[first]] > roles.mixer_n[lo[first]]
+    has_part = has_mixer | (roles.ffn_n[hi[first]] > roles.ffn_n[lo[first]])
+    asm.layers_n, asm.agree, asm.n_types = int(t.lo.size), int((inside == 1).sum()), int(first.size)
+    asm.decoder = bool(first.size) and bool(has_mixer.any()) and bool(has_part.all())
     return asm
+
+
+@dataclass
+class _Roles:
+    """Per trace (kept on the flat sequences): every step's mixer -> FFN transitions in flat positions, the running
+    counts of mixer and FFN kernels (0 first) and the GEMM kernels' positions."""
+
+    trans_mixer: np.ndarray
+    trans_ffn: np.ndarray
+    mixer_n: np.ndarray
+    ffn_n: np.ndarray
+    gemm: np.ndarray
+
+
+def _roles(ctx: _Ctx) -> _Roles:
+    fl = ctx.flat
+    if fl.roles is None:
+        cats = ctx.cat_of_code[fl.codes]
+        shift = fl.lo[:-1].tolist()
+        z = np.zeros(1, np.int64)
+        tm = np.concatenate([s.trans_mixer + b for s, b in zip(ctx.seqs, shift)] + [z[:0]]).astype(np.int64)
+        tf = np.concatenate([s.trans_ffn + b for s, b in zip(ctx.seqs, shift)] + [z[:0]]).astype(np.int64)
+        gemm_cat = np.array([f == GEMM_FAMILY for f in ctx.family_of_cat], dtype=bool)
+        fl.roles = _Roles(tm, tf, np.concatenate([z, np.cumsum(ctx.mixer_cat[cats], dtype=np.int64)]),
+                          np.concatenate([z, np.cumsum(ctx.ffn_cat[cats], dtype=np.int64)]),
+                          np.flatnonzero(gemm_cat[cats]) if gemm_cat.size else z[:0])
+    return fl.roles
 
 
 def _share(asm: _Assembly) -> float:
@@ -109,20 +132,19 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     top = max(_share(a) for a in results)
     results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
 
-    gemm_cat = np.array([f == GEMM_FAMILY for f in ctx.family_of_cat], dtype=bool)
-    gemm_pos = {s.step: np.flatnonzero(gemm_cat[ctx.cat_of_code[s.codes]]) if gemm_cat.size else
-                np.zeros(0, np.int64) for s in ctx.seqs}
+    roles = _roles(ctx)
 
     def after_gemm(a: _Assembly) -> float:
         """Median main-stream kernels between a layer's first kernel and the last GEMM before it: a layer starts
-        right after the previous layer's last GEMM (and its residual add), not inside its own input norm."""
-        d = []
-        for step, lays in a.layers.items():
-            g = gemm_pos[step]
-            lo = np.array([l.lo for l in lays], dtype=np.int64)
-            k = np.searchsorted(g, lo) - 1
-            d.extend((lo - g[np.clip(k, 0, None)])[k >= 0].tolist() if g.size else [])
-        return float(np.median(d)) if d else math.inf
+        right after the previous layer's last GEMM (and its residual add), not inside its own input norm. In flat
+        positions: the GEMM before must lie in the layer's step."""
+        t, g = a.table, roles.gemm
+        base = ctx.flat.lo[t.step]
+        lo = t.lo + base
+        k = np.searchsorted(g, lo) - 1
+        ok = k >= np.searchsorted(g, base)
+        d = (lo - g[np.clip(k, 0, None)])[ok] if g.size else lo[:0]
+        return float(np.median(d)) if d.size else math.inf
 
     def key(a: _Assembly):
         return (a.covered, -a.n_types, -after_gemm(a), -counts[a.token], -a.token)

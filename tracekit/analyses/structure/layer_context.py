@@ -47,6 +47,7 @@ class _Flat:
     # a polynomial hash of every run of codes (mod 2**64): the hash of codes[a:b] is (h_pre[b] - h_pre[a]) * h_pow[a]
     h_pre: np.ndarray = None  # uint64, n + 1: running sum of (code + 1) * HASH_BASE**-i
     h_pow: np.ndarray = None  # uint64, n + 1: HASH_BASE**i
+    roles: object = None  # the transitions and role counts in flat positions (layer_choice._roles), when made
 
     def positions(self, code: int) -> np.ndarray:
         return self.by_code[self.code_lo[code]:self.code_lo[code + 1]]
