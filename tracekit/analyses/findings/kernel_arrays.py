@@ -64,26 +64,46 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
 def kernel_arrays(ctx: Context) -> dict[str, Any]:
     """Kernels inside the steps, aligned with :func:`tracekit.analyses.hardware.shapes.kernel_shapes`' table: duration, step,
     family, and (where the launching op has a shape) FLOPs, bytes and the time at the achievable fractions. Computed
-    once per findings run (the dominance and shapes sources share it)."""
+    once per trace, steps and hardware profile (kept in ``trace.derived``: the dominance and shapes sources share it,
+    and a second findings or report of the trace reuses it)."""
     got = ctx.cache.get("kernel_arrays")
     if got is None:
-        got = ctx.cache["kernel_arrays"] = _make_kernel_arrays(ctx)
+        got = ctx.cache["kernel_arrays"] = _kept_kernel_arrays(ctx)
     return got
 
 
-def _make_kernel_arrays(ctx: Context) -> dict[str, Any]:
-    from ..categories import families, trace_categories
+def _kept_kernel_arrays(ctx: Context) -> dict[str, Any]:
+    from ..categories import trace_categories
     from ..hardware.shapes import kernel_shapes
 
+    cats, ks = trace_categories(ctx.trace), kernel_shapes(ctx.trace)
+    kept = ctx.trace.derived.setdefault("findings_kernel_arrays", [])  # (steps, hw, categories, shapes, arrays)
+    for steps, hw, c, k, ka in kept:
+        if steps is ctx.steps and hw == ctx.hw and c is cats and k is ks:
+            return ka
+    ka = _make_kernel_arrays(ctx, cats, ks)
+    kept[:] = kept[-3:] + [(ctx.steps, ctx.hw, cats, ks, ka)]
+    return ka
+
+
+def in_families(ka: dict, names) -> np.ndarray:
+    """Which kernels of ``ka`` are of one of the families ``names``, through the family codes."""
+    want = set(names)
+    hit = np.array([f in want for f in ka["families"]] + [False], dtype=bool)
+    return hit[ka["family_code"]]
+
+
+def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
+    from ..categories import families
+
     ev = ctx.trace.events
-    ks = kernel_shapes(ctx.trace)
     t = ks.table
     rows = t["row"].to_numpy()
     start = ev["start_ns"].to_numpy()[rows]
     dur = ev["dur_ns"].to_numpy()[rows].astype(float)
     step = ctx.steps.step_of(start)
-    cats = trace_categories(ctx.trace)
-    fam = _at(families(cats), rows)
+    fcat = families(cats)
+    fam = _at(fcat, rows)
     rules = finding_rules()["roofline"]
     f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
     fl = t["flops"].to_numpy(dtype=float)
@@ -99,6 +119,7 @@ def _make_kernel_arrays(ctx: Context) -> dict[str, Any]:
         t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
         target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
     return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
+            "family_code": np.asarray(fcat.codes)[rows], "families": list(fcat.categories),
             "category": _at(cats, rows), "flops": fl, "bytes": by, "dtype": dt,
             "shaped": shaped & (step >= 0), "target": target, "peak": peak,
             "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
@@ -137,4 +158,4 @@ def rest_finding(ctx: Context, kind: str, source: str, rest: pd.DataFrame, gain:
                     evidence=f"{len(rest)} kernel name(s), largest {ms_text(rest[gain].max())} per step")]
 
 
-__all__ = ["efficiency", "kernel_arrays", "library_groups", "pct_text", "rest_finding"]
+__all__ = ["efficiency", "in_families", "kernel_arrays", "library_groups", "pct_text", "rest_finding"]

@@ -16,7 +16,7 @@ from ...errors import MissingDataError
 from ..hardware.roofline import roofline
 from ..hardware.waves import kernel_waves
 from .context import Context
-from .kernel_arrays import efficiency, kernel_arrays, library_groups, pct_text, rest_finding
+from .kernel_arrays import efficiency, in_families, kernel_arrays, library_groups, pct_text, rest_finding
 from .rules import _Fmt, finding, finding_rules, kernel_label, ms_text
 
 
@@ -117,7 +117,7 @@ def dominance(ctx: Context) -> list[dict]:
     for group, spec in rules["dominance"].items():
         if group.startswith("_"):
             continue
-        sel = ka["in"] & np.isin(fam, list(spec["families"]))
+        sel = ka["in"] & in_families(ka, spec["families"])
         # the time they run, overlaps across streams counted once and cut to the steps, so that a share of the
         # step is a share (kernels of two streams, or one running past its step's end, once made it 103 %)
         on = _union_by_device(*_clipped(ctx, ka, sel)) if sel.any() else 0.0
@@ -166,7 +166,7 @@ def dominance(ctx: Context) -> list[dict]:
                                mbu=pct_text(eff["mbu"]), shaped=f"{eff['shaped_share']:.0%}", **vals, **extra,
                                evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
         elif group == "comm":
-            comp = ka["in"] & ~np.isin(fam, list(spec["families"]))
+            comp = ka["in"] & ~in_families(ka, spec["families"])
             cs, ce, cd = _clipped(ctx, ka, sel)
             ps, pe, pd_ = _clipped(ctx, ka, comp)
             devices = pd.unique(cd)
