@@ -12,6 +12,7 @@ import tracekit
 from tracekit import intervals
 from tracekit.analyses.comm import communication as C
 from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.time import timeline as T
 from tracekit.analyses.time.info import trace_info
 from tracekit.events import gpu_mask
 
@@ -72,3 +73,43 @@ def test_info_tables_are_the_groupby_tables():
     assert res.summary["streams"] == gpu.groupby(["device", "stream"]).ngroups > 1
     assert res.summary["kernels"] == int((ev["kind"] == "kernel").sum()) > 0
     assert res.tables["by_stream"]["busy_ns"].sum() > 0
+
+
+def _merge_touching_as_before(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
+    """timeline's merge of touching activities as it was before issue 30 (a groupby over lane+label texts)."""
+    df = df.sort_values(["lane", "label", "start_ns"], kind="stable")
+    lane_label = df["lane"] + "\0" + df["label"]
+    prev_end = df.groupby(lane_label.to_numpy())["end_ns"].shift().to_numpy()
+    new = np.isnan(prev_end.astype(float)) | (df["start_ns"].to_numpy() - np.nan_to_num(prev_end.astype(float))
+                                              > gap_ns)
+    out = df.groupby(np.cumsum(new)).agg(lane=("lane", "first"), label=("label", "first"),
+                                         start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    return out.reset_index(drop=True)
+
+
+def test_timeline_merges_touching_activities_as_the_groupby_did():
+    rng = np.random.default_rng(0)
+    n = 5000
+    start = np.cumsum(rng.integers(0, 50, n)) + 10**15
+    df = pd.DataFrame({"lane": np.asarray(rng.choice(["stream 0:7", "stream 0:12", "stream 1:7"], n), dtype=object),
+                       "label": np.asarray(rng.choice(["gemm", "attention", "other", "nccl"], n), dtype=object),
+                       "start_ns": start, "end_ns": start + rng.integers(0, 80, n)})
+    for gap in (1, 20, 200):
+        new = T._merge_touching(df, gap)
+        pd.testing.assert_frame_equal(new, _merge_touching_as_before(df, gap))
+        assert len(new) < n
+
+
+def test_timeline_of_a_fixture_step_with_merging(monkeypatch):
+    tr = tracekit.load(DP16, cache=False)
+    st = tracekit.get_steps(tr)
+    full = T.step_timeline(tr, st, 1)
+    acts = full[full["lane"].str.startswith("stream ")]
+    assert len(acts) > 1000 and acts["label"].nunique() > 3 and acts["lane"].nunique() > 1
+    monkeypatch.setattr(T, "MAX_ACTIVITIES", 100)  # the merging path on real activities
+    merged = T.step_timeline(tr, st, 1)
+    m_acts = merged[merged["lane"].str.startswith("stream ")].reset_index(drop=True)
+    s0, s1 = int(st.table["start_ns"].iloc[1]), int(st.table["end_ns"].iloc[1])
+    want = _merge_touching_as_before(acts[["lane", "label", "start_ns", "end_ns"]], max(1, (s1 - s0) // 4000))
+    pd.testing.assert_frame_equal(m_acts, want.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True))
+    assert len(m_acts) < len(acts)

@@ -24,14 +24,35 @@ def _rows(lane: str, labels, starts, ends) -> pd.DataFrame:
 
 def _merge_touching(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
     """Consecutive intervals of one lane and label closer than ``gap_ns`` as one (a picture cannot show them)."""
-    df = df.sort_values(["lane", "label", "start_ns"], kind="stable")
-    lane_label = df["lane"] + "\0" + df["label"]
-    prev_end = df.groupby(lane_label.to_numpy())["end_ns"].shift().to_numpy()
-    new = np.isnan(prev_end.astype(float)) | (df["start_ns"].to_numpy() - np.nan_to_num(prev_end.astype(float)) > gap_ns)
-    grp = np.cumsum(new)
-    out = df.groupby(grp).agg(lane=("lane", "first"), label=("label", "first"), start_ns=("start_ns", "min"),
-                              end_ns=("end_ns", "max"))
-    return out.reset_index(drop=True)
+    lane, lanes = pd.factorize(df["lane"], sort=True)  # codes in the texts' order: the sort by lane, label, start
+    label, labels = pd.factorize(df["label"], sort=True)
+    start, end = df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
+    o = np.lexsort((start, label, lane))  # stable, as the sort it replaces
+    lane, label, start, end = lane[o], label[o], start[o], end[o]
+    same = np.zeros(o.size, dtype=bool)
+    same[1:] = (lane[1:] == lane[:-1]) & (label[1:] == label[:-1])
+    prev_end = np.zeros(o.size, dtype=float)
+    prev_end[1:] = end[:-1]  # as float, as the shifted column was (a gap is compared the way it was)
+    first = np.flatnonzero(~same | (start - prev_end > gap_ns))
+    return pd.DataFrame({"lane": np.asarray(lanes, dtype=object)[lane[first]],
+                         "label": np.asarray(labels, dtype=object)[label[first]],
+                         "start_ns": np.minimum.reduceat(start, first), "end_ns": np.maximum.reduceat(end, first)})
+
+
+def _lane_labels(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """``"stream D:S"`` of each row, the text made once per lane (object array, as the per-row sums made it)."""
+    dev, stream = ev["device"].to_numpy()[rows], ev["stream"].to_numpy()[rows]
+    key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
+    lanes, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    text = np.array([f"stream {d}:{t}" for d, t in zip(dev[first].tolist(), stream[first].tolist())], dtype=object)
+    return text[inv.reshape(-1)]
+
+
+def _category_labels(cats: pd.Categorical, rows: np.ndarray) -> np.ndarray:
+    """The category of each row as text, ``other`` where it has none (object array), from the codes."""
+    codes = np.asarray(cats.codes)[rows]
+    text = np.array([str(c) for c in cats.categories.tolist()] + ["other"], dtype=object)
+    return text[np.where(codes >= 0, codes, len(text) - 1)]
 
 
 def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None = None, block_lane: str = "blocks",
@@ -51,15 +72,12 @@ def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None
         kind = "block_type" if "block_type" in b else "layer_type"
         parts.append(_rows(block_lane, b[kind], b["start_ns"], b["end_ns"]))
     ev = trace.events
-    g = gpu_mask(ev)
     st, en = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    inside = g & (st >= s0) & (st < s1)
-    if inside.any():
-        cats = np.asarray(trace_categories(trace, categories), dtype=object)[inside]
-        lanes = (ev["device"].to_numpy()[inside].astype(str).astype(object) + ":"
-                 + ev["stream"].to_numpy()[inside].astype(str).astype(object))
-        acts = pd.DataFrame({"lane": "stream " + lanes, "label": pd.Series(cats).fillna("other").astype(str).to_numpy(),
-                             "start_ns": st[inside], "end_ns": en[inside]})
+    rows = np.flatnonzero(gpu_mask(ev) & (st >= s0) & (st < s1))
+    if rows.size:
+        acts = pd.DataFrame({"lane": _lane_labels(ev, rows),
+                             "label": _category_labels(trace_categories(trace, categories), rows),
+                             "start_ns": st[rows], "end_ns": en[rows]})
         if len(acts) > MAX_ACTIVITIES:
             acts = _merge_touching(acts, max(1, (s1 - s0) // 4000))
         parts.append(acts.sort_values(["lane", "start_ns"], kind="stable"))
