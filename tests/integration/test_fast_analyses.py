@@ -12,6 +12,7 @@ import tracekit
 from tracekit import intervals
 from tracekit.analyses.comm import communication as C
 from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.time import onestep as O
 from tracekit.analyses.time import timeline as T
 from tracekit.analyses.time.info import trace_info
 from tracekit.events import gpu_mask
@@ -113,3 +114,27 @@ def test_timeline_of_a_fixture_step_with_merging(monkeypatch):
     want = _merge_touching_as_before(acts[["lane", "label", "start_ns", "end_ns"]], max(1, (s1 - s0) // 4000))
     pd.testing.assert_frame_equal(m_acts, want.sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True))
     assert len(m_acts) < len(acts)
+
+
+def test_one_step_union_per_name_is_measure_by_group():
+    rng = np.random.default_rng(1)
+    n = 20000
+    s = rng.integers(0, 10**6, n)
+    e = s + rng.integers(1, 5000, n)
+    grp = rng.integers(0, 37, n)
+    o = np.argsort(s, kind="stable")
+    got = O._union_by_group(grp[o], s[o], e[o], 40)
+    np.testing.assert_array_equal(got, intervals.measure_by_group(grp, s, e, 40))
+    assert got[:37].min() > 0 and got[37:].sum() == 0
+
+
+def test_one_step_tables_charge_once_and_match_each_table_alone():
+    tr = tracekit.load(DP16, cache=False)
+    st = tracekit.get_steps(tr)
+    ev = tr.events.assign(category=tracekit.trace_categories(tr), kname=tr.events["name"])
+    both = O.one_step_tables(ev, st, by=("category", "kname", "absent_column"))
+    alone = pd.concat([O.one_step_table(ev, st, by=b) for b in ("category", "kname")], ignore_index=True)
+    pd.testing.assert_frame_equal(both, alone)
+    assert set(both["group_by"]) == {"category", "kname"} and both["step"].nunique() == len(st.table)
+    per_step = both[both["group_by"] == "kname"].groupby("step")["wall_ns"].sum()
+    np.testing.assert_array_equal(per_step.to_numpy(), st.table.sort_values("step")["dur_ns"].to_numpy())

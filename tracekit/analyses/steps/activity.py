@@ -45,6 +45,8 @@ def kind_mask(ev: pd.DataFrame, kinds) -> np.ndarray:
     """Rows whose kind is one of ``kinds`` (``ev["kind"].isin(kinds)``), from the categorical's codes through a
     table per category: several times cheaper than ``isin`` on 10^6 rows."""
     col = ev["kind"]
+    if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand: plain strings
+        return col.isin(list(kinds)).to_numpy()
     cats = col.cat.categories
     lut = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing kind (code -1)
     lut[:-1] = np.isin(np.asarray(cats, dtype=object), list(kinds))

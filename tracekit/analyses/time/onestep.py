@@ -27,6 +27,7 @@ from ... import intervals as iv
 from ...events import main_stream
 from ... import schema
 from ...errors import MissingDataError, UsageError
+from ..steps.activity import kind_mask
 
 IDLE = "idle"
 NONE = "(none)"
@@ -93,9 +94,9 @@ def _minus(idx, ps, pe, covered: iv.IntervalSet):
 
 def charge(events: pd.DataFrame, main: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row positions (into ``events``) and the disjoint pieces of time each one is charged with, by PRIORITY."""
-    gpu = events["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
-    is_kernel = (events["kind"] == "kernel").to_numpy()
-    is_memcpy = (events["kind"] == "memcpy").to_numpy()
+    gpu = kind_mask(events, schema.GPU_ACTIVITY_KINDS)
+    is_kernel = kind_mask(events, ("kernel",))
+    is_memcpy = kind_mask(events, ("memcpy",))
     dev = events["device"].to_numpy().astype(np.int64)
     stream = events["stream"].to_numpy().astype(np.int64)
     s_all = events["start_ns"].to_numpy(np.int64)
@@ -196,24 +197,64 @@ def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: t
     if main is None:
         main = main_stream(events)
     codes, names = _labels(events, by, rules)
+    return _table(_Charged(events, main, sid, ws, we), by, codes, names)
+
+
+class _Charged:
+    """What every ``by`` of one step set shares: the pieces of wall each activity is charged with and the pieces of
+    what ran, cut by the step windows (computed once for all the ``by`` columns of :func:`one_step_tables`)."""
+
+    def __init__(self, events: pd.DataFrame, main: tuple[int, int], sid: np.ndarray, ws: np.ndarray,
+                 we: np.ndarray):
+        self.sid, self.ws, self.we = sid, ws, we
+        rows, ps, pe = charge(events, main)
+        disjoint = bool(np.all(ws[1:] >= we[:-1])) if ws.size > 1 else True
+        windows = [(np.arange(ws.size), ws, we)] if disjoint else [(np.array([j]), ws[j:j + 1], we[j:j + 1])
+                                                                    for j in range(ws.size)]
+        # what each name ran (raw intervals), for overlapped_ns
+        gpu = kind_mask(events, schema.GPU_ACTIVITY_KINDS)
+        dev = events["device"].to_numpy().astype(np.int64)
+        s_all, e_all = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
+        act = np.flatnonzero(gpu & (dev == main[0]) & (e_all > s_all))
+        self.wall_pieces, self.ran_pieces = [], []
+        for wid, a, b in windows:
+            w, i, s, e = clip_to_windows(rows, ps, pe, a, b)
+            self.wall_pieces.append((wid[w], i, e - s))
+            w2, i2, s2, e2 = clip_to_windows(act, s_all[act], e_all[act], a, b)
+            o = np.argsort(s2, kind="stable")  # by start: each name's union is then one running maximum
+            self.ran_pieces.append((wid[w2][o], i2[o], s2[o], e2[o]))
+
+
+def _union_by_group(grp: np.ndarray, s: np.ndarray, e: np.ndarray, n: int) -> np.ndarray:
+    """intervals.measure_by_group for intervals already sorted by start: a stable sort by group keeps each group's
+    starts in order, so one running maximum of the ends (groups shifted apart in time) gives every union."""
+    out = np.zeros(n, dtype=np.int64)
+    if grp.size == 0:
+        return out
+    o = np.argsort(grp, kind="stable")  # radix sort of small ints
+    g, s, e = grp[o], s[o], e[o]
+    lo = int(s.min())
+    span = int(e.max()) - lo + 1
+    if span * n >= 2**62:  # too far apart to shift (never in practice)
+        return iv.measure_by_group(g, s, e, n)
+    ss, ee = (s - lo) + g * span, (e - lo) + g * span
+    reach = np.maximum.accumulate(ee)
+    prev = np.empty_like(reach)
+    prev[0] = np.iinfo(np.int64).min
+    prev[1:] = reach[:-1]
+    np.add.at(out, g, np.maximum(ee - np.maximum(ss, prev), 0))
+    return out
+
+
+def _table(ch: _Charged, by: str, codes: np.ndarray, names: list[str]) -> pd.DataFrame:
+    """The one-step table of one ``by`` column (its codes per event row and names) from the shared pieces."""
+    sid, ws, we = ch.sid, ch.ws, ch.we
     n_names = len(names)
-    rows, ps, pe = charge(events, main)
-    disjoint = bool(np.all(ws[1:] >= we[:-1])) if ws.size > 1 else True
-    windows = [(np.arange(ws.size), ws, we)] if disjoint else [(np.array([j]), ws[j:j + 1], we[j:j + 1])
-                                                                for j in range(ws.size)]
-    # what each name ran (raw intervals), for overlapped_ns
-    gpu = events["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
-    dev = events["device"].to_numpy().astype(np.int64)
-    s_all, e_all = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
-    act = np.flatnonzero(gpu & (dev == main[0]) & (e_all > s_all))
     wall = np.zeros((ws.size, n_names), dtype=np.int64)
     ran = np.zeros((ws.size, n_names), dtype=np.int64)
-    for wid, a, b in windows:
-        w, i, s, e = clip_to_windows(rows, ps, pe, a, b)
-        np.add.at(wall, (wid[w], codes[i]), e - s)
-        w2, i2, s2, e2 = clip_to_windows(act, s_all[act], e_all[act], a, b)
-        grp = wid[w2] * n_names + codes[i2]
-        ran += iv.measure_by_group(grp, s2, e2, ws.size * n_names).reshape(ws.size, n_names)
+    for (w, i, d), (w2, i2, s2, e2) in zip(ch.wall_pieces, ch.ran_pieces):
+        np.add.at(wall, (w, codes[i]), d)
+        ran += _union_by_group(w2 * n_names + codes[i2], s2, e2, ws.size * n_names).reshape(ws.size, n_names)
     step_wall = we - ws
     table = _rows(sid, by, names, wall, ran, step_wall)
     walls = dict(zip(sid.tolist(), step_wall.tolist()))
@@ -230,9 +271,15 @@ def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: t
 def one_step_tables(events: pd.DataFrame, steps, *, by=("category",), main: tuple[int, int] | None = None,
                     rules=None) -> pd.DataFrame:
     """:func:`one_step_table` for several ``by`` columns, one after the other (``group_by`` tells them apart);
-    columns the events lack are skipped, except ``category``, which is computed."""
-    parts = [one_step_table(events, steps, by=b, main=main, rules=rules) for b in by
-             if b in events.columns or b == "category"]
-    if not parts:
+    columns the events lack are skipped, except ``category``, which is computed. The time is charged once for
+    all of them."""
+    by = [b for b in by if b in events.columns or b == "category"]
+    if not by:
         return pd.DataFrame(columns=ONE_STEP_COLUMNS)
-    return pd.concat(parts, ignore_index=True)
+    schema.require_columns(events, ["kind", "device", "stream", "start_ns", "end_ns"], "one_step_table")
+    sid, ws, we = _step_windows(steps)
+    if main is None:
+        main = main_stream(events)
+    labels = [_labels(events, b, rules) for b in by]
+    ch = _Charged(events, main, sid, ws, we)
+    return pd.concat([_table(ch, b, codes, names) for b, (codes, names) in zip(by, labels)], ignore_index=True)
