@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .numbering import collectives_table, kind_names, match_by_shift, match_by_time, numbered_collectives
+
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
 MIN_TOL_NS = 1_000
 LOOSE_NS = 100_000  # a residual beyond this is said: the ends used for the clocks do not end together
@@ -147,14 +149,11 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     a = {r: float(coarse[r]) for r in ranks}
     b = {r: 0.0 for r in ranks}
     res: dict[int, int | None] = {r: None for r in ranks}
-    e = ends[ends.groupby("inst")["rank"].transform("nunique") > 1] if not ends.empty else ends
-    if e.empty:
+    X, cols = _end_matrix(ends, t0)
+    if not len(X):
         return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
                      ["no collective instance is seen on two ranks: the clocks are taken as recorded"])
-    # local ends after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where not run
-    e = e.assign(x=e["end_ns"].to_numpy(np.int64) - np.int64(t0))
-    E = e.pivot_table(index="inst", columns="rank", values="x", aggfunc="max")
-    fits, D = _place_ranks(E.to_numpy(np.float64), list(E.columns), ref, a, b)
+    fits, D = _place_ranks(X, cols, ref, a, b)
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
     for r in list(fits):
@@ -167,6 +166,22 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
     return Clock(t0, ref, a, b, res, True, warnings)
+
+
+def _end_matrix(ends: pd.DataFrame, t0: int) -> tuple[np.ndarray, list[int]]:
+    """The instances seen on two ranks or more × the ranks that ran them (both sorted): each one's latest local end
+    after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where the rank did not run it."""
+    inst, ii = np.unique(ends["inst"].to_numpy(np.int64), return_inverse=True)
+    ranks, ri = np.unique(ends["rank"].to_numpy(np.int64), return_inverse=True)
+    low = np.iinfo(np.int64).min
+    M = np.full((len(inst), len(ranks)), low, dtype=np.int64)
+    np.maximum.at(M, (ii.reshape(-1), ri.reshape(-1)), ends["end_ns"].to_numpy(np.int64) - np.int64(t0))
+    seen = M != low
+    keep = seen.sum(axis=1) > 1
+    used = seen[keep].any(axis=0)
+    X = np.where(seen, M, 0).astype(np.float64)[np.ix_(keep, used)]
+    X[~seen[np.ix_(keep, used)]] = np.nan
+    return X, ranks[used].tolist()
 
 
 def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],
@@ -318,42 +333,6 @@ def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol:
     return out
 
 
-def match_by_shift(coll: pd.DataFrame, ref: int) -> np.ndarray:
-    """Partial rank-steps (fewer collectives of a kind than the other ranks ran: the profile started or stopped
-    inside the step) matched without any clock: their kernels are a contiguous run of the step's instances, and the
-    right place is where their ends minus a whole rank's ends are constant (the ends coincide up to the clock
-    offset). Sets ``seq`` of the rows it places; returns which rows it placed. A place no clearly better than the
-    next (layers all alike) is left to the time match after alignment."""
-    placed = np.zeros(len(coll), dtype=bool)
-    part = coll[~coll["full"] & (coll["step"] >= 0)]
-    if part.empty:
-        return placed
-    full = coll[coll["full"]]
-    seq = coll["seq"].to_numpy().copy()
-    templates = {}
-    for (g, k), grp in full.groupby(["step", "kind"], sort=False):
-        r = ref if (grp["rank"] == ref).any() else int(grp["rank"].min())
-        templates[(g, k)] = grp.loc[grp["rank"] == r].sort_values("seq")["end_ns"].to_numpy(np.int64)
-    for (r, g, k), grp in part.groupby(["rank", "step", "kind"], sort=False):
-        T = templates.get((g, k))
-        own = grp.sort_values("start_ns")["end_ns"].to_numpy(np.int64)
-        m = len(own)
-        if T is None or m < 2 or m >= len(T):
-            continue
-        spread = []
-        for k0 in range(len(T) - m + 1):
-            d = (own - T[k0:k0 + m]).astype(np.float64)
-            spread.append(float(np.median(np.abs(d - np.median(d)))))
-        order = np.argsort(spread, kind="stable")
-        best = int(order[0])
-        if spread[best] < 0.5 * spread[int(order[1])]:
-            idx = grp.sort_values("start_ns").index.to_numpy()
-            seq[idx] = best + np.arange(m)
-            placed[idx] = True
-    coll["seq"] = seq
-    return placed
-
-
 def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
     """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
     The reference is the lowest rank."""
@@ -368,14 +347,12 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
     g_of = _global_steps(rel, coarse, tol)
-    coll = _numbered_collectives(per_rank, g_of, ref)
+    knames = kind_names(per_rank)
+    coll = numbered_collectives(per_rank, g_of, knames)
+    coll["shifted"] = match_by_shift(coll, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
-    blk = coll[(coll["full"] | coll["shifted"]) & coll["kind"].isin(blocking)]
-    ends = pd.DataFrame({"rank": blk["rank"].to_numpy(),  # an instance: (step, kind, seq), numbered
-                         "inst": blk.groupby(["step", "kind", "seq"], sort=True).ngroup().to_numpy(np.int64),
-                         "end_ns": blk["end_ns"].to_numpy(np.int64)})
-    clock = fine_clock(ends, coarse, ref, t0, nodes)
+    clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
     warnings += clock.warnings
     # everything on the reference's clock
     crank = coll["rank"].to_numpy(np.int64)
@@ -390,7 +367,7 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
                                      "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
                                      "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
     st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
-    matched = _match_by_time(coll, st)
+    matched = match_by_time(coll, st)
     partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
                            coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
     unmatched = int((~matched).sum())
@@ -404,93 +381,18 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     if unmatched:
         warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
                         " or more of a kind in a step than the other ranks ran) and are left out")
-    return Aligned(clock, st, _collectives_table(coll, matched), n_steps, len(part_steps), unmatched,
+    return Aligned(clock, st, collectives_table(coll, matched, knames), n_steps, len(part_steps), unmatched,
                    sorted(part_steps), warnings)
 
 
-def _numbered_collectives(per_rank: dict[int, dict], g_of: dict[int, np.ndarray], ref: int) -> pd.DataFrame:
-    """Every rank's collectives with their global step and ``seq`` (the k-th of its kind in the step), whether the
-    rank ran the count of that kind most ranks ran in the step (``full``), and whether :func:`match_by_shift`
-    placed it (``shifted``)."""
-    parts = []
-    for r, d in per_rank.items():
-        c = d["collectives"].copy()
-        gmap = g_of[r]
-        ls = c["local_step"].to_numpy(np.int64)
-        c["step"] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
-        c["rank"] = r
-        parts.append(c)
-    coll = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    coll = coll.sort_values(["rank", "start_ns"], kind="stable").reset_index(drop=True)
-    coll["seq"] = coll.groupby(["rank", "step", "kind"], sort=False).cumcount().astype(np.int64)
-    cnt = coll.groupby(["rank", "step", "kind"])["seq"].transform("size")
-    # the count of a kind most ranks ran in a step (equal support: the larger count)
-    counted = coll.assign(n=cnt).drop_duplicates(["rank", "step", "kind"])
-    votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
-    votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
-    modal = votes.drop_duplicates(["step", "kind"]).set_index(["step", "kind"])["n"]
-    mkey = pd.MultiIndex.from_frame(coll[["step", "kind"]])
-    coll["full"] = (coll["step"].to_numpy() >= 0) & (cnt.to_numpy() == modal.reindex(mkey).to_numpy())
-    coll["shifted"] = match_by_shift(coll, ref)
-    return coll
-
-
-def _match_by_time(coll: pd.DataFrame, st: pd.DataFrame) -> np.ndarray:
-    """Partial rank-steps and collectives outside every step, matched to the instances by time on the reference's
-    clock: a collective outside every step takes the step whose window holds its start, and each is the instance of
-    its kind whose median start is nearest (one collective an instance). Sets ``step`` and ``seq`` of ``coll``;
-    returns which rows are matched (those already placed included)."""
-    matched = (coll["full"] | coll["shifted"]).to_numpy().copy()
-    seq = coll["seq"].to_numpy().copy()
-    step = coll["step"].to_numpy().copy()
-    if len(st):
-        win = st[st["step"] >= 0].groupby("step").agg(s=("start_ns", "min"), e=("end_ns", "max")).sort_index()
-        out = np.flatnonzero(step < 0)
-        if out.size and len(win):
-            from .... import intervals as iv
-            w = iv.window_of(coll["start_ref"].to_numpy(np.int64)[out], win["s"].to_numpy(np.int64),
-                             win["e"].to_numpy(np.int64))
-            step[out] = np.where(w >= 0, win.index.to_numpy()[np.clip(w, 0, None)], -1)
-    full = coll[matched]
-    tmpl = full.groupby(["step", "kind", "seq"])["start_ref"].median()
-    todo = np.flatnonzero(~matched & (step >= 0))
-    sref = coll["start_ref"].to_numpy(np.int64)
-    kinds = coll["kind"].to_numpy()
-    ranks = coll["rank"].to_numpy()
-    groups: dict[tuple, list[int]] = {}
-    for j in todo:
-        groups.setdefault((int(ranks[j]), int(step[j]), kinds[j]), []).append(j)
-    for (r, g, k), idx in groups.items():
-        try:
-            t = tmpl.loc[(g, k)]
-        except KeyError:
-            continue
-        idx = np.array(idx)
-        dist = np.abs(sref[idx][:, None] - t.to_numpy()[None, :])
-        near = np.argmin(dist, axis=1)
-        best = {}
-        for j, n_, dd in zip(idx, near, dist[np.arange(len(idx)), near]):
-            if n_ not in best or dd < best[n_][1]:
-                best[n_] = (j, dd)
-        for n_, (j, _) in best.items():
-            matched[j] = True
-            seq[j] = int(t.index[n_])
-    coll["step"], coll["seq"] = step, seq
-    return matched
-
-
-def _collectives_table(coll: pd.DataFrame, matched: np.ndarray) -> pd.DataFrame:
-    """The matched collectives on the reference's clock, by instance then rank (taken column by column: no copy of
-    the whole table)."""
-    rows = np.flatnonzero(matched)
-    col = {c: coll[c].to_numpy()[rows] for c in ("step", "seq", "rank")}
-    kcode = pd.factorize(coll["kind"].iloc[rows], sort=True)[0]
-    order = rows[np.lexsort((col["rank"], col["seq"], kcode, col["step"]))]
-    out = {"step": coll["step"].to_numpy(np.int64)[order],
-           "kind": coll["kind"].iloc[order].reset_index(drop=True),
-           "seq": coll["seq"].to_numpy(np.int64)[order], "rank": coll["rank"].to_numpy(np.int64)[order],
-           "start_ns": coll["start_ref"].to_numpy(np.int64)[order], "end_ns": coll["end_ref"].to_numpy(np.int64)[order]}
-    for c in ("work_ns", "attention_ns", "expert_ns"):
-        out[c] = coll[c].to_numpy(np.int64)[order]
-    out["partial"] = ~coll["full"].to_numpy(bool)[order]
-    return pd.DataFrame(out)
+def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) -> pd.DataFrame:
+    """rank, inst (an instance: (step, kind, seq), numbered in that order), end_ns of the placed collectives of a
+    blocking kind: what :func:`fine_clock` fits the clocks to."""
+    codes = [i for i, k in enumerate(knames) if k in blocking]
+    m = (coll["full"] | coll["shifted"]).to_numpy(bool) & np.isin(coll["kind"].to_numpy(np.int64), codes)
+    step, kind, seq = (coll[c].to_numpy(np.int64)[m] for c in ("step", "kind", "seq"))
+    span_k, span_q = len(knames) + 1, int(seq.max()) + 1 if len(seq) else 1
+    key = ((step + 1) * span_k + kind) * span_q + seq
+    return pd.DataFrame({"rank": coll["rank"].to_numpy(np.int64)[m],
+                         "inst": np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1),
+                         "end_ns": coll["end_ns"].to_numpy(np.int64)[m]})

@@ -76,6 +76,8 @@ def _shown(f: Path, root: Path | None) -> str:
 
 def _merge(parts: list[dict]) -> dict:
     """The reduced tables of one rank's files (sglang's per-stage files) as one, local steps renumbered in time."""
+    if len(parts) == 1:  # one file: its tables as they are (read only from here on), not a copy
+        return {"steps": parts[0]["steps"], "collectives": parts[0]["collectives"]}
     steps, colls, shift = [], [], 0
     for p in parts:
         s, c = p["steps"].copy(), p["collectives"].copy()
@@ -84,8 +86,6 @@ def _merge(parts: list[dict]) -> dict:
         shift += len(s)
         steps.append(s)
         colls.append(c)
-    if len(parts) == 1:
-        return {"steps": steps[0], "collectives": colls[0]}
     s = pd.concat(steps, ignore_index=True).sort_values("start_ns", kind="stable").reset_index(drop=True)
     new = np.full(shift + 1, -1, dtype=np.int64)  # old local step (−1: none) → its place in time
     new[s["local_step"].to_numpy(np.int64)] = np.arange(len(s), dtype=np.int64)

@@ -35,26 +35,22 @@ def _us(ns) -> str:
 def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int | None]) -> dict[str, pd.DataFrame]:
     """``coll``: step, kind, seq, rank, start_ns, end_ns (reference clock) and the work columns; ``steps``: step,
     rank, local_step, phase, bs, start_ns, end_ns. Returns the tables collectives, per_collective, steps, by_step."""
-    key = ["step", "kind", "seq"]
-    c = coll[coll.groupby(key)["rank"].transform("size") >= 2]  # an instance seen on one rank says nothing
-    # kinds as small codes (the names only where a row is written): no Python string per row, light group keys
-    kcode, knames = pd.factorize(c["kind"], sort=True)
-    kcode = kcode.astype(np.int16)
-    order = np.lexsort((c["rank"].to_numpy(np.int64), c["start_ns"].to_numpy(np.int64), c["seq"].to_numpy(np.int64),
-                        kcode, c["step"].to_numpy(np.int64)))
-    c = c.iloc[order].reset_index(drop=True)
-    kcode = kcode[order]
-    step_a, seq_a = c["step"].to_numpy(np.int64), c["seq"].to_numpy(np.int64)
-    newg = np.r_[True, (step_a[1:] != step_a[:-1]) | (kcode[1:] != kcode[:-1]) | (seq_a[1:] != seq_a[:-1])] \
-        if len(c) else np.zeros(0, bool)
-    gid = np.cumsum(newg) - 1
+    kcode, knames = _kind_codes(coll["kind"])
+    step0, seq0 = coll["step"].to_numpy(np.int64), coll["seq"].to_numpy(np.int64)
+    rows = np.lexsort((coll["rank"].to_numpy(np.int64), coll["start_ns"].to_numpy(np.int64), seq0, kcode, step0))
+    # an instance seen on one rank says nothing: only the rows of instances of two ranks or more, in that order
+    g0 = _runs(step0[rows], kcode[rows], seq0[rows])
+    rows = rows[np.bincount(g0)[g0] >= 2]
+    kcode = kcode[rows]
+    step_a, seq_a = step0[rows], seq0[rows]
+    gid = _runs(step_a, kcode, seq_a)
     n_g = int(gid.max()) + 1 if len(gid) else 0
     first = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if len(gid) else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, len(gid)])
     last_i = first + size - 1
-    s = c["start_ns"].to_numpy(np.int64)
-    e = c["end_ns"].to_numpy(np.int64)
-    rk = c["rank"].to_numpy(np.int64)
+    s = coll["start_ns"].to_numpy(np.int64)[rows]
+    e = coll["end_ns"].to_numpy(np.int64)[rows]
+    rk = coll["rank"].to_numpy(np.int64)[rows]
     last = s[last_i]
     second = np.where(size >= 2, s[np.maximum(last_i - 1, 0)], last)
     lowmed = s[first + (size - 1) // 2]
@@ -62,22 +58,26 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     # point-to-point send) waited 0, and its whole kernel is its own transfer — never a negative transfer
     wait = np.where(e < last[gid], 0, np.clip(last[gid] - s, 0, None))
     transfer = e - s - wait
-    res = pd.Series(rk).map({int(k): (v or 0) for k, v in residual.items()}).fillna(0).to_numpy(np.int64)
+    res_of = {int(k): (v or 0) for k, v in residual.items()}
+    ranks_u, rinv = np.unique(rk, return_inverse=True)
+    res = np.array([res_of.get(int(r), 0) for r in ranks_u], dtype=np.int64)[rinv.reshape(-1)]
     margin = last - second
     tie_tol = np.maximum(np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)]), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
     med_wait = group_lower_median(gid, wait, n_g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
     tr_sorted = transfer[np.lexsort((transfer, gid))]  # groups stay where they are, each sorted by transfer
     med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
-    inst = c.loc[first, key].reset_index(drop=True)
+    inst = coll.iloc[rows[first]][["step", "kind", "seq"]].reset_index(drop=True)
+    if isinstance(inst["kind"].dtype, pd.CategoricalDtype):  # the kinds' names as the ranks' tables gave them
+        inst["kind"] = pd.Series(knames.take(kcode[first]))
     last_rank = rk[last_i]
     # each row's rank-step: its batch and phase (from the step marker), and the work it did before arriving
     bs, phase_at = _rank_step_lookup(steps, rk, step_a)
     kind = knames.to_numpy(object)  # a code's name: kind[kcode[i]]
-    work = c["work_ns"].to_numpy(np.int64).copy()
+    work = coll["work_ns"].to_numpy(np.int64)[rows]
     for k, (col, _) in WORK_BEFORE.items():
         m = kcode == (knames.get_loc(k) if k in knames else -1)
-        work[m] = c[col].to_numpy(np.int64)[m]
+        work[m] = coll[col].to_numpy(np.int64)[rows[m]]
     med_work = group_lower_median(gid, work, n_g)
     med_bs = group_lower_median(gid, bs, n_g)
     causes = np.full(n_g, None, dtype=object)
@@ -91,7 +91,9 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
     out = np.lexsort((rk, seq_a, kcode, step_a))  # by instance then rank
-    colls = pd.DataFrame({"step": step_a[out], "kind": c["kind"].iloc[out].reset_index(drop=True),
+    kind_out = pd.Series(knames.take(kcode[out])) if isinstance(coll["kind"].dtype, pd.CategoricalDtype) \
+        else coll["kind"].iloc[rows[out]].reset_index(drop=True)
+    colls = pd.DataFrame({"step": step_a[out], "kind": kind_out,
                           "seq": seq_a[out], "rank": rk[out], "start_ns": s[out], "end_ns": e[out],
                           "wait_ns": wait[out], "transfer_ns": transfer[out]})[COLLECTIVE_COLS]
     wsum = colls.groupby(["step", "rank"])["wait_ns"].sum()
@@ -99,6 +101,26 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
     return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st,
             "by_step": _by_step(imb, st, per, wsum), "imbalance": imb}
+
+
+def _kind_codes(kind: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Each row's kind as a small code into the kinds' names, sorted (code order is name order), and the names: a
+    categorical's own codes (the aligner's), else factorised."""
+    if isinstance(kind.dtype, pd.CategoricalDtype) and kind.cat.categories.is_monotonic_increasing:
+        return kind.cat.codes.to_numpy().astype(np.int16), kind.cat.categories
+    codes, names = pd.factorize(kind, sort=True)
+    return codes.astype(np.int16), names
+
+
+def _runs(*keys: np.ndarray) -> np.ndarray:
+    """The run number of each row of sorted keys: a new run wherever any key changes."""
+    if not len(keys[0]):
+        return np.zeros(0, np.int64)
+    new = np.zeros(len(keys[0]), bool)
+    new[0] = True
+    for k in keys:
+        new[1:] |= k[1:] != k[:-1]
+    return np.cumsum(new) - 1
 
 
 def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray):
