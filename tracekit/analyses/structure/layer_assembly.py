@@ -115,9 +115,13 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     step = np.searchsorted(fl.lo, a, side="right") - 1
     ids, n_labels = _labels(fl, a, b)
     # a label recurs when it occurs at least twice in the step
-    n_lab = max(n_labels, 1)
-    _, inv, counts = np.unique(step * n_lab + ids, return_inverse=True, return_counts=True)
-    return _Segs(a, b, step, ids, counts[inv.reshape(-1)] >= 2, n_labels)
+    key = step * max(n_labels, 1) + ids
+    if len(ctx.seqs) * n_labels <= 4 * key.size + 4096:  # few enough (step, label) pairs to count in one array
+        rec = np.bincount(key, minlength=1)[key] >= 2
+    else:
+        _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+        rec = counts[inv.reshape(-1)] >= 2
+    return _Segs(a, b, step, ids, rec, n_labels)
 
 
 def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
@@ -136,8 +140,9 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
     ids = rank[inv]
     if np.array_equal(size[first][inv], size):
         same = np.repeat(a[first][inv] - a, b - a)  # each kernel -> its counterpart in its group's first segment
-        same += np.arange(int(a[0]), int(b[-1]), dtype=np.int64)
-        if np.array_equal(fl.codes[same], fl.codes[int(a[0]):int(b[-1])]):
+        same += fl.index[int(a[0]):int(b[-1])]
+        small = fl.small_codes
+        if np.array_equal(small.take(same), small[int(a[0]):int(b[-1])]):
             return ids, int(first.size)
     labels: dict[bytes, int] = {}
     raw, width = fl.raw, fl.codes.itemsize

@@ -47,6 +47,8 @@ class _Flat:
     # a polynomial hash of every run of codes (mod 2**64): the hash of codes[a:b] is (h_pre[b] - h_pre[a]) * h_pow[a]
     h_pre: np.ndarray = None  # uint64, n + 1: running sum of (code + 1) * HASH_BASE**-i
     h_pow: np.ndarray = None  # uint64, n + 1: HASH_BASE**i
+    index: np.ndarray = None  # arange(n): each kernel's own position
+    small_codes: np.ndarray = None  # the codes in the narrowest integer type that holds them (compared faster)
     roles: object = None  # the transitions and role counts in flat positions (layer_choice._roles), when made
 
     def positions(self, code: int) -> np.ndarray:
@@ -129,7 +131,8 @@ def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
     by_code = np.argsort(codes, kind="stable")
     code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
     h_pre, h_pow = _prefix_hash(codes)
-    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo, h_pre, h_pow)
+    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo, h_pre, h_pow,
+                 np.arange(codes.size, dtype=np.int64), codes.astype(np.min_scalar_type(-n_codes)))
 
 
 def _prefix_hash(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -62,14 +62,24 @@ class _LayerPieces:
         return got
 
     def sig_ids(self, lab: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: tuple) -> np.ndarray:
-        """The signature ids of the layers lab[starts[i]:ends[i]] (the first one after ``prefix``): the distinct rows
-        of each length made into tuples once."""
+        """The signature ids of the layers lab[starts[i]:ends[i]] (the first one after ``prefix``): per length, the
+        rows keyed by one integer (the labels as digits, when they fit in 62 bits; else numpy's row unique), and
+        the distinct rows made into tuples once."""
         lens = ends - starts
         out = np.empty(lens.size, dtype=np.int64)
+        base = int(lab.max(initial=0)) + 1
         for m in np.unique(lens).tolist():
             rows = np.flatnonzero(lens == m)
             mat = lab[starts[rows][:, None] + np.arange(m)]
-            uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+            if base ** m < 1 << 62:
+                key = mat[:, 0].copy()
+                for j in range(1, m):
+                    key *= base
+                    key += mat[:, j]
+                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                uniq = mat[first]
+            else:
+                uniq, inv = np.unique(mat, axis=0, return_inverse=True)
             ids = np.array([self._intern(tuple(r)) for r in uniq.tolist()], dtype=np.int64)
             out[rows] = ids[inv.reshape(-1)]
         if prefix:
