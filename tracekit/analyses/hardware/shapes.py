@@ -162,8 +162,9 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Of one thread's ops (start, end, row) the innermost holding each (doubled) time ``tq``: (found, their rows)."""
-    order = np.lexsort((-(e - s), s))  # by start, the outer (longer) op first on ties
-    s, e, r = s[order], e[order], r[order]
+    if s.size > 1 and not (s[1:] > s[:-1]).all():  # by start, the outer (longer) op first on ties (rows: by start)
+        order = np.lexsort((-(e - s), s))
+        s, e, r = s[order], e[order], r[order]
     # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
     s2, e2 = 2 * s, 2 * e + (e == s)
     ends = np.sort(e2)
@@ -171,8 +172,7 @@ def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> t
     started = np.searchsorted(s2, tq, side="right")
     qdepth = started - np.searchsorted(ends, tq, side="right")
     # the last op started by tq at tq's depth: keys (depth, position) sorted, searched with (depth, started - 1)
-    n = s.size + 1
-    by_depth = np.argsort(depth, kind="stable")
+    n, by_depth = s.size + 1, np.argsort(depth, kind="stable")
     j = np.searchsorted(depth[by_depth] * n + by_depth, qdepth * n + (started - 1), side="right") - 1
     k = by_depth[np.clip(j, 0, None)]
     holds = (qdepth > 0) & (j >= 0) & (depth[k] == qdepth) & (s2[k] <= tq) & (e2[k] > tq)
@@ -440,9 +440,9 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     has = oprow >= 0
     name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))  # the launching op's name (-1: none)
     op = str_values(np.where(has, name_code, -1), name_cats)
-    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, "model": None, "family": None,
-                        "flops": np.nan, "bytes": np.nan, "dtype": None, "carries": False,
-                        "m": np.nan, "n": np.nan, "k": np.nan, "graph": graph})
+    num = {c: np.full(n, np.nan) for c in ("flops", "bytes", "m", "n", "k")}  # filled in place, one table at the end
+    obj = {c: np.full(n, None, dtype=object) for c in ("model", "family", "dtype")}
+    carries = np.zeros(n, dtype=bool)
     warnings: list[str] = []
     why = None
     shape_code = np.full(n, -1, dtype=np.int64)
@@ -459,10 +459,11 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         why = "the trace records no Input Dims (profile with record_shapes=True)"
     else:
         # the kernel of an op call that carries its work: the longest (first on ties)
-        sub = pd.DataFrame({"i": np.flatnonzero(has), "op_row": oprow[has], "dur": dur[has]})
-        carrier = sub.sort_values(["op_row", "dur", "i"], ascending=[True, False, True]).drop_duplicates("op_row")["i"]
-        carries = np.zeros(n, dtype=bool)
-        carries[carrier.to_numpy()] = True
+        i, o = np.flatnonzero(has), oprow[has]
+        order = np.lexsort((i, -dur[has], o))
+        first = np.concatenate(([True], o[order][1:] != o[order][:-1]))  # the longest kernel of each op call
+        carrier = np.zeros(n, dtype=bool)
+        carrier[i[order[first]]] = True
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
@@ -481,16 +482,15 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
                                columns=["flops", "bytes", "dtype", "model", "family", "m", "n", "k"])
             idx = sig[got]
             for c in ("m", "n", "k"):
-                tbl.loc[got, c] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
+                num[c][got] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
             for c in ("model", "family", "dtype"):
-                tbl.loc[got, c] = res[c].to_numpy()[idx]
-            fl = res["flops"].to_numpy(dtype=float, na_value=np.nan)[idx]
-            by = res["bytes"].to_numpy(dtype=float, na_value=np.nan)[idx]
-            car = carries[got]
-            tbl.loc[got, "flops"] = np.where(car, fl, np.nan)
-            tbl.loc[got, "bytes"] = np.where(car, by, np.nan)
-            tbl.loc[got, "carries"] = car
-    shaped = tbl["carries"].to_numpy(dtype=bool)
+                obj[c][got] = res[c].to_numpy()[idx]
+            car = carries[got] = carrier[got]
+            for c in ("flops", "bytes"):
+                num[c][got] = np.where(car, res[c].to_numpy(dtype=float, na_value=np.nan)[idx], np.nan)
+    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, **{c: pd.Series(obj[c], dtype=object) for c in obj},
+                        **num, "carries": carries, "graph": graph}, copy=False)[KERNEL_COLUMNS]
+    shaped = carries
     if graph.any():
         warnings.append(f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
                         " kernel time) are replayed from CUDA graphs: a replay has no launching op, so they have no"
