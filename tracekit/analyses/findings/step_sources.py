@@ -67,20 +67,13 @@ def idle_gaps(ctx: Context) -> list[dict]:
         li[has_next] = launch_index(gs[nxt[has_next]], gcorr[nxt[has_next]], l_corr, l_start)
     launched_end = np.where(li >= 0, l_end[np.clip(li, 0, None)] if l_end.size else 0, -1)
     dur = gaps_e - gaps_s
-    cls = np.full(gaps_s.size, "unattributed", dtype=object)
+    # why each gap waited, as a code (0 unattributed, 1 host, 2 sync, 3 short): no string per gap
     known = li >= 0
-    cls[known & (launched_end > gaps_s)] = "host"
-    cls[known & (launched_end <= gaps_s)] = "sync"
-    cls[(cls == "sync") & (dur < short)] = "short"
-    # what ended just before a sync wait began (the dependency it most likely waited for)
-    prev_end_order = np.argsort(ge, kind="stable")
-    ends_sorted = ge[prev_end_order]
-    prev = np.searchsorted(ends_sorted, gaps_s, side="right") - 1
-    rows_of = np.flatnonzero(g)[order]  # event rows of the sorted GPU activities (names looked up only where needed)
+    cls = np.where(known & (launched_end > gaps_s), 1, np.where(known & (launched_end <= gaps_s), 2, 0))
+    cls[(cls == 2) & (dur < short)] = 3
     n_steps = len(st.table)
     out = []
-    for c, kind in (("host", "idle_host"), ("sync", "idle_sync"), ("short", "idle_short"),
-                    ("unattributed", "idle_unattributed")):
+    for c, kind in ((1, "idle_host"), (2, "idle_sync"), (3, "idle_short"), (0, "idle_unattributed")):
         m = (cls == c) & (step >= 0)
         if not m.any():
             continue
@@ -90,8 +83,10 @@ def idle_gaps(ctx: Context) -> list[dict]:
         extra: dict[str, Any] = {"short_us": f"{short / 1000:g}", "count": f"{int(m.sum()):,}"}
         evidence = (f"{int(m.sum()):,} gap(s) in {n_steps} step(s), median {ms_text(med)} per step of "
                     f"{ms_text(ctx.step_ns)}")
-        if c == "sync":
-            p = prev[m]
+        if c == 2:  # what ended just before a sync wait began (the dependency it most likely waited for)
+            prev_end_order = np.argsort(ge, kind="stable")
+            p = np.searchsorted(ge[prev_end_order], gaps_s[m], side="right") - 1
+            rows_of = np.flatnonzero(g)[order]  # event rows of the sorted GPU activities
             picked = ev["name"].iloc[rows_of[prev_end_order[np.clip(p, 0, None)]]].astype(str).to_numpy()
             before = pd.Series(np.where(p >= 0, picked, "the step start"))
             top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
