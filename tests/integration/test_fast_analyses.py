@@ -138,3 +138,34 @@ def test_one_step_tables_charge_once_and_match_each_table_alone():
     assert set(both["group_by"]) == {"category", "kname"} and both["step"].nunique() == len(st.table)
     per_step = both[both["group_by"] == "kname"].groupby("step")["wall_ns"].sum()
     np.testing.assert_array_equal(per_step.to_numpy(), st.table.sort_values("step")["dur_ns"].to_numpy())
+
+
+def _per_step_class_as_before(c: pd.DataFrame, ws, we, wid) -> pd.DataFrame:
+    """communication's per (class, name, step) table as it was before issue 30 (DataFrames per name)."""
+    rows = []
+    for (cls, name), g in c.groupby(["class", c["name"].astype(str)], sort=True, observed=True):
+        crit, side = g[g["critical"]], g[~g["critical"]]
+        crit_ns = intervals.measure_in_windows(intervals.normalize(crit["start_ns"], crit["end_ns"]), ws, we)
+        side_ns = intervals.measure_in_windows(intervals.normalize(side["start_ns"], side["end_ns"]), ws, we)
+        cnt = np.bincount(np.searchsorted(wid, g["step"].to_numpy()[g["step"].to_numpy() >= 0]), minlength=len(wid))
+        first = g.iloc[0]
+        for i in range(len(wid)):
+            if crit_ns[i] or side_ns[i] or cnt[i]:
+                rows.append({"step": int(wid[i]), "class": cls, "name": name,
+                             "collective": C._opt(first["collective"]), "algo": C._opt(first["algo"]),
+                             "protocol": C._opt(first["protocol"]), "critical_ns": int(crit_ns[i]),
+                             "side_ns": int(side_ns[i]), "count": int(cnt[i])})
+    return pd.DataFrame(rows, columns=C.TABLE_COLUMNS)
+
+
+def test_communication_table_is_the_per_name_groupby_table(monkeypatch):
+    seen = []
+    real = C._per_step_class
+    monkeypatch.setattr(C, "_per_step_class", lambda *a: seen.append((a, real(*a))) or seen[-1][1])
+    for path in (DP16, DP16.with_name("dp2dcp8_bs64.trace.json.gz")):
+        tr = tracekit.load(path, cache=False)
+        C.communication(tr)
+    assert len(seen) == 2
+    for args, table in seen:
+        assert len(table) > 10 and set(table["class"]) >= {"weight_ag"} and table["step"].nunique() > 1
+        pd.testing.assert_frame_equal(table, _per_step_class_as_before(*args))

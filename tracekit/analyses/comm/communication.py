@@ -70,23 +70,7 @@ def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: St
     warnings = merge_warnings(warnings, steps.warnings)
     ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
     c["step"] = steps.step_of(c["start_ns"].to_numpy())
-    rows = []
-    for (cls, name), g in c.groupby(["class", c["name"].astype(str)], sort=True, observed=True):
-        crit = g[g["critical"]]
-        side = g[~g["critical"]]
-        crit_ns = iv.measure_in_windows(iv.normalize(crit["start_ns"], crit["end_ns"]), ws, we)
-        side_ns = iv.measure_in_windows(iv.normalize(side["start_ns"], side["end_ns"]), ws, we)
-        cnt = np.bincount(np.searchsorted(wid, g["step"].to_numpy()[g["step"].to_numpy() >= 0]),
-                          minlength=len(wid))
-        first = g.iloc[0]
-        for i in range(len(wid)):
-            if crit_ns[i] or side_ns[i] or cnt[i]:
-                rows.append({"step": int(wid[i]), "class": cls, "name": name,
-                             "collective": _opt(first["collective"]), "algo": _opt(first["algo"]),
-                             "protocol": _opt(first["protocol"]), "critical_ns": int(crit_ns[i]),
-                             "side_ns": int(side_ns[i]), "count": int(cnt[i])})
-    table = pd.DataFrame(rows, columns=["step", "class", "name", "collective", "algo", "protocol", "critical_ns",
-                                        "side_ns", "count"])
+    table = _per_step_class(c, ws, we, wid)
     per_step = (table.groupby(["step", "class"]).agg(critical_ns=("critical_ns", "sum"), side_ns=("side_ns", "sum"),
                                                     count=("count", "sum")).reset_index()
                 if len(table) else pd.DataFrame(columns=["step", "class", "critical_ns", "side_ns", "count"]))
@@ -99,6 +83,48 @@ def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: St
     return Result(command="comm", inputs=[trace_input(trace)],
                   params={"main_stream": main, **step_params(steps)},
                   summary=summary, tables={"per_step_class": table, "per_step": per_step}, warnings=warnings)
+
+
+TABLE_COLUMNS = ["step", "class", "name", "collective", "algo", "protocol", "critical_ns", "side_ns", "count"]
+
+
+def _per_step_class(c: pd.DataFrame, ws: np.ndarray, we: np.ndarray, wid: np.ndarray) -> pd.DataFrame:
+    """Per (class, name) — sorted, as a groupby sorts them — and step: critical and side-stream time (the union of
+    the kernels in the step) and the count; only the pairs with any. Arrays per name, not DataFrames per name."""
+    cls_code, cls_u = pd.factorize(c["class"].to_numpy(object), sort=True)
+    name_code, name_u = pd.factorize(c["name"].astype(str), sort=True)  # a missing name: -1, left out as groupby does
+    ok = (cls_code >= 0) & (name_code >= 0)
+    key = cls_code.astype(np.int64) * max(len(name_u), 1) + name_code
+    groups, first, gi = np.unique(key[ok], return_index=True, return_inverse=True)
+    rows = np.flatnonzero(ok)
+    n_g, n_w = groups.size, len(wid)
+    s, e = c["start_ns"].to_numpy(np.int64)[rows], c["end_ns"].to_numpy(np.int64)[rows]
+    crit = c["critical"].to_numpy(bool)[rows]
+    step = c["step"].to_numpy()[rows]
+    order = np.argsort(gi, kind="stable")
+    cuts = np.searchsorted(gi[order], np.arange(n_g + 1))
+    crit_ns = np.zeros((n_g, n_w), dtype=np.int64)
+    side_ns = np.zeros((n_g, n_w), dtype=np.int64)
+    for g in range(n_g):  # per distinct (class, name): a few dozen
+        r = order[cuts[g]:cuts[g + 1]]
+        on, off = r[crit[r]], r[~crit[r]]
+        crit_ns[g] = iv.measure_in_windows(iv.normalize(s[on], e[on]), ws, we)
+        side_ns[g] = iv.measure_in_windows(iv.normalize(s[off], e[off]), ws, we)
+    pos = np.searchsorted(wid, step)
+    in_step = (step >= 0) & (pos < n_w)
+    cnt = np.bincount(gi[in_step] * n_w + pos[in_step], minlength=n_g * n_w).reshape(n_g, n_w)
+    g_at, w_at = np.nonzero((crit_ns != 0) | (side_ns != 0) | (cnt != 0))  # by name, then step: the rows' order
+    if g_at.size == 0:
+        return pd.DataFrame([], columns=TABLE_COLUMNS)
+    head = c.iloc[rows[first]]  # each name's first row gives its collective, algo and protocol
+    per_g = {k: [_opt(v) for v in head[k].tolist()] for k in ("collective", "algo", "protocol")}
+    gcls, gname = cls_u[cls_code[rows[first]]], np.asarray(name_u, dtype=object)[name_code[rows[first]]]
+    data = {"step": [int(x) for x in wid[w_at].tolist()], "class": [gcls[g] for g in g_at.tolist()],
+            "name": [gname[g] for g in g_at.tolist()],
+            **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
+            "critical_ns": crit_ns[g_at, w_at].tolist(), "side_ns": side_ns[g_at, w_at].tolist(),
+            "count": cnt[g_at, w_at].tolist()}
+    return pd.DataFrame(data, columns=TABLE_COLUMNS)
 
 
 def _opt(v):
