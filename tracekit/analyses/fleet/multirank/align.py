@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .numbering import collectives_table, kind_names, match_by_shift, match_by_time, numbered_collectives
+from .numbering import collectives_table, dense_ids, kind_names, match_by_shift, match_by_time, numbered_collectives
 
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
 MIN_TOL_NS = 1_000
@@ -394,5 +394,5 @@ def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) ->
     span_k, span_q = len(knames) + 1, int(seq.max()) + 1 if len(seq) else 1
     key = ((step + 1) * span_k + kind) * span_q + seq
     return pd.DataFrame({"rank": coll["rank"].to_numpy(np.int64)[m],
-                         "inst": np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1),
+                         "inst": dense_ids(key),
                          "end_ns": coll["end_ns"].to_numpy(np.int64)[m]})

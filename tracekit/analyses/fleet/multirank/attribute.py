@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .numbering import lex_order
+
 # what a rank did before arriving at an instance of a kind, by the column of the mapper's table
 MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch jitter, the alignment's own accuracy
 WORK_BEFORE = {"dispatch": ("attention_ns", "attention"), "combine": ("expert_ns", "expert GEMMs")}
@@ -37,7 +39,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     rank, local_step, phase, bs, start_ns, end_ns. Returns the tables collectives, per_collective, steps, by_step."""
     kcode, knames = _kind_codes(coll["kind"])
     step0, seq0 = coll["step"].to_numpy(np.int64), coll["seq"].to_numpy(np.int64)
-    rows = np.lexsort((coll["rank"].to_numpy(np.int64), coll["start_ns"].to_numpy(np.int64), seq0, kcode, step0))
+    rows = lex_order(coll["rank"].to_numpy(np.int64), coll["start_ns"].to_numpy(np.int64), seq0, kcode, step0)
     # an instance seen on one rank says nothing: only the rows of instances of two ranks or more, in that order
     g0 = _runs(step0[rows], kcode[rows], seq0[rows])
     rows = rows[np.bincount(g0)[g0] >= 2]
@@ -59,13 +61,19 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     wait = np.where(e < last[gid], 0, np.clip(last[gid] - s, 0, None))
     transfer = e - s - wait
     res_of = {int(k): (v or 0) for k, v in residual.items()}
-    ranks_u, rinv = np.unique(rk, return_inverse=True)
-    res = np.array([res_of.get(int(r), 0) for r in ranks_u], dtype=np.int64)[rinv.reshape(-1)]
+    known = np.array(sorted(res_of), dtype=np.int64)
+    res_known = np.array([res_of[r] for r in sorted(res_of)] + [0], dtype=np.int64)
+
+    def res(i):  # the residual of the rank of rows i (0 for a rank the clocks do not know)
+        p = np.searchsorted(known, rk[i])
+        hit = p < len(known)
+        hit[hit] = known[p[hit]] == rk[i][hit]
+        return np.where(hit, res_known[np.where(hit, p, len(known))], 0)
     margin = last - second
-    tie_tol = np.maximum(np.maximum(res[last_i], res[np.maximum(last_i - 1, 0)]), MIN_TIE_NS)
+    tie_tol = np.maximum(np.maximum(res(last_i), res(np.maximum(last_i - 1, 0))), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
     med_wait = group_lower_median(gid, wait, n_g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
-    tr_sorted = transfer[np.lexsort((transfer, gid))]  # groups stay where they are, each sorted by transfer
+    tr_sorted = transfer[lex_order(transfer, gid)]  # groups stay where they are, each sorted by transfer
     med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
     inst = coll.iloc[rows[first]][["step", "kind", "seq"]].reset_index(drop=True)
     if isinstance(inst["kind"].dtype, pd.CategoricalDtype):  # the kinds' names as the ranks' tables gave them
@@ -90,7 +98,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
                       cause=pd.array(causes, dtype=object))
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
-    out = np.lexsort((rk, seq_a, kcode, step_a))  # by instance then rank
+    out = lex_order(rk, seq_a, kcode, step_a)  # by instance then rank
     kind_out = pd.Series(knames.take(kcode[out])) if isinstance(coll["kind"].dtype, pd.CategoricalDtype) \
         else coll["kind"].iloc[rows[out]].reset_index(drop=True)
     colls = pd.DataFrame({"step": step_a[out], "kind": kind_out,
@@ -181,7 +189,7 @@ def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np
     v = np.asarray(values, dtype=np.float64)
     ok = ~np.isnan(v)
     g, v = np.asarray(gid)[ok], v[ok]
-    order = np.lexsort((v, g))
+    order = lex_order(v, g)
     g, v = g[order], v[order]
     count = np.bincount(g, minlength=n_groups)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])

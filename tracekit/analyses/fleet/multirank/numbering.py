@@ -24,6 +24,43 @@ def kind_names(per_rank: dict[int, dict]) -> pd.Index:
     return pd.Index(names, dtype=dtype)
 
 
+def lex_order(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key primary, stable), as one stable sort of the keys packed into an int64
+    where their ranges allow (5× faster on 10^6 rows); integral float keys count as integers."""
+    n = len(keys[0]) if keys else 0
+    if n < 2:
+        return np.arange(n, dtype=np.intp)
+    packed, span = np.zeros(n, np.int64), 1
+    for k in keys:  # the first key varies fastest
+        k = np.asarray(k)
+        if k.dtype.kind == "f":
+            if not (np.isfinite(k).all() and (k == np.floor(k)).all() and np.abs(k).max() < 2.0 ** 53):
+                return np.lexsort(keys)
+            k = k.astype(np.int64)
+        elif k.dtype.kind not in "iub":
+            return np.lexsort(keys)
+        lo, hi = int(k.min()), int(k.max())
+        width = hi - lo + 1
+        if span * width >= 2 ** 62:
+            return np.lexsort(keys)
+        packed += (k.astype(np.int64) - lo) * span
+        span *= width
+    return np.argsort(packed, kind="stable")
+
+
+def dense_ids(key: np.ndarray) -> np.ndarray:
+    """Each row's place among the distinct values of ``key`` (int64 ≥ 0), sorted: ``np.unique``'s inverse, without
+    a sort where the values are few and small."""
+    if not len(key):
+        return np.zeros(0, np.int64)
+    top = int(key.max())
+    if int(key.min()) < 0 or top > 4 * len(key) + 1024:
+        return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    present = np.zeros(top + 1, dtype=bool)
+    present[key] = True
+    return (np.cumsum(present) - 1)[key]
+
+
 def _group_of(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows grouped by an int64 key: (a stable order by key, each sorted row's group, each group's first place in
     that order, each group's size)."""
@@ -58,7 +95,7 @@ def numbered_collectives(per_rank: dict[int, dict], g_of: dict[int, np.ndarray],
         order = np.lexsort((st, rk))  # by rank, then start (stable: as the ranks' tables give them)
         for row in M[:-1]:
             row[:] = row[order]
-    rid = np.unique(a["rank"], return_inverse=True)[1].astype(np.int64)
+    rid = dense_ids(a["rank"] - (int(a["rank"].min()) if n else 0))
     span_s, span_k = int(a["step"].max()) + 2 if n else 1, len(knames) + 1
     key = (rid * span_s + (a["step"] + 1)) * span_k + a["kind"]  # (rank, step, kind)
     gorder, gid, first, size = _group_of(key)
@@ -169,13 +206,17 @@ def collectives_table(coll: pd.DataFrame, matched: np.ndarray, knames: pd.Index)
     the whole table); ``kind`` a categorical of ``knames`` (sorted: code order is name order)."""
     rows = np.flatnonzero(matched)
     col = {c: coll[c].to_numpy(np.int64)[rows] for c in ("step", "kind", "seq", "rank")}
-    order = np.lexsort((col["rank"], col["seq"], col["kind"], col["step"]))
+    order = lex_order(col["rank"], col["seq"], col["kind"], col["step"])
     rows = rows[order]
-    out = {"step": col["step"][order],
-           "kind": pd.Categorical.from_codes(col["kind"][order], categories=knames),
-           "seq": col["seq"][order], "rank": col["rank"][order],
-           "start_ns": coll["start_ref"].to_numpy(np.int64)[rows], "end_ns": coll["end_ref"].to_numpy(np.int64)[rows]}
-    for c in WORK_COLS:
-        out[c] = coll[c].to_numpy(np.int64)[rows]
+    names = ("step", "seq", "rank", "start_ns", "end_ns", *WORK_COLS)
+    M = np.empty((len(names), len(rows)), dtype=np.int64)  # one block, taken by the frame without a copy
+    for i, (c, src) in enumerate(zip(names, ("step", "seq", "rank", "start_ref", "end_ref", *WORK_COLS))):
+        if c in col:
+            M[i] = col[c][order]
+        else:
+            np.take(coll[src].to_numpy(np.int64), rows, out=M[i])
+    del col
+    out = pd.DataFrame(M.T, columns=list(names), copy=False)
+    out.insert(1, "kind", pd.Categorical.from_codes(coll["kind"].to_numpy(np.int64)[rows], categories=knames))
     out["partial"] = ~coll["full"].to_numpy(bool)[rows]
-    return pd.DataFrame(out)
+    return out
