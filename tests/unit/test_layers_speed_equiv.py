@@ -95,6 +95,28 @@ def test_labels_on_a_hash_collision_fall_back_to_the_bytes():
         assert ids.tolist() == want and n == len(set(want))
 
 
+def test_equal_runs_at_a_shift():
+    rng = random.Random(33)
+    for _ in range(300):
+        period = rng.randrange(1, 6)
+        codes = [rng.randrange(3) for _ in range(period)] * rng.randrange(2, 30)
+        for _ in range(rng.randrange(0, 4)):  # a few kernels that break the period
+            if codes:
+                codes[rng.randrange(len(codes))] = rng.randrange(4)
+        fl = _flat_of([codes], 4)
+        n = len(codes)
+        runs = []
+        for _ in range(rng.randrange(0, 8)):
+            d = rng.choice([period, period, 2 * period, rng.randrange(1, n + 1)])
+            if d < n:
+                lo = rng.randrange(d, n)
+                runs.append((lo, rng.randrange(0, n - lo + 1), d))
+        lo, size, d = (np.array(x, np.int64) for x in zip(*runs)) if runs else (np.zeros(0, np.int64),) * 3
+        want = all(codes[x:x + m] == codes[x - e:x - e + m] for x, m, e in runs)
+        assert fl.equal(lo, size, d) == want
+        assert fl.equal(lo, size, d) == want  # again, with the shifts' mismatch positions remembered
+
+
 @pytest.mark.parametrize("big", [False, True])
 def test_signature_ids_name_the_tuples(big):
     rng = random.Random(32 + big)

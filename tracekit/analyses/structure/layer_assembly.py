@@ -126,8 +126,8 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
 
 def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
     """Label ids 0.. in order of first appearance of the segments a:b (which tile fl.codes), equal ids for equal
-    name sequences: grouped by a hash of the codes and the length, then every segment compared kernel by kernel with
-    its group's first (one array pass); a hash collision (never seen) falls back to a dict of the code bytes."""
+    name sequences: grouped by a hash of the codes and the length, then every segment checked against the one before it
+    in its group (_Flat.equal); a hash collision (never seen) falls back to a dict of the code bytes."""
     if not a.size:
         return np.zeros(0, np.int64), 0
     size = (b - a).astype(np.uint64)
@@ -139,10 +139,11 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
     inv = inv.reshape(-1)
     ids = rank[inv]
     if np.array_equal(size[first][inv], size):
-        same = np.repeat(a[first][inv] - a, b - a)  # each kernel -> its counterpart in its group's first segment
-        same += fl.index[int(a[0]):int(b[-1])]
-        small = fl.small_codes
-        if np.array_equal(small.take(same), small[int(a[0]):int(b[-1])]):
+        # every segment equals the one before it in its group (and so the group's first): grouped, in order
+        order = np.argsort(inv, kind="stable")
+        later = np.flatnonzero(inv[order[1:]] == inv[order[:-1]]) + 1
+        j, before = order[later], order[later - 1]
+        if fl.equal(a[j], b[j] - a[j], a[j] - a[before]):
             return ids, int(first.size)
     labels: dict[bytes, int] = {}
     raw, width = fl.raw, fl.codes.itemsize

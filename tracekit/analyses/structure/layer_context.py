@@ -15,6 +15,9 @@ from ..steps.resolve import Steps
 
 COMM_FAMILY = "comm"
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
+MISMATCH_RUNS = 16  # a shift holding at least 1/16 of the kernels compared gets its mismatch positions (at most 16)
+MISMATCH_DENSE = 8  # ... kept only when at most 1/8 of the positions mismatch
+MISMATCH_KEPT = 64  # shifts remembered per trace, at most
 
 
 @dataclass
@@ -50,6 +53,46 @@ class _Flat:
     index: np.ndarray = None  # arange(n): each kernel's own position
     small_codes: np.ndarray = None  # the codes in the narrowest integer type that holds them (compared faster)
     roles: object = None  # the transitions and role counts in flat positions (layer_choice._roles), when made
+    mismatch: dict = None  # shift d -> the positions x where codes[x] != codes[x + d] (_Flat.equal), None: dense
+
+    def equal(self, lo: np.ndarray, size: np.ndarray, d: np.ndarray) -> bool:
+        """Whether every run codes[lo:lo + size] equals codes[lo - d:lo - d + size] (d > 0). Runs at a common shift
+        (a repeating layer's period: a few shifts cover most runs) count the shift's mismatches between two searches
+        in its mismatch positions, made once per trace and shift; the others compare kernel by kernel."""
+        if not lo.size:
+            return True
+        shifts, inv = np.unique(d, return_inverse=True)
+        inv = inv.reshape(-1)
+        weight = np.bincount(inv, weights=size)
+        rest = np.ones(lo.size, dtype=bool)
+        for i in np.flatnonzero(weight * MISMATCH_RUNS >= self.codes.size)[:MISMATCH_RUNS].tolist():
+            mis = self._mismatch(int(shifts[i]))
+            if mis is None:
+                continue
+            sel = np.flatnonzero(inv == i)
+            x = lo[sel] - int(shifts[i])
+            if (np.searchsorted(mis, x + size[sel]) != np.searchsorted(mis, x)).any():
+                return False
+            rest[sel] = False
+        lo, size, d = lo[rest], size[rest], d[rest]
+        if not lo.size:
+            return True
+        total = int(size.sum())  # at most n for disjoint runs (segments)
+        step = self.index[:total] if total <= self.index.size else np.arange(total, dtype=np.int64)
+        at = np.repeat(lo - np.cumsum(size) + size, size) + step  # each kernel of the runs
+        small = self.small_codes
+        return bool(np.array_equal(small.take(at), small.take(at - np.repeat(d, size))))
+
+    def _mismatch(self, d: int):
+        if self.mismatch is None:
+            self.mismatch = {}
+        if d not in self.mismatch:
+            if len(self.mismatch) >= MISMATCH_KEPT:
+                return None
+            c = self.small_codes
+            mis = np.flatnonzero(c[d:] != c[:-d]) if d < c.size else np.zeros(0, np.int64)
+            self.mismatch[d] = mis if mis.size * MISMATCH_DENSE <= c.size else None
+        return self.mismatch[d]
 
     def positions(self, code: int) -> np.ndarray:
         return self.by_code[self.code_lo[code]:self.code_lo[code + 1]]
