@@ -79,15 +79,20 @@ def _gemm_advice(ka: dict, sel: np.ndarray, eff: dict) -> str:
 
 
 def _clipped(ctx: Context, ka: dict, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, device) of the kernels ``sel``, each cut to its step's window: what they take of the steps."""
-    rows = ka["rows"][sel]
-    ev = ctx.trace.events
-    s, e = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
-    dev = ev["device"].to_numpy()[rows]
-    k = iv.window_of(s, ctx.steps.starts, ctx.steps.ends)
-    ok = k >= 0
-    k = k[ok]
-    return (np.maximum(s[ok], ctx.steps.starts[k]), np.minimum(e[ok], ctx.steps.ends[k]), dev[ok])
+    """(start, end, device) of the kernels ``sel``, each cut to its step's window: what they take of the steps (cut
+    once for every kernel of ``ka``, kept with it)."""
+    clip = ka.get("_clipped")
+    if clip is None:
+        ev, rows = ctx.trace.events, ka["rows"]
+        s, e = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
+        k = iv.window_of(s, ctx.steps.starts, ctx.steps.ends)
+        ok = k >= 0
+        cs, ce = s.copy(), e.copy()
+        cs[ok], ce[ok] = np.maximum(s[ok], ctx.steps.starts[k[ok]]), np.minimum(e[ok], ctx.steps.ends[k[ok]])
+        clip = ka["_clipped"] = (ok, cs, ce, ev["device"].to_numpy()[rows])
+    ok, cs, ce, dev = clip
+    m = sel & ok
+    return cs[m], ce[m], dev[m]
 
 
 def _union_by_device(s: np.ndarray, e: np.ndarray, dev: np.ndarray) -> float:
