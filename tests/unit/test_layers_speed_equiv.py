@@ -79,10 +79,10 @@ def test_labels_equal_the_bytes_dict():
     rng = random.Random(30)
     for _ in range(300):
         fl, a, b = _random_tiling(rng)
-        ids, n = _labels(fl, a, b)
+        ids, n, first = _labels(fl, a, b)
         want = _bytes_labels(fl, a, b)
         assert ids.tolist() == want
-        assert n == len(set(want))
+        assert n == len(set(want)) and first.tolist() == [want.index(i) for i in range(n)]
 
 
 def test_labels_on_a_hash_collision_fall_back_to_the_bytes():
@@ -90,9 +90,9 @@ def test_labels_on_a_hash_collision_fall_back_to_the_bytes():
     for _ in range(100):
         fl, a, b = _random_tiling(rng)
         fl.h_pre = np.zeros_like(fl.h_pre)  # every segment of one length hashes alike: the check must catch it
-        ids, n = _labels(fl, a, b)
+        ids, n, first = _labels(fl, a, b)
         want = _bytes_labels(fl, a, b)
-        assert ids.tolist() == want and n == len(set(want))
+        assert ids.tolist() == want and n == len(set(want)) and first.tolist() == [want.index(i) for i in range(n)]
 
 
 def test_equal_runs_at_a_shift():

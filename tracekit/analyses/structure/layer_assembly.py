@@ -9,6 +9,7 @@ import bisect
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -104,6 +105,7 @@ class _Segs:
     ph: np.ndarray = None
     comp: np.ndarray = None
     k: np.ndarray = None
+    first: np.ndarray = None  # label id -> its first segment
 
 
 def _segments(ctx: _Ctx, token: int) -> _Segs:
@@ -113,7 +115,7 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     bounds = np.union1d(fl.lo, fl.positions(token))
     a, b = bounds[:-1], bounds[1:]
     step = np.searchsorted(fl.lo, a, side="right") - 1
-    ids, n_labels = _labels(fl, a, b)
+    ids, n_labels, first = _labels(fl, a, b)
     # a label recurs when it occurs at least twice in the step
     key = step * max(n_labels, 1) + ids
     if len(ctx.seqs) * n_labels <= 4 * key.size + 4096:  # few enough (step, label) pairs to count in one array
@@ -121,15 +123,16 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     else:
         _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
         rec = counts[inv.reshape(-1)] >= 2
-    return _Segs(a, b, step, ids, rec, n_labels)
+    return _Segs(a, b, step, ids, rec, n_labels, first=first)
 
 
-def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
+def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     """Label ids 0.. in order of first appearance of the segments a:b (which tile fl.codes), equal ids for equal
     name sequences: grouped by a hash of the codes and the length, then every segment checked against the one before it
-    in its group (_Flat.equal); a hash collision (never seen) falls back to a dict of the code bytes."""
+    in its group (_Flat.equal); a hash collision (never seen) falls back to a dict of the code bytes. Also the first
+    segment of each label."""
     if not a.size:
-        return np.zeros(0, np.int64), 0
+        return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
     size = (b - a).astype(np.uint64)
     with np.errstate(over="ignore"):
         key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
@@ -144,16 +147,16 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
         later = np.flatnonzero(inv[order[1:]] == inv[order[:-1]]) + 1
         j, before = order[later], order[later - 1]
         if fl.equal(a[j], b[j] - a[j], a[j] - a[before]):
-            return ids, int(first.size)
+            return ids, int(first.size), np.sort(first)
     labels: dict[bytes, int] = {}
     raw, width = fl.raw, fl.codes.itemsize
     ids = np.fromiter((labels.setdefault(raw[x * width:y * width], len(labels))
                        for x, y in zip(a.tolist(), b.tolist())), dtype=np.int64, count=a.size)
-    return ids, len(labels)
+    return ids, len(labels), np.unique(ids, return_index=True)[1]
 
 
 def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:
-    _, first = np.unique(segs.ids, return_index=True)  # label ids are 0.. in order of first appearance
+    first = segs.first  # label ids are 0.. in order of first appearance
     return _LabelSeqs(ctx.flat.codes, segs.a[first], segs.b[first])
 
 
@@ -412,7 +415,7 @@ def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat)
     for cands in expected:
         combos = [c + (x,) for c in combos for x in cands][:16]
     for combo in combos:
-        exp = tuple(x for lid in combo for x in label_seq[lid])
+        exp = tuple(chain.from_iterable(map(label_seq.__getitem__, combo)))
         budget = _budget(len(exp))
         window = max(a, b - len(exp) - int(math.ceil(budget)) - 1)
         part = tuple(seq.codes[window:b].tolist())

@@ -32,7 +32,7 @@ def _stack_like(asm: _Assembly) -> bool:
     t = asm.table
     n_steps = max(len(set(asm.step_ids)), 1)
     n_layers = t.lo.size / n_steps
-    n_types = np.unique(t.sig).size
+    n_types = t.sig_first.size
     if not t.lo.size or float(np.mean(t.hi - t.lo)) < MIN_LAYER_KERNELS:
         return False  # one GEMM three times in a row is no stack of layers
     return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
@@ -49,7 +49,7 @@ def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
     base = fl.lo[t.step]
     lo, hi = t.lo + base, t.hi + base
     inside = np.searchsorted(roles.trans_ffn, hi, side="left") - np.searchsorted(roles.trans_mixer, lo, side="left")
-    _, first = np.unique(t.sig, return_index=True)
+    first = t.sig_first
     has_mixer = roles.mixer_n[hi[first]] > roles.mixer_n[lo[first]]
     has_part = has_mixer | (roles.ffn_n[hi[first]] > roles.ffn_n[lo[first]])
     asm.layers_n, asm.agree, asm.n_types = int(t.lo.size), int((inside == 1).sum()), int(first.size)

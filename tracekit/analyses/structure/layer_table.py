@@ -7,6 +7,7 @@ once per distinct signature, not once per layer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -35,6 +36,11 @@ class _LayerTable:
     exact: np.ndarray
     note: list[str]
     sigs: list[tuple]
+
+    @cached_property
+    def sig_first(self) -> np.ndarray:
+        """The first layer of each distinct signature (one per layer type)."""
+        return np.unique(self.sig, return_index=True)[1]
 
     def layers(self, step_ids: list[int]) -> dict[int, list[_Layer]]:
         """step id -> its layers (every step, [] without layers)."""
