@@ -167,7 +167,7 @@ def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> t
         s, e, r = s[order], e[order], r[order]
     # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
     s2, e2 = 2 * s, 2 * e + (e == s)
-    ends = np.sort(e2)
+    ends = np.sort(e2, kind="stable")  # the same values; timsort takes the runs of nested ends (10x quicksort here)
     depth = np.arange(1, s.size + 1) - np.searchsorted(ends, s2, side="right")
     started = np.searchsorted(s2, tq, side="right")
     qdepth = started - np.searchsorted(ends, tq, side="right")
@@ -467,7 +467,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
-        upair, inv = np.unique(pair, return_inverse=True)
+        inv, upair = pd.factorize(pair)  # hashed, not sorted: which pair is which is all that is used
         results: list[dict | None] = []
         for p in upair.tolist():
             name = str(name_cats[p // (shape_cats.size + 1)])
@@ -488,8 +488,8 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
             car = carries[got] = carrier[got]
             for c in ("flops", "bytes"):
                 num[c][got] = np.where(car, res[c].to_numpy(dtype=float, na_value=np.nan)[idx], np.nan)
-    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, **{c: pd.Series(obj[c], dtype=object) for c in obj},
-                        **num, "carries": carries, "graph": graph}, copy=False)[KERNEL_COLUMNS]
+    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, **num, "carries": carries, "graph": graph,
+                        **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()}})[KERNEL_COLUMNS]
     shaped = carries
     if graph.any():
         warnings.append(f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
