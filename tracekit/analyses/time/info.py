@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals, schema
-from ...events import gpu_mask, lane_key
+from ...events import gpu_mask
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -40,6 +40,11 @@ def _counted(col: pd.Series, weights: np.ndarray | None = None) -> tuple[pd.Cate
         np.add.at(total, codes[ok], weights[ok].astype(np.int64))
     present = np.flatnonzero(count)
     return pd.Categorical.from_codes(present, dtype=col.dtype), count[present], total[present]
+
+
+def _lanes_at(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """:func:`tracekit.events.lane_key` of the rows ``rows`` only (not an int64 copy of two whole columns)."""
+    return ev["device"].to_numpy()[rows].astype(np.int64) * (1 << 32) + ev["stream"].to_numpy()[rows].astype(np.int64)
 
 
 def _span_and_busy(ev: pd.DataFrame, gpu: np.ndarray) -> tuple[int, int, int, int]:
@@ -99,7 +104,7 @@ def trace_info(trace: Trace) -> Result:
         "memsets": int(kinds.get("memset", 0)),
         "gpu_annotations": int(kinds.get("gpu_annotation", 0)),
         "comm_kernels": int(len(comm)),
-        "streams": int(np.unique(lane_key(ev)[gpu]).size),
+        "streams": int(np.unique(_lanes_at(ev, gpu)).size),
         "first_gpu_start_ns": first if gpu.size else None,
         "last_gpu_end_ns": last if gpu.size else None,
         "span_ns": span,
@@ -130,8 +135,7 @@ def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
                                      "busy_ns"])
     dev_all, st_all = ev["device"].to_numpy(), ev["stream"].to_numpy()
-    key = lane_key(ev)
-    lanes, first, inv = np.unique(key[rows], return_index=True, return_inverse=True)
+    lanes, first, inv = np.unique(_lanes_at(ev, rows), return_index=True, return_inverse=True)
     dev, st = dev_all[rows[first]].astype(np.int64), st_all[rows[first]].astype(np.int64)
     order = np.lexsort((st, dev))  # (device, stream) order, as a crosstab's index
     rank = np.empty_like(order)
@@ -141,7 +145,7 @@ def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
     lut = np.array([lane_kinds.index(c) if c in lane_kinds else -1 for c in cats.tolist()], dtype=np.int64)
     kind_at = lut[ev["kind"].cat.codes.to_numpy()[rows]]
     counts = np.bincount(rank[inv] * 4 + kind_at, minlength=4 * n).reshape(n, 4)
-    g_lane = rank[np.searchsorted(lanes, key[gpu])] if gpu.size else np.zeros(0, np.int64)
+    g_lane = rank[np.searchsorted(lanes, _lanes_at(ev, gpu))] if gpu.size else np.zeros(0, np.int64)
     s, e = ev["start_ns"].to_numpy()[gpu], ev["end_ns"].to_numpy()[gpu]
     busy = intervals.measure_by_group(g_lane, s, e, n)
     return pd.DataFrame({"device": dev[order], "stream": st[order], "kernels": counts[:, 0],
