@@ -122,7 +122,7 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
             "family_code": np.asarray(fcat.codes)[rows], "families": list(fcat.categories),
             "category": _at(cats, rows), "flops": fl, "bytes": by, "dtype": dt,
             "shaped": shaped & (step >= 0), "target": target, "peak": peak,
-            "name": names_at(ev, rows), "op": t["op"].to_numpy(dtype=object),
+            "name": names_at(ev, rows),
             "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
             "graph": t["graph"].to_numpy(dtype=bool), "op_row": t["op_row"].to_numpy(),
             "n_steps": max(1, len(ctx.steps.table))}

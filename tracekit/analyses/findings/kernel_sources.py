@@ -202,7 +202,8 @@ def shape_rooflines(ctx: Context) -> list[dict]:
     d = pd.DataFrame({"name": ka["name"][sh], "dur": ka["dur"][sh], "target": ka["target"][sh],
                       "gain": np.maximum(ka["dur"][sh] - ka["target"][sh], 0), "flops": ka["flops"][sh],
                       "bytes": ka["bytes"][sh], "peak": ka["peak"][sh], "family": ka["family"][sh],
-                      "mfam": ks.table["family"].to_numpy(dtype=object)[sh], "op": ka["op"][sh],
+                      "mfam": ks.table["family"].to_numpy(dtype=object)[sh],
+                      "op": ks.table["op"].iloc[np.flatnonzero(sh)].to_numpy(dtype=object),  # shaped rows only
                       "dtype": ka["dtype"][sh], "m": ka["m"][sh], "n": ka["n"][sh], "k": ka["k"][sh]})
     n_steps = ka["n_steps"]
     g = d.groupby("name", sort=False)
