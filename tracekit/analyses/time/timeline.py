@@ -22,37 +22,62 @@ def _rows(lane: str, labels, starts, ends) -> pd.DataFrame:
                          "start_ns": np.asarray(starts, dtype=np.int64), "end_ns": np.asarray(ends, dtype=np.int64)})
 
 
-def _merge_touching(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
-    """Consecutive intervals of one lane and label closer than ``gap_ns`` as one (a picture cannot show them)."""
-    lane, lanes = pd.factorize(df["lane"], sort=True)  # codes in the texts' order: the sort by lane, label, start
-    label, labels = pd.factorize(df["label"], sort=True)
-    start, end = df["start_ns"].to_numpy(), df["end_ns"].to_numpy()
-    o = np.lexsort((start, label, lane))  # stable, as the sort it replaces
+def _merge_codes(lane: np.ndarray, label: np.ndarray, start: np.ndarray, end: np.ndarray, gap_ns: int):
+    """Consecutive intervals of one lane and label closer than ``gap_ns`` as one (a picture cannot show them);
+    ``lane`` and ``label`` are codes in their texts' order. The merged (lane, label, start, end), sorted by lane,
+    label and start."""
+    o = np.lexsort((start, label, lane))  # stable, as the sort by the texts it replaces
     lane, label, start, end = lane[o], label[o], start[o], end[o]
     same = np.zeros(o.size, dtype=bool)
     same[1:] = (lane[1:] == lane[:-1]) & (label[1:] == label[:-1])
     prev_end = np.zeros(o.size, dtype=float)
     prev_end[1:] = end[:-1]  # as float, as the shifted column was (a gap is compared the way it was)
     first = np.flatnonzero(~same | (start - prev_end > gap_ns))
-    return pd.DataFrame({"lane": np.asarray(lanes, dtype=object)[lane[first]],
-                         "label": np.asarray(labels, dtype=object)[label[first]],
-                         "start_ns": np.minimum.reduceat(start, first), "end_ns": np.maximum.reduceat(end, first)})
+    return lane[first], label[first], np.minimum.reduceat(start, first), np.maximum.reduceat(end, first)
 
 
-def _lane_labels(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """``"stream D:S"`` of each row, the text made once per lane (object array, as the per-row sums made it)."""
+def _merge_touching(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
+    """:func:`_merge_codes` of a table with lane, label, start_ns and end_ns."""
+    lane, lanes = pd.factorize(df["lane"], sort=True)  # codes in the texts' order
+    label, labels = pd.factorize(df["label"], sort=True)
+    ln, lb, s, e = _merge_codes(lane, label, df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), gap_ns)
+    return pd.DataFrame({"lane": np.asarray(lanes, dtype=object)[ln], "label": np.asarray(labels, dtype=object)[lb],
+                         "start_ns": s, "end_ns": e})
+
+
+def _texts(per_value: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes into the sorted distinct texts (object array) for rows whose value code is ``codes`` and whose text is
+    ``per_value[code]``: a code order that is the texts' order, two values of one text one code."""
+    texts, inv = np.unique(np.array(per_value, dtype=object), return_inverse=True)
+    return inv.reshape(-1)[codes], texts.astype(object)
+
+
+def _lane_codes(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``"stream D:S"``, the text made once per lane (codes, texts)."""
     dev, stream = ev["device"].to_numpy()[rows], ev["stream"].to_numpy()[rows]
     key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
-    lanes, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    text = np.array([f"stream {d}:{t}" for d, t in zip(dev[first].tolist(), stream[first].tolist())], dtype=object)
-    return text[inv.reshape(-1)]
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    return _texts([f"stream {d}:{t}" for d, t in zip(dev[first].tolist(), stream[first].tolist())], inv.reshape(-1))
 
 
-def _category_labels(cats: pd.Categorical, rows: np.ndarray) -> np.ndarray:
-    """The category of each row as text, ``other`` where it has none (object array), from the codes."""
-    codes = np.asarray(cats.codes)[rows]
-    text = np.array([str(c) for c in cats.categories.tolist()] + ["other"], dtype=object)
-    return text[np.where(codes >= 0, codes, len(text) - 1)]
+def _category_codes(cats: pd.Categorical, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's category as text, ``other`` where it has none (codes, texts)."""
+    codes = np.asarray(cats.codes)[rows].astype(np.int64)
+    per_value = [str(c) for c in cats.categories.tolist()] + ["other"]
+    return _texts(per_value, np.where(codes >= 0, codes, len(per_value) - 1))
+
+
+def _activities(trace: Trace, rows: np.ndarray, categories, s0: int, s1: int) -> pd.DataFrame:
+    """The stream lanes: each GPU activity of the step (``rows``), merged when there are more than MAX_ACTIVITIES,
+    sorted by lane and start."""
+    ev = trace.events
+    lane, lanes = _lane_codes(ev, rows)
+    label, labels = _category_codes(trace_categories(trace, categories), rows)
+    start, end = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
+    if rows.size > MAX_ACTIVITIES:
+        lane, label, start, end = _merge_codes(lane, label, start, end, max(1, (s1 - s0) // 4000))
+    o = np.lexsort((start, lane))  # by lane text, then start; stable
+    return pd.DataFrame({"lane": lanes[lane[o]], "label": labels[label[o]], "start_ns": start[o], "end_ns": end[o]})
 
 
 def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None = None, block_lane: str = "blocks",
@@ -72,15 +97,10 @@ def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None
         kind = "block_type" if "block_type" in b else "layer_type"
         parts.append(_rows(block_lane, b[kind], b["start_ns"], b["end_ns"]))
     ev = trace.events
-    st, en = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    st = ev["start_ns"].to_numpy()
     rows = np.flatnonzero(gpu_mask(ev) & (st >= s0) & (st < s1))
     if rows.size:
-        acts = pd.DataFrame({"lane": _lane_labels(ev, rows),
-                             "label": _category_labels(trace_categories(trace, categories), rows),
-                             "start_ns": st[rows], "end_ns": en[rows]})
-        if len(acts) > MAX_ACTIVITIES:
-            acts = _merge_touching(acts, max(1, (s1 - s0) // 4000))
-        parts.append(acts.sort_values(["lane", "start_ns"], kind="stable"))
+        parts.append(_activities(trace, rows, categories, s0, s1))
     for lane, df in (("allgathers", allgathers), ("exposed", exposed)):
         if df is not None and len(df):
             d = df[df["step"] == step]
