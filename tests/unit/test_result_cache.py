@@ -63,6 +63,7 @@ def test_the_same_report_again_is_read_not_computed(cli, calls, trace):
     assert code == 0 and calls["report"] == 1 and "|" in md
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["option", "trace_bytes", "annotation", "code", "device"])
 def test_whatever_the_result_depends_on_changed_computes_again(cli, calls, trace, tmp_path, change, monkeypatch):
     ann = tmp_path / "mine.json"
@@ -110,6 +111,7 @@ def test_no_cache_neither_reads_nor_writes_an_entry(cli, calls, trace):
     assert calls["report"] == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "group_writable", "another_key"])
 def test_a_bad_entry_is_recomputed_never_fatal(cli, calls, trace, damage):
     code, first, _ = cli("report", trace, "-f", "json")
