@@ -13,7 +13,9 @@ CLI process (output to /dev/null), timed by the parent, its peak RSS its own VmH
 slow spell of the machine touches every size alike. The best wall of the rounds is reported, the median beside it.
 
 The table: per size and command, wall s (best and median), s per MB of JSON, peak RSS MiB and peak / unzipped size;
-then how flat those per-MB figures are (the largest over the smallest). Everything also goes to
+then how flat those per-MB figures are (the largest over the smallest), raw and net of the fixed cost — the same
+command on the 5 kB bundled sample in the same rounds (interpreter, imports, start-up: ~0.6 s and ~110 MiB, which
+weigh most on the smallest trace). Everything also goes to
 ``<out>/scaling-results.json``. Not a test: the 1 GB run needs ~10 GB of memory and minutes.
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ import ingest as B  # noqa: E402  (the ingest benchmark's runner, trace preparat
 
 MB, MIB = B.MB, B.MIB
 EVENTS_PER_MB = 2500
+SAMPLE = HERE.parent / "tracekit" / "data" / "samples" / "decode_sample.json.gz"  # the fixed cost's input
 
 
 def _prepare(mb: float, out_dir: Path, gz_level: int) -> tuple[Path, Path, dict]:
@@ -70,13 +73,23 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, TRACEKIT_CACHE_DIR=cache_dir)  # --no-cache anyway; never the user's cache
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package's bytecode is compiled; users pay no recompile
     runs: dict[tuple, list] = {(t["mb"], c): [] for t in traces for c in commands}
+    base: dict[str, list] = {c: [] for c in commands}  # the fixed cost: the same command on the 5 kB bundled sample
     for i in range(args.repeat):
+        for c in commands:
+            cmd = [cli, c, "--no-cache", str(SAMPLE)] + (["-f", "json"] if c != "info" else [])
+            base[c].append(B._run_logged(f"{c} --no-cache {SAMPLE.name} (fixed cost)", cmd, f"round {i + 1}/{args.repeat}",
+                                         env=env, stdout_devnull=True, timeout=args.timeout))
         for t in traces:
             for c in commands:
                 cmd = [cli, c, "--no-cache", str(t["gz"])] + (["-f", "json"] if c != "info" else [])
                 runs[(t["mb"], c)].append(B._run_logged(f"{c} --no-cache {t['gz'].name}", cmd,
                                                         f"round {i + 1}/{args.repeat}", env=env, stdout_devnull=True,
                                                         timeout=args.timeout))
+    fixed = {}
+    for c in commands:
+        ok = [r for r in base[c] if "error" not in r]
+        if ok:
+            fixed[c] = {"wall_s": min(r["wall_s"] for r in ok), "peak_mib": max(B._peak_mib(r) for r in ok)}
     rows = []
     for t in traces:
         for c in commands:
@@ -90,33 +103,45 @@ def main(argv: list[str] | None = None) -> int:
                 row.update(wall_s=min(walls), wall_s_median=statistics.median(walls),
                            s_per_mb=min(walls) / (t["bytes"] / MB), peak_mib=peak,
                            peak_over_size=peak * MIB / t["bytes"])
+                if c in fixed:  # what the trace itself costs: the run less the same command on the bundled sample
+                    row.update(net_s_per_mb=(min(walls) - fixed[c]["wall_s"]) / (t["bytes"] / MB),
+                               net_peak_over_size=(peak - fixed[c]["peak_mib"]) * MIB / t["bytes"])
             rows.append(row)
     flat = {}
     for c in commands:
         mine = [r for r in rows if r["command"] == c and r["ok"]]
         if len(mine) > 1:
-            flat[c] = {"s_per_mb": max(r["s_per_mb"] for r in mine) / min(r["s_per_mb"] for r in mine),
-                       "peak_over_size": max(r["peak_over_size"] for r in mine) / min(r["peak_over_size"] for r in mine)}
-    head = ("command", "JSON MB", "gz MB", "wall s", "med", "s/MB", "peak RSS MiB", "peak/size")
+            flat[c] = {k: max(r[k] for r in mine) / min(r[k] for r in mine)
+                       for k in ("s_per_mb", "peak_over_size", "net_s_per_mb", "net_peak_over_size")
+                       if all(r.get(k, 0) > 0 for r in mine)}
+    head = ("command", "JSON MB", "gz MB", "wall s", "med", "s/MB", "net s/MB", "peak RSS MiB", "peak/size",
+            "net peak/size")
     lines = []
     for r in rows:
         t = next(x for x in traces if x["mb"] == r["mb"])
         if not r["ok"]:
             lines.append((f"{r['command']} --no-cache", f"{r['bytes'] / MB:.0f}", f"{t['gz_bytes'] / MB:.1f}", "FAILED",
-                          "", "", "", ""))
+                          "", "", "", "", "", ""))
             continue
+        net_t, net_p = r.get("net_s_per_mb"), r.get("net_peak_over_size")
         lines.append((f"{r['command']} --no-cache", f"{r['bytes'] / MB:.0f}", f"{t['gz_bytes'] / MB:.1f}",
                       f"{r['wall_s']:.2f}", f"{r['wall_s_median']:.2f}", f"{r['s_per_mb'] * 1000:.1f} ms",
-                      f"{r['peak_mib']:.0f}", f"{r['peak_over_size']:.2f}"))
+                      f"{net_t * 1000:.1f} ms" if net_t is not None else "-",
+                      f"{r['peak_mib']:.0f}", f"{r['peak_over_size']:.2f}",
+                      f"{net_p:.2f}" if net_p is not None else "-"))
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)]
     fmt = lambda cells: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)  # noqa: E731
                                   for i, (c, w) in enumerate(zip(cells, widths)))
     text = [f"machine: {B._cpu_model()}, {os.cpu_count()} CPUs, {(B._meminfo_total() or 0) / (1 << 20):.0f} GiB, python"
             f" {platform.python_version()}; best of {args.repeat} rounds; tracekit sources sha1 {fp_start['sha1'][:12]}",
             "", fmt(head), fmt(["-" * w for w in widths]), *[fmt(x) for x in lines], ""]
+    for c, fx in fixed.items():
+        text.append(f"{c}'s fixed cost (the same command on the 5 kB bundled sample: interpreter, imports, start-up):"
+                    f" {fx['wall_s']:.2f} s, {fx['peak_mib']:.0f} MiB; net = the run less it")
     for c, f in flat.items():
-        text.append(f"{c}: largest / smallest s per MB {f['s_per_mb']:.2f}, peak per MB {f['peak_over_size']:.2f}"
-                    " (flat within 20 % means <= 1.20)")
+        text.append(f"{c}: largest / smallest s per MB {f['s_per_mb']:.2f}, peak per MB {f['peak_over_size']:.2f};"
+                    f" net of the fixed cost {f.get('net_s_per_mb', float('nan')):.2f} and"
+                    f" {f.get('net_peak_over_size', float('nan')):.2f} (flat within 20 % means <= 1.20)")
     fp_end = B._tracekit_fingerprint()
     if fp_end["sha1"] != fp_start["sha1"]:
         text.append(f"note: tracekit's sources changed during the run ({fp_start['sha1'][:12]} -> "
@@ -124,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(text), flush=True)
     result = {"started": started, "argv": sys.argv, "traces": [{k: str(v) if isinstance(v, Path) else v
                                                                 for k, v in t.items()} for t in traces],
-              "rows": rows, "flat": flat, "tracekit_source": {"start": fp_start, "end": fp_end}, "table": "\n".join(text)}
+              "rows": rows, "fixed": fixed, "flat": flat, "tracekit_source": {"start": fp_start, "end": fp_end}, "table": "\n".join(text)}
     (out_dir / "scaling-results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     return 0
 
