@@ -18,7 +18,7 @@ from ..structure.blocks import block_stats
 from ..structure.layers import automatic_note, layers
 from ..time.decompose import decompose
 from ..structure.fit import best_fit
-from ..time.info import trace_info
+from ..steps.activity import kind_mask
 from ..memory.launch_log import ledger
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_step, merge_warnings, step_params
@@ -38,12 +38,12 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     ann = as_annotation(ann)
     st = get_steps(trace, steps, ann=ann)
-    info = trace_info(trace)
+    kernels = int(kind_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here
     wall = decompose(trace, ag="ptop", steps=st)
     wall_local = decompose(trace, ag="ptop+local", steps=st)
     s = wall.summary
     summary = {
-        "rank": info.summary["rank"], "num_sms": info.summary["num_sms"], "kernels": info.summary["kernels"],
+        "rank": trace.meta.get("rank"), "num_sms": trace.meta.get("num_sms"), "kernels": kernels,
         "steps": s["steps"], "marker": s["marker"], "phases": st.phases, "trustworthy": st.trustworthy,
         "median_wall_ns": s["median_wall_ns"],
         "median_busy_ns": s["median_busy_ns"], "median_ag_only_ns": s["median_ag_only_ns"],
