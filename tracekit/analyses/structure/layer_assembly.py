@@ -346,7 +346,9 @@ class _Runs:
         a layer's signature is its segments' labels, exact when all of them recur; the first layer starts at
         ``first``'s kernel, after its recovered labels."""
         s = self.segs
-        starts = np.union1d([0], np.flatnonzero(phase == 0))
+        starts = np.flatnonzero(phase == 0)  # and 0 (sorted, distinct: union1d([0], ...) without its sort)
+        if not starts.size or starts[0]:
+            starts = np.concatenate([np.zeros(1, np.int64), starts])
         if starts.size < MIN_RUN_LAYERS:
             return False
         ends = np.append(starts[1:], phase.size)

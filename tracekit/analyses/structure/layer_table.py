@@ -77,11 +77,8 @@ class _LayerPieces:
         for m in np.unique(lens).tolist():
             rows = np.flatnonzero(lens == m)
             mat = lab[starts[rows][:, None] + np.arange(m)]
-            if base ** m < 1 << 62:
-                key = mat[:, 0].copy()
-                for j in range(1, m):
-                    key *= base
-                    key += mat[:, j]
+            if base ** m < 1 << 62:  # exact in int64
+                key = mat @ (base ** np.arange(m - 1, -1, -1, dtype=np.int64))
                 _, first, inv = np.unique(key, return_index=True, return_inverse=True)
                 uniq = mat[first]
             else:
