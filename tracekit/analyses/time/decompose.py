@@ -15,6 +15,7 @@ from ...events import gpu_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..steps.activity import kind_mask
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 
@@ -37,7 +38,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     count as AllGather (``ptop`` or ``ptop+local``); ``steps``: StepOptions, Steps or a table."""
     ev = trace.events
     steps = get_steps(trace, steps)
-    gpu_mask = ev["kind"].isin(schema.GPU_ACTIVITY_KINDS).to_numpy()
+    gpu_mask = kind_mask(ev, schema.GPU_ACTIVITY_KINDS)
     ag_mask = ag_copy_mask(ev, ag) & gpu_mask
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     other = iv.normalize(s[gpu_mask & ~ag_mask], e[gpu_mask & ~ag_mask])
@@ -120,7 +121,8 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     """`tracekit temporal`: span, busy, idle, compute, communication and memory time of the whole trace."""
     from ...errors import MissingDataError
 
-    gpu = trace.events[gpu_mask(trace.events)]
+    # the GPU rows of the columns read, not of every column
+    gpu = trace.events.loc[gpu_mask(trace.events), ["start_ns", "end_ns", "kind", "comm_class", "device", "stream"]]
     if gpu.empty:
         raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
                                " record the trace with ProfilerActivity.CUDA")
