@@ -255,13 +255,83 @@ def _table_json(df: pd.DataFrame, indent: int | None, pad: str, chunk_rows: int)
         yield "[]"
         return
     yield "[" if indent is None else "[\n"
+    keys = _row_keys(df)
     for start in range(0, len(df), chunk_rows):
-        part = encode_json(table_rows(df.iloc[start:start + chunk_rows]), indent).rstrip("\n")
-        inner = part[1:-1].strip("\n")  # the rows without the list's brackets
-        if indent is not None:
-            inner = pad + inner.replace("\n", "\n" + pad)  # every line padded (a JSON string holds no raw newline)
+        chunk = df.iloc[start:start + chunk_rows]
+        inner = _rows_text(chunk, keys, indent, pad) if keys is not None else None
+        if inner is None:  # a value only the encoders' general path writes: this chunk as row dicts
+            part = encode_json(table_rows(chunk), indent).rstrip("\n")
+            inner = part[1:-1].strip("\n")  # the rows without the list's brackets
+            if indent is not None:
+                inner = pad + inner.replace("\n", "\n" + pad)  # every line padded (a JSON string has no raw newline)
         yield ("" if start == 0 else ("," if indent is None else ",\n")) + inner
     yield "]" if indent is None else "\n" + pad + "]"
+
+
+def _row_keys(df: pd.DataFrame) -> list[str] | None:
+    """The columns as JSON keys, when every row is a flat object of them (else None: the row-dict path)."""
+    cols = list(df.columns)
+    if df.attrs.get("spread") in cols or len(set(cols)) != len(cols) or not all(isinstance(c, str) for c in cols):
+        return None
+    try:
+        import orjson
+
+        return [orjson.dumps(c).decode("utf-8") for c in cols]
+    except (ImportError, TypeError):  # no orjson, or a name orjson does not write (a lone surrogate)
+        return None
+
+
+_PLAIN_NUMBERS = {int, float, bool, type(None)}
+_PLAIN_TEXT = {str, type(None)}
+
+
+def _value_texts(values: list, numbers: bool = False) -> list[str] | None:
+    """Each value (``column_values``'s objects) as orjson writes it inside a row — numbers by one encode of the
+    whole column split at its commas, strings once per distinct string — or None where a value is no number,
+    string or null, or orjson does not write it (an integer beyond 64 bits, a lone surrogate)."""
+    import orjson
+
+    kinds = _PLAIN_NUMBERS if numbers else set(map(type, values))
+    try:
+        if kinds <= _PLAIN_NUMBERS:
+            return orjson.dumps(values).decode("utf-8")[1:-1].split(",") if values else []
+        if kinds <= _PLAIN_TEXT:
+            text = {v: orjson.dumps(v).decode("utf-8") for v in dict.fromkeys(values)}
+            return list(map(text.__getitem__, values))
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+    return None
+
+
+def _rows_text(chunk: pd.DataFrame, keys: list[str], indent: int | None, pad: str) -> str | None:
+    """The rows of ``chunk`` as the text the row-dict path gives between the list's brackets (byte for byte: the
+    same values, written by the same encoder, in its layout), built column by column: no dict per row. None where a
+    column needs the general path."""
+    cols = []
+    for c in range(len(keys)):
+        col = chunk.iloc[:, c]
+        dt = col.dtype
+        numbers = isinstance(dt, np.dtype) and dt.kind in "iubf"  # no per-value type check needed
+        texts = _value_texts(column_values(col), numbers)
+        if texts is None:
+            return None
+        cols.append(texts)
+    n, k = len(chunk), len(keys)
+    if indent is None:
+        heads = ["{" + keys[0] + ":"] + ["," + key + ":" for key in keys[1:]]
+        close, sep = "}", ","
+    else:
+        row_pad, key_pad = pad + " " * indent, pad + " " * (2 * indent)
+        heads = [row_pad + "{\n" + key_pad + keys[0] + ": "] + [",\n" + key_pad + key + ": " for key in keys[1:]]
+        close, sep = "\n" + row_pad + "}", ",\n"
+    parts: list = [None] * (n * (2 * k + 1))
+    step = 2 * k + 1
+    for j in range(k):  # interleaved: each row's key, value, key, value, …, its close
+        parts[2 * j::step] = [heads[j]] * n
+        parts[2 * j + 1::step] = cols[j]
+    parts[2 * k::step] = [close + sep] * n
+    parts[-1] = close
+    return "".join(parts)
 
 
 def to_json_obj(result: Result, *, tables: bool = True) -> dict[str, Any]:
