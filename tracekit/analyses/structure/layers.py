@@ -39,17 +39,20 @@ How (per trace, the same for every step):
 6. **The check.** ``check`` compares the layers with the structure: ``agrees`` when every step has as many layers
    as transitions and every layer holds exactly one; otherwise a warning says the layers are not confirmed.
 
-Side-stream work belongs to the window it starts in, as in the annotation engine. The cost is linear in the
-main-stream kernels per candidate boundary kernel, and the candidates are the distinct main-stream names occurring
-three times or more. One candidate's assembly runs over every step at once: numpy passes over its segments (the
-label graph, phases, links, runs); Python labels each segment by its bytes (one dict lookup) and walks the runs that
-can hold layers, the unique segments inside them and their layers; an edit distance runs its DP only when neither a
-lower bound nor a subsequence settles it.
+Side-stream work belongs to the window it starts in, as in the annotation engine. The candidates are the distinct
+main-stream names occurring three times or more, and one candidate's assembly runs over every step at once in numpy
+passes over its segments, not its kernels: a segment is labelled by a hash of its codes (running sums made once per
+trace), checked against the previous segment of its label by the mismatch positions of their shift (made once per
+trace and shift: a repeating layer's period covers most segments) or kernel by kernel; then the label graph, phases,
+links and runs. Python walks the runs that can hold layers and the unique segments inside them; a candidate's
+layers stay arrays, measured in numpy, and only the chosen one's become objects. An edit distance runs its DP only
+when neither a lower bound nor a subsequence settles it.
 
 The finder's jobs live in their own modules of this room: ``layer_context`` (the per-step sequences),
 ``layer_align`` (edit distances), ``layer_assembly`` (segments, phases, runs and layers for one boundary kernel),
-``layer_choice`` (the boundary kernel and the check), ``layer_names`` (type names, duration splits) and
-``layer_windows`` (the windows of every step); this module is the command.
+``layer_table`` (one candidate's layers as arrays), ``layer_choice`` (the boundary kernel and the check),
+``layer_names`` (type names, duration splits) and ``layer_windows`` (the windows of every step); this module is the
+command.
 """
 from __future__ import annotations
 
