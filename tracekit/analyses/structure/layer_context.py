@@ -17,7 +17,7 @@ COMM_FAMILY = "comm"
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
 MISMATCH_RUNS = 16  # a shift holding at least 1/16 of the kernels compared gets its mismatch positions (at most 16)
 MISMATCH_DENSE = 8  # ... kept only when at most 1/8 of the positions mismatch
-MISMATCH_KEPT = 64  # shifts remembered per trace, at most
+MISMATCH_KEPT = 32  # shifts remembered per trace, at most (each at most n/8 positions)
 
 
 @dataclass
