@@ -61,6 +61,11 @@ class _Flat:
         in its mismatch positions, made once per trace and shift; the others compare kernel by kernel."""
         if not lo.size:
             return True
+        if d.min() == d.max():  # one shift (a step of identical layers, or one step): no grouping
+            mis = self._mismatch(int(d[0])) if int(size.sum()) * MISMATCH_RUNS >= self.codes.size else None
+            if mis is not None:
+                x = lo - int(d[0])
+                return not (np.searchsorted(mis, x + size) != np.searchsorted(mis, x)).any()
         shifts, inv = np.unique(d, return_inverse=True)
         inv = inv.reshape(-1)
         weight = np.bincount(inv, weights=size)
