@@ -42,26 +42,27 @@ def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag:
     if main is None and ann is not None and isinstance(ann.main_stream, int):
         main = ann.main_stream
     local_copy_pattern = AllGatherOptions.of(ag).with_annotation(ann).local_copy
-    # the main stream is found before the steps, so a trace with neither says what it said before
-    lane = None if isinstance(steps, Steps) else find_main_stream(trace.events, main)
+    # the main stream and the AllGather copies are found before the steps, so a trace that fails at either says
+    # what it said before
+    pre = None if isinstance(steps, Steps) else (find_main_stream(trace.events, main),
+                                                 weight_ag_mask(trace.events, local_copy_pattern))
     st = get_steps(trace, steps, ann=ann)
     # once per trace, steps and options: report asks, and so does its critical-communication finding
     key = ("communication", id(st), main, local_copy_pattern)
     hit = trace.derived.get(key)
     if hit is None or hit[0] is not st:  # the entry holds the steps, so their id cannot be reused meanwhile
-        hit = trace.derived[key] = (st, _communication(trace, main, local_copy_pattern, st, lane))
+        hit = trace.derived[key] = (st, _communication(trace, main, local_copy_pattern, st, pre))
     res = hit[1]
     return replace(res, inputs=copy.deepcopy(res.inputs), params=dict(res.params),
                    summary=copy.deepcopy(res.summary), tables=dict(res.tables), warnings=list(res.warnings))
 
 
-def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: Steps,
-                   lane: tuple[int, int] | None) -> Result:
+def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: Steps, pre: tuple | None) -> Result:
     ev = trace.events
     warnings = list(trace.report.warnings)
-    dev_main, st_main = lane if lane is not None else find_main_stream(ev, main)
+    (dev_main, st_main), is_ag = pre if pre is not None else (find_main_stream(ev, main),
+                                                             weight_ag_mask(ev, local_copy_pattern))
     is_comm = ev["comm_class"].notna().to_numpy()
-    is_ag = weight_ag_mask(ev, local_copy_pattern)
     sel = is_comm | is_ag
     c = ev.loc[sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns",
                      "end_ns"]].copy()
