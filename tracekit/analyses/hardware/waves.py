@@ -268,10 +268,10 @@ def _ctas_per_sm_by_launch(k: pd.DataFrame, rest: np.ndarray, lim: SmLimits, lab
     """The ``rest`` rows of ``k`` from their launch configuration against the SM's limits (``cps``, ``limited`` and
     ``src`` set in place), counted once per distinct (threads, registers, shared memory); returns the notes on
     launches whose count is partial or assumed."""
-    kr = k[rest]
-    bx, by, bz = (kr[c].to_numpy().astype(np.int64) for c in ("block_x", "block_y", "block_z"))
+    bx, by, bz, reg, smem = (k[c].to_numpy()[rest].astype(np.int64)  # the columns' rest rows, not a copy of the table
+                             for c in ("block_x", "block_y", "block_z", "registers", "shared_mem"))
     threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
-    cols = (threads, kr["registers"].to_numpy().astype(np.int64), kr["shared_mem"].to_numpy().astype(np.int64))
+    cols = (threads, reg, smem)
     # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
     key = np.zeros(len(threads), dtype=np.int64)
     for c in cols:
