@@ -43,6 +43,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     # an instance seen on one rank says nothing: only the rows of instances of two ranks or more, in that order
     g0 = _runs(step0[rows], kcode[rows], seq0[rows])
     rows = rows[np.bincount(g0)[g0] >= 2]
+    del g0
     kcode = kcode[rows]
     step_a, seq_a = step0[rows], seq0[rows]
     gid = _runs(step_a, kcode, seq_a)
@@ -92,6 +93,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     for j in np.flatnonzero(~tie):  # a sentence per clear instance; numpy scalars only
         i = last_i[j]
         causes[j] = _cause(kind[kcode[i]], work[i], med_work[j], bs[i], med_bs[j], phase_at(i))
+    del gid, bs, work, phase_at  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
                       spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
                       cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
