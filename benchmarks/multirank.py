@@ -4,6 +4,13 @@ two process workers, against the cold ingest of the same files alone (two proces
     python benchmarks/multirank.py --run DIR            # an existing run (the rank files of one run)
     python benchmarks/multirank.py --mb 100 --ranks 16  # generate one (fixtures/synth.py ranks, dp_attn_deepep16)
 
+    python benchmarks/multirank.py --run DIR --reduce-to R.pkl  # each rank reduced once (2 processes), kept
+    python benchmarks/multirank.py --parent R.pkl               # the parent's part alone, from those reductions
+
+``--parent`` times what the parent does once the workers are done — align, attribute, write the JSON (to
+/dev/null) — in a fresh process (its wall, CPU and peak RSS besides the reductions it loads), without re-ingesting
+the run: the parent's share, measured in seconds rather than minutes.
+
 Each row runs in a fresh process tree, sampled every 20 ms (psutil) for the peak RSS of the parent and of each
 worker; wall time is the tree's. The issue's targets: imbalance wall ≤ 1.15 × the ingest alone, peak per worker
 ≤ 1.5 × the largest rank's unzipped JSON, the parent ≤ 0.5 GB. Prints a Markdown table; ``--out FILE`` writes the
@@ -43,6 +50,43 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_a
     r = tracekit.imbalance(sys.argv[1], dask=c, cache=False)
     print("analysis_s", time.perf_counter() - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
 """
+
+
+PARENT = """
+import os, pickle, resource, sys, time
+plan, results = pickle.load(open(sys.argv[1], "rb"))
+from tracekit.analyses.fleet.multirank import imbalance_of_run
+from tracekit.result import iter_json
+rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+c, w = time.process_time(), time.perf_counter()
+r = imbalance_of_run(plan, results)
+ca, wa = time.process_time() - c, time.perf_counter() - w
+size = 0
+with open(os.devnull, "w") as f:
+    for piece in iter_json(r):
+        size += f.write(piece)
+print(f"analysis_s {wa:.2f} analysis_cpu_s {ca:.2f} json_s {time.perf_counter() - w - wa:.2f} json_mb {size / 1e6:.0f}"
+      f" cpu_s {time.process_time() - c:.2f} rss_with_reductions_mb {rss0:.0f}", file=sys.stderr)
+"""
+
+REDUCE = """
+import pickle, sys
+from tracekit.analyses.fleet.multirank import plan_run, reduce_point
+from tracekit.sweeps import map_points
+plan = plan_run(sys.argv[2], cache=False)
+results = map_points(reduce_point, [str(f) for _, f in plan.files], plan.opts, jobs=2)
+with open(sys.argv[1], "xb") as f:  # never over a file that is there
+    pickle.dump((plan, results), f)
+"""
+
+
+def parent_only(reductions: Path) -> None:
+    """The parent's part alone (``--parent``): one fresh process, its wall, CPU and peak RSS."""
+    row = measure([sys.executable, "-c", PARENT, str(reductions)], "parent alone (from the reductions)")
+    if row["wall_s"] is None:
+        raise SystemExit("the parent row failed: stderr above says why")
+    print(f"{row['row']}: wall {row['wall_s']:.1f} s, peak RSS {row['parent_peak_mb']:,.0f} MB;"
+          f" {row['stderr_tail'].strip()}")
 
 
 def unzipped_size(path: Path) -> int:
@@ -87,7 +131,19 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=16, choices=(8, 16))
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--reduce-to", type=Path, help="reduce each rank of --run once and keep the tables in this (new)"
+                                                  " pickle file, for --parent")
+    ap.add_argument("--parent", type=Path, help="time the parent's part alone, from a --reduce-to pickle")
     a = ap.parse_args()
+    if a.parent:
+        return parent_only(a.parent)
+    if a.reduce_to:
+        if a.run is None:
+            raise SystemExit("--reduce-to needs --run DIR")
+        if a.reduce_to.exists():
+            raise SystemExit(f"{a.reduce_to} is there already: give a new file name")
+        subprocess.run([sys.executable, "-c", REDUCE, str(a.reduce_to), str(a.run)], check=True)
+        return None
     run = a.run
     if run is None:
         run = ROOT / "benchmarks" / "out" / f"run-{a.ranks}x{a.mb}mb"
