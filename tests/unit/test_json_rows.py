@@ -12,8 +12,8 @@ import tracekit.result as result_mod
 from tracekit.result import Result, encode_json, iter_json, to_json_obj
 
 FLOATS = [0.1, 1e-7, 1e16, 1.5e300, -0.0, 5e-324, 1.7976931348623157e308, 1 / 3, 2.5, 100.0, -12345.678, 1e22]
-TEXT = ['plain', 'quote " and \\ back', "new\nline\ttab", "ctl \x00\x01\x1f\x7f", "µs → ✓ 🚀", "\u2028\u2029", "",
-        "comma, inside", "null"]
+TEXT = ['plain', 'quote " and \\ back', "new\nline\ttab", "ctl \x00\x01\x1f\x7f", "µs → ✓ 🚀", "\u2028\u2029",
+        "", "comma, inside", "null"]
 
 
 def _plain(n: int = 23) -> pd.DataFrame:
