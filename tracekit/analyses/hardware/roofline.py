@@ -301,34 +301,7 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
         d.loc[pos, "op"] = o["op"].to_numpy()
         d.loc[pos, "shaped"] = True
         d.loc[pos, "source"] = "annotation"
-    out = []
-    for name, g in d.groupby("name", sort=False):
-        sh = g[g["shaped"].to_numpy(dtype=bool)]
-        base = sh if len(sh) else g
-        mean = float(base["dur"].mean())
-        op = base["op"].dropna()
-        fam = sh["family"].dropna()
-        row = {"name": name, "op": str(op.mode().iloc[0]) if len(op) else None,
-               "category": str(g["category"].iloc[0]), "calls": int(len(g)), "shaped_calls": int(len(sh)),
-               "mean_ns": mean, "total_ns": int(g["dur"].sum()),
-               "family": str(fam.mode().iloc[0]) if len(fam) else None,
-               "flops": None, "bytes": None, "dtype": None, "mfu": None, "mbu": None, "bound": None, "source": None,
-               "achieved_tbps": None, "achieved_tflops": None, "intensity": None, "ridge": None}
-        if len(sh):
-            fl = sh["flops"].to_numpy(dtype=float)
-            by = sh["bytes"].to_numpy(dtype=float)
-            dts = sh["dtype"].dropna()
-            dtype = str(dts.mode().iloc[0]) if len(dts) else None
-            flops = float(np.mean(fl)) if not np.isnan(fl).any() else None
-            nbytes = float(np.nanmean(by)) if not np.isnan(by).all() else None
-            src = sh["source"].dropna()
-            row.update(flops=flops, bytes=nbytes, dtype=dtype, source=str(src.mode().iloc[0]) if len(src) else None)
-            if nbytes is not None and mean > 0:
-                pt = roofline_point(nbytes, flops, mean, hw, dtype or "")
-                row.update(mbu=pt["mbu"], mfu=pt["mfu"], bound=pt["bound"] or "memory",
-                           achieved_tbps=pt["achieved_tbps"], achieved_tflops=pt["achieved_tflops"],
-                           intensity=pt["intensity"], ridge=pt["ridge"])
-        out.append(row)
+    out = _per_kernel_rows(d, hw)
     tbl = pd.DataFrame(out, columns=PER_KERNEL_COLUMNS)
     if len(tbl):
         tbl = tbl.sort_values(["total_ns", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
@@ -343,6 +316,57 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
              "shaped_names": int((tbl["shaped_calls"] > 0).sum()), "kernel_names": int(len(tbl)),
              "kernel_ns": int(total)}
     return tbl, ks, stats
+
+
+def _group_modes(gid: np.ndarray, col: pd.Series, mask: np.ndarray) -> dict[int, Any]:
+    """Per group id the most common value of ``col`` over the rows ``mask`` (missing values left out; the smallest on
+    a tie), as ``Series.mode().iloc[0]`` per group gives it: one groupby, not one call per group."""
+    sel = np.flatnonzero(mask & (gid >= 0) & col.notna().to_numpy(dtype=bool))
+    if not sel.size:
+        return {}
+    f = pd.DataFrame({"g": gid[sel], "v": col.iloc[sel].reset_index(drop=True)})
+    n = f.groupby(["g", "v"], sort=False).size().rename("_n").reset_index()
+    n = n.sort_values(["g", "_n", "v"], ascending=[True, False, True], kind="stable").drop_duplicates("g")
+    return dict(zip(n["g"].tolist(), n["v"].tolist()))
+
+
+def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any]]:
+    """The rows of :func:`per_kernel_table`, one per kernel name (in order of first appearance): the groups cut from
+    one sort of the name codes and read as numpy slices, the most common values counted in one groupby each."""
+    gid = pd.factorize(d["name"])[0]  # a missing name is -1: in no group, as groupby leaves it out
+    rows = np.flatnonzero(gid >= 0)
+    order = rows[np.argsort(gid[rows], kind="stable")]  # each group's rows in table order
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(gid[rows]))))
+    shaped = d["shaped"].to_numpy(dtype=bool)
+    has_sh = np.bincount(gid[rows], weights=shaped[rows]) > 0 if rows.size else np.zeros(0, dtype=bool)
+    base = shaped | ~has_sh[np.clip(gid, 0, None)] if rows.size else shaped  # the shaped calls, else all of them
+    modes = {c: _group_modes(gid, d[c], base if c == "op" else shaped) for c in ("op", "family", "dtype", "source")}
+    dur, fl, by = d["dur"].to_numpy(), d["flops"].to_numpy(dtype=float), d["bytes"].to_numpy(dtype=float)
+    out = []
+    for g in range(bounds.size - 1):
+        idx = order[bounds[g]:bounds[g + 1]]
+        sh = idx[shaped[idx]]
+        mean = float(dur[sh if sh.size else idx].mean())
+        op, fam = modes["op"].get(g), modes["family"].get(g)
+        row = {"name": d["name"].iloc[idx[0]], "op": None if op is None else str(op),
+               "category": str(d["category"].iloc[idx[0]]), "calls": int(idx.size), "shaped_calls": int(sh.size),
+               "mean_ns": mean, "total_ns": int(dur[idx].sum()), "family": None if fam is None else str(fam),
+               "flops": None, "bytes": None, "dtype": None, "mfu": None, "mbu": None, "bound": None, "source": None,
+               "achieved_tbps": None, "achieved_tflops": None, "intensity": None, "ridge": None}
+        if sh.size:
+            f, b = fl[sh], by[sh]
+            dtype, src = modes["dtype"].get(g), modes["source"].get(g)
+            dtype = None if dtype is None else str(dtype)
+            flops = float(np.mean(f)) if not np.isnan(f).any() else None
+            nbytes = float(np.nanmean(b)) if not np.isnan(b).all() else None
+            row.update(flops=flops, bytes=nbytes, dtype=dtype, source=None if src is None else str(src))
+            if nbytes is not None and mean > 0:
+                pt = roofline_point(nbytes, flops, mean, hw, dtype or "")
+                row.update(mbu=pt["mbu"], mfu=pt["mfu"], bound=pt["bound"] or "memory",
+                           achieved_tbps=pt["achieved_tbps"], achieved_tflops=pt["achieved_tflops"],
+                           intensity=pt["intensity"], ridge=pt["ridge"])
+        out.append(row)
+    return out
 
 
 def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
