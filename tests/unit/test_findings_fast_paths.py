@@ -167,3 +167,23 @@ def test_corpus_bert_outputs_are_pinned():
     if not path.is_file():
         pytest.skip(f"{path} is not here (the shared corpus)")
     _check("bert_h100", path)
+
+
+def test_group_modes_match_series_mode_per_group():
+    """roofline's per-kernel modes: over the masked rows, missing values left out, the smallest on a tie."""
+    from tracekit.analyses.hardware.roofline import _group_modes
+
+    rng = np.random.default_rng(5)
+    vals = np.array(["fp16", "bf16", None, "fp8", "é"], dtype=object)
+    for _ in range(40):
+        n = int(rng.integers(1, 50))
+        gid = rng.integers(-1, 5, n)
+        col = pd.Series(rng.choice(vals, n))
+        mask = rng.random(n) > 0.3
+        got = _group_modes(gid, col, mask)
+        want = {}
+        for g in sorted(set(gid[gid >= 0].tolist())):
+            x = col[(gid == g) & mask].dropna()
+            if len(x):
+                want[g] = x.mode().iloc[0]
+        assert got == want
