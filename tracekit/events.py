@@ -40,7 +40,8 @@ def categorical_at(values, idx: np.ndarray) -> pd.Categorical:
     sorted, as pd.Categorical would make them."""
     values = np.asarray(values, dtype=object)
     idx = np.asarray(idx, dtype=np.int64)
-    used = np.unique(idx[idx >= 0]) if idx.size else np.zeros(0, dtype=np.int64)
+    used = (np.flatnonzero(np.bincount(idx[idx >= 0], minlength=values.size)) if idx.size
+            else np.zeros(0, dtype=np.int64))  # the sorted distinct indices, without sorting every row
     if used.size == 0:
         return pd.Categorical.from_codes(np.full(idx.size, -1, dtype=np.int8), categories=pd.Index([], dtype=object))
     names = sorted({values[i] for i in used.tolist()})
@@ -101,7 +102,10 @@ def same_stream_overlaps(events: pd.DataFrame, *, tolerance_ns: int = 0, fractio
     order = np.lexsort((s, lane))
     ln, s, e, rows = lane[order], s[order], e[order], rows[order]
     same = np.concatenate([[False], ln[1:] == ln[:-1]])
-    reach = pd.Series(e).groupby(ln).cummax().to_numpy()
+    reach = np.empty_like(e)
+    cuts = np.flatnonzero(~same).tolist() + [e.size]
+    for a, b in zip(cuts[:-1], cuts[1:]):  # one running maximum per lane (a few lanes, not a loop per event)
+        np.maximum.accumulate(e[a:b], out=reach[a:b])
     prev = np.concatenate([[np.iinfo(np.int64).min], reach[:-1]])
     allowed = np.maximum(tolerance_ns, (fraction * (e - s)).astype(np.int64))
     out[rows[same & (prev - s > allowed)]] = True
