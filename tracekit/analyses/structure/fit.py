@@ -282,11 +282,17 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
             "body_blocks_per_step": body_per_step, "warnings": a.warnings}
 
 
-def _any_name(pattern: str, names: list[str], where: str) -> bool:
+def _any_name(trace: Trace, pattern: str, where: str) -> bool:
+    """Whether the pattern matches some kernel name of the trace: once per distinct pattern and trace
+    (``trace.derived``; annotations share their patterns, and a pattern that fails is not remembered)."""
     from ...regexes import bounded
 
-    rx = bounded(pattern, where)
-    return any(rx.search(n) for n in names)
+    key = ("kernel_name_hit", pattern, len(trace.events))
+    hit = trace.derived.get(key)
+    if hit is None:
+        rx = bounded(pattern, where)
+        hit = trace.derived[key] = any(rx.search(n) for n in _names_of_kind(trace, "kernel"))
+    return hit
 
 
 def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[float | None, int | None]) -> float:
@@ -300,23 +306,22 @@ def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[fl
     * ``expect`` the share of ``blocks.expect`` types that some block can have (a type rule whose ``contains``
       matches a kernel name, a position) or that expect none;
     * ``comm`` the share of ``comm_patterns`` matching some kernel name; ``layers`` 1 when judged."""
-    names = _names_of_kind(trace, "kernel")
     spec = ann.blocks
-    rule_hits = [_any_name(r.contains, names, f"blocks.types[{i}].contains") for i, r in enumerate(spec.types)]
+    rule_hits = [_any_name(trace, r.contains, f"blocks.types[{i}].contains") for i, r in enumerate(spec.types)]
     typed_ok = bool(spec.position.default) or any(rule_hits)
     parts = {"marker": _marker_found(trace, ann, st), "typed": 1.0 if typed_ok else 0.0,
              "hardware": row.get("hardware"), "framework": row.get("framework"),
              "layers": 1.0 if auto[0] else None, "tags": None, "expect": None, "comm": None}
     want = sorted({r.tag for r in ann.op_tags})
     if want:
-        can = {r.tag for i, r in enumerate(ann.op_tags) if _any_name(r.pattern, names, f"op_tags[{i}].pattern")}
+        can = {r.tag for i, r in enumerate(ann.op_tags) if _any_name(trace, r.pattern, f"op_tags[{i}].pattern")}
         parts["tags"] = len(can & set(want)) / len(want)
     if spec.expect:
         made = {r.type for r, hit in zip(spec.types, rule_hits) if hit}
         made |= {t for t in (spec.position.first, spec.position.last, spec.position.default, UNTYPED) if t}
         parts["expect"] = float(np.mean([n == 0 or t in made for t, n in spec.expect.items()]))
     if ann.comm_patterns:
-        parts["comm"] = float(np.mean([_any_name(r.pattern, names, f"comm_patterns[{i}].pattern")
+        parts["comm"] = float(np.mean([_any_name(trace, r.pattern, f"comm_patterns[{i}].pattern")
                                        for i, r in enumerate(ann.comm_patterns)]))
     return _score(parts)
 

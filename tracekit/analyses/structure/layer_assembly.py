@@ -15,7 +15,7 @@ import numpy as np
 
 from .layer_align import _align_suffix, _budget, _cost_floor, _edit, _edit_floor
 from .layer_context import _Ctx, _Flat, _Seq
-from .layer_table import _Layer, _LayerPieces, _LayerTable
+from .layer_table import _first_of, _groups, _Layer, _LayerPieces, _LayerTable
 
 MIN_RUN_LAYERS = 2  # a run of fewer layers is not a stack of layers
 K_MAX = 16  # at most this many segments per layer
@@ -112,7 +112,9 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     """Every step cut at each occurrence of the token (and at its own ends), and each segment labelled by its exact
     sequence of kernel names: label ids in order of first appearance (_labels)."""
     fl = ctx.flat
-    bounds = np.union1d(fl.lo, fl.positions(token))
+    bounds = np.concatenate([fl.lo, fl.positions(token)])  # np.union1d of the two, without its unique's overhead
+    bounds.sort()
+    bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])] if bounds.size else bounds
     a, b = bounds[:-1], bounds[1:]
     step = np.searchsorted(fl.lo, a, side="right") - 1
     ids, n_labels, first = _labels(fl, a, b)
@@ -136,15 +138,13 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, n
     size = (b - a).astype(np.uint64)
     with np.errstate(over="ignore"):
         key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    first, inv, order, new = _groups(key)  # order: the segments grouped, in order within a group
     rank = np.empty(first.size, np.int64)
     rank[np.argsort(first)] = np.arange(first.size, dtype=np.int64)
-    inv = inv.reshape(-1)
     ids = rank[inv]
     if np.array_equal(size[first][inv], size):
         # every segment equals the one before it in its group (and so the group's first): grouped, in order
-        order = np.argsort(inv, kind="stable")
-        later = np.flatnonzero(inv[order[1:]] == inv[order[:-1]]) + 1
+        later = np.flatnonzero(~new[1:]) + 1
         j, before = order[later], order[later - 1]
         if fl.equal(a[j], b[j] - a[j], a[j] - a[before]):
             return ids, int(first.size), np.sort(first)
@@ -165,7 +165,7 @@ def _edges(segs: _Segs) -> set[tuple[int, int]]:
     iteration order, and so the components' numbering, is that of inserting every pair in segment order)."""
     ids = segs.ids
     j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
-    _, first = np.unique(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1], return_index=True)
+    first = _first_of(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1])
     j = j[np.sort(first)]
     return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
 
@@ -188,7 +188,7 @@ def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
     key = c_v * K_MAX + pot_l[ids[v]] % k_v
     mixer = (ctx.flat.mixer_cumsum[segs.b[v]] - ctx.flat.mixer_cumsum[segs.a[v]]).astype(np.float64)
     mixer_time = np.bincount(key, weights=mixer, minlength=len(gcds) * K_MAX)  # summed in segment order
-    _, first = np.unique(segs.step[v] * max(len(gcds), 1) + c_v, return_index=True)  # per step, each component's
+    first = _first_of(segs.step[v] * max(len(gcds), 1) + c_v)  # per step, each component's
     first_phase = np.bincount(key[first], minlength=len(gcds) * K_MAX)  # first segment
     start = np.zeros(len(gcds) + 1, dtype=np.int64)
     for c, k in k_of.items():
@@ -204,7 +204,9 @@ def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tu
     """Per (component, phase) the four labels its recurring segments hold most often (ties: the first seen first),
     as Counter.most_common(4) of them in segment order."""
     lids = segs.ids[segs.ph >= 0]
-    present, first, counts = np.unique(lids, return_index=True, return_counts=True)
+    first, _, _, new = _groups(lids)
+    present = lids[first]
+    counts = np.diff(np.append(np.flatnonzero(new), lids.size))
     order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
     top: dict[tuple[int, int], list[int]] = defaultdict(list)
     for lid, c, p in zip(present[order].tolist(), comp_l[present[order]].tolist(), phase_l[present[order]].tolist()):

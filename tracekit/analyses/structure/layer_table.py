@@ -12,6 +12,31 @@ from functools import cached_property
 import numpy as np
 
 
+def _groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What ``np.unique(key, return_index=True, return_inverse=True)`` gives as (first, inverse), from one stable
+    argsort and without its checks and copies (it runs several times per boundary candidate), and that argsort's
+    order: ``key[order]`` is sorted, equal keys in index order (so it also sorts the inverse stably). Also the mask
+    of the sorted positions that open a group: ``key[order][new]`` are the distinct keys."""
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    new = np.empty(sk.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    inv = np.empty(sk.size, dtype=np.int64)
+    inv[order] = np.cumsum(new) - 1
+    return order[new], inv, order, new
+
+
+def _first_of(key: np.ndarray) -> np.ndarray:
+    """``np.unique(key, return_index=True)[1]``: the first position of each distinct key, in order of the keys."""
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    new = np.empty(sk.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    return order[new]
+
+
 @dataclass
 class _Layer:
     lo: int  # first main-stream kernel (index into the step's sequence)
@@ -40,7 +65,7 @@ class _LayerTable:
     @cached_property
     def sig_first(self) -> np.ndarray:
         """The first layer of each distinct signature (one per layer type)."""
-        return np.unique(self.sig, return_index=True)[1]
+        return _first_of(self.sig)
 
     def layers(self, step_ids: list[int]) -> dict[int, list[_Layer]]:
         """step id -> its layers (every step, [] without layers)."""
@@ -79,7 +104,7 @@ class _LayerPieces:
             mat = lab[starts[rows][:, None] + np.arange(m)]
             if base ** m < 1 << 62:  # exact in int64
                 key = mat @ (base ** np.arange(m - 1, -1, -1, dtype=np.int64))
-                _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+                first, inv, _, _ = _groups(key)
                 uniq = mat[first]
             else:
                 uniq, inv = np.unique(mat, axis=0, return_inverse=True)

@@ -109,10 +109,7 @@ def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, i
     st = get_steps(trace, steps)
     ev = trace.events
     if main is None:
-        from ...annotation import Annotation
-        from ...annotation.blocks import resolve_main_stream
-
-        main = resolve_main_stream(ev, Annotation(name="auto"))
+        main = _auto_main(trace)
     cr = resolve_categories(categories)
     # once per trace, steps, main stream and categories (report, findings and suggest may each ask)
     key = ("find_layers", id(st), main, cr.sources)
@@ -122,6 +119,20 @@ def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, i
     found = _find_layers(trace, st, main, cr)
     trace.derived[key] = (st, len(ev), found)
     return found
+
+
+def _auto_main(trace: Trace) -> tuple[int, int]:
+    """The main stream of an annotation naming none (the one with the most kernel time), once per events table
+    (``trace.derived``: every find_layers call asks)."""
+    from ...annotation import Annotation
+    from ...annotation.blocks import resolve_main_stream
+
+    ev = trace.events
+    key = ("auto_main_stream", id(ev))
+    hit = trace.derived.get(key)
+    if hit is None or hit[0] is not ev or hit[1] != len(ev):  # the entry holds ev, so its id is not reused
+        hit = trace.derived[key] = (ev, len(ev), resolve_main_stream(ev, Annotation(name="auto")))
+    return hit[2]
 
 
 def _find_layers(trace: Trace, st: Steps, main: tuple[int, int], cr) -> LayerFinding:
