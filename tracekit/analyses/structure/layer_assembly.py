@@ -136,8 +136,8 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, n
     if not a.size:
         return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
     size = (b - a).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
+    # uint64 arrays wrap silently (no overflow check on integer arrays: no np.errstate needed)
+    key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
     first, inv, order, new = _groups(key)  # order: the segments grouped, in order within a group
     rank = np.empty(first.size, np.int64)
     rank[np.argsort(first)] = np.arange(first.size, dtype=np.int64)
@@ -162,11 +162,10 @@ def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:
 
 def _edges(segs: _Segs) -> set[tuple[int, int]]:
     """The label graph: consecutive recurring segments of a step, inserted in order of first occurrence (the set's
-    iteration order, and so the components' numbering, is that of inserting every pair in segment order)."""
+    iteration order, and so the components' numbering, is that of inserting every pair in segment order: a pair
+    already in the set leaves it as it is, so every pair is inserted, repeats included)."""
     ids = segs.ids
     j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
-    first = _first_of(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1])
-    j = j[np.sort(first)]
     return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
 
 

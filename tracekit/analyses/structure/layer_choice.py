@@ -33,7 +33,8 @@ def _stack_like(asm: _Assembly) -> bool:
     n_steps = max(len(set(asm.step_ids)), 1)
     n_layers = t.lo.size / n_steps
     n_types = t.sig_first.size
-    if not t.lo.size or float(np.mean(t.hi - t.lo)) < MIN_LAYER_KERNELS:
+    # the mean layer size as np.mean would give it: covered (the exact integer sum) over the count
+    if not t.lo.size or asm.covered / t.lo.size < MIN_LAYER_KERNELS:
         return False  # one GEMM three times in a row is no stack of layers
     return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
 

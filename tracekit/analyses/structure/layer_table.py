@@ -99,7 +99,7 @@ class _LayerPieces:
         lens = ends - starts
         out = np.empty(lens.size, dtype=np.int64)
         base = int(lab.max(initial=0)) + 1
-        for m in np.unique(lens).tolist():
+        for m in sorted(set(lens.tolist())):
             rows = np.flatnonzero(lens == m)
             mat = lab[starts[rows][:, None] + np.arange(m)]
             if base ** m < 1 << 62:  # exact in int64
