@@ -187,3 +187,13 @@ def test_group_modes_match_series_mode_per_group():
             if len(x):
                 want[g] = x.mode().iloc[0]
         assert got == want
+
+
+if __name__ == "__main__":  # after an intended change of these outputs: python tests/unit/test_findings_fast_paths.py
+    for name, rel, ann, bs in [("dp16_bs4_k3_dp16", ROOT / "fixtures/synthetic/dp16_bs4.trace.json.gz", "k3_dp16", 4),
+                               ("dsv3_bs32", ROOT / "fixtures/synthetic/dsv3_bs32.trace.json.gz", None, None),
+                               ("bert_h100", ROOT.parent / "shared/corpus/tracelens/tests/traces/h100/"
+                                "gaunernst_bert-small-uncased__1016001.json.gz", None, None)]:
+        doc = _outputs(tracekit.load(rel, cache=False), str(rel), ann, bs)
+        (PINNED / f"{name}.json").write_text(json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                                             encoding="utf-8")
