@@ -95,7 +95,13 @@ def _candidates(ctx: _Ctx) -> Counter:
     fl = ctx.flat
     n_codes = len(ctx.names) + 1
     step_of = np.repeat(np.arange(len(ctx.seqs), dtype=np.int64), np.diff(fl.lo))
-    keys, per_step = np.unique(step_of * n_codes + fl.codes, return_counts=True)
+    key = step_of * n_codes + fl.codes
+    # few enough (step, code) pairs to count in one array, and no name-less kernel (code -1)
+    if len(ctx.seqs) * n_codes <= 4 * key.size + 4096 and int(fl.codes.min(initial=0)) >= 0:
+        per = np.bincount(key, minlength=len(ctx.seqs) * n_codes).reshape(len(ctx.seqs), n_codes)
+        most = np.where(per >= MIN_COUNT, per, 0).max(axis=0, initial=0).astype(np.int64)
+        return Counter({int(c): int(most[c]) for c in np.flatnonzero(most)})
+    keys, per_step = np.unique(key, return_counts=True)
     big = per_step >= MIN_COUNT
     most = np.zeros(n_codes, dtype=np.int64)
     np.maximum.at(most, keys[big] % n_codes, per_step[big])
