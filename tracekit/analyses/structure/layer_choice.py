@@ -156,10 +156,16 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     def key(a: _Assembly):
         return (a.covered, -a.n_types, -after_gemm(a), -counts[a.token], -a.token)
 
-    best = max(results, key=key)
+    def top_of(cands: list[_Assembly]) -> _Assembly:
+        """max(cands, key=key), after_gemm measured only for those first in (covered, -n_types): the rest cannot be
+        the (first) maximum."""
+        head = max((a.covered, -a.n_types) for a in cands)
+        return max([a for a in cands if (a.covered, -a.n_types) == head], key=key)
+
+    best = top_of(results)
     norms = [a for a in results if is_norm[a.token] and a.covered >= NORM_PREFERENCE * best.covered]
     if norms:
-        best = max(norms, key=key)
+        best = top_of(norms)
     return best
 
 
