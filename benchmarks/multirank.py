@@ -65,7 +65,8 @@ size = 0
 with open(os.devnull, "w") as f:
     for piece in iter_json(r):
         size += f.write(piece)
-print(f"analysis_s {wa:.2f} analysis_cpu_s {ca:.2f} json_s {time.perf_counter() - w - wa:.2f} json_mb {size / 1e6:.0f}"
+import tracekit
+print(f"tracekit {os.path.dirname(tracekit.__file__)} analysis_s {wa:.2f} analysis_cpu_s {ca:.2f} json_s {time.perf_counter() - w - wa:.2f} json_mb {size / 1e6:.0f}"
       f" cpu_s {time.process_time() - c:.2f} rss_with_reductions_mb {rss0:.0f}", file=sys.stderr)
 """
 
