@@ -189,3 +189,116 @@ def test_fixture_layers_are_pinned(name):
     trace, _ = _context_of(SYN / name)
     f = find_layers(trace)
     assert digest_of(f.windows, f.types, f.check, f.warnings, f.boundary, f.segments_per_layer) == PINNED[name]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# round 2 (issue 30): fewer numpy calls per candidate, the annotation fit's regexes once per pattern
+# ---------------------------------------------------------------------------------------------------------------
+
+# best_fit on the committed fixtures with the code before round 2 (0b1735e)
+BEST_FIT = {
+    "dp16_bs24.trace.json.gz": ("k3_dp16", 0.9984),
+    "dp16_bs4.trace.json.gz": ("k3_dp16", 0.9984),
+    "dp2dcp8_bs128.trace.json.gz": ("k3_dp2_dcp8", 0.9986),
+    "dp2dcp8_bs64.trace.json.gz": ("k3_dp2_dcp8", 0.9986),
+    "dsv3_bs32.trace.json.gz": ("deepseek_v3", 0.9981),
+}
+
+
+def test_groups_equal_numpy_unique():
+    from tracekit.analyses.structure.layer_table import _first_of, _groups
+
+    rng = np.random.default_rng(34)
+    for n in [0, 1, 2, 5, 50, 3000]:
+        for hi, dtype in [(3, np.int64), (1 << 40, np.int64), (1 << 63, np.uint64)]:
+            key = rng.integers(0, hi, n, dtype=dtype) if hi < 1 << 63 else \
+                rng.integers(0, 1 << 62, n, dtype=np.int64).astype(np.uint64) * np.uint64(3)
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            f, i, order, new = _groups(key)
+            assert f.tolist() == first.tolist() and i.tolist() == inv.reshape(-1).tolist()
+            assert key[order][new].tolist() == uniq.tolist()
+            assert order.tolist() == np.argsort(inv.reshape(-1), kind="stable").tolist()
+            assert _first_of(key).tolist() == first.tolist()
+
+
+def _edges_by_unique(segs):
+    """The label graph as round 1 made it: the first occurrence of each pair by np.unique, inserted in order."""
+    ids = segs.ids
+    j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
+    _, first = np.unique(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1], return_index=True)
+    j = j[np.sort(first)]
+    return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
+
+
+def test_edges_keep_the_set_and_its_order():
+    """Every pair inserted (repeats included) or only the first occurrences: the same set, iterated alike (the
+    components' numbering follows it)."""
+    from types import SimpleNamespace
+
+    from tracekit.analyses.structure.layer_assembly import _edges
+
+    rng = np.random.default_rng(35)
+    for n, labels in [(10, 3), (500, 40), (5000, 300), (5000, 5000)]:  # 5000: the sorted path (> 2048 pairs)
+        segs = SimpleNamespace(ids=rng.integers(0, labels, n), rec=rng.random(n) < 0.9,
+                               step=np.repeat(np.arange(3), [n // 3, n // 3, n - 2 * (n // 3)]))
+        got, want = _edges(segs), _edges_by_unique(segs)
+        assert got == want and list(got) == list(want)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_candidates_and_edges_on_fixtures(name):
+    from collections import Counter
+
+    from tracekit.analyses.structure.layer_assembly import _edges, _segments
+    from tracekit.analyses.structure.layer_choice import MIN_COUNT, _candidates
+
+    _, ctx = _context_of(SYN / name)
+    fl, n_codes = ctx.flat, len(ctx.names) + 1
+    step_of = np.repeat(np.arange(len(ctx.seqs), dtype=np.int64), np.diff(fl.lo))
+    keys, per_step = np.unique(step_of * n_codes + fl.codes, return_counts=True)  # round 1's count
+    most = np.zeros(n_codes, dtype=np.int64)
+    np.maximum.at(most, keys[per_step >= MIN_COUNT] % n_codes, per_step[per_step >= MIN_COUNT])
+    want = Counter({int(c): int(most[c]) for c in np.flatnonzero(most)})
+    got = _candidates(ctx)
+    assert list(got.items()) == list(want.items())
+    for tok in got:
+        segs = _segments(ctx, tok)
+        assert list(_edges(segs)) == list(_edges_by_unique(segs))
+
+
+@pytest.mark.parametrize("name", sorted(BEST_FIT))
+def test_fixture_best_fit_is_pinned(name):
+    from tracekit.analyses.structure.fit import best_fit
+
+    trace, _ = _context_of(SYN / name)
+    assert best_fit(trace) == BEST_FIT[name]
+
+
+def test_fit_table_equals_a_regex_run_per_call(monkeypatch):
+    """The annotation fit with each kernel-name regex answered once per pattern equals it with every call running
+    its regex over the names again (round 1's _any_name), and the remembered main stream equals a fresh one."""
+    import pandas as pd
+
+    from tracekit.analyses.structure import fit
+    from tracekit.analyses.structure.layers import _auto_main
+    from tracekit.annotation import Annotation
+    from tracekit.annotation.blocks import resolve_main_stream
+    from tracekit.regexes import bounded
+
+    trace, _ = _context_of(SYN / "dsv3_bs32.trace.json.gz")
+    assert _auto_main(trace) == resolve_main_stream(trace.events, Annotation(name="auto")) == _auto_main(trace)
+    # what best_fit runs: the annotations that cannot fit (by _ceiling, on the kernel names) are not judged
+    got = fit._fit_table(trace, fit._candidates(None), None, None, only_fitting=True)[0]
+    calls = []
+
+    def every_time(tr, pattern, where):
+        calls.append(pattern)
+        rx = bounded(pattern, where)
+        return any(rx.search(n) for n in fit._names_of_kind(tr, "kernel"))
+
+    monkeypatch.setattr(fit, "_any_name", every_time)
+    trace2, _ = _context_of(SYN / "dsv3_bs32.trace.json.gz")
+    want = fit._fit_table(trace2, fit._candidates(None), None, None, only_fitting=True)[0]
+    assert len(calls) > len(set(calls))  # patterns repeat across annotations: what the memo saves
+    assert want["reason"].str.startswith("cannot fit").any()  # _ceiling ruled some out
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -212,11 +212,13 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
         return ""  # the engine says why
     from ...annotation.blocks import resolve_main_stream
     from ...regexes import bounded
+    from .layers import _auto_main
 
     key = ann.main_stream if isinstance(ann.main_stream, int) else None
     if key not in main_names:
         ev = trace.events
-        dev, stream = resolve_main_stream(ev, ann)
+        # no stream named: the automatic layers' main stream, found once per events table
+        dev, stream = resolve_main_stream(ev, ann) if key is not None else _auto_main(trace)
         on = (ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev) & \
             (ev["stream"].to_numpy() == stream)
         main_names[key] = ((dev, stream), _names_at(ev, on))
