@@ -249,7 +249,7 @@ def test_edges_keep_the_set_and_its_order():
 def test_candidates_and_edges_on_fixtures(name):
     from collections import Counter
 
-    from tracekit.analyses.structure.layer_assembly import _edges, _segments
+    from tracekit.analyses.structure.layer_assembly import _edges, _label_phases, _segments, _top_labels
     from tracekit.analyses.structure.layer_choice import MIN_COUNT, _candidates
 
     _, ctx = _context_of(SYN / name)
@@ -264,6 +264,25 @@ def test_candidates_and_edges_on_fixtures(name):
     for tok in got:
         segs = _segments(ctx, tok)
         assert list(_edges(segs)) == list(_edges_by_unique(segs))
+        comp_l, _, phase_l, _ = _label_phases(ctx, segs, segs.n_labels)
+        segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
+        assert _top_labels(segs, comp_l, phase_l) == _top_labels_by_unique(segs, comp_l, phase_l)
+        segs.ph[segs.first[: segs.n_labels // 2]] = -1  # first segments unphased: the first phased ones are sorted
+        assert _top_labels(segs, comp_l, phase_l) == _top_labels_by_unique(segs, comp_l, phase_l)
+
+
+def _top_labels_by_unique(segs, comp_l, phase_l):
+    """Round 1's _top_labels: the labels' first phased segments and counts by np.unique."""
+    from collections import defaultdict
+
+    lids = segs.ids[segs.ph >= 0]
+    present, first, counts = np.unique(lids, return_index=True, return_counts=True)
+    order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
+    top = defaultdict(list)
+    for lid, c, p in zip(present[order].tolist(), comp_l[present[order]].tolist(), phase_l[present[order]].tolist()):
+        if len(top[(c, p)]) < 4:
+            top[(c, p)].append(lid)
+    return top
 
 
 @pytest.mark.parametrize("name", sorted(BEST_FIT))

@@ -204,10 +204,14 @@ def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
 def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tuple[int, int], list[int]]:
     """Per (component, phase) the four labels its recurring segments hold most often (ties: the first seen first),
     as Counter.most_common(4) of them in segment order."""
-    lids = segs.ids[segs.ph >= 0]
-    first, _, _, new = _groups(lids)
-    present = lids[first]
-    counts = np.diff(np.append(np.flatnonzero(new), lids.size))
+    phased = segs.ph >= 0
+    lids = segs.ids[phased]
+    counts = np.bincount(lids, minlength=segs.n_labels)  # label ids are 0 .. n_labels - 1
+    present = np.flatnonzero(counts)
+    first = segs.first[present]  # a label's first segment: its first phased one when that one is phased (ties
+    if not phased[first].all():  # are broken by the order of the first phased segments, which this keeps)
+        first, _, _, _ = _groups(lids)
+    counts = counts[present]
     order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
     top: dict[tuple[int, int], list[int]] = defaultdict(list)
     for lid, c, p in zip(present[order].tolist(), comp_l[present[order]].tolist(), phase_l[present[order]].tolist()):
