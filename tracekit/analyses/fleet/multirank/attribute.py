@@ -81,7 +81,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
         inst["kind"] = pd.Series(knames.take(kcode[first]))
     last_rank = rk[last_i]
     # each row's rank-step: its batch and phase (from the step marker), and the work it did before arriving
-    bs, phase_at = _rank_step_lookup(steps, rk, step_a)
+    bs, phase_last = _rank_step_lookup(steps, rk, step_a, last_i)
     kind = knames.to_numpy(object)  # a code's name: kind[kcode[i]]
     work = coll["work_ns"].to_numpy(np.int64)[rows]
     for k, (col, _) in WORK_BEFORE.items():
@@ -92,8 +92,8 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     causes = np.full(n_g, None, dtype=object)
     for j in np.flatnonzero(~tie):  # a sentence per clear instance; numpy scalars only
         i = last_i[j]
-        causes[j] = _cause(kind[kcode[i]], work[i], med_work[j], bs[i], med_bs[j], phase_at(i))
-    del gid, bs, work, phase_at  # 10^6 rows each: gone before the collectives table is built
+        causes[j] = _cause(kind[kcode[i]], work[i], med_work[j], bs[i], med_bs[j], phase_last[j])
+    del gid, bs, work  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
                       spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
                       cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
@@ -103,22 +103,26 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     out = lex_order(rk, seq_a, kcode, step_a)  # by instance then rank
     kind_out = pd.Series(knames.take(kcode[out])) if isinstance(coll["kind"].dtype, pd.CategoricalDtype) \
         else coll["kind"].iloc[rows[out]].reset_index(drop=True)
-    colls = _collectives_frame(out, kind_out, step_a, seq_a, rk, s, e, wait, transfer)
-    del out, s, e, seq_a, transfer, rows
     wsum = _wait_sums(step_a, rk, wait)
+    cols = {"step": step_a, "seq": seq_a, "rank": rk, "start_ns": s, "end_ns": e, "wait_ns": wait,
+            "transfer_ns": transfer}
+    del step_a, seq_a, rk, s, e, wait, transfer, rows  # held by cols alone: each let go once taken
+    colls = _collectives_frame(out, kind_out, cols)
     st = _rank_steps(steps, wsum)
     imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
     return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st,
             "by_step": _by_step(imb, st, per, wsum), "imbalance": imb}
 
 
-def _collectives_frame(out: np.ndarray, kind: pd.Series, *cols: np.ndarray) -> pd.DataFrame:
-    """COLLECTIVE_COLS, each int64 column taken in ``out``'s order straight into one block (no frame of separate
-    columns consolidated by a copy: 10^6 rows of a 16-rank run)."""
-    M = np.empty((len(cols), len(out)), dtype=np.int64)
-    for i, a in enumerate(cols):
-        np.take(a, out, out=M[i])
-    df = pd.DataFrame(M.T, columns=[c for c in COLLECTIVE_COLS if c != "kind"], copy=False)
+def _collectives_frame(out: np.ndarray, kind: pd.Series, cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """COLLECTIVE_COLS, each int64 column taken in ``out``'s order and kept as it is (no consolidation copy: 10^6
+    rows of a 16-rank run); each array of ``cols`` is dropped from it once taken, so that it is freed there where
+    ``cols`` held the last reference — the table never stands twice."""
+    names = [c for c in COLLECTIVE_COLS if c != "kind"]
+    taken = {}
+    for c in names:
+        taken[c] = cols.pop(c)[out]
+    df = pd.DataFrame(taken, columns=names, copy=False)
     df.insert(COLLECTIVE_COLS.index("kind"), "kind", kind)
     return df
 
@@ -161,9 +165,9 @@ def _runs(*keys: np.ndarray) -> np.ndarray:
     return np.cumsum(new) - 1
 
 
-def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray):
-    """(bs per row as float, NaN where unknown; phase of row i as a function) of the rank-steps ``(rank, step)``:
-    one integer key per rank-step, looked up by binary search (no merge of the whole table)."""
+def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray, at: np.ndarray):
+    """(bs per row as float, NaN where unknown; the phase of the rows ``at``, None where unknown) of the rank-steps
+    ``(rank, step)``: one integer key per rank-step, looked up by binary search (no merge of the whole table)."""
     sk = steps[["rank", "step", "bs", "phase"]].drop_duplicates(["rank", "step"])
     span = int(max(int(sk["step"].max()) if len(sk) else 0, int(step.max()) if len(step) else 0)) + 2
     keys = sk["rank"].to_numpy(np.int64) * span + (sk["step"].to_numpy(np.int64) + 1)
@@ -175,7 +179,11 @@ def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray):
     sbs = pd.to_numeric(sk["bs"], errors="coerce").to_numpy(np.float64)[order] if len(sk) else np.zeros(0)
     bs = np.where(hit, sbs[pos] if len(sbs) else np.nan, np.nan)
     sphase = sk["phase"].to_numpy(object)[order] if len(sk) else np.zeros(0, object)
-    return bs, (lambda i: sphase[pos[i]] if hit[i] else None)
+    phase = np.full(len(at), None, dtype=object)
+    if len(sphase) and len(at):
+        ok = hit[at]
+        phase[ok] = sphase[pos[at][ok]]
+    return bs, phase
 
 
 def _rank_steps(steps: pd.DataFrame, wsum: pd.Series) -> pd.DataFrame:
@@ -217,15 +225,16 @@ def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np
     """Per group (0 ≤ gid < n_groups) the lower median of its values that are not NaN; NaN for a group with none.
     One sort for all groups."""
     v = np.asarray(values, dtype=np.float64)
+    g = np.asarray(gid)
     ok = ~np.isnan(v)
-    g, v = np.asarray(gid)[ok], v[ok]
-    order = lex_order(v, g)
-    g, v = g[order], v[order]
+    if not ok.all():
+        g, v = g[ok], v[ok]
+    order = lex_order(v, g)  # by group, then value: each group's values in order, read through ``order``
     count = np.bincount(g, minlength=n_groups)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
     out = np.full(n_groups, np.nan)
     has = count > 0
-    out[has] = v[start[has] + (count[has] - 1) // 2]
+    out[has] = v[order[start[has] + (count[has] - 1) // 2]]
     return out
 
 

@@ -43,7 +43,11 @@ def lex_order(*keys: np.ndarray) -> np.ndarray:
         width = hi - lo + 1
         if span * width >= 2 ** 62:
             return np.lexsort(keys)
-        packed += (k.astype(np.int64) - lo) * span
+        t = k.astype(np.int64)  # one temporary per key, shifted and scaled in place
+        t -= lo
+        t *= span
+        packed += t
+        del t
         span *= width
     return np.argsort(packed, kind="stable")
 
@@ -205,18 +209,16 @@ def collectives_table(coll: pd.DataFrame, matched: np.ndarray, knames: pd.Index)
     """The matched collectives on the reference's clock, by instance then rank, taken column by column (no copy of
     the whole table); ``kind`` a categorical of ``knames`` (sorted: code order is name order)."""
     rows = np.flatnonzero(matched)
-    col = {c: coll[c].to_numpy(np.int64)[rows] for c in ("step", "kind", "seq", "rank")}
+    whole = len(rows) == len(coll)  # every collective matched: the columns as they are, no copy
+    col = {c: coll[c].to_numpy(np.int64) if whole else coll[c].to_numpy(np.int64)[rows]
+           for c in ("step", "kind", "seq", "rank")}
     order = lex_order(col["rank"], col["seq"], col["kind"], col["step"])
     rows = rows[order]
-    names = ("step", "seq", "rank", "start_ns", "end_ns", *WORK_COLS)
-    M = np.empty((len(names), len(rows)), dtype=np.int64)  # one block, taken by the frame without a copy
-    for i, (c, src) in enumerate(zip(names, ("step", "seq", "rank", "start_ref", "end_ref", *WORK_COLS))):
-        if c in col:
-            M[i] = col[c][order]
-        else:
-            np.take(coll[src].to_numpy(np.int64), rows, out=M[i])
+    out = {"step": col["step"][order],
+           "kind": pd.Categorical.from_codes(col["kind"][order], categories=knames),
+           "seq": col["seq"][order], "rank": col["rank"][order]}
     del col
-    out = pd.DataFrame(M.T, columns=list(names), copy=False)
-    out.insert(1, "kind", pd.Categorical.from_codes(coll["kind"].to_numpy(np.int64)[rows], categories=knames))
+    for c, src in (("start_ns", "start_ref"), ("end_ns", "end_ref"), *((w, w) for w in WORK_COLS)):
+        out[c] = coll[src].to_numpy(np.int64)[rows]
     out["partial"] = ~coll["full"].to_numpy(bool)[rows]
-    return out
+    return pd.DataFrame(out, copy=False)  # each column as taken: no consolidation copy
