@@ -208,8 +208,10 @@ def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tu
     lids = segs.ids[phased]
     counts = np.bincount(lids, minlength=segs.n_labels)  # label ids are 0 .. n_labels - 1
     present = np.flatnonzero(counts)
-    first = segs.first[present]  # a label's first segment: its first phased one when that one is phased (ties
-    if not phased[first].all():  # are broken by the order of the first phased segments, which this keeps)
+    # a label's first segment is its first phased one when that one is phased (ties are broken by the order of the
+    # first phased segments, which segment positions keep); else their positions in lids, by a sort
+    first = segs.first[present] if segs.first is not None else None
+    if first is None or not phased[first].all():
         first, _, _, _ = _groups(lids)
     counts = counts[present]
     order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
