@@ -5,6 +5,9 @@ It reads the AllGathers :func:`tracekit.analyses.comm.segments.segment_allgather
 """
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -29,6 +32,18 @@ def exposure(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, step
     :func:`allgather_result`'s.
     """
     ag, kw = segment_for_command(trace, ann, ag=ag, steps=steps)
+    # once per trace, steps and AllGather options (what the segmentation is kept by): report asks, and so do its
+    # findings
+    key = ("exposure", id(ag.steps), repr(sorted(kw.items())))
+    hit = trace.derived.get(key)
+    if hit is None or hit[0] is not ag.steps:  # the entry holds the steps, so their id cannot be reused meanwhile
+        hit = trace.derived[key] = (ag.steps, _exposure(trace, ag, kw))
+    res = hit[1]
+    return replace(res, inputs=copy.deepcopy(res.inputs), params=copy.deepcopy(res.params),
+                   summary=copy.deepcopy(res.summary), tables=dict(res.tables), warnings=list(res.warnings))
+
+
+def _exposure(trace: Trace, ag, kw: dict) -> Result:
     ev = trace.events
     gpu = gpu_mask(ev)
     is_ag = np.isin(ev["event_id"].to_numpy(), ag.rows["event_id"].to_numpy())
