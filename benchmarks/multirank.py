@@ -54,12 +54,13 @@ with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_a
 
 PARENT = """
 import os, pickle, resource, sys, time
-plan, results = pickle.load(open(sys.argv[1], "rb"))
+args = list(pickle.load(open(sys.argv[1], "rb")))
 from tracekit.analyses.fleet.multirank import imbalance_of_run
 from tracekit.result import iter_json
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 c, w = time.process_time(), time.perf_counter()
-r = imbalance_of_run(plan, results)
+# popped into the call, as tracekit.imbalance passes the workers' list: the analysis holds the only reference
+r = imbalance_of_run(args.pop(0), args.pop(0))
 ca, wa = time.process_time() - c, time.perf_counter() - w
 size = 0
 with open(os.devnull, "w") as f:

@@ -103,15 +103,20 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     opts, gpus_per_node = plan.opts, plan.gpus_per_node
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
     by_rank, keep = _readable_ranks(plan, results, warnings)
+    del results  # the reductions live on in by_rank, then per_rank, until the alignment has read them (below)
     kept_ranks, settle_warn = settle([plan.ranks[i] for i in keep],
                                      [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
     warnings += settle_warn
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
+    del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
     al = align_run(per_rank, nodes, load_collectives().blocking)
+    rank_ids = list(per_rank)
+    del per_rank  # aligned: the ranks' own tables are not read again (a caller that passed a temporary list of
+    # reductions, as tracekit.imbalance does, gets their memory back here)
     warnings += al.warnings
     # times relative to the reference file's baseTimeNanoseconds: tracekit's start_ns of that file
-    ref = min(per_rank)
+    ref = min(rank_ids)
     ref_base = base_of[ref]
     for df in (al.collectives, al.steps):
         for col in ("start_ns", "end_ns"):
@@ -120,7 +125,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     per = t["per_collective"]
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
-    ranks_tbl = _ranks_table(list(per_rank), files_of, nodes, al, t, last_counts)
+    ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
     top = most_often_last(imb)
     straggler = None if top is None else {"rank": top, "times_last": int(last_counts.get(top, 0)),
                                           "of": int((~imb["tie"]).sum())}
@@ -130,7 +135,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
                         f" names rank {top}, whose lateness cost the most")
     by = t["by_step"]
     complete = by[~by["step"].isin(al.partial_step_ids)]["imbalance_ns"]
-    summary = {"ranks": len(per_rank), "reference_rank": ref,
+    summary = {"ranks": len(rank_ids), "reference_rank": ref,
                "clock": "aligned" if al.clock.aligned else "as recorded", "steps": al.n_steps,
                "partial_steps": al.partial_steps, "collectives": int(len(per)), "unmatched": al.unmatched,
                "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
