@@ -239,7 +239,7 @@ def resolve_categories(categories=None) -> CategoryRules:
 def _codes(col: pd.Series) -> tuple[np.ndarray, list]:
     """Integer codes (-1 = missing) and the category values of a column, categorical or not."""
     c = col if isinstance(col.dtype, pd.CategoricalDtype) else col.astype("category")
-    return c.cat.codes.to_numpy().astype(np.int64), [str(x) for x in c.cat.categories]
+    return c.cat.codes.to_numpy(), [str(x) for x in c.cat.categories]  # the codes' own (narrow) type: no copy
 
 
 def _value_mask(values: list[str], allowed: tuple[str, ...] | None, any_ok: bool = False) -> np.ndarray:
@@ -267,32 +267,26 @@ def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
     n = len(events)
     names_c, names = _codes(events["name"])
     kind_c, kinds = _codes(events["kind"])
-    gpu = np.isin(np.asarray(kinds, dtype=object), _KINDS)
-    is_gpu = (kind_c >= 0) & gpu[np.clip(kind_c, 0, None)] if len(kinds) else np.zeros(n, dtype=bool)
+    # GPU rows by a lookup of the kind codes (its last slot: a missing kind); every whole-table array below is
+    # one allocation at most, since on a big trace fresh memory costs more than the arithmetic
+    sel = np.flatnonzero(np.append(np.isin(np.asarray(kinds, dtype=object), _KINDS), False)[kind_c])
     optional = {}
     for col in ("copy_kind", "comm_class"):
-        if col in events.columns:
-            optional[col] = _codes(events[col])
-        else:
-            optional[col] = (np.full(n, -1, dtype=np.int64), [])
+        optional[col] = _codes(events[col]) if col in events.columns else (None, [])
     copy_c, copies = optional["copy_kind"]
     comm_c, comms = optional["comm_class"]
-    # which copy kinds each lane carries (for stream_has_copy_kind)
     wanted = sorted({r.stream_has_copy_kind for r in cr.rules if r.stream_has_copy_kind})
-    lane_flags = np.zeros(n, dtype=np.int64)
-    if wanted and {"device", "stream"} <= set(events.columns):
-        lane = events["device"].to_numpy().astype(np.int64) * (1 << 32) + events["stream"].to_numpy().astype(np.int64)
-        for bit, ck in enumerate(wanted):
-            has = copy_c == (copies.index(ck) if ck in copies else -2)
-            lane_flags |= np.isin(lane, np.unique(lane[has])).astype(np.int64) << bit
+    lane_flags = _lane_flags(events, sel, copy_c, copies, wanted)
     # the distinct combinations, then the rules over them (vectorised over combinations)
-    sel = np.flatnonzero(is_gpu)
     radix = [len(names) + 1, len(kinds) + 1, len(copies) + 1, len(comms) + 1, 1 << max(len(wanted), 0)]
-    parts = [names_c[sel] + 1, kind_c[sel] + 1, copy_c[sel] + 1, comm_c[sel] + 1, lane_flags[sel]]
+    parts = [names_c[sel], kind_c[sel], copy_c[sel] if copy_c is not None else None,
+             comm_c[sel] if comm_c is not None else None, lane_flags]
     key = np.zeros(sel.size, dtype=np.int64)
-    for r, p in zip(radix, parts):
-        key = key * r + p
-    uniq, inverse = np.unique(key, return_inverse=True)
+    for i, (r, p) in enumerate(zip(radix, parts)):
+        key *= r
+        if p is not None:
+            key += p.astype(np.int64) + (1 if i < 4 else 0)  # codes from 0 (missing: -1 → 0)
+    uniq, inverse = _sorted_factorize(key)
     comb = []
     rest = uniq.copy()
     for r in reversed(radix):
@@ -329,9 +323,34 @@ def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
             m &= ((u_flags >> bit) & 1).astype(bool)
         assigned[m] = cat_index[rule.category]
     assigned[assigned < 0] = cat_index[OTHER]
-    codes = np.full(n, -1, dtype=np.int64)
+    codes = np.full(n, -1, dtype=np.int8 if len(order) < 127 else np.int32)
     codes[sel] = assigned[inverse]
     return pd.Categorical.from_codes(codes, categories=order)
+
+
+def _lane_flags(events: pd.DataFrame, sel: np.ndarray, copy_c, copies: list, wanted: list) -> np.ndarray | None:
+    """Per GPU row (``sel``): bit i set when its (device, stream) lane carries a copy of kind ``wanted[i]`` (for
+    ``stream_has_copy_kind``); None when no rule asks. Lanes are keyed for the rows that need one only."""
+    if not wanted or copy_c is None or not {"device", "stream"} <= set(events.columns):
+        return None
+    dev, stream = events["device"].to_numpy(), events["stream"].to_numpy()
+    lane = dev[sel].astype(np.int64) * (1 << 32) + stream[sel].astype(np.int64)
+    flags = np.zeros(sel.size, dtype=np.int64)
+    for bit, ck in enumerate(wanted):
+        has = np.flatnonzero(copy_c == (copies.index(ck) if ck in copies else -2))
+        carriers = np.unique(dev[has].astype(np.int64) * (1 << 32) + stream[has].astype(np.int64))
+        flags |= np.isin(lane, carriers).astype(np.int64) << bit
+    return flags
+
+
+def _sorted_factorize(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` by a hash table (pd.factorize) and a sort of the few distinct keys,
+    not of every row."""
+    codes, uniques = pd.factorize(key, sort=False)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return uniques[order], rank[codes]
 
 
 def families(categories, rules=None) -> pd.Categorical:
