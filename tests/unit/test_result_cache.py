@@ -156,3 +156,16 @@ def test_cache_info_shows_a_source_whose_name_is_not_utf8(cli, tmp_path):
     code, out, err = cli("cache", "info", "-f", "json")
     assert code == 0, err
     assert any("\\xff" in r["source"] for r in json.loads(out)["tables"]["entries"])
+
+
+def test_a_killed_result_write_is_removed_once_stale_and_a_recent_one_is_left(cli, trace, tmp_path):
+    cache = Path(os.environ["TRACEKIT_CACHE_DIR"])
+    cache.mkdir(parents=True, exist_ok=True)
+    old, new = cache / ".tmp-tracekit-1-abcdefgh.result", cache / ".tmp-tracekit-2-ijklmnop.result"
+    for p in (old, new):
+        p.write_bytes(result_cache.MAGIC + b"{}\n")
+    os.utime(old, (1, 1))  # not touched for far longer than cache.STALE_TMP_S
+    code, out, _ = cli("cache", "info", "-f", "json")
+    assert json.loads(out)["summary"]["temporary_files"] == 2
+    assert cli("report", trace)[0] == 0  # the write of its Result cleans up
+    assert not old.exists() and new.exists()

@@ -87,9 +87,8 @@ def reused_or_run(command: str, trace: Optional[Path], *, options: dict[str, Any
         hit = result_cache.get(source, command, key, cache_dir)
         if hit is not None:
             _state["reading"] = None
-            for entry in hit.inputs:
-                if entry.get("path") == hit.inputs[0].get("path"):
-                    entry["from_cache"] = True
+            if hit.inputs:
+                hit.inputs[0]["from_cache"] = True  # the trace's entry: it was not read again
             if _state["verbose"]:
                 typer.echo(f"the {command} of {given} from the cache (the same trace, options, annotation and"
                            " tracekit): no analysis ran", err=True)

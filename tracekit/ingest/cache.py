@@ -406,9 +406,11 @@ def is_stale(st: os.stat_result) -> bool:
     return time.time() - st.st_mtime > STALE_TMP_S
 
 
-def remove_stale_temporaries(folder: Path) -> int:
+def remove_stale_temporaries(folder: Path, recognise=None) -> int:
     """Remove the temporary files of writes killed before they could (SIGKILL, power loss): those not modified for
-    STALE_TMP_S. A write in progress modifies its file all the time, so it is left alone."""
+    STALE_TMP_S. A write in progress modifies its file all the time, so it is left alone. ``recognise(path, st)``
+    says which ``.tmp-`` files are the writer's (default :func:`is_temporary`, the trace entries' writes)."""
+    recognise = recognise or is_temporary
     removed = 0
     try:
         it = os.scandir(folder)
@@ -420,7 +422,7 @@ def remove_stale_temporaries(folder: Path) -> int:
                 continue
             try:
                 st = e.stat(follow_symlinks=False)
-                if is_temporary(Path(e.path), st) and is_stale(st):
+                if recognise(Path(e.path), st) and is_stale(st):
                     os.unlink(e.path)
                     removed += 1
             except OSError:

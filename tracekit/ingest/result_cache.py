@@ -31,7 +31,7 @@ from typing import Any
 
 from .._version import __version__
 from ..result import Result
-from .cache import default_cache_dir, is_stale
+from .cache import default_cache_dir, remove_stale_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_d
                 os.unlink(tmp)
             except OSError:
                 pass
-    _remove_stale_temporaries(path.parent)
+    remove_stale_temporaries(path.parent, is_result_temporary)  # of result writes killed before their rename
     return path
 
 
@@ -171,22 +171,6 @@ def is_result_temporary(path: Path, st: os.stat_result) -> bool:
             return fh.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
-
-
-def _remove_stale_temporaries(folder: Path) -> None:
-    """The temporary files of result writes killed before they could rename them (see ``cache.STALE_TMP_S``)."""
-    try:
-        with os.scandir(folder) as it:
-            found = [Path(e.path) for e in it if e.name.startswith(".tmp-") and e.name.endswith(RESULT_SUFFIX)]
-    except OSError:
-        return
-    for p in found:
-        try:
-            st = os.lstat(p)
-            if is_result_temporary(p, st) and is_stale(st):
-                p.unlink()
-        except OSError:
-            pass
 
 
 def stored_head(path: Path) -> dict[str, Any] | None:
