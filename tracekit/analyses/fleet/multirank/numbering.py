@@ -134,9 +134,13 @@ def match_by_shift(coll: pd.DataFrame, ref: int) -> np.ndarray:
     if not part_m.any():
         return placed
     part = coll[part_m]
-    need = set(zip(part["step"].tolist(), part["kind"].tolist()))
+    n_kinds = int(coll["kind"].max()) + 1  # kinds are integer codes from 0: one int64 key per (step, kind)
     full = coll.loc[full_m, ["step", "kind", "rank", "seq", "end_ns"]]
-    full = full[[(g, k) in need for g, k in zip(full["step"].tolist(), full["kind"].tolist())]]  # the steps needed
+
+    def step_kind(d: pd.DataFrame) -> np.ndarray:
+        return d["step"].to_numpy(np.int64) * n_kinds + d["kind"].to_numpy(np.int64)
+
+    full = full[np.isin(step_kind(full), np.unique(step_kind(part)))]  # only the (step, kind)s a partial rank ran
     seq = coll["seq"].to_numpy().copy()
     templates = {}
     for (g, k), grp in full.groupby(["step", "kind"], sort=False):
