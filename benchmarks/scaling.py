@@ -47,6 +47,41 @@ def _prepare(mb: float, out_dir: Path, gz_level: int) -> tuple[Path, Path, dict]
     return js, gz, info
 
 
+TOUCH_MIB = 512
+TOUCH = f"""
+import time, numpy as np
+t = time.perf_counter()
+a = np.ones({TOUCH_MIB} << 17)  # {TOUCH_MIB} MiB of float64, every page written once: fresh pages from the kernel
+print((time.perf_counter() - t) / ({TOUCH_MIB} << 8) * 1e6)
+"""
+
+
+def _first_touch_us(env: dict, timeout: float) -> float | None:
+    """This machine's cost of a fresh page right now: µs per 4 KiB page to allocate and write 512 MiB in a new process.
+    On bare metal ~0.2-0.5 µs; on a VM whose host reclaims the guest's free memory it can be 10-40 µs, and then every
+    row's time per MB is mostly page faults (the 1 GB trace's ingest touches ~1 GiB of fresh pages)."""
+    import subprocess
+
+    try:
+        out = subprocess.run([sys.executable, "-c", TOUCH], capture_output=True, text=True, env=env, timeout=timeout)
+        return float(out.stdout.strip()) if out.returncode == 0 else None
+    except (subprocess.SubprocessError, ValueError):
+        return None
+
+
+def _marginal(rows: list[dict], c: str) -> list[dict]:
+    """Per pair of consecutive sizes, the extra time and peak per extra MB (Δ best wall / Δ MB, Δ peak / Δ size): how
+    the cost grows with no fixed cost in it at all, whatever the trace's shape adds once (a report's layer
+    candidates, the imports an analysis needs)."""
+    mine = sorted((r for r in rows if r["command"] == c and r["ok"]), key=lambda r: r["bytes"])
+    out = []
+    for a, b in zip(mine, mine[1:]):
+        d_mb = (b["bytes"] - a["bytes"]) / MB
+        out.append({"from_mb": a["mb"], "to_mb": b["mb"], "s_per_mb": (b["wall_s"] - a["wall_s"]) / d_mb,
+                    "peak_over_size": (b["peak_mib"] - a["peak_mib"]) * MIB / (b["bytes"] - a["bytes"])})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="tracekit cost against trace size (see benchmarks/README.md)")
     ap.add_argument("--sizes", default="100,300,1000", help="unzipped sizes in MB, comma-separated (default 100,300,1000)")
@@ -74,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package's bytecode is compiled; users pay no recompile
     runs: dict[tuple, list] = {(t["mb"], c): [] for t in traces for c in commands}
     base: dict[str, list] = {c: [] for c in commands}  # the fixed cost: the same command on the 5 kB bundled sample
+    touch: list[float] = []  # the machine's fresh-page cost at the start and end of every round
     for i in range(args.repeat):
+        touch.append(_first_touch_us(env, args.timeout))
         for c in commands:
             cmd = [cli, c, "--no-cache", str(SAMPLE)] + (["-f", "json"] if c != "info" else [])
             base[c].append(B._run_logged(f"{c} --no-cache {SAMPLE.name} (fixed cost)", cmd, f"round {i + 1}/{args.repeat}",
@@ -85,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs[(t["mb"], c)].append(B._run_logged(f"{c} --no-cache {t['gz'].name}", cmd,
                                                         f"round {i + 1}/{args.repeat}", env=env, stdout_devnull=True,
                                                         timeout=args.timeout))
+        touch.append(_first_touch_us(env, args.timeout))
+    B._log(f"  fresh-page cost per round (start, end): {touch} µs per 4 KiB page")
     fixed = {}
     for c in commands:
         ok = [r for r in base[c] if "error" not in r]
@@ -114,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
             flat[c] = {k: max(r[k] for r in mine) / min(r[k] for r in mine)
                        for k in ("s_per_mb", "peak_over_size", "net_s_per_mb", "net_peak_over_size")
                        if all(r.get(k, 0) > 0 for r in mine)}
+    marginal = {c: _marginal(rows, c) for c in commands}
+    for c, m in marginal.items():
+        if len(m) > 1 and all(x["s_per_mb"] > 0 for x in m):
+            flat.setdefault(c, {})["marginal_s_per_mb"] = max(x["s_per_mb"] for x in m) / min(x["s_per_mb"] for x in m)
     head = ("command", "JSON MB", "gz MB", "wall s", "med", "s/MB", "net s/MB", "peak RSS MiB", "peak/size",
             "net peak/size")
     lines = []
@@ -139,9 +182,22 @@ def main(argv: list[str] | None = None) -> int:
         text.append(f"{c}'s fixed cost (the same command on the 5 kB bundled sample: interpreter, imports, start-up):"
                     f" {fx['wall_s']:.2f} s, {fx['peak_mib']:.0f} MiB; net = the run less it")
     for c, f in flat.items():
-        text.append(f"{c}: largest / smallest s per MB {f['s_per_mb']:.2f}, peak per MB {f['peak_over_size']:.2f};"
-                    f" net of the fixed cost {f.get('net_s_per_mb', float('nan')):.2f} and"
-                    f" {f.get('net_peak_over_size', float('nan')):.2f} (flat within 20 % means <= 1.20)")
+        text.append(f"{c}: largest / smallest s per MB {f.get('s_per_mb', float('nan')):.2f}, peak per MB"
+                    f" {f.get('peak_over_size', float('nan')):.2f}; net of the fixed cost"
+                    f" {f.get('net_s_per_mb', float('nan')):.2f} and {f.get('net_peak_over_size', float('nan')):.2f}"
+                    " (flat within 20 % means <= 1.20)")
+    for c, m in marginal.items():
+        if m:
+            steps = "; ".join(f"{x['from_mb']:.0f}->{x['to_mb']:.0f} MB: {x['s_per_mb'] * 1000:.1f} ms and"
+                              f" {x['peak_over_size']:.2f} MiB per extra MB" for x in m)
+            ratio = f" (largest / smallest {flat[c]['marginal_s_per_mb']:.2f})" if "marginal_s_per_mb" in flat.get(c, {}) \
+                else ""
+            text.append(f"{c}, marginal cost (no fixed cost in it): {steps}{ratio}")
+    known = [x for x in touch if x is not None]
+    if known:
+        text.append(f"this machine's fresh-page cost during the run: {min(known):.1f}-{max(known):.1f} µs per 4 KiB page"
+                    f" ({TOUCH_MIB} MiB allocated and written in a new process at the start and end of each round;"
+                    " bare metal: ~0.2-0.5 µs)")
     fp_end = B._tracekit_fingerprint()
     if fp_end["sha1"] != fp_start["sha1"]:
         text.append(f"note: tracekit's sources changed during the run ({fp_start['sha1'][:12]} -> "
@@ -149,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(text), flush=True)
     result = {"started": started, "argv": sys.argv, "traces": [{k: str(v) if isinstance(v, Path) else v
                                                                 for k, v in t.items()} for t in traces],
-              "rows": rows, "fixed": fixed, "flat": flat, "tracekit_source": {"start": fp_start, "end": fp_end}, "table": "\n".join(text)}
+              "rows": rows, "fixed": fixed, "flat": flat, "marginal": marginal, "first_touch_us_per_page": touch, "tracekit_source": {"start": fp_start, "end": fp_end}, "table": "\n".join(text)}
     (out_dir / "scaling-results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     return 0
 
