@@ -2,12 +2,8 @@
 and compulsory HBM bytes the op's model (``tracekit/data/op_models.json``) gives (docs/roofline.md, "Shapes from the
 trace").
 
-Link: kernel --correlation--> runtime launch (:func:`tracekit.events.launch_index`) --> the innermost ``cpu_op`` on the
-launch's thread whose interval holds the launch's start. Innermost is found without a loop over events: per thread the
-ops are sorted by start (outer first on ties); an op's nesting depth is (its rank + 1) minus the ops that ended by its
-start; a launch's depth is the ops started minus the ops ended at its time; the innermost enclosing op is the last op
-started before it at that depth (one sorted search by depth, position). Ops that do not nest (a malformed thread) are
-checked: the op found must hold the launch, else the kernel has no op.
+Link: kernel --correlation--> runtime launch --> the innermost ``cpu_op`` on the launch's thread whose interval
+holds the launch's start (:func:`.linking.launching_ops`).
 
 The ops' recorded inputs come from the events table alone: ingest keeps each cpu_op's ``Input Dims``, ``Input type``
 and ``Concrete Inputs`` as one categorical column, ``shapes`` (their JSON text, one category per distinct signature;
@@ -32,9 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DataFileError
-from ...events import launch_index
 from ...trace import Trace
-from ..steps.model import step_rules
+from .linking import _innermost, launching_ops  # noqa: F401 - launching_ops is this module's too
 
 _DEC = msgspec.json.Decoder()
 
@@ -119,64 +114,6 @@ def _op_inputs(text: str) -> tuple | None:
     if not isinstance(dims, list) or not isinstance(types, list):
         return None
     return dims, types, concrete if isinstance(concrete, list) else []
-
-
-# ------------------------------------------------------------------------------------------------ linking
-
-
-def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per kernel row of ``trace.events`` (returned first): the row of the launching runtime call (-1: none) and of
-    the innermost cpu_op on its thread that holds that call (-1: none)."""
-    ev = trace.events
-    kind = ev["kind"]  # compared as a categorical (its codes), not as a column of strings
-    krow = np.flatnonzero((kind == "kernel").to_numpy(dtype=bool))
-    corr = ev["correlation"].to_numpy()
-    start = ev["start_ns"].to_numpy()
-    end = ev["end_ns"].to_numpy()
-    lmask = ev["kind"].isin(step_rules().launch_kinds).to_numpy() & (corr >= 0)
-    lrow = np.flatnonzero(lmask)
-    li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
-    launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
-    oprow = np.full(krow.size, -1, dtype=np.int64)
-    crow = np.flatnonzero((kind == "cpu_op").to_numpy(dtype=bool))
-    has = launch >= 0
-    if not crow.size or not has.any():
-        return krow, launch, oprow
-    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
-    lr, qi = launch[has], np.flatnonzero(has)
-    (cp, up), (ct, ut) = (pd.factorize(np.concatenate([x[lr], x[crow]])) for x in (pid, tid))
-    thread = cp.astype(np.int64) * max(len(ut), 1) + ct  # (pid, tid) as one code, launches first
-    qt, ot = thread[:lr.size], thread[lr.size:]
-    qo, oo = np.argsort(qt, kind="stable"), np.argsort(ot, kind="stable")
-    qs, os_ = qt[qo], ot[oo]
-    for t in np.unique(qt).tolist():  # one pass per thread that launches, not per event
-        oa, oz = np.searchsorted(os_, [t, t + 1])
-        if oa == oz:
-            continue
-        qa, qz = np.searchsorted(qs, [t, t + 1])
-        ops, ii = crow[oo[oa:oz]], qi[qo[qa:qz]]  # the thread's ops in row order, and its launches' kernels
-        got, rows = _innermost(start[ops], end[ops], ops, 2 * start[launch[ii]])
-        oprow[ii[got]] = rows
-    return krow, launch, oprow
-
-
-def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Of one thread's ops (start, end, row) the innermost holding each (doubled) time ``tq``: (found, their rows)."""
-    if s.size > 1 and not (s[1:] > s[:-1]).all():  # by start, the outer (longer) op first on ties (rows: by start)
-        order = np.lexsort((-(e - s), s))
-        s, e, r = s[order], e[order], r[order]
-    # doubled times: an op ends before another starts at the same instant; a zero-length op ends just after
-    s2, e2 = 2 * s, 2 * e + (e == s)
-    ends = np.sort(e2, kind="stable")  # the same values; timsort takes the runs of nested ends (10x quicksort here)
-    depth = np.arange(1, s.size + 1) - np.searchsorted(ends, s2, side="right")
-    started = np.searchsorted(s2, tq, side="right")
-    qdepth = started - np.searchsorted(ends, tq, side="right")
-    # the last op started by tq at tq's depth: keys (depth, position) sorted, searched with (depth, started - 1)
-    n, by_depth = s.size + 1, np.argsort(depth, kind="stable")
-    j = np.searchsorted(depth[by_depth] * n + by_depth, qdepth * n + (started - 1), side="right") - 1
-    k = by_depth[np.clip(j, 0, None)]
-    holds = (qdepth > 0) & (j >= 0) & (depth[k] == qdepth) & (s2[k] <= tq) & (e2[k] > tq)
-    return holds, r[k[holds]]
 
 
 # ------------------------------------------------------------------------------------------------ models
