@@ -95,12 +95,26 @@ class StepActivity:
         self.g_launch = self._match_launches()
         self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
         self._annotation_rows: dict[str, np.ndarray] = {}
+        self._marker_names: dict[str, tuple] = {}
+        self.no_marker_rows: pd.DataFrame | None = None  # finder's empty marker table, built once
 
     def annotation_rows(self, kind: str) -> np.ndarray:
         """Row numbers of the events of one kind (the markers: gpu_annotation, cpu_annotation), found once."""
         if kind not in self._annotation_rows:
             self._annotation_rows[kind] = np.flatnonzero(kind_mask(self.ev, (kind,)))
         return self._annotation_rows[kind]
+
+    def marker_names(self, kind: str) -> tuple[np.ndarray, np.ndarray, list[int], list[str]]:
+        """The rows of one marker kind, their name codes, and the distinct names they use (codes and texts, by
+        code), found once: every dialect attempt tests those few names, not the rows."""
+        if kind not in self._marker_names:
+            idx = self.annotation_rows(kind)
+            col = self.ev["name"]
+            codes = col.cat.codes.to_numpy()[idx]
+            present = np.unique(codes[codes >= 0])  # only the names these rows use, not every kernel name
+            texts = list(map(str, col.cat.categories.take(present).tolist()))
+            self._marker_names[kind] = (idx, codes, present.tolist(), texts)
+        return self._marker_names[kind]
 
     def _match_launches(self) -> np.ndarray:
         return launch_index(self.gs, self.gcorr, self.l_corr, self.l_start)

@@ -22,18 +22,29 @@ MARKER_COLUMNS = ["name", "start_ns", "end_ns", "external_id", "device", "phase"
 
 def _marker_rows(ctx: StepActivity, kind: str | None, match) -> pd.DataFrame:
     """Annotation rows of one kind whose name ``match(name)`` accepts; fields per distinct name (read from the
-    name codes of that kind's rows: no boolean filter of the events table, no string per row)."""
+    name codes of that kind's rows, found once per kind: no boolean filter of the events table, no string per
+    row)."""
     ev = ctx.ev
     idx = ctx.annotation_rows(kind) if kind else np.zeros(0, dtype=np.int64)
     if idx.size == 0:
         return pd.DataFrame(columns=MARKER_COLUMNS)
-    cats = ev["name"].cat.categories
-    codes = ev["name"].cat.codes.to_numpy()[idx]
-    present = np.unique(codes[codes >= 0])  # only the names these rows use, not every kernel name of the trace
-    parsed = {int(c): match(n) for c, n in zip(present.tolist(), map(str, cats.take(present).tolist()))}
-    parsed = {c: f for c, f in parsed.items() if f is not None}
+    idx, codes, present, texts = ctx.marker_names(kind)
+    parsed = {c: f for c, f in zip(present, map(match, texts)) if f is not None}
+    if not parsed:  # no name of this kind is the dialect's (most attempts): its empty table, built once
+        return _no_marker_rows(ctx).copy()
     keep = np.isin(codes, np.fromiter(parsed, dtype=np.int64, count=len(parsed)))
-    rows, codes = idx[keep], codes[keep]
+    return _marker_frame(ev, idx[keep], codes[keep], parsed)
+
+
+def _no_marker_rows(ctx: StepActivity) -> pd.DataFrame:
+    if ctx.no_marker_rows is None:
+        ctx.no_marker_rows = _marker_frame(ctx.ev, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int8), {})
+    return ctx.no_marker_rows
+
+
+def _marker_frame(ev: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, parsed: dict) -> pd.DataFrame:
+    """The marker table of these rows (their name codes) from the fields ``parsed`` per name code."""
+    cats = ev["name"].cat.categories
     names = np.empty(len(cats), dtype=object)
     fields = np.empty((len(cats), 3), dtype=object)
     for c, f in parsed.items():  # per distinct marker name
