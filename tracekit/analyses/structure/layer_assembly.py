@@ -223,17 +223,37 @@ def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tu
     return top
 
 
-def _assemble(ctx: _Ctx, token: int) -> _Assembly:
-    """The layers of every step for one boundary kernel: segments and labels, phases, then runs cut into layers."""
+@dataclass
+class _Phased:
+    """One boundary kernel's segments with their labels and phases (steps 1-2): what ``_cover_bound`` reads and
+    ``_assemble`` goes on from."""
+
+    token: int
+    segs: _Segs
+    label_seq: _LabelSeqs
+    comp_l: np.ndarray
+    phase_l: np.ndarray
+    k_of: dict[int, int]
+
+
+def _phased(ctx: _Ctx, token: int) -> _Phased:
     segs = _segments(ctx, token)
     label_seq = _label_seqs(ctx, segs)
     comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, segs.n_labels)
     segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
     segs.comp, segs.k = comp_l[segs.ids], k_l[segs.ids]
-    asm = _Assembly(token, [seq.step for seq in ctx.seqs], k_of, segs.n_labels, label_seq)
+    return _Phased(token, segs, label_seq, comp_l, phase_l, k_of)
+
+
+def _assemble(ctx: _Ctx, token: int, p: _Phased | None = None) -> _Assembly:
+    """The layers of every step for one boundary kernel: segments and labels, phases (``p`` when already made),
+    then runs cut into layers."""
+    p = _phased(ctx, token) if p is None else p
+    segs, label_seq = p.segs, p.label_seq
+    asm = _Assembly(token, [seq.step for seq in ctx.seqs], p.k_of, segs.n_labels, label_seq)
     pieces = _LayerPieces()
     if segs.a.size:
-        _Runs(ctx, segs, _top_labels(segs, comp_l, phase_l), label_seq, pieces).layers_into()
+        _Runs(ctx, segs, _top_labels(segs, p.comp_l, p.phase_l), label_seq, pieces).layers_into()
     asm.table = pieces.done()
     asm.covered = int((asm.table.hi - asm.table.lo).sum())
     return asm

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..steps.resolve import median_ns
-from .layer_assembly import _assemble, _Assembly
+from .layer_assembly import _assemble, _Assembly, _Phased, _phased
 from .layer_context import _Ctx
 
 MIN_COUNT = 3  # a boundary candidate occurs at least this often in some step
@@ -120,13 +120,18 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
         return None  # no attention, linear-attention or state-space kernel: no decoder stack
     is_norm = {tok: ctx.family_of_cat[ctx.cat_of_code[tok]] == NORM_FAMILY for tok in counts}
     total = sum(seq.codes.size for seq in ctx.seqs)
+    sure = _Sure(ctx, total)
 
-    def build(tokens) -> list[_Assembly]:
+    def build(tokens, wait: bool = True) -> list[_Assembly]:
         out = []
         for tok in tokens:
-            a = _assemble(ctx, tok)
+            p = _phased(ctx, tok)
+            if wait and sure.waits(p, is_norm[tok]):
+                continue
+            a = _assemble(ctx, tok, p)
             if a.covered and _stack_like(a) and _measure(ctx, a).decoder:
                 out.append(a)
+                sure.add(a)
         return out
 
     results = build(tok for tok in sorted(counts) if is_norm[tok])
@@ -137,9 +142,9 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     if not results:
         return None
     top = max(_share(a) for a in results)
+    results += build(sure.late(top), wait=False)  # their shares are at most top
     results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
-
-    roles = _roles(ctx)
+    roles = sure.roles
 
     def after_gemm(a: _Assembly) -> float:
         """Median main-stream kernels between a layer's first kernel and the last GEMM before it: a layer starts
@@ -167,6 +172,100 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     if norms:
         best = top_of(norms)
     return best
+
+
+def _region(ctx: _Ctx, p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per step holding a phased segment, the segments a layer can hold whole (first, last): a run starts and ends
+    at phased segments, and its last layer may take the segment after it (only when some k >= 2). None: no phased
+    segment, no run, no layer."""
+    s = p.segs
+    r = np.flatnonzero(s.ph >= 0)
+    if not r.size:
+        return None
+    edge = np.flatnonzero(s.step[r[1:]] != s.step[r[:-1]])
+    first, last = r[np.concatenate([[0], edge + 1])], r[np.append(edge, r.size - 1)]
+    if any(k >= 2 for k in p.k_of.values()):
+        after = np.minimum(last + 1, s.b.size - 1)
+        last = np.where(s.step[after] == s.step[last], after, last)
+    return first, last
+
+
+def _cover_bound(ctx: _Ctx, p: _Phased) -> int:
+    """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone. Per step, its
+    layers lie within the segments ``_region`` gives, widened by the segment before the first (a run's first layer
+    reaches into the segment before it only for a recovered start, at a phase other than 0: k >= 2); a later run's
+    embedding kernels lie after the step's earlier layers, and layers are disjoint."""
+    reg = _region(ctx, p)
+    if reg is None:
+        return 0
+    first, last = reg
+    s = p.segs
+    if any(k >= 2 for k in p.k_of.values()):
+        before = np.maximum(first - 1, 0)
+        first = np.where(s.step[before] == s.step[first], before, first)
+    return int((s.b[last] - s.a[first]).sum())
+
+
+def _no_agreement(ctx: _Ctx, p: _Phased, trans_mixer: np.ndarray, trans_ffn: np.ndarray) -> bool:
+    """Whether no layer of the assembly can hold exactly one mixer -> FFN transition (its ``agree`` is 0): every
+    layer holds a whole segment of ``_region``, and holds every transition such a segment holds, so when each of
+    those segments holds two or more (transitions in flat positions, as _roles keeps them), so does each layer."""
+    reg = _region(ctx, p)
+    if reg is None:
+        return True
+    s = p.segs
+    few = np.searchsorted(trans_ffn, s.b, side="left") - np.searchsorted(trans_mixer, s.a, side="left") < 2
+    n_few = np.concatenate([[0], np.cumsum(few)])
+    first, last = reg
+    return not (n_few[last + 1] - n_few[first]).any()
+
+
+class _Sure:
+    """What the decoder stacks assembled so far settle about ``_choose``'s answer, so that a candidate that cannot
+    change it waits, unassembled (the answer does not depend on the order the candidates are tried in).
+
+    With ``top`` the best share so far and ``covered`` the most main-stream kernels any stack within
+    STRUCTURE_SLACK of it covers: a candidate whose share cannot exceed ``top`` (at most 1; 0 when no layer can hold
+    exactly one transition, _no_agreement) and that covers less than ``covered`` (``_cover_bound``; a norm: less than
+    NORM_PREFERENCE of it and of all kernels) is not the best, nor among the norms that win or end the search, as
+    long as no later stack raises ``top`` (the kept stacks then only gain members). ``late`` names those that
+    waited while ``top`` was lower than the final one: they are assembled after all. A candidate that covers
+    nothing is never a stack."""
+
+    def __init__(self, ctx: _Ctx, total: int):
+        self.ctx, self.total, self.roles = ctx, total, _roles(ctx)
+        self.built: list[tuple[float, int]] = []  # (share, covered) of every stack so far
+        self.top, self.covered = None, -1
+        self.waiting: list[tuple[int, float]] = []  # (token, top when it began to wait)
+
+    def add(self, a: _Assembly) -> None:
+        share = _share(a)
+        self.built.append((share, a.covered))
+        if self.top is None or share > self.top:
+            self.top = share
+            self.covered = max(c for sh, c in self.built if sh >= share - STRUCTURE_SLACK)
+        elif share >= self.top - STRUCTURE_SLACK:
+            self.covered = max(self.covered, a.covered)
+
+    def waits(self, p, norm: bool) -> bool:
+        bound = _cover_bound(self.ctx, p)
+        if bound <= 0:
+            return True  # no layer: not a stack, whatever the others do
+        if self.top is None:
+            return False
+        if norm:
+            below = bound < NORM_PREFERENCE * self.covered and bound < NORM_PREFERENCE * self.total
+        else:
+            below = bound < self.covered
+        if not below:
+            return False
+        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles.trans_mixer, self.roles.trans_ffn):
+            return False
+        self.waiting.append((p.token, self.top))
+        return True
+
+    def late(self, top: float) -> list[int]:
+        return [tok for tok, t in self.waiting if t < top]
 
 
 CHECK_COMPARED = "layers vs attention -> MLP/MoE transitions per step, one in every layer"
