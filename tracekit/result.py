@@ -264,7 +264,9 @@ def _table_json(df: pd.DataFrame, indent: int | None, pad: str, chunk_rows: int)
             inner = part[1:-1].strip("\n")  # the rows without the list's brackets
             if indent is not None:
                 inner = pad + inner.replace("\n", "\n" + pad)  # every line padded (a JSON string has no raw newline)
-        yield ("" if start == 0 else ("," if indent is None else ",\n")) + inner
+        if start:
+            yield "," if indent is None else ",\n"
+        yield inner  # not joined to its separator: a chunk is megabytes, and that would copy it
     yield "]" if indent is None else "\n" + pad + "]"
 
 
@@ -303,16 +305,40 @@ def _value_texts(values: list, numbers: bool = False) -> list[str] | None:
     return None
 
 
+def _column_texts(col: pd.Series) -> list[str] | None:
+    """Each value of one column as orjson writes it inside a row (or None: see :func:`_value_texts`). numpy
+    integers and bools are encoded from the array itself (no Python int per value), text columns once per distinct
+    string through their codes; the rest through ``column_values``."""
+    import orjson
+
+    dt = col.dtype
+    if isinstance(dt, np.dtype) and dt.kind in "iub":
+        a = np.ascontiguousarray(col.to_numpy())
+        return orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")[1:-1].split(",") if a.size else []
+    if isinstance(col.array, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)):  # Int64, boolean: <NA> is null
+        missing = col.isna().to_numpy()
+        a = np.ascontiguousarray(col.to_numpy(dtype=dt.numpy_dtype, na_value=0))
+        texts = np.array(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")[1:-1].split(",")
+                         if a.size else [], dtype=object)
+        texts[missing] = "null"
+        return texts.tolist()
+    if isinstance(dt, pd.StringDtype):
+        codes, uniques = pd.factorize(col)  # a missing value: code −1, written null
+        try:
+            look = np.array([orjson.dumps(u).decode("utf-8") for u in uniques.tolist()] + ["null"], dtype=object)
+        except TypeError:  # orjson.JSONEncodeError (a lone surrogate): the general path
+            return None
+        return look[codes].tolist()
+    return _value_texts(column_values(col), isinstance(dt, np.dtype) and dt.kind == "f")
+
+
 def _rows_text(chunk: pd.DataFrame, keys: list[str], indent: int | None, pad: str) -> str | None:
     """The rows of ``chunk`` as the text the row-dict path gives between the list's brackets (byte for byte: the
     same values, written by the same encoder, in its layout), built column by column: no dict per row. None where a
     column needs the general path."""
     cols = []
     for c in range(len(keys)):
-        col = chunk.iloc[:, c]
-        dt = col.dtype
-        numbers = isinstance(dt, np.dtype) and dt.kind in "iubf"  # no per-value type check needed
-        texts = _value_texts(column_values(col), numbers)
+        texts = _column_texts(chunk.iloc[:, c])
         if texts is None:
             return None
         cols.append(texts)
