@@ -171,17 +171,33 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
 def _end_matrix(ends: pd.DataFrame, t0: int) -> tuple[np.ndarray, list[int]]:
     """The instances seen on two ranks or more × the ranks that ran them (both sorted): each one's latest local end
     after t0 (subtracted in int64: epoch ns are beyond float64's exact range), NaN where the rank did not run it."""
-    inst, ii = np.unique(ends["inst"].to_numpy(np.int64), return_inverse=True)
-    ranks, ri = np.unique(ends["rank"].to_numpy(np.int64), return_inverse=True)
+    inst, ii = _unique_inverse(ends["inst"].to_numpy(np.int64))
+    ranks, ri = _unique_inverse(ends["rank"].to_numpy(np.int64))
     low = np.iinfo(np.int64).min
     M = np.full((len(inst), len(ranks)), low, dtype=np.int64)
-    np.maximum.at(M, (ii.reshape(-1), ri.reshape(-1)), ends["end_ns"].to_numpy(np.int64) - np.int64(t0))
+    cell = ii * len(ranks) + ri
+    end = ends["end_ns"].to_numpy(np.int64) - np.int64(t0)
+    if np.bincount(cell, minlength=M.size).max(initial=0) <= 1:  # one end a cell (the rule): written, not reduced
+        M.reshape(-1)[cell] = end
+    else:
+        np.maximum.at(M, (ii, ri), end)
     seen = M != low
     keep = seen.sum(axis=1) > 1
     used = seen[keep].any(axis=0)
     X = np.where(seen, M, 0).astype(np.float64)[np.ix_(keep, used)]
     X[~seen[np.ix_(keep, used)]] = np.nan
     return X, ranks[used].tolist()
+
+
+def _unique_inverse(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(v, return_inverse=True)`` of int64 values, without a sort where they are ≥ 0 and not far above
+    their count (instance ids, rank ids)."""
+    if len(v) and int(v.min()) >= 0 and int(v.max()) <= 4 * len(v) + 1024:
+        present = np.zeros(int(v.max()) + 1, dtype=bool)
+        present[v] = True
+        return np.flatnonzero(present).astype(np.int64), (np.cumsum(present) - 1)[v]
+    u, inv = np.unique(v, return_inverse=True)
+    return u, inv.reshape(-1)
 
 
 def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],

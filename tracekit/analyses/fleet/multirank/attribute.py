@@ -90,9 +90,9 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     med_work = group_lower_median(gid, work, n_g)
     med_bs = group_lower_median(gid, bs, n_g)
     causes = np.full(n_g, None, dtype=object)
-    for j in np.flatnonzero(~tie):  # a sentence per clear instance; numpy scalars only
-        i = last_i[j]
-        causes[j] = _cause(kind[kcode[i]], work[i], med_work[j], bs[i], med_bs[j], phase_last[j])
+    clear = np.flatnonzero(~tie)  # a sentence per clear instance, built column-wise
+    li = last_i[clear]
+    causes[clear] = _causes(kind, kcode[li], work[li], med_work[clear], bs[li], med_bs[clear], phase_last[clear])
     del gid, bs, work  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
                       spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
@@ -258,22 +258,38 @@ def most_often_last(per: pd.DataFrame) -> int | None:
     return int(agg["last_rank"].iloc[0])
 
 
-def _cause(kind, mine, med, my_bs, med_bs, phase) -> str:
-    """Why the last rank arrived last at an instance, as ``code: detail``: ``prefill`` (it ran a prefill while others
-    decoded), ``batch`` (a larger batch than the median rank's), ``hot_expert`` (more expert GEMM work before a
-    combine than the median rank), else ``compute`` (more work before arriving)."""
-    col, what = WORK_BEFORE.get(kind, DEFAULT_WORK)
-    parts = []
-    has_bs = not (np.isnan(my_bs) or np.isnan(med_bs))
-    if has_bs:
-        parts.append(f"bs {int(my_bs)} vs median {int(med_bs)}")
-    parts.append(f"{what} {_us(int(mine))} vs median {_us(int(med))} before arriving")
-    if kind == "combine":
-        code = "hot_expert" if mine > med else "compute"
-    elif kind == "dispatch" and phase == "prefill":
-        code = "prefill"
-    elif has_bs and my_bs > med_bs:
-        code = "batch"
-    else:
-        code = "compute"
-    return f"{code}: " + "; ".join(parts)
+def _causes(names, kcode: np.ndarray, mine: np.ndarray, med: np.ndarray, my_bs: np.ndarray, med_bs: np.ndarray,
+            phase: np.ndarray) -> np.ndarray:
+    """Why the last rank arrived last at each instance, as ``code: detail`` (an object array, one per instance:
+    ``names[kcode]`` its kind, ``mine``/``med`` the last rank's and the median rank's work before arriving, its
+    batch and the median's, NaN where unknown, its phase): ``prefill`` (it ran a prefill while others decoded),
+    ``batch`` (a larger batch than the median rank's), ``hot_expert`` (more expert GEMM work before a combine than
+    the median rank), else ``compute`` (more work before arriving). Column by column: each distinct number is
+    formatted once and the sentences are joined as object arrays (the loop per instance is numpy's)."""
+    names = [str(k) for k in names]
+    kc = np.asarray(kcode, dtype=np.int64)
+    if not kc.size:
+        return np.zeros(0, dtype=object)
+    mine = np.asarray(mine, dtype=np.int64)
+    med = np.asarray(med, dtype=np.float64)
+    my_bs, med_bs = np.asarray(my_bs, dtype=np.float64), np.asarray(med_bs, dtype=np.float64)
+    code_of = {k: i for i, k in enumerate(names)}
+    combine = kc == code_of.get("combine", -1)
+    dispatch = kc == code_of.get("dispatch", -1)
+    has_bs = ~(np.isnan(my_bs) | np.isnan(med_bs))
+    prefill = np.asarray(phase, dtype=object) == "prefill"
+    code = np.select([combine & (mine > med), combine, dispatch & prefill, has_bs & (my_bs > med_bs)],
+                     [np.array(c, dtype=object) for c in ("hot_expert: ", "compute: ", "prefill: ", "batch: ")],
+                     np.array("compute: ", dtype=object))
+    what = np.array([WORK_BEFORE.get(k, DEFAULT_WORK)[1] + " " for k in names], dtype=object)[kc]
+    us = _texts(np.concatenate([mine, med.astype(np.int64)]), _us)
+    b = _texts(np.concatenate([np.where(has_bs, my_bs, 0), np.where(has_bs, med_bs, 0)]).astype(np.int64), str)
+    n = kc.size
+    bs_part = np.where(has_bs, "bs " + b[:n] + " vs median " + b[n:] + "; ", "")
+    return code + bs_part + what + us[:n] + " vs median " + us[n:] + " before arriving"
+
+
+def _texts(values: np.ndarray, fmt) -> np.ndarray:
+    """``fmt(v)`` of each int64 value (as a Python int), as an object array: each distinct value formatted once."""
+    u, inv = np.unique(values, return_inverse=True)
+    return np.array([fmt(v) for v in u.tolist()], dtype=object)[inv.reshape(-1)]

@@ -24,6 +24,14 @@ def kind_names(per_rank: dict[int, dict]) -> pd.Index:
     return pd.Index(names, dtype=dtype)
 
 
+def kind_codes(kind: pd.Series, knames: pd.Index) -> np.ndarray:
+    """``knames.get_indexer(kind)`` (−1: a missing kind or one not in ``knames``), by factorising the column first:
+    the few distinct names are looked up, not every row's text."""
+    codes, uniques = pd.factorize(kind)
+    look = np.append(knames.get_indexer(uniques), -1)  # code −1 (missing) reads the last slot
+    return look[codes]
+
+
 def lex_order(*keys: np.ndarray) -> np.ndarray:
     """``np.lexsort(keys)`` (the last key primary, stable), as one stable sort of the keys packed into an int64
     where their ranges allow (5× faster on 10^6 rows); integral float keys count as integers."""
@@ -91,7 +99,7 @@ def numbered_collectives(per_rank: dict[int, dict], g_of: dict[int, np.ndarray],
         ls = c["local_step"].to_numpy(np.int64)
         a["step"][lo:hi] = np.where(ls >= 0, gmap[np.clip(ls, 0, max(len(gmap) - 1, 0))] if len(gmap) else -1, -1)
         a["rank"][lo:hi] = r
-        a["kind"][lo:hi] = knames.get_indexer(c["kind"])
+        a["kind"][lo:hi] = kind_codes(c["kind"], knames)
         for k in ("start_ns", "end_ns", *WORK_COLS):
             a[k][lo:hi] = c[k].to_numpy(np.int64)
     rk, st = a["rank"], a["start_ns"]

@@ -1,0 +1,101 @@
+"""The array paths of `tracekit imbalance`'s parent and its workers (issue 28) against the code they replaced, kept
+here as oracles: the sentences of the causes, the kind codes, the instance × rank matrix of ends, the category
+rules' compiled patterns. The whole answer is pinned in tests/integration/test_multirank_pinned.py."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tracekit.analyses.fleet.multirank.align import _end_matrix, _unique_inverse
+from tracekit.analyses.fleet.multirank.attribute import DEFAULT_WORK, WORK_BEFORE, _causes, _us
+from tracekit.analyses.fleet.multirank.numbering import kind_codes
+
+
+def _cause(kind, mine, med, my_bs, med_bs, phase) -> str:
+    """The sentence per instance as attribute() wrote it before (numpy scalars, one call per clear instance)."""
+    _, what = WORK_BEFORE.get(kind, DEFAULT_WORK)
+    parts = []
+    has_bs = not (np.isnan(my_bs) or np.isnan(med_bs))
+    if has_bs:
+        parts.append(f"bs {int(my_bs)} vs median {int(med_bs)}")
+    parts.append(f"{what} {_us(int(mine))} vs median {_us(int(med))} before arriving")
+    if kind == "combine":
+        code = "hot_expert" if mine > med else "compute"
+    elif kind == "dispatch" and phase == "prefill":
+        code = "prefill"
+    elif has_bs and my_bs > med_bs:
+        code = "batch"
+    else:
+        code = "compute"
+    return f"{code}: " + "; ".join(parts)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_causes_are_the_sentences_of_the_old_loop(seed):
+    rng = np.random.default_rng(seed)
+    names = pd.Index(["allreduce", "combine", "dispatch", "sendrecv"], dtype="str")
+    n = 3000
+    kc = rng.integers(0, len(names), n)
+    mine = rng.integers(0, 3_000_000, n)
+    mine[::7] = 10 ** 12 + rng.integers(0, 9, n)[::7]
+    med = rng.integers(0, 3_000_000, n).astype(float)
+    med[::5] = mine[::5]  # equal work: no hot expert
+    bs = rng.integers(0, 64, n).astype(float)
+    bs[::3] = np.nan
+    mbs = rng.integers(0, 64, n).astype(float)
+    mbs[::11] = np.nan
+    mbs[::4] = bs[::4]
+    phase = rng.choice(np.array(["prefill", "decode", None, "idle", "train"], dtype=object), n)
+    got = _causes(names.to_numpy(object), kc, mine, med, bs, mbs, phase)
+    want = [_cause(names[kc[i]], mine[i], med[i], bs[i], mbs[i], phase[i]) for i in range(n)]
+    assert got.dtype == object and got.tolist() == want
+    assert {s.split(":")[0] for s in want} == {"hot_expert", "compute", "prefill", "batch"}  # every branch taken
+    assert _causes(names, np.zeros(0, np.int64), *(np.zeros(0),) * 4, np.zeros(0, object)).size == 0
+
+
+@pytest.mark.parametrize("dtype", ["str", object])
+def test_kind_codes_are_get_indexer(dtype):
+    knames = pd.Index(["allreduce", "combine", "dispatch", "nan"], dtype="str")
+    kind = pd.Series(["combine", "dispatch", None, "broadcast", "nan", "allreduce", "combine"], dtype=dtype)
+    assert kind_codes(kind, knames).tolist() == knames.get_indexer(kind).tolist()
+    assert kind_codes(kind.iloc[:0], knames).tolist() == []
+
+
+@pytest.mark.parametrize("values", [[5, 3, 3, 0, 9], [7], [], [-2, 4, 4], [10 ** 12, 3, 10 ** 12]])
+def test_unique_inverse_is_numpy_unique(values):
+    v = np.array(values, dtype=np.int64)
+    u, inv = _unique_inverse(v)
+    nu, ninv = np.unique(v, return_inverse=True)
+    assert u.tolist() == nu.tolist() and inv.tolist() == ninv.reshape(-1).tolist()
+
+
+def _end_matrix_old(ends: pd.DataFrame, t0: int):
+    inst, ii = np.unique(ends["inst"].to_numpy(np.int64), return_inverse=True)
+    ranks, ri = np.unique(ends["rank"].to_numpy(np.int64), return_inverse=True)
+    low = np.iinfo(np.int64).min
+    M = np.full((len(inst), len(ranks)), low, dtype=np.int64)
+    np.maximum.at(M, (ii.reshape(-1), ri.reshape(-1)), ends["end_ns"].to_numpy(np.int64) - np.int64(t0))
+    seen = M != low
+    keep = seen.sum(axis=1) > 1
+    used = seen[keep].any(axis=0)
+    X = np.where(seen, M, 0).astype(np.float64)[np.ix_(keep, used)]
+    X[~seen[np.ix_(keep, used)]] = np.nan
+    return X, ranks[used].tolist()
+
+
+@pytest.mark.parametrize("dups", [False, True])
+def test_the_end_matrix_is_the_reduced_one(dups):
+    rng = np.random.default_rng(3)
+    inst = np.repeat(np.arange(400), 6)
+    rank = np.tile(np.array([0, 2, 3, 5, 8, 9]), 400)
+    keep = rng.random(len(inst)) > 0.2
+    inst, rank = inst[keep], rank[keep]
+    if dups:  # a rank with two ends of one instance: the later one counts
+        inst, rank = np.r_[inst, inst[:50]], np.r_[rank, rank[:50]]
+    t0 = 1_761_743_580_000_000_000
+    end = t0 + rng.integers(0, 10 ** 10, len(inst))
+    ends = pd.DataFrame({"rank": rank, "inst": inst, "end_ns": end})
+    X, cols = _end_matrix(ends, t0)
+    X0, cols0 = _end_matrix_old(ends, t0)
+    assert cols == cols0 and X.shape == X0.shape and np.array_equal(X, X0, equal_nan=True)
