@@ -63,14 +63,20 @@ def lane_key(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray
 
 
 def kinds_mask(events: pd.DataFrame, kinds) -> np.ndarray:
-    """Rows whose kind is one of ``kinds`` (``events["kind"].isin(kinds)``), from the categorical's codes through a
-    table per category (several times cheaper than ``isin`` on 10^6 rows); plain strings by ``isin``."""
+    """Rows whose kind is one of ``kinds`` (``events["kind"].isin(kinds)``), from the categorical's codes: one
+    comparison of the small codes per kind asked (many times cheaper than ``isin`` on 10^6 rows); plain strings
+    by ``isin``."""
     col = events["kind"]
     if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand
         return col.isin(list(kinds)).to_numpy()
-    lut = np.zeros(len(col.cat.categories) + 1, dtype=bool)  # the last slot: a missing kind (code -1)
-    lut[:-1] = np.isin(np.asarray(col.cat.categories, dtype=object), list(kinds))
-    return lut[col.cat.codes.to_numpy()]
+    hit = np.flatnonzero(np.isin(np.asarray(col.cat.categories, dtype=object), list(kinds))).tolist()
+    codes = col.cat.codes.to_numpy()  # a missing kind (code -1) is none of them
+    if not hit:
+        return np.zeros(codes.size, dtype=bool)
+    out = codes == hit[0]  # a comparison per kind asked (a few) is cheaper than a gather through a table
+    for c in hit[1:]:
+        out |= codes == c
+    return out
 
 
 def gpu_mask(events: pd.DataFrame) -> np.ndarray:
@@ -150,7 +156,53 @@ def launch_index(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.nd
                  launch_start: np.ndarray) -> np.ndarray:
     """Per GPU activity: the index (into the launch arrays) of the runtime call that launched it — the latest
     launch of its correlation id that starts before it (ids are reused in long traces), else the id's first
-    launch; -1 when no launch is known. The one rule for which launch a kernel or copy belongs to."""
+    launch; -1 when no launch is known. The one rule for which launch a kernel or copy belongs to.
+
+    An id (not negative) that one launch alone carries names that launch whatever the times, so those activities
+    are looked up by id (a table over the ids' range, or one sorted search); only the activities of ids several
+    launches carry (and of negative ids) are matched by time (:func:`_launch_by_time`), with those ids' launches."""
+    n, m = gpu_corr.size, launch_corr.size
+    out = np.full(n, -1, dtype=np.int64)
+    if n == 0 or m == 0:
+        return out
+    lc, gc = launch_corr.astype(np.int64, copy=False), gpu_corr.astype(np.int64, copy=False)
+    lo, hi = int(lc.min()), int(lc.max())
+    if hi - lo <= 4 * (n + m) + 4096:  # a table over the ids' range: launches per id, and the launch of each
+        off = lc - lo
+        per_id = np.bincount(off, minlength=hi - lo + 1)
+        which = np.full(hi - lo + 1, -1, dtype=np.int64)
+        which[off] = np.arange(m)  # right where the id is carried once (the only case read)
+        g = gc - lo
+        inside = (g >= 0) & (g <= hi - lo)
+        g = np.where(inside, g, 0)
+        count = np.where(inside, per_id[g], 0)
+        single = (count == 1) & (gc >= 0)
+        out[single] = which[g[single]]
+        by_time = per_id[off] > 1
+    else:  # ids spread too wide for a table: one sorted search
+        order = np.argsort(lc, kind="stable")
+        sc = lc[order]
+        a = np.searchsorted(sc, gc, side="left")
+        count = np.searchsorted(sc, gc, side="right") - a
+        single = (count == 1) & (gc >= 0)
+        out[single] = order[a[single]]
+        same = sc[1:] == sc[:-1]  # an id's launches side by side: each of them is a reused one
+        dup = np.zeros(m, dtype=bool)
+        dup[1:] |= same
+        dup[:-1] |= same
+        by_time = np.zeros(m, dtype=bool)
+        by_time[order] = dup
+    many = np.flatnonzero((count > 0) & ~single)
+    if many.size:  # the rule by time, over those ids' launches (in their order)
+        j = np.flatnonzero(by_time | (lc < 0))
+        got = _launch_by_time(gpu_start[many], gc[many], lc[j], launch_start[j])
+        out[many] = np.where(got >= 0, j[np.clip(got, 0, None)], -1)
+    return out
+
+
+def _launch_by_time(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray,
+                    launch_start: np.ndarray) -> np.ndarray:
+    """:func:`launch_index`'s rule by time: one merge_asof by id (a packed sort was no faster)."""
     n = gpu_start.size
     if launch_corr.size == 0 or n == 0:
         return np.full(n, -1, dtype=np.int64)

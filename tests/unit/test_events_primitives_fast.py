@@ -115,3 +115,63 @@ def test_primitives_are_the_old_answers_on_the_fixtures(path):
     shuffled = ev.iloc[np.random.default_rng(0).permutation(len(ev))].reset_index(drop=True)  # out of time order
     assert np.array_equal(same_stream_overlaps(shuffled, fraction=0.5), _old_same_stream_overlaps(shuffled, 0, 0.5))
     assert main_stream(shuffled) == _old_main_stream(shuffled)
+
+
+@pytest.mark.parametrize("kinds", [("kernel",), ("memcpy", "memset"), schema.GPU_ACTIVITY_KINDS, ("nothing",), ()])
+def test_kinds_mask_is_isin(kinds):
+    from tracekit.analyses.steps.activity import kind_mask
+    from tracekit.events import kinds_mask
+
+    col = pd.Categorical(["kernel", None, "memset", "cpu_op", "memcpy", "kernel", None],
+                         categories=["cpu_op", "kernel", "memcpy", "memset", "unused"])
+    ev = pd.DataFrame({"kind": col})
+    want = ev["kind"].isin(list(kinds)).to_numpy()
+    assert np.array_equal(kinds_mask(ev, kinds), want)
+    assert np.array_equal(kind_mask(ev, kinds), want)
+    assert np.array_equal(kinds_mask(ev.assign(kind=ev["kind"].astype(object)), kinds), want)
+
+
+def _old_launch_index(gpu_start, gpu_corr, launch_corr, launch_start):
+    n = gpu_start.size
+    if launch_corr.size == 0 or n == 0:
+        return np.full(n, -1, dtype=np.int64)
+    acts = pd.DataFrame({"corr": gpu_corr, "t": gpu_start, "i": np.arange(n)}).sort_values("t", kind="stable")
+    lau = pd.DataFrame({"corr": launch_corr, "t": launch_start, "j": np.arange(launch_corr.size)}).sort_values(
+        "t", kind="stable")
+    m = pd.merge_asof(acts, lau, on="t", by="corr", direction="backward")
+    out = np.full(n, -1, dtype=np.int64)
+    j = m["j"].to_numpy(dtype=float)
+    ok = ~np.isnan(j)
+    out[m["i"].to_numpy()[ok]] = j[ok].astype(np.int64)
+    first = lau.drop_duplicates("corr").set_index("corr")["j"]
+    missing = np.flatnonzero((out < 0) & (gpu_corr >= 0))
+    if missing.size:
+        out[missing] = pd.Series(gpu_corr[missing]).map(first).fillna(-1).to_numpy(np.int64)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("spread", [1, 10**9])  # ids in a small range (a table) or far apart (a sorted search)
+def test_launch_index_is_the_merge_asof_answer(seed, spread):
+    from tracekit.events import launch_index
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 40)), int(rng.integers(0, 30))
+    ids = rng.integers(-2, 12, m).astype(np.int64) * spread  # reused, negative and missing ids
+    gpu_corr = rng.integers(-2, 14, n).astype(np.int64) * spread
+    gpu_start, launch_start = rng.integers(0, 40, n).astype(np.int64), rng.integers(0, 40, m).astype(np.int64)
+    got = launch_index(gpu_start, gpu_corr, ids, launch_start)
+    assert np.array_equal(got, _old_launch_index(gpu_start, gpu_corr, ids, launch_start))
+
+
+@pytest.mark.parametrize("path", FIXTURES[:2], ids=[p.name for p in FIXTURES[:2]])
+def test_launch_index_on_fixtures(path):
+    import tracekit
+    from tracekit.analyses.steps.activity import StepActivity
+    from tracekit.analyses.steps.model import step_rules
+    from tracekit.events import launch_index
+
+    ctx = StepActivity(tracekit.load(path), step_rules())
+    want = _old_launch_index(ctx.gs, ctx.gcorr, ctx.l_corr, ctx.l_start)
+    assert (want >= 0).sum() > 100
+    assert np.array_equal(launch_index(ctx.gs, ctx.gcorr, ctx.l_corr, ctx.l_start), want)

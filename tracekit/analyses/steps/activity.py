@@ -11,7 +11,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ... import schema
-from ...events import launch_index
+from ...events import kinds_mask, launch_index
 from ...trace import Trace
 from .model import StepRules
 
@@ -42,15 +42,9 @@ def name_mask(names: pd.Series, test) -> np.ndarray:
 
 
 def kind_mask(ev: pd.DataFrame, kinds) -> np.ndarray:
-    """Rows whose kind is one of ``kinds`` (``ev["kind"].isin(kinds)``), from the categorical's codes through a
-    table per category: several times cheaper than ``isin`` on 10^6 rows."""
-    col = ev["kind"]
-    if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand: plain strings
-        return col.isin(list(kinds)).to_numpy()
-    cats = col.cat.categories
-    lut = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing kind (code -1)
-    lut[:-1] = np.isin(np.asarray(cats, dtype=object), list(kinds))
-    return lut[col.cat.codes.to_numpy()]
+    """Rows whose kind is one of ``kinds`` (``ev["kind"].isin(kinds)``): :func:`tracekit.events.kinds_mask`, from
+    the categorical's codes, several times cheaper than ``isin`` on 10^6 rows."""
+    return kinds_mask(ev, kinds)
 
 
 def names_at(ev: pd.DataFrame, rows: np.ndarray, test) -> np.ndarray:
