@@ -66,7 +66,7 @@ def test_bounds_hold_for_every_candidate(generated):
         roles = lc._roles(ctx)
         for tok in sorted(lc._candidates(ctx)):
             p = _phased(ctx, tok)
-            bound, none_agree = _cover_bound(ctx, p), _no_agreement(ctx, p, roles.trans_mixer, roles.trans_ffn)
+            bound, none_agree = _cover_bound(ctx, p), _no_agreement(ctx, p, roles)
             a = lc._measure(ctx, _assemble(ctx, tok, p))
             assert a.covered <= bound, (path.name, tok)
             assert not none_agree or a.agree == 0, (path.name, tok)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..steps.resolve import median_ns
-from .layer_assembly import _assemble, _Assembly, _Phased, _phased
+from .layer_align import EDIT_FRACTION
+from .layer_assembly import K_MAX, _assemble, _Assembly, _Phased, _phased
 from .layer_context import _Ctx
 
 MIN_COUNT = 3  # a boundary candidate occurs at least this often in some step
@@ -68,6 +69,8 @@ class _Roles:
     mixer_n: np.ndarray
     ffn_n: np.ndarray
     gemm: np.ndarray
+    ffn_before: np.ndarray = None  # made for _no_agreement
+    mixer_before: np.ndarray = None
 
 
 def _roles(ctx: _Ctx) -> _Roles:
@@ -174,47 +177,63 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     return best
 
 
-def _region(ctx: _Ctx, p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per step holding a phased segment, the segments a layer can hold whole (first, last): a run starts and ends
-    at phased segments, and its last layer may take the segment after it (only when some k >= 2). None: no phased
-    segment, no run, no layer."""
+def _region(p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per step holding a phased segment, the first and last segment a layer can hold whole: runs start and end at
+    phased segments, and a run's last layer takes the segment after it only when it lacks its last phase (phase
+    k - 2) and that segment is unphased (_Runs._right). None: no phased segment, no run, no layer."""
     s = p.segs
     r = np.flatnonzero(s.ph >= 0)
     if not r.size:
         return None
     edge = np.flatnonzero(s.step[r[1:]] != s.step[r[:-1]])
     first, last = r[np.concatenate([[0], edge + 1])], r[np.append(edge, r.size - 1)]
-    if any(k >= 2 for k in p.k_of.values()):
-        after = np.minimum(last + 1, s.b.size - 1)
-        last = np.where(s.step[after] == s.step[last], after, last)
-    return first, last
+    after = np.minimum(last + 1, s.b.size - 1)
+    takes = (s.ph[last] == s.k[last] - 2) & (s.step[after] == s.step[last]) & (s.ph[after] < 0)
+    return first, np.where(takes, after, last)
 
 
 def _cover_bound(ctx: _Ctx, p: _Phased) -> int:
-    """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone. Per step, its
-    layers lie within the segments ``_region`` gives, widened by the segment before the first (a run's first layer
-    reaches into the segment before it only for a recovered start, at a phase other than 0: k >= 2); a later run's
-    embedding kernels lie after the step's earlier layers, and layers are disjoint."""
-    reg = _region(ctx, p)
+    """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone: per step, the
+    segments of ``_region``, and the segment before them when the run starting there can recover its first layer's
+    start from it (_Runs._left: at a phase other than 0, and only when the missing labels, at least ``need`` kernels
+    long, can align with it within their edit budget: no longer than it by more than the budget). A later run's
+    embedding kernels lie after the step's earlier layers; layers are disjoint."""
+    reg = _region(p)
     if reg is None:
         return 0
     first, last = reg
     s = p.segs
-    if any(k >= 2 for k in p.k_of.values()):
-        before = np.maximum(first - 1, 0)
-        first = np.where(s.step[before] == s.step[first], before, first)
+    before = np.maximum(first - 1, 0)
+    ph0 = s.ph[first]
+    can = (ph0 > 0) & (s.step[before] == s.step[first])
+    if can.any():
+        seq = p.label_seq
+        size = (seq._hi - seq._lo).astype(np.float64)  # each label's length
+        key = np.where(p.phase_l >= 0, p.comp_l * K_MAX + p.phase_l, -1)
+        shortest = np.full((len(p.k_of) + 1) * K_MAX, np.inf)
+        np.minimum.at(shortest, key[key >= 0], size[key >= 0])
+        need = np.concatenate([np.zeros((len(p.k_of) + 1, 1)), np.cumsum(shortest.reshape(-1, K_MAX), axis=1)],
+                              axis=1)[s.comp[first], ph0]  # the missing phases 0 .. ph0 - 1 (inf: one has none)
+        room = (s.b[before] - s.a[before]).astype(np.float64)
+        with np.errstate(invalid="ignore"):  # inf - inf: a phase without labels, no recovery either way
+            can &= ~(np.isinf(need) | (need - np.maximum(1.0, EDIT_FRACTION * need) > room + 1e-6))
+        first = np.where(can, before, first)
     return int((s.b[last] - s.a[first]).sum())
 
 
-def _no_agreement(ctx: _Ctx, p: _Phased, trans_mixer: np.ndarray, trans_ffn: np.ndarray) -> bool:
+def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles) -> bool:
     """Whether no layer of the assembly can hold exactly one mixer -> FFN transition (its ``agree`` is 0): every
-    layer holds a whole segment of ``_region``, and holds every transition such a segment holds, so when each of
-    those segments holds two or more (transitions in flat positions, as _roles keeps them), so does each layer."""
-    reg = _region(ctx, p)
+    layer holds a whole segment of ``_region``, and every transition such a segment holds, so when each of those
+    segments holds two or more, so does each layer."""
+    reg = _region(p)
     if reg is None:
         return True
     s = p.segs
-    few = np.searchsorted(trans_ffn, s.b, side="left") - np.searchsorted(trans_mixer, s.a, side="left") < 2
+    if roles.ffn_before is None:  # per flat position, the transitions ending before it and starting before it
+        n = ctx.flat.codes.size
+        roles.ffn_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_ffn, minlength=n))])
+        roles.mixer_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_mixer, minlength=n))])
+    few = roles.ffn_before[s.b] - roles.mixer_before[s.a] < 2  # _measure's count of a segment's transitions
     n_few = np.concatenate([[0], np.cumsum(few)])
     first, last = reg
     return not (n_few[last + 1] - n_few[first]).any()
@@ -259,7 +278,7 @@ class _Sure:
             below = bound < self.covered
         if not below:
             return False
-        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles.trans_mixer, self.roles.trans_ffn):
+        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles):
             return False
         self.waiting.append((p.token, self.top))
         return True
