@@ -99,3 +99,44 @@ def test_the_end_matrix_is_the_reduced_one(dups):
     X, cols = _end_matrix(ends, t0)
     X0, cols0 = _end_matrix_old(ends, t0)
     assert cols == cols0 and X.shape == X0.shape and np.array_equal(X, X0, equal_nan=True)
+
+
+@pytest.mark.parametrize("keys,want", [([3, 5, 9, 10], [0, 3, 4, 5, 9, 10, 11, 100, -5]), ([2, 2, 7], [2, 7, 1]),
+                                       ([], [1, 2]), ([0, 10 ** 9], [0, 10 ** 9, 5])])
+def test_find_keys_is_the_binary_search(keys, want):
+    from tracekit.analyses.fleet.multirank.attribute import _find_keys
+
+    k, w = np.array(keys, dtype=np.int64), np.array(want, dtype=np.int64)
+    pos, hit = _find_keys(k, w)
+    spos = np.clip(np.searchsorted(k, w), 0, max(len(k) - 1, 0))
+    shit = (k[spos] == w) if len(k) else np.zeros(len(w), bool)
+    assert hit.tolist() == shit.tolist() and pos[hit].tolist() == spos[shit].tolist()
+
+
+@pytest.mark.parametrize("shape", ["equal", "ragged", "nan", "unsorted"])
+def test_group_lower_median_equal_runs_and_the_sort(shape):
+    from tracekit.analyses.fleet.multirank.attribute import _runs_lower_median, group_lower_median
+    from tracekit.analyses.fleet.multirank.numbering import lex_order
+
+    rng = np.random.default_rng(5)
+    n_g, m = 300, 16
+    gid = np.repeat(np.arange(n_g), m)
+    v = rng.integers(-50, 50, len(gid)).astype(np.float64)
+    if shape == "ragged":
+        gid, v = gid[3:], v[3:]
+    elif shape == "nan":
+        v[::17] = np.nan
+    elif shape == "unsorted":
+        p = rng.permutation(len(gid))
+        gid, v = gid[p], v[p]
+    ok = ~np.isnan(v)
+    g, w = gid[ok], v[ok]
+    order = lex_order(w, g)  # the general path: by group then value, the lower median of each
+    count = np.bincount(g, minlength=n_g)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    want = w[order[start + (count - 1) // 2]]
+    assert group_lower_median(gid, v, n_g).tolist() == want.tolist()
+    fast = _runs_lower_median(g, w, n_g)  # as group_lower_median calls it: the values that are not NaN
+    assert (fast is not None) == (shape == "equal")
+    if fast is not None:
+        assert fast.tolist() == want.tolist()

@@ -216,11 +216,12 @@ def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],
         placed, fits[anchor] = [anchor], (a[anchor], 0.0, 0.0, 0)
         todo.remove(anchor)
     D = {}
+    seen = np.isfinite(X)
     while todo:
         T = _true_ends(X, cols, ref, placed, a, b)
-        shared = {r: np.isfinite(X[:, cols.index(r)]) & np.isfinite(T) for r in todo}
-        r = max(todo, key=lambda q: shared[q].sum())
-        m = shared[r]
+        shared = seen[:, [cols.index(q) for q in todo]] & np.isfinite(T)[:, None]
+        j = int(np.argmax(shared.sum(axis=0)))  # the first of the most shared, in todo's order
+        r, m = todo[j], shared[:, j]
         if not m.any():
             break
         d = X[m, cols.index(r)] - T[m]

@@ -74,8 +74,10 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     tie_tol = np.maximum(np.maximum(res(last_i), res(np.maximum(last_i - 1, 0))), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
     med_wait = group_lower_median(gid, wait, n_g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
-    tr_sorted = transfer[lex_order(transfer, gid)]  # groups stay where they are, each sorted by transfer
-    med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
+    med_transfer = _runs_lower_median(gid, transfer, n_g)
+    if med_transfer is None:
+        tr_sorted = transfer[lex_order(transfer, gid)]  # groups stay where they are, each sorted by transfer
+        med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
     inst = coll.iloc[rows[first]][["step", "kind", "seq"]].reset_index(drop=True)
     if isinstance(inst["kind"].dtype, pd.CategoricalDtype):  # the kinds' names as the ranks' tables gave them
         inst["kind"] = pd.Series(knames.take(kcode[first]))
@@ -174,8 +176,7 @@ def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray, a
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     want = rank.astype(np.int64) * span + (step.astype(np.int64) + 1)
-    pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
-    hit = (keys[pos] == want) if len(keys) else np.zeros(len(want), bool)
+    pos, hit = _find_keys(keys, want)
     sbs = pd.to_numeric(sk["bs"], errors="coerce").to_numpy(np.float64)[order] if len(sk) else np.zeros(0)
     bs = np.where(hit, sbs[pos] if len(sbs) else np.nan, np.nan)
     sphase = sk["phase"].to_numpy(object)[order] if len(sk) else np.zeros(0, object)
@@ -184,6 +185,21 @@ def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray, a
         ok = hit[at]
         phase[ok] = sphase[pos[at][ok]]
     return bs, phase
+
+
+def _find_keys(keys: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each wanted key is in ``keys`` (sorted, distinct) and whether it is there: a table over the keys' range
+    where that range is small (rank × step keys), else a binary search."""
+    if len(keys) and int(keys[-1]) - int(keys[0]) <= 4 * len(want) + 1024:
+        lo = int(keys[0])
+        at = np.full(int(keys[-1]) - lo + 2, -1, dtype=np.int64)  # the last slot: a key outside the range
+        at[keys[::-1] - lo] = np.arange(len(keys) - 1, -1, -1)  # a repeated key: its first place, as searched
+        rel = want - lo
+        found = at[np.where((rel >= 0) & (rel < len(at) - 1), rel, len(at) - 1)]
+        hit = found >= 0
+        return np.where(hit, found, 0), hit
+    pos = np.clip(np.searchsorted(keys, want), 0, max(len(keys) - 1, 0))
+    return pos, ((keys[pos] == want) if len(keys) else np.zeros(len(want), bool))
 
 
 def _rank_steps(steps: pd.DataFrame, wsum: pd.Series) -> pd.DataFrame:
@@ -229,6 +245,9 @@ def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np
     ok = ~np.isnan(v)
     if not ok.all():
         g, v = g[ok], v[ok]
+    fast = _runs_lower_median(g, v, n_groups)
+    if fast is not None:
+        return fast
     order = lex_order(v, g)  # by group, then value: each group's values in order, read through ``order``
     count = np.bincount(g, minlength=n_groups)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
@@ -236,6 +255,18 @@ def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np
     has = count > 0
     out[has] = v[order[start[has] + (count[has] - 1) // 2]]
     return out
+
+
+def _runs_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
+    """Per group the lower median of its values, where the rows are the groups one after another, each of the same
+    size (every rank ran every instance): one partition per row of a groups × size matrix, no sort of all rows.
+    None where the groups are not like that."""
+    n = len(gid)
+    m = n // n_groups if n_groups else 0
+    if not m or m * n_groups != n or not (gid.reshape(n_groups, m) == np.arange(n_groups)[:, None]).all():
+        return None
+    k = (m - 1) // 2
+    return np.partition(values.reshape(n_groups, m), k, axis=1)[:, k]
 
 
 def _most_often_last_by(p: pd.DataFrame, by: str) -> pd.Series:
