@@ -36,9 +36,10 @@ def _category_of_names(trace: Trace) -> dict[str, str]:
         return got
     ev = trace.events
     k = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
-    codes = ev["name"].cat.codes.to_numpy()[k]
-    _, first = np.unique(codes, return_index=True)  # the first kernel of each name
-    rows = k[first]
+    codes = ev["name"].cat.codes.to_numpy()[k].astype(np.int64) + 1  # 0: no name
+    first = np.full(len(ev["name"].cat.categories) + 1, k.size, dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(k.size))  # the first kernel of each name (no sort of every kernel)
+    rows = k[first[first < k.size]]  # in the names' code order, as np.unique gave them
     got = trace.derived[key] = dict(zip(names_at(ev, rows).tolist(), _at(cats, rows).tolist()))
     return got
 

@@ -91,13 +91,15 @@ def _clipped(ctx: Context, ka: dict, sel: np.ndarray) -> tuple[np.ndarray, np.nd
         cs[ok], ce[ok] = np.maximum(s[ok], ctx.steps.starts[k[ok]]), np.minimum(e[ok], ctx.steps.ends[k[ok]])
         clip = ka["_clipped"] = (ok, cs, ce, ev["device"].to_numpy()[rows])
     ok, cs, ce, dev = clip
-    m = sel & ok
+    m = np.flatnonzero(sel & ok)  # the positions once, for the three columns
     return cs[m], ce[m], dev[m]
 
 
 def _union_by_device(s: np.ndarray, e: np.ndarray, dev: np.ndarray) -> float:
     """Time covered, overlaps counted once, averaged over the devices (one GPU's view of the step)."""
     devices = pd.unique(dev)
+    if len(devices) == 1:  # one GPU (the usual trace): every kernel is that device's
+        return float(iv.total(iv.normalize(s, e)))
     return sum(float(iv.total(iv.normalize(s[dev == d], e[dev == d]))) for d in devices) / max(len(devices), 1)
 
 
@@ -175,9 +177,12 @@ def dominance(ctx: Context) -> list[dict]:
             cs, ce, cd = _clipped(ctx, ka, sel)
             ps, pe, pd_ = _clipped(ctx, ka, comp)
             devices = pd.unique(cd)
-            exposed = sum(float(iv.total(iv.subtract(iv.normalize(cs[cd == d], ce[cd == d]),
-                                                     iv.normalize(ps[pd_ == d], pe[pd_ == d]))))
-                          for d in devices) / max(len(devices), 1)
+            if len(devices) == 1 and (pd_ == devices[0]).all():  # one GPU: no per-device selections
+                exposed = float(iv.total(iv.subtract(iv.normalize(cs, ce), iv.normalize(ps, pe))))
+            else:
+                exposed = sum(float(iv.total(iv.subtract(iv.normalize(cs[cd == d], ce[cd == d]),
+                                                         iv.normalize(ps[pd_ == d], pe[pd_ == d]))))
+                              for d in devices) / max(len(devices), 1)
             exp = exposed / n_steps
             # no gain of its own: the communication sources (critical_comm, exposed_allgather) price it
             out.append(finding(ctx, "dominant_comm", "dominance", gain_ns=None, exposed=ms_text(exp),

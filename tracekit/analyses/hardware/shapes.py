@@ -363,6 +363,23 @@ def kernel_shapes(trace: Trace) -> KernelShapes:
     return got
 
 
+def _carriers(oprow: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per kernel, whether it carries its op call's work: the longest kernel of the call, the first on ties (a
+    maximum and a minimum per call, by ``ufunc.at`` over the calls' codes: no sort of the kernels)."""
+    i = np.flatnonzero(oprow >= 0)
+    d = dur[i]
+    call, calls = pd.factorize(oprow[i])
+    longest = np.empty(calls.size, dtype=d.dtype)
+    longest[call] = d  # some kernel's duration per call, then the largest
+    np.maximum.at(longest, call, d)
+    top = np.flatnonzero(d == longest[call])
+    first = np.full(calls.size, oprow.size, dtype=np.int64)
+    np.minimum.at(first, call[top], i[top])
+    out = np.zeros(oprow.size, dtype=bool)
+    out[first] = True
+    return out
+
+
 def _kernel_shapes(trace: Trace) -> KernelShapes:
     ev = trace.events
     krow, launch, oprow = launching_ops(trace)
@@ -395,12 +412,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     elif not (shape_code >= 0).any():
         why = "the trace records no Input Dims (profile with record_shapes=True)"
     else:
-        # the kernel of an op call that carries its work: the longest (first on ties)
-        i, o = np.flatnonzero(has), oprow[has]
-        order = np.lexsort((i, -dur[has], o))
-        first = np.concatenate(([True], o[order][1:] != o[order][:-1]))  # the longest kernel of each op call
-        carrier = np.zeros(n, dtype=bool)
-        carrier[i[order[first]]] = True
+        carrier = _carriers(oprow, dur)
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
