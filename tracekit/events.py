@@ -66,10 +66,16 @@ def kinds_mask(events: pd.DataFrame, kinds) -> np.ndarray:
     """Rows whose kind is one of ``kinds`` (``events["kind"].isin(kinds)``), from the categorical's codes: one
     comparison of the small codes per kind asked (many times cheaper than ``isin`` on 10^6 rows); plain strings
     by ``isin``."""
-    col = events["kind"]
+    return values_mask(events, "kind", kinds)
+
+
+def values_mask(events: pd.DataFrame, column: str, values) -> np.ndarray:
+    """Rows whose ``column`` is one of ``values`` (``events[column].isin(values)``): :func:`kinds_mask` for any
+    categorical column (kind, copy_kind, comm_class, ...)."""
+    col = events[column]
     if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand
-        return col.isin(list(kinds)).to_numpy()
-    hit = np.flatnonzero(np.isin(np.asarray(col.cat.categories, dtype=object), list(kinds))).tolist()
+        return col.isin(list(values)).to_numpy()
+    hit = np.flatnonzero(np.isin(np.asarray(col.cat.categories, dtype=object), list(values))).tolist()
     codes = col.cat.codes.to_numpy()  # a missing kind (code -1) is none of them
     if not hit:
         return np.zeros(codes.size, dtype=bool)

@@ -175,3 +175,11 @@ def test_launch_index_on_fixtures(path):
     want = _old_launch_index(ctx.gs, ctx.gcorr, ctx.l_corr, ctx.l_start)
     assert (want >= 0).sum() > 100
     assert np.array_equal(launch_index(ctx.gs, ctx.gcorr, ctx.l_corr, ctx.l_start), want)
+
+
+def test_values_mask_is_isin_on_any_categorical_column():
+    from tracekit.events import values_mask
+
+    ev = pd.DataFrame({"comm_class": pd.Categorical(["nccl", None, "deepep", "other", "nccl"])})
+    for values in (("nccl", "deepep"), ("other",), ("absent",)):
+        assert np.array_equal(values_mask(ev, "comm_class", values), ev["comm_class"].isin(values).to_numpy())

@@ -45,10 +45,10 @@ def exposure(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, step
 
 def _exposure(trace: Trace, ag, kw: dict) -> Result:
     ev = trace.events
-    gpu = gpu_mask(ev)
-    is_ag = np.isin(ev["event_id"].to_numpy(), ag.rows["event_id"].to_numpy())
+    gpu = np.flatnonzero(gpu_mask(ev))  # the AllGather copies' ids looked for among the GPU rows only
+    oth = gpu[~np.isin(ev["event_id"].to_numpy()[gpu], ag.rows["event_id"].to_numpy())]
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    other = iv.normalize(s[gpu & ~is_ag], e[gpu & ~is_ag])
+    other = iv.normalize(s[oth], e[oth])
     rows = ag.rows
     ag_set = iv.normalize(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
     exposed = iv.subtract(ag_set, other)

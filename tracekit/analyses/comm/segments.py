@@ -19,7 +19,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...annotation import as_annotation
 from ...data import load_classes
-from ...events import lane_key, weight_ag_mask
+from ...events import lane_key, values_mask, weight_ag_mask
 from ...errors import MissingDataError
 from ...regexes import bounded
 from ...trace import Trace
@@ -109,7 +109,7 @@ def _copy_rows(ev: pd.DataFrame, ptop: np.ndarray, local: np.ndarray) -> pd.Data
     sel = np.flatnonzero(ptop | local)
     return pd.DataFrame({
         "event_id": ev["event_id"].to_numpy()[sel],
-        "lane": lane_key(ev)[sel], "device": ev["device"].to_numpy()[sel], "stream": ev["stream"].to_numpy()[sel],
+        "lane": lane_key(ev, sel), "device": ev["device"].to_numpy()[sel], "stream": ev["stream"].to_numpy()[sel],
         "start_ns": ev["start_ns"].to_numpy()[sel], "end_ns": ev["end_ns"].to_numpy()[sel],
         "bytes": ev["bytes"].to_numpy()[sel], "is_local": local[sel],
     }).sort_values(["lane", "start_ns"], kind="stable").reset_index(drop=True)
@@ -206,7 +206,7 @@ def _per_ag(rows: pd.DataFrame, g: int, sizes: dict[str, int], steps: Steps) -> 
 
 def _copies(ev: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     cp = rows[~rows["is_local"]]
-    comm = ev["comm_class"].isin(COMM_OVERLAP_CLASSES).to_numpy()
+    comm = values_mask(ev, "comm_class", COMM_OVERLAP_CLASSES)
     comm_set = iv.normalize(ev["start_ns"].to_numpy()[comm], ev["end_ns"].to_numpy()[comm])
     s, e = cp["start_ns"].to_numpy(), cp["end_ns"].to_numpy()
     dur = e - s
