@@ -166,7 +166,7 @@ def _edges(segs: _Segs) -> set[tuple[int, int]]:
     already in the set leaves it as it is, so every pair is inserted, repeats included)."""
     ids = segs.ids
     j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
-    if j.size > 2048:  # many pairs: their first occurrences only (the same set), found by one sort
+    if j.size > 256:  # many pairs: their first occurrences only (the same set), found by one sort
         j = j[np.sort(_first_of(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1]))]
     return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
 

@@ -192,13 +192,13 @@ def _region(p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
     return first, np.where(takes, after, last)
 
 
-def _cover_bound(ctx: _Ctx, p: _Phased) -> int:
+def _cover_bound(ctx: _Ctx, p: _Phased, reg=False) -> int:
     """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone: per step, the
     segments of ``_region``, and the segment before them when the run starting there can recover its first layer's
     start from it (_Runs._left: at a phase other than 0, and only when the missing labels, at least ``need`` kernels
     long, can align with it within their edit budget: no longer than it by more than the budget). A later run's
-    embedding kernels lie after the step's earlier layers; layers are disjoint."""
-    reg = _region(p)
+    embedding kernels lie after the step's earlier layers; layers are disjoint. ``reg``: _region(p), when made."""
+    reg = _region(p) if reg is False else reg
     if reg is None:
         return 0
     first, last = reg
@@ -221,11 +221,11 @@ def _cover_bound(ctx: _Ctx, p: _Phased) -> int:
     return int((s.b[last] - s.a[first]).sum())
 
 
-def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles) -> bool:
+def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
     """Whether no layer of the assembly can hold exactly one mixer -> FFN transition (its ``agree`` is 0): every
     layer holds a whole segment of ``_region``, and every transition such a segment holds, so when each of those
-    segments holds two or more, so does each layer."""
-    reg = _region(p)
+    segments holds two or more, so does each layer. ``reg``: _region(p), when made."""
+    reg = _region(p) if reg is False else reg
     if reg is None:
         return True
     s = p.segs
@@ -267,7 +267,8 @@ class _Sure:
             self.covered = max(self.covered, a.covered)
 
     def waits(self, p, norm: bool) -> bool:
-        bound = _cover_bound(self.ctx, p)
+        reg = _region(p)
+        bound = _cover_bound(self.ctx, p, reg)
         if bound <= 0:
             return True  # no layer: not a stack, whatever the others do
         if self.top is None:
@@ -278,7 +279,7 @@ class _Sure:
             below = bound < self.covered
         if not below:
             return False
-        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles):
+        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles, reg):
             return False
         self.waiting.append((p.token, self.top))
         return True
