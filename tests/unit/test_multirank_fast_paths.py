@@ -140,3 +140,33 @@ def test_group_lower_median_equal_runs_and_the_sort(shape):
     assert (fast is not None) == (shape == "equal")
     if fast is not None:
         assert fast.tolist() == want.tolist()
+
+
+def test_category_mask_is_isin_on_the_codes():
+    from tracekit.analyses.fleet.multirank.mapper import category_mask
+
+    cats = pd.Categorical(["gemm", None, "attention", "optimizer", "gemm", None, "other"],
+                          categories=["attention", "gemm", "optimizer", "other"])
+    for wanted in (("optimizer",), ("gemm", "attention"), ("nothing",), ()):
+        want = np.flatnonzero(np.isin(np.asarray(cats.categories, dtype=object), list(wanted)))
+        assert category_mask(cats, wanted).tolist() == np.isin(np.asarray(cats.codes), want).tolist()
+
+
+def test_the_kind_column_is_the_one_inferred_from_the_names():
+    """collective_table's ``kind``: the column pandas infers from the kinds' texts (its dtype included), built from
+    an Index of them; with no instance, the empty object column as before."""
+    from tracekit.analyses.fleet.multirank.mapper import collective_table, load_collectives
+
+    kinds = load_collectives().kinds
+    names = ["void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*)", "flash_fwd_kernel",
+             "void deep_ep::internode_ll::combine<3, 10, 7168, 9>(void*, void*)"]
+    ev = pd.DataFrame({"name": pd.Categorical([names[i % 3] for i in range(9)]),
+                       "kind": pd.Categorical(["kernel"] * 9), "start_ns": np.arange(9, dtype=np.int64) * 100,
+                       "end_ns": np.arange(9, dtype=np.int64) * 100 + 50})
+    steps = pd.DataFrame({"start_ns": np.array([0], dtype=np.int64), "end_ns": np.array([10_000], dtype=np.int64)})
+    for rows in (slice(None), [1, 4]):  # collectives, and none
+        got = collective_table(ev.iloc[rows].reset_index(drop=True), steps)["kind"]
+        ik = np.array([kinds.index(k) for k in got.tolist()], dtype=np.int64)
+        old = pd.DataFrame({"kind": np.array(kinds, dtype=object)[ik]})["kind"]
+        assert got.dtype == old.dtype and got.equals(old)
+    assert got.empty

@@ -151,8 +151,8 @@ TRAIN_CATEGORIES = ("optimizer",)  # a step that runs an optimizer kernel is a t
 
 def category_mask(cats: pd.Categorical, wanted) -> np.ndarray:
     """Rows whose category is one of ``wanted`` (on the codes: no per-row strings)."""
-    want = np.flatnonzero(np.isin(np.asarray(cats.categories, dtype=object), list(wanted)))
-    return np.isin(np.asarray(cats.codes), want)
+    lookup = np.append(np.isin(np.asarray(cats.categories, dtype=object), list(wanted)), False)  # code −1: none
+    return lookup[np.asarray(cats.codes)]
 
 
 def family_mask(cats: pd.Categorical, wanted) -> np.ndarray:
@@ -186,9 +186,10 @@ def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=
     if not isinstance(names.dtype, pd.CategoricalDtype):
         names = names.astype("category")
     codes = names.cat.codes.to_numpy()
-    kind_of_name = rules.kind_codes([str(c) for c in names.cat.categories])
-    kind = np.where(codes >= 0, kind_of_name[np.clip(codes, 0, None)], -1)
-    kind = np.where(kernel, kind, -1)
+    kind_of_name = np.append(rules.kind_codes([str(c) for c in names.cat.categories]), -1)  # code −1: no name
+    kind = np.full(len(codes), -1, dtype=np.int64)
+    at = np.flatnonzero(kernel)
+    kind[at] = kind_of_name[codes[at]]
     s_all = ev["start_ns"].to_numpy(np.int64) + base
     e_all = ev["end_ns"].to_numpy(np.int64) + base
     is_coll = kind >= 0
@@ -223,6 +224,9 @@ def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=
     expert = comp & category_mask(cats, EXPERT_CATEGORIES)
     work = [iv.measure_in_windows((s_all[m], e_all[m]), win0, start) if n else np.zeros(0, np.int64)
             for m in (comp, attn, expert)]
-    return pd.DataFrame({"local_step": istep.astype(np.int64), "kind": np.array(rules.kinds, dtype=object)[ikind],
+    # the kinds' names taken from an Index of them (a string column is inferred once, not from every row's text);
+    # no instance: the empty object column as before
+    kinds = pd.Index(list(rules.kinds)).take(ikind) if n else np.array(rules.kinds, dtype=object)[ikind]
+    return pd.DataFrame({"local_step": istep.astype(np.int64), "kind": kinds,
                          "start_ns": start, "end_ns": end, "kernels": kernels, "work_ns": work[0],
                          "attention_ns": work[1], "expert_ns": work[2]}, columns=COLL_COLS)

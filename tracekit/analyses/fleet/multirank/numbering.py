@@ -20,7 +20,10 @@ def kind_names(per_rank: dict[int, dict]) -> pd.Index:
     """The collective kinds of the run, sorted, in the dtype of the ranks' ``kind`` column (what the tables give)."""
     cols = [d["collectives"]["kind"] for d in per_rank.values()]
     names = sorted({str(k) for c in cols for k in pd.unique(c)})
-    dtype = pd.concat([c.iloc[:0] for c in cols]).dtype if cols else object  # as the ranks' columns concatenated
+    same = bool(cols) and not isinstance(cols[0].dtype, pd.CategoricalDtype) and all(c.dtype == cols[0].dtype
+                                                                                       for c in cols)
+    # as the ranks' columns concatenated (the columns' own dtype where they share one)
+    dtype = cols[0].dtype if same else pd.concat([c.iloc[:0] for c in cols]).dtype if cols else object
     return pd.Index(names, dtype=dtype)
 
 
