@@ -26,7 +26,10 @@ def _merge_codes(lane: np.ndarray, label: np.ndarray, start: np.ndarray, end: np
     """Consecutive intervals of one lane and label closer than ``gap_ns`` as one (a picture cannot show them);
     ``lane`` and ``label`` are codes in their texts' order. The merged (lane, label, start, end), sorted by lane,
     label and start."""
-    o = np.lexsort((start, label, lane))  # stable, as the sort by the texts it replaces
+    if lane.size and int(lane.min()) >= 0 and int(label.min()) >= 0:  # (lane, label) as one code, in that order
+        o = _by_codes_then_start(lane * (int(label.max()) + 1) + label, start)
+    else:  # a missing text (code -1) or nothing
+        o = np.lexsort((start, label, lane))  # stable, as the sort by the texts it replaces
     lane, label, start, end = lane[o], label[o], start[o], end[o]
     same = np.zeros(o.size, dtype=bool)
     same[1:] = (lane[1:] == lane[:-1]) & (label[1:] == label[:-1])
@@ -34,6 +37,15 @@ def _merge_codes(lane: np.ndarray, label: np.ndarray, start: np.ndarray, end: np
     prev_end[1:] = end[:-1]  # as float, as the shifted column was (a gap is compared the way it was)
     first = np.flatnonzero(~same | (start - prev_end > gap_ns))
     return lane[first], label[first], np.minimum.reduceat(start, first), np.maximum.reduceat(end, first)
+
+
+def _by_codes_then_start(key: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """``np.lexsort((start, key))`` for small non-negative codes ``key``: a stable sort by start (the rows come
+    nearly in start order), then a stable radix sort of the codes as int16 (or the lexsort when they are wide)."""
+    if key.size == 0 or int(key.max()) >= 2**15 or int(key.min()) < 0:
+        return np.lexsort((start, key))
+    by_start = np.argsort(start, kind="stable")
+    return by_start[np.argsort(key.astype(np.int16)[by_start], kind="stable")]
 
 
 def _merge_touching(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
@@ -56,8 +68,13 @@ def _lane_codes(ev: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Each row's ``"stream D:S"``, the text made once per lane (codes, texts)."""
     dev, stream = ev["device"].to_numpy()[rows], ev["stream"].to_numpy()[rows]
     key = dev.astype(np.int64) * (1 << 32) + stream.astype(np.int64)
-    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    return _texts([f"stream {d}:{t}" for d, t in zip(dev[first].tolist(), stream[first].tolist())], inv.reshape(-1))
+    code, uniq = pd.factorize(key)  # a few lanes, hashed: each key's first row, codes ranked as sorted keys
+    first = np.full(len(uniq), code.size, dtype=np.int64)
+    np.minimum.at(first, code, np.arange(code.size))
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.argsort(uniq, kind="stable")] = np.arange(len(uniq))
+    first = first[np.argsort(uniq, kind="stable")]  # np.unique's return_index: by sorted key
+    return _texts([f"stream {d}:{t}" for d, t in zip(dev[first].tolist(), stream[first].tolist())], rank[code])
 
 
 def _category_codes(cats: pd.Categorical, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +93,7 @@ def _activities(trace: Trace, rows: np.ndarray, categories, s0: int, s1: int) ->
     start, end = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows]
     if rows.size > MAX_ACTIVITIES:
         lane, label, start, end = _merge_codes(lane, label, start, end, max(1, (s1 - s0) // 4000))
-    o = np.lexsort((start, lane))  # by lane text, then start; stable
+    o = _by_codes_then_start(lane, start)  # by lane text, then start; stable
     return pd.DataFrame({"lane": lanes[lane[o]], "label": labels[label[o]], "start_ns": start[o], "end_ns": end[o]})
 
 
