@@ -123,23 +123,22 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     sel = np.flatnonzero(is_kernel & (dev == main[0]) & (stream == main[1]))
     starts = ev["start_ns"].to_numpy(np.int64)[sel]
     step = st.step_of(starts)
-    codes_all = ev["name"].cat.codes.to_numpy().astype(np.int64)
+    codes_sel = ev["name"].cat.codes.to_numpy()[sel].astype(np.int64)  # the main stream's only
     names = [str(n) for n in ev["name"].cat.categories]
     cr = resolve_categories(rules)
     cats = trace_categories(trace, cr)[sel]
     cat_names = list(cats.categories)
     cat_of_code = np.zeros(len(names) + 1, dtype=np.int64)
-    cat_of_code[codes_all[sel]] = np.asarray(cats.codes, dtype=np.int64)
+    cat_of_code[codes_sel] = np.asarray(cats.codes, dtype=np.int64)
     mixer = np.array([cr.info(c).layer_role == "mixer" for c in cat_names], dtype=bool)
     ffn = np.array([cr.info(c).layer_role == "ffn" for c in cat_names], dtype=bool)
     fam = [cr.family(c) for c in cat_names]
     comm_cat = np.array([f == COMM_FAMILY for f in fam], dtype=bool)
     seqs = []
     dur = ev["dur_ns"].to_numpy(np.int64)[sel]
-    codes_sel = codes_all[sel]
     # each step's kernels as one slice of the kernels sorted by step (stable: start order within a step), not a mask
     # over every kernel per step (O(steps x kernels))
-    order = np.argsort(step, kind="stable")
+    order = _stable_order(step)
     by_step = step[order]
     sid = st.table["step"].to_numpy()
     lo_all = np.searchsorted(by_step, sid, side="left")
@@ -176,11 +175,19 @@ def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
     codes = np.concatenate([s.codes for s in seqs]).astype(np.int64) if seqs else np.zeros(0, np.int64)
     durs = np.concatenate([s.durs for s in seqs]).astype(np.int64) if seqs else np.zeros(0, np.int64)
     mixer_cumsum = np.concatenate([[0], np.cumsum(np.where(mixer_code[codes], durs, 0), dtype=np.int64)])
-    by_code = np.argsort(codes, kind="stable")
+    by_code = _stable_order(codes)
     code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
     h_pre, h_pow = _prefix_hash(codes)
     return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo, h_pre, h_pow,
                  np.arange(codes.size, dtype=np.int64), codes.astype(np.min_scalar_type(-n_codes)))
+
+
+def _stable_order(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")`` of small integers: taken in the narrowest type that holds them (the same
+    order; numpy sorts 16-bit integers by a radix sort, wider ones by a merge sort)."""
+    if x.size and -(1 << 15) <= int(x.min()) and int(x.max()) < 1 << 15:
+        return np.argsort(x.astype(np.int16), kind="stable")
+    return np.argsort(x, kind="stable")
 
 
 def _prefix_hash(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
