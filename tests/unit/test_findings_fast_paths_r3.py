@@ -75,3 +75,61 @@ def test_category_of_names_is_what_it_was():
     tr = tracekit.load(Path(__file__).resolve().parents[2] / "fixtures/synthetic/dsv3_bs32.trace.json.gz", cache=False)
     got, want = _category_of_names(tr), _category_of_names_before(tr)
     assert list(got.items()) == list(want.items()) and len(got) > 10
+
+
+def _per_grid_before(df):
+    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
+                           sort=False, observed=True)
+                .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
+                     waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
+                     lost_ns=("lost_ns", "sum")).reset_index())
+    for c in ("limited_by", "ctas_per_sm_from"):
+        per_grid[c] = per_grid[c].astype(str)
+    return per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+
+
+def _per_kernel_before(df, per_grid, n_steps):
+    common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
+        .drop_duplicates("name").set_index("name")
+    g = df.groupby("name", sort=False)
+    per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
+                               "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
+                               "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
+    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
+                                         "ctas_per_sm_from"]]).reset_index()
+    per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
+    per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
+    return per_kernel.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
+
+
+def _launches(rng, n, missing_label=False):
+    gx = rng.choice([1, 2, 132, 264, 10**7], n).astype(np.int64)
+    gy, gz = rng.integers(1, 3, n).astype(np.int64), np.ones(n, dtype=np.int64)
+    cps = rng.integers(1, 4, n).astype(np.int64)
+    ctas, cap = gx * gy * gz, 132 * cps
+    waves = -(-ctas // cap)
+    dur = rng.integers(0, 50, n).astype(np.int64)
+    eff = ctas / (waves * cap)
+    lost = (dur - np.rint(dur * eff)).astype(np.int64)
+    lim = rng.integers(-1 if missing_label else 0, 3, n)
+    return pd.DataFrame({"name": rng.integers(0, 6, n), "grid_x": gx, "grid_y": gy, "grid_z": gz, "ctas": ctas,
+                         "capacity": cap, "waves": waves, "eff": eff, "dur_ns": dur, "lost_ns": lost,
+                         "ctas_per_sm": cps,
+                         "limited_by": pd.Categorical.from_codes(lim, categories=["threads", "registers", "smem"]),
+                         "ctas_per_sm_from": pd.Categorical.from_codes(rng.integers(0, 2, n),
+                                                                       categories=["launch configuration", "option"]),
+                         "lost_in_step": np.where(rng.random(n) < 0.8, lost, 0)})
+
+
+@pytest.mark.parametrize("missing_label", [False, True])
+def test_wave_tables_are_the_groupby_tables(missing_label):
+    from tracekit.analyses.hardware.wave_tables import per_grid, per_kernel
+
+    rng = np.random.default_rng(21 + missing_label)
+    for _ in range(60):
+        df = _launches(rng, int(rng.integers(1, 80)), missing_label)
+        want_grid, got_grid = _per_grid_before(df), per_grid(df)
+        pd.testing.assert_frame_equal(got_grid, want_grid, check_exact=True)
+        pd.testing.assert_frame_equal(per_kernel(df, got_grid, 3), _per_kernel_before(df, want_grid, 3),
+                                      check_exact=True)

@@ -35,6 +35,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, merge_warnings, step_params
+from .wave_tables import per_grid as _per_grid, per_kernel as _per_kernel
 from ...regexes import bounded
 
 
@@ -443,33 +444,3 @@ def _distinct_names(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
     return uniq[order], rank[inv]
-
-
-def _per_grid(df: pd.DataFrame) -> pd.DataFrame:
-    """The launches summed per name and launch grid, most time lost first; a name and grid launched with two block
-    configurations (two CTAs-per-SM counts) are two rows."""
-    per_grid = (df.groupby(["name", "grid_x", "grid_y", "grid_z", "ctas_per_sm", "limited_by", "ctas_per_sm_from"],
-                           sort=False, observed=True)
-                .agg(count=("ctas", "size"), ctas=("ctas", "first"), capacity=("capacity", "first"),
-                     waves=("waves", "first"), wave_efficiency=("eff", "first"), total_ns=("dur_ns", "sum"),
-                     lost_ns=("lost_ns", "sum")).reset_index())
-    for c in ("limited_by", "ctas_per_sm_from"):
-        per_grid[c] = per_grid[c].astype(str)
-    return per_grid.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
-
-
-def _per_kernel(df: pd.DataFrame, per_grid: pd.DataFrame, n_steps: int) -> pd.DataFrame:
-    """The launches summed per name, most time lost first; the most common launch of each name gives its ctas,
-    waves and capacity."""
-    common = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable") \
-        .drop_duplicates("name").set_index("name")
-    g = df.groupby("name", sort=False)
-    per_kernel = pd.DataFrame({"count": g.size(), "total_ns": g["dur_ns"].sum(), "lost_ns": g["lost_ns"].sum(),
-                               "lost_in_step": g["lost_in_step"].sum(), "ctas_min": g["ctas"].min(),
-                               "ctas_max": g["ctas"].max(), "grids": g["ctas"].nunique()})
-    per_kernel = per_kernel.join(common[["ctas", "waves", "capacity", "ctas_per_sm", "limited_by",
-                                         "ctas_per_sm_from"]]).reset_index()
-    per_kernel["wave_efficiency"] = 1.0 - per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
-    per_kernel["lost_pct"] = 100.0 * per_kernel["lost_ns"] / per_kernel["total_ns"].where(per_kernel["total_ns"] > 0)
-    per_kernel["lost_per_step_ns"] = per_kernel["lost_in_step"] / n_steps if n_steps else np.nan
-    return per_kernel.sort_values(["lost_ns", "name"], ascending=[False, True], kind="stable")
