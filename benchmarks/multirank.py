@@ -166,6 +166,7 @@ def main() -> None:
     files = [f for rf in ranks for f in rf.files]
     biggest = max(unzipped_size(f) for f in files)
     total = sum(unzipped_size(f) for f in files)
+    load_before = os.getloadavg()[0]  # the machine's 1-minute load: timings on a busy machine say little
     rows = [measure([sys.executable, "-c", INGEST, *map(str, files)], "cold ingest alone (2 processes)")]
     cli = [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit'; main()"]
     rows.append(measure([*cli, "imbalance", str(run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
@@ -175,8 +176,10 @@ def main() -> None:
     base = rows[0]["wall_s"]
     if base is None:
         raise SystemExit("the cold ingest row failed: nothing to compare with")
+    load_after = os.getloadavg()[0]
     print(f"{len(files)} rank files, {total / 1e6:,.0f} MB of JSON in all, the largest {biggest / 1e6:,.0f} MB"
-          f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB)\n")
+          f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB); load average {load_before:.2f} before,"
+          f" {load_after:.2f} after\n")
     print("| row | wall s | × ingest | parent peak MB | worker peak MB | worker peak ÷ largest rank |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -189,7 +192,8 @@ def main() -> None:
               f" {r['worker_peak_mb']:,.0f} | {r['worker_vs_rank']:.2f} |")
     if a.out:
         a.out.write_text(json.dumps({"run": str(run), "files": len(files), "json_mb": total / 1e6,
-                                     "largest_mb": biggest / 1e6, "rows": rows}, indent=2))
+                                     "largest_mb": biggest / 1e6, "load_average": [load_before, load_after],
+                                     "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":
