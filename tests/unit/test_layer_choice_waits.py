@@ -69,6 +69,9 @@ def test_bounds_hold_for_every_candidate(generated):
             bound, none_agree = _cover_bound(ctx, p), _no_agreement(ctx, p, roles)
             a = lc._measure(ctx, _assemble(ctx, tok, p))
             assert a.covered <= bound, (path.name, tok)
+            for limit in (a.covered, a.covered + 1, bound, bound + 1, 0.9 * bound, ctx.flat.codes.size):
+                loose = _cover_bound(ctx, p, limit=limit)  # looser, but deciding `< limit` alike
+                assert loose >= bound and (loose < limit) == (bound < limit), (path.name, tok, limit)
             assert not none_agree or a.agree == 0, (path.name, tok)
 
 

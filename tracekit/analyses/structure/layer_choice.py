@@ -185,40 +185,49 @@ def _region(p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
     r = np.flatnonzero(s.ph >= 0)
     if not r.size:
         return None
-    edge = np.flatnonzero(s.step[r[1:]] != s.step[r[:-1]])
-    first, last = r[np.concatenate([[0], edge + 1])], r[np.append(edge, r.size - 1)]
+    st = s.step[r]
+    if st[0] == st[-1]:  # one step (segments are in step order)
+        first, last = r[:1], r[-1:]
+    else:
+        edge = np.flatnonzero(st[1:] != st[:-1])
+        first, last = r[np.concatenate([[0], edge + 1])], r[np.append(edge, r.size - 1)]
     after = np.minimum(last + 1, s.b.size - 1)
     takes = (s.ph[last] == s.k[last] - 2) & (s.step[after] == s.step[last]) & (s.ph[after] < 0)
     return first, np.where(takes, after, last)
 
 
-def _cover_bound(ctx: _Ctx, p: _Phased, reg=False) -> int:
+def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -> int:
     """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone: per step, the
     segments of ``_region``, and the segment before them when the run starting there can recover its first layer's
     start from it (_Runs._left: at a phase other than 0, and only when the missing labels, at least ``need`` kernels
     long, can align with it within their edit budget: no longer than it by more than the budget). A later run's
-    embedding kernels lie after the step's earlier layers; layers are disjoint. ``reg``: _region(p), when made."""
+    embedding kernels lie after the step's earlier layers; layers are disjoint. ``reg``: _region(p), when made;
+    ``limit``: the recovery is looked at only when it decides whether the bound is below that."""
     reg = _region(p) if reg is False else reg
     if reg is None:
         return 0
     first, last = reg
     s = p.segs
+    inner = int((s.b[last] - s.a[first]).sum())
     before = np.maximum(first - 1, 0)
     ph0 = s.ph[first]
     can = (ph0 > 0) & (s.step[before] == s.step[first])
-    if can.any():
-        seq = p.label_seq
-        size = (seq._hi - seq._lo).astype(np.float64)  # each label's length
-        key = np.where(p.phase_l >= 0, p.comp_l * K_MAX + p.phase_l, -1)
-        shortest = np.full((len(p.k_of) + 1) * K_MAX, np.inf)
-        np.minimum.at(shortest, key[key >= 0], size[key >= 0])
-        need = np.concatenate([np.zeros((len(p.k_of) + 1, 1)), np.cumsum(shortest.reshape(-1, K_MAX), axis=1)],
-                              axis=1)[s.comp[first], ph0]  # the missing phases 0 .. ph0 - 1 (inf: one has none)
-        room = (s.b[before] - s.a[before]).astype(np.float64)
-        with np.errstate(invalid="ignore"):  # inf - inf: a phase without labels, no recovery either way
-            can &= ~(np.isinf(need) | (need - np.maximum(1.0, EDIT_FRACTION * need) > room + 1e-6))
-        first = np.where(can, before, first)
-    return int((s.b[last] - s.a[first]).sum())
+    if not can.any():
+        return inner
+    room = s.a[first] - s.a[before]  # the segment before (0 where it is in another step: can is False there)
+    loose = inner + int(room[can].sum())
+    if limit is not None and (loose < limit or inner >= limit):
+        return loose
+    seq = p.label_seq
+    size = (seq._hi - seq._lo).astype(np.float64)  # each label's length
+    key = np.where(p.phase_l >= 0, p.comp_l * K_MAX + p.phase_l, -1)
+    shortest = np.full((len(p.k_of) + 1) * K_MAX, np.inf)
+    np.minimum.at(shortest, key[key >= 0], size[key >= 0])
+    need = np.concatenate([np.zeros((len(p.k_of) + 1, 1)), np.cumsum(shortest.reshape(-1, K_MAX), axis=1)],
+                          axis=1)[s.comp[first], ph0]  # the missing phases 0 .. ph0 - 1 (inf: one has none)
+    with np.errstate(invalid="ignore"):  # inf - inf: a phase without labels, no recovery either way
+        can &= ~(np.isinf(need) | (need - np.maximum(1.0, EDIT_FRACTION * need) > room + 1e-6))
+    return inner + int(room[can].sum())
 
 
 def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
@@ -268,16 +277,15 @@ class _Sure:
 
     def waits(self, p, norm: bool) -> bool:
         reg = _region(p)
-        bound = _cover_bound(self.ctx, p, reg)
-        if bound <= 0:
+        if reg is None:
             return True  # no layer: not a stack, whatever the others do
         if self.top is None:
             return False
         if norm:
-            below = bound < NORM_PREFERENCE * self.covered and bound < NORM_PREFERENCE * self.total
+            limit = min(NORM_PREFERENCE * self.covered, NORM_PREFERENCE * self.total)
         else:
-            below = bound < self.covered
-        if not below:
+            limit = self.covered
+        if not _cover_bound(self.ctx, p, reg, limit) < limit:
             return False
         if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles, reg):
             return False
