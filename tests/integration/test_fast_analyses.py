@@ -168,4 +168,12 @@ def test_communication_table_is_the_per_name_groupby_table(monkeypatch):
     assert len(seen) == 2
     for args, table in seen:
         assert len(table) > 10 and set(table["class"]) >= {"weight_ag"} and table["step"].nunique() > 1
-        pd.testing.assert_frame_equal(table, _per_step_class_as_before(*args))
+        pd.testing.assert_frame_equal(table, _per_step_class_as_before(*_rows_as_before(*args)))
+
+
+def _rows_as_before(ev, sel, start, end, critical, step, ws, we, wid):
+    """_per_step_class's arguments since round 3 (the event rows and their arrays) as the table it took before."""
+    c = ev.iloc[sel][["name", "comm_class", "collective", "algo", "protocol"]].copy()
+    c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), C.WEIGHT_AG_CLASS)
+    c["start_ns"], c["end_ns"], c["critical"], c["step"] = start, end, critical, step
+    return c, ws, we, wid

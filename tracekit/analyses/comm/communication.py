@@ -62,16 +62,13 @@ def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: St
     warnings = list(trace.report.warnings)
     (dev_main, st_main), is_ag = pre if pre is not None else (find_main_stream(ev, main),
                                                              weight_ag_mask(ev, local_copy_pattern))
-    is_comm = ev["comm_class"].notna().to_numpy()
-    sel = is_comm | is_ag
-    c = ev.loc[sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns",
-                     "end_ns"]].copy()
-    c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), WEIGHT_AG_CLASS)
-    c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
+    sel = np.flatnonzero(ev["comm_class"].notna().to_numpy() | is_ag)  # the rows' columns, not a copy of them
+    dev, stream = ev["device"].to_numpy()[sel], ev["stream"].to_numpy()[sel]
+    start, end = ev["start_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel]
     warnings = merge_warnings(warnings, steps.warnings)
     ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
-    c["step"] = steps.step_of(c["start_ns"].to_numpy())
-    table = _per_step_class(c, ws, we, wid)
+    table = _per_step_class(ev, sel, start, end, (dev == dev_main) & (stream == st_main), steps.step_of(start),
+                            ws, we, wid)
     per_step = (table.groupby(["step", "class"]).agg(critical_ns=("critical_ns", "sum"), side_ns=("side_ns", "sum"),
                                                     count=("count", "sum")).reset_index()
                 if len(table) else pd.DataFrame(columns=["step", "class", "critical_ns", "side_ns", "count"]))
@@ -89,19 +86,39 @@ def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: St
 TABLE_COLUMNS = ["step", "class", "name", "collective", "algo", "protocol", "critical_ns", "side_ns", "count"]
 
 
-def _per_step_class(c: pd.DataFrame, ws: np.ndarray, we: np.ndarray, wid: np.ndarray) -> pd.DataFrame:
+def _text_codes(col: pd.Series, rows: np.ndarray, missing: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """The texts of a categorical column's rows ``rows`` as codes in the texts' sorted order, as
+    ``pd.factorize(texts, sort=True)`` numbers them up to unused texts (codes, texts): a missing value is
+    ``missing``, or code -1 when that is None."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand
+        col = col.astype("category")
+    codes = col.cat.codes.to_numpy()[rows].astype(np.int64)
+    texts = [str(c) for c in col.cat.categories.tolist()] + ([missing] if missing is not None else [])
+    if missing is not None:
+        codes = np.where(codes >= 0, codes, len(texts) - 1)
+    uniq = sorted(set(texts))  # two values of one text (a class named like the missing one's) are one code
+    pos = {t: i for i, t in enumerate(uniq)}
+    rank = np.array([pos[t] for t in texts] + [-1], dtype=np.int64)  # the last slot: code -1, missing
+    return rank[codes], np.asarray(uniq, dtype=object)
+
+
+def _per_step_class(ev: pd.DataFrame, sel: np.ndarray, start: np.ndarray, end: np.ndarray, critical: np.ndarray,
+                    step: np.ndarray, ws: np.ndarray, we: np.ndarray, wid: np.ndarray) -> pd.DataFrame:
     """Per (class, name) — sorted, as a groupby sorts them — and step: critical and side-stream time (the union of
-    the kernels in the step) and the count; only the pairs with any. Arrays per name, not DataFrames per name."""
-    cls_code, cls_u = pd.factorize(c["class"].to_numpy(object), sort=True)
-    name_code, name_u = pd.factorize(c["name"].astype(str), sort=True)  # a missing name: -1, left out as groupby does
+    the kernels in the step) and the count; only the pairs with any. ``sel``: the event rows (communication kernels
+    and AllGather copies; class ``weight_ag`` where they have no communication class), with their start, end,
+    whether on the main stream, and step. Arrays per name, not DataFrames per name; the names and classes from the
+    columns' codes (no text per row)."""
+    cls_code, cls_u = _text_codes(ev["comm_class"], sel, WEIGHT_AG_CLASS)
+    name_code, name_u = _text_codes(ev["name"], sel, None)  # a missing name: -1, left out as groupby does
     ok = (cls_code >= 0) & (name_code >= 0)
-    key = cls_code.astype(np.int64) * max(len(name_u), 1) + name_code
+    key = cls_code * max(len(name_u), 1) + name_code
     groups, first, gi = np.unique(key[ok], return_index=True, return_inverse=True)
     rows = np.flatnonzero(ok)
     n_g, n_w = groups.size, len(wid)
-    s, e = c["start_ns"].to_numpy(np.int64)[rows], c["end_ns"].to_numpy(np.int64)[rows]
-    crit = c["critical"].to_numpy(bool)[rows]
-    step = c["step"].to_numpy()[rows]
+    s, e = start.astype(np.int64, copy=False)[rows], end.astype(np.int64, copy=False)[rows]
+    crit = critical[rows]
+    step = step[rows]
     order = np.argsort(gi, kind="stable")
     cuts = np.searchsorted(gi[order], np.arange(n_g + 1))
     crit_ns = np.zeros((n_g, n_w), dtype=np.int64)
@@ -117,9 +134,9 @@ def _per_step_class(c: pd.DataFrame, ws: np.ndarray, we: np.ndarray, wid: np.nda
     g_at, w_at = np.nonzero((crit_ns != 0) | (side_ns != 0) | (cnt != 0))  # by name, then step: the rows' order
     if g_at.size == 0:
         return pd.DataFrame([], columns=TABLE_COLUMNS)
-    head = c.iloc[rows[first]]  # each name's first row gives its collective, algo and protocol
-    per_g = {k: [_opt(v) for v in head[k].tolist()] for k in ("collective", "algo", "protocol")}
-    gcls, gname = cls_u[cls_code[rows[first]]], np.asarray(name_u, dtype=object)[name_code[rows[first]]]
+    head = sel[rows[first]]  # each name's first row gives its collective, algo and protocol
+    per_g = {k: [_opt(v) for v in ev[k].take(head).tolist()] for k in ("collective", "algo", "protocol")}
+    gcls, gname = cls_u[cls_code[rows[first]]], name_u[name_code[rows[first]]]
     data = {"step": [int(x) for x in wid[w_at].tolist()], "class": [gcls[g] for g in g_at.tolist()],
             "name": [gname[g] for g in g_at.tolist()],
             **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
