@@ -280,7 +280,7 @@ class _Runs:
             for lid in self.top[(c, p)]:
                 lab = self.label_seq[lid]
                 budget = _budget(len(lab))
-                if _edit_floor(mine, lab) > budget + 1e-6:  # the edit distance cannot be within budget
+                if _edit_floor(mine, lab, budget) > budget + 1e-6:  # the edit distance cannot be within budget
                     continue
                 d = _edit(mine, lab, self.cat)
                 if d <= budget and (best is None or d < best[0]):
@@ -414,7 +414,7 @@ class _Runs:
         for lid in self.top[(c, k - 1)]:
             lab = self.label_seq[lid]
             budget = _budget(len(lab))
-            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab) <= budget + 1e-6
+            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab, budget) <= budget + 1e-6
                                          and _edit(nxt, lab, self.cat) <= budget):
                 return lid
         return None

@@ -2,8 +2,9 @@
 
 Every candidate's assembly is measured (``_measure``: layers holding one mixer -> FFN transition, a decoder stack or
 not); ``_choose`` keeps the decoder stacks that agree best with the structure and breaks ties by norm kernels,
-coverage, fewer types, the distance after the last GEMM, rarity. ``_structure_check`` is the ``check`` of the
-result."""
+coverage, fewer types, the distance after the last GEMM, rarity. A candidate whose phases already show that it
+cannot change that answer (``_Sure``: it covers less than a stack found so far and cannot agree better) is not
+assembled. ``_structure_check`` is the ``check`` of the result."""
 from __future__ import annotations
 
 import math

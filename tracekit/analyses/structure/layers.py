@@ -45,8 +45,10 @@ passes over its segments, not its kernels: a segment is labelled by a hash of it
 trace), checked against the previous segment of its label by the mismatch positions of their shift (made once per
 trace and shift: a repeating layer's period covers most segments) or kernel by kernel; then the label graph, phases,
 links and runs. Python walks the runs that can hold layers and the unique segments inside them; a candidate's
-layers stay arrays, measured in numpy, and only the chosen one's become objects. An edit distance runs its DP only
-when neither a lower bound nor a subsequence settles it.
+layers stay arrays, measured in numpy, and only the chosen one's become objects. A candidate whose phases bound its
+coverage below a stack already found, and its agreement at or below the best so far, is not assembled (the answer is
+the same: those bounded while a later stack raised the best agreement are assembled after all). An edit distance
+runs its DP only when neither a lower bound nor a subsequence settles it.
 
 The finder's jobs live in their own modules of this room: ``layer_context`` (the per-step sequences),
 ``layer_align`` (edit distances), ``layer_assembly`` (segments, phases, runs and layers for one boundary kernel),
