@@ -113,7 +113,7 @@ def _segments(ctx: _Ctx, token: int) -> _Segs:
     sequence of kernel names: label ids in order of first appearance (_labels)."""
     fl = ctx.flat
     bounds = np.concatenate([fl.lo, fl.positions(token)])  # np.union1d of the two, without its unique's overhead
-    bounds.sort()
+    bounds.sort(kind="stable")  # two sorted runs: merged in one pass (quicksort took 5-9x as long)
     bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])] if bounds.size else bounds
     a, b = bounds[:-1], bounds[1:]
     step = np.searchsorted(fl.lo, a, side="right") - 1
