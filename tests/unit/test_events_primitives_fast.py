@@ -183,3 +183,26 @@ def test_values_mask_is_isin_on_any_categorical_column():
     ev = pd.DataFrame({"comm_class": pd.Categorical(["nccl", None, "deepep", "other", "nccl"])})
     for values in (("nccl", "deepep"), ("other",), ("absent",)):
         assert np.array_equal(values_mask(ev, "comm_class", values), ev["comm_class"].isin(values).to_numpy())
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_distinct_names_by_counts_are_np_unique(seed):
+    """steps' names_at and the fit's _names_at: the distinct name codes by a count per category, not np.unique."""
+    from tracekit.analyses.steps.activity import names_at
+    from tracekit.analyses.structure.fit import _names_at
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 60))
+    names = pd.Categorical(rng.choice(["b", "a", "c", None], n), categories=["c", "b", "a", "unused"])
+    ev = pd.DataFrame({"name": names})
+    rows = np.flatnonzero(rng.random(n) < 0.6)
+    codes = ev["name"].cat.codes.to_numpy()[rows]
+    cats = ev["name"].cat.categories
+    assert _names_at(ev, np.isin(np.arange(n), rows)) == [str(cats[c]) for c in np.unique(codes[codes >= 0])]
+    seen = []
+    test = lambda t: seen.append(t) or t in ("a", "nan")  # noqa: E731
+    got = names_at(ev, rows, test)
+    want_order = [str(cats[c]) if c >= 0 else str(np.nan) for c in np.unique(codes).tolist()]
+    assert seen == want_order
+    assert np.array_equal(got, np.array([(str(cats[c]) if c >= 0 else "nan") in ("a", "nan") for c in codes],
+                                        dtype=bool))

@@ -55,7 +55,8 @@ def names_at(ev: pd.DataFrame, rows: np.ndarray, test) -> np.ndarray:
     if codes.size == 0:
         return np.zeros(0, dtype=bool)
     cats = col.cat.categories
-    used = np.unique(codes)
+    # the sorted distinct codes (-1 first) by one count per category: np.unique sorted every row's code
+    used = np.flatnonzero(np.bincount(codes.astype(np.int64) + 1, minlength=len(cats) + 1)) - 1
     hit = np.zeros(len(cats) + 1, dtype=bool)  # the last slot: a missing name, tested as its text, as before
     hit[used] = [bool(test(str(cats[c]) if c >= 0 else str(np.nan))) for c in used.tolist()]
     return hit[codes]

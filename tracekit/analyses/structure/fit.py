@@ -33,6 +33,7 @@ from ...annotation import Annotation, as_annotation
 from ...annotation.blocks import UNTYPED
 from ...annotation.spec import shipped
 from ...errors import TracekitError, UsageError
+from ...events import kinds_mask
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.annotated import annotated_steps
@@ -146,7 +147,9 @@ def _names_at(ev: pd.DataFrame, rows: np.ndarray) -> list[str]:
     col = ev["name"]
     codes = col.cat.codes.to_numpy()[rows]
     cats = col.cat.categories
-    return [str(cats[c]) for c in np.unique(codes[codes >= 0]).tolist()]
+    # the sorted distinct codes by one count per category (np.unique sorted every row's code)
+    used = np.flatnonzero(np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(cats)))
+    return [str(cats[c]) for c in used.tolist()]
 
 
 def _names_of_kind(trace: Trace, kind: str) -> list[str]:
@@ -155,7 +158,7 @@ def _names_of_kind(trace: Trace, kind: str) -> list[str]:
     hit = trace.derived.get(key)
     if hit is None:
         ev = trace.events
-        hit = trace.derived[key] = _names_at(ev, (ev["kind"] == kind).to_numpy())
+        hit = trace.derived[key] = _names_at(ev, kinds_mask(ev, (kind,)))
     return hit
 
 
@@ -219,8 +222,7 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
         ev = trace.events
         # no stream named: the automatic layers' main stream, found once per events table
         dev, stream = resolve_main_stream(ev, ann) if key is not None else _auto_main(trace)
-        on = (ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev) & \
-            (ev["stream"].to_numpy() == stream)
+        on = kinds_mask(ev, ("kernel",)) & (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream)
         main_names[key] = ((dev, stream), _names_at(ev, on))
     (dev, stream), names = main_names[key]
     for rule in ann.blocks.boundary:
