@@ -170,3 +170,23 @@ def test_the_kind_column_is_the_one_inferred_from_the_names():
         old = pd.DataFrame({"kind": np.array(kinds, dtype=object)[ik]})["kind"]
         assert got.dtype == old.dtype and got.equals(old)
     assert got.empty
+
+
+def test_the_shipped_patterns_deferred_compile_and_answer_as_compiled():
+    """A shipped rule with a lower-cased twin keeps its own pattern uncompiled until a non-ASCII name needs it: every
+    one compiles (a bad shipped pattern would otherwise surface only then), and answers as the compiled pattern."""
+    import pickle
+    import re
+
+    from tracekit.analyses.categories import _Deferred, load_categories
+
+    rules = load_categories().rules
+    deferred = [r for r in rules if isinstance(r.pattern, _Deferred)]
+    assert deferred and all(r.lowered is not None for r in deferred)
+    names = ["ncclDevKernel_AllReduce", "İstanbul_gemm", "ÄRMSNORM", "flash_fwd_kernel", "x\\Wy", "Cijk_Alik_Bljk"]
+    for r in deferred:
+        rx = re.compile(r.pattern.pattern, re.ASCII)
+        assert r.pattern == rx and r.pattern.compiled() is r.pattern.compiled()
+        for n in names:
+            assert bool(r.pattern.search(n)) == bool(rx.search(n)) == r.search(n, None), (r.where, n)
+        assert pickle.loads(pickle.dumps(r.pattern)) == rx

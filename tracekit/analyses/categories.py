@@ -62,6 +62,39 @@ def _lowered(pattern: str) -> re.Pattern | None:
         return None
 
 
+class _Deferred:
+    """A shipped rule's own pattern, compiled on first use: its lower-cased twin (``CategoryRule.lowered``) answers
+    every ASCII name, so most processes never need it (each compile is ~0.1 ms, and every process, a worker of
+    ``imbalance`` too, loads the ~40 shipped rules). Otherwise a compiled pattern: ``search``, ``pattern``, …"""
+
+    __slots__ = ("pattern", "_flags", "_rx")
+
+    def __init__(self, pattern: str, flags: int):
+        self.pattern, self._flags, self._rx = pattern, flags, None
+
+    def compiled(self) -> re.Pattern:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern, self._flags)
+        return self._rx
+
+    def search(self, *args):
+        return self.compiled().search(*args)
+
+    def __getattr__(self, name: str):  # only for what the class lacks (a pattern's match, flags, groups, …)
+        if name.startswith("__") or name in self.__slots__:  # copy and pickle probing a fresh instance
+            raise AttributeError(name)
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self):
+        return (_Deferred, (self.pattern, self._flags))
+
+    def __eq__(self, other) -> bool:
+        return self.compiled() == (other.compiled() if isinstance(other, _Deferred) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.compiled())
+
+
 @dataclass(frozen=True)
 class CategoryRule:
     category: str
@@ -152,12 +185,13 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
         cat = _entry(r, where, src, "category", _RULE_KEYS)
         if cat not in known and cat != OTHER:
             raise DataFileError(f"{src}: {where}.category {cat!r} is not declared in $.categories (nor in {SHIPPED})")
-        pattern = None
+        pattern = lowered = None
         if "pattern" in r:
             if not isinstance(r["pattern"], str):
                 raise DataFileError(f"{src}: {where}.pattern must be a regular expression string")
-            try:
-                pattern = re.compile(r["pattern"], re.ASCII)
+            lowered = None if user else _lowered(r["pattern"])
+            try:  # a shipped pattern with a lower-cased twin (valid, so is it: tests compile every one) is deferred
+                pattern = _Deferred(r["pattern"], re.ASCII) if lowered else re.compile(r["pattern"], re.ASCII)
             except re.error as exc:
                 raise DataFileError(f"{src}: {where}.pattern is not a valid regular expression ({exc})") from exc
             if user:  # a user's pattern runs time-bounded
@@ -178,7 +212,7 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
             raise DataFileError(f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
                                 " stream_has_copy_kind), so it would match everything")
         out.append(CategoryRule(cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}",
-                                _lowered(r["pattern"]) if pattern is not None and not user else None))
+                                lowered if pattern is not None else None))
     return out
 
 
