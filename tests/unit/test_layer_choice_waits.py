@@ -106,14 +106,18 @@ def test_late_candidates_are_assembled():
             self.agree, self.layers_n, self.covered = agree, layers_n, covered
 
     sure = lc._Sure.__new__(lc._Sure)
-    sure.total, sure.built, sure.top, sure.covered, sure.waiting = 100, [], None, -1, []
-    sure.add(A(0, 10, 90))
-    assert (sure.top, sure.covered) == (0.0, 90)
+    sure.total, sure.built, sure.waiting = 100, [], []
+    sure.top, sure.covered, sure.norm_covered, sure.ended = None, -1, -1, False
+    sure.add(A(0, 10, 90), norm=False)
+    sure.add(A(0, 10, 80), norm=True)
+    assert (sure.top, sure.covered, sure.norm_covered, sure.ended) == (0.0, 90, 80, False)
     sure.waiting.append((7, sure.top))  # waited while the best share was 0
-    sure.add(A(10, 10, 50))  # a stack agreeing everywhere: share 1, the kept ones now cover at most 50
-    assert (sure.top, sure.covered) == (1.0, 50)
+    sure.add(A(10, 10, 50), norm=False)  # a stack agreeing everywhere: share 1, the kept ones now cover at most 50
+    assert (sure.top, sure.covered, sure.norm_covered) == (1.0, 50, -1)
     assert sure.late(1.0) == [7]
     assert sure.late(0.0) == []
+    sure.add(A(10, 10, 95), norm=True)  # a norm covering 95 % with one transition per layer ends the search
+    assert (sure.covered, sure.norm_covered, sure.ended) == (95, 95, True)
 
 
 def test_cover_bound_of_a_token_without_runs_is_zero(generated):

@@ -135,7 +135,7 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
             a = _assemble(ctx, tok, p)
             if a.covered and _stack_like(a) and _measure(ctx, a).decoder:
                 out.append(a)
-                sure.add(a)
+                sure.add(a, is_norm[tok])
         return out
 
     results = build(tok for tok in sorted(counts) if is_norm[tok])
@@ -233,8 +233,8 @@ def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -
 
 def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
     """Whether no layer of the assembly can hold exactly one mixer -> FFN transition (its ``agree`` is 0): every
-    layer holds a whole segment of ``_region``, and every transition such a segment holds, so when each of those
-    segments holds two or more, so does each layer. ``reg``: _region(p), when made."""
+    layer holds a whole segment of ``_region`` at phase 0 or k - 1, and every transition such a segment holds, so
+    when each of those segments holds two or more, so does each layer. ``reg``: _region(p), when made."""
     reg = _region(p) if reg is False else reg
     if reg is None:
         return True
@@ -244,6 +244,14 @@ def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
         roles.ffn_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_ffn, minlength=n))])
         roles.mixer_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_mixer, minlength=n))])
     few = roles.ffn_before[s.b] - roles.mixer_before[s.a] < 2  # _measure's count of a segment's transitions
+    # a layer starts at a segment of phase 0, or (a run's first layer, its start recovered) ends at one of phase
+    # k - 1, each segment's phase in its run as _Runs.layers_into counts it: only those segments need two
+    n = s.ph.size
+    prev = np.maximum.accumulate(np.where(s.ph >= 0, np.arange(n), -1))
+    prev_c = np.maximum(prev, 0)
+    k = np.maximum(s.k[prev_c], 1)
+    cph = (s.ph[prev_c] + np.arange(n) - prev_c) % k
+    few &= (cph == 0) | (cph == k - 1)
     n_few = np.concatenate([[0], np.cumsum(few)])
     first, last = reg
     return not (n_few[last + 1] - n_few[first]).any()
@@ -263,18 +271,23 @@ class _Sure:
 
     def __init__(self, ctx: _Ctx, total: int):
         self.ctx, self.total, self.roles = ctx, total, _roles(ctx)
-        self.built: list[tuple[float, int]] = []  # (share, covered) of every stack so far
-        self.top, self.covered = None, -1
+        self.built: list[tuple[float, int, bool]] = []  # (share, covered, is a norm) of every stack so far
+        self.top, self.covered, self.norm_covered, self.ended = None, -1, -1, False
         self.waiting: list[tuple[int, float]] = []  # (token, top when it began to wait)
 
-    def add(self, a: _Assembly) -> None:
+    def add(self, a: _Assembly, norm: bool) -> None:
         share = _share(a)
-        self.built.append((share, a.covered))
-        if self.top is None or share > self.top:
+        self.built.append((share, a.covered, norm))
+        self.ended = self.ended or (norm and a.covered >= NORM_PREFERENCE * self.total
+                                    and share >= 1.0 - STRUCTURE_SLACK)
+        if self.top is None or share > self.top:  # the kept stacks change: counted again
             self.top = share
-            self.covered = max(c for sh, c in self.built if sh >= share - STRUCTURE_SLACK)
+            kept = [(c, nm) for sh, c, nm in self.built if sh >= share - STRUCTURE_SLACK]
+            self.covered = max(c for c, _ in kept)
+            self.norm_covered = max((c for c, nm in kept if nm), default=-1)
         elif share >= self.top - STRUCTURE_SLACK:
             self.covered = max(self.covered, a.covered)
+            self.norm_covered = max(self.norm_covered, a.covered) if norm else self.norm_covered
 
     def waits(self, p, norm: bool) -> bool:
         reg = _region(p)
@@ -282,14 +295,18 @@ class _Sure:
             return True  # no layer: not a stack, whatever the others do
         if self.top is None:
             return False
-        if norm:
-            limit = min(NORM_PREFERENCE * self.covered, NORM_PREFERENCE * self.total)
-        else:
-            limit = self.covered
-        if not _cover_bound(self.ctx, p, reg, limit) < limit:
+        # a norm: not among the winning norms (below NORM_PREFERENCE of the best), or covering less than a norm kept
+        # so far (then not the best of them; one of them is kept as long as any norm is)
+        out = min(NORM_PREFERENCE * self.covered, NORM_PREFERENCE * self.total) if norm else self.covered
+        limit = max(out, self.norm_covered) if norm else out
+        bound = _cover_bound(self.ctx, p, reg, limit)
+        if not bound < limit:
             return False
-        if self.top < 1.0 and not _no_agreement(self.ctx, p, self.roles, reg):
+        none_agree = self.top < 1.0
+        if none_agree and not _no_agreement(self.ctx, p, self.roles, reg):
             return False
+        if norm and not bound < out and not (bound < NORM_PREFERENCE * self.total or none_agree or self.ended):
+            return False  # it might end the search for the others itself
         self.waiting.append((p.token, self.top))
         return True
 
