@@ -70,8 +70,8 @@ def kinds_mask(events: pd.DataFrame, kinds) -> np.ndarray:
 
 
 def values_mask(events: pd.DataFrame, column: str, values) -> np.ndarray:
-    """Rows whose ``column`` is one of ``values`` (``events[column].isin(values)``): :func:`kinds_mask` for any
-    categorical column (kind, copy_kind, comm_class, ...)."""
+    """Rows whose ``column`` is one of ``values`` (texts; ``events[column].isin(values)``): :func:`kinds_mask` for
+    any categorical column (kind, copy_kind, comm_class, ...); a missing value is none of them."""
     col = events[column]
     if not isinstance(col.dtype, pd.CategoricalDtype):  # a table built by hand
         return col.isin(list(values)).to_numpy()
