@@ -133,3 +133,22 @@ def test_wave_tables_are_the_groupby_tables(missing_label):
         pd.testing.assert_frame_equal(got_grid, want_grid, check_exact=True)
         pd.testing.assert_frame_equal(per_kernel(df, got_grid, 3), _per_kernel_before(df, want_grid, 3),
                                       check_exact=True)
+
+
+def _modes_before(d, col, names):
+    n = d.groupby(["name", col], sort=False).size().rename("_n").reset_index()
+    return n.sort_values(["name", "_n", col], ascending=[True, False, True], kind="stable") \
+        .drop_duplicates("name").set_index("name")[col].reindex(names)
+
+
+def test_modes_are_the_groupby_modes_with_missing_values():
+    from tracekit.analyses.findings.kernel_sources import _modes
+
+    rng = np.random.default_rng(9)
+    names = np.array(["k_b", "k_a", None, "k_é", "k_z"], dtype=object)
+    ops = np.array(["aten::mm", "aten::addmm", None, "Ω::x", "aten::bmm"], dtype=object)
+    for _ in range(80):
+        n = int(rng.integers(1, 40))
+        d = pd.DataFrame({"name": rng.choice(names, n), "op": rng.choice(ops, n)})
+        idx = d.groupby("name", sort=False).size().index
+        pd.testing.assert_series_equal(_modes(d, "op", idx), _modes_before(d, "op", idx))

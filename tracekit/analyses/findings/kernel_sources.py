@@ -204,11 +204,12 @@ def shape_rooflines(ctx: Context) -> list[dict]:
     rules = finding_rules()
     rf = rules["roofline"]
     sh = ka["shaped"]
+    sh = np.flatnonzero(sh)  # the shaped kernels' positions, once for every column
     d = pd.DataFrame({"name": ka["name"][sh], "dur": ka["dur"][sh], "target": ka["target"][sh],
                       "gain": np.maximum(ka["dur"][sh] - ka["target"][sh], 0), "flops": ka["flops"][sh],
                       "bytes": ka["bytes"][sh], "peak": ka["peak"][sh], "family": ka["family"][sh],
                       "mfam": ks.table["family"].to_numpy(dtype=object)[sh],
-                      "op": ks.table["op"].iloc[np.flatnonzero(sh)].to_numpy(dtype=object),  # shaped rows only
+                      "op": ks.table["op"].iloc[sh].to_numpy(dtype=object),  # shaped rows only
                       "dtype": ka["dtype"][sh], "m": ka["m"][sh], "n": ka["n"][sh], "k": ka["k"][sh]})
     n_steps = ka["n_steps"]
     g = d.groupby("name", sort=False)
@@ -262,9 +263,20 @@ def shape_rooflines(ctx: Context) -> list[dict]:
 def _modes(d: pd.DataFrame, col: str, names: pd.Index) -> pd.Series:
     """Per name (in the order of ``names``) the most common value of ``col`` (the smallest on a tie, missing values
     left out), as ``x.mode().iloc[0]`` per group gave it: counted in one groupby, not one Python call per name."""
-    n = d.groupby(["name", col], sort=False).size().rename("_n").reset_index()
-    return n.sort_values(["name", "_n", col], ascending=[True, False, True], kind="stable") \
-        .drop_duplicates("name").set_index("name")[col].reindex(names)
+    nc, _ = pd.factorize(d["name"])  # -1: missing (left out, as groupby leaves it)
+    cc, cu = pd.factorize(d[col])
+    ok = np.flatnonzero((nc >= 0) & (cc >= 0))
+    k = max(len(cu), 1)
+    pair, _ = pd.factorize(nc[ok].astype(np.int64) * k + cc[ok])  # each (name, value), numbered as first seen
+    seen = np.maximum.accumulate(pair) if pair.size else pair
+    first = ok[np.flatnonzero(np.concatenate(([True], pair[1:] > seen[:-1])))] if pair.size else ok  # its 1st row
+    rank = np.empty(k, dtype=np.int64)
+    rank[np.argsort(np.asarray(cu, dtype=object), kind="stable")] = np.arange(len(cu))  # the values' sort order
+    # per name: the most calls, then the smallest value
+    best = first[np.lexsort((rank[cc[first]], -np.bincount(pair), nc[first]))]
+    best = best[np.concatenate(([True], nc[best][1:] != nc[best][:-1]))] if best.size else best
+    return pd.DataFrame({"name": d["name"].array[best], col: d[col].array[best]}).set_index("name")[col] \
+        .reindex(names)
 
 
 def roofline_gaps(ctx: Context) -> list[dict]:

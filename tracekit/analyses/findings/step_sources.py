@@ -48,11 +48,12 @@ def idle_gaps(ctx: Context) -> list[dict]:
     ev = ctx.trace.events
     rules = finding_rules()["idle"]
     short = int(rules["short_gap_ns"])
-    g = gpu_mask(ev)
-    gs, ge = ev["start_ns"].to_numpy()[g], ev["end_ns"].to_numpy()[g]
+    rows_of = np.flatnonzero(gpu_mask(ev))  # the GPU activities' rows, found once for every column
+    gs = ev["start_ns"].to_numpy()[rows_of]
     order = np.argsort(gs, kind="stable")
-    gs, ge = gs[order], ge[order]
-    gcorr = ev["correlation"].to_numpy()[g][order]
+    rows_of = rows_of[order]  # event rows of the sorted GPU activities
+    gs, ge = gs[order], ev["end_ns"].to_numpy()[rows_of]
+    gcorr = ev["correlation"].to_numpy()[rows_of]
     st = ctx.steps
     gaps_s, gaps_e = iv.subtract(iv.normalize(st.starts, st.ends), iv.normalize(gs, ge))
     if gaps_s.size == 0:
@@ -88,7 +89,6 @@ def idle_gaps(ctx: Context) -> list[dict]:
         if c == 2:  # what ended just before a sync wait began (the dependency it most likely waited for)
             prev_end_order = np.argsort(ge, kind="stable")
             p = np.searchsorted(ge[prev_end_order], gaps_s[m], side="right") - 1
-            rows_of = np.flatnonzero(g)[order]  # event rows of the sorted GPU activities
             picked = ev["name"].iloc[rows_of[prev_end_order[np.clip(p, 0, None)]]].astype(str).to_numpy()
             before = pd.Series(np.where(p >= 0, picked, "the step start"))
             top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
