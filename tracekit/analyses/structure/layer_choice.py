@@ -264,8 +264,9 @@ class _Sure:
     With ``top`` the best share so far and ``covered`` the most main-stream kernels any stack within
     STRUCTURE_SLACK of it covers: a candidate whose share cannot exceed ``top`` (at most 1; 0 when no layer can hold
     exactly one transition, _no_agreement) and that covers less than ``covered`` (``_cover_bound``; a norm: less than
-    NORM_PREFERENCE of it and of all kernels) is not the best, nor among the norms that win or end the search, as
-    long as no later stack raises ``top`` (the kept stacks then only gain members). ``late`` names those that
+    NORM_PREFERENCE of it and of all kernels, or less than ``norm_covered``, the most a kept norm covers, when it
+    cannot end the search itself) is not the best, nor the best of the norms that win, nor one that ends the search,
+    as long as no later stack raises ``top`` (the kept stacks then only gain members). ``late`` names those that
     waited while ``top`` was lower than the final one: they are assembled after all. A candidate that covers
     nothing is never a stack."""
 
