@@ -437,8 +437,10 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
             car = carries[got] = carrier[got]
             for c in ("flops", "bytes"):
                 num[c][got] = np.where(car, res[c].to_numpy(dtype=float, na_value=np.nan)[idx], np.nan)
-    tbl = pd.DataFrame({"row": krow, "op_row": oprow, "op": op, **num, "carries": carries, "graph": graph,
-                        **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()}})[KERNEL_COLUMNS]
+    cols = {"row": krow, "op_row": oprow, "op": op, **num, "carries": carries, "graph": graph,
+            **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()}}
+    # built in its columns' order from the arrays made here (no copy, no reorder: a column selection took a copy)
+    tbl = pd.DataFrame({c: cols[c] for c in KERNEL_COLUMNS}, copy=False)
     shaped = carries
     if graph.any():
         warnings.append(f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"

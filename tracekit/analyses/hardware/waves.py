@@ -423,8 +423,10 @@ def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame,
         warnings.append(f"{no_grid} of {rows.size} kernels carry no grid and are not counted")
     if not has_grid.any():
         raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
-    # only the columns waves reads, taken once (not every column of the events table, twice)
-    k = ev[[c for c in KERNEL_COLUMNS if c in ev.columns]].take(rows[has_grid])
+    # only the columns waves reads, gathered once each (not every column of the events table, twice; not a
+    # take of the table, which copies them again into blocks)
+    r = rows[has_grid]
+    k = pd.DataFrame({c: ev[c].array[r] for c in KERNEL_COLUMNS if c in ev.columns}, index=ev.index[r], copy=False)
     return k, (gx[has_grid], gy[has_grid], gz[has_grid]), no_grid
 
 
