@@ -152,3 +152,17 @@ def test_modes_are_the_groupby_modes_with_missing_values():
         d = pd.DataFrame({"name": rng.choice(names, n), "op": rng.choice(ops, n)})
         idx = d.groupby("name", sort=False).size().index
         pd.testing.assert_series_equal(_modes(d, "op", idx), _modes_before(d, "op", idx))
+
+
+def test_comm_names_are_the_selected_names():
+    from tracekit.analyses.findings.kernel_sources import _comm_names
+
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        n = int(rng.integers(1, 30))
+        names = rng.choice(np.array(["nccl:all_reduce", "gemm", None, "ncclKernel_AllGather", "x"], dtype=object), n)
+        ev = pd.DataFrame({"name": pd.Categorical(names, categories=["gemm", "nccl:all_reduce", "ncclKernel_AllGather",
+                                                                     "unused", "x"]),
+                           "comm_class": pd.Categorical(rng.choice(np.array(["allreduce", None], dtype=object), n))})
+        want = {str(x) for x in ev.loc[ev["comm_class"].notna(), "name"].unique()}
+        assert _comm_names(ev) == want

@@ -53,7 +53,7 @@ def _launching_ops_before(trace):
 def test_kernel_launches_is_launch_index(spread):
     rng = np.random.default_rng(11 if spread else 12)
     reused = 0
-    for _ in range(300):
+    for _ in range(150):
         m, n = int(rng.integers(0, 30)), int(rng.integers(0, 40))
         ids = rng.integers(0, 25, m) * (10**12 if spread else 1) + 5
         lstart = rng.integers(0, 60, m)
@@ -65,7 +65,7 @@ def test_kernel_launches_is_launch_index(spread):
         np.testing.assert_array_equal(got, launch_index(gstart, gcorr, ids, lstart))
         assert got.dtype == np.int64
         reused += int((np.unique(ids, return_counts=True)[1] > 1).sum())
-    assert reused > 100  # ids carried by several launches were exercised
+    assert reused > 50  # ids carried by several launches were exercised
 
 
 def _op(name, ts, dur, tid):

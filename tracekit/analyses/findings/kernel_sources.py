@@ -36,7 +36,7 @@ def wave_losses(ctx: Context) -> list[dict]:
     pk = w.tables["per_kernel"]
     n_sms = int(w.summary["sms"])
     if rules["waves"].get("exclude_comm"):
-        comm = {str(n) for n in ctx.trace.events.loc[ctx.trace.events["comm_class"].notna(), "name"].unique()}
+        comm = _comm_names(ctx.trace.events)
         pk = pk[~pk["name"].isin(comm)]
     pk = pk[(pk["lost_per_step_ns"] > 0) & (pk["wave_efficiency"] < float(rules["waves"]["max_efficiency"]))]
     lib = pk["name"].astype(str).map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) \
@@ -60,6 +60,17 @@ def wave_losses(ctx: Context) -> list[dict]:
                                                        cps=int(r["ctas_per_sm"])))
         out.append(f)
     return out + rest_finding(ctx, "wave_quantization_rest", "waves", pk.iloc[cap:], "lost_per_step_ns")
+
+
+def _comm_names(ev: pd.DataFrame) -> set[str]:
+    """The names of the communication events (a comm class), as text ("nan" for a missing name), through the name
+    codes of those rows: no selection of the events table."""
+    comm, name = ev["comm_class"], ev["name"]
+    if not isinstance(name.dtype, pd.CategoricalDtype):  # a hand-built table
+        return {str(n) for n in ev.loc[comm.notna(), "name"].unique()}
+    codes = np.unique(name.cat.codes.to_numpy()[comm.notna().to_numpy()])
+    cats = name.cat.categories
+    return {str(cats[c]) if c >= 0 else str(np.nan) for c in codes.tolist()}
 
 
 def _gemm_advice(ka: dict, sel: np.ndarray, eff: dict) -> str:
