@@ -206,3 +206,14 @@ def test_distinct_names_by_counts_are_np_unique(seed):
     assert seen == want_order
     assert np.array_equal(got, np.array([(str(cats[c]) if c >= 0 else "nan") in ("a", "nan") for c in codes],
                                         dtype=bool))
+
+
+@pytest.mark.parametrize("spread", [1, 10**12])
+def test_reused_ids_is_the_np_unique_count(spread):
+    from tracekit.analyses.steps.activity import _reused_ids
+
+    rng = np.random.default_rng(spread % 97)
+    for n in (0, 1, 5, 200):
+        ids = rng.integers(0, 60, n).astype(np.int64) * spread
+        _, per_id = np.unique(ids, return_counts=True)
+        assert _reused_ids(ids) == int((per_id > 1).sum())

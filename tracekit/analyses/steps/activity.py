@@ -62,6 +62,18 @@ def names_at(ev: pd.DataFrame, rows: np.ndarray, test) -> np.ndarray:
     return hit[codes]
 
 
+def _reused_ids(ids: np.ndarray) -> int:
+    """How many ids occur more than once: counted over the ids' range when it is small (the usual correlation
+    ids), else by np.unique's sort."""
+    if ids.size == 0:
+        return 0
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo <= 4 * ids.size + 4096:
+        return int((np.bincount(ids - lo) > 1).sum())
+    _, per_id = np.unique(ids, return_counts=True)
+    return int((per_id > 1).sum())
+
+
 class StepActivity:
     """Per-trace arrays every dialect attempt and health check uses (built once per compute)."""
 
@@ -83,12 +95,12 @@ class StepActivity:
         self.l_start = ev["start_ns"].to_numpy()[lrows].astype(np.int64, copy=False)
         # the rules run once per distinct name, not per launch (10^5 launches of a handful of names)
         self.l_graph = names_at(ev, lrows, rules.graph_launch.search)
-        _, per_id = np.unique(self.l_corr, return_counts=True)
-        self.reused_ids = int((per_id > 1).sum())  # ids that more than one launch carries
+        self.reused_ids = _reused_ids(self.l_corr)  # ids that more than one launch carries
         self.l_gpu = names_at(ev, lrows, rules.gpu_launch.match)
         self.captures = int(names_at(ev, np.flatnonzero(launch_kind), rules.capture.match).sum())
         self.g_launch = self._match_launches()
-        self.l_recorded = np.isin(np.arange(self.l_corr.size), self.g_launch[self.g_launch >= 0])
+        self.l_recorded = np.zeros(self.l_corr.size, dtype=bool)  # launches some GPU activity names
+        self.l_recorded[self.g_launch[self.g_launch >= 0]] = True
         self._annotation_rows: dict[str, np.ndarray] = {}
         self._marker_names: dict[str, tuple] = {}
         self.no_marker_rows: pd.DataFrame | None = None  # finder's empty marker table, built once
