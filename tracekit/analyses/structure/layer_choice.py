@@ -243,18 +243,19 @@ def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
         n = ctx.flat.codes.size
         roles.ffn_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_ffn, minlength=n))])
         roles.mixer_before = np.concatenate([[0], np.cumsum(np.bincount(roles.trans_mixer, minlength=n))])
-    few = roles.ffn_before[s.b] - roles.mixer_before[s.a] < 2  # _measure's count of a segment's transitions
+    few = np.flatnonzero(roles.ffn_before[s.b] - roles.mixer_before[s.a] < 2)  # _measure's count, per segment
+    first, last = reg
+    j = np.searchsorted(first, few, side="right") - 1  # the steps' regions are disjoint and in order
+    few = few[(j >= 0) & (few <= last[np.maximum(j, 0)])]
+    if not few.size:
+        return True
     # a layer starts at a segment of phase 0, or (a run's first layer, its start recovered) ends at one of phase
     # k - 1, each segment's phase in its run as _Runs.layers_into counts it: only those segments need two
-    n = s.ph.size
-    prev = np.maximum.accumulate(np.where(s.ph >= 0, np.arange(n), -1))
-    prev_c = np.maximum(prev, 0)
-    k = np.maximum(s.k[prev_c], 1)
-    cph = (s.ph[prev_c] + np.arange(n) - prev_c) % k
-    few &= (cph == 0) | (cph == k - 1)
-    n_few = np.concatenate([[0], np.cumsum(few)])
-    first, last = reg
-    return not (n_few[last + 1] - n_few[first]).any()
+    r = np.flatnonzero(s.ph >= 0)
+    prev = r[np.searchsorted(r, few, side="right") - 1]  # the phased segment at or before (a region starts at one)
+    k = np.maximum(s.k[prev], 1)
+    cph = (s.ph[prev] + few - prev) % k
+    return not ((cph == 0) | (cph == k - 1)).any()
 
 
 class _Sure:
