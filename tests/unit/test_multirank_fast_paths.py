@@ -190,3 +190,28 @@ def test_the_shipped_patterns_deferred_compile_and_answer_as_compiled():
         for n in names:
             assert bool(r.pattern.search(n)) == bool(rx.search(n)) == r.search(n, None), (r.where, n)
         assert pickle.loads(pickle.dumps(r.pattern)) == rx
+
+
+@pytest.mark.parametrize("top", [9_000, 1 << 16, 10 ** 12])
+def test_group_of_sorts_as_the_int64_stable_sort(top):
+    from tracekit.analyses.fleet.multirank.numbering import _group_of
+
+    key = np.random.default_rng(7).integers(0, top, 5000).astype(np.int64)
+    key[::3] = key[0]  # ties: the stable order matters
+    order, gid, first, size = _group_of(key)
+    want = np.argsort(key, kind="stable")
+    assert order.tolist() == want.tolist()
+    assert gid.tolist() == np.unique(key[want], return_inverse=True)[1].reshape(-1).tolist()
+    assert size.tolist() == np.unique(key, return_counts=True)[1].tolist() and first.tolist() == (
+        np.cumsum(size) - size).tolist()
+
+
+def test_wait_sums_are_the_groupby_sums():
+    from tracekit.analyses.fleet.multirank.attribute import _wait_sums
+
+    rng = np.random.default_rng(11)
+    step, rank = rng.integers(-1, 40, 4000), rng.integers(0, 16, 4000)
+    wait = rng.integers(0, 10 ** 9, 4000)
+    got = _wait_sums(step, rank, wait)
+    want = pd.DataFrame({"step": step, "rank": rank, "wait_ns": wait}).groupby(["step", "rank"])["wait_ns"].sum()
+    assert got.index.tolist() == want.index.tolist() and got.tolist() == want.tolist()

@@ -140,7 +140,7 @@ def _wait_sums(step: np.ndarray, rank: np.ndarray, wait: np.ndarray) -> pd.Serie
     ids = dense_ids(key)
     n = int(ids.max()) + 1
     first = np.full(n, -1, dtype=np.int64)
-    first[ids[::-1]] = np.arange(len(ids) - 1, -1, -1)  # a row of each (step, rank)
+    first[ids] = np.arange(len(ids))  # a row of each (step, rank): any one gives its step and rank
     sums = np.zeros(n, dtype=np.int64)
     np.add.at(sums, ids, wait)
     return pd.Series(sums, name="wait_ns",

@@ -78,8 +78,10 @@ def dense_ids(key: np.ndarray) -> np.ndarray:
 
 def _group_of(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rows grouped by an int64 key: (a stable order by key, each sorted row's group, each group's first place in
-    that order, each group's size)."""
-    order = np.argsort(key, kind="stable")
+    that order, each group's size). Keys within 16 bits (a run's rank × step × kind) are sorted as such: numpy's
+    radix sort, the same stable order."""
+    small = len(key) and int(key.min()) >= 0 and int(key.max()) < 1 << 16
+    order = np.argsort(key.astype(np.uint16) if small else key, kind="stable")
     ks = key[order]
     brk = np.r_[True, ks[1:] != ks[:-1]] if len(ks) else np.zeros(0, bool)
     first = np.flatnonzero(brk)
@@ -115,21 +117,23 @@ def numbered_collectives(per_rank: dict[int, dict], g_of: dict[int, np.ndarray],
     key = (rid * span_s + (a["step"] + 1)) * span_k + a["kind"]  # (rank, step, kind)
     gorder, gid, first, size = _group_of(key)
     a["seq"][gorder] = np.arange(n) - first[gid]
-    cnt = np.empty(n, np.int64)
-    cnt[gorder] = size[gid]
     # the count of a kind most ranks ran in a step (equal support: the larger count), over the (rank, step, kind)
     g_row = gorder[first]
-    del key, gorder, gid
-    counted = pd.DataFrame({"step": a["step"][g_row], "kind": a["kind"][g_row], "n": size})
+    del key
+    g_step, g_kind = a["step"][g_row], a["kind"][g_row]
+    counted = pd.DataFrame({"step": g_step, "kind": g_kind, "n": size})
     votes = counted.groupby(["step", "kind", "n"]).size().reset_index(name="votes")
     votes = votes.sort_values(["step", "kind", "votes", "n"], ascending=[True, True, False, False], kind="stable")
     modal = votes.drop_duplicates(["step", "kind"])
     mkey = modal["step"].to_numpy(np.int64) * span_k + modal["kind"].to_numpy(np.int64)
     mo = np.argsort(mkey)
-    pos = np.searchsorted(mkey[mo], a["step"] * span_k + a["kind"])  # every (step, kind) of a row has its count
-    modal_n = modal["n"].to_numpy(np.int64)[mo][np.clip(pos, 0, max(len(mo) - 1, 0))] if n else cnt
+    pos = np.searchsorted(mkey[mo], g_step * span_k + g_kind)  # every group's (step, kind) has its count
+    modal_n = modal["n"].to_numpy(np.int64)[mo][np.clip(pos, 0, max(len(mo) - 1, 0))] if n else size
+    full = np.empty(n, dtype=bool)  # a row is full where its group (its rank's run of that kind) is
+    full[gorder] = ((g_step >= 0) & (size == modal_n))[gid]
+    del gorder, gid
     coll = pd.DataFrame(M.T, columns=list(names), copy=False)
-    coll["full"] = (a["step"] >= 0) & (cnt == modal_n)
+    coll["full"] = full
     return coll
 
 
