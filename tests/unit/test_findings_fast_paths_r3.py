@@ -166,3 +166,38 @@ def test_comm_names_are_the_selected_names():
                            "comm_class": pd.Categorical(rng.choice(np.array(["allreduce", None], dtype=object), n))})
         want = {str(x) for x in ev.loc[ev["comm_class"].notna(), "name"].unique()}
         assert _comm_names(ev) == want
+
+
+def _evaluate_pairs_before(upair, name_cats, shape_cats):
+    from tracekit.analyses.hardware.shapes import _op_inputs, evaluate, model_of
+
+    results = []
+    for p in upair.tolist():
+        name = str(name_cats[p // (shape_cats.size + 1)])
+        got = _op_inputs(shape_cats[p % (shape_cats.size + 1)]) if model_of(name) is not None else None
+        results.append(evaluate(name, *got) if got is not None else None)
+    return results
+
+
+def test_evaluate_pairs_is_one_evaluate_per_pair():
+    """Every (op name, signature) pair of a trace that records shapes, and made-up pairs (names that share a model,
+    a signature that does not decode): the same answer as evaluate per pair."""
+    from pathlib import Path
+
+    import tracekit
+    from tracekit.analyses.hardware.shapes import _evaluate_pairs
+
+    root = Path(__file__).resolve().parents[2]
+    ev = tracekit.load(root / "fixtures/synthetic/dsv3_bs32.trace.json.gz", cache=False).events
+    ops = ev[ev["kind"] == "cpu_op"]
+    name_cats = np.append(ev["name"].cat.categories.to_numpy(dtype=object), ["aten::mm", "aten::bmm", "aten::add"])
+    shape_cats = np.append(ev["shapes"].cat.categories.to_numpy(dtype=object),
+                           ['[[[4,8],[8,16]],["float","float"],["",""]]', "not json", "[[2,3],[\"float\"]]"])
+    k = shape_cats.size + 1
+    rng = np.random.default_rng(2)
+    seen = ops["name"].cat.codes.to_numpy().astype(np.int64) * k + ops["shapes"].cat.codes.to_numpy()
+    made = rng.integers(name_cats.size - 3, name_cats.size, 40) * k + rng.integers(shape_cats.size - 3, shape_cats.size,
+                                                                                     40)
+    upair = pd.unique(np.concatenate([seen[ops["shapes"].cat.codes.to_numpy() >= 0], made]))
+    got, want = _evaluate_pairs(upair, name_cats, shape_cats), _evaluate_pairs_before(upair, name_cats, shape_cats)
+    assert got == want and sum(g is not None for g in got) >= 1

@@ -161,8 +161,11 @@ def evaluate(op: str, dims: list, types: list, concrete: list) -> dict[str, Any]
     """FLOPs, bytes, dtype, model and family of one op call from its recorded inputs; None when the op has no model
     or its inputs do not fit it."""
     spec = model_of(op)
-    if spec is None:
-        return None
+    return None if spec is None else _evaluate_spec(spec, dims, types, concrete)
+
+
+def _evaluate_spec(spec: dict, dims: list, types: list, concrete: list) -> dict[str, Any] | None:
+    """:func:`evaluate` with the op's model found: the answer depends on the model and the inputs alone."""
     fn = MODELS[spec["model"]]
     try:
         got = fn(spec, dims, types, concrete)
@@ -363,6 +366,33 @@ def kernel_shapes(trace: Trace) -> KernelShapes:
     return got
 
 
+def _evaluate_pairs(upair: np.ndarray, name_cats: np.ndarray, shape_cats: np.ndarray) -> list[dict | None]:
+    """:func:`evaluate` of each distinct (op name code, shapes code) pair: each name's model looked up once, each
+    signature decoded once, and one evaluation per (model, signature) — ops that share a model share its answer
+    (the answer is the model's and the inputs', not the name's; the dicts are shared, never changed)."""
+    k = shape_cats.size + 1
+    specs: dict[int, Any] = {}
+    inputs: dict[int, Any] = {}
+    done: dict[tuple[int, int], dict | None] = {}
+    out: list[dict | None] = []
+    for p in upair.tolist():
+        nc, sc = p // k, p % k
+        spec = specs.get(nc, specs)
+        if spec is specs:
+            spec = specs[nc] = model_of(str(name_cats[nc]))
+        if spec is None:
+            out.append(None)
+            continue
+        got = inputs.get(sc, inputs)
+        if got is inputs:
+            got = inputs[sc] = _op_inputs(shape_cats[sc])
+        key = (id(spec), sc)
+        if key not in done:
+            done[key] = _evaluate_spec(spec, *got) if got is not None else None
+        out.append(done[key])
+    return out
+
+
 def _carriers(oprow: np.ndarray, dur: np.ndarray) -> np.ndarray:
     """Per kernel, whether it carries its op call's work: the longest kernel of the call, the first on ties (a
     maximum and a minimum per call, by ``ufunc.at`` over the calls' codes: no sort of the kernels)."""
@@ -417,11 +447,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
         inv, upair = pd.factorize(pair)  # hashed, not sorted: which pair is which is all that is used
-        results: list[dict | None] = []
-        for p in upair.tolist():
-            name = str(name_cats[p // (shape_cats.size + 1)])
-            got = _op_inputs(shape_cats[p % (shape_cats.size + 1)]) if model_of(name) is not None else None
-            results.append(evaluate(name, *got) if got is not None else None)
+        results = _evaluate_pairs(upair, name_cats, shape_cats)
         ok_pair = np.array([r is not None for r in results], dtype=bool)
         sig = np.full(n, -1, dtype=np.int64)
         sig[with_shape] = np.where(ok_pair[inv], inv, -1)
