@@ -1,7 +1,7 @@
-"""Which op launched each kernel (tracekit/analyses/hardware/linking.py, issue 30): the id lookup gives what
-``launch_index`` gives, and ``launching_ops`` (each distinct launch searched once, a one-thread trace without thread
-codes) links every kernel as the version before it did — kept here as the oracle — on random traces with several
-threads, reused correlation ids, kernels without a launch and launches outside every op."""
+"""Which op launched each kernel (tracekit/analyses/hardware/linking.py, issue 30): ``launching_ops`` (each distinct
+launch searched once, a one-thread trace without thread codes) links every kernel as the version before it did —
+kept here as the oracle — on random traces with several threads, reused correlation ids, kernels without a launch
+and launches outside every op."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.hardware.linking import _innermost, kernel_launches, launching_ops
+from tracekit.analyses.hardware.linking import _innermost, launching_ops
 from tracekit.analyses.steps.model import step_rules
 from tracekit.events import launch_index
 
@@ -17,8 +17,7 @@ from conftest import kernel, write_trace
 
 
 def _launching_ops_before(trace):
-    """launching_ops as it was before the id lookup: launch_index per kernel, thread codes always, one search per
-    kernel."""
+    """launching_ops as it was before: thread codes always, one innermost-op search per kernel."""
     ev = trace.events
     kind = ev["kind"]
     krow = np.flatnonzero((kind == "kernel").to_numpy(dtype=bool))
@@ -47,25 +46,6 @@ def _launching_ops_before(trace):
         got, rows = _innermost(start[ops], end[ops], ops, 2 * start[launch[ii]])
         oprow[ii[got]] = rows
     return krow, launch, oprow
-
-
-@pytest.mark.parametrize("spread", [False, True])  # ids in a narrow range (the table) or spread wide (the search)
-def test_kernel_launches_is_launch_index(spread):
-    rng = np.random.default_rng(11 if spread else 12)
-    reused = 0
-    for _ in range(150):
-        m, n = int(rng.integers(0, 30)), int(rng.integers(0, 40))
-        ids = rng.integers(0, 25, m) * (10**12 if spread else 1) + 5
-        lstart = rng.integers(0, 60, m)
-        known = n // 2 if m else 0  # half the kernels of ids some launch carries, the rest of any id (or -1)
-        gcorr = np.concatenate([rng.choice(ids, known) if m else np.zeros(0, np.int64),
-                                rng.integers(-1, 30, n - known) * (10**12 if spread else 1)]).astype(np.int64)
-        gstart = rng.integers(0, 80, n)
-        got = kernel_launches(gstart, gcorr, ids, lstart)
-        np.testing.assert_array_equal(got, launch_index(gstart, gcorr, ids, lstart))
-        assert got.dtype == np.int64
-        reused += int((np.unique(ids, return_counts=True)[1] > 1).sum())
-    assert reused > 50  # ids carried by several launches were exercised
 
 
 def _op(name, ts, dur, tid):

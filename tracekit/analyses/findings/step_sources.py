@@ -13,11 +13,10 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...errors import MissingDataError
-from ...events import gpu_mask
+from ...events import gpu_mask, launch_index
 from ..comm.communication import communication
 from ..comm.exposure import exposure
 from ..fleet.compare import graph_bucket
-from ..hardware.linking import kernel_launches
 from ..steps.activity import kind_mask
 from ..steps.model import step_rules
 from .context import Context
@@ -66,8 +65,8 @@ def idle_gaps(ctx: Context) -> list[dict]:
     l_corr = ev["correlation"].to_numpy()[lk]
     l_start, l_end = ev["start_ns"].to_numpy()[lk], ev["end_ns"].to_numpy()[lk]
     li = np.full(gaps_s.size, -1, dtype=np.int64)
-    if has_next.any():  # launch_index's launch, looked up by id where one launch carries it
-        li[has_next] = kernel_launches(gs[nxt[has_next]], gcorr[nxt[has_next]], l_corr, l_start)
+    if has_next.any():
+        li[has_next] = launch_index(gs[nxt[has_next]], gcorr[nxt[has_next]], l_corr, l_start)
     launched_end = np.where(li >= 0, l_end[np.clip(li, 0, None)] if l_end.size else 0, -1)
     dur = gaps_e - gaps_s
     # why each gap waited, as a code (0 unattributed, 1 host, 2 sync, 3 short): no string per gap

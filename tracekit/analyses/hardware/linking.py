@@ -1,10 +1,8 @@
 """Which op launched each kernel: kernel --correlation--> runtime launch --> the innermost ``cpu_op`` on the launch's
 thread whose interval holds the launch's start (docs/roofline.md, "Shapes from the trace").
 
-The launch is :func:`tracekit.events.launch_index`'s rule (the latest launch of the kernel's correlation id that
-starts before it, else the id's first). An id that one launch alone carries names that launch whatever the times, so
-those kernels are looked up by id (a table over the ids' range, or one sorted search); only the kernels of ids that
-several launches carry go through ``launch_index``, with those ids' launches.
+The launch is :func:`tracekit.events.launch_index`'s (the latest launch of the kernel's correlation id that starts
+before it, else the id's first; an id one launch carries is looked up, not merged by time).
 
 Innermost is found without a loop over events: per thread the ops are sorted by start (outer first on ties); an op's
 nesting depth is (its rank + 1) minus the ops that ended by its start; a launch's depth is the ops started minus the
@@ -23,47 +21,6 @@ from ..steps.activity import kind_mask
 from ..steps.model import step_rules
 
 
-def kernel_launches(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray,
-                    launch_start: np.ndarray) -> np.ndarray:
-    """``launch_index(gpu_start, gpu_corr, launch_corr, launch_start)``: the same answer, with the ids that one
-    launch carries looked up instead of merged by time."""
-    n, m = gpu_corr.size, launch_corr.size
-    out = np.full(n, -1, dtype=np.int64)
-    if n == 0 or m == 0:
-        return out
-    lc, gc = launch_corr.astype(np.int64, copy=False), gpu_corr.astype(np.int64, copy=False)
-    lo, hi = int(lc.min()), int(lc.max())
-    if hi - lo <= 4 * (n + m) + 4096:  # a table over the ids' range: launches per id, and the launch of each
-        off = lc - lo
-        per_id = np.bincount(off, minlength=hi - lo + 1)
-        which = np.full(hi - lo + 1, -1, dtype=np.int64)
-        which[off] = np.arange(m)  # right where the id is carried once (the only case read)
-        g = gc - lo
-        inside = (g >= 0) & (g <= hi - lo)
-        g = np.where(inside, g, 0)
-        count = np.where(inside, per_id[g], 0)
-        out[count == 1] = which[g[count == 1]]
-        reused_launch = per_id[off] > 1
-    else:  # ids spread too wide for a table: one sorted search
-        order = np.argsort(lc, kind="stable")
-        sc = lc[order]
-        a, b = np.searchsorted(sc, gc, side="left"), np.searchsorted(sc, gc, side="right")
-        count = b - a
-        out[count == 1] = order[a[count == 1]]
-        same = sc[1:] == sc[:-1]  # an id's launches side by side: each of them is a reused one
-        dup = np.zeros(m, dtype=bool)
-        dup[1:] |= same
-        dup[:-1] |= same
-        reused_launch = np.zeros(m, dtype=bool)
-        reused_launch[order] = dup
-    many = np.flatnonzero(count > 1)
-    if many.size:  # ids several launches carry: the rule by time, over those ids' launches (in their order)
-        j = np.flatnonzero(reused_launch)
-        got = launch_index(gpu_start[many], gc[many], lc[j], launch_start[j])
-        out[many] = np.where(got >= 0, j[np.clip(got, 0, None)], -1)
-    return out
-
-
 def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per kernel row of ``trace.events`` (returned first): the row of the launching runtime call (-1: none) and of
     the innermost cpu_op on its thread that holds that call (-1: none)."""
@@ -73,7 +30,7 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     start = ev["start_ns"].to_numpy()
     end = ev["end_ns"].to_numpy()
     lrow = np.flatnonzero(kind_mask(ev, step_rules().launch_kinds) & (corr >= 0))
-    li = kernel_launches(start[krow], corr[krow], corr[lrow], start[lrow])
+    li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
     launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
     oprow = np.full(krow.size, -1, dtype=np.int64)
     crow = np.flatnonzero(kind_mask(ev, ("cpu_op",)))
@@ -134,4 +91,4 @@ def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> t
     return holds, r[k[holds]]
 
 
-__all__ = ["kernel_launches", "launching_ops"]
+__all__ = ["launching_ops"]
