@@ -355,6 +355,28 @@ def _run_logged(label: str, cmd: list[str], what: str, *, env: dict | None = Non
     return res
 
 
+TOUCH_MIB = 512
+TOUCH = f"""
+import time, numpy as np
+t = time.perf_counter()
+a = np.ones({TOUCH_MIB} << 17)  # {TOUCH_MIB} MiB of float64, every page written once: fresh pages from the kernel
+print((time.perf_counter() - t) / ({TOUCH_MIB} << 8) * 1e6)
+"""
+FIRST_TOUCH_US: list = []  # this run's fresh-page costs, one at the start of every round and one at the end
+
+
+def first_touch_us(env: dict | None = None, timeout: float = 120) -> float | None:
+    """This machine's cost of a fresh page right now: µs per 4 KiB page to allocate and write 512 MiB in a new
+    process. On bare metal ~0.2-0.5 µs; on a VM whose host takes back the guest's free memory it can be 10-40 µs, and
+    then a row's time is mostly page faults (a 300 MB trace's ingest touches ~0.4 GiB of fresh pages): every number
+    of the run is only comparable with this one beside it."""
+    try:
+        out = subprocess.run([sys.executable, "-c", TOUCH], capture_output=True, text=True, env=env, timeout=timeout)
+        return round(float(out.stdout.strip()), 2) if out.returncode == 0 else None
+    except (subprocess.SubprocessError, ValueError):
+        return None
+
+
 def _measure_rounds(specs: list[dict], timeout: float) -> dict[str, dict]:
     """Run every row's timed runs in rounds (round i runs run i of every row, in the rows' order), then one
     memory run for each row that asks for it; return the rows by key.
@@ -365,6 +387,7 @@ def _measure_rounds(specs: list[dict], timeout: float) -> dict[str, dict]:
     rounds = max((sp["repeat"] for sp in specs), default=0)
     runs: dict[str, list] = {sp["key"]: [] for sp in specs}
     for i in range(rounds):
+        FIRST_TOUCH_US.append(first_touch_us())
         for sp in specs:
             rep, got = sp["repeat"], runs[sp["key"]]
             single_round = rounds // 2 if sp.get("middle") else 0
@@ -372,6 +395,8 @@ def _measure_rounds(specs: list[dict], timeout: float) -> dict[str, dict]:
                 continue
             got.append(_run_logged(sp["label"], sp["cmd"], f"run {len(got) + 1}/{rep}" if rep > 1 else "",
                                    env=sp["env"], stdout_devnull=sp["stdout_devnull"], timeout=timeout))
+    FIRST_TOUCH_US.append(first_touch_us())
+    _log(f"  fresh-page cost per round and at the end: {FIRST_TOUCH_US} µs per 4 KiB page")
     rows = {}
     for sp in specs:
         mem_runs = []
@@ -866,6 +891,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{(_meminfo_total() or 0) / (1 << 20):.0f} GiB, python {platform.python_version()}; "
             f"tracekit {cold_c.get('tracekit_version', '?')}; best of {args.repeat} for tracekit/gzip rows, run in "
             f"{args.repeat} rounds, HTA once in the middle round; file in page cache; tracekit sources sha1 {fp_start['sha1'][:12]}")
+    touch = [x for x in FIRST_TOUCH_US if x is not None]
+    if touch:
+        hdr += (f"\nfresh-page cost during the rounds: {min(touch):.1f}-{max(touch):.1f} µs per 4 KiB page ({TOUCH_MIB} MiB"
+                " written in a new process before each round and after the last; bare metal ~0.2-0.5 µs)")
     text = "\n".join([
         hdr, "",
         _table(table_rows, size), "",
@@ -888,7 +917,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([os.path.relpath(sys.executable) if sys.executable.startswith(str(REPO)) else sys.executable,
                              *sys.argv]),
         "machine": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
-                    "python": platform.python_version(), "mem_total_kib": _meminfo_total()},
+                    "python": platform.python_version(), "mem_total_kib": _meminfo_total(),
+                    "first_touch_us_per_page": FIRST_TOUCH_US},
         "trace": {"json": str(js), "json_bytes": size, "gz": str(gz), "gz_bytes": gz_size, "zst": str(zst),
                   "zst_bytes": zst_size, **trace_info},
         "hta_python": hta_py, "hta_python_note": hta_note,

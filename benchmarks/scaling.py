@@ -47,28 +47,6 @@ def _prepare(mb: float, out_dir: Path, gz_level: int) -> tuple[Path, Path, dict]
     return js, gz, info
 
 
-TOUCH_MIB = 512
-TOUCH = f"""
-import time, numpy as np
-t = time.perf_counter()
-a = np.ones({TOUCH_MIB} << 17)  # {TOUCH_MIB} MiB of float64, every page written once: fresh pages from the kernel
-print((time.perf_counter() - t) / ({TOUCH_MIB} << 8) * 1e6)
-"""
-
-
-def _first_touch_us(env: dict, timeout: float) -> float | None:
-    """This machine's cost of a fresh page right now: µs per 4 KiB page to allocate and write 512 MiB in a new process.
-    On bare metal ~0.2-0.5 µs; on a VM whose host reclaims the guest's free memory it can be 10-40 µs, and then every
-    row's time per MB is mostly page faults (the 1 GB trace's ingest touches ~1 GiB of fresh pages)."""
-    import subprocess
-
-    try:
-        out = subprocess.run([sys.executable, "-c", TOUCH], capture_output=True, text=True, env=env, timeout=timeout)
-        return float(out.stdout.strip()) if out.returncode == 0 else None
-    except (subprocess.SubprocessError, ValueError):
-        return None
-
-
 def _marginal(rows: list[dict], c: str) -> list[dict]:
     """Per pair of consecutive sizes, the extra time and peak per extra MB (Δ best wall / Δ MB, Δ peak / Δ size): how
     the cost grows with no fixed cost in it at all, whatever the trace's shape adds once (a report's layer
@@ -111,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     base: dict[str, list] = {c: [] for c in commands}  # the fixed cost: the same command on the 5 kB bundled sample
     touch: list[float] = []  # the machine's fresh-page cost at the start and end of every round
     for i in range(args.repeat):
-        touch.append(_first_touch_us(env, args.timeout))
+        touch.append(B.first_touch_us(env, args.timeout))
         for c in commands:
             cmd = [cli, c, "--no-cache", str(SAMPLE)] + (["-f", "json"] if c != "info" else [])
             base[c].append(B._run_logged(f"{c} --no-cache {SAMPLE.name} (fixed cost)", cmd, f"round {i + 1}/{args.repeat}",
@@ -122,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[(t["mb"], c)].append(B._run_logged(f"{c} --no-cache {t['gz'].name}", cmd,
                                                         f"round {i + 1}/{args.repeat}", env=env, stdout_devnull=True,
                                                         timeout=args.timeout))
-        touch.append(_first_touch_us(env, args.timeout))
+        touch.append(B.first_touch_us(env, args.timeout))
     B._log(f"  fresh-page cost per round (start, end): {touch} µs per 4 KiB page")
     fixed = {}
     for c in commands:
@@ -196,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     known = [x for x in touch if x is not None]
     if known:
         text.append(f"this machine's fresh-page cost during the run: {min(known):.1f}-{max(known):.1f} µs per 4 KiB page"
-                    f" ({TOUCH_MIB} MiB allocated and written in a new process at the start and end of each round;"
+                    f" ({B.TOUCH_MIB} MiB allocated and written in a new process at the start and end of each round;"
                     " bare metal: ~0.2-0.5 µs)")
     fp_end = B._tracekit_fingerprint()
     if fp_end["sha1"] != fp_start["sha1"]:
