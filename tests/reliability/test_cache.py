@@ -372,9 +372,13 @@ def test_an_unreadable_cache_folder_for_a_real_user(tmp_path):
 
 
 _SLOW_WRITE = r"""
-import sys, time
+import signal, sys, time
 import pyarrow.ipc
 import tracekit
+
+for name in ("SIGTERM", "SIGHUP"):  # as a shell starts a command: a run under nohup would inherit SIGHUP ignored
+    if hasattr(signal, name):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 real = pyarrow.ipc.new_file
 class Slow:                        # the cache's Arrow writer, stopped once its temporary file is whole
