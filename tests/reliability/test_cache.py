@@ -376,9 +376,12 @@ import signal, sys, time
 import pyarrow.ipc
 import tracekit
 
-for name in ("SIGTERM", "SIGHUP"):  # as a shell starts a command: a run under nohup would inherit SIGHUP ignored
+# the signals as a shell starts a command in the foreground: a test run under nohup inherits SIGHUP ignored, one
+# started in the background of a non-interactive shell SIGINT ignored (and then Python raises no KeyboardInterrupt)
+for name in ("SIGTERM", "SIGHUP"):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 real = pyarrow.ipc.new_file
 class Slow:                        # the cache's Arrow writer, stopped once its temporary file is whole

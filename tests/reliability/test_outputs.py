@@ -242,13 +242,20 @@ def test_an_interrupt_while_renaming_waits_for_the_new_export(tmp_path, monkeypa
 
     monkeypatch.setattr(os, "replace", replace)
     trace, ann = tracekit.load(bundled_sample(), cache=False), tracekit.load_annotation("decode_sample")
-    with pytest.raises(KeyboardInterrupt):
-        tracekit.export_parquet(trace, ann, d, ag="ptop+local")
+    # SIGINT raises KeyboardInterrupt, as in a foreground shell (a test run started in the background of a
+    # non-interactive shell inherits it ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tracekit.export_parquet(trace, ann, d, ag="ptop+local")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert sent and export_state(d) == "complete:ptop+local"
 
 
 _SLOW_EXPORT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a foreground shell, whoever started the tests
 import pyarrow.parquet as pq
 real = pq.write_table
 def slow(*a, **k):
