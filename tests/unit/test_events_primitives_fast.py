@@ -119,7 +119,6 @@ def test_primitives_are_the_old_answers_on_the_fixtures(path):
 
 @pytest.mark.parametrize("kinds", [("kernel",), ("memcpy", "memset"), schema.GPU_ACTIVITY_KINDS, ("nothing",), ()])
 def test_kinds_mask_is_isin(kinds):
-    from tracekit.analyses.steps.activity import kind_mask
     from tracekit.events import kinds_mask
 
     col = pd.Categorical(["kernel", None, "memset", "cpu_op", "memcpy", "kernel", None],
@@ -127,7 +126,6 @@ def test_kinds_mask_is_isin(kinds):
     ev = pd.DataFrame({"kind": col})
     want = ev["kind"].isin(list(kinds)).to_numpy()
     assert np.array_equal(kinds_mask(ev, kinds), want)
-    assert np.array_equal(kind_mask(ev, kinds), want)
     assert np.array_equal(kinds_mask(ev.assign(kind=ev["kind"].astype(object)), kinds), want)
 
 

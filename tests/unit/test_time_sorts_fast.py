@@ -95,10 +95,10 @@ def test_charge_is_the_lexsort_answer(seed):
 def _old_charge(events, main, earliest, minus):
     from tracekit import intervals as iv
     from tracekit import schema
-    from tracekit.analyses.steps.activity import kind_mask
+    from tracekit.events import kinds_mask
 
-    gpu = kind_mask(events, schema.GPU_ACTIVITY_KINDS)
-    is_kernel, is_memcpy = kind_mask(events, ("kernel",)), kind_mask(events, ("memcpy",))
+    gpu = kinds_mask(events, schema.GPU_ACTIVITY_KINDS)
+    is_kernel, is_memcpy = kinds_mask(events, ("kernel",)), kinds_mask(events, ("memcpy",))
     dev = events["device"].to_numpy().astype(np.int64)
     stream = events["stream"].to_numpy().astype(np.int64)
     s_all, e_all = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)

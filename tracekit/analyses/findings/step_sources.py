@@ -13,11 +13,10 @@ import pandas as pd
 
 from ... import intervals as iv
 from ...errors import MissingDataError
-from ...events import gpu_mask, launch_index
+from ...events import gpu_mask, kinds_mask, launch_index
 from ..comm.communication import communication
 from ..comm.exposure import exposure
 from ..fleet.compare import graph_bucket
-from ..steps.activity import kind_mask
 from ..steps.model import step_rules
 from .context import Context
 from .rules import _short_name, finding, finding_rules, log_server_args, ms_text
@@ -61,7 +60,7 @@ def idle_gaps(ctx: Context) -> list[dict]:
     nxt = np.searchsorted(gs, gaps_e, side="left")  # the first activity starting at the gap's end
     has_next = (nxt < gs.size) & (nxt >= 0)
     has_next[has_next] = gs[nxt[has_next]] == gaps_e[has_next]
-    lk = np.flatnonzero(kind_mask(ev, step_rules().launch_kinds) & (ev["correlation"].to_numpy() >= 0))
+    lk = np.flatnonzero(kinds_mask(ev, step_rules().launch_kinds) & (ev["correlation"].to_numpy() >= 0))
     l_corr = ev["correlation"].to_numpy()[lk]
     l_start, l_end = ev["start_ns"].to_numpy()[lk], ev["end_ns"].to_numpy()[lk]
     li = np.full(gaps_s.size, -1, dtype=np.int64)

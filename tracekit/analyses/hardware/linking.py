@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...events import launch_index
+from ...events import kinds_mask, launch_index
 from ...trace import Trace
-from ..steps.activity import kind_mask
 from ..steps.model import step_rules
 
 
@@ -25,15 +24,15 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per kernel row of ``trace.events`` (returned first): the row of the launching runtime call (-1: none) and of
     the innermost cpu_op on its thread that holds that call (-1: none)."""
     ev = trace.events
-    krow = np.flatnonzero(kind_mask(ev, ("kernel",)))
+    krow = np.flatnonzero(kinds_mask(ev, ("kernel",)))
     corr = ev["correlation"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = ev["end_ns"].to_numpy()
-    lrow = np.flatnonzero(kind_mask(ev, step_rules().launch_kinds) & (corr >= 0))
+    lrow = np.flatnonzero(kinds_mask(ev, step_rules().launch_kinds) & (corr >= 0))
     li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
     launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
     oprow = np.full(krow.size, -1, dtype=np.int64)
-    crow = np.flatnonzero(kind_mask(ev, ("cpu_op",)))
+    crow = np.flatnonzero(kinds_mask(ev, ("cpu_op",)))
     has = launch >= 0
     if not crow.size or not has.any():
         return krow, launch, oprow

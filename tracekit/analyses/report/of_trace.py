@@ -18,7 +18,7 @@ from ..structure.blocks import block_stats
 from ..structure.layers import automatic_note, layers
 from ..time.decompose import decompose
 from ..structure.fit import best_fit
-from ..steps.activity import kind_mask
+from ...events import kinds_mask
 from ..memory.launch_log import ledger
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_step, merge_warnings, step_params
@@ -38,7 +38,7 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     ann = as_annotation(ann)
     st = get_steps(trace, steps, ann=ann)
-    kernels = int(kind_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here
+    kernels = int(kinds_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here
     wall = decompose(trace, ag="ptop", steps=st)
     wall_local = decompose(trace, ag="ptop+local", steps=st)
     s = wall.summary

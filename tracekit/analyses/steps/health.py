@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from ...events import same_stream_overlaps
+from ...events import kinds_mask, same_stream_overlaps
 from ...trace import Trace
-from .activity import Launches, StepActivity, kind_mask
+from .activity import Launches, StepActivity
 from .model import HEALTH_COLUMNS, Steps, step_rules
 
 
@@ -87,7 +87,7 @@ def _past_the_recording(ctx: StepActivity, table: pd.DataFrame) -> list[tuple]:
     compared with the other steps' tails (a marker that always ends a little after its last kernel is no
     overhang). Listed only for the steps it concerns."""
     ev = ctx.ev
-    rec = ~kind_mask(ev, ("gpu_annotation", "cpu_annotation"))
+    rec = ~kinds_mask(ev, ("gpu_annotation", "cpu_annotation"))
     if not rec.any() or table.empty or ctx.busy_set[0].size == 0:
         return []
     last = int(ev["end_ns"].to_numpy()[rec].max())

@@ -11,11 +11,10 @@ import pandas as pd
 
 from ... import intervals as iv
 from ... import schema
-from ...events import gpu_mask, weight_ag_mask
+from ...events import gpu_mask, kinds_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..steps.activity import kind_mask
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 
@@ -38,7 +37,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     count as AllGather (``ptop`` or ``ptop+local``); ``steps``: StepOptions, Steps or a table."""
     ev = trace.events
     steps = get_steps(trace, steps)
-    gpu_mask = kind_mask(ev, schema.GPU_ACTIVITY_KINDS)
+    gpu_mask = kinds_mask(ev, schema.GPU_ACTIVITY_KINDS)
     ag_mask = ag_copy_mask(ev, ag) & gpu_mask
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     other = iv.normalize(s[gpu_mask & ~ag_mask], e[gpu_mask & ~ag_mask])

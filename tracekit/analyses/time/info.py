@@ -5,11 +5,10 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals, schema
-from ...events import gpu_mask
+from ...events import gpu_mask, kinds_mask
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..steps.activity import kind_mask
 
 
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
@@ -59,7 +58,7 @@ def _span_and_busy(ev: pd.DataFrame, gpu: np.ndarray) -> tuple[int, int, int, in
 def trace_info(trace: Trace) -> Result:
     """Counts by kind, category, stream, copy kind and communication class, plus ingest losses."""
     ev = trace.events
-    gpu = np.flatnonzero(kind_mask(ev, schema.GPU_ACTIVITY_KINDS))  # row numbers: no copy of the table's rows
+    gpu = np.flatnonzero(kinds_mask(ev, schema.GPU_ACTIVITY_KINDS))  # row numbers: no copy of the table's rows
     first, last, span, busy = _span_and_busy(ev, gpu)
     devices = [d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
     kind_of, kind_n, kind_ns = _counted(ev["kind"], ev["dur_ns"].to_numpy())
@@ -130,7 +129,7 @@ def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
     """Per (device, stream): kernels, copies, memsets, GPU annotations and busy time (``gpu``: the GPU activity's
     row numbers). Arrays of the lane rows only, never a copy of the table's rows."""
     lane_kinds = ("kernel", "memcpy", "memset", "gpu_annotation")
-    rows = np.flatnonzero(kind_mask(ev, lane_kinds))
+    rows = np.flatnonzero(kinds_mask(ev, lane_kinds))
     if rows.size == 0:
         return pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
                                      "busy_ns"])

@@ -24,10 +24,9 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from ...events import main_stream
+from ...events import kinds_mask, main_stream
 from ... import schema
 from ...errors import MissingDataError, UsageError
-from ..steps.activity import kind_mask
 
 IDLE = "idle"
 NONE = "(none)"
@@ -102,9 +101,9 @@ def _minus(idx, ps, pe, covered: iv.IntervalSet):
 
 def charge(events: pd.DataFrame, main: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row positions (into ``events``) and the disjoint pieces of time each one is charged with, by PRIORITY."""
-    gpu = kind_mask(events, schema.GPU_ACTIVITY_KINDS)
-    is_kernel = kind_mask(events, ("kernel",))
-    is_memcpy = kind_mask(events, ("memcpy",))
+    gpu = kinds_mask(events, schema.GPU_ACTIVITY_KINDS)
+    is_kernel = kinds_mask(events, ("kernel",))
+    is_memcpy = kinds_mask(events, ("memcpy",))
     dev = events["device"].to_numpy()
     stream = events["stream"].to_numpy().astype(np.int64, copy=False)
     s_all = events["start_ns"].to_numpy(np.int64)
@@ -224,7 +223,7 @@ class _Charged:
         windows = [(np.arange(ws.size), ws, we)] if disjoint else [(np.array([j]), ws[j:j + 1], we[j:j + 1])
                                                                     for j in range(ws.size)]
         # what each name ran (raw intervals), for overlapped_ns
-        gpu = kind_mask(events, schema.GPU_ACTIVITY_KINDS)
+        gpu = kinds_mask(events, schema.GPU_ACTIVITY_KINDS)
         dev = events["device"].to_numpy()
         s_all, e_all = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
         act = np.flatnonzero(gpu & (dev == main[0]) & (e_all > s_all))
