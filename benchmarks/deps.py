@@ -21,6 +21,7 @@ The ingest-side orjson measurement (decode the trace, then build the same column
 ``benchmarks/ingest.py``. orjson is a dependency of tracekit (for ``--format json``), intervaltree is not
 (``pip install intervaltree``, or ``pip install -e '.[bench]'``); a missing one is reported and skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,10 @@ def table_rows(n: int, seed: int) -> list[dict]:
     dur = rng.integers(500, 90000, n)
     share = rng.random(n)
     stream = rng.choice([7, 20, 23], n)
-    return [{"name": names[a], "start_ns": b, "dur_ns": c, "share": d, "stream": e, "bytes": (None if c % 5 else c * 8)}
-            for a, b, c, d, e in zip(name.tolist(), start.tolist(), dur.tolist(), share.tolist(), stream.tolist())]
+    return [
+        {"name": names[a], "start_ns": b, "dur_ns": c, "share": d, "stream": e, "bytes": (None if c % 5 else c * 8)}
+        for a, b, c, d, e in zip(name.tolist(), start.tolist(), dur.tolist(), share.tolist(), stream.tolist())
+    ]
 
 
 def encode_rows(args) -> list[tuple[str, float, int]]:
@@ -67,25 +70,34 @@ def encode_rows(args) -> list[tuple[str, float, int]]:
     doc = {"tracekit": "0", "tables": {"kernels": rows}}
     out = []
     candidates: list[tuple[str, Callable[[], Any]]] = [
-        ("json.dumps(indent=1, ensure_ascii=False)  [tracekit before msgspec]",
-         lambda: json.dumps(doc, indent=1, ensure_ascii=False).encode()),
-        ("json.dumps(ensure_ascii=False, separators=(',', ':'))",
-         lambda: json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()),
+        (
+            "json.dumps(indent=1, ensure_ascii=False)  [tracekit before msgspec]",
+            lambda: json.dumps(doc, indent=1, ensure_ascii=False).encode(),
+        ),
+        (
+            "json.dumps(ensure_ascii=False, separators=(',', ':'))",
+            lambda: json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode(),
+        ),
     ]
     try:
         import msgspec
 
-        candidates += [("msgspec.json.format(encode, indent=1)  [tracekit before orjson]",
-                        lambda: msgspec.json.format(msgspec.json.encode(doc), indent=1)),
-                       ("msgspec.json.encode", lambda: msgspec.json.encode(doc))]
+        candidates += [
+            (
+                "msgspec.json.format(encode, indent=1)  [tracekit before orjson]",
+                lambda: msgspec.json.format(msgspec.json.encode(doc), indent=1),
+            ),
+            ("msgspec.json.encode", lambda: msgspec.json.encode(doc)),
+        ]
     except ImportError:
         print("msgspec not installed: skipped")
     try:
         import orjson
 
-        candidates += [("orjson.dumps(OPT_INDENT_2)  [what tracekit uses]",
-                        lambda: orjson.dumps(doc, option=orjson.OPT_INDENT_2)),
-                       ("orjson.dumps", lambda: orjson.dumps(doc))]
+        candidates += [
+            ("orjson.dumps(OPT_INDENT_2)  [what tracekit uses]", lambda: orjson.dumps(doc, option=orjson.OPT_INDENT_2)),
+            ("orjson.dumps", lambda: orjson.dumps(doc)),
+        ]
     except ImportError:
         print("orjson not installed: skipped (pip install orjson)")
     for label, fn in candidates:
@@ -155,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
-          f"numpy {np.__version__}; best of {args.repeat} (intervaltree rows: one run)")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}, "
+        f"numpy {np.__version__}; best of {args.repeat} (intervaltree rows: one run)"
+    )
     enc = encode_rows(args)
     ref = enc[0][1]
     width = max(len(r[0]) for r in enc)

@@ -82,8 +82,10 @@ def main(argv: list[str] | None = None) -> None:
         ("coverage_count (raw 1e6)", lambda: iv.coverage_count(*a)),
     ]
 
-    print(f"tracekit.intervals benchmark: n={args.n:,} intervals/set, seed={args.seed}, "
-          f"best of {args.repeat}, numpy {np.__version__}")
+    print(
+        f"tracekit.intervals benchmark: n={args.n:,} intervals/set, seed={args.seed}, "
+        f"best of {args.repeat}, numpy {np.__version__}"
+    )
     print(f"normalized sizes: a -> {na[0].size:,}, b -> {nb[0].size:,}")
     width = max(len(name) for name, _ in ops)
     print(f"{'operation':<{width}}  {'seconds':>8}  result")

@@ -16,6 +16,7 @@ worker; wall time is the tree's. The issue's targets: imbalance wall ≤ 1.15 ×
 ≤ 1.5 × the largest rank's unzipped JSON, the parent ≤ 0.5 GB. Prints a Markdown table; ``--out FILE`` writes the
 JSON too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,10 @@ def parent_only(reductions: Path) -> None:
     row = measure([sys.executable, "-c", PARENT, str(reductions)], "parent alone (from the reductions)")
     if row["wall_s"] is None:
         raise SystemExit("the parent row failed: stderr above says why")
-    print(f"{row['row']}: wall {row['wall_s']:.1f} s, peak RSS {row['parent_peak_mb']:,.0f} MB;"
-          f" {row['stderr_tail'].strip()}")
+    print(
+        f"{row['row']}: wall {row['wall_s']:.1f} s, peak RSS {row['parent_peak_mb']:,.0f} MB;"
+        f" {row['stderr_tail'].strip()}"
+    )
 
 
 def unzipped_size(path: Path) -> int:
@@ -125,8 +128,13 @@ def measure(cmd: list[str], label: str) -> dict:
         print(f"{label} failed (exit {proc.returncode}): {err[-3000:]}", file=sys.stderr)
         return {"row": label, "wall_s": None, "failed": err[-3000:]}
     parent = peaks.pop(proc.pid, 0)
-    return {"row": label, "wall_s": wall, "parent_peak_mb": parent / 1e6,
-            "worker_peak_mb": max(peaks.values(), default=0) / 1e6, "stderr_tail": err[-300:]}
+    return {
+        "row": label,
+        "wall_s": wall,
+        "parent_peak_mb": parent / 1e6,
+        "worker_peak_mb": max(peaks.values(), default=0) / 1e6,
+        "stderr_tail": err[-300:],
+    }
 
 
 def _best(runs: list[dict]) -> dict:
@@ -135,8 +143,11 @@ def _best(runs: list[dict]) -> dict:
     if bad:
         return bad[0]
     best = dict(min(runs, key=lambda r: r["wall_s"]))
-    best.update(parent_peak_mb=max(r["parent_peak_mb"] for r in runs),
-                worker_peak_mb=max(r["worker_peak_mb"] for r in runs), walls_s=[r["wall_s"] for r in runs])
+    best.update(
+        parent_peak_mb=max(r["parent_peak_mb"] for r in runs),
+        worker_peak_mb=max(r["worker_peak_mb"] for r in runs),
+        walls_s=[r["wall_s"] for r in runs],
+    )
     return best
 
 
@@ -146,11 +157,19 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=100, help="MB of JSON per rank when generating")
     ap.add_argument("--ranks", type=int, default=16, choices=(8, 16))
     ap.add_argument("--skip-dask", action="store_true")
-    ap.add_argument("--repeat", type=int, default=1, help="rounds: round i runs every row once, in order; each row's"
-                                                         " best wall and largest peaks are shown (default 1)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds: round i runs every row once, in order; each row's"
+        " best wall and largest peaks are shown (default 1)",
+    )
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--reduce-to", type=Path, help="reduce each rank of --run once and keep the tables in this (new)"
-                                                  " pickle file, for --parent")
+    ap.add_argument(
+        "--reduce-to",
+        type=Path,
+        help="reduce each rank of --run once and keep the tables in this (new) pickle file, for --parent",
+    )
     ap.add_argument("--parent", type=Path, help="time the parent's part alone, from a --reduce-to pickle")
     a = ap.parse_args()
     if a.parent:
@@ -167,9 +186,24 @@ def main() -> None:
         run = ROOT / "benchmarks" / "out" / f"run-{a.ranks}x{a.mb}mb"
         if not run.exists():
             preset = "dp_attn_deepep16" if a.ranks == 16 else "dp_attn_deepep8"
-            subprocess.run([sys.executable, str(ROOT / "fixtures" / "synth.py"), "ranks", "--preset", preset,
-                            "--out", str(run), "--layers", "61", "--mb", str(a.mb),
-                            "--truth", str(run.with_suffix(".truth.json"))], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "fixtures" / "synth.py"),
+                    "ranks",
+                    "--preset",
+                    preset,
+                    "--out",
+                    str(run),
+                    "--layers",
+                    "61",
+                    "--mb",
+                    str(a.mb),
+                    "--truth",
+                    str(run.with_suffix(".truth.json")),
+                ],
+                check=True,
+            )
     # the rank files (tracekit's own rule); a file that names no rank (a truth.json beside them) is refused: imbalance
     # would read it too, only to leave it out, and the ingest row would not
     from tracekit.analyses.fleet.multirank.discover import find_ranks
@@ -177,16 +211,22 @@ def main() -> None:
     ranks, _ = find_ranks(run)
     strays = [str(f) for rf in ranks if rf.rank is None for f in rf.files]
     if strays:
-        raise SystemExit(f"{run} holds files that name no rank ({', '.join(strays[:3])}): give a directory of the rank"
-                         " files alone (links to them will do)")
+        raise SystemExit(
+            f"{run} holds files that name no rank ({', '.join(strays[:3])}): give a directory of the rank"
+            " files alone (links to them will do)"
+        )
     files = [f for rf in ranks for f in rf.files]
     biggest = max(unzipped_size(f) for f in files)
     total = sum(unzipped_size(f) for f in files)
     load_before = os.getloadavg()[0]  # the machine's 1-minute load: timings on a busy machine say little
     cli = [sys.executable, "-c", "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit'; main()"]
-    specs = [([sys.executable, "-c", INGEST, *map(str, files)], "cold ingest alone (2 processes)"),
-             ([*cli, "imbalance", str(run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
-              "imbalance --jobs 2")]
+    specs = [
+        ([sys.executable, "-c", INGEST, *map(str, files)], "cold ingest alone (2 processes)"),
+        (
+            [*cli, "imbalance", str(run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
+            "imbalance --jobs 2",
+        ),
+    ]
     if not a.skip_dask:
         specs.append(([sys.executable, "-c", DASK, str(run)], "imbalance, Dask LocalCluster (2 processes)"))
     touch = []  # the machine's fresh-page cost before each round and after the last (ingest.first_touch_us)
@@ -201,12 +241,14 @@ def main() -> None:
     if base is None:
         raise SystemExit("the cold ingest row failed: nothing to compare with")
     load_after = os.getloadavg()[0]
-    print(f"{len(files)} rank files, {total / 1e6:,.0f} MB of JSON in all, the largest {biggest / 1e6:,.0f} MB"
-          f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB); load average {load_before:.2f} before,"
-          f" {load_after:.2f} after; best of {max(a.repeat, 1)} round(s); fresh-page cost"
-          f" {min(x for x in touch if x is not None) if any(x is not None for x in touch) else float('nan'):.1f}-"
-          f"{max((x for x in touch if x is not None), default=float('nan')):.1f} µs per 4 KiB page"
-          " (benchmarks/ingest.py: first_touch_us)\n")
+    print(
+        f"{len(files)} rank files, {total / 1e6:,.0f} MB of JSON in all, the largest {biggest / 1e6:,.0f} MB"
+        f" (gzipped {sum(f.stat().st_size for f in files) / 1e6:,.0f} MB); load average {load_before:.2f} before,"
+        f" {load_after:.2f} after; best of {max(a.repeat, 1)} round(s); fresh-page cost"
+        f" {min(x for x in touch if x is not None) if any(x is not None for x in touch) else float('nan'):.1f}-"
+        f"{max((x for x in touch if x is not None), default=float('nan')):.1f} µs per 4 KiB page"
+        " (benchmarks/ingest.py: first_touch_us)\n"
+    )
     print("| row | wall s | × ingest | parent peak MB | worker peak MB | worker peak ÷ largest rank |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
@@ -215,13 +257,26 @@ def main() -> None:
             continue
         r["vs_ingest"] = r["wall_s"] / base
         r["worker_vs_rank"] = r["worker_peak_mb"] * 1e6 / biggest
-        print(f"| {r['row']} | {r['wall_s']:.1f} | {r['vs_ingest']:.2f} | {r['parent_peak_mb']:,.0f} |"
-              f" {r['worker_peak_mb']:,.0f} | {r['worker_vs_rank']:.2f} |")
+        print(
+            f"| {r['row']} | {r['wall_s']:.1f} | {r['vs_ingest']:.2f} | {r['parent_peak_mb']:,.0f} |"
+            f" {r['worker_peak_mb']:,.0f} | {r['worker_vs_rank']:.2f} |"
+        )
     if a.out:
-        a.out.write_text(json.dumps({"run": str(run), "files": len(files), "json_mb": total / 1e6,
-                                     "largest_mb": biggest / 1e6, "load_average": [load_before, load_after],
-                                     "first_touch_us_per_page": touch, "repeat": max(a.repeat, 1),
-                                     "rows": rows}, indent=2))
+        a.out.write_text(
+            json.dumps(
+                {
+                    "run": str(run),
+                    "files": len(files),
+                    "json_mb": total / 1e6,
+                    "largest_mb": biggest / 1e6,
+                    "load_average": [load_before, load_after],
+                    "first_touch_us_per_page": touch,
+                    "repeat": max(a.repeat, 1),
+                    "rows": rows,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ first sentence whole.
 A failure names the module that declares the command or option: the shared options (``TraceArg``, ``FormatOpt``,
 …) live in tracekit/cli/common.py, the rest in the command module that uses them.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -86,8 +87,11 @@ def _parameters():
 
 
 def _label(param) -> str:
-    return "/".join(param.opts + getattr(param, "secondary_opts", [])) if param.param_type_name == "option" \
+    return (
+        "/".join(param.opts + getattr(param, "secondary_opts", []))
+        if param.param_type_name == "option"
         else f"argument {param.name.upper()}"
+    )
 
 
 def test_every_command_has_help_without_section_codes():
@@ -97,8 +101,10 @@ def test_every_command_has_help_without_section_codes():
         if not text:
             bad.append(f"{where}: `{command}` has no help (a docstring, or help= of its group)")
         elif SECTION_CODE.search(text):
-            bad.append(f"{where}: `{command}`'s help carries a section code ({SECTION_CODE.search(text).group()}):"
-                       f" {text.splitlines()[0]!r}")
+            bad.append(
+                f"{where}: `{command}`'s help carries a section code ({SECTION_CODE.search(text).group()}):"
+                f" {text.splitlines()[0]!r}"
+            )
     assert bad == [], "\n".join(bad)
 
 
@@ -115,8 +121,10 @@ def test_every_option_and_argument_has_help_without_section_codes():
         else:
             continue
         bad.setdefault((where, _label(param), problem), []).append(command)
-    lines = [f"{where}: {label} {problem} (in {', '.join(f'`{c}`' for c in cmds)})"
-             for (where, label, problem), cmds in sorted(bad.items())]
+    lines = [
+        f"{where}: {label} {problem} (in {', '.join(f'`{c}`' for c in cmds)})"
+        for (where, label, problem), cmds in sorted(bad.items())
+    ]
     assert lines == [], "\n".join(lines)
 
 
@@ -136,6 +144,9 @@ def test_tracekit_help_fits_100_columns_and_lists_whole_first_sentences(cli, mon
         code, out, _ = cli(*group, "--help")
         assert code == 0, group
         listing = out.split("Commands:", 1)[1].split("\n\n", 1)[0]
-        cut += [f"{' '.join(['tracekit', *group])}: {line.strip()}" for line in listing.splitlines()
-                if line.rstrip().endswith("...")]
+        cut += [
+            f"{' '.join(['tracekit', *group])}: {line.strip()}"
+            for line in listing.splitlines()
+            if line.rstrip().endswith("...")
+        ]
     assert cut == [], "first sentences cut in the command listing (shorten them):\n" + "\n".join(cut)

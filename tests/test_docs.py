@@ -1,4 +1,5 @@
 """The CLI reference is generated from --help and must be current; every command has help and every format."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -45,9 +46,20 @@ def test_the_step_dialect_example_in_docs_steps_md_works(tmp_path):
     f = tmp_path / "mine.json"
     f.write_text(block)
     assert json.loads(block)["dialects"][0]["name"] == "my_engine"
-    evs = [{"ph": "X", "cat": "user_annotation", "name": "iter 7 bs=12", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0},
-           {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10.0, "dur": 1.0,
-            "args": {"correlation": 1}}, kernel("k", 100.0, 100.0, corr=1)]
+    evs = [
+        {"ph": "X", "cat": "user_annotation", "name": "iter 7 bs=12", "pid": 1, "tid": 1, "ts": 0.0, "dur": 50.0},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10.0,
+            "dur": 1.0,
+            "args": {"correlation": 1},
+        },
+        kernel("k", 100.0, 100.0, corr=1),
+    ]
     st = find_steps(tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False), step_options(steps_file=f))
     assert st.match == "my_engine" and st.table[["phase", "bs"]].values.tolist() == [["decode", 12]]
 

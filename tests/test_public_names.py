@@ -1,6 +1,7 @@
 """The public names are generated from the one list of commands (tracekit/registry.py), each is the function its
 command calls whatever has been imported before, and start-up (``--version``, ``--help``, a usage error, ``import
 tracekit``) loads neither pandas, pyarrow, numpy nor matplotlib."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,7 @@ HEAVY = ("pandas", "pyarrow", "numpy", "matplotlib")
 def _python(code: str) -> str:
     """Run ``code`` in a fresh interpreter (nothing imported before it) and return its stdout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -30,10 +30,15 @@ def test_all_is_the_registry_and_the_one_api_list_and_dir_shows_only_it():
 
     commands = {public_name(c) for c in COMMANDS} | {t.partition(":")[2] for t in COMMANDS.values()}
     assert set(tracekit.__all__) == commands | set(tracekit._API) | {
-        "__version__", "TracekitError", "InputError", "MissingDataError"}
+        "__version__",
+        "TracekitError",
+        "InputError",
+        "MissingDataError",
+    }
     assert {"info", "wall", "waves_trace", "plot_ledger", "cache_clear", "decompose", "load"} <= set(tracekit.__all__)
     assert [n for n in dir(tracekit) if not (n.startswith("__") and n.endswith("__"))] == sorted(
-        n for n in tracekit.__all__ if n != "__version__")
+        n for n in tracekit.__all__ if n != "__version__"
+    )
     assert "Any" not in dir(tracekit) and "import_module" not in dir(tracekit)
 
 
@@ -88,6 +93,7 @@ def sample():
 
 def test_a_handful_of_public_functions_run_by_their_public_names(sample, tmp_path):
     import tracekit
+
     for name, args, kwargs in [
         ("info", (sample,), {}),
         ("kernels", (sample,), {"top": 3}),
@@ -147,9 +153,14 @@ print(light, 'pandas' in sys.modules or 'numpy' in sys.modules)
 
 
 def test_the_version_entry_point_prints_the_version():
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "from tracekit.cli import main; main()",
-                           "--version"], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from tracekit.cli import main; main()", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     import tracekit
 
     assert done.returncode == 0 and done.stdout == f"tracekit {tracekit.__version__}\n"

@@ -3,6 +3,7 @@
 sample, one committed launch log) and compared with its Python function, as tests/integration/test_parity.py does
 for every command on the synthetic deployments in the slow tier. Every other command has a quick test of its own
 (tests/integration/test_cli.py, test_ledger.py, the unit and reliability tests)."""
+
 from __future__ import annotations
 
 import json
@@ -40,17 +41,24 @@ def _cases(d: Path):
         ("hw", ["b200"], lambda: tracekit.hw_profiles("b200")),
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
         ("suggest", [SAMPLE], lambda: tracekit.suggest_result(_load(SAMPLE))),
-        ("analyze", [d / "a", "-a", DEFAULT_ANNOTATION, "-j", "1"],
-         lambda: tracekit.analyze(d / "a", annotation=DEFAULT_ANNOTATION, jobs=1,
-                                  steps=tracekit.step_options(DEFAULT_ANNOTATION))),
-        ("compare", [d / "a", d / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
-         lambda: tracekit.compare_deployments(d / "a", d / "b", dp_a=16, dp_b=2, jobs=1)),
+        (
+            "analyze",
+            [d / "a", "-a", DEFAULT_ANNOTATION, "-j", "1"],
+            lambda: tracekit.analyze(
+                d / "a", annotation=DEFAULT_ANNOTATION, jobs=1, steps=tracekit.step_options(DEFAULT_ANNOTATION)
+            ),
+        ),
+        (
+            "compare",
+            [d / "a", d / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
+            lambda: tracekit.compare_deployments(d / "a", d / "b", dp_a=16, dp_b=2, jobs=1),
+        ),
     ]
 
 
 @pytest.mark.parametrize("command", ["hw", "ranks", "suggest", "analyze", "compare"])
 def test_the_cli_gives_the_api_s_json(command, sweep, cli):
-    (args, api), = [(a, f) for c, a, f in _cases(sweep) if c == command]
+    ((args, api),) = [(a, f) for c, a, f in _cases(sweep) if c == command]
     extra = ["--no-cache"] if _takes_cache(command) else []
     code, out, err = cli(*command.split(), *args, *extra, "--format", "json")
     assert code == 0, err
@@ -62,11 +70,23 @@ def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tm
 
     ann = load_annotation(DEFAULT_ANNOTATION)
     inp = [plots.PlotInput(trace=_load(SAMPLE), deployment="all", bs=None, annotation=ann)]
-    for kind, fn in (("decomposition", lambda: plots.decomposition_points(inp, ag="ptop")),
-                     ("blocks", lambda: plots.blocks_points(inp)),
-                     ("exposure", lambda: plots.exposure_points(inp))):
-        code, out, err = cli("plot", kind, SAMPLE, "-a", DEFAULT_ANNOTATION, "-o", tmp_path / f"{kind}.png",
-                             "--no-cache", "--format", "json")
+    for kind, fn in (
+        ("decomposition", lambda: plots.decomposition_points(inp, ag="ptop")),
+        ("blocks", lambda: plots.blocks_points(inp)),
+        ("exposure", lambda: plots.exposure_points(inp)),
+    ):
+        code, out, err = cli(
+            "plot",
+            kind,
+            SAMPLE,
+            "-a",
+            DEFAULT_ANNOTATION,
+            "-o",
+            tmp_path / f"{kind}.png",
+            "--no-cache",
+            "--format",
+            "json",
+        )
         assert code == 0, (kind, err)
         assert json.loads(out)["tables"]["points"] == json.loads(json.dumps(table_rows(fn()))), kind
     for kind, args in (("timeline", [SAMPLE, "--no-cache"]), ("ledger", [LOG])):
@@ -81,8 +101,15 @@ def test_compare_records_the_annotations_it_was_given(sweep):
     record them. Now they are parameters, and the printed command carries them."""
     from tracekit.render.html_command import command_args
 
-    res = tracekit.compare_deployments(sweep / "a", sweep / "b", dp_a=16, dp_b=2, jobs=1,
-                                       annotation_a=DEFAULT_ANNOTATION, annotation_b=DEFAULT_ANNOTATION)
+    res = tracekit.compare_deployments(
+        sweep / "a",
+        sweep / "b",
+        dp_a=16,
+        dp_b=2,
+        jobs=1,
+        annotation_a=DEFAULT_ANNOTATION,
+        annotation_b=DEFAULT_ANNOTATION,
+    )
     assert res.params["annotation_a"] == res.params["annotation_b"] == DEFAULT_ANNOTATION
     args = command_args(res)
     assert args[:2] == ["tracekit", "compare"]

@@ -1,6 +1,7 @@
 """The two test tiers (issue 27): `pytest -m "not slow"` is the quick loop, `pytest -m slow` the rest. `.ci/run` runs
 the quick tier first and prints its wall time, then the slow tier; README's test command says the same two tiers
 with the same install; pyproject registers the marker (an unregistered mark would only warn)."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """`tracekit whatif`: each replay rule on the synthetic K3 launch logs, with the expected numbers computed here from
 the log's own printed figures (regular expressions over the text, not tracekit's ledger), and the refusals."""
+
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from tracekit.errors import MissingDataError
 from tracekit.ingest.sglang_log import parse_text, read_log
 
 SYN = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic"
-GIB = 2 ** 30
+GIB = 2**30
 
 
 def _text(name: str) -> str:
@@ -30,21 +31,25 @@ def _facts(name: str) -> dict:
     """The figures the rules start from, read straight from the log text (TP0's lines)."""
     t = _text(name)
     tp0 = "\n".join(ln for ln in t.splitlines() if "DP0 TP0 EP0]" in ln)
-    f = {"running": int(_num(r"max_running_requests=(\d+), context_len", t)),
-         "extra": int(_num(r"disaggregation_decode_extra_slots=(\d+)", t)),
-         "context": int(_num(r"context_len=(\d+)", t)),
-         "conv": _num(r"conv_state size: ([\d.]+)GB", tp0), "ssm": _num(r"ssm_state size: ([\d.]+)GB", tp0),
-         "ring": _num(r"ReplaySSM ring is allocated\. slots: \d+, ring_len: \d+, size: ([\d.]+)GB", tp0),
-         "kv": _num(r"float8_e4m3fn, #tokens: \d+, KV size: ([\d.]+) GB", tp0),
-         "kv_tokens": int(_num(r"float8_e4m3fn, #tokens: (\d+)", tp0)),
-         "draft_kv": _num(r"bfloat16, #tokens: \d+, KV size: ([\d.]+) GB", tp0),
-         "margin": _num(r"available_gpu_mem=([\d.]+) GB", t),
-         "pre_load": _num(r"Load weight begin\. avail mem=([\d.]+) GB", tp0),
-         "msf": _num(r"mem_fraction_static=([\d.]+)", t),
-         "deepep": _num(r"DeepEP low-latency buffer allocated: .*size=([\d.]+) GB", t),
-         "deepep_tokens": int(_num(r"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=(\d+)", t)),
-         "draft_tokens": int(_num(r"speculative_num_draft_tokens=(\d+)", t)),
-         "dp": int(_num(r"dp_size=(\d+)", t)), "dcp": int(_num(r"dcp_size=(\d+)", t))}
+    f = {
+        "running": int(_num(r"max_running_requests=(\d+), context_len", t)),
+        "extra": int(_num(r"disaggregation_decode_extra_slots=(\d+)", t)),
+        "context": int(_num(r"context_len=(\d+)", t)),
+        "conv": _num(r"conv_state size: ([\d.]+)GB", tp0),
+        "ssm": _num(r"ssm_state size: ([\d.]+)GB", tp0),
+        "ring": _num(r"ReplaySSM ring is allocated\. slots: \d+, ring_len: \d+, size: ([\d.]+)GB", tp0),
+        "kv": _num(r"float8_e4m3fn, #tokens: \d+, KV size: ([\d.]+) GB", tp0),
+        "kv_tokens": int(_num(r"float8_e4m3fn, #tokens: (\d+)", tp0)),
+        "draft_kv": _num(r"bfloat16, #tokens: \d+, KV size: ([\d.]+) GB", tp0),
+        "margin": _num(r"available_gpu_mem=([\d.]+) GB", t),
+        "pre_load": _num(r"Load weight begin\. avail mem=([\d.]+) GB", tp0),
+        "msf": _num(r"mem_fraction_static=([\d.]+)", t),
+        "deepep": _num(r"DeepEP low-latency buffer allocated: .*size=([\d.]+) GB", t),
+        "deepep_tokens": int(_num(r"SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK=(\d+)", t)),
+        "draft_tokens": int(_num(r"speculative_num_draft_tokens=(\d+)", t)),
+        "dp": int(_num(r"dp_size=(\d+)", t)),
+        "dcp": int(_num(r"dcp_size=(\d+)", t)),
+    }
     f["slots"] = f["running"] + f["extra"] + 1
     f["bpt"] = round(f["kv"] * GIB / f["kv_tokens"])
     bars = re.findall(r"Capturing batches \(bs=(\d+) avail_mem=([\d.]+) GB\)", t)
@@ -127,12 +132,15 @@ def test_deepep_144_to_120_frees_0_6_gib_into_the_runtime_margin(dp16):
     assert row["before_gib"] == 3.5 and row["after_gib"] == pytest.approx(after, abs=1e-5)
     assert row["delta_gib"] == pytest.approx(-0.58, abs=0.01) and row["flows_to"] == "runtime_margin"
     s = res.summary
-    assert s["kv_pool_gib_after"] == s["kv_pool_gib_before"] and s["tokens_per_instance_after"] == \
-        s["tokens_per_instance_before"]
+    assert (
+        s["kv_pool_gib_after"] == s["kv_pool_gib_before"]
+        and s["tokens_per_instance_after"] == s["tokens_per_instance_before"]
+    )
     assert s["runtime_margin_gib_after"] == pytest.approx(f["margin"] + f["deepep"] - after, abs=1e-5)
     # how far mem_fraction_static could rise to move it into the KV pool
     assert s["mem_fraction_static_to_move_margin_gain"] == pytest.approx(
-        f["msf"] + (f["deepep"] - after) / f["pre_load"], abs=1e-4)
+        f["msf"] + (f["deepep"] - after) / f["pre_load"], abs=1e-4
+    )
     assert any("mem_fraction_static by 0.0033" in w for w in res.warnings)
 
 
@@ -147,8 +155,11 @@ def test_deepep_without_the_buffer_line_needs_the_dimensions():
     log = parse_text(text, "nodeepep.log")
     with pytest.raises(MissingDataError, match="--dim hidden_size=N --dim num_experts=N"):
         whatif(log, settings=["deepep_max_dispatch_tokens=120"])
-    res = whatif(log, settings=["deepep_max_dispatch_tokens=120"],
-                 dims=["hidden_size=7168", "num_experts=448", "num_max_dispatch_tokens_per_rank=144"])
+    res = whatif(
+        log,
+        settings=["deepep_max_dispatch_tokens=120"],
+        dims=["hidden_size=7168", "num_experts=448", "num_max_dispatch_tokens_per_rank=144"],
+    )
     row = _rows(res)["deepep_ll_buffer"]
     h, e = 7168, 448
 
@@ -220,8 +231,9 @@ def test_two_settings_compose(dp16):
     two = whatif(dp16, settings=["deepep_max_dispatch_tokens=120"]).summary
     s = res.summary
     assert s["kv_pool_gib_after"] == one["kv_pool_gib_after"]
-    assert s["runtime_margin_delta_gib"] == pytest.approx(one["runtime_margin_delta_gib"] +
-                                                          two["runtime_margin_delta_gib"], abs=1e-5)
+    assert s["runtime_margin_delta_gib"] == pytest.approx(
+        one["runtime_margin_delta_gib"] + two["runtime_margin_delta_gib"], abs=1e-5
+    )
     # slots and draft tokens on the same pool multiply
     both = _rows(whatif(dp16, settings=["disaggregation_decode_extra_slots=2", "speculative_num_draft_tokens=4"]))
     assert both["replay_ssm_ring"]["after_gib"] == pytest.approx(f["ring"] * 27 / 33 * 4 / 5, abs=1e-5)
@@ -230,20 +242,23 @@ def test_two_settings_compose(dp16):
 # --------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("settings, match", [
-    (["tp_size=8"], "cannot model this parameter; it can model max_running_requests"),
-    (["disaggregation_decode_extra_slots=-1"], "must be at least 0"),
-    (["mem_fraction_static=1.0"], "strictly between 0 and 1"),
-    (["mem_fraction_static=0"], "strictly between 0 and 1"),
-    (["max_running_requests=0"], "must be at least 1"),
-    (["cuda_graph_bs=1,3"], "bs 3 was not captured"),
-    (["cuda_graph_max_bs=32"], "above the largest captured bs 24"),
-    (["deepep_max_dispatch_tokens=2048"], "at most 1024"),
-    (["speculative_num_draft_tokens=two"], "must be an integer"),
-    (["mem_fraction_static=0.5"], "the KV pool would be"),
-    (["max_running_requests"], "NAME=VALUE"),
-    ([], "at least one --set"),
-])
+@pytest.mark.parametrize(
+    "settings, match",
+    [
+        (["tp_size=8"], "cannot model this parameter; it can model max_running_requests"),
+        (["disaggregation_decode_extra_slots=-1"], "must be at least 0"),
+        (["mem_fraction_static=1.0"], "strictly between 0 and 1"),
+        (["mem_fraction_static=0"], "strictly between 0 and 1"),
+        (["max_running_requests=0"], "must be at least 1"),
+        (["cuda_graph_bs=1,3"], "bs 3 was not captured"),
+        (["cuda_graph_max_bs=32"], "above the largest captured bs 24"),
+        (["deepep_max_dispatch_tokens=2048"], "at most 1024"),
+        (["speculative_num_draft_tokens=two"], "must be an integer"),
+        (["mem_fraction_static=0.5"], "the KV pool would be"),
+        (["max_running_requests"], "NAME=VALUE"),
+        ([], "at least one --set"),
+    ],
+)
 def test_what_the_replay_cannot_model_is_refused_in_one_sentence(dp16, settings, match):
     with pytest.raises(OptionError, match=match) as exc:
         whatif(dp16, settings=settings)
@@ -257,14 +272,26 @@ def test_cli_refuses_an_unknown_parameter_in_one_line(cli):
 
 
 def test_cli_json_keeps_the_contract(cli):
-    code, out, err = cli("whatif", SYN / "dp16.launch.log", "--set", "--disaggregation-decode-extra-slots=2",
-                         "--set", "deepep_max_dispatch_tokens=120", "-f", "json")
+    code, out, err = cli(
+        "whatif",
+        SYN / "dp16.launch.log",
+        "--set",
+        "--disaggregation-decode-extra-slots=2",
+        "--set",
+        "deepep_max_dispatch_tokens=120",
+        "-f",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["command"] == "whatif"
     row = doc["tables"]["before_after"][0]
     assert list(row)[:5] == ["item", "before_gib", "after_gib", "delta_gib", "rule"]
-    assert {"kv_pool_gib_before", "kv_pool_gib_after", "tokens_per_instance_before",
-            "tokens_per_instance_after"} <= set(doc["summary"])
+    assert {
+        "kv_pool_gib_before",
+        "kv_pool_gib_after",
+        "tokens_per_instance_before",
+        "tokens_per_instance_after",
+    } <= set(doc["summary"])
     assert [r["level"] for r in doc["tables"]["capacity"]] == ["rank", "dp_group", "instance"]
     assert doc["summary"]["kv_pool_gib_after"] == pytest.approx(44.94, abs=1e-6)

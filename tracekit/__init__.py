@@ -13,26 +13,50 @@ generated from the one list of commands, ``tracekit/registry.py``. The few names
 ``load_annotation``, ``StepOptions``, …) are the one explicit list ``_API`` below. Everything is imported on first
 use, so ``import tracekit`` (and ``tracekit --version``) loads neither pandas nor numpy.
 """
-from ._version import __version__
-from .errors import InputError, MissingDataError, TracekitError
+
+from ._version import __version__ as __version__
+from .errors import InputError as InputError
+from .errors import MissingDataError as MissingDataError
+from .errors import TracekitError as TracekitError
 from .registry import public_functions as _public_functions
 
 # The public names that are not commands: name -> the module under tracekit that defines it.
 _API: dict[str, str] = {
-    "load": "ingest", "Trace": "trace", "IngestReport": "trace",
-    "load_annotation": "annotation.spec", "as_annotation": "annotation.spec",
-    "load_profile": "hardware", "resolve_profile": "hardware", "as_profile": "hardware",
-    "find_steps": "analyses.steps.resolve", "get_steps": "analyses.steps.resolve", "step_options": "analyses.steps.resolve",
-    "StepOptions": "analyses.steps.resolve", "Steps": "analyses.steps.resolve", "AllGatherOptions": "analyses.options",
-    "segment_allgathers": "analyses.comm.segments", "allgather_options": "analyses.comm.segments",
-    "annotated": "analyses.structure.blocks", "annotated_steps": "analyses.structure.blocks",
-    "find_layers": "analyses.structure.layers", "one_step_table": "analyses.time.onestep", "one_step_tables": "analyses.time.onestep",
-    "categorize": "analyses.categories", "load_categories": "analyses.categories",
-    "trace_categories": "analyses.categories", "compare_findings": "analyses.findings.compare",
-    "best_fit": "analyses.structure.fit", "PlotInput": "analyses.fleet.plot_data",
-    "read_log": "ingest.sglang_log", "read_bench": "ingest.bench", "discover": "ingest.discover",
-    "launch_config": "ingest.launch_script", "load_side": "sweeps", "collect": "exporters.parquet",
-    "emit": "render", "save_figure": "render.plots",
+    "load": "ingest",
+    "Trace": "trace",
+    "IngestReport": "trace",
+    "load_annotation": "annotation.spec",
+    "as_annotation": "annotation.spec",
+    "load_profile": "hardware",
+    "resolve_profile": "hardware",
+    "as_profile": "hardware",
+    "find_steps": "analyses.steps.resolve",
+    "get_steps": "analyses.steps.resolve",
+    "step_options": "analyses.steps.resolve",
+    "StepOptions": "analyses.steps.resolve",
+    "Steps": "analyses.steps.resolve",
+    "AllGatherOptions": "analyses.options",
+    "segment_allgathers": "analyses.comm.segments",
+    "allgather_options": "analyses.comm.segments",
+    "annotated": "analyses.structure.blocks",
+    "annotated_steps": "analyses.structure.blocks",
+    "find_layers": "analyses.structure.layers",
+    "one_step_table": "analyses.time.onestep",
+    "one_step_tables": "analyses.time.onestep",
+    "categorize": "analyses.categories",
+    "load_categories": "analyses.categories",
+    "trace_categories": "analyses.categories",
+    "compare_findings": "analyses.findings.compare",
+    "best_fit": "analyses.structure.fit",
+    "PlotInput": "analyses.fleet.plot_data",
+    "read_log": "ingest.sglang_log",
+    "read_bench": "ingest.bench",
+    "discover": "ingest.discover",
+    "launch_config": "ingest.launch_script",
+    "load_side": "sweeps",
+    "collect": "exporters.parquet",
+    "emit": "render",
+    "save_figure": "render.plots",
 }
 # ...and the commands: tracekit.<command> and tracekit.<its function's name> -> "module:function"
 _COMMANDS: dict[str, str] = _public_functions()

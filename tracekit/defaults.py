@@ -1,5 +1,6 @@
 """Default values that an analysis and the command line's option help both need, importable without pandas or
 numpy (``tracekit --help`` shows them; the analyses re-export them where they are used)."""
+
 from __future__ import annotations
 
 # waves calc: the split rules for a grid from --batch/--qlen, and the largest KV split considered

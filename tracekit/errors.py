@@ -1,4 +1,5 @@
 """Errors that reach people: each carries an exit code and one sentence saying what to do."""
+
 from __future__ import annotations
 
 

@@ -5,6 +5,7 @@ Which events' names match a pattern (evaluated once per distinct name, never per
 Which step an event belongs to is :meth:`tracekit.analyses.steps.resolve.Steps.step_of` (on
 :func:`tracekit.intervals.window_of`).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,9 @@ def categorical_at(values, idx: np.ndarray) -> pd.Categorical:
     sorted, as pd.Categorical would make them."""
     values = np.asarray(values, dtype=object)
     idx = np.asarray(idx, dtype=np.int64)
-    used = (np.flatnonzero(np.bincount(idx[idx >= 0], minlength=values.size)) if idx.size
-            else np.zeros(0, dtype=np.int64))  # the sorted distinct indices, without sorting every row
+    used = (
+        np.flatnonzero(np.bincount(idx[idx >= 0], minlength=values.size)) if idx.size else np.zeros(0, dtype=np.int64)
+    )  # the sorted distinct indices, without sorting every row
     if used.size == 0:
         return pd.Categorical.from_codes(np.full(idx.size, -1, dtype=np.int8), categories=pd.Index([], dtype=object))
     names = sorted({values[i] for i in used.tolist()})
@@ -103,7 +105,9 @@ def main_stream(events: pd.DataFrame, stream: int | None = None) -> tuple[int, i
             raise MissingDataError(f"the main stream {stream} carries no kernel")
         return int(dev[hit[0]]), int(stream)
     dur = events["dur_ns"].to_numpy()[is_k]
-    if not (dev.dtype.kind in "iu" and st.dtype.kind in "iu" and dur.dtype.kind == "i"):  # a table built by hand: floats, missing values
+    if not (
+        dev.dtype.kind in "iu" and st.dtype.kind in "iu" and dur.dtype.kind == "i"
+    ):  # a table built by hand: floats, missing values
         d, s = pd.Series(dur).groupby([dev, st]).sum().idxmax()
         return int(d), int(s)
     # the kernel time per (device, stream), summed on factorized codes (a few lanes): the lane of the most, the
@@ -158,8 +162,9 @@ def same_stream_overlaps(events: pd.DataFrame, *, tolerance_ns: int = 0, fractio
     return out
 
 
-def launch_index(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray,
-                 launch_start: np.ndarray) -> np.ndarray:
+def launch_index(
+    gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray, launch_start: np.ndarray
+) -> np.ndarray:
     """Per GPU activity: the index (into the launch arrays) of the runtime call that launched it — the latest
     launch of its correlation id that starts before it (ids are reused in long traces), else the id's first
     launch; -1 when no launch is known. The one rule for which launch a kernel or copy belongs to.
@@ -206,15 +211,17 @@ def launch_index(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.nd
     return out
 
 
-def _launch_by_time(gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray,
-                    launch_start: np.ndarray) -> np.ndarray:
+def _launch_by_time(
+    gpu_start: np.ndarray, gpu_corr: np.ndarray, launch_corr: np.ndarray, launch_start: np.ndarray
+) -> np.ndarray:
     """:func:`launch_index`'s rule by time: one merge_asof by id (a packed sort was no faster)."""
     n = gpu_start.size
     if launch_corr.size == 0 or n == 0:
         return np.full(n, -1, dtype=np.int64)
     acts = pd.DataFrame({"corr": gpu_corr, "t": gpu_start, "i": np.arange(n)}).sort_values("t", kind="stable")
     lau = pd.DataFrame({"corr": launch_corr, "t": launch_start, "j": np.arange(launch_corr.size)}).sort_values(
-        "t", kind="stable")
+        "t", kind="stable"
+    )
     m = pd.merge_asof(acts, lau, on="t", by="corr", direction="backward")
     out = np.full(n, -1, dtype=np.int64)
     j = m["j"].to_numpy(dtype=float)

@@ -9,6 +9,7 @@ Units: bandwidths in GB/s (10^9 B/s), peaks in TFLOP/s (10^12), memory in GB (10
 peak is dense (no 2:4 sparsity). ``peak_dense_tflops`` maps a dtype (fp4, fp8, bf16, fp16, tf32, fp32) to
 its peak, ``null`` where the GPU has no such rate.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,13 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return None if v is None else float(v) * 1e12
 
     def summary(self) -> dict[str, Any]:
-        return {"hw": self.name, "hw_full_name": self.full_name, "sms": self.sms, "hbm_gbps": self.hbm_gbps,
-                "hw_source": self.source}
+        return {
+            "hw": self.name,
+            "hw_full_name": self.full_name,
+            "sms": self.sms,
+            "hbm_gbps": self.hbm_gbps,
+            "hw_source": self.source,
+        }
 
 
 _DECODER = msgspec.json.Decoder(HardwareProfile)
@@ -102,18 +108,25 @@ def _parse(doc: dict[str, Any], src: str) -> HardwareProfile:
         raise DataFileError(f"{src}: {exc}; see docs/roofline.md (hardware profiles)") from exc
     bad = [k for k in hw.peak_dense_tflops if k not in DTYPES]
     if bad:
-        raise DataFileError(f"{src}: $.peak_dense_tflops has unknown dtype(s) {', '.join(bad)}; use {', '.join(DTYPES)}")
+        raise DataFileError(
+            f"{src}: $.peak_dense_tflops has unknown dtype(s) {', '.join(bad)}; use {', '.join(DTYPES)}"
+        )
     if hw.sms < 1 or hw.hbm_gbps <= 0:
         raise DataFileError(f"{src}: $.sms and $.hbm_gbps must be positive")
     if hw.compute_capability is not None and hw.compute_capability not in _occupancy_table().get(hw.vendor, {}).get(
-            "by_compute_capability", {}):
-        raise DataFileError(f"{src}: $.compute_capability {hw.compute_capability!r} has no row in"
-                            f" tracekit/data/hardware/_occupancy.json ({hw.vendor})")
+        "by_compute_capability", {}
+    ):
+        raise DataFileError(
+            f"{src}: $.compute_capability {hw.compute_capability!r} has no row in"
+            f" tracekit/data/hardware/_occupancy.json ({hw.vendor})"
+        )
     for i, p in enumerate(hw.device_name_patterns):
         try:
             re.compile(p)
         except re.error as exc:
-            raise DataFileError(f"{src}: $.device_name_patterns[{i}] is not a valid regular expression ({exc})") from exc
+            raise DataFileError(
+                f"{src}: $.device_name_patterns[{i}] is not a valid regular expression ({exc})"
+            ) from exc
     hw.path = src
     return hw
 
@@ -167,8 +180,10 @@ def load_profile(ref: str | Path) -> HardwareProfile:
         return _parse(*found)
     if not p.is_file():
         names = ", ".join(sorted(_shipped_docs()))
-        raise InputError(f"hardware {str(ref)!r} is neither a shipped profile ({names}) nor a file; pass --hw NAME"
-                         " or a JSON file (docs/roofline.md)")
+        raise InputError(
+            f"hardware {str(ref)!r} is neither a shipped profile ({names}) nor a file; pass --hw NAME"
+            " or a JSON file (docs/roofline.md)"
+        )
     try:
         doc = _read_json(p.read_text(encoding="utf-8"), str(p))
     except OSError as exc:
@@ -207,8 +222,12 @@ def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
     if not dev or not isinstance(dev.get("numSms"), int):
         return None
     mem_gib = dev.get("totalGlobalMem", 0) / 2**30 if isinstance(dev.get("totalGlobalMem"), (int, float)) else None
-    fits = [hw for hw in shipped_profiles().values() if hw.sms == dev["numSms"]
-            and (mem_gib is None or hw.hbm_gb is None or abs(hw.hbm_gb - mem_gib) <= 0.1 * hw.hbm_gb)]
+    fits = [
+        hw
+        for hw in shipped_profiles().values()
+        if hw.sms == dev["numSms"]
+        and (mem_gib is None or hw.hbm_gb is None or abs(hw.hbm_gb - mem_gib) <= 0.1 * hw.hbm_gb)
+    ]
     if len(fits) != 1:
         return None
     how = f"detected from the device's {dev['numSms']} SMs/CUs" + (f" and {mem_gib:.0f} GiB" if mem_gib else "")
@@ -218,12 +237,18 @@ def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
 def as_profile(hw, *, name: str = "hw") -> Optional[HardwareProfile]:
     """What an analysis calls on its ``hw`` argument, so that a notebook may pass what the CLI's ``--hw`` takes:
     None stays None, a HardwareProfile is itself, a shipped name or a JSON file is loaded (:func:`load_profile`)."""
-    return named_or_loaded(hw, HardwareProfile, load_profile, name=name,
-                           must_be="a hardware profile name, a path to a profile file or a HardwareProfile")
+    return named_or_loaded(
+        hw,
+        HardwareProfile,
+        load_profile,
+        name=name,
+        must_be="a hardware profile name, a path to a profile file or a HardwareProfile",
+    )
 
 
-def resolve_profile(hw: HardwareProfile | str | Path | None, meta: dict[str, Any] | None = None, *,
-                    what: str = "this analysis") -> HardwareProfile:
+def resolve_profile(
+    hw: HardwareProfile | str | Path | None, meta: dict[str, Any] | None = None, *, what: str = "this analysis"
+) -> HardwareProfile:
     """``hw`` if given (see :func:`as_profile`), else the profile detected from the trace; an InputError says what
     to pass otherwise: a MissingDataError (exit 4, the trace lacks what this needs)."""
     if hw is not None:
@@ -231,8 +256,10 @@ def resolve_profile(hw: HardwareProfile | str | Path | None, meta: dict[str, Any
     found = detect_profile(meta or {})
     if found is None:
         seen = ", ".join(device_names(meta or {})) or "no deviceProperties"
-        raise MissingDataError(f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
-                         f" pass --hw NAME ({', '.join(sorted(_shipped_docs()))}) or --hw FILE.json")
+        raise MissingDataError(
+            f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
+            f" pass --hw NAME ({', '.join(sorted(_shipped_docs()))}) or --hw FILE.json"
+        )
     return found
 
 
@@ -263,14 +290,31 @@ def hw_profiles(name: str | None = None):
     profiles = [load_profile(name)] if name else list(shipped_profiles().values())
     rows = []
     for p in profiles:
-        rows.append({"name": p.name, "full_name": p.full_name, "vendor": p.vendor, "sms": p.sms, "sm_unit": p.sm_unit,
-                     "compute_capability": p.compute_capability,
-                     "hbm_gb": p.hbm_gb, "hbm_gbps": p.hbm_gbps,
-                     **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
-                     "link": p.interconnect.name, "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
-                     "source": p.source, "unverified": ", ".join(p.unverified), "path": p.path})
-    return Result(command="hw", inputs=[], params={"name": name}, summary={"profiles": len(rows)},
-                  tables={"profiles": pd.DataFrame(rows)})
+        rows.append(
+            {
+                "name": p.name,
+                "full_name": p.full_name,
+                "vendor": p.vendor,
+                "sms": p.sms,
+                "sm_unit": p.sm_unit,
+                "compute_capability": p.compute_capability,
+                "hbm_gb": p.hbm_gb,
+                "hbm_gbps": p.hbm_gbps,
+                **{f"{d}_tflops": p.peak_dense_tflops.get(d) for d in ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")},
+                "link": p.interconnect.name,
+                "link_unidirectional_gbps": p.interconnect.unidirectional_gbps,
+                "source": p.source,
+                "unverified": ", ".join(p.unverified),
+                "path": p.path,
+            }
+        )
+    return Result(
+        command="hw",
+        inputs=[],
+        params={"name": name},
+        summary={"profiles": len(rows)},
+        tables={"profiles": pd.DataFrame(rows)},
+    )
 
 
 # ------------------------------------------------------------------------------------------------ occupancy
@@ -343,23 +387,28 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
     if isinstance(dev.get("computeMajor"), int):
         name = str(dev.get("name") or "")
         # ROCm writes warpSize 64 (and sometimes no name); CUDA 32
-        vendor = "AMD" if dev.get("warpSize") == 64 or "AMD" in name or (meta or {}).get("vendor") == "AMD" \
-            else "NVIDIA"
+        vendor = (
+            "AMD" if dev.get("warpSize") == 64 or "AMD" in name or (meta or {}).get("vendor") == "AMD" else "NVIDIA"
+        )
         cc = f"{dev['computeMajor']}.{dev.get('computeMinor', 0)}"
         cc_from = "trace deviceProperties computeMajor.computeMinor"
     elif hw is not None and hw.compute_capability is not None:
         vendor, cc, cc_from = hw.vendor, hw.compute_capability, f"hardware profile {hw.name}"
     else:
-        raise MissingDataError("the trace's deviceProperties give no compute capability and no hardware profile"
-                               " names one, so the SM's occupancy limits are unknown; pass --hw NAME")
+        raise MissingDataError(
+            "the trace's deviceProperties give no compute capability and no hardware profile"
+            " names one, so the SM's occupancy limits are unknown; pass --hw NAME"
+        )
     spec = table[vendor]
     row = spec["by_compute_capability"].get(cc)
     sources: dict[str, str] = {"compute_capability": cc_from}
     assumed: list[str] = []
     if row is None:
-        raise MissingDataError(f"compute capability {cc} ({vendor}) has no row in"
-                               " tracekit/data/hardware/_occupancy.json, so the SM's occupancy limits are unknown;"
-                               " add one (docs/roofline.md)")
+        raise MissingDataError(
+            f"compute capability {cc} ({vendor}) has no row in"
+            " tracekit/data/hardware/_occupancy.json, so the SM's occupancy limits are unknown;"
+            " add one (docs/roofline.md)"
+        )
     if cc in spec.get("unverified", []):
         assumed.append(f"the table's row for compute capability {cc} is unverified")
     merged = {**spec["defaults"], **row}
@@ -380,10 +429,25 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
     for f in ("warp_size", "max_threads_per_sm"):
         if not vals.get(f):
             raise MissingDataError(f"the SM's {f} is unknown ({vendor} {cc}); pass --hw NAME")
-    return SmLimits(vendor=vendor, compute_capability=cc, sources=sources, assumed=assumed,
-                    **{k: v for k, v in vals.items() if v is not None or k in
-                       ("max_blocks_per_sm", "registers_per_sm", "registers_per_block", "shared_memory_per_sm",
-                        "shared_memory_per_block_optin")})
+    return SmLimits(
+        vendor=vendor,
+        compute_capability=cc,
+        sources=sources,
+        assumed=assumed,
+        **{
+            k: v
+            for k, v in vals.items()
+            if v is not None
+            or k
+            in (
+                "max_blocks_per_sm",
+                "registers_per_sm",
+                "registers_per_block",
+                "shared_memory_per_sm",
+                "shared_memory_per_block_optin",
+            )
+        },
+    )
 
 
 LIMITS = ("threads", "registers", "shared_memory", "blocks_per_sm")
@@ -422,8 +486,9 @@ def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
         warps_per_part = (int(lim.registers_per_sm) // parts) // np.maximum(alloc, 1)
         by_regs = np.where(r > 0, (warps_per_part * parts) // warps, big)
         if lim.registers_per_block is not None:  # the per-block register check of the hardware (and the software)
-            too_many = (per_warp * (-(-warps // parts) * parts) > lim.registers_per_block) | \
-                (alloc * warps > lim.registers_per_block)
+            too_many = (per_warp * (-(-warps // parts) * parts) > lim.registers_per_block) | (
+                alloc * warps > lim.registers_per_block
+            )
             by_regs = np.where((r > 0) & too_many, 0, by_regs)
     else:
         by_regs = np.full(t.shape, big, dtype=np.int64)
@@ -447,7 +512,8 @@ def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
         labels[c] = "+".join(names[[bool(c >> i & 1) for i in range(4)]])
     limited_by = labels[code]
     partial = (r <= 0) | (s < 0)
-    status = np.where(~known, "no_block", np.where(got < 1, "exceeds", np.where(partial, "partial", "ok"))) \
-        .astype(object)
+    status = np.where(~known, "no_block", np.where(got < 1, "exceeds", np.where(partial, "partial", "ok"))).astype(
+        object
+    )
     limited_by = np.where(known, limited_by, "unknown (no block size)")
     return np.where(known & (got >= 1), got, 1).astype(np.int64), limited_by, status

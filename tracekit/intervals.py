@@ -58,9 +58,7 @@ def _as_pair(starts: Any, ends: Any, what: str = "interval set") -> IntervalSet:
     s = np.asarray(starts, dtype=_I64)
     e = np.asarray(ends, dtype=_I64)
     if s.shape != e.shape:
-        raise ValueError(
-            f"{what}: starts and ends must have the same shape, got {s.shape} and {e.shape}"
-        )
+        raise ValueError(f"{what}: starts and ends must have the same shape, got {s.shape} and {e.shape}")
     if s.ndim != 1:
         raise ValueError(f"{what}: starts and ends must be 1-D arrays, got ndim={s.ndim}")
     return s, e
@@ -319,9 +317,7 @@ def measure_by_group(groups: Any, starts: Any, ends: Any, n_groups: int) -> np.n
     return out
 
 
-def split_by_windows(
-    interval_set: Any, win_starts: Any, win_ends: Any
-) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_by_windows(interval_set: Any, win_starts: Any, win_ends: Any) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut a set into its pieces inside each window.
 
     Windows must be sorted and pairwise disjoint (touching is fine, and

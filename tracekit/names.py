@@ -7,6 +7,7 @@ CUTLASS or cuBLAS GEMM into its tile (``cutlass s1688gemm<128x128_16x4_nt>``). T
 the same: a name whose short form collides with another's gets a longer one (its template arguments, then its whole
 name). json and csv always carry the full name; so does the terminal with ``--wide``.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,9 +23,13 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 @lru_cache(maxsize=1)
 def _rules() -> dict:
     spec = json.loads(resources.files("tracekit.data").joinpath("kernel_names.json").read_text(encoding="utf-8"))
-    return {"rules": [(re.compile(r["pattern"]), r["label"]) for r in spec["rules"]],
-            "what": re.compile(spec["what"]), "generic": frozenset(spec["generic"]),
-            "wrappers": frozenset(spec["wrappers"]), "name_columns": tuple(spec["name_columns"])}
+    return {
+        "rules": [(re.compile(r["pattern"]), r["label"]) for r in spec["rules"]],
+        "what": re.compile(spec["what"]),
+        "generic": frozenset(spec["generic"]),
+        "wrappers": frozenset(spec["wrappers"]),
+        "name_columns": tuple(spec["name_columns"]),
+    }
 
 
 def name_columns() -> tuple[str, ...]:
@@ -51,14 +56,14 @@ def _split(name: str) -> tuple[str, str, str]:
         paren += (ch == "(") - (ch == ")")
         if paren == 0:
             angle += (ch == "<") - (ch == ">" and angle > 0)
-        if ch == " " and angle == 0 and paren == 0 and head[i + 1:i + 2] not in ("", "<", ">"):
+        if ch == " " and angle == 0 and paren == 0 and head[i + 1 : i + 2] not in ("", "<", ">"):
             start = i + 1
     head = head[start:]
     lt = head.find("<")
     if lt < 0:
         return head.split("::")[-1].strip() or head, "", params
     ident = head[:lt].split("::")[-1].strip() or head[:lt]
-    args = head[lt + 1:]
+    args = head[lt + 1 :]
     return ident, args[:-1] if args.endswith(">") else args, params
 
 
@@ -99,7 +104,7 @@ def _short(text: str) -> str:
     if base in r["wrappers"] and args:
         first = _IDENT.search(_NAMESPACE.sub("", args))
         if first:
-            inner = _NAMESPACE.sub("", args)[first.start():]
+            inner = _NAMESPACE.sub("", args)[first.start() :]
             base, core = first.group(), inner
     for pattern, label in r["rules"]:
         m = pattern.search(core)
@@ -107,8 +112,14 @@ def _short(text: str) -> str:
             return label.format(None, *m.groups(), base=base)
     if not args:
         return base
-    what = next((m.group(1) for m in r["what"].finditer(_NAMESPACE.sub("", args))
-                 if m.group(1) not in r["generic"] and m.group(1) != base), None)
+    what = next(
+        (
+            m.group(1)
+            for m in r["what"].finditer(_NAMESPACE.sub("", args))
+            if m.group(1) not in r["generic"] and m.group(1) != base
+        ),
+        None,
+    )
     return f"{base}<{what}>" if what else base
 
 

@@ -7,6 +7,7 @@ budget per name let one slow pattern over 150 names take 69 s). Each is evaluate
 microseconds a name. tracekit's own patterns are linear in the name's length (a test runs them on 1 MB names) and
 use ``re``.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,10 +43,12 @@ class BoundedPattern:
             return fn(text, timeout=left)
         except TimeoutError:
             allowed = TIMEOUT_S + PER_NAME_S * (self.names + 1)
-            raise self.error(f"{self.where}: the pattern {self.pattern!r} took more than {allowed:.2g} s over"
-                             f" {self.names + 1:,} name(s) (it backtracks without end on names like the latest, of"
-                             f" {len(text):,} characters); rewrite it, e.g. without nested repetition like"
-                             " (a+)+") from None
+            raise self.error(
+                f"{self.where}: the pattern {self.pattern!r} took more than {allowed:.2g} s over"
+                f" {self.names + 1:,} name(s) (it backtracks without end on names like the latest, of"
+                f" {len(text):,} characters); rewrite it, e.g. without nested repetition like"
+                " (a+)+"
+            ) from None
         finally:
             self.spent += time.perf_counter() - t0
             self.names += 1

@@ -6,6 +6,7 @@ package's public names are generated from it (``tracekit/__init__.py``: ``tracek
 these commands and that the CLI and the function give the same JSON; ``tests/test_public_names.py`` that every
 public name is its function.
 """
+
 from __future__ import annotations
 
 # command (sub-commands as "group sub") -> "module:function" under tracekit
@@ -64,8 +65,10 @@ def public_functions() -> dict[str, str]:
     for command, target in COMMANDS.items():
         for name in (public_name(command), target.partition(":")[2]):
             if out.setdefault(name, target) != target:
-                raise RuntimeError(f"tracekit/registry.py: the public name {name!r} would be two functions"
-                                   f" ({out[name]} and {target}); rename one")
+                raise RuntimeError(
+                    f"tracekit/registry.py: the public name {name!r} would be two functions"
+                    f" ({out[name]} and {target}); rename one"
+                )
     return out
 
 

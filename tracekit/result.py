@@ -3,6 +3,7 @@
 The ``--format json`` envelope (docs/json-contract.md) is the Result's own serialisation, so it lives here:
 :func:`to_json_obj`, and :meth:`Result.to_json` / :meth:`Result.to_dict` for notebooks and scripts.
 """
+
 from __future__ import annotations
 
 import json
@@ -257,7 +258,7 @@ def _table_json(df: pd.DataFrame, indent: int | None, pad: str, chunk_rows: int)
     yield "[" if indent is None else "[\n"
     keys = _row_keys(df)
     for start in range(0, len(df), chunk_rows):
-        chunk = df.iloc[start:start + chunk_rows]
+        chunk = df.iloc[start : start + chunk_rows]
         inner = _rows_text(chunk, keys, indent, pad) if keys is not None else None
         if inner is None:  # a value only the encoders' general path writes: this chunk as row dicts
             part = encode_json(table_rows(chunk), indent).rstrip("\n")
@@ -318,8 +319,10 @@ def _column_texts(col: pd.Series) -> list[str] | None:
     if isinstance(col.array, (pd.arrays.IntegerArray, pd.arrays.BooleanArray)):  # Int64, boolean: <NA> is null
         missing = col.isna().to_numpy()
         a = np.ascontiguousarray(col.to_numpy(dtype=dt.numpy_dtype, na_value=0))
-        texts = np.array(orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")[1:-1].split(",")
-                         if a.size else [], dtype=object)
+        texts = np.array(
+            orjson.dumps(a, option=orjson.OPT_SERIALIZE_NUMPY).decode("utf-8")[1:-1].split(",") if a.size else [],
+            dtype=object,
+        )
         texts[missing] = "null"
         return texts.tolist()
     if isinstance(dt, pd.StringDtype):
@@ -353,9 +356,9 @@ def _rows_text(chunk: pd.DataFrame, keys: list[str], indent: int | None, pad: st
     parts: list = [None] * (n * (2 * k + 1))
     step = 2 * k + 1
     for j in range(k):  # interleaved: each row's key, value, key, value, …, its close
-        parts[2 * j::step] = [heads[j]] * n
-        parts[2 * j + 1::step] = cols[j]
-    parts[2 * k::step] = [close + sep] * n
+        parts[2 * j :: step] = [heads[j]] * n
+        parts[2 * j + 1 :: step] = cols[j]
+    parts[2 * k :: step] = [close + sep] * n
     parts[-1] = close
     return "".join(parts)
 

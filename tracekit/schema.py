@@ -1,4 +1,5 @@
 """Column names, dtypes and categories of the events table (documented in docs/events-schema.md)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -7,8 +8,19 @@ import pandas as pd
 
 from .errors import MissingDataError
 
-KINDS = ["kernel", "memcpy", "memset", "sync", "gpu_annotation", "cpu_op", "cpu_annotation",
-         "runtime", "python", "instant", "other"]
+KINDS = [
+    "kernel",
+    "memcpy",
+    "memset",
+    "sync",
+    "gpu_annotation",
+    "cpu_op",
+    "cpu_annotation",
+    "runtime",
+    "python",
+    "instant",
+    "other",
+]
 GPU_ACTIVITY_KINDS = ("kernel", "memcpy", "memset")
 COPY_KINDS = ["HtoD", "DtoH", "DtoD", "PtoP", "HtoH", "memset", "other"]
 COMM_CLASSES = ["nccl", "deepep", "custom_all_reduce", "all_to_all"]
@@ -42,9 +54,13 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
     "block_z": ("int32", "", "thread block z; -1 if unknown"),
     "registers": ("int32", "", "registers per thread; -1 if unknown"),
     "shared_mem": ("int64", "B", "shared memory per block; -1 if unknown"),
-    "shapes": ("category", "", "a cpu_op's recorded inputs (profiles taken with record_shapes=True): the JSON text"
-                               " [Input Dims, Input type, Concrete Inputs] as written (null where absent); <NA> for"
-                               " other events and ops without Input Dims"),
+    "shapes": (
+        "category",
+        "",
+        "a cpu_op's recorded inputs (profiles taken with record_shapes=True): the JSON text"
+        " [Input Dims, Input type, Concrete Inputs] as written (null where absent); <NA> for"
+        " other events and ops without Input Dims",
+    ),
 }
 
 
@@ -58,9 +74,9 @@ ANNOTATION_COLUMNS: dict[str, tuple[str, str, str]] = {
     "op_tag": ("category", "", "op tag from the annotation (kernels only); <NA> when untagged"),
 }
 
+
 def require_columns(df: pd.DataFrame, columns: Iterable[str], what: str) -> None:
     """Raise MissingDataError naming the absent columns."""
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise MissingDataError(f"{what} needs the column(s) {', '.join(missing)}, which the table lacks")
-

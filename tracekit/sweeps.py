@@ -2,6 +2,7 @@
 two sides, a run's ranks, benchmark files. The layer above the analyses: it loads (through ``tracekit.ingest``)
 and fans out; the analyses it calls are pure functions of tables.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ import pandas as pd
 from .errors import InputError, MissingDataError, UsageError
 from .ingest import load
 from .ingest.bench import read_bench
-from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover, discover_all
+from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover_all
 from .ingest.launch_script import launch_config
 from .result import Result, shown_path, shown_text
 from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
@@ -25,8 +26,17 @@ from .analyses.steps.keywords import options_as_objects
 from .analyses.steps.resolve import StepOptions, step_options
 from .analyses.fleet.sweep import per_trace, sweep_tables
 
-__all__ = ["SweepOptions", "analyze_trace", "run_sweep", "analyze", "default_jobs", "load_side",
-           "compare_deployments", "imbalance", "bench_result"]
+__all__ = [
+    "SweepOptions",
+    "analyze_trace",
+    "run_sweep",
+    "analyze",
+    "default_jobs",
+    "load_side",
+    "compare_deployments",
+    "imbalance",
+    "bench_result",
+]
 
 
 @dataclass(frozen=True)
@@ -46,9 +56,13 @@ def given_step_options(steps: StepOptions | None, ann=None) -> dict:
     if steps is None:
         return {"step_name": None, "min_step_ns": None, "phase": None, "step_source": None, "steps_file": None}
     floor = step_options(ann).min_step_ns
-    return {"step_name": steps.name if steps.strict else None,
-            "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns, "phase": steps.phase,
-            "step_source": steps.source, "steps_file": steps.steps_file}
+    return {
+        "step_name": steps.name if steps.strict else None,
+        "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns,
+        "phase": steps.phase,
+        "step_source": steps.source,
+        "steps_file": steps.steps_file,
+    }
 
 
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
@@ -72,8 +86,9 @@ def analyze_point(path: str, opts: SweepOptions) -> dict[str, Any]:
         return {"dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
 
 
-def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None,
-              progress=None) -> list[dict]:
+def run_sweep(
+    refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None, progress=None
+) -> list[dict]:
     """``analyze_point`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster): a result
     dict per trace, ``{"dropped": reason, …}`` for one that could not be used. ``progress(done, total)`` is called as
     traces finish."""
@@ -81,9 +96,19 @@ def run_sweep(refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: 
 
 
 @options_as_objects
-def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None = "TP-0",
-            point_pattern: str = DEFAULT_POINT_PATTERN, jobs: int = 1, dask: str | None = None, cache: bool = True,
-            progress=None, steps: StepOptions | None = None, ag: AllGatherOptions | None = None) -> Result:
+def analyze(
+    root: str | Path,
+    *,
+    annotation: str | None = None,
+    rank: str | None = "TP-0",
+    point_pattern: str = DEFAULT_POINT_PATTERN,
+    jobs: int = 1,
+    dask: str | None = None,
+    cache: bool = True,
+    progress=None,
+    steps: StepOptions | None = None,
+    ag: AllGatherOptions | None = None,
+) -> Result:
     """`tracekit analyze`: the sweep tables of one deployment, one row per operating point (bs, context).
 
     Nothing leaves the sweep unsaid. A point whose trace cannot be used (missing, unreadable, empty, corrupt: what
@@ -97,8 +122,9 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
     ``steps``: the StepOptions of every point (None: the annotation's); ``ag``: the AllGather options, over the
     annotation's at every point."""
     if steps is not None and not isinstance(steps, StepOptions):
-        raise UsageError("analyze(steps=…) takes StepOptions (each point finds its own steps), not"
-                         f" {type(steps).__name__}")
+        raise UsageError(
+            f"analyze(steps=…) takes StepOptions (each point finds its own steps), not {type(steps).__name__}"
+        )
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=AllGatherOptions.of(ag))
     results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
@@ -108,29 +134,53 @@ def analyze(root: str | Path, *, annotation: str | None = None, rank: str | None
         raise _nothing_left(root, dropped)
     tables, warnings = sweep_tables([r for r, _ in kept], [res for _, res in kept])
     # a dropped point is a row of tables.skipped (its reason says "point dropped") and a warning naming it
-    skipped = [(shown_path(ref.path), f"point dropped ({ref.point}): {res['dropped']}") for ref, res in dropped] \
-        + skipped
+    skipped = [
+        (shown_path(ref.path), f"point dropped ({ref.point}): {res['dropped']}") for ref, res in dropped
+    ] + skipped
     tables["skipped"] = pd.DataFrame(skipped, columns=["path", "reason"])
-    warnings = [f"point {ref.point} dropped from the sweep ({len(kept)} of {len(refs)} analysed): {res['dropped']}"
-                for ref, res in dropped] + warnings
-    warnings += skip_warnings(root, skipped[len(dropped):]) + duplicate_point_warnings([r for r, _ in kept])
-    summary = {"traces": len(kept), "annotation": annotation, "rank": rank,
-               "points": [r.point for r, _ in kept], "points_dropped": len(dropped), "skipped": len(skipped)}
-    return Result(command="analyze", inputs=[{"path": shown_path(root)}],
-                  params={"annotation": annotation, "rank": rank, "point_pattern": point_pattern,
-                          **given_step_options(steps, annotation)},
-                  summary=summary, tables=tables, warnings=warnings)
+    warnings = [
+        f"point {ref.point} dropped from the sweep ({len(kept)} of {len(refs)} analysed): {res['dropped']}"
+        for ref, res in dropped
+    ] + warnings
+    warnings += skip_warnings(root, skipped[len(dropped) :]) + duplicate_point_warnings([r for r, _ in kept])
+    summary = {
+        "traces": len(kept),
+        "annotation": annotation,
+        "rank": rank,
+        "points": [r.point for r, _ in kept],
+        "points_dropped": len(dropped),
+        "skipped": len(skipped),
+    }
+    return Result(
+        command="analyze",
+        inputs=[{"path": shown_path(root)}],
+        params={
+            "annotation": annotation,
+            "rank": rank,
+            "point_pattern": point_pattern,
+            **given_step_options(steps, annotation),
+        },
+        summary=summary,
+        tables=tables,
+        warnings=warnings,
+    )
 
 
 def _nothing_left(root, dropped: list[tuple[TraceRef, dict]]) -> Exception:
     """Every point was dropped: the sweep has nothing to say (exit 4 when each lacked what the analyses need, else
     exit 3), naming the first few and why."""
-    why = "; ".join(res["dropped"] for _, res in dropped[:3]) + (f"; … and {len(dropped) - 3} more"
-                                                                 if len(dropped) > 3 else "")
-    cls = MissingDataError if all(res.get("exit_code") == MissingDataError.exit_code for _, res in dropped) \
+    why = "; ".join(res["dropped"] for _, res in dropped[:3]) + (
+        f"; … and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+    )
+    cls = (
+        MissingDataError
+        if all(res.get("exit_code") == MissingDataError.exit_code for _, res in dropped)
         else InputError
-    return cls(f"{shown_path(root)}: none of its {len(dropped)} operating point(s) could be analysed ({why}); fix or"
-               " remove those traces")
+    )
+    return cls(
+        f"{shown_path(root)}: none of its {len(dropped)} operating point(s) could be analysed ({why}); fix or"
+        " remove those traces"
+    )
 
 
 def skip_warnings(root, skipped: list[tuple[str, str]]) -> list[str]:
@@ -151,23 +201,42 @@ def duplicate_point_warnings(refs: list[TraceRef]) -> list[str]:
     for r in refs:
         if r.bs is not None:
             seen.setdefault((r.bs, r.context, r.rank_label), []).append(shown_path(r.path))
-    return [f"{len(paths)} traces for the point bs {bs}" + (f", context {ctx}" if ctx else "") + f" ({label}):"
-            f" {', '.join(paths[:3])}; each is a row of the sweep, and compare uses the first"
-            for (bs, ctx, label), paths in seen.items() if len(paths) > 1]
+    return [
+        f"{len(paths)} traces for the point bs {bs}" + (f", context {ctx}" if ctx else "") + f" ({label}):"
+        f" {', '.join(paths[:3])}; each is a row of the sweep, and compare uses the first"
+        for (bs, ctx, label), paths in seen.items()
+        if len(paths) > 1
+    ]
 
 
 def default_jobs(n_traces: int) -> int:
     return max(1, min(os.cpu_count() or 1, n_traces))
 
 
-def load_side(ref: str | Path, *, label: str, dp: int, annotation: str | None = None, rank: str | None = "TP-0",
-              graph_bs: tuple[int, ...] = (), jobs: int = 1) -> Side:
+def load_side(
+    ref: str | Path,
+    *,
+    label: str,
+    dp: int,
+    annotation: str | None = None,
+    rank: str | None = "TP-0",
+    graph_bs: tuple[int, ...] = (),
+    jobs: int = 1,
+) -> Side:
     """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
     return _side(ref, label=label, dp=dp, annotation=annotation, rank=rank, graph_bs=graph_bs, jobs=jobs)[0]
 
 
-def _side(ref: str | Path, *, label: str, dp: int, annotation: str | None, rank: str | None,
-          graph_bs: tuple[int, ...], jobs: int) -> tuple[Side, list[str]]:
+def _side(
+    ref: str | Path,
+    *,
+    label: str,
+    dp: int,
+    annotation: str | None,
+    rank: str | None,
+    graph_bs: tuple[int, ...],
+    jobs: int,
+) -> tuple[Side, list[str]]:
     """``load_side``, and the warnings of the sweep it ran (a dropped point, a skipped file), each prefixed with the
     side's label: compare passes them on."""
     p = Path(ref)
@@ -182,14 +251,26 @@ def _side(ref: str | Path, *, label: str, dp: int, annotation: str | None, rank:
         if (p / "skipped.parquet").exists():  # points the analyze run dropped: said again, not lost
             sk = pd.read_parquet(p / "skipped.parquet")
             gone = sk[sk["reason"].astype(str).str.startswith("point dropped")] if "reason" in sk else sk.iloc[:0]
-            warnings = [f"{label}: {len(gone)} point(s) were dropped when {shown_path(p)} was analysed (its"
-                        f" skipped table): {'; '.join(gone['reason'].astype(str).head(3))}"] if len(gone) else []
+            warnings = (
+                [
+                    f"{label}: {len(gone)} point(s) were dropped when {shown_path(p)} was analysed (its"
+                    f" skipped table): {'; '.join(gone['reason'].astype(str).head(3))}"
+                ]
+                if len(gone)
+                else []
+            )
     else:
         res = analyze(p, annotation=annotation, rank=rank, jobs=jobs)
         tables = res.tables
         warnings = [f"{label}: {w}" for w in res.warnings]
-    return Side(label=label, sweep=tables["sweep"], block_types=tables["block_types"],
-                exposure_types=tables["exposure_types"], dp=dp, graph_bs=tuple(sorted(graph_bs))), warnings
+    return Side(
+        label=label,
+        sweep=tables["sweep"],
+        block_types=tables["block_types"],
+        exposure_types=tables["exposure_types"],
+        dp=dp,
+        graph_bs=tuple(sorted(graph_bs)),
+    ), warnings
 
 
 def _dp(given: int | None, conf: dict) -> int:
@@ -212,10 +293,25 @@ def _graph_sizes(text) -> tuple[int, ...]:
         raise UsageError(f"{text!r} is not a list of batch sizes like 1,2,4,8,16,24") from None
 
 
-def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = None, annotation_a: str | None = None,
-                        annotation_b: str | None = None, accept_len: float | None = None,
-                        cuda_graph_bs_a=None, cuda_graph_bs_b=None, bench=None, config_a=None, config_b=None,
-                        log_a=None, log_b=None, rank: str | None = "TP-0", jobs: int | None = None) -> Result:
+def compare_deployments(
+    a,
+    b,
+    *,
+    dp_a: int | None = None,
+    dp_b: int | None = None,
+    annotation_a: str | None = None,
+    annotation_b: str | None = None,
+    accept_len: float | None = None,
+    cuda_graph_bs_a=None,
+    cuda_graph_bs_b=None,
+    bench=None,
+    config_a=None,
+    config_b=None,
+    log_a=None,
+    log_b=None,
+    rank: str | None = "TP-0",
+    jobs: int | None = None,
+) -> Result:
     """`tracekit compare`: two deployments (analyze outputs or trace directories), with their launch scripts or
     logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference).
 
@@ -227,17 +323,25 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
     conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
     logs = (read_log(log_a) if log_a else None, read_log(log_b) if log_b else None)
     sides, warnings = [], []
-    for ref, dp, ann, gbs, conf, log in ((a, dp_a, annotation_a, cuda_graph_bs_a, conf_a, logs[0]),
-                                         (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b, logs[1])):
+    for ref, dp, ann, gbs, conf, log in (
+        (a, dp_a, annotation_a, cuda_graph_bs_a, conf_a, logs[0]),
+        (b, dp_b, annotation_b, cuda_graph_bs_b, conf_b, logs[1]),
+    ):
         label = shown_text(Path(ref).name)
         if accept_len is None:
             acc, src, warn = accept_len_of(log, label)
             warnings += [warn] if warn else []
         else:
             acc, src = float(accept_len), "option"
-        side, side_warnings = _side(ref, label=label, dp=_dp(dp, conf), annotation=ann, rank=rank,
-                                    graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
-                                    jobs=jobs or 1)
+        side, side_warnings = _side(
+            ref,
+            label=label,
+            dp=_dp(dp, conf),
+            annotation=ann,
+            rank=rank,
+            graph_bs=_graph_sizes(gbs) or _graph_sizes(conf.get("--cuda-graph-bs")),
+            jobs=jobs or 1,
+        )
         warnings += side_warnings  # a point dropped from a side's sweep is said, not lost
         sides.append(replace(side, accept_len=acc, accept_len_source=src))
     cfg = config_diff(conf_a, conf_b) if conf_a and conf_b else None
@@ -246,13 +350,20 @@ def compare_deployments(a, b, *, dp_a: int | None = None, dp_b: int | None = Non
         from .analyses.memory.launch_log import ledger
 
         ledger_rows = ledger(logs[0], logs[1]).tables["rows"]
-    res = compare(sides[0], sides[1], accept_len=accept_len if accept_len is not None else sides[0].accept_len,
-                  bench=read_bench(bench) if bench else None, config=cfg, ledger=ledger_rows)
+    res = compare(
+        sides[0],
+        sides[1],
+        accept_len=accept_len if accept_len is not None else sides[0].accept_len,
+        bench=read_bench(bench) if bench else None,
+        config=cfg,
+        ledger=ledger_rows,
+    )
     warnings += _pair_findings(res, sides, annotation_a, annotation_b, conf_a, conf_b)
     # the options as given, so that the page's "how obtained" command repeats them: each side's annotation, and
     # --accept-len only when the user gave it (each side's own, from its log, is in the summary)
-    res.params.update({k: str(v) for k, v in (("annotation_a", annotation_a), ("annotation_b", annotation_b))
-                       if v is not None})
+    res.params.update(
+        {k: str(v) for k, v in (("annotation_a", annotation_a), ("annotation_b", annotation_b)) if v is not None}
+    )
     res.params["accept_len"] = accept_len
     res.warnings[:0] = [w for w in warnings if w not in res.warnings]
     return res
@@ -277,14 +388,21 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
         paths.append(p if p and Path(str(p)).is_file() else None)
     if None in paths:
         odd = any(p and "\\x" in str(p) and not Path(str(p)).is_file() for p in paths_seen)
-        return [f"no findings section: the traces at concurrency {int(conc)} are not at hand (an analyze output keeps"
-                " only its tables" + ("; a trace whose name is not UTF-8 is listed by its shown name, \\xNN" if odd
-                                     else "") + "); run tracekit findings --compare A B on two traces"]
-    f = compare_findings(load(paths[0]), load(paths[1]),
-                         ann_a=load_annotation(annotation_a) if annotation_a else None,
-                         ann_b=load_annotation(annotation_b) if annotation_b else None,
-                         config_a=conf_a or None, config_b=conf_b or None,
-                         labels=(sides[0].label, sides[1].label))
+        return [
+            f"no findings section: the traces at concurrency {int(conc)} are not at hand (an analyze output keeps"
+            " only its tables"
+            + ("; a trace whose name is not UTF-8 is listed by its shown name, \\xNN" if odd else "")
+            + "); run tracekit findings --compare A B on two traces"
+        ]
+    f = compare_findings(
+        load(paths[0]),
+        load(paths[1]),
+        ann_a=load_annotation(annotation_a) if annotation_a else None,
+        ann_b=load_annotation(annotation_b) if annotation_b else None,
+        config_a=conf_a or None,
+        config_b=conf_b or None,
+        labels=(sides[0].label, sides[1].label),
+    )
     res.tables["findings"] = f.tables["findings"]
     res.summary["findings_at_concurrency"] = int(conc)
     res.summary["top_finding"] = f.summary["top"]
@@ -292,8 +410,16 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
 
 
 @options_as_objects
-def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | None = None,
-              steps: StepOptions | None = None, cache: bool = True, progress=None) -> Result:
+def imbalance(
+    root,
+    *,
+    jobs: int | None = None,
+    dask=None,
+    gpus_per_node: int | None = None,
+    steps: StepOptions | None = None,
+    cache: bool = True,
+    progress=None,
+) -> Result:
     """`tracekit imbalance`: every rank of one run on the reference rank's clock (the lowest rank id), its
     collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``,
     docs/multirank.md).
@@ -307,15 +433,22 @@ def imbalance(root, *, jobs: int | None = None, dask=None, gpus_per_node: int | 
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
     if steps is not None and not isinstance(steps, StepOptions):
-        raise UsageError("imbalance(steps=…) takes StepOptions (each rank finds its own steps), not"
-                         f" {type(steps).__name__}")
+        raise UsageError(
+            f"imbalance(steps=…) takes StepOptions (each rank finds its own steps), not {type(steps).__name__}"
+        )
     given = given_step_options(steps)
-    plan = plan_run(root, gpus_per_node=gpus_per_node, step_name=given["step_name"], min_step_ns=given["min_step_ns"],
-                    step_source=given["step_source"] or "auto", steps_file=given["steps_file"], cache=cache)
+    plan = plan_run(
+        root,
+        gpus_per_node=gpus_per_node,
+        step_name=given["step_name"],
+        min_step_ns=given["min_step_ns"],
+        step_source=given["step_source"] or "auto",
+        steps_file=given["steps_file"],
+        cache=cache,
+    )
     paths = [str(f) for _, f in plan.files]
     n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(paths)))
-    return imbalance_of_run(plan, map_points(reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask,
-                                             progress=progress))
+    return imbalance_of_run(plan, map_points(reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask, progress=progress))
 
 
 def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, progress=None) -> list:
@@ -352,7 +485,15 @@ def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
     """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
     files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
     df, warnings = bench_table(read_bench(files), accept_len=accept_len)
-    return Result(command="bench", inputs=[{"path": str(f)} for f in files], params={"accept_len": accept_len},
-                  summary={"records": int(len(df)), "invalid": int((~df["valid"]).sum()),
-                           "deployments": sorted(df["deployment"].dropna().unique().tolist())},
-                  tables={"results": df}, warnings=warnings)
+    return Result(
+        command="bench",
+        inputs=[{"path": str(f)} for f in files],
+        params={"accept_len": accept_len},
+        summary={
+            "records": int(len(df)),
+            "invalid": int((~df["valid"]).sum()),
+            "deployments": sorted(df["deployment"].dropna().unique().tolist()),
+        },
+        tables={"results": df},
+        warnings=warnings,
+    )

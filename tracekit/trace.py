@@ -1,4 +1,5 @@
 """The Trace object: one rank's events table, its metadata and the ingest report."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -71,8 +72,10 @@ class Trace:
         dev = self.events["device"]
         if not (dev == device).any():
             used = ", ".join(str(d) for d in self.meta.get("devices_used", [])) or "none"
-            raise MissingDataError(f"{self.path} has no GPU activity on device {device} (devices with activity:"
-                                   f" {used})")
+            raise MissingDataError(
+                f"{self.path} has no GPU activity on device {device} (devices with activity: {used})"
+            )
         events = self.events[((dev == device) | (dev < 0)).to_numpy()].reset_index(drop=True)
-        return Trace(events=events, meta={**self.meta, "devices_used": [int(device)], "device": int(device)},
-                     report=self.report)
+        return Trace(
+            events=events, meta={**self.meta, "devices_used": [int(device)], "device": int(device)}, report=self.report
+        )

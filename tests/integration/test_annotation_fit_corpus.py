@@ -3,6 +3,7 @@
 The sglang Qwen3-8B decode trace (TraceLens, MI300X) is the one the Qwen3 annotation was written against; every
 other corpus trace is of a model no shipped annotation covers (CNN and BERT training and forward passes, toys, a
 vLLM MoE decode, a vLLM B200 prefill), so none fits. Skipped where the corpus is absent (a user's clone)."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,10 @@ from tracekit.errors import MissingDataError
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
-NO_CORPUS = (f"the ../shared corpus is not present ({CORPUS} holds no *.json.gz under hta/tests/data or"
-             " tracelens/tests/traces); these tests need the shared trace corpus next to the repository")
+NO_CORPUS = (
+    f"the ../shared corpus is not present ({CORPUS} holds no *.json.gz under hta/tests/data or"
+    " tracelens/tests/traces); these tests need the shared trace corpus next to the repository"
+)
 QWEN3 = "tracelens/tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"
 NO_GPU_WORK = "hta/tests/data/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz"  # counters only
 

@@ -9,6 +9,7 @@
 * ``suggest`` -> ``blocks -a`` reproduces ``layers``; the one-step table sums to the wall everywhere, and its idle
   time equals the truth's.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,32 +31,42 @@ from tracekit.errors import MissingDataError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from fixtures.synthlib import build_trace, get_preset, simulate, write_trace
+from fixtures.synthlib import build_trace, get_preset, simulate, write_trace  # noqa: E402 - after sys.path
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 SYN = ROOT / "fixtures" / "synthetic"
 CORPUS = ROOT.parent / "shared" / "corpus"
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
-NO_CORPUS = (f"the ../shared corpus is not present ({CORPUS} holds no *.json.gz under hta/tests/data or"
-             " tracelens/tests/traces); these tests need the shared trace corpus next to the repository")
+NO_CORPUS = (
+    f"the ../shared corpus is not present ({CORPUS} holds no *.json.gz under hta/tests/data or"
+    " tracelens/tests/traces); these tests need the shared trace corpus next to the repository"
+)
 QWEN3 = "tracelens/tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"
 # corpus traces of decoder stacks: the layers the finder must report per step, and why
 KNOWN = {
     QWEN3: ({"attn+mlp": 36}, "Qwen3-8B has 36 decoder layers (dense attention + MLP)"),
-    "tracelens/tests/traces/inference/vllm_decode_full/graph_execution.json.gz":
-        ({"attn:kernel_unified_attention_2d+moe": 12, "attn:kernel_unified_attention_3d+moe": 12},
-         "gpt-oss-20b has 24 layers alternating sliding-window and full attention; vLLM's unified attention runs"
-         " them as its 2d and 3d kernels"),
-    "tracelens/tests/traces/b200/eager_trace.json.gz":
-        ({"attn+moe": 18, "attn:SlidingOrChunked+moe": 18},
-         "gpt-oss-120b has 36 layers, half of them sliding-window attention (TRT-LLM's SlidingOrChunked fmha)"),
-    "tracelens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz":
-        ({"attn+mlp": 4}, "bert-small has 4 encoder layers"),
-    "tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz":
-        ({"attn+mlp": 24}, "Qwen1.5-0.5B has 24 decoder layers (HF eager; an elementwise kernel repeats in each)"),
-    "tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz":
-        ({"attn+mlp": 24}, "Qwen1.5-0.5B has 24 decoder layers (HF eager)"),
+    "tracelens/tests/traces/inference/vllm_decode_full/graph_execution.json.gz": (
+        {"attn:kernel_unified_attention_2d+moe": 12, "attn:kernel_unified_attention_3d+moe": 12},
+        "gpt-oss-20b has 24 layers alternating sliding-window and full attention; vLLM's unified attention runs"
+        " them as its 2d and 3d kernels",
+    ),
+    "tracelens/tests/traces/b200/eager_trace.json.gz": (
+        {"attn+moe": 18, "attn:SlidingOrChunked+moe": 18},
+        "gpt-oss-120b has 36 layers, half of them sliding-window attention (TRT-LLM's SlidingOrChunked fmha)",
+    ),
+    "tracelens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz": (
+        {"attn+mlp": 4},
+        "bert-small has 4 encoder layers",
+    ),
+    "tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": (
+        {"attn+mlp": 24},
+        "Qwen1.5-0.5B has 24 decoder layers (HF eager; an elementwise kernel repeats in each)",
+    ),
+    "tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": (
+        {"attn+mlp": 24},
+        "Qwen1.5-0.5B has 24 decoder layers (HF eager)",
+    ),
 }
 
 # (preset, bs, steps, committed fixture or None, step marker, noise): the committed ones are read from disk
@@ -138,10 +149,14 @@ def test_layer_types_partition_equals_the_truth(synthetic):
     assert all(t.startswith("draft:") for t in drafts)
 
 
-NAMES = {"dp16": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
-         "dp2dcp8": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
-         "dsv3": {"mla+mlp", "mla+moe"}, "swa": {"attn+moe/fast", "attn+moe/slow"}, "first_missing": {"attn+mlp"},
-         "eager_norm": {"attn+mlp"}}
+NAMES = {
+    "dp16": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
+    "dp2dcp8": {"kda+mlp", "kda+moe", "mla+moe", "draft:attn+mlp"},
+    "dsv3": {"mla+mlp", "mla+moe"},
+    "swa": {"attn+moe/fast", "attn+moe/slow"},
+    "first_missing": {"attn+mlp"},
+    "eager_norm": {"attn+mlp"},
+}
 
 
 def test_readable_names_and_the_duration_split(synthetic):
@@ -162,8 +177,15 @@ def test_layers_result_contract(synthetic):
     for key in ("steps", "layers_per_step", "types", "head_kernels", "tail_kernels", "period_kernels"):
         assert key in s
     assert s["layers_per_step"] == len(truth_layers(sch)[0])
-    assert list(res.tables["layers"].columns) == ["step", "layer", "layer_type", "start_ns", "end_ns", "kernels",
-                                                  "kernel_ns"]
+    assert list(res.tables["layers"].columns) == [
+        "step",
+        "layer",
+        "layer_type",
+        "start_ns",
+        "end_ns",
+        "kernels",
+        "kernel_ns",
+    ]
     assert list(res.tables["layer_types"].columns) == ["step", "layer_type", "layers", "kernel_ns", "wall_ns"]
     walls = get_steps(trace).table.set_index("step")["dur_ns"]
     lt = res.tables["layer_types"].groupby("step")["wall_ns"].sum()
@@ -195,8 +217,9 @@ def _round_trip(trace):
     for step in found.steps.table["step"]:
         mine = w[w["step"] == step]
         theirs = blocks[blocks["step"] == step]
-        assert list(zip(mine["start_ns"], mine["end_ns"], mine["base_type"])) == \
-            list(zip(theirs["start_ns"], theirs["end_ns"], theirs["block_type"].astype(str))), step
+        assert list(zip(mine["start_ns"], mine["end_ns"], mine["base_type"])) == list(
+            zip(theirs["start_ns"], theirs["end_ns"], theirs["block_type"].astype(str))
+        ), step
     return ann_dict, res, found
 
 
@@ -223,8 +246,19 @@ def test_suggested_annotation_loads_from_a_file(tmp_path):
 
 
 def test_no_stack_no_layers_and_suggest_says_why(tmp_path):
-    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i % 5}_{i}", "pid": 0, "tid": 7, "ts": 10 + i * 3, "dur": 2,
-            "args": {"device": 0, "stream": 7, "correlation": i}} for i in range(30)]  # nothing repeats
+    evs = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{i % 5}_{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 + i * 3,
+            "dur": 2,
+            "args": {"device": 0, "stream": 7, "correlation": i},
+        }
+        for i in range(30)
+    ]  # nothing repeats
     p = tmp_path / "flat.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": evs}))
     trace = tracekit.load(p, cache=False)
@@ -241,6 +275,7 @@ def test_no_stack_no_layers_and_suggest_says_why(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # the real traces
 # --------------------------------------------------------------------------------------------------
+
 
 def _corpus() -> list[Path]:
     out: list[Path] = []
@@ -300,10 +335,15 @@ def test_corpus_layers_counts_and_the_one_step_table(path):
 # edges and one-offs, on hand-written kernel sequences
 # --------------------------------------------------------------------------------------------------
 
-NORM, QKV, ATTN, O, UP, ACT, DOWN = ("void flashinfer::norm::FusedAddRMSNormKernel<8u>(x)", "nvjet_qkv_TNT",
-                                     "void flashinfer::BatchDecodeWithPagedKVCacheKernel<x>(p)", "nvjet_o_TNT",
-                                     "nvjet_up_TNT", "void flashinfer::activation::act_and_mul_kernel<x>(y)",
-                                     "nvjet_down_TNT")
+NORM, QKV, ATTN, O, UP, ACT, DOWN = (
+    "void flashinfer::norm::FusedAddRMSNormKernel<8u>(x)",
+    "nvjet_qkv_TNT",
+    "void flashinfer::BatchDecodeWithPagedKVCacheKernel<x>(p)",
+    "nvjet_o_TNT",
+    "nvjet_up_TNT",
+    "void flashinfer::activation::act_and_mul_kernel<x>(y)",
+    "nvjet_down_TNT",
+)
 LAYER = [NORM, QKV, ATTN, O, NORM, UP, ACT, DOWN]
 HEAD_K = ["_compute_position_kernel", "void at::native::indexSelectLargeIndex<x>(y)"]
 TAIL_K = [NORM, "nvjet_lm_head_TNN", "void at::native::reduce_kernel<ArgMaxOps<float>>(x)"]
@@ -312,11 +352,31 @@ TAIL_K = [NORM, "nvjet_lm_head_TNN", "void at::native::reduce_kernel<ArgMaxOps<f
 def _sequence_trace(tmp_path, names, name="seq"):
     evs, t = [], 100.0
     for i, n in enumerate(names):
-        evs.append({"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": round(t, 3), "dur": 4.0,
-                    "args": {"device": 0, "stream": 7, "correlation": i}})
+        evs.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": n,
+                "pid": 0,
+                "tid": 7,
+                "ts": round(t, 3),
+                "dur": 4.0,
+                "args": {"device": 0, "stream": 7, "correlation": i},
+            }
+        )
         t += 5.0
-    evs.append({"ph": "X", "cat": "gpu_user_annotation", "name": "step[DECODE bs=4]", "pid": 0, "tid": 7,
-                "ts": 99.0, "dur": t - 98.0, "args": {}})
+    evs.append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "step[DECODE bs=4]",
+            "pid": 0,
+            "tid": 7,
+            "ts": 99.0,
+            "dur": t - 98.0,
+            "args": {},
+        }
+    )
     p = tmp_path / f"{name}.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": evs}))
     return tracekit.load(p, cache=False)
@@ -339,10 +399,24 @@ def test_last_layer_missing_a_kernel_and_a_middle_layer_with_one_added(tmp_path)
 
 
 def test_first_layer_with_a_kernel_added_and_a_draft_run(tmp_path):
-    draft_layer = [NORM, "nvjet_dq_TNT", "void flashinfer::BatchPrefillWithPagedKVCacheKernel<x>(p)", "nvjet_do_TNT",
-                   NORM, UP, ACT, DOWN]
-    names = (HEAD_K + ["nvjet_first_layer_extra_TNT"] + LAYER * 4 + TAIL_K
-             + ["void at::native::indexSelectLargeIndex<x>(y)"] + draft_layer * 3)
+    draft_layer = [
+        NORM,
+        "nvjet_dq_TNT",
+        "void flashinfer::BatchPrefillWithPagedKVCacheKernel<x>(p)",
+        "nvjet_do_TNT",
+        NORM,
+        UP,
+        ACT,
+        DOWN,
+    ]
+    names = (
+        HEAD_K
+        + ["nvjet_first_layer_extra_TNT"]
+        + LAYER * 4
+        + TAIL_K
+        + ["void at::native::indexSelectLargeIndex<x>(y)"]
+        + draft_layer * 3
+    )
     lay = find_layers(_sequence_trace(tmp_path, names)).layers
     starts = _starts(None, names)
     types = lay["layer_type"].tolist()

@@ -1,4 +1,5 @@
 """The CLI end to end, in-process: formats, the JSON contract, exit codes and messages."""
+
 from __future__ import annotations
 
 import csv
@@ -41,8 +42,9 @@ def test_info_json_contract(cli):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
-@pytest.mark.parametrize("command", ["info", "kernels", "steps", "wall", "temporal", "overlap", "allgather",
-                                     "exposure", "comm", "report"])
+@pytest.mark.parametrize(
+    "command", ["info", "kernels", "steps", "wall", "temporal", "overlap", "allgather", "exposure", "comm", "report"]
+)
 def test_every_command_offers_every_format(cli, command, fmt):
     code, out, err = cli(command, "--format", fmt)
     assert code == 0, err
@@ -60,8 +62,17 @@ def test_kernels_match_top_and_csv_table(cli):
     assert code == 0 and len(doc["tables"]["kernels"]) == 1
     row = doc["tables"]["kernels"][0]
     assert "deep_gemm" in row["name"]
-    assert set(row) == {"name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct",
-                        "category"}
+    assert set(row) == {
+        "name",
+        "count",
+        "total_ns",
+        "mean_ns",
+        "median_ns",
+        "min_ns",
+        "max_ns",
+        "share_of_busy_pct",
+        "category",
+    }
     assert row["category"] == "gemm"  # a DeepGEMM kernel, by tracekit/data/categories.json
     assert doc["summary"]["names_matched"] == 2 and doc["summary"]["names_shown"] == 1
     code, out, _ = cli("kernels", "--format", "csv", "--table", "summary")
@@ -82,14 +93,17 @@ def test_bad_regex_is_usage_error(cli):
     assert code == 2 and "not a valid regular expression" in err
 
 
-@pytest.mark.parametrize("setup,needle", [
-    (lambda d: d / "missing.json", "does not exist"),
-    (lambda d: d, "no trace file"),
-    (lambda d: _write(d / "x.json", b"not json at all"), "not JSON"),
-    (lambda d: _write(d / "x.json", b'{"a": 1}'), "traceEvents"),
-    (lambda d: _write(d / "x.json", b'{"traceEvents": []}'), "no usable trace events"),
-    (lambda d: _write(d / "x.json.gz", b"\x1f\x8b\x08\x00garbage-garbage-garbage"), "x.json.gz"),
-])
+@pytest.mark.parametrize(
+    "setup,needle",
+    [
+        (lambda d: d / "missing.json", "does not exist"),
+        (lambda d: d, "no trace file"),
+        (lambda d: _write(d / "x.json", b"not json at all"), "not JSON"),
+        (lambda d: _write(d / "x.json", b'{"a": 1}'), "traceEvents"),
+        (lambda d: _write(d / "x.json", b'{"traceEvents": []}'), "no usable trace events"),
+        (lambda d: _write(d / "x.json.gz", b"\x1f\x8b\x08\x00garbage-garbage-garbage"), "x.json.gz"),
+    ],
+)
 def test_bad_input_exits_3_with_one_sentence(cli, tmp_path, setup, needle):
     path = setup(tmp_path)
     code, out, err = cli("info", path)
@@ -105,8 +119,10 @@ def _write(p, data: bytes):
 
 
 def test_no_kernels_exits_4(cli, tmp_path):
-    p = write_trace(tmp_path / "cpu.json", [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1,
-                                             "ts": 1.0, "dur": 2.0}])
+    p = write_trace(
+        tmp_path / "cpu.json",
+        [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}],
+    )
     code, out, _ = cli("info", p, "--format", "json")
     assert code == 0 and json.loads(out)["summary"]["kernels"] == 0
     code, _, err = cli("kernels", p)
@@ -151,17 +167,32 @@ def test_wall_steps_temporal_json_contract(cli):
     assert {"step", "name", "start_ns", "dur_ns"} <= set(doc["tables"]["steps"][0])
     code, out, _ = cli("temporal", "--per-stream", "--format", "json")
     doc = json.loads(out)
-    assert set(doc["summary"]) == {"span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns",
-                                   "non_compute_ns", "comm_compute_overlap_pct", "window", "window_start_ns",
-                                   "window_end_ns", "profiler_steps"}  # the window keys: extended, issue 25
+    assert set(doc["summary"]) == {
+        "span_ns",
+        "busy_ns",
+        "idle_ns",
+        "compute_ns",
+        "comm_ns",
+        "memory_ns",
+        "non_compute_ns",
+        "comm_compute_overlap_pct",
+        "window",
+        "window_start_ns",
+        "window_end_ns",
+        "profiler_steps",
+    }  # the window keys: extended, issue 25
     assert all(isinstance(doc["summary"][k], int) for k in doc["summary"] if k.endswith("_ns"))
     assert {r["stream"] for r in doc["tables"]["per_stream"]} == {7, 20, 24}
 
 
 def test_no_steps_exits_4_naming_annotations(cli, tmp_path):
-    p = write_trace(tmp_path / "k.json", [kernel("k", 1.0, 1.0),
-                                          {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1,
-                                           "tid": 1, "ts": 0.0, "dur": 5.0}])
+    p = write_trace(
+        tmp_path / "k.json",
+        [
+            kernel("k", 1.0, 1.0),
+            {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0},
+        ],
+    )
     code, _, err = cli("wall", p)
     assert code == 0 and "forward (1)" in err and "--step-name" in err and "whole GPU span" in err
     code, _, err = cli("wall", p, "--step-name", "scheduler.run_batch")
@@ -184,8 +215,18 @@ def test_allgather_exposure_comm_json_contract(cli):
     assert {"allgathers", "group_size", "median_received_bytes_per_step", "unmatched"} <= set(doc["summary"])
     assert doc["summary"]["allgathers"] == 18 and doc["summary"]["group_size"] == 8 and doc["summary"]["unmatched"] == 0
     row = doc["tables"]["per_ag"][0]
-    assert {"step", "stream", "type", "start_ns", "end_ns", "copies", "local_copy", "received_bytes", "full_bytes",
-            "effective_gbps"} <= set(row)
+    assert {
+        "step",
+        "stream",
+        "type",
+        "start_ns",
+        "end_ns",
+        "copies",
+        "local_copy",
+        "received_bytes",
+        "full_bytes",
+        "effective_gbps",
+    } <= set(row)
     assert {"step", "type", "count", "received_bytes"} <= set(doc["tables"]["per_step_type"][0])
     code, out, _ = cli("exposure", "--format", "json")
     doc = json.loads(out)
@@ -219,4 +260,6 @@ def test_report_is_the_main_job(cli):
     s = doc["summary"]
     assert s["steps"] == 3 and s["blocks_per_step"] == {"head": 1, "layer": 6} and s["allgathers"] == 18
     assert s["median_wall_ns"] == doc["tables"]["wall"][1]["wall_ns"]
-    assert {"wall", "block_types", "op_tags", "allgather_types", "exposure_types", "bandwidth", "comm"} <= set(doc["tables"])
+    assert {"wall", "block_types", "op_tags", "allgather_types", "exposure_types", "bandwidth", "comm"} <= set(
+        doc["tables"]
+    )

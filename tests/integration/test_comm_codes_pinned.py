@@ -2,6 +2,7 @@
 replaced, kept here as the oracle: the rows as a DataFrame copy, the classes and names as texts per row factorized
 and sorted. The same table on the generated fixtures and on a hand-built table (a class named like the AllGather
 copies' class, a missing name, unused categories)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,7 +39,7 @@ def _old_per_step_class(c: pd.DataFrame, ws: np.ndarray, we: np.ndarray, wid: np
     crit_ns = np.zeros((n_g, n_w), dtype=np.int64)
     side_ns = np.zeros((n_g, n_w), dtype=np.int64)
     for g in range(n_g):  # per distinct (class, name): a few dozen
-        r = order[cuts[g]:cuts[g + 1]]
+        r = order[cuts[g] : cuts[g + 1]]
         on, off = r[crit[r]], r[~crit[r]]
         crit_ns[g] = iv.measure_in_windows(iv.normalize(s[on], e[on]), ws, we)
         side_ns[g] = iv.measure_in_windows(iv.normalize(s[off], e[off]), ws, we)
@@ -51,20 +52,24 @@ def _old_per_step_class(c: pd.DataFrame, ws: np.ndarray, we: np.ndarray, wid: np
     head = c.iloc[rows[first]]  # each name's first row gives its collective, algo and protocol
     per_g = {k: [_opt(v) for v in head[k].tolist()] for k in ("collective", "algo", "protocol")}
     gcls, gname = cls_u[cls_code[rows[first]]], np.asarray(name_u, dtype=object)[name_code[rows[first]]]
-    data = {"step": [int(x) for x in wid[w_at].tolist()], "class": [gcls[g] for g in g_at.tolist()],
-            "name": [gname[g] for g in g_at.tolist()],
-            **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
-            "critical_ns": crit_ns[g_at, w_at].tolist(), "side_ns": side_ns[g_at, w_at].tolist(),
-            "count": cnt[g_at, w_at].tolist()}
+    data = {
+        "step": [int(x) for x in wid[w_at].tolist()],
+        "class": [gcls[g] for g in g_at.tolist()],
+        "name": [gname[g] for g in g_at.tolist()],
+        **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
+        "critical_ns": crit_ns[g_at, w_at].tolist(),
+        "side_ns": side_ns[g_at, w_at].tolist(),
+        "count": cnt[g_at, w_at].tolist(),
+    }
     return pd.DataFrame(data, columns=TABLE_COLUMNS)
-
 
 
 def _old_table(ev, steps, pattern=None):
     (dev_main, st_main), is_ag = main_stream(ev), weight_ag_mask(ev, pattern)
     sel = ev["comm_class"].notna().to_numpy() | is_ag
-    c = ev.loc[sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns",
-                     "end_ns"]].copy()
+    c = ev.loc[
+        sel, ["name", "comm_class", "collective", "algo", "protocol", "device", "stream", "start_ns", "end_ns"]
+    ].copy()
     c["class"] = c["comm_class"].astype(object).where(c["comm_class"].notna(), C.WEIGHT_AG_CLASS)
     c["critical"] = (c["device"] == dev_main) & (c["stream"] == st_main)
     c["step"] = steps.step_of(c["start_ns"].to_numpy())
@@ -76,8 +81,9 @@ def _new_table(ev, steps, pattern=None):
     sel = np.flatnonzero(ev["comm_class"].notna().to_numpy() | is_ag)
     start, end = ev["start_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel]
     crit = (ev["device"].to_numpy()[sel] == dev_main) & (ev["stream"].to_numpy()[sel] == st_main)
-    return C._per_step_class(ev, sel, start, end, crit, steps.step_of(start), steps.starts, steps.ends,
-                             steps.table["step"].to_numpy())
+    return C._per_step_class(
+        ev, sel, start, end, crit, steps.step_of(start), steps.starts, steps.ends, steps.table["step"].to_numpy()
+    )
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])

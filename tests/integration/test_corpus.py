@@ -8,6 +8,7 @@ reference), the ingest accounting, copy kinds and communication classes.
 The corpus lives outside the repository (``../shared/corpus``) and is read in place, never
 copied. A user's clone has no such folder: then every test here is skipped.
 """
+
 from __future__ import annotations
 
 import decimal
@@ -29,9 +30,11 @@ pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 CORPUS_DIRS = (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
-NO_CORPUS = (f"the ../shared corpus is not present ({CORPUS} does not exist or holds no *.json.gz under"
-             " hta/tests/data or tracelens/tests/traces); these tests need the shared trace corpus next to"
-             " the repository")
+NO_CORPUS = (
+    f"the ../shared corpus is not present ({CORPUS} does not exist or holds no *.json.gz under"
+    " hta/tests/data or tracelens/tests/traces); these tests need the shared trace corpus next to"
+    " the repository"
+)
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 B200 = "tracelens/tests/traces/b200/eager_trace.json.gz"

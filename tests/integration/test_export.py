@@ -1,4 +1,5 @@
 """export (parquet → pandas and DuckDB), annotate (Perfetto trace that re-ingests to the same analysis), plot."""
+
 from __future__ import annotations
 
 import gzip
@@ -38,8 +39,11 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
     """Text columns as object with None for missing (pandas 3 reads strings as `str`, missing as NaN)."""
     out = df.copy()
     for c in out.columns:
-        if not isinstance(out[c].dtype, pd.CategoricalDtype) and not pd.api.types.is_numeric_dtype(out[c].dtype) \
-                and not pd.api.types.is_bool_dtype(out[c].dtype):
+        if (
+            not isinstance(out[c].dtype, pd.CategoricalDtype)
+            and not pd.api.types.is_numeric_dtype(out[c].dtype)
+            and not pd.api.types.is_bool_dtype(out[c].dtype)
+        ):
             out[c] = out[c].astype(object).where(out[c].notna(), None)
     return out
 
@@ -94,31 +98,42 @@ def test_parquet_duckdb_queries_agree_with_the_analyses(tmp_path, dp16):
     for name, df in ex.tables.items():
         assert duckdb.sql(f"select count(*) from '{f[name]}'").fetchall()[0][0] == len(df)
     # block kernel time per (step, type) from the raw events = the blocks table = block_stats
-    got = {(s, t): v for s, t, v in duckdb.sql(
-        f"select step, block_type, sum(dur_ns) from '{f['events']}' where kind = 'kernel' and block >= 0"
-        " group by 1, 2").fetchall()}
-    want = {(r.step, r.block_type): r.kernel_ns for r in
-            block_stats(trace, ann).tables["per_step_type"].itertuples()}
+    got = {
+        (s, t): v
+        for s, t, v in duckdb.sql(
+            f"select step, block_type, sum(dur_ns) from '{f['events']}' where kind = 'kernel' and block >= 0"
+            " group by 1, 2"
+        ).fetchall()
+    }
+    want = {(r.step, r.block_type): r.kernel_ns for r in block_stats(trace, ann).tables["per_step_type"].itertuples()}
     assert got == want
     # exposed intervals sum to the exposure's total; per (step, type) through a join with the AllGathers
     total = duckdb.sql(f"select sum(end_ns - start_ns) from '{f['exposed']}'").fetchall()[0][0]
-    ex_res = exposure(trace, ag=AllGatherOptions(group_size=8, sizes=ann.allgather.sizes,
-                                                 local_copy=ann.allgather.local_copy))
+    ex_res = exposure(
+        trace, ag=AllGatherOptions(group_size=8, sizes=ann.allgather.sizes, local_copy=ann.allgather.local_copy)
+    )
     assert total == ex_res.summary["total_exposed_ns"]
-    joined = {(s, t): v for s, t, v in duckdb.sql(
-        f"select a.step, a.type, sum(e.end_ns - e.start_ns) from '{f['exposed']}' e join '{f['allgathers']}' a"
-        " using (ag) group by 1, 2").fetchall()}
-    assert joined == {(r.step, r.type): r.exposed_ns for r in ex_res.tables["per_step_type"].itertuples()
-                      if r.exposed_ns}
+    joined = {
+        (s, t): v
+        for s, t, v in duckdb.sql(
+            f"select a.step, a.type, sum(e.end_ns - e.start_ns) from '{f['exposed']}' e join '{f['allgathers']}' a"
+            " using (ag) group by 1, 2"
+        ).fetchall()
+    }
+    assert joined == {
+        (r.step, r.type): r.exposed_ns for r in ex_res.tables["per_step_type"].itertuples() if r.exposed_ns
+    }
     # the steps table: the decomposition sums to the wall, and equals the ground truth
     truth = json.loads((FIX / "dp16_bs4.truth.json").read_text())
-    rows = duckdb.sql(f"select step, dur_ns, busy_ns + ag_only_ns + idle_ns, exposed_ns, bs from '{f['steps']}'"
-                      " order by step").fetchall()
+    rows = duckdb.sql(
+        f"select step, dur_ns, busy_ns + ag_only_ns + idle_ns, exposed_ns, bs from '{f['steps']}' order by step"
+    ).fetchall()
     assert [(s, w) for s, w, _, _, _ in rows] == [(s["step"], s["wall_ns"]) for s in truth["steps"]]
     assert all(w == parts for _, w, parts, _, _ in rows) and all(bs is None for *_, bs in rows)
     # copies join the events by event_id; categorical columns read as VARCHAR
-    n = duckdb.sql(f"select count(*) from '{f['copies']}' c join '{f['events']}' e using (event_id)"
-                   " where e.copy_kind = 'PtoP'").fetchall()[0][0]
+    n = duckdb.sql(
+        f"select count(*) from '{f['copies']}' c join '{f['events']}' e using (event_id) where e.copy_kind = 'PtoP'"
+    ).fetchall()[0][0]
     assert n == len(ex.tables["copies"]) > 0
     kinds = {r[0]: r[1] for r in duckdb.sql(f"describe select * from '{f['events']}'").fetchall()}
     assert kinds["kind"] == "VARCHAR" and kinds["block_type"] == "VARCHAR" and kinds["start_ns"] == "BIGINT"
@@ -128,23 +143,40 @@ def test_allgather_tables_equal_the_truth(dp16):
     _, _, ex = dp16
     truth = json.loads((FIX / "dp16_bs4.truth.json").read_text())
     ags = ex.tables["allgathers"]
-    assert sorted(zip(ags["start_ns"], ags["end_ns"], ags["type"], ags["exposed_ns"])) == \
-        sorted((a["start_ns"], a["end_ns"], a["type"], a["exposed_ns"]) for a in truth["allgathers"])
+    assert sorted(zip(ags["start_ns"], ags["end_ns"], ags["type"], ags["exposed_ns"])) == sorted(
+        (a["start_ns"], a["end_ns"], a["type"], a["exposed_ns"]) for a in truth["allgathers"]
+    )
 
 
 def test_export_without_annotation_or_allgathers(cli, tmp_path):
     duckdb = pytest.importorskip("duckdb")
-    events = [{"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7,
-               "ts": 1000.0, "dur": 20000.0, "args": {}},
-              kernel("gemm", 1000.0, 5000.0), kernel("attn", 7000.0, 9000.0),
-              memcpy("Memcpy DtoH (Device -> Pinned)", 17000.0, 1000.0)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "scheduler.run_batch",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1000.0,
+            "dur": 20000.0,
+            "args": {},
+        },
+        kernel("gemm", 1000.0, 5000.0),
+        kernel("attn", 7000.0, 9000.0),
+        memcpy("Memcpy DtoH (Device -> Pinned)", 17000.0, 1000.0),
+    ]
     path = write_trace(tmp_path / "plain.json", events)
     code, out, err = cli("export", path, "-o", tmp_path / "o", "--format", "json")
     assert code == 0, err
     assert "no PtoP copies" in err and "no annotation" in err
     s = json.loads(out)["summary"]
-    assert (s["events_rows"], s["steps_rows"], s["blocks_rows"], s["allgathers_rows"], s["exposed_rows"]) == (4, 1, 0,
-                                                                                                               0, 0)
+    assert (s["events_rows"], s["steps_rows"], s["blocks_rows"], s["allgathers_rows"], s["exposed_rows"]) == (
+        4,
+        1,
+        0,
+        0,
+        0,
+    )
     for name in ("allgathers", "exposed", "blocks", "copies"):
         back = pd.read_parquet(tmp_path / "o" / f"{name}.parquet")
         assert list(back.columns) == list(TABLE_COLUMNS[name]) and back.empty
@@ -169,13 +201,20 @@ def test_export_out_must_be_a_directory(cli, tmp_path):
 
 def _analyses(trace, ann) -> dict:
     steps = step_options(step_name=ann.step.name)
-    kw = {"ag": AllGatherOptions(group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
-                                 local_copy=ann.allgather.local_copy), "steps": steps}
-    results = {"wall": decompose(trace, steps=steps),
-               "wall_local": decompose(trace, ag="ptop+local", steps=steps),
-               "allgather": allgather_result(trace, **kw), "exposure": exposure(trace, **kw),
-               "comm": communication(trace, ag=AllGatherOptions(local_copy=ann.allgather.local_copy), steps=steps),
-               "blocks": block_stats(trace, ann)}
+    kw = {
+        "ag": AllGatherOptions(
+            group_size=ann.allgather.group_size, sizes=ann.allgather.sizes, local_copy=ann.allgather.local_copy
+        ),
+        "steps": steps,
+    }
+    results = {
+        "wall": decompose(trace, steps=steps),
+        "wall_local": decompose(trace, ag="ptop+local", steps=steps),
+        "allgather": allgather_result(trace, **kw),
+        "exposure": exposure(trace, **kw),
+        "comm": communication(trace, ag=AllGatherOptions(local_copy=ann.allgather.local_copy), steps=steps),
+        "blocks": block_stats(trace, ann),
+    }
     return {name: (r.summary, r.params, r.tables) for name, r in results.items()}
 
 
@@ -254,16 +293,18 @@ def test_annotated_trace_args_and_original_records(tmp_path, dp16):
 def test_epoch_microseconds_are_kept_exactly(tmp_path):
     """Timestamps like 1712195495519689.047 µs do not survive a float64; the annotated trace keeps them."""
     ts = ["1712195495519689.047", "1712195495529689.047", "1712195495529700.001", "1712195495539789.123"]
-    text = ('{"traceEvents": ['
-            f'{{"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7,'
-            f' "ts": {ts[0]}, "dur": 30000.5, "args": {{}}}},'
-            f'{{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {ts[1]}, "dur": 5.25,'
-            f' "args": {{"device": 0, "stream": 7, "correlation": 1, "note": 0.1}}}},'
-            f'{{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {ts[2]}, "dur": 7.0,'
-            f' "args": {{"device": 0, "stream": 7, "correlation": 2}}}},'
-            f'{{"ph": "X", "cat": "kernel", "name": "attn", "pid": 0, "tid": 7, "ts": {ts[3]}, "dur": 1.5,'
-            f' "args": {{"device": 0, "stream": 7, "correlation": 3}}}}'
-            '], "displayTimeUnit": "ms"}')
+    text = (
+        '{"traceEvents": ['
+        f'{{"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7,'
+        f' "ts": {ts[0]}, "dur": 30000.5, "args": {{}}}},'
+        f'{{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {ts[1]}, "dur": 5.25,'
+        f' "args": {{"device": 0, "stream": 7, "correlation": 1, "note": 0.1}}}},'
+        f'{{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": {ts[2]}, "dur": 7.0,'
+        f' "args": {{"device": 0, "stream": 7, "correlation": 2}}}},'
+        f'{{"ph": "X", "cat": "kernel", "name": "attn", "pid": 0, "tid": 7, "ts": {ts[3]}, "dur": 1.5,'
+        f' "args": {{"device": 0, "stream": 7, "correlation": 3}}}}'
+        '], "displayTimeUnit": "ms"}'
+    )
     src = tmp_path / "epoch.json"
     src.write_text(text)
     trace = tracekit.load(src, cache=False)
@@ -279,8 +320,17 @@ def test_epoch_microseconds_are_kept_exactly(tmp_path):
     assert f'"ts":{us_text(1712195495519689047)}' in written
 
 
-@pytest.mark.parametrize("ns, text", [(0, "0.000"), (5, "0.005"), (1000, "1.000"), (5120216462, "5120216.462"),
-                                      (1712195495519689047, "1712195495519689.047"), (-1500, "-1.500")])
+@pytest.mark.parametrize(
+    "ns, text",
+    [
+        (0, "0.000"),
+        (5, "0.005"),
+        (1000, "1.000"),
+        (5120216462, "5120216.462"),
+        (1712195495519689047, "1712195495519689.047"),
+        (-1500, "-1.500"),
+    ],
+)
 def test_us_text_is_exact(ns, text):
     assert us_text(ns) == text
 
@@ -307,17 +357,28 @@ def _check_png(path: Path) -> None:
 
 def test_plot_commands(cli, tmp_path):
     pytest.importorskip("matplotlib")
-    d16, d2 = [str(FIX / f"dp16_bs{b}.trace.json.gz") for b in (4, 24)], \
-        [str(FIX / f"dp2dcp8_bs{b}.trace.json.gz") for b in (64, 128)]
-    two = [*d16, *d2, "--label", "DP16=dp16_", "--label", "DP2xDCP8=dp2dcp8", "-a", "DP16=k3_dp16",
-           "-a", "DP2xDCP8=k3_dp2_dcp8"]
+    d16, d2 = (
+        [str(FIX / f"dp16_bs{b}.trace.json.gz") for b in (4, 24)],
+        [str(FIX / f"dp2dcp8_bs{b}.trace.json.gz") for b in (64, 128)],
+    )
+    two = [
+        *d16,
+        *d2,
+        "--label",
+        "DP16=dp16_",
+        "--label",
+        "DP2xDCP8=dp2dcp8",
+        "-a",
+        "DP16=k3_dp16",
+        "-a",
+        "DP2xDCP8=k3_dp2_dcp8",
+    ]
     code, out, err = cli("plot", "decomposition", *two, "-o", tmp_path / "d.png", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == "tracekit.plot/1" and doc["summary"]["traces"] == 4
     pts = doc["tables"]["points"]
-    assert [(p["deployment"], p["bs"]) for p in pts] == [("DP16", 4), ("DP16", 24), ("DP2xDCP8", 64),
-                                                          ("DP2xDCP8", 128)]
+    assert [(p["deployment"], p["bs"]) for p in pts] == [("DP16", 4), ("DP16", 24), ("DP2xDCP8", 64), ("DP2xDCP8", 128)]
     assert all(p["busy_ns"] + p["ag_only_ns"] + p["idle_ns"] == p["wall_ns"] for p in pts)
     truth = json.loads((FIX / "dp16_bs4.truth.json").read_text())
     walls = sorted(s["wall_ns"] for s in truth["steps"])
@@ -334,8 +395,9 @@ def test_plot_commands(cli, tmp_path):
     types = {(p["deployment"], p["type"]) for p in json.loads(out)["tables"]["points"]}
     assert ("DP2xDCP8", "MoE") in types and ("DP16", "KDA") in types
     _check_png(tmp_path / "e.png")
-    code, out, err = cli("plot", "timeline", d16[0], "-a", "k3_dp16", "--step", "1", "-o", tmp_path / "t.png",
-                         "--format", "json")
+    code, out, err = cli(
+        "plot", "timeline", d16[0], "-a", "k3_dp16", "--step", "1", "-o", tmp_path / "t.png", "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["summary"]["step"] == 1 and {r["stream"] for r in doc["tables"]["points"]} >= {7, 20}
@@ -379,8 +441,18 @@ def test_docs_list_every_export_column_and_command():
 def test_export_with_a_launch_log_adds_the_ledger(cli, tmp_path):
     syn = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
     out = tmp_path / "exp"
-    code, stdout, err = cli("export", syn / "dp16_bs4.trace.json.gz", "-a", "k3_dp16", "-o", out,
-                            "--log", syn / "dp16.launch.log", "--format", "json")
+    code, stdout, err = cli(
+        "export",
+        syn / "dp16_bs4.trace.json.gz",
+        "-a",
+        "k3_dp16",
+        "-o",
+        out,
+        "--log",
+        syn / "dp16.launch.log",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(stdout)
     assert doc["summary"]["not_exported"] == [] and doc["summary"]["ledger_rows"] > 10
@@ -408,7 +480,8 @@ def test_missing_values_are_null_in_the_files(tmp_path):
     real = ev.loc[ev["bytes"] >= 0, "bytes"]
     avg, n, rows, outside = duckdb.sql(
         f"select avg(bytes), count(bytes), count(*), count(*) filter (where step is null)"
-        f" from '{tmp_path / 'events.parquet'}'").fetchall()[0]
+        f" from '{tmp_path / 'events.parquet'}'"
+    ).fetchall()[0]
     assert (n, rows) == (len(real), len(ev)) and avg == pytest.approx(real.mean(), rel=1e-12)
     assert outside == int((pd.read_parquet(tmp_path / "events.parquet")["step"].isna()).sum()) > 0
     back = pd.read_parquet(tmp_path / "events.parquet")

@@ -1,5 +1,6 @@
 """Issue 30: report's exposure runs once for itself and its exposed-AllGather finding (kept on the trace with the
 segmentation it reads), and each caller gets its own copy of the Result."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +26,9 @@ def test_report_computes_the_exposure_once_for_itself_and_its_finding(monkeypatc
     again = E.exposure(tr, ann, steps=tracekit.get_steps(tr, ann=ann))
     assert len(calls) == 1  # the same segmentation: the kept result
     assert again.tables["per_step"]["exposed_ns"].sum() > 0
-    assert again.summary["median_exposed_ns_per_step"] == res.summary.get("median_exposed_ns_per_step",
-                                                                          again.summary["median_exposed_ns_per_step"])
+    assert again.summary["median_exposed_ns_per_step"] == res.summary.get(
+        "median_exposed_ns_per_step", again.summary["median_exposed_ns_per_step"]
+    )
     again.warnings.append("x")
     again.summary["allgathers"] = -1
     fresh = E.exposure(tr, ann, steps=tracekit.get_steps(tr, ann=ann))

@@ -1,5 +1,6 @@
 """Issue 30: steps, info, timeline and communication at ingest speed — each runs once per trace and options, and
 the vectorised versions give the tables the per-group pandas versions gave (pinned here against those)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,14 +48,19 @@ def _by_stream_as_before(ev: pd.DataFrame) -> pd.DataFrame:
             counts[k] = 0
     busy_by = gpu.groupby(["device", "stream"]).apply(
         lambda g: intervals.total(intervals.normalize(g["start_ns"].to_numpy(), g["end_ns"].to_numpy())),
-        include_groups=False)
-    return pd.DataFrame({
-        "device": counts.index.get_level_values(0).astype(np.int64),
-        "stream": counts.index.get_level_values(1).astype(np.int64),
-        "kernels": counts["kernel"].to_numpy(np.int64), "memcpys": counts["memcpy"].to_numpy(np.int64),
-        "memsets": counts["memset"].to_numpy(np.int64),
-        "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
-        "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index]})
+        include_groups=False,
+    )
+    return pd.DataFrame(
+        {
+            "device": counts.index.get_level_values(0).astype(np.int64),
+            "stream": counts.index.get_level_values(1).astype(np.int64),
+            "kernels": counts["kernel"].to_numpy(np.int64),
+            "memcpys": counts["memcpy"].to_numpy(np.int64),
+            "memsets": counts["memset"].to_numpy(np.int64),
+            "gpu_annotations": counts["gpu_annotation"].to_numpy(np.int64),
+            "busy_ns": [int(busy_by.get((d, s), 0)) for d, s in counts.index],
+        }
+    )
 
 
 def test_info_tables_are_the_groupby_tables():
@@ -62,12 +68,16 @@ def test_info_tables_are_the_groupby_tables():
     ev = tr.events
     res = trace_info(tr)
     pd.testing.assert_frame_equal(res.tables["by_stream"], _by_stream_as_before(ev))
-    by_kind = (ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-               .reset_index())
+    by_kind = ev.groupby("kind", observed=True).agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index()
     by_kind["kind"] = by_kind["kind"].astype(str)
     pd.testing.assert_frame_equal(res.tables["by_kind"], by_kind)
-    by_cat = (ev.groupby("cat", observed=True).size().rename("count").reset_index()
-              .sort_values("count", ascending=False, kind="stable"))
+    by_cat = (
+        ev.groupby("cat", observed=True)
+        .size()
+        .rename("count")
+        .reset_index()
+        .sort_values("count", ascending=False, kind="stable")
+    )
     by_cat["cat"] = by_cat["cat"].astype(str)
     pd.testing.assert_frame_equal(res.tables["by_category"].reset_index(drop=True), by_cat.reset_index(drop=True))
     gpu = ev[gpu_mask(ev)]
@@ -81,10 +91,12 @@ def _merge_touching_as_before(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
     df = df.sort_values(["lane", "label", "start_ns"], kind="stable")
     lane_label = df["lane"] + "\0" + df["label"]
     prev_end = df.groupby(lane_label.to_numpy())["end_ns"].shift().to_numpy()
-    new = np.isnan(prev_end.astype(float)) | (df["start_ns"].to_numpy() - np.nan_to_num(prev_end.astype(float))
-                                              > gap_ns)
-    out = df.groupby(np.cumsum(new)).agg(lane=("lane", "first"), label=("label", "first"),
-                                         start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    new = np.isnan(prev_end.astype(float)) | (
+        df["start_ns"].to_numpy() - np.nan_to_num(prev_end.astype(float)) > gap_ns
+    )
+    out = df.groupby(np.cumsum(new)).agg(
+        lane=("lane", "first"), label=("label", "first"), start_ns=("start_ns", "min"), end_ns=("end_ns", "max")
+    )
     return out.reset_index(drop=True)
 
 
@@ -92,9 +104,14 @@ def test_timeline_merges_touching_activities_as_the_groupby_did():
     rng = np.random.default_rng(0)
     n = 5000
     start = np.cumsum(rng.integers(0, 50, n)) + 10**15
-    df = pd.DataFrame({"lane": np.asarray(rng.choice(["stream 0:7", "stream 0:12", "stream 1:7"], n), dtype=object),
-                       "label": np.asarray(rng.choice(["gemm", "attention", "other", "nccl"], n), dtype=object),
-                       "start_ns": start, "end_ns": start + rng.integers(0, 80, n)})
+    df = pd.DataFrame(
+        {
+            "lane": np.asarray(rng.choice(["stream 0:7", "stream 0:12", "stream 1:7"], n), dtype=object),
+            "label": np.asarray(rng.choice(["gemm", "attention", "other", "nccl"], n), dtype=object),
+            "start_ns": start,
+            "end_ns": start + rng.integers(0, 80, n),
+        }
+    )
     for gap in (1, 20, 200):
         new = T._merge_touching(df, gap)
         pd.testing.assert_frame_equal(new, _merge_touching_as_before(df, gap))
@@ -151,10 +168,19 @@ def _per_step_class_as_before(c: pd.DataFrame, ws, we, wid) -> pd.DataFrame:
         first = g.iloc[0]
         for i in range(len(wid)):
             if crit_ns[i] or side_ns[i] or cnt[i]:
-                rows.append({"step": int(wid[i]), "class": cls, "name": name,
-                             "collective": C._opt(first["collective"]), "algo": C._opt(first["algo"]),
-                             "protocol": C._opt(first["protocol"]), "critical_ns": int(crit_ns[i]),
-                             "side_ns": int(side_ns[i]), "count": int(cnt[i])})
+                rows.append(
+                    {
+                        "step": int(wid[i]),
+                        "class": cls,
+                        "name": name,
+                        "collective": C._opt(first["collective"]),
+                        "algo": C._opt(first["algo"]),
+                        "protocol": C._opt(first["protocol"]),
+                        "critical_ns": int(crit_ns[i]),
+                        "side_ns": int(side_ns[i]),
+                        "count": int(cnt[i]),
+                    }
+                )
     return pd.DataFrame(rows, columns=C.TABLE_COLUMNS)
 
 

@@ -1,5 +1,6 @@
 """`tracekit findings RUN_DIR` (issue 28): what DP imbalance costs per step and which rank makes the others wait,
 against the multi-rank generator's truth (fixtures/synthlib/multirank.py)."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,11 @@ pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("runs")
     out = {}
-    for name, preset, knobs in (("dp8", "dp_attn_deepep8", {}), ("train", "nccl_train4", {}),
-                                ("tie", "dp_attn_deepep8", {"tie": True})):
+    for name, preset, knobs in (
+        ("dp8", "dp_attn_deepep8", {}),
+        ("train", "nccl_train4", {}),
+        ("tie", "dp_attn_deepep8", {"tie": True}),
+    ):
         _, truth = write_run(preset, d / name, truth_path=d / f"{name}.truth.json", **knobs)
         out[name] = (d / name, json.loads(Path(truth).read_text()))
     return out
@@ -63,5 +67,7 @@ def test_ranks_that_tie_give_no_finding_and_say_why(runs, cli):
     code, out, err = cli("findings", run, "-f", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["tables"]["findings"] == [] and "ties within the clock alignment's residual" in doc["tables"][
-        "sources"][0]["reason"]
+    assert (
+        doc["tables"]["findings"] == []
+        and "ties within the clock alignment's residual" in doc["tables"]["sources"][0]["reason"]
+    )

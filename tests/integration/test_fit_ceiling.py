@@ -2,6 +2,7 @@
 cannot (issue 30): their ceiling, judged from the kernel names, markers and hardware, is not above fits_above.
 Here the ceiling is checked against the engine's score of every shipped annotation, and best_fit against the full
 ranking, on the synthetic fixtures and the shared corpus (where present)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,12 @@ from tracekit.errors import TracekitError
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 FIXTURES = sorted((Path(__file__).resolve().parents[2] / "fixtures" / "synthetic").glob("*.trace.json.gz"))
-CORPUS_FILES = sorted(p for d in (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
-                      if d.is_dir() for p in d.rglob("*.json.gz"))
+CORPUS_FILES = sorted(
+    p
+    for d in (CORPUS / "hta" / "tests" / "data", CORPUS / "tracelens" / "tests" / "traces")
+    if d.is_dir()
+    for p in d.rglob("*.json.gz")
+)
 
 
 def _params():
@@ -45,7 +50,9 @@ def test_the_ceiling_bounds_the_score_and_best_fit_is_the_full_rankings_top(path
         row = table[table["name"] == name].iloc[0]
         if ann is None or ann.blocks is None or row["score"] == 0:
             continue
-        parts = {"hardware": None if row["hardware"] != row["hardware"] else row["hardware"],
-                 "framework": None if row["framework"] != row["framework"] else row["framework"]}
+        parts = {
+            "hardware": None if row["hardware"] != row["hardware"] else row["hardware"],
+            "framework": None if row["framework"] != row["framework"] else row["framework"],
+        }
         top = F._ceiling(tr, ann, get_steps(tr, st, ann=ann), parts, auto)
         assert top + 1e-9 >= row["score"], (name, top, row["score"])

@@ -17,6 +17,7 @@ with HTA_DISABLE_NS_ROUNDING=1, where its definitions coincide with ours:
 Agreement required: idle and compute within 0.1 % of the span (the issue's bar); in practice they agree
 to within 48 ns, and span/busy equal the exact integer-ns reference computed from the JSON text.
 """
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ page's text holds the step time and the findings, and a screenshot that is not b
 The browser is Debian's `chromium` (`.ci/run` installs it and sets TRACEKIT_REQUIRE_BROWSER=1, so CI fails rather
 than skips without one); where no browser exists the browser tests skip with that reason. Screenshots are written
 under the test's temporary directory (pytest keeps the last runs' directories)."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,19 @@ SYN = ROOT / "fixtures" / "synthetic"
 sys.path.insert(0, str(ROOT))
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-default-apps",
-         "--disable-extensions", "--mute-audio"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--mute-audio",
+]
 
 
 def _browser() -> str:
@@ -41,8 +52,10 @@ def _browser() -> str:
             return found
     if os.environ.get("TRACEKIT_REQUIRE_BROWSER"):
         pytest.fail(f"TRACEKIT_REQUIRE_BROWSER is set but none of {', '.join(BROWSERS)} is on PATH")
-    pytest.skip(f"no headless browser ({', '.join(BROWSERS)}) on PATH: the HTML report is checked in CI, where "
-                ".ci/run installs Debian's chromium")
+    pytest.skip(
+        f"no headless browser ({', '.join(BROWSERS)}) on PATH: the HTML report is checked in CI, where "
+        ".ci/run installs Debian's chromium"
+    )
 
 
 def open_in_browser(page: Path, work: Path) -> dict:
@@ -51,12 +64,29 @@ def open_in_browser(page: Path, work: Path) -> dict:
     profile = work / "profile"
     net = work / "net.json"
     url = page.resolve().as_uri()
-    dom = subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                          f"--log-net-log={net}", "--virtual-time-budget=3000", "--dump-dom", url],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [
+            exe,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--log-net-log={net}",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     shot = work / f"{page.stem}.png"
-    subprocess.run([exe, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,2400", f"--screenshot={shot}",
-                    url], capture_output=True, text=True, timeout=120)
+    subprocess.run(
+        [exe, *FLAGS, f"--user-data-dir={profile}", "--window-size=1200,2400", f"--screenshot={shot}", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     console = [ln for ln in dom.stderr.splitlines() if ":CONSOLE" in ln]
     requests = set()
     if net.exists():
@@ -64,12 +94,20 @@ def open_in_browser(page: Path, work: Path) -> dict:
         for ev in doc.get("events", []):
             p = ev.get("params") or {}
             # the page's own requests carry its file:// isolation key; the browser's background ones do not
-            if "url" in p and str(p.get("network_isolation_key", "")).startswith("file://") \
-                    and not p["url"].startswith(("file:", "data:")):
+            if (
+                "url" in p
+                and str(p.get("network_isolation_key", "")).startswith("file://")
+                and not p["url"].startswith(("file:", "data:"))
+            ):
                 requests.add(p["url"])
     text = re.sub(r"<[^>]+>", " ", dom.stdout)
-    return {"text": re.sub(r"\s+", " ", text), "console": console, "requests": requests, "shot": shot,
-            "code": dom.returncode}
+    return {
+        "text": re.sub(r"\s+", " ", text),
+        "console": console,
+        "requests": requests,
+        "shot": shot,
+        "code": dom.returncode,
+    }
 
 
 def _not_blank(png: Path) -> None:
@@ -108,8 +146,18 @@ def test_k3_report_with_its_log_in_a_browser(tmp_path):
     page = tmp_path / "k3.html"
     page.write_text(emit(res, "html"))
     top = res.tables["findings"].iloc[0]["title"]
-    got = _check(page, tmp_path, [value_text("median_wall_ns", res.summary["median_wall_ns"]), top, "Findings",
-                                  "Memory ledger", "timeline", "Wall decomposition per step"])
+    got = _check(
+        page,
+        tmp_path,
+        [
+            value_text("median_wall_ns", res.summary["median_wall_ns"]),
+            top,
+            "Findings",
+            "Memory ledger",
+            "timeline",
+            "Wall decomposition per step",
+        ],
+    )
     assert "Extra request slots" in got["text"]  # a memory finding from the log
 
 
@@ -120,8 +168,25 @@ def test_two_deployment_compare_in_a_browser(tmp_path, cli):
         tr, _ = build(preset, bs, steps=2)
         write_trace(tmp_path / side / f"d_bs{bs}_100k" / "1758612345.12-TP-0.trace.json.gz", tr)
     out = tmp_path / "cmp.html"
-    code, _, err = cli("compare", tmp_path / "a", tmp_path / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1",
-                       "--annotation-a", "k3_dp16", "--annotation-b", "k3_dp2_dcp8", "-f", "html", "-o", out)
+    code, _, err = cli(
+        "compare",
+        tmp_path / "a",
+        tmp_path / "b",
+        "--dp-a",
+        "16",
+        "--dp-b",
+        "2",
+        "-j",
+        "1",
+        "--annotation-a",
+        "k3_dp16",
+        "--annotation-b",
+        "k3_dp2_dcp8",
+        "-f",
+        "html",
+        "-o",
+        out,
+    )
     assert code == 0, err
     doc = json.loads(out.with_suffix(".json").read_text())
     assert doc["tables"]["findings"], "compare of two trace directories carries findings"
@@ -144,11 +209,15 @@ def _many_steps_trace(path: Path, n: int) -> Path:
     ev = []
     for i in range(n):
         t = i * 100
-        ev.append(f'{{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#{i}","pid":0,"tid":7,"ts":{t},'
-                  f'"dur":90,"args":{{"device":0,"stream":7,"External id":{i + 1}}}}}')
+        ev.append(
+            f'{{"ph":"X","cat":"gpu_user_annotation","name":"ProfilerStep#{i}","pid":0,"tid":7,"ts":{t},'
+            f'"dur":90,"args":{{"device":0,"stream":7,"External id":{i + 1}}}}}'
+        )
         for name, off, dur in (("gemm", 1, 40),):
-            ev.append(f'{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{t + off},"dur":{dur},'
-                      f'"args":{{"device":0,"stream":7,"correlation":{i + 1}}}}}')
+            ev.append(
+                f'{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":7,"ts":{t + off},"dur":{dur},'
+                f'"args":{{"device":0,"stream":7,"correlation":{i + 1}}}}}'
+            )
     path.write_text('{"schemaVersion":1,"traceEvents":[' + ",\n".join(ev) + "]}")
     return path
 

@@ -1,6 +1,7 @@
 """The HTML page's step timeline zooms and pans in a real (headless) browser, and a report of 10^4 steps renders
 there; the browser helpers are those of test_html_report.py (skip without a browser unless
 TRACEKIT_REQUIRE_BROWSER is set)."""
+
 from __future__ import annotations
 
 import html
@@ -43,9 +44,20 @@ def _probe(page: Path, work: Path) -> dict:
     exe = _browser()
     probed = work / f"{page.stem}.probe.html"
     probed.write_text(page.read_text().replace("</body>", PROBE, 1))
-    dom = subprocess.run([exe, *FLAGS, f"--user-data-dir={work / 'profile'}", "--window-size=1200,2000",
-                          "--virtual-time-budget=3000", "--dump-dom", probed.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [
+            exe,
+            *FLAGS,
+            f"--user-data-dir={work / 'profile'}",
+            "--window-size=1200,2000",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            probed.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     m = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
     assert m, f"the probe did not run: {dom.stderr[-2000:]}"
     return json.loads(html.unescape(m.group(1)))
@@ -86,7 +98,10 @@ def test_a_report_of_1e4_steps_renders_in_a_browser(tmp_path):
     page = tmp_path / "many.html"
     page.write_text(page_text)
     assert len(page_text.encode()) < 5_000_000
-    got = _check(page, tmp_path, [f"60 of {n:,} steps, sampled", "How these numbers were obtained",
-                                  f"the first 500 of {n:,} rows"])
+    got = _check(
+        page,
+        tmp_path,
+        [f"60 of {n:,} steps, sampled", "How these numbers were obtained", f"the first 500 of {n:,} rows"],
+    )
     assert "zoom in" in got["text"]
     assert took < 120, f"report and page of {n:,} steps took {took:.0f} s"

@@ -1,6 +1,7 @@
 """Every command's `--format json`, streamed a few rows at a time (tracekit.result.iter_json: each chunk's rows
 written column by column, issue 28), is byte for byte the document the encoders write from row dicts in one piece —
 on the fixtures of the parity test, indented and compact."""
+
 from __future__ import annotations
 
 import pytest

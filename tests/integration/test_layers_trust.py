@@ -12,6 +12,7 @@ was checked.
   rank 0) when the shared corpus holds them (or a directory named by TRACEKIT_CORPUS, laid out like it); skipped
   with the reason otherwise.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,12 +35,14 @@ from fixtures.synthlib import build_trace, get_preset, simulate, write_trace  # 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 SYN = ROOT / "fixtures" / "synthetic"
-CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":")
-                                                 if p]
+CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":") if p]
 MI300_QWEN = "tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 H100_QWEN = "tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-NO_STACK = ["hta/tests/data/trace_diff/control/control.json.gz", "hta/tests/data/trace_diff/test/test.json.gz",
-            "hta/tests/data/negative_queue_length_values_check/rank0.json.gz"]
+NO_STACK = [
+    "hta/tests/data/trace_diff/control/control.json.gz",
+    "hta/tests/data/trace_diff/test/test.json.gz",
+    "hta/tests/data/negative_queue_length_values_check/rank0.json.gz",
+]
 
 
 def _synthetic(tmp_path_factory, preset: str, bs: int = 1, steps: int = 2):
@@ -113,13 +116,45 @@ def test_a_training_step_without_attention_has_no_decoder_stack(cnn, cli, tmp_pa
 def test_unverified_when_the_structure_disagrees(tmp_path):
     """Layers with no FFN kernel the categories know (a fused activation): the engine may reproduce the cut, but
     nothing independent confirms it, so verified is false and says why."""
-    names = (["embed_kernel_indexSelect"] + ["rms_norm_kernel", "nvjet_qkv_TNT", "flash_fwd_kernel", "nvjet_o_TNT",
-                                              "rms_norm_kernel", "nvjet_gateup_TNT", "nvjet_down_TNT"] * 6
-             + ["rms_norm_kernel", "nvjet_lm_head_TNN"])
-    evs = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 100.0 + 5 * i, "dur": 4.0,
-            "args": {"device": 0, "stream": 7, "correlation": i}} for i, n in enumerate(names)]
-    evs.append({"ph": "X", "cat": "gpu_user_annotation", "name": "step[DECODE bs=4]", "pid": 0, "tid": 7,
-                "ts": 99.0, "dur": 5.0 * len(names) + 2, "args": {}})
+    names = (
+        ["embed_kernel_indexSelect"]
+        + [
+            "rms_norm_kernel",
+            "nvjet_qkv_TNT",
+            "flash_fwd_kernel",
+            "nvjet_o_TNT",
+            "rms_norm_kernel",
+            "nvjet_gateup_TNT",
+            "nvjet_down_TNT",
+        ]
+        * 6
+        + ["rms_norm_kernel", "nvjet_lm_head_TNN"]
+    )
+    evs = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": n,
+            "pid": 0,
+            "tid": 7,
+            "ts": 100.0 + 5 * i,
+            "dur": 4.0,
+            "args": {"device": 0, "stream": 7, "correlation": i},
+        }
+        for i, n in enumerate(names)
+    ]
+    evs.append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "step[DECODE bs=4]",
+            "pid": 0,
+            "tid": 7,
+            "ts": 99.0,
+            "dur": 5.0 * len(names) + 2,
+            "args": {},
+        }
+    )
     p = tmp_path / "fused.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": evs}))
     trace = tracekit.load(p, cache=False)
@@ -131,10 +166,15 @@ def test_unverified_when_the_structure_disagrees(tmp_path):
     assert any("not verified" in w for w in sres.warnings)
 
 
-NORM, QKV, ATTN, O, UP, ACT, DOWN = ("void flashinfer::norm::FusedAddRMSNormKernel<8u>(x)", "nvjet_qkv_TNT",
-                                     "void flashinfer::BatchDecodeWithPagedKVCacheKernel<x>(p)", "nvjet_o_TNT",
-                                     "nvjet_up_TNT", "void flashinfer::activation::act_and_mul_kernel<x>(y)",
-                                     "nvjet_down_TNT")
+NORM, QKV, ATTN, O, UP, ACT, DOWN = (
+    "void flashinfer::norm::FusedAddRMSNormKernel<8u>(x)",
+    "nvjet_qkv_TNT",
+    "void flashinfer::BatchDecodeWithPagedKVCacheKernel<x>(p)",
+    "nvjet_o_TNT",
+    "nvjet_up_TNT",
+    "void flashinfer::activation::act_and_mul_kernel<x>(y)",
+    "nvjet_down_TNT",
+)
 AG = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
@@ -144,10 +184,31 @@ def test_a_layer_ending_with_a_collective_keeps_its_type(tmp_path):
     for i in range(8):
         body += layer + ([AG] if i in (3, 7) else [])  # two layers end with an AllGather (the last: the logits')
     names = ["_compute_position_kernel"] + body + [NORM, "nvjet_lm_head_TNN"]
-    evs = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 100.0 + 5 * i, "dur": 4.0,
-            "args": {"device": 0, "stream": 7, "correlation": i}} for i, n in enumerate(names)]
-    evs.append({"ph": "X", "cat": "gpu_user_annotation", "name": "step[DECODE bs=4]", "pid": 0, "tid": 7,
-                "ts": 99.0, "dur": 5.0 * len(names) + 2, "args": {}})
+    evs = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": n,
+            "pid": 0,
+            "tid": 7,
+            "ts": 100.0 + 5 * i,
+            "dur": 4.0,
+            "args": {"device": 0, "stream": 7, "correlation": i},
+        }
+        for i, n in enumerate(names)
+    ]
+    evs.append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "step[DECODE bs=4]",
+            "pid": 0,
+            "tid": 7,
+            "ts": 99.0,
+            "dur": 5.0 * len(names) + 2,
+            "args": {},
+        }
+    )
     p = tmp_path / "ag.json"
     p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": evs}))
     trace = tracekit.load(p, cache=False)
@@ -172,9 +233,17 @@ def test_dp16_last_mla_layer_and_the_draft_layers(dp16):
     mla_units = {b.unit for b in sch.blocks if b.type == "MLA"}
     for step in sorted(set(lay["step"])):
         mine = lay[lay["step"] == step].reset_index(drop=True)
-        units = [u for u, _ in sorted(((b.unit, b.start) for b in sch.blocks if b.step == step
-                                       and (b.unit.startswith("L") or b.unit.startswith("draft"))),
-                                      key=lambda x: x[1])]
+        units = [
+            u
+            for u, _ in sorted(
+                (
+                    (b.unit, b.start)
+                    for b in sch.blocks
+                    if b.step == step and (b.unit.startswith("L") or b.unit.startswith("draft"))
+                ),
+                key=lambda x: x[1],
+            )
+        ]
         units = list(dict.fromkeys(units))
         assert len(units) == len(mine) == 98
         mla = [t for u, t in zip(units, mine["layer_type"]) if u in mla_units]
@@ -201,12 +270,15 @@ def test_draft_layers_stay_draft_in_a_step_whose_target_replay_went_unrecorded(t
 # the real traces
 # --------------------------------------------------------------------------------------------------
 
+
 def _real(rel: str) -> Path:
     for root in CORPORA:
         if (root / rel).is_file():
             return root / rel
-    pytest.skip(f"{rel} is in none of {', '.join(map(str, CORPORA))} (the shared corpus, or TRACEKIT_CORPUS);"
-                " this test needs that real trace")
+    pytest.skip(
+        f"{rel} is in none of {', '.join(map(str, CORPORA))} (the shared corpus, or TRACEKIT_CORPUS);"
+        " this test needs that real trace"
+    )
 
 
 @pytest.mark.parametrize("rel", [MI300_QWEN, H100_QWEN], ids=["mi300", "h100"])

@@ -1,6 +1,7 @@
 """`tracekit log / ledger / capacity` end to end: the synthetic K3 launch logs against their truth and the
 study's numbers, the JSON contract, exit codes, and every real log of ../shared/corpus/sglang_logs against what
 its SOURCE.md says a correct parser reads (skipped when the shared corpus is absent)."""
+
 from __future__ import annotations
 
 import csv
@@ -17,13 +18,18 @@ from tracekit.ingest.sglang_log import rank_label, read_log
 REPO = Path(__file__).resolve().parents[2]
 SYNTH = REPO / "fixtures" / "synthetic"
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "sglang_logs"
-NO_CORPUS = (f"the shared sglang log corpus is not present ({CORPUS} holds no *.log); these tests need "
-             "../shared/corpus/sglang_logs next to the repository")
+NO_CORPUS = (
+    f"the shared sglang log corpus is not present ({CORPUS} holds no *.log); these tests need "
+    "../shared/corpus/sglang_logs next to the repository"
+)
 ENVELOPE = {"tracekit", "schema", "command", "inputs", "params", "warnings", "summary", "tables"}
 
 # truth row name → ledger row name (the ledger's names are generic; the K3 fork's pools keep sglang's words)
 ROW_NAMES = {"kda_state_gib": "ssm_state_gib", "replay_ssm_gib": "replay_ssm_ring_gib", "mla_kv_gib": "kv_gib"}
-BYTE_ROWS = {"ag_staging_target_bytes": ("ag_staging_pool", "target"), "ag_staging_draft_bytes": ("ag_staging_pool", "draft")}
+BYTE_ROWS = {
+    "ag_staging_target_bytes": ("ag_staging_pool", "target"),
+    "ag_staging_draft_bytes": ("ag_staging_pool", "draft"),
+}
 
 
 def _truth(name: str) -> dict:
@@ -68,7 +74,11 @@ def test_synthetic_ledger_equals_truth(name):
     cap = capacity(log=read_log(SYNTH / f"{name}.launch.log")).summary
     tc = truth["capacity"]
     assert (cap["bytes_per_token"], cap["tokens_per_rank"], cap["tokens_per_dp"], cap["tokens_per_instance"]) == (
-        tc["bytes_per_token"], tc["kv_tokens_per_rank"], tc["tokens_per_dp"], tc["tokens_per_instance"])
+        tc["bytes_per_token"],
+        tc["kv_tokens_per_rank"],
+        tc["tokens_per_dp"],
+        tc["tokens_per_instance"],
+    )
 
 
 def test_the_study_numbers():
@@ -82,8 +92,11 @@ def test_the_study_numbers():
     assert diff["weights_resident_gib"] == pytest.approx(-2.2) and diff["nccl_init_gib"] == pytest.approx(0.65)
     assert (a["request_slots"], b["request_slots"]) == (33, 209)
     assert round(a["req_to_token_gib"], 2) == 0.13 and round(b["req_to_token_gib"], 2) == 0.82
-    staging = {(r["log"], r["role"]): r["mib"] for r in res.tables["allocations"].to_dict("records")
-               if r["what"] == "ag_staging_pool"}
+    staging = {
+        (r["log"], r["role"]): r["mib"]
+        for r in res.tables["allocations"].to_dict("records")
+        if r["what"] == "ag_staging_pool"
+    }
     assert (staging[("a", "target")], staging[("b", "target")], staging[("a", "draft")]) == (1196.0, 350.0, 1288.0)
     assert (a["kv_gib"], b["kv_gib"]) == (41.1, 34.6)
     rows = {r["row"]: r for r in res.tables["rows"].to_dict("records")}
@@ -93,8 +106,14 @@ def test_the_study_numbers():
 
 @pytest.mark.parametrize("pool, dcp, per_dp_m, instance_m", [(41.1, 1, 3.19, 51.1), (34.6, 8, 21.5, 43.0)])
 def test_study_capacity_from_dimensions(pool, dcp, per_dp_m, instance_m):
-    s = capacity(dims=ModelDims(layers=24, kv_lora_rank=512, rope_dim=64), kv_dtype="fp8", pool_gib=pool, ranks=16,
-                 dcp=dcp, context=100_000).summary
+    s = capacity(
+        dims=ModelDims(layers=24, kv_lora_rank=512, rope_dim=64),
+        kv_dtype="fp8",
+        pool_gib=pool,
+        ranks=16,
+        dcp=dcp,
+        context=100_000,
+    ).summary
     assert s["bytes_per_token"] == 13824
     assert round(s["tokens_per_dp"] / 1e6, 2 if per_dp_m < 10 else 1) == per_dp_m
     assert round(s["tokens_per_instance"] / 1e6, 1) == instance_m
@@ -112,15 +131,29 @@ def test_log_json_contract(cli):
     rows = doc["tables"]["records"]
     assert all(list(r)[:3] == ["line", "ranks", "kind"] and "fields" not in r for r in rows)
     kv = [r for r in rows if r["kind"] == "kv_alloc"]
-    assert kv[0] == {"line": 23, "ranks": {"DP": 0, "TP": 0, "EP": 0}, "kind": "kv_alloc",
-                     "dtype": "torch.float8_e4m3fn", "tokens": 3192320, "kv_gib": 41.1}
+    assert kv[0] == {
+        "line": 23,
+        "ranks": {"DP": 0, "TP": 0, "EP": 0},
+        "kind": "kv_alloc",
+        "dtype": "torch.float8_e4m3fn",
+        "tokens": 3192320,
+        "kv_gib": 41.1,
+    }
     progress = [r for r in rows if r["kind"] == "graph_progress"]
     assert progress[0] == {"line": 33, "ranks": {}, "kind": "graph_progress", "bs": 24, "avail_gib": 11.96}
     args = next(r for r in rows if r["kind"] == "server_args")["args"]
     assert args["mem_fraction_static"] == 0.88 and args["cuda_graph_bs"] == [1, 2, 4, 8, 16, 24]
     kinds = {r["kind"] for r in rows}
-    assert {"ag_staging_pool", "requant_then_shard", "swa_draft_reclaimed", "swa_draft_slot_map", "draft_hoisted_ag",
-            "weight_sharded_layers", "weight_shard_release", "replay_ssm_ring"} <= kinds
+    assert {
+        "ag_staging_pool",
+        "requant_then_shard",
+        "swa_draft_reclaimed",
+        "swa_draft_slot_map",
+        "draft_hoisted_ag",
+        "weight_sharded_layers",
+        "weight_shard_release",
+        "replay_ssm_ring",
+    } <= kinds
 
 
 def test_log_rank_and_kind_filters(cli):
@@ -134,17 +167,50 @@ def test_ledger_two_logs_json(cli):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == "tracekit.ledger/1" and [i["rank"] for i in doc["inputs"]] == ["DP0 TP0 EP0"] * 2
-    assert set(doc["tables"]) == {"rows", "timeline", "intervals", "allocations", "graph_buckets", "skew",
-                                  "unrecognised"}
+    assert set(doc["tables"]) == {
+        "rows",
+        "timeline",
+        "intervals",
+        "allocations",
+        "graph_buckets",
+        "skew",
+        "unrecognised",
+    }
     row = next(r for r in doc["tables"]["rows"] if r["row"] == "request_slots")
-    assert row == {"row": "request_slots", "value_a": 33, "value_b": 209, "diff": 176, "lines_a": [1, 42],
-                   "lines_b": [1, 58], "note": row["note"]}
+    assert row == {
+        "row": "request_slots",
+        "value_a": 33,
+        "value_b": 209,
+        "diff": 176,
+        "lines_a": [1, 42],
+        "lines_b": [1, 58],
+        "note": row["note"],
+    }
     assert doc["summary"]["logs"] == 2 and doc["summary"]["diff"]["request_slots"] == 176
 
 
 def test_capacity_json(cli):
-    code, out, err = cli("capacity", "--layers", "24", "--kv-lora-rank", "512", "--rope-dim", "64", "--kv-dtype", "fp8",
-                         "--pool-gib", "34.6", "--ranks", "16", "--dcp", "8", "--context", "100k", "-f", "json")
+    code, out, err = cli(
+        "capacity",
+        "--layers",
+        "24",
+        "--kv-lora-rank",
+        "512",
+        "--rope-dim",
+        "64",
+        "--kv-dtype",
+        "fp8",
+        "--pool-gib",
+        "34.6",
+        "--ranks",
+        "16",
+        "--dcp",
+        "8",
+        "--context",
+        "100k",
+        "-f",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     s = doc["summary"]
@@ -155,9 +221,15 @@ def test_capacity_json(cli):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
-@pytest.mark.parametrize("args", [("log", SYNTH / "dp2dcp8.launch.log"), ("ledger", SYNTH / "dp2dcp8.launch.log"),
-                                  ("ledger", SYNTH / "dp16.launch.log", SYNTH / "dp2dcp8.launch.log"),
-                                  ("capacity", "--log", SYNTH / "dp16.launch.log", "--context", "1M")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("log", SYNTH / "dp2dcp8.launch.log"),
+        ("ledger", SYNTH / "dp2dcp8.launch.log"),
+        ("ledger", SYNTH / "dp16.launch.log", SYNTH / "dp2dcp8.launch.log"),
+        ("capacity", "--log", SYNTH / "dp16.launch.log", "--context", "1M"),
+    ],
+)
 def test_every_format(cli, args, fmt):
     code, out, err = cli(*args, "--format", fmt)
     assert code == 0, err
@@ -178,17 +250,23 @@ def test_out_file_and_csv_dir(cli, tmp_path):
     assert code == 0 and (tmp_path / "csv" / "ledger.rows.csv").exists()
 
 
-@pytest.mark.parametrize("args, code, needle", [
-    (("ledger", "/nonexistent/x.log"), 3, "does not exist"),
-    (("ledger", REPO / "README.md"), 4, "holds no sglang launch-log line"),
-    (("ledger", SYNTH / "dp16.launch.log", "--rank", "TP7"), 4, "ranks present: DP0 TP0 EP0, DP1 TP1 EP1"),
-    (("ledger", SYNTH / "dp16.launch.log", "--rank", "x"), 2, "is not a rank"),
-    (("capacity",), 2, "pass --log LOG"),
-    (("capacity", "--pool-gib", "4", "--layers", "2"), 2, "--kv-lora-rank"),
-    (("capacity", "--pool-gib", "4", "--layers", "2", "--kv-heads", "1", "--head-dim", "8", "--context", "lots"), 2,
-     "not a token count"),
-    (("log", SYNTH / "dp16.launch.log", "--patterns", "/nonexistent/p.json"), 3, "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (("ledger", "/nonexistent/x.log"), 3, "does not exist"),
+        (("ledger", REPO / "README.md"), 4, "holds no sglang launch-log line"),
+        (("ledger", SYNTH / "dp16.launch.log", "--rank", "TP7"), 4, "ranks present: DP0 TP0 EP0, DP1 TP1 EP1"),
+        (("ledger", SYNTH / "dp16.launch.log", "--rank", "x"), 2, "is not a rank"),
+        (("capacity",), 2, "pass --log LOG"),
+        (("capacity", "--pool-gib", "4", "--layers", "2"), 2, "--kv-lora-rank"),
+        (
+            ("capacity", "--pool-gib", "4", "--layers", "2", "--kv-heads", "1", "--head-dim", "8", "--context", "lots"),
+            2,
+            "not a token count",
+        ),
+        (("log", SYNTH / "dp16.launch.log", "--patterns", "/nonexistent/p.json"), 3, "does not exist"),
+    ],
+)
 def test_errors_are_one_sentence_with_an_exit_code(cli, args, code, needle):
     got, out, err = cli(*args)
     assert got == code and needle in err and "Traceback" not in err and out == ""
@@ -211,8 +289,12 @@ def test_incomplete_launch_reports_what_was_read(cli, tmp_path):
 
 E = {}  # expected records per corpus file: (line, rank label, kind, fields)
 E["02_qwen3-14b_tp1_noranktag_2025-05.log"] = [
-    (1, "untagged", "weight_end", {"model": "Qwen3ForCausalLM", "dtype": "torch.bfloat16", "avail_gib": 19.67,
-                                   "usage_gib": 27.57}),
+    (
+        1,
+        "untagged",
+        "weight_end",
+        {"model": "Qwen3ForCausalLM", "dtype": "torch.bfloat16", "avail_gib": 19.67, "usage_gib": 27.57},
+    ),
     (2, "untagged", "kv_alloc", {"tokens": 91749, "k_gib": 7.0, "v_gib": 7.0}),
     (3, "untagged", "pool_end", {"avail_gib": 5.27}),
     (4, "untagged", "graph_begin", {"device": "cuda", "avail_gib": 4.64, "graph": "target"}),
@@ -223,11 +305,19 @@ E["05_b200_tp1_piecewise_2025-11.log"] = [
     (2, "untagged", "kv_alloc", {"tokens": 2243474, "k_gib": 59.91, "v_gib": 59.91}),
     (3, "untagged", "pool_end", {"avail_gib": 40.03}),
     (5, "untagged", "graph_begin", {"device": "cuda", "avail_gib": 39.48, "graph": "target"}),
-    (6, "untagged", "graph_sizes", {"graph": "target", "bs": [1, 2, 4, 8, 12, 16, 24] + list(range(32, 257, 8))
-                                    + list(range(272, 513, 16))}),
+    (
+        6,
+        "untagged",
+        "graph_sizes",
+        {"graph": "target", "bs": [1, 2, 4, 8, 12, 16, 24] + list(range(32, 257, 8)) + list(range(272, 513, 16))},
+    ),
     (7, "untagged", "graph_progress", {"bs": 1, "avail_gib": 38.07}),
-    (8, "untagged", "graph_end", {"device": "cuda", "elapsed_s": 5.37, "usage_gib": 1.44, "avail_gib": 38.05,
-                                  "graph": "target"}),
+    (
+        8,
+        "untagged",
+        "graph_end",
+        {"device": "cuda", "elapsed_s": 5.37, "usage_gib": 1.44, "avail_gib": 38.05, "graph": "target"},
+    ),
     (9, "untagged", "graph_sizes", {"graph": "piecewise", "truncated": True}),  # cut mid-list: no sizes read
 ]
 _07_BS = [1, 2, 4, 8, 12, 16, 24] + list(range(32, 257, 8)) + list(range(272, 513, 16))
@@ -246,8 +336,18 @@ E["07_qwen3-omni_tp4_2025-12.log"] = [
 ]
 E["11_qwen3_pp2-tp2_musa_2026-01.log"] = [
     (1, "PP1 TP0", "weight_begin", {"avail_gib": 78.38}),
-    (13, "PP1 TP1", "weight_end", {"elapsed_s": 6.21, "model": "Qwen3ForCausalLM", "dtype": "torch.bfloat16",
-                                   "avail_gib": 76.05, "usage_gib": 2.33}),
+    (
+        13,
+        "PP1 TP1",
+        "weight_end",
+        {
+            "elapsed_s": 6.21,
+            "model": "Qwen3ForCausalLM",
+            "dtype": "torch.bfloat16",
+            "avail_gib": 76.05,
+            "usage_gib": 2.33,
+        },
+    ),
 ]
 _W13 = {"model": "Qwen3MoeForCausalLM", "usage_gib": 16.39}
 _KV13 = {"tokens": 1029388, "k_gib": 47.12, "v_gib": 47.12}

@@ -2,6 +2,7 @@
 mid-step start; per-rank folders), pinned: the digests were taken with the code before issue 28's parent was made
 lean (kinds as integer codes, packed sort keys, no whole-table copies) and the code after gives the same bytes. A
 change of these digests is a change of the answer: say why in the commit, and re-pin."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,10 +16,16 @@ from tracekit.sweeps import imbalance
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier
 
 PINNED = [
-    ("dp_attn_deepep16", {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-     "f07527831eb3bc14362dc9eff4740b6674241369d1964e0238e0469fa599a19b"),
-    ("nccl_train4", {"naming": "rank_folders", "mid_step_start": [1]},
-     "e886e371eb143abdaf841381ca2f6bb0254cb64f72b9c82d1f80c74218f9a66e"),
+    (
+        "dp_attn_deepep16",
+        {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
+        "f07527831eb3bc14362dc9eff4740b6674241369d1964e0238e0469fa599a19b",
+    ),
+    (
+        "nccl_train4",
+        {"naming": "rank_folders", "mid_step_start": [1]},
+        "e886e371eb143abdaf841381ca2f6bb0254cb64f72b9c82d1f80c74218f9a66e",
+    ),
 ]
 
 
@@ -26,6 +33,5 @@ PINNED = [
 def test_the_answer_is_pinned(tmp_path, preset, knobs, digest):
     write_run(preset, tmp_path / "run", truth_path=tmp_path / "truth.json", **knobs)
     doc = imbalance(tmp_path / "run", jobs=1, gpus_per_node=8, cache=False).to_dict()
-    body = json.dumps({"summary": doc["summary"], "tables": doc["tables"], "warnings": doc["warnings"]},
-                      sort_keys=True)
+    body = json.dumps({"summary": doc["summary"], "tables": doc["tables"], "warnings": doc["warnings"]}, sort_keys=True)
     assert hashlib.sha256(body.encode()).hexdigest() == digest

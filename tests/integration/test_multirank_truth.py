@@ -1,5 +1,6 @@
 """Every rank of a run against the generator's truth (fixtures/synthlib/multirank.py, issue 28), and the real HTA
 rank pair. The truth is computed from the schedule, sharing no code with tracekit, and mirrors imbalance/2."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,19 @@ CONTRACT = {
     "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
     "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
     "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],
-    "per_collective": ["step", "kind", "seq", "last_rank", "margin_ns", "spread_ns", "median_wait_ns", "transfer_ns",
-                       "tie", "cause_rank", "cause"],
+    "per_collective": [
+        "step",
+        "kind",
+        "seq",
+        "last_rank",
+        "margin_ns",
+        "spread_ns",
+        "median_wait_ns",
+        "transfer_ns",
+        "tie",
+        "cause_rank",
+        "cause",
+    ],
     "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"],
 }
 HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
@@ -47,11 +59,25 @@ def check_against_truth(res, truth: dict) -> None:
     step within 1 %; the straggler and its batch named; counts equal."""
     doc = json.loads(res.to_json())  # the contract: schema, summary keys, tables and their columns in order
     assert doc["schema"] == "tracekit.imbalance/2" and doc["command"] == "imbalance"
-    assert list(doc["summary"]) == ["ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives",
-                                    "unmatched", "imbalance_ns_per_step", "straggler"]
+    assert list(doc["summary"]) == [
+        "ranks",
+        "reference_rank",
+        "clock",
+        "steps",
+        "partial_steps",
+        "collectives",
+        "unmatched",
+        "imbalance_ns_per_step",
+        "straggler",
+    ]
     assert {t: list(res.tables[t].columns) for t in res.tables} == CONTRACT
-    assert all(isinstance(v, int) or v is None for rows in doc["tables"].values() for row in rows
-               for k, v in row.items() if k.endswith("_ns"))
+    assert all(
+        isinstance(v, int) or v is None
+        for rows in doc["tables"].values()
+        for row in rows
+        for k, v in row.items()
+        if k.endswith("_ns")
+    )
     s, ts = res.summary, truth["summary"]
     for k in ("ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives", "unmatched"):
         assert s[k] == ts[k], (k, s[k], ts[k])
@@ -61,8 +87,9 @@ def check_against_truth(res, truth: dict) -> None:
     rk, trk = _rows(res, "ranks", ["rank"]), _truth(truth, "ranks", ["rank"])
     assert (rk["clock_offset_ns"] - trk["clock_offset_ns"]).abs().max() <= US2
     assert rk["node"].tolist() == trk["node"].tolist() and rk["steps"].tolist() == trk["steps"].tolist()
-    assert [f if isinstance(f, str) else sorted(f) for f in rk["file"]] == \
-        [f if isinstance(f, str) else sorted(f) for f in trk["file"]]
+    assert [f if isinstance(f, str) else sorted(f) for f in rk["file"]] == [
+        f if isinstance(f, str) else sorted(f) for f in trk["file"]
+    ]
     key = ["step", "kind", "seq", "rank"]
     c, tc = _rows(res, "collectives", key), _truth(truth, "collectives", key)
     assert c.index.equals(tc.index), (len(c), len(tc))
@@ -96,18 +123,24 @@ def check_against_truth(res, truth: dict) -> None:
     assert (p.loc[named, "cause"].str.split(":").str[0] == tp.loc[named, "cause"]).all()
 
 
-@pytest.mark.parametrize("preset,knobs", [
-    ("dp_attn_deepep8", {}),
-    ("dp_attn_deepep16", {}),  # two nodes: 3.7 ms and 4 ppm between them
-    ("nccl_train4", {}),
-    ("dp_attn_deepep8", {"tie": True}),
-    ("dp_attn_deepep8", {"naming": "sglang_stages"}),
-    ("dp_attn_deepep16", {"naming": "opaque"}),  # ranks from distributedInfo, nodes from the host in the names
-    ("dp_attn_deepep16", {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]}),
-    ("nccl_train4", {"naming": "rank_folders", "mid_step_start": [1]}),
-    ("dp_attn_deepep16", {"deepep_mode": "normal", "late_start": {0: 1}}),  # the reference itself starts late
-    ("dp_attn_deepep16", {"intra_node_offset_ns": 50_000}),  # ranks of one node whose clocks differ: said, and fitted
-])
+@pytest.mark.parametrize(
+    "preset,knobs",
+    [
+        ("dp_attn_deepep8", {}),
+        ("dp_attn_deepep16", {}),  # two nodes: 3.7 ms and 4 ppm between them
+        ("nccl_train4", {}),
+        ("dp_attn_deepep8", {"tie": True}),
+        ("dp_attn_deepep8", {"naming": "sglang_stages"}),
+        ("dp_attn_deepep16", {"naming": "opaque"}),  # ranks from distributedInfo, nodes from the host in the names
+        ("dp_attn_deepep16", {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]}),
+        ("nccl_train4", {"naming": "rank_folders", "mid_step_start": [1]}),
+        ("dp_attn_deepep16", {"deepep_mode": "normal", "late_start": {0: 1}}),  # the reference itself starts late
+        (
+            "dp_attn_deepep16",
+            {"intra_node_offset_ns": 50_000},
+        ),  # ranks of one node whose clocks differ: said, and fitted
+    ],
+)
 def test_against_the_generators_truth(tmp_path, preset, knobs):
     run, truth = _run(tmp_path, preset, **knobs)
     gpn = None if knobs.get("naming") == "opaque" else truth["meta"]["gpus_per_node"]

@@ -3,6 +3,7 @@ keywords (``step_name=``, ``min_step_ns=``, ``phase=``, ``step_source=``, ``step
 keywords (``group_size=``, ``ag_size=``/``sizes=``, ``local_copy=``/``local_copy_pattern=``) or an alias (``qlen=``,
 ``var=``, ``main=``) still works for one release: it says so with a DeprecationWarning and gives exactly the JSON of
 the call with ``steps=`` / ``ag=`` / the one name. The only place in the suite that calls public functions so."""
+
 from __future__ import annotations
 
 import json
@@ -51,34 +52,51 @@ def k3():
 
 @pytest.mark.slow
 def test_findings(dp16, k3):
-    old = _old(lambda: tracekit.findings(dp16, k3, step_name="scheduler.run_batch", min_step_ns=5_000_000,
-                                         phase="all", group_size=8, ag_size=["X=1"],
-                                         local_copy=k3.allgather.local_copy))
-    new = tracekit.findings(dp16, k3, steps=step_options(k3, step_name="scheduler.run_batch", min_step_ns=5_000_000,
-                                                         phase="all"),
-                            ag=AllGatherOptions(group_size=8, sizes=["X=1"], local_copy=k3.allgather.local_copy))
+    old = _old(
+        lambda: tracekit.findings(
+            dp16,
+            k3,
+            step_name="scheduler.run_batch",
+            min_step_ns=5_000_000,
+            phase="all",
+            group_size=8,
+            ag_size=["X=1"],
+            local_copy=k3.allgather.local_copy,
+        )
+    )
+    new = tracekit.findings(
+        dp16,
+        k3,
+        steps=step_options(k3, step_name="scheduler.run_batch", min_step_ns=5_000_000, phase="all"),
+        ag=AllGatherOptions(group_size=8, sizes=["X=1"], local_copy=k3.allgather.local_copy),
+    )
     assert _doc(old) == _doc(new)
     assert new.params["sizes"]["X"] == 1 and new.params["group_size"] == 8 and new.params["phase"] == "all"
 
 
 @pytest.mark.slow
 def test_report(dp16, k3):
-    old = _old(lambda: tracekit.report(dp16, k3, min_step_ns=0, step_source="gpu", group_size=8,
-                                       ag_size={"X": 1}))
-    new = tracekit.report(dp16, k3, steps=step_options(k3, min_step_ns=0, source="gpu"),
-                          ag=AllGatherOptions(group_size=8, sizes={"X": 1}))
+    old = _old(lambda: tracekit.report(dp16, k3, min_step_ns=0, step_source="gpu", group_size=8, ag_size={"X": 1}))
+    new = tracekit.report(
+        dp16, k3, steps=step_options(k3, min_step_ns=0, source="gpu"), ag=AllGatherOptions(group_size=8, sizes={"X": 1})
+    )
     assert _doc(old) == _doc(new)
     assert new.params["min_step_ns"] == 0 and list(new.params["sizes"]) == [*k3.allgather.sizes, "X"]
 
 
 @pytest.mark.slow
 def test_exposure_under_both_older_names(dp16, k3):
-    new = _doc(tracekit.exposure(dp16, k3, ag=AllGatherOptions(group_size=8, sizes=["X=1"],
-                                                                 local_copy=k3.allgather.local_copy)))
-    cli_names = _old(lambda: tracekit.exposure(dp16, k3, ag_size=["X=1"], group_size=8,
-                                               local_copy=k3.allgather.local_copy))
-    older = _old(lambda: tracekit.exposure(dp16, k3, sizes=["X=1"], group_size=8,
-                                           local_copy_pattern=k3.allgather.local_copy))
+    new = _doc(
+        tracekit.exposure(
+            dp16, k3, ag=AllGatherOptions(group_size=8, sizes=["X=1"], local_copy=k3.allgather.local_copy)
+        )
+    )
+    cli_names = _old(
+        lambda: tracekit.exposure(dp16, k3, ag_size=["X=1"], group_size=8, local_copy=k3.allgather.local_copy)
+    )
+    older = _old(
+        lambda: tracekit.exposure(dp16, k3, sizes=["X=1"], group_size=8, local_copy_pattern=k3.allgather.local_copy)
+    )
     assert _doc(cli_names) == _doc(older) == new
     with pytest.raises(UsageError, match="one of them"), pytest.warns(DeprecationWarning):
         tracekit.exposure(dp16, k3, ag_size=["X=1"], sizes=["Y=2"])
@@ -89,12 +107,14 @@ def test_exposure_under_both_older_names(dp16, k3):
 @pytest.mark.slow
 def test_roofline_and_hbm_aliases(dp16, k3):
     old = _old(lambda: tracekit.roofline(dp16, k3, "b200", bs=4, qlen=1, var=["context=100000"], phase="all"))
-    new = tracekit.roofline(dp16, k3, "b200", bs=4, q_len=1, variables=["context=100000"],
-                            steps=step_options(k3, phase="all"))
+    new = tracekit.roofline(
+        dp16, k3, "b200", bs=4, q_len=1, variables=["context=100000"], steps=step_options(k3, phase="all")
+    )
     assert _doc(old) == _doc(new) and new.params["q_len"] == 1 and new.params["vars"] == {"context": 100000.0}
     old = _old(lambda: tracekit.hbm_bytes(dp16, k3, "b200", bs=4, var="context=100000", min_step_ns=0))
-    new = tracekit.hbm_bytes(dp16, k3, "b200", bs=4, variables={"context": 100000.0},
-                             steps=step_options(k3, min_step_ns=0))
+    new = tracekit.hbm_bytes(
+        dp16, k3, "b200", bs=4, variables={"context": 100000.0}, steps=step_options(k3, min_step_ns=0)
+    )
     assert _doc(old) == _doc(new)
 
 
@@ -122,10 +142,20 @@ def test_imbalance(tmp_path):
     for rank in (0, 1):
         tr, _ = build("dsv3", 4, steps=2, seed=rank, step_marker="decode")
         write_trace(tmp_path / f"1758612345.12-TP-{rank}.trace.json.gz", tr)
-    old = _old(lambda: tracekit.imbalance(tmp_path, jobs=1, step_name="scheduler.run_batch", min_step_ns=1000,
-                                          step_source="cpu", cache=False))
-    new = tracekit.imbalance(tmp_path, jobs=1, cache=False,
-                             steps=step_options(step_name="scheduler.run_batch", min_step_ns=1000, source="cpu"))
+    old = _old(
+        lambda: tracekit.imbalance(
+            tmp_path, jobs=1, step_name="scheduler.run_batch", min_step_ns=1000, step_source="cpu", cache=False
+        )
+    )
+    new = tracekit.imbalance(
+        tmp_path,
+        jobs=1,
+        cache=False,
+        steps=step_options(step_name="scheduler.run_batch", min_step_ns=1000, source="cpu"),
+    )
     assert _doc(old) == _doc(new)
     assert (new.params["step_name"], new.params["min_step_ns"], new.params["step_source"]) == (
-        "scheduler.run_batch", 1000, "cpu")
+        "scheduler.run_batch",
+        1000,
+        "cpu",
+    )

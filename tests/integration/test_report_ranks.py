@@ -2,6 +2,7 @@
 imbalance per step, the straggler with its batch, the per-rank table and the rank findings — against the multi-rank
 generator's truth (fixtures/synthlib/multirank.py), the CLI and the Python API giving the same document, and the real
 HTA pair."""
+
 from __future__ import annotations
 
 import json

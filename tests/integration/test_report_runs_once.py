@@ -1,6 +1,7 @@
 """`report` runs each expensive analysis once per trace and options (issue 30): the automatic layers once, the block
 engine only for an annotation that could fit (the fit bounds the others from the kernel names first), and with an
 annotation the engine once for all the parts that use it."""
+
 from __future__ import annotations
 
 from pathlib import Path

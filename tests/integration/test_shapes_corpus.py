@@ -8,6 +8,7 @@ no "major" finding under 1 % of the step, and a "what dominates" finding where o
 The traces come from the shared corpus (or directories named by TRACEKIT_CORPUS, laid out like it); a trace that is
 in none of them is skipped.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -27,13 +28,16 @@ from tracekit.analyses.hardware.shapes import kernel_shapes
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":")
-                                                 if p]
+CORPORA = [ROOT.parent / "shared" / "corpus"] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":") if p]
 T = "tracelens/tests/traces/"
-TRACES = [T + "h100/gaunernst_bert-small-uncased__1016001.json.gz", T + "b200/eager_trace.json.gz",
-          T + "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
-          T + "inference/vllm_decode_full/graph_execution.json.gz",
-          T + "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", T + "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"]
+TRACES = [
+    T + "h100/gaunernst_bert-small-uncased__1016001.json.gz",
+    T + "b200/eager_trace.json.gz",
+    T + "inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+    T + "inference/vllm_decode_full/graph_execution.json.gz",
+    T + "h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    T + "mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+]
 GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm"}
 
 
@@ -59,7 +63,7 @@ def _two_mnk(name: str, dims: list) -> float | None:
     if len(b) == 1:
         b = b + [1]
     batch = 1
-    for v in (a[:-2] if len(a) >= len(b) else b[:-2]):
+    for v in a[:-2] if len(a) >= len(b) else b[:-2]:
         batch *= v
     return 2.0 * batch * a[-2] * b[-1] * a[-1]
 
@@ -139,8 +143,10 @@ def test_gemm_flops_are_2mnk_of_the_launching_op(rel):
         assert ((v >= 0) & (v <= 1)).all(), (c, v[(v < 0) | (v > 1)])
     s = r.summary
     assert 0 <= s["shaped_pct"] <= 100 and s["kernels"] >= s["shaped_kernels"]
-    print(f"{rel}: {checked} GEMM kernels checked; shaped {s['shaped_pct']:.1f} % of GPU kernel time; "
-          f"graph-replayed {s['graph_pct']:.1f} %; max MFU {sh['mfu'].max()}, max MBU {sh['mbu'].max()}")
+    print(
+        f"{rel}: {checked} GEMM kernels checked; shaped {s['shaped_pct']:.1f} % of GPU kernel time; "
+        f"graph-replayed {s['graph_pct']:.1f} %; max MFU {sh['mfu'].max()}, max MBU {sh['mbu'].max()}"
+    )
     if s["graph_kernels"]:
         assert any("CUDA graphs" in w for w in r.warnings)
 
@@ -165,6 +171,10 @@ def test_findings_that_matter(rel):
     if "sglang_decode" in rel:  # GEMMs are most of the step, replayed from CUDA graphs: no shapes
         assert "dominant_gemm_unshaped" in kinds
         assert "CUDA graphs" in f[f["kind"] == "dominant_gemm_unshaped"].iloc[0]["how"]
-    print(f"{rel}: {len(f)} findings, {int((~f['minor']).sum())} major: "
-          + "; ".join(f"{k} {'–' if pd.isna(p) else round(float(p), 1)}" for k, p in
-                      zip(f.loc[~f["minor"], "kind"], f.loc[~f["minor"], "gain_pct"])))
+    print(
+        f"{rel}: {len(f)} findings, {int((~f['minor']).sum())} major: "
+        + "; ".join(
+            f"{k} {'–' if pd.isna(p) else round(float(p), 1)}"
+            for k, p in zip(f.loc[~f["minor"], "kind"], f.loc[~f["minor"], "gain_pct"])
+        )
+    )

@@ -5,6 +5,7 @@ tests/integration/test_shapes_corpus.py's plain scan) and the shaped share is re
 checked on the corpus's real recordings (test_shapes_corpus.py) only: the generator draws durations and shapes
 independently (it even puts GEMM-like dims on an ``aten::mul``), so its MBU can exceed 1 — here they are finite and
 non-negative."""
+
 from __future__ import annotations
 
 import math

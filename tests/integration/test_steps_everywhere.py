@@ -1,6 +1,7 @@
 """Steps on every trace (issue 14): every marker style of the synthetic generator against its ground truth, with
 and without every shipped annotation; every real trace of ../shared/corpus against an independent computation
 from the raw JSON; the steps found once per command; and the former disagreements between commands."""
+
 from __future__ import annotations
 
 import gzip
@@ -64,8 +65,11 @@ def test_every_style_every_annotation_gives_the_true_steps_and_walls(styled, sty
     assert wall["wall_ns"].tolist() == [r["end_ns"] - r["start_ns"] for r in want]
     if style != "none":
         for got, r in zip(wall.itertuples(), want):
-            assert (got.busy_ns, got.ag_only_ns, got.idle_ns) == (r["ptop"]["busy_ns"], r["ptop"]["ag_only_ns"],
-                                                                    r["ptop"]["idle_ns"])
+            assert (got.busy_ns, got.ag_only_ns, got.idle_ns) == (
+                r["ptop"]["busy_ns"],
+                r["ptop"]["ag_only_ns"],
+                r["ptop"]["idle_ns"],
+            )
     assert res.summary["trustworthy"] is True
     if ann == "deepseek_v3" and style != "none":  # the model's own annotation: block kernel time per step and type
         bt = res.tables["block_types"]
@@ -105,6 +109,7 @@ def cli_json(cli):
         code, out, err = cli(*args, "--format", "json")
         assert code == 0, err
         return json.loads(out)
+
     return run
 
 
@@ -127,8 +132,12 @@ def test_report_and_export_find_the_steps_once(styled, tmp_path, monkeypatch):
     real = steps_mod.compute_steps
     monkeypatch.setattr(steps_mod, "compute_steps", lambda tr, o: calls.append(tr.path) or real(tr, o))
     tr, _ = build("dsv3", 4, steps=3, step_marker="run_batch")
-    for i, run in enumerate((lambda t: report(t, load_annotation("deepseek_v3")),
-                             lambda t: export_parquet(t, load_annotation("deepseek_v3"), tmp_path / "x"))):
+    for i, run in enumerate(
+        (
+            lambda t: report(t, load_annotation("deepseek_v3")),
+            lambda t: export_parquet(t, load_annotation("deepseek_v3"), tmp_path / "x"),
+        )
+    ):
         t = tracekit.load(write_trace(tmp_path / f"{i}.json.gz", tr), cache=False)
         run(t)
         assert calls.count(t.path) == 1
@@ -169,11 +178,14 @@ def test_report_types_allgathers_with_ag_size(tmp_path, cli_json):
     plain = cli_json("report", p)
     assert plain["summary"]["allgathers"] > 0
     assert set(plain["summary"]["median_exposed_ns_per_step_by_type"]) == {"unmatched"}
-    typed = cli_json("report", p, "--ag-size", "KDA=627048448", "--ag-size", "MLA=387916800",
-                     "--ag-size", "draft=675282944")
+    typed = cli_json(
+        "report", p, "--ag-size", "KDA=627048448", "--ag-size", "MLA=387916800", "--ag-size", "draft=675282944"
+    )
     assert "unmatched" not in typed["summary"]["median_exposed_ns_per_step_by_type"]
-    assert typed["summary"]["median_exposed_ns_per_step_by_type"] == cli_json(
-        "report", p, "-a", "k3_dp16")["summary"]["median_exposed_ns_per_step_by_type"]
+    assert (
+        typed["summary"]["median_exposed_ns_per_step_by_type"]
+        == cli_json("report", p, "-a", "k3_dp16")["summary"]["median_exposed_ns_per_step_by_type"]
+    )
 
 
 def test_the_sample_annotation_applies_to_the_sample_only(tmp_path, cli):
@@ -191,8 +203,15 @@ def test_the_sample_annotation_applies_to_the_sample_only(tmp_path, cli):
 def test_no_marker_every_command_works(tmp_path, cli):
     tr, _ = build("dsv3", 4, steps=2, step_marker="none")
     p = write_trace(tmp_path / "t.json.gz", tr)
-    for args in (("report",), ("steps",), ("wall",), ("comm",), ("blocks", "-a", "deepseek_v3"),
-                 ("export", "-o", str(tmp_path / "ex")), ("annotate", "-o", str(tmp_path / "a.json.gz"))):
+    for args in (
+        ("report",),
+        ("steps",),
+        ("wall",),
+        ("comm",),
+        ("blocks", "-a", "deepseek_v3"),
+        ("export", "-o", str(tmp_path / "ex")),
+        ("annotate", "-o", str(tmp_path / "a.json.gz")),
+    ):
         code, _, err = cli(args[0], p, *args[1:])
         assert code == 0 and "whole GPU span" in err, (args, err)
 
@@ -232,8 +251,7 @@ def _independent_windows(path):
             cpu_spans.setdefault(e["name"], []).append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
         elif e.get("cat") == "gpu_user_annotation":
             gpu_spans.setdefault(e["name"], []).append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])))
-    acts = [(launch.get(e.get("args", {}).get("correlation")), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
-            for e in gpu]
+    acts = [(launch.get(e.get("args", {}).get("correlation")), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu]
     launched = {}
     for name, spans in cpu_spans.items():
         for s, e in spans:
@@ -282,8 +300,11 @@ def test_corpus_known_answers():
         if path.name in want:
             st = find_steps(tracekit.load(path, cache=False), step_options(phase="all"))
             match, source, phases, bs = want[path.name]
-            assert (st.match, st.table["source"].iloc[0], st.table["phase"].tolist(),
-                    [None if pd.isna(v) else int(v) for v in st.table["bs"].tolist()]) == \
-                (match, source, phases, bs), path.name
+            assert (
+                st.match,
+                st.table["source"].iloc[0],
+                st.table["phase"].tolist(),
+                [None if pd.isna(v) else int(v) for v in st.table["bs"].tolist()],
+            ) == (match, source, phases, bs), path.name
             if "mi250" in path.name:  # the GPU span is 1.03 ms; the step's work runs over ~8.9 ms
                 assert 8_000_000 < st.table["dur_ns"].iloc[0] < 9_300_000

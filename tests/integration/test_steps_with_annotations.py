@@ -3,6 +3,7 @@ deployment and marker style gives the step windows found without it, to the ns (
 ``step.min_ms`` floor removes); and the study's DP16 and DP2×DCP8 deployments, with the empty run_batch markers
 sglang leaves between steps launching a kernel or two while the GPU still runs the previous step, give the
 truth's steps and median wall with ``-a``."""
+
 from __future__ import annotations
 
 import gzip
@@ -55,8 +56,9 @@ def test_every_annotation_gives_the_steps_found_without_it(preset, tmp_dir):
             except MissingDataError:
                 got = []
             if not expect:  # the floor removes every step: the annotation finds none of its own
-                assert all(w[1] - w[0] > floor for w in got) or got == [[plain.table.start_ns.min(),
-                                                                          plain.table.end_ns.max()]]
+                assert all(w[1] - w[0] > floor for w in got) or got == [
+                    [plain.table.start_ns.min(), plain.table.end_ns.max()]
+                ]
                 continue
             assert got == expect, (preset, style, name)
 
@@ -66,10 +68,15 @@ def _with_busy_empty_markers(path: Path, out: Path) -> None:
     runs ahead), launching two 3 µs kernels: one on a side stream at once, one queued behind the step."""
     doc = json.load(gzip.open(path, "rt"))
     ev = doc["traceEvents"]
-    cpu = sorted((e for e in ev if e.get("name") == "scheduler.run_batch" and e.get("cat") == "user_annotation"),
-                 key=lambda e: float(e["ts"]))
-    gpu = {e["args"]["External id"]: e for e in ev
-           if e.get("name") == "scheduler.run_batch" and e.get("cat") == "gpu_user_annotation"}
+    cpu = sorted(
+        (e for e in ev if e.get("name") == "scheduler.run_batch" and e.get("cat") == "user_annotation"),
+        key=lambda e: float(e["ts"]),
+    )
+    gpu = {
+        e["args"]["External id"]: e
+        for e in ev
+        if e.get("name") == "scheduler.run_batch" and e.get("cat") == "gpu_user_annotation"
+    }
     real = [gpu[c["args"]["External id"]] for c in cpu if c["dur"] > 1000]
     corr, new, moved = 10**7, [], set()
     for c in cpu:
@@ -81,12 +88,33 @@ def _with_busy_empty_markers(path: Path, out: Path) -> None:
         moved.add(c["args"]["External id"])
         for k, (ts, stream) in enumerate([(end - 44_000.0, 99), (end + 10.0, 7)]):
             corr += 1
-            new.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": c["pid"],
-                        "tid": c["tid"], "ts": c["ts"] + 2 + 3 * k, "dur": 2, "args": {"correlation": corr}})
-            new.append({"ph": "X", "cat": "kernel", "name": "fill_kernel", "pid": 0, "tid": stream, "ts": ts,
-                        "dur": 3, "args": {"correlation": corr, "device": 0, "stream": stream}})
-    ev[:] = [e for e in ev if not (e.get("cat") == "gpu_user_annotation"
-                                   and e["args"].get("External id") in moved)] + new
+            new.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": c["pid"],
+                    "tid": c["tid"],
+                    "ts": c["ts"] + 2 + 3 * k,
+                    "dur": 2,
+                    "args": {"correlation": corr},
+                }
+            )
+            new.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "fill_kernel",
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": ts,
+                    "dur": 3,
+                    "args": {"correlation": corr, "device": 0, "stream": stream},
+                }
+            )
+    ev[:] = [
+        e for e in ev if not (e.get("cat") == "gpu_user_annotation" and e["args"].get("External id") in moved)
+    ] + new
     with gzip.open(out, "wt") as f:
         json.dump(doc, f)
 

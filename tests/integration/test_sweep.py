@@ -1,4 +1,5 @@
 """A13/A14 end to end: analyze two synthetic deployments, compare them, bench files, the rank map."""
+
 from __future__ import annotations
 
 import json
@@ -29,9 +30,23 @@ def sweep_dirs(tmp_path_factory):
     jobs = [("dp16", 4), ("dp16", 8), ("dp16", 16), ("dp16", 24), ("dp2dcp8", 64), ("dp2dcp8", 128)]
     for preset, bs in jobs:
         side = "dp16" if preset == "dp16" else "dp2"
-        subprocess.run([sys.executable, str(REPO / "fixtures" / "synth.py"), "write", "--preset", preset, "--bs",
-                        str(bs), "--steps", "2", "--out", str(root / side / f"d_bs{bs}_100k")],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "fixtures" / "synth.py"),
+                "write",
+                "--preset",
+                preset,
+                "--bs",
+                str(bs),
+                "--steps",
+                "2",
+                "--out",
+                str(root / side / f"d_bs{bs}_100k"),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return root
 
 
@@ -102,12 +117,33 @@ def test_cuda_graph_buckets():
 
 def test_bench_formats(tmp_path):
     (tmp_path / "a.csv").write_text("deployment,context,concurrency,generation_time_ms\ndp16,100000,64,83.5\n")
-    (tmp_path / "serving.jsonl").write_text(json.dumps({"backend": "sglang", "max_concurrency": 32,
-                                                        "mean_tpot_ms": 14.0, "median_tpot_ms": 13.5,
-                                                        "random_input_len": 4096, "output_throughput": 2000.0}) + "\n")
-    (tmp_path / "one.jsonl").write_text(json.dumps({"run_name": "x", "batch_size": 16, "input_len": 1024,
-                                                    "output_len": 101, "latency": 2.1, "ttft": 0.1,
-                                                    "output_throughput": 800.0}) + "\n")
+    (tmp_path / "serving.jsonl").write_text(
+        json.dumps(
+            {
+                "backend": "sglang",
+                "max_concurrency": 32,
+                "mean_tpot_ms": 14.0,
+                "median_tpot_ms": 13.5,
+                "random_input_len": 4096,
+                "output_throughput": 2000.0,
+            }
+        )
+        + "\n"
+    )
+    (tmp_path / "one.jsonl").write_text(
+        json.dumps(
+            {
+                "run_name": "x",
+                "batch_size": 16,
+                "input_len": 1024,
+                "output_len": 101,
+                "latency": 2.1,
+                "ttft": 0.1,
+                "output_throughput": 800.0,
+            }
+        )
+        + "\n"
+    )
     df = read_bench([tmp_path / "a.csv", tmp_path / "serving.jsonl", tmp_path / "one.jsonl"]).set_index("format")
     assert df.loc["tracekit", "step_time_ms"] == 83.5 and df.loc["tracekit", "concurrency"] == 64
     assert df.loc["sglang.bench_serving", "tpot_ms"] == 13.5 and df.loc["sglang.bench_serving", "context"] == 4096
@@ -120,22 +156,29 @@ def test_bench_formats(tmp_path):
 
 
 def test_launch_config_diff(tmp_path):
-    (tmp_path / "start_a.sh").write_text("export SGLANG_VOCAB_TP_SIZE=8\nexport SGLANG_X=1\npython -m sglang.launch_server"
-                                         " \\\n  --tp 16 --dp 16 --enable-dp-attention \\\n  --mem-fraction-static 0.88\n")
-    (tmp_path / "start_b.sh").write_text("export SGLANG_X=1\nSGLANG_DEEPGEMM_MASKED_BLOCK_M=32 python -m"
-                                         " sglang.launch_server --tp 16 --dp 2 --enable-dp-attention"
-                                         " --mem-fraction-static=0.83\n")
+    (tmp_path / "start_a.sh").write_text(
+        "export SGLANG_VOCAB_TP_SIZE=8\nexport SGLANG_X=1\npython -m sglang.launch_server"
+        " \\\n  --tp 16 --dp 16 --enable-dp-attention \\\n  --mem-fraction-static 0.88\n"
+    )
+    (tmp_path / "start_b.sh").write_text(
+        "export SGLANG_X=1\nSGLANG_DEEPGEMM_MASKED_BLOCK_M=32 python -m"
+        " sglang.launch_server --tp 16 --dp 2 --enable-dp-attention"
+        " --mem-fraction-static=0.83\n"
+    )
     d = config_diff(launch_config(tmp_path / "start_a.sh"), launch_config(tmp_path / "start_b.sh")).set_index("key")
     assert d.loc["--dp"].tolist() == ["16", "2"] and d.loc["--mem-fraction-static"].tolist() == ["0.88", "0.83"]
     assert d.loc["SGLANG_VOCAB_TP_SIZE", "a"] == "8" and d.loc["SGLANG_DEEPGEMM_MASKED_BLOCK_M", "b"] == "32"
     assert "SGLANG_X" not in d.index and "--tp" not in d.index
 
 
-@pytest.mark.parametrize("tp,dp,cp,expect", [
-    (16, 2, 1, {"attn_tp_size": 8, 9: (1, 1)}),
-    (16, 16, 1, {"attn_tp_size": 1, 9: (0, 9)}),
-    (16, 2, 8, {"attn_tp_size": 1, 9: (0, 1)}),
-])
+@pytest.mark.parametrize(
+    "tp,dp,cp,expect",
+    [
+        (16, 2, 1, {"attn_tp_size": 8, 9: (1, 1)}),
+        (16, 16, 1, {"attn_tp_size": 1, 9: (0, 9)}),
+        (16, 2, 8, {"attn_tp_size": 1, 9: (0, 1)}),
+    ],
+)
 def test_rank_map(tp, dp, cp, expect):
     r = rank_map(tp=tp, dp=dp, attn_cp=cp).tables["ranks"].set_index("tp_rank")
     assert (r["attn_tp_size"] == expect["attn_tp_size"]).all()
@@ -163,8 +206,17 @@ def test_compare_cli_with_launch_logs(sweep_dirs, tmp_path, cli):
     syn = REPO / "fixtures" / "synthetic"
     write_outputs(analyze(sweep_dirs / "dp16", annotation="k3_dp16"), tmp_path / "dp16")
     write_outputs(analyze(sweep_dirs / "dp2", annotation="k3_dp2_dcp8"), tmp_path / "dp2")
-    code, out, err = cli("compare", tmp_path / "dp16", tmp_path / "dp2", "--log-a", syn / "dp16.launch.log",
-                         "--log-b", syn / "dp2dcp8.launch.log", "--format", "json")
+    code, out, err = cli(
+        "compare",
+        tmp_path / "dp16",
+        tmp_path / "dp2",
+        "--log-a",
+        syn / "dp16.launch.log",
+        "--log-b",
+        syn / "dp2dcp8.launch.log",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     # dp and the captured CUDA-graph sizes come from the logs' server_args
@@ -261,5 +313,6 @@ def test_compare_says_which_points_a_side_dropped(tmp_path):
     assert any(w.startswith("a: point d_bs8_100k dropped from the sweep") for w in now.warnings), now.warnings
     write_outputs(analyze(a, annotation="k3_dp16"), tmp_path / "a_out")
     later = compare_deployments(tmp_path / "a_out", b, dp_a=16, dp_b=16, annotation_b="k3_dp16")
-    assert any(w.startswith("a_out: 1 point(s) were dropped when") and "is empty" in w for w in later.warnings), \
+    assert any(w.startswith("a_out: 1 point(s) were dropped when") and "is empty" in w for w in later.warnings), (
         later.warnings
+    )

@@ -3,6 +3,7 @@
 Every number is compared exactly, to the nanosecond and the byte, on the committed K3 fixtures with the
 shipped annotations (fixtures/synthetic/*.truth.json; fixtures/README.md documents the truth).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,12 @@ from tracekit.annotation import load_annotation
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic"
-CASES = [("dp16_bs4", "k3_dp16"), ("dp16_bs24", "k3_dp16"),
-         ("dp2dcp8_bs64", "sgl_b_k3_decode"), ("dp2dcp8_bs128", "k3_dp2_dcp8")]
+CASES = [
+    ("dp16_bs4", "k3_dp16"),
+    ("dp16_bs24", "k3_dp16"),
+    ("dp2dcp8_bs64", "sgl_b_k3_decode"),
+    ("dp2dcp8_bs128", "k3_dp2_dcp8"),
+]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c[0] for c in CASES])
@@ -29,17 +34,25 @@ def case(request):
     trace = tracekit.load(FIX / f"{name}.trace.json.gz", cache=False)
     truth = json.loads((FIX / f"{name}.truth.json").read_text())
     ann = load_annotation(ann_name)
-    kw = {"ag": AllGatherOptions(group_size=ann.allgather.group_size, sizes=ann.allgather.sizes,
-                                 local_copy=ann.allgather.local_copy)}
+    kw = {
+        "ag": AllGatherOptions(
+            group_size=ann.allgather.group_size, sizes=ann.allgather.sizes, local_copy=ann.allgather.local_copy
+        )
+    }
     return {"name": name, "trace": trace, "truth": truth, "ann": ann, "kw": kw}
 
 
 def test_block_kernel_time_per_type_equals_truth(case):
     r = block_stats(case["trace"], case["ann"])
-    got = {(row.step, row.block_type): (row.blocks, row.kernels, row.kernel_ns)
-           for row in r.tables["per_step_type"].itertuples()}
-    want = {(s["step"], t): (v["blocks"], v["kernels"], v["kernel_ns"])
-            for s in case["truth"]["steps"] for t, v in s["blocks"].items()}
+    got = {
+        (row.step, row.block_type): (row.blocks, row.kernels, row.kernel_ns)
+        for row in r.tables["per_step_type"].itertuples()
+    }
+    want = {
+        (s["step"], t): (v["blocks"], v["kernels"], v["kernel_ns"])
+        for s in case["truth"]["steps"]
+        for t, v in s["blocks"].items()
+    }
     assert got == want
     assert r.summary["untyped_blocks"] == 0
     assert not [w for w in r.warnings if "expected" in w]
@@ -56,16 +69,22 @@ def test_dp16_mla_blocks_are_typed_by_position():
 def test_allgather_counts_and_bytes_per_type_equal_truth(case):
     r = allgather_result(case["trace"], **case["kw"])
     assert r.summary["unmatched"] == 0 and r.summary["group_size"] == 8
-    got = {(row.step, row.type): (row.count, row.received_bytes, row.full_bytes)
-           for row in r.tables["per_step_type"].itertuples()}
-    want = {(s["step"], t): (v["count"], v["received_bytes"], v["full_bytes"])
-            for s in case["truth"]["steps"] for t, v in s["allgather"]["by_type"].items()}
+    got = {
+        (row.step, row.type): (row.count, row.received_bytes, row.full_bytes)
+        for row in r.tables["per_step_type"].itertuples()
+    }
+    want = {
+        (s["step"], t): (v["count"], v["received_bytes"], v["full_bytes"])
+        for s in case["truth"]["steps"]
+        for t, v in s["allgather"]["by_type"].items()
+    }
     assert got == want
     per_ag = r.tables["per_ag"]
     truth_ags = case["truth"]["allgathers"]
     assert len(per_ag) == len(truth_ags)
-    assert sorted(zip(per_ag["start_ns"], per_ag["end_ns"], per_ag["type"], per_ag["stream"])) == \
-        sorted((a["start_ns"], a["end_ns"], a["type"], a["stream"]) for a in truth_ags)
+    assert sorted(zip(per_ag["start_ns"], per_ag["end_ns"], per_ag["type"], per_ag["stream"])) == sorted(
+        (a["start_ns"], a["end_ns"], a["type"], a["stream"]) for a in truth_ags
+    )
     hoisted = per_ag[~per_ag["local_copy"]]
     assert len(hoisted) == sum(a["hoisted"] for a in truth_ags)  # the prefetch-stream AllGather: flagged
 
@@ -110,10 +129,15 @@ def test_deepseek_v3_annotation_on_the_generic_fixture():
     trace = tracekit.load(FIX / "dsv3_bs32.trace.json.gz", cache=False)
     truth = json.loads((FIX / "dsv3_bs32.truth.json").read_text())
     r = block_stats(trace, load_annotation("deepseek_v3"))
-    got = {(row.step, row.block_type): (row.blocks, row.kernels, row.kernel_ns)
-           for row in r.tables["per_step_type"].itertuples()}
-    want = {(s["step"], t): (v["blocks"], v["kernels"], v["kernel_ns"])
-            for s in truth["steps"] for t, v in s["blocks"].items()}
+    got = {
+        (row.step, row.block_type): (row.blocks, row.kernels, row.kernel_ns)
+        for row in r.tables["per_step_type"].itertuples()
+    }
+    want = {
+        (s["step"], t): (v["blocks"], v["kernels"], v["kernel_ns"])
+        for s in truth["steps"]
+        for t, v in s["blocks"].items()
+    }
     assert got == want
     tags = r.tables["per_tag"].set_index("op_tag")
     assert tags.loc["moe_w13", "count"] == 58 * len(truth["steps"])

@@ -1,5 +1,6 @@
 """Findings against the synthetic K3 deployments: the ranking reproduces the study's list, with the numbers the
 schedule's own truth (and the analyses each finding names) give."""
+
 from __future__ import annotations
 
 import json
@@ -111,8 +112,13 @@ def test_dp2_lists_its_critical_path_activation_communication(traces):
 def test_compare_names_the_kda_state_launch_difference(traces):
     a, _, _ = traces[("dp16", 16)]
     b, _, _ = traces[("dp2dcp8", 128)]
-    res = tracekit.findings(compare=(a, b), ann=K3, ann_b=K3_DP2, config=launch_config(SYN / "dp16.launch.log"),
-                            config_b=launch_config(SYN / "dp2dcp8.launch.log"))
+    res = tracekit.findings(
+        compare=(a, b),
+        ann=K3,
+        ann_b=K3_DP2,
+        config=launch_config(SYN / "dp16.launch.log"),
+        config_b=launch_config(SYN / "dp2dcp8.launch.log"),
+    )
     f = res.tables["findings"]
     kda = f[(f["kind"] == "slower_kernel") & f["title"].str.startswith("kda_state ")].iloc[0]
     assert "1.46×" in kda["title"] and "dp16" in kda["title"]  # the study: 1.46× slower on DP16, same bytes
@@ -148,8 +154,10 @@ def test_memory_findings_price_the_study_s_two_items():
 def test_graph_padding_from_the_log(tmp_path):
     t = tracekit.load(SYN / "dsv3_bs32.trace.json.gz", cache=False)
     log = tmp_path / "l.log"
-    log.write_text("[2026-10-29 20:13:05] server_args=ServerArgs(tp_size=8, cuda_graph_bs=[1, 2, 4, 8, 16, 24, 40], "
-                   "disable_cuda_graph=False)\n")
+    log.write_text(
+        "[2026-10-29 20:13:05] server_args=ServerArgs(tp_size=8, cuda_graph_bs=[1, 2, 4, 8, 16, 24, 40], "
+        "disable_cuda_graph=False)\n"
+    )
     f = tracekit.findings(t, log=read_log(log)).tables["findings"]
     pad = f[f["kind"] == "graph_padding"].iloc[0]
     assert "bs 32" in pad["title"] and "bs 40" in pad["title"] and pd_isna(pad["gain_ms_per_step"])
@@ -160,6 +168,7 @@ def test_graph_padding_from_the_log(tmp_path):
 
 def pd_isna(v) -> bool:
     import pandas as pd
+
     return bool(pd.isna(v))
 
 
@@ -171,8 +180,19 @@ def test_findings_print_as_a_list_that_fits(traces, cli, tmp_path):
     code, out, err = cli("findings", SYN / "dp16_bs4.trace.json.gz", "-a", "k3_dp16", "--no-cache", "-f", "json")
     doc = json.loads(out)
     assert set(doc["summary"]) >= {"step_ms", "findings", "total_gain_ms"}
-    assert set(doc["tables"]["findings"][0]) >= {"rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib",
-                                                 "gain_tokens", "basis", "evidence", "command", "suggestion"}
+    assert set(doc["tables"]["findings"][0]) >= {
+        "rank",
+        "kind",
+        "title",
+        "gain_ms_per_step",
+        "gain_pct",
+        "gain_gib",
+        "gain_tokens",
+        "basis",
+        "evidence",
+        "command",
+        "suggestion",
+    }
 
 
 def test_compare_carries_the_findings_of_the_matched_traces(tmp_path):
@@ -180,9 +200,17 @@ def test_compare_carries_the_findings_of_the_matched_traces(tmp_path):
         for bs in bss:
             tr, _ = build(preset, bs, steps=2)
             write_trace(tmp_path / side / f"d_bs{bs}_100k" / "1758612345.12-TP-0.trace.json.gz", tr)
-    res = tracekit.compare_deployments(tmp_path / "a", tmp_path / "b", dp_a=16, dp_b=2, annotation_a="k3_dp16",
-                                       annotation_b="k3_dp2_dcp8", log_a=SYN / "dp16.launch.log",
-                                       log_b=SYN / "dp2dcp8.launch.log", jobs=1)
+    res = tracekit.compare_deployments(
+        tmp_path / "a",
+        tmp_path / "b",
+        dp_a=16,
+        dp_b=2,
+        annotation_a="k3_dp16",
+        annotation_b="k3_dp2_dcp8",
+        log_a=SYN / "dp16.launch.log",
+        log_b=SYN / "dp2dcp8.launch.log",
+        jobs=1,
+    )
     assert res.summary["findings_at_concurrency"] == 128
     f = res.tables["findings"]
     assert (f["kind"] == "slower_kernel").any() and (f["kind"] == "config_diff").any()

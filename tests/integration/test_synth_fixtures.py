@@ -6,6 +6,7 @@ it is internally consistent (parts sum to the wall, kernels per block add up) an
 numbers land near the study's anchors (../shared/seeds/000_f7cc2df0065878e9.txt), which they are
 calibrated against but never painted in.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -56,7 +57,9 @@ def test_regenerating_gives_identical_files(tmp_path):
     # logs and truths byte for byte; traces by their decompressed text (the gzip bytes are deterministic
     # for one zlib build, checked just below, but another zlib may compress the same text differently)
     differ = [p.name for p in fresh if _content(p) != _content(FIXTURE_DIR / p.name)]
-    assert not differ, f"regenerated fixtures differ from the committed ones: {differ}; run python fixtures/synth.py regen"
+    assert not differ, (
+        f"regenerated fixtures differ from the committed ones: {differ}; run python fixtures/synth.py regen"
+    )
     again = regen(tmp_path / "b")
     assert all(filecmp.cmp(p, q, shallow=False) for p, q in zip(fresh, again)), "the writer is not byte-deterministic"
 
@@ -82,8 +85,11 @@ def test_parts_sum_to_the_wall_and_kernels_add_up(name):
         assert sum(s["exposure_ns"].values()) == s["ptop+local"]["ag_only_ns"]
         kernels = sum(b["kernels"] for b in s["blocks"].values())
         assert "unassigned" not in s["blocks"]
-        ops_kernels = sum(o["count"] for t, o in s["ops"].items()
-                          if t not in ("batch_to_device", "next_tokens_to_host", "weight_ag_ptop"))
+        ops_kernels = sum(
+            o["count"]
+            for t, o in s["ops"].items()
+            if t not in ("batch_to_device", "next_tokens_to_host", "weight_ag_ptop")
+        )
         assert kernels == ops_kernels
     ags = truth["allgathers"]
     for g in ags:
@@ -142,8 +148,9 @@ def test_dp2_hides_its_allgathers(truths):
         assert med(t, lambda s: sum(s["exposure_ns"].values())) < 0.6 * MS
 
 
-@pytest.mark.parametrize("key,gb", [("dp16_bs4", 48.41), ("dp16_bs24", 48.41), ("dp2dcp8_bs64", 14.77),
-                                    ("dp2dcp8_bs128", 14.77)])
+@pytest.mark.parametrize(
+    "key,gb", [("dp16_bs4", 48.41), ("dp16_bs24", 48.41), ("dp2dcp8_bs64", 14.77), ("dp2dcp8_bs128", 14.77)]
+)
 def test_received_bytes_per_step(truths, key, gb):
     for s in truths[key]["steps"]:
         assert s["allgather"]["received_bytes"] == pytest.approx(gb * 1e9, rel=0.02)
@@ -202,8 +209,16 @@ def test_dp2_activation_all_gathers_are_not_weight_allgathers(truths):
 
 def test_blocks_per_step(truths):
     s = truths["dp16_bs4"]["steps"][0]["blocks"]
-    assert {k: v["blocks"] for k, v in s.items()} == {"Dense": 1, "KDA": 69, "MLA": 24, "MoE": 92, "ReplaySSM": 1,
-                                                      "draft": 5, "head": 1, "tail": 1}
+    assert {k: v["blocks"] for k, v in s.items()} == {
+        "Dense": 1,
+        "KDA": 69,
+        "MLA": 24,
+        "MoE": 92,
+        "ReplaySSM": 1,
+        "draft": 5,
+        "head": 1,
+        "tail": 1,
+    }
     g = truths["dsv3_bs32"]["steps"][0]["blocks"]
     assert {k: v["blocks"] for k, v in g.items()} == {"Dense": 3, "MLA": 61, "MoE": 58, "head": 1, "tail": 1}
 
@@ -221,8 +236,12 @@ def test_one_gemm_name_serves_several_ops_and_graph_replays_share_a_correlation(
 
 
 def test_mla_grid_follows_the_split_heuristic():
-    for preset, bs, grid in (("dp16", 4, (2, 20, 3)), ("dp16", 16, (2, 80, 1)), ("dp16", 24, (2, 120, 1)),
-                             ("dp2dcp8", 128, (2, 640, 1))):
+    for preset, bs, grid in (
+        ("dp16", 4, (2, 20, 3)),
+        ("dp16", 16, (2, 80, 1)),
+        ("dp16", 24, (2, 120, 1)),
+        ("dp2dcp8", 128, (2, 640, 1)),
+    ):
         sch = simulate(get_preset(preset, bs), steps=1)
         grids = {a.grid for a in sch.acts if a.tag in ("mla_decode", "attn_mqa")}
         assert grids == {grid}
@@ -237,8 +256,9 @@ def test_build_is_deterministic_and_seeded():
 
 
 def test_cli_write_and_size_knob(tmp_path, capsys):
-    assert synth_main(["write", "--preset", "generic", "--bs", "8", "--out", str(tmp_path), "--mb", "5",
-                       "--no-gzip"]) == 0
+    assert (
+        synth_main(["write", "--preset", "generic", "--bs", "8", "--out", str(tmp_path), "--mb", "5", "--no-gzip"]) == 0
+    )
     capsys.readouterr()
     out = tmp_path / "dsv3_bs8.trace.json"
     assert 4.0e6 < out.stat().st_size < 6.0e6
@@ -260,10 +280,25 @@ def test_launch_log_ledger(name):
     assert sum(intervals.values()) == pytest.approx(rows["workspace_residual_gib"], abs=1e-9)
     assert rows["usable_gib"] == 177.7
     assert rows["fixed_overhead_gib"] + rows["state_pools_gib"] == pytest.approx(177.7, abs=1e-9)
-    study = {"dp16": dict(load_peak_gib=145.2, released_after_load_gib=47.7, cuda_graph_largest_bucket_gib=7.19,
-                          cuda_graph_static_gib=0.17, request_slots=33, mla_kv_gib=41.1, kda_state_gib=16.16),
-             "dp2dcp8": dict(load_peak_gib=109.9, released_after_load_gib=14.6, cuda_graph_largest_bucket_gib=10.24,
-                             cuda_graph_static_gib=1.33, request_slots=209, mla_kv_gib=34.6)}[name]
+    study = {
+        "dp16": dict(
+            load_peak_gib=145.2,
+            released_after_load_gib=47.7,
+            cuda_graph_largest_bucket_gib=7.19,
+            cuda_graph_static_gib=0.17,
+            request_slots=33,
+            mla_kv_gib=41.1,
+            kda_state_gib=16.16,
+        ),
+        "dp2dcp8": dict(
+            load_peak_gib=109.9,
+            released_after_load_gib=14.6,
+            cuda_graph_largest_bucket_gib=10.24,
+            cuda_graph_static_gib=1.33,
+            request_slots=209,
+            mla_kv_gib=34.6,
+        ),
+    }[name]
     for k, v in study.items():
         assert rows[k] == v, k
     cap = "627048448" if name == "dp16" else "183500800"
@@ -291,4 +326,6 @@ def test_launch_log_pair_differences():
     assert a["weights_resident_gib"] - b["weights_resident_gib"] == pytest.approx(2.2, abs=0.05)
     assert b["nccl_init_gib"] - a["nccl_init_gib"] == pytest.approx(0.65, abs=0.01)
     assert b["workspace_residual_gib"] - a["workspace_residual_gib"] == pytest.approx(2.97, abs=0.02)
-    assert a["req_to_token_gib"] == pytest.approx(0.13, abs=0.005) and b["req_to_token_gib"] == pytest.approx(0.82, abs=0.005)
+    assert a["req_to_token_gib"] == pytest.approx(0.13, abs=0.005) and b["req_to_token_gib"] == pytest.approx(
+        0.82, abs=0.005
+    )

@@ -5,6 +5,7 @@ back as JSON and its markers, launches and GPU events are checked against the st
 against the truth. The expected marker names are spelled out below from the description, not taken
 from the generator.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -44,13 +45,21 @@ def expected(style: str, i: int) -> dict:
         return {"name": f"step[{mode} bs={BS} toks={toks}]", "phase": phase, "tokens": toks, "bs": BS}
     if style == "vllm":
         k = BS * KV + i
-        return {"name": f"execute_{gen}_context_0(sq0sk0sqsq0sqsk0)_generation_{BS}(sq{BS}sk{k}sqsq{BS}sqsk{k})",
-                "phase": "decode", "tokens": gen, "bs": BS}
+        return {
+            "name": f"execute_{gen}_context_0(sq0sk0sqsq0sqsk0)_generation_{BS}(sq{BS}sk{k}sqsq{BS}sqsk{k})",
+            "phase": "decode",
+            "tokens": gen,
+            "bs": BS,
+        }
     if style == "vllm_native":
         if i % 2 == 0:
             return {"name": f"execute_context_0(0)_generation_{BS}({gen})", "phase": "decode", "tokens": gen, "bs": BS}
-        return {"name": f"execute_context_2(2048)_generation_{BS}({gen})", "phase": "mixed", "tokens": 2048 + gen,
-                "bs": BS + 2}
+        return {
+            "name": f"execute_context_2(2048)_generation_{BS}({gen})",
+            "phase": "mixed",
+            "tokens": 2048 + gen,
+            "bs": BS + 2,
+        }
     if style == "profilerstep_rocm":
         return {"name": f"ProfilerStep#{100 + i}", "phase": "decode", "tokens": None, "bs": BS}
     return {"name": None, "phase": "decode", "tokens": None, "bs": BS}
@@ -172,15 +181,21 @@ def test_truth_rows(style, under, tmp_dir):
     for i, row in enumerate(truth["steps"]):
         exp = expected(style, i)
         assert (row["marker_name"], row["phase"], row["tokens"], row["bs"]) == (
-            exp["name"], exp["phase"], exp["tokens"], exp["bs"])
+            exp["name"],
+            exp["phase"],
+            exp["tokens"],
+            exp["bs"],
+        )
         mine = [e for e in gpu if row["start_ns"] <= ns(e["ts"]) < row["end_ns"]]
         assert row["gpu_events"] == len(mine) > 0
         assert row["start_ns"] == min(ns(e["ts"]) for e in mine)
         assert row["end_ns"] == max(ns(e["ts"]) + ns(e["dur"]) for e in mine)
         assert row["wall_ns"] == row["end_ns"] - row["start_ns"]
     if style == "none":
-        assert truth["whole_trace_window"] == {"start_ns": min(ns(e["ts"]) for e in gpu),
-                                               "end_ns": max(ns(e["ts"]) + ns(e["dur"]) for e in gpu)}
+        assert truth["whole_trace_window"] == {
+            "start_ns": min(ns(e["ts"]) for e in gpu),
+            "end_ns": max(ns(e["ts"]) + ns(e["dur"]) for e in gpu),
+        }
     else:
         assert "whole_trace_window" not in truth
 
@@ -213,8 +228,11 @@ def test_under_recorded_step_loses_its_replay_only(style, tmp_dir):
     events, truth = written(style, tmp_dir, UNDER)
     row = full_truth["steps"][UNDER]
     graphs = {e["args"]["correlation"]: e for e in full if e.get("name") == "cudaGraphLaunch"}
-    replay = [e for e in gpu_events(full) if e["args"]["correlation"] in graphs
-              and row["start_ns"] <= ns(e["ts"]) < row["end_ns"]]
+    replay = [
+        e
+        for e in gpu_events(full)
+        if e["args"]["correlation"] in graphs and row["start_ns"] <= ns(e["ts"]) < row["end_ns"]
+    ]
     corr = {e["args"]["correlation"] for e in replay}
     assert len(corr) == 1 and len(replay) > 1000  # the whole target model is one replay
     corr = corr.pop()
@@ -222,8 +240,9 @@ def test_under_recorded_step_loses_its_replay_only(style, tmp_dir):
     launch = [e for e in events if e.get("cat") == "cuda_runtime" and e["args"]["correlation"] == corr]
     assert [e["name"] for e in launch] == ["cudaGraphLaunch"]
     # nothing else changed: the CPU side is identical, the GPU side lost exactly the replay
-    assert [e for e in full if e.get("ph") == "X" and e.get("cat") not in GPU_CATS + MARKER_CATS] == \
-           [e for e in events if e.get("ph") == "X" and e.get("cat") not in GPU_CATS + MARKER_CATS]
+    assert [e for e in full if e.get("ph") == "X" and e.get("cat") not in GPU_CATS + MARKER_CATS] == [
+        e for e in events if e.get("ph") == "X" and e.get("cat") not in GPU_CATS + MARKER_CATS
+    ]
     assert len(gpu_events(full)) - len(gpu_events(events)) == len(replay)
     assert truth["gpu_events"] == full_truth["gpu_events"] - len(replay)
     in_window = [e for e in gpu_events(full) if row["start_ns"] <= ns(e["ts"]) < row["end_ns"]]
@@ -232,8 +251,9 @@ def test_under_recorded_step_loses_its_replay_only(style, tmp_dir):
     for k in range(STEPS):
         if k != UNDER:  # the other steps' truth is untouched
             drop = ("phase", "tokens", "marker_name", "gpu_events")
-            assert {a: b for a, b in truth["steps"][k].items() if a not in drop} == \
-                   {a: b for a, b in full_truth["steps"][k].items() if a not in drop}
+            assert {a: b for a, b in truth["steps"][k].items() if a not in drop} == {
+                a: b for a, b in full_truth["steps"][k].items() if a not in drop
+            }
 
 
 def test_legacy_styles_keep_their_truth_keys(tmp_dir):
@@ -258,17 +278,35 @@ def test_bad_under_recorded_step_is_refused():
 
 
 def test_cli_writes_a_new_style(tmp_path):
-    rc = synth_main(["write", "--preset", PRESET, "--bs", "4", "--steps", "2", "--step-marker", "vllm_native",
-                     "--under-recorded", "0", "--out", str(tmp_path)])
+    rc = synth_main(
+        [
+            "write",
+            "--preset",
+            PRESET,
+            "--bs",
+            "4",
+            "--steps",
+            "2",
+            "--step-marker",
+            "vllm_native",
+            "--under-recorded",
+            "0",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     truth = json.loads((tmp_path / "dsv3_bs4.truth.json").read_text())
     assert truth["step_marker"] == "vllm_native" and truth["under_recorded"] == 0
-    assert [r["marker_name"] for r in truth["steps"]] == ["execute_context_0(0)_generation_4(4)",
-                                                           "execute_context_2(2048)_generation_4(4)"]
+    assert [r["marker_name"] for r in truth["steps"]] == [
+        "execute_context_0(0)_generation_4(4)",
+        "execute_context_2(2048)_generation_4(4)",
+    ]
     with gzip.open(tmp_path / "dsv3_bs4.trace.json.gz", "rt") as f:
         doc = json.load(f)
-    assert [e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"] == \
-           [r["marker_name"] for r in truth["steps"]]
+    assert [e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"] == [
+        r["marker_name"] for r in truth["steps"]
+    ]
 
 
 def test_under_recorded_replay_takes_its_allgather_copies_along():

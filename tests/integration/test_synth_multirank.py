@@ -5,6 +5,7 @@ says from them — recorded times map back to true time through the declared clo
 at one true time on every rank, waits are last arrival - own arrival, the imbalance per step is the sum over its
 instances of (last - lower-median arrival), and file names and distributedInfo give the declared ranks.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -23,21 +24,28 @@ from fixtures.synthlib.multirank import build_run, write_run  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
-COLL = (("dispatch", re.compile(r"deep_ep::\w+::(notify_)?dispatch<")),
-        ("combine", re.compile(r"deep_ep::\w+::(cached_notify_)?combine<")),
-        ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")), ("allgather", re.compile(r"^ncclDevKernel_AllGather")),
-        ("reducescatter", re.compile(r"^ncclDevKernel_ReduceScatter")))
+COLL = (
+    ("dispatch", re.compile(r"deep_ep::\w+::(notify_)?dispatch<")),
+    ("combine", re.compile(r"deep_ep::\w+::(cached_notify_)?combine<")),
+    ("allreduce", re.compile(r"^ncclDevKernel_AllReduce")),
+    ("allgather", re.compile(r"^ncclDevKernel_AllGather")),
+    ("reducescatter", re.compile(r"^ncclDevKernel_ReduceScatter")),
+)
 RANK_RES = (re.compile(r"-TP-(\d+)(?:-|\.)"), re.compile(r"(?:^|[/_-])rank[-_]?(\d+)(?:[/._]|$)"))
 SCENARIOS = {
     "dp8": ("dp_attn_deepep8", {}),
-    "dp8_windows": ("dp_attn_deepep8", {"late_start": {4: 1}, "stop_early": {6: 1}, "mid_step_start": [1],
-                                        "naming": "rank_folders", "shuffle": True}),
+    "dp8_windows": (
+        "dp_attn_deepep8",
+        {"late_start": {4: 1}, "stop_early": {6: 1}, "mid_step_start": [1], "naming": "rank_folders", "shuffle": True},
+    ),
     "dp8_normal_stages": ("dp_attn_deepep8", {"deepep_mode": "normal", "naming": "sglang_stages", "seed": 3}),
     "dp16": ("dp_attn_deepep16", {"intra_node_offset_ns": 400, "late_start": {9: 1}}),
     "dp16_opaque": ("dp_attn_deepep16", {"naming": "opaque", "gzip": False, "stop_early": {0: 1}}),
     "dp16_normal": ("dp_attn_deepep16", {"deepep_mode": "normal", "mid_step_start": [12], "dense_layers": 1}),
-    "dp8_ll_split": ("dp_attn_deepep8", {"deepep_mode": "ll_split", "mid_step_start": [5], "seed": 7,
-                                         "dense_layers": 2, "layers": 5}),
+    "dp8_ll_split": (
+        "dp_attn_deepep8",
+        {"deepep_mode": "ll_split", "mid_step_start": [5], "seed": 7, "dense_layers": 2, "layers": 5},
+    ),
     "train4": ("nccl_train4", {"mid_step_start": [3]}),
     "train4_underscore": ("nccl_train4", {"naming": "rank_underscore", "late_start": {1: 2}}),
 }
@@ -173,8 +181,9 @@ def test_barriers_end_together_and_waits_are_last_arrival_minus_arrival(written)
         else:
             assert p["last_rank"] is None and p["cause"] is None
     for row in truth["steps"]:
-        assert row["wait_ns"] == sum(c["wait_ns"] for c in truth["collectives"]
-                                     if c["rank"] == row["rank"] and c["step"] == row["step"])
+        assert row["wait_ns"] == sum(
+            c["wait_ns"] for c in truth["collectives"] if c["rank"] == row["rank"] and c["step"] == row["step"]
+        )
     for row in truth["ranks"]:
         assert row["total_wait_ns"] == sum(c["wait_ns"] for c in truth["collectives"] if c["rank"] == row["rank"])
         assert row["times_last"] == sum(1 for p in truth["per_collective"] if p["last_rank"] == row["rank"])
@@ -233,12 +242,11 @@ def test_recording_windows_are_honoured(written):
         st = status[str(r)]
         n_late, n_early = late.get(str(r), 0), early.get(str(r), 0)
         assert st[:n_late] == ["missing"] * n_late
-        assert st[S - n_early:] == ["missing"] * n_early
+        assert st[S - n_early :] == ["missing"] * n_early
         first = st[n_late]
         assert first == ("partial" if r in m["mid_step_start"] else "full")
-        assert all(x == "full" for x in st[n_late + 1:S - n_early])
-        assert {row["step"] for row in truth["steps"] if row["rank"] == r} == \
-            {s for s in range(S) if st[s] == "full"}
+        assert all(x == "full" for x in st[n_late + 1 : S - n_early])
+        assert {row["step"] for row in truth["steps"] if row["rank"] == r} == {s for s in range(S) if st[s] == "full"}
     assert m["partial_steps"] == [s for s in range(S) if any(status[str(r)][s] != "full" for r in range(len(status)))]
     # every recorded event of a rank lies inside its declared window
     for rank, files in _by_rank(truth, docs).items():
@@ -249,8 +257,9 @@ def test_recording_windows_are_honoured(written):
             for ev in doc["traceEvents"]:
                 if ev.get("ph") == "X":
                     s = clk.true(_ns(ev["ts"]))
-                    assert _ref_true(truth, lo) <= s and clk.true(_ns(ev["ts"]) + _ns(ev["dur"])) <= \
-                        _ref_true(truth, hi)
+                    assert _ref_true(truth, lo) <= s and clk.true(_ns(ev["ts"]) + _ns(ev["dur"])) <= _ref_true(
+                        truth, hi
+                    )
 
 
 def test_dp16_two_nodes_clock_offsets():
@@ -281,8 +290,11 @@ def test_tie_run_names_no_straggler_and_nccl_annotations_are_not_collectives():
     for name, doc in docs.items():
         evs = doc["traceEvents"]
         kern = [(e["ts"].ns, e["dur"].ns) for e in evs if e.get("cat") == "kernel" and "AllReduce" in e["name"]]
-        ann = [(e["ts"].ns, e["dur"].ns) for e in evs if e.get("cat") == "gpu_user_annotation"
-               and e["name"] == "nccl:all_reduce"]
+        ann = [
+            (e["ts"].ns, e["dur"].ns)
+            for e in evs
+            if e.get("cat") == "gpu_user_annotation" and e["name"] == "nccl:all_reduce"
+        ]
         assert kern == ann and len(kern) == 16  # the annotation covers the kernel exactly: one collective
     assert len(truth["collectives"]) == 4 * 16
 
@@ -316,8 +328,10 @@ def test_same_seed_same_bytes_and_knobs_are_checked(tmp_path):
 
 
 def _tables(truth: dict, drop=()) -> dict:
-    return {k: [{c: v for c, v in row.items() if c not in drop} for row in truth[k]]
-            for k in ("steps", "collectives", "per_collective", "by_step")}
+    return {
+        k: [{c: v for c, v in row.items() if c not in drop} for row in truth[k]]
+        for k in ("steps", "collectives", "per_collective", "by_step")
+    }
 
 
 def test_invariances_names_clocks_and_a_dropped_first_step():
@@ -330,25 +344,32 @@ def test_invariances_names_clocks_and_a_dropped_first_step():
     _, b = build_run("dp_attn_deepep16", node_offset_ns=-9_250_000)
     assert _tables(a) == _tables(b) and a["summary"] == b["summary"]
     assert [r["clock_offset_ns"] for r in b["ranks"]] == [0] * 8 + [-9_250_000] * 8
-    assert [{k: v for k, v in r.items() if k != "clock_offset_ns"} for r in a["ranks"]] == \
-        [{k: v for k, v in r.items() if k != "clock_offset_ns"} for r in b["ranks"]]
+    assert [{k: v for k, v in r.items() if k != "clock_offset_ns"} for r in a["ranks"]] == [
+        {k: v for k, v in r.items() if k != "clock_offset_ns"} for r in b["ranks"]
+    ]
     # dropping rank 4's first step removes only rank 4's rows there: later steps are unchanged (rank 4's local
     # steps renumbered), and so is every instance of step 0 that rank 4 did not end by arriving last (a tie may)
     _, late = build_run("dp_attn_deepep8", late_start={4: 1})
     keep = {(p["step"], p["kind"], p["seq"]) for p in base["per_collective"] if p["step"] > 0 or not p["tie"]}
     assert all(p["last_rank"] != 4 for p in base["per_collective"])
-    assert [c for c in late["collectives"] if (c["step"], c["kind"], c["seq"]) in keep] == \
-        [c for c in base["collectives"] if (c["step"], c["kind"], c["seq"]) in keep and
-         not (c["rank"] == 4 and c["step"] == 0)]
+    assert [c for c in late["collectives"] if (c["step"], c["kind"], c["seq"]) in keep] == [
+        c
+        for c in base["collectives"]
+        if (c["step"], c["kind"], c["seq"]) in keep and not (c["rank"] == 4 and c["step"] == 0)
+    ]
     assert not any(c["rank"] == 4 and c["step"] == 0 for c in late["collectives"])
-    assert [r for r in late["steps"] if r["step"] > 0] == \
-        [{**r, "local_step": r["local_step"] - (r["rank"] == 4)} for r in base["steps"] if r["step"] > 0]
+    assert [r for r in late["steps"] if r["step"] > 0] == [
+        {**r, "local_step": r["local_step"] - (r["rank"] == 4)} for r in base["steps"] if r["step"] > 0
+    ]
     assert late["summary"]["partial_steps"] == 1 and late["meta"]["step_status"]["4"][0] == "missing"
     # every rank missing the first step: global steps are numbered from the first one recorded
     _, all_late = build_run("dp_attn_deepep8", late_start={r: 1 for r in range(8)})
     assert all_late["summary"]["steps"] == 3 and all_late["meta"]["first_simulated_step"] == 1
     d = all_late["meta"]["reference_base_time_ns"] - base["meta"]["reference_base_time_ns"]
     assert d == 1_000_000_000  # rank 0's profile now starts after a second boundary: its file's base moves on
-    shifted = [{**row, "step": row["step"] - 1, "start_ns": row["start_ns"] - d, "end_ns": row["end_ns"] - d}
-               for row in base["collectives"] if row["step"] > 0]
+    shifted = [
+        {**row, "step": row["step"] - 1, "start_ns": row["start_ns"] - d, "end_ns": row["end_ns"] - d}
+        for row in base["collectives"]
+        if row["step"] > 0
+    ]
     assert all_late["collectives"] == shifted

@@ -3,6 +3,7 @@
 The trace is generated into a temporary directory (the committed fixtures hold bs 4 and 24 only); its
 truth file gives the per-step MLA decode time, KDA state count and AllGather bytes the answers must match.
 """
+
 from __future__ import annotations
 
 import csv
@@ -45,8 +46,13 @@ def test_waves_counts_ctas_per_sm_from_the_synthetic_launch_configuration(cli, d
     path, _ = dp16_bs16
     doc = run_json(cli, "waves", path)
     mla = next(r for r in doc["tables"]["per_kernel"] if MLA in r["name"])
-    assert (mla["ctas"], mla["ctas_per_sm"], mla["limited_by"], mla["capacity"], mla["waves"]) == \
-        (160, 1, "shared_memory", 148, 2)
+    assert (mla["ctas"], mla["ctas_per_sm"], mla["limited_by"], mla["capacity"], mla["waves"]) == (
+        160,
+        1,
+        "shared_memory",
+        148,
+        2,
+    )
     assert mla["ctas_per_sm_from"] == "launch configuration"
     occ = doc["summary"]["occupancy"]
     assert occ["sm_limits"]["compute_capability"] == "10.0" and occ["assumed"] is False
@@ -82,8 +88,9 @@ def test_waves_default_subcommand_is_trace(cli, dp16_bs16):
 
 
 def test_waves_calc_cli_reproduces_the_study(cli):
-    doc = run_json(cli, "waves", "calc", "--batch", "16", "--qlen", "5", "--sms", "148", "--time-us", "1240",
-                   "--layers", "24")
+    doc = run_json(
+        cli, "waves", "calc", "--batch", "16", "--qlen", "5", "--sms", "148", "--time-us", "1240", "--layers", "24"
+    )
     s = doc["summary"]
     assert doc["schema"] == "tracekit.waves_calc/1"
     assert (s["ctas"], s["waves"]) == (160, 2)
@@ -125,9 +132,16 @@ def test_hbm_table_on_the_synthetic_trace(cli, dp16_bs16):
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "md"])
-@pytest.mark.parametrize("args", [("waves", "{t}"), ("waves", "calc", "--grid", "2,80,1", "--sms", "148"),
-                                  ("roofline", "{t}", "-a", "k3_dp16", "--bs", "16"),
-                                  ("hbm", "{t}", "-a", "k3_dp16", "--bs", "16"), ("hw",)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("waves", "{t}"),
+        ("waves", "calc", "--grid", "2,80,1", "--sms", "148"),
+        ("roofline", "{t}", "-a", "k3_dp16", "--bs", "16"),
+        ("hbm", "{t}", "-a", "k3_dp16", "--bs", "16"),
+        ("hw",),
+    ],
+)
 def test_every_format(cli, dp16_bs16, args, fmt):
     code, out, err = cli(*[a.format(t=dp16_bs16[0]) for a in args], "--format", fmt)
     assert code == 0, err

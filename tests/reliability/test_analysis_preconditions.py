@@ -1,6 +1,7 @@
 """Analyses check their preconditions and say when a number cannot be trusted (issue 20): several GPUs in one
 file, nested or overlapping step markers, duplicate correlation ids, copies without bytes, impossible values,
 a --hw that names a file."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,12 @@ from tests.conftest import load_events as load
 @pytest.mark.slow
 def test_two_gpus_in_one_file_are_analysed_one_at_a_time(tmp_path, cli):
     """Device 0 busy 5 ms, device 1 busy 15 ms in one 20 ms step: pooled, 'busy' was 15 ms for a GPU busy 5."""
-    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), gpu_ann("scheduler.run_batch", 0.0, 20_000.0, device=1),
-           kernel("a", 10.0, 5_000.0), kernel("b", 10.0, 15_000.0, device=1)]
+    evs = [
+        gpu_ann("scheduler.run_batch", 0.0, 20_000.0),
+        gpu_ann("scheduler.run_batch", 0.0, 20_000.0, device=1),
+        kernel("a", 10.0, 5_000.0),
+        kernel("b", 10.0, 15_000.0, device=1),
+    ]
     t = load(tmp_path, evs)
     with pytest.raises(MissingDataError, match=r"2 devices \(0, 1\).*--device"):
         find_steps(t)
@@ -39,13 +44,19 @@ def test_two_gpus_in_one_file_are_analysed_one_at_a_time(tmp_path, cli):
 def test_nested_and_overlapping_markers_are_resolved_by_one_rule(tmp_path):
     """A marker inside another of its dialect is not a step of its own; overlapping ones are cut where the next
     starts — and both are said, so that wall and blocks never count a nanosecond twice."""
-    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0, ext=1), gpu_ann("scheduler.run_batch", 5_000.0, 5_000.0, ext=2),
-           gpu_ann("scheduler.run_batch", 30_000.0, 20_000.0, ext=3), gpu_ann("scheduler.run_batch", 45_000.0, 20_000.0,
-                                                                              ext=4)]
+    evs = [
+        gpu_ann("scheduler.run_batch", 0.0, 20_000.0, ext=1),
+        gpu_ann("scheduler.run_batch", 5_000.0, 5_000.0, ext=2),
+        gpu_ann("scheduler.run_batch", 30_000.0, 20_000.0, ext=3),
+        gpu_ann("scheduler.run_batch", 45_000.0, 20_000.0, ext=4),
+    ]
     evs += [kernel("k", float(t), 1_000.0) for t in (1_000, 6_000, 31_000, 46_000, 60_000)]
     st = find_steps(load(tmp_path, evs))
-    assert st.table[["start_ns", "end_ns"]].values.tolist() == [[0, 20_000_000], [30_000_000, 45_000_000],
-                                                               [45_000_000, 65_000_000]]
+    assert st.table[["start_ns", "end_ns"]].values.tolist() == [
+        [0, 20_000_000],
+        [30_000_000, 45_000_000],
+        [45_000_000, 65_000_000],
+    ]
     assert any("inside another" in w for w in st.warnings) and any("overlap" in w for w in st.warnings)
     wall = tracekit.decompose(load(tmp_path, evs, "t2.json"))
     assert wall.tables["per_step"]["wall_ns"].sum() == 20_000_000 + 15_000_000 + 20_000_000
@@ -55,8 +66,11 @@ def test_duplicate_correlation_ids_do_not_merge_steps(tmp_path):
     """Two 17 ms steps whose launches reuse one correlation id became one 66 ms step."""
     evs = []
     for i, t0 in enumerate((0.0, 50_000.0)):
-        evs += [cpu_ann("step[DECODE bs=8]", t0, 100.0), launch("cudaGraphLaunch", t0 + 10.0, 77),
-                kernel("k", t0 + 1_000.0, 17_000.0, corr=77)]
+        evs += [
+            cpu_ann("step[DECODE bs=8]", t0, 100.0),
+            launch("cudaGraphLaunch", t0 + 10.0, 77),
+            kernel("k", t0 + 1_000.0, 17_000.0, corr=77),
+        ]
     st = find_steps(load(tmp_path, evs))
     assert st.table[["start_ns", "dur_ns"]].values.tolist() == [[1_000_000, 17_000_000], [51_000_000, 17_000_000]]
     assert any("correlation id" in w and "reused" in w for w in st.warnings)
@@ -80,9 +94,17 @@ def test_hw_names_a_file_first(tmp_path, cli):
         os.chdir(cwd)
 
 
-@pytest.mark.parametrize("expr, says", [("9**9**9", "out of range"), ("1e308*10", "outside"), ("bs/0", "divides by zero"),
-                                        ("(" * 300 + "1" + ")" * 300, "not a formula"), ("x" * 2000, "longer than"),
-                                        ("2**200", "out of range")])
+@pytest.mark.parametrize(
+    "expr, says",
+    [
+        ("9**9**9", "out of range"),
+        ("1e308*10", "outside"),
+        ("bs/0", "divides by zero"),
+        ("(" * 300 + "1" + ")" * 300, "not a formula"),
+        ("x" * 2000, "longer than"),
+        ("2**200", "out of range"),
+    ],
+)
 def test_formulas_are_bounded(expr, says):
     """A formula `9**9**9` hung `roofline`; `1e308`-sized results were 'a tracekit bug'."""
     import time
@@ -109,8 +131,9 @@ def test_impossible_values_are_refused_or_flagged(tmp_path, cli):
     code, _, err = cli("capacity", "--pool-gib", "0", "--layers", "61", "--kv-lora-rank", "512", "--rope-dim", "64")
     assert code == 3 and "which no GPU has" in err
     log = tmp_path / "x.log"
-    log.write_text("[2026-05-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000000000000000000000000000000,"
-                   " KV size: 10.00 GB\n")
+    log.write_text(
+        "[2026-05-01 10:00:00 TP0] KV Cache is allocated. #tokens: 1000000000000000000000000000000, KV size: 10.00 GB\n"
+    )
     code, _, err = cli("capacity", "--log", log)
     assert code == 3 and "#tokens" in err and "Traceback" not in err
     (tmp_path / "b.csv").write_text("deployment,context,concurrency,generation_time_ms\na,100,-8,-80\nb,100,8,80\n")
@@ -182,8 +205,12 @@ def test_user_regexes_are_time_bounded(tmp_path, cli):
     import time
 
     name = "a" * 5000 + "!"  # the regex package gives up on this after its timeout; re would run for ever
-    evs = [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), kernel(name, 10.0, 5.0), kernel("k", 20.0, 5.0),
-           gpu_ann(name, 0.0, 10.0, ext=9)]
+    evs = [
+        gpu_ann("scheduler.run_batch", 0.0, 20_000.0),
+        kernel(name, 10.0, 5.0),
+        kernel("k", 20.0, 5.0),
+        gpu_ann(name, 0.0, 10.0, ext=9),
+    ]
     path = write_trace(tmp_path / "t.json", evs)
     ann = json.loads(open("annotations/decode_sample.json").read())
     ann["blocks"]["boundary"] = [EVIL]
@@ -191,8 +218,12 @@ def test_user_regexes_are_time_bounded(tmp_path, cli):
     steps = tmp_path / "steps.json"
     whole = "(a|aa)+"  # --step-name and dialects match whole names: this one backtracks there
     steps.write_text(json.dumps({"dialects": [{"name": "x", "pattern": whole, "kinds": ["gpu_annotation"]}]}))
-    cases = [(("blocks", path, "-a", tmp_path / "evil.json"), 2), (("stats", path, "-s", f"name:{EVIL}"), 2),
-             (("steps", path, "--step-name", whole), 2), (("steps", path, "--steps-file", steps), 3)]
+    cases = [
+        (("blocks", path, "-a", tmp_path / "evil.json"), 2),
+        (("stats", path, "-s", f"name:{EVIL}"), 2),
+        (("steps", path, "--step-name", whole), 2),
+        (("steps", path, "--steps-file", steps), 3),
+    ]
     for args, want in cases:
         t0 = time.perf_counter()
         code, out, err = cli(*args)
@@ -221,6 +252,7 @@ def test_shipped_patterns_are_linear_in_name_length():
                 pats.append(re.compile(obj))
             except re.error:
                 pass
+
     for f in glob.glob("tracekit/data/*.json") + glob.glob("annotations/*.json"):
         collect(json.load(open(f)))
     assert len(pats) > 100
@@ -238,8 +270,12 @@ def test_a_log_with_two_launches_is_two_ledgers(tmp_path, cli):
     one = open("fixtures/synthetic/dp16.launch.log").read()
     log = tmp_path / "two.log"
     log.write_text(one + one)
-    want = {r["row"]: r["value"] for r in json.loads(cli("ledger", "fixtures/synthetic/dp16.launch.log",
-                                                         "--format", "json")[1])["tables"]["rows"]}
+    want = {
+        r["row"]: r["value"]
+        for r in json.loads(cli("ledger", "fixtures/synthetic/dp16.launch.log", "--format", "json")[1])["tables"][
+            "rows"
+        ]
+    }
     for extra in ([], ["--launch", "1"], ["--launch", "2"]):
         code, out, err = cli("ledger", log, *extra, "--format", "json")
         rows = {r["row"]: r["value"] for r in json.loads(out)["tables"]["rows"]}
@@ -248,8 +284,13 @@ def test_a_log_with_two_launches_is_two_ledgers(tmp_path, cli):
     code, _, err = cli("ledger", log, "--launch", "3")
     assert code == 2 and "holds 2 launch" in err
     code, out, _ = cli("capacity", "--log", log, "--format", "json")
-    assert code == 0 and json.loads(out)["summary"]["tokens_per_rank"] == json.loads(
-        cli("capacity", "--log", "fixtures/synthetic/dp16.launch.log", "--format", "json")[1])["summary"]["tokens_per_rank"]
+    assert (
+        code == 0
+        and json.loads(out)["summary"]["tokens_per_rank"]
+        == json.loads(cli("capacity", "--log", "fixtures/synthetic/dp16.launch.log", "--format", "json")[1])["summary"][
+            "tokens_per_rank"
+        ]
+    )
 
 
 def test_a_fifo_is_refused_not_waited_on(tmp_path, cli):

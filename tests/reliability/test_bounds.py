@@ -4,6 +4,7 @@ of memory is one sentence, and a user regex has one time budget per pattern acro
 The bombs are written on the fly, a MiB of spaces at a time into the compressor, so each test is cheap: a few hundred
 MiB of whitespace is ~0.3 MB of gzip or ~10 KB of zstd.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -34,8 +35,10 @@ SHAPES = {
     "before-the-document": (b"", b'{"traceEvents": [\n  ' + EVENT % 1 + b"\n]}"),
     "inside-traceEvents": (b'{"traceEvents": [', b"]}"),
     # "}," + newline + 512 MiB of indentation + "{": the separator search once backtracked over all of it per block
-    "as-indentation-between-events": (b'{"traceEvents": [\n  ' + EVENT % 1 + b",\n",
-                                      b"  " + EVENT % 2 + b",\n  " + EVENT % 3 + b"\n]}"),
+    "as-indentation-between-events": (
+        b'{"traceEvents": [\n  ' + EVENT % 1 + b",\n",
+        b"  " + EVENT % 2 + b",\n  " + EVENT % 3 + b"\n]}",
+    ),
     "after-the-last-event": (b'{"traceEvents": [\n  ' + EVENT % 1 + b",\n  " + EVENT % 2, b"\n]}"),
 }
 
@@ -105,7 +108,10 @@ def test_a_real_trace_is_not_capped(tmp_path):
 
     events = b",\n  ".join(EVENT % (1000 + i) for i in range(20000))
     text = b'{"traceEvents": [\n  ' + events + b"\n]}"
-    for name, data in (("t.json.gz", gzip.compress(text, 9)), ("t.json.zst", zstandard.ZstdCompressor(19).compress(text))):
+    for name, data in (
+        ("t.json.gz", gzip.compress(text, 9)),
+        ("t.json.zst", zstandard.ZstdCompressor(19).compress(text)),
+    ):
         (tmp_path / name).write_bytes(data)
         assert len(tracekit.load(tmp_path / name, cache=False).events) == 20000
 
@@ -138,8 +144,9 @@ def test_the_streaming_reader_scans_whitespace_once(where):
 def _zstd_frames(payloads: list[bytes]) -> bytes:
     import zstandard
 
-    return b"".join(zstandard.ZstdCompressor(level=19, write_checksum=bool(i % 2)).compress(p)
-                    for i, p in enumerate(payloads))
+    return b"".join(
+        zstandard.ZstdCompressor(level=19, write_checksum=bool(i % 2)).compress(p) for i, p in enumerate(payloads)
+    )
 
 
 @pytest.mark.slow
@@ -197,8 +204,14 @@ def test_out_of_memory_is_one_sentence(big_trace, workers, how):
     """Under `ulimit -v` the load died with a MemoryError traceback (and the decode helper process printed its
     own). Now: one sentence that names the file and the memory it needs, exit 3, nothing else on stderr."""
     env = {**os.environ, "TRACEKIT_WORKERS": workers, "TRACEKIT_CACHE_DIR": str(big_trace.parent / "cache")}
-    r = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, str(big_trace), str(24 * MIB), how],
-                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CHILD, str(big_trace), str(24 * MIB), how],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
     if how == "load":
         assert r.returncode == 0 and r.stderr == "", r.stderr
         kind, code, msg = r.stdout.strip().split(" ", 2)
@@ -206,7 +219,7 @@ def test_out_of_memory_is_one_sentence(big_trace, workers, how):
     else:
         assert r.returncode == 3 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
         assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
-        msg = r.stderr[len("error: "):].strip()
+        msg = r.stderr[len("error: ") :].strip()
     assert "Traceback" not in r.stderr + r.stdout
     assert str(big_trace) in msg and "MB of memory" in msg and "ulimit -v" in msg, msg
 
@@ -221,6 +234,7 @@ def test_memory_needed_is_estimated_from_the_text(big_trace):
 
 
 # ---------------------------------------------------------------------------------------------------- regexes
+
 
 @pytest.mark.slow
 def test_a_slow_pattern_has_one_budget_across_all_names():

@@ -11,6 +11,7 @@ Truncation is driven hard: the bundled sample and a hand-built trace full of awk
 tenth, inside strings and numbers, at every byte (hand-built), and as cut gzip / zstd streams. Whatever survives
 must be exactly the full trace's events among the records read (a prefix), flagged as salvaged.
 """
+
 from __future__ import annotations
 
 import functools
@@ -75,10 +76,10 @@ def info_ok(cli, path: Path, trace: tracekit.Trace) -> dict:
     assert s["salvaged"] is r.salvaged and s["bytes_lost"] == r.bytes_lost
     ingest = {row["what"]: row["count"] for row in doc["tables"]["ingest"]}
     assert ingest["records read"] == r.records_read and ingest["events kept"] == r.events_kept
-    assert {k[len("dropped: "):]: v for k, v in ingest.items() if k.startswith("dropped: ")} == r.dropped
+    assert {k[len("dropped: ") :]: v for k, v in ingest.items() if k.startswith("dropped: ")} == r.dropped
     lines = err.splitlines()
     assert all(line.startswith("warning: ") for line in lines), err
-    assert [line[len("warning: "):] for line in lines] == doc["warnings"]
+    assert [line[len("warning: ") :] for line in lines] == doc["warnings"]
     assert all(w in doc["warnings"] for w in r.warnings)
     return doc
 
@@ -165,6 +166,7 @@ def _dropped(expected: dict, kept: int, warns: tuple = ()) -> Callable:
         assert any(f"dropped {sum(expected.values())} unusable" in w for w in t.report.warnings)
         for needle in warns:
             assert any(needle in w for w in t.report.warnings), (needle, t.report.warnings)
+
     return check
 
 
@@ -178,14 +180,17 @@ def _warns(*needles: str, salvaged: bool | None = None, kept: int | None = None,
             assert t.report.salvaged is salvaged
         if kept is not None:
             assert len(t.events) == kept
+
     return check
 
 
 def _all_big(*needles: str, salvaged: bool = False):
     """The whole 2000-kernel trace came through, identical to a clean load."""
+
     def check(t, doc):
         pd.testing.assert_frame_equal(rows(t.events), rows(big_reference()))
         _warns(*needles, salvaged=salvaged, no_warnings=not needles)(t, doc)
+
     return check
 
 
@@ -194,12 +199,14 @@ def _big_prefix(*needles: str):
         assert t.report.salvaged and 0 < len(t.events) < 2000
         expect_prefix(t, big_reference())
         _warns(*needles)(t, doc)
+
     return check
 
 
 def _names(expected: list) -> Callable:
     def check(t, doc):
         assert sorted(t.events["name"].astype(str)) == sorted(expected)
+
     return check
 
 
@@ -207,20 +214,37 @@ def _both(*checks: Callable) -> Callable:
     def check(t, doc):
         for c in checks:
             c(t, doc)
+
     return check
 
 
 def _nonfinite_literals(d: Path) -> Path:
-    evs = [kernel("x: NaN, y: Infinity", 1.0, 1.0), kernel("nan", 2.0, float("nan")),
-           kernel("inf", 3.0, float("inf")), kernel("-inf", 4.0, float("-inf")), kernel("ok", 5.0, 2.0)]
+    evs = [
+        kernel("x: NaN, y: Infinity", 1.0, 1.0),
+        kernel("nan", 2.0, float("nan")),
+        kernel("inf", 3.0, float("inf")),
+        kernel("-inf", 4.0, float("-inf")),
+        kernel("ok", 5.0, 2.0),
+    ]
     return write(d / "nan.json", doc_bytes(evs))  # json.dumps writes the bare NaN / Infinity JSON forbids
 
 
 def _ints_beyond_int64(d: Path) -> Path:
-    evs = [kernel("k", 1.0, 1.0, corr=2**64), kernel("k2", 2.0, 1.0) | {"pid": 2**64},
-           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 3.0, "dur": 1.0,
-            "args": {"External id": -(2**63) - 1, "Comms Id": 10159970886766084423}},
-           kernel("ts-too-big", 10**20, 1.0)]
+    evs = [
+        kernel("k", 1.0, 1.0, corr=2**64),
+        kernel("k2", 2.0, 1.0) | {"pid": 2**64},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 3.0,
+            "dur": 1.0,
+            "args": {"External id": -(2**63) - 1, "Comms Id": 10159970886766084423},
+        },
+        kernel("ts-too-big", 10**20, 1.0),
+    ]
     return write(d / "ints.json", doc_bytes(evs))
 
 
@@ -232,9 +256,15 @@ def _check_ints(t, doc):
 
 
 def _ts_strings(d: Path) -> Path:
-    evs = [kernel("a", "1.5", 1.0), kernel("b", "12.3456", 1.0), kernel("c", "1e3", 1.0),
-           kernel("bad", "abc", 1.0), kernel("empty", "", 1.0), kernel("none", None, 1.0),
-           kernel("epoch", "1712195495519689.047", 1.0)]
+    evs = [
+        kernel("a", "1.5", 1.0),
+        kernel("b", "12.3456", 1.0),
+        kernel("c", "1e3", 1.0),
+        kernel("bad", "abc", 1.0),
+        kernel("empty", "", 1.0),
+        kernel("none", None, 1.0),
+        kernel("epoch", "1712195495519689.047", 1.0),
+    ]
     return write(d / "ts.json", doc_bytes(evs))
 
 
@@ -255,16 +285,27 @@ def _utf8_header(d: Path) -> Path:
 
 
 def _surrogates(d: Path) -> Path:
-    return write(d / "sur.json", doc_bytes([kernel("lone \ud800 high", 1.0, 1.0), kernel("pair \U0001F600", 2.0, 1.0),
-                                            kernel("lone \udc00 low", 3.0, 1.0)]))
+    return write(
+        d / "sur.json",
+        doc_bytes(
+            [
+                kernel("lone \ud800 high", 1.0, 1.0),
+                kernel("pair \U0001f600", 2.0, 1.0),
+                kernel("lone \udc00 low", 3.0, 1.0),
+            ]
+        ),
+    )
 
 
 def _odd_types(d: Path) -> Path:
-    evs = [kernel("k", 1.0, 1.0) | {"name": 17}, kernel("k", 2.0, 1.0) | {"args": "not an object"},
-           kernel("k", 3.0, 1.0) | {"pid": 1.5, "cat": ["kernel"]},
-           kernel("grid", 4.0, 1.0, grid=[1, 2], block=[2**40, 1, 1]),
-           kernel("shm", 5.0, 1.0, **{"shared memory": "lots", "registers per thread": 3.5}),
-           kernel("dur-int", 6.0, 1.0) | {"dur": 3}]
+    evs = [
+        kernel("k", 1.0, 1.0) | {"name": 17},
+        kernel("k", 2.0, 1.0) | {"args": "not an object"},
+        kernel("k", 3.0, 1.0) | {"pid": 1.5, "cat": ["kernel"]},
+        kernel("grid", 4.0, 1.0, grid=[1, 2], block=[2**40, 1, 1]),
+        kernel("shm", 5.0, 1.0, **{"shared memory": "lots", "registers per thread": 3.5}),
+        kernel("dur-int", 6.0, 1.0) | {"dur": 3},
+    ]
     return write(d / "odd.json", doc_bytes(evs))
 
 
@@ -281,6 +322,7 @@ def _dir_of(files: dict) -> Callable[[Path], Path]:
         for name, data in files.items():
             write(root / name, data)
         return root
+
     return build
 
 
@@ -305,134 +347,314 @@ CATALOGUE = [
     Case("nul-bytes-only", lambda d: write(d / "n.json", b"\x00" * 4096), Refuse(3, "nothing but 4096 NUL bytes")),
     Case("gzip-of-nothing", lambda d: write(d / "e.json.gz", _gz(b"")), Refuse(3, "is empty after decompression")),
     Case("zstd-of-nothing", lambda d: write(d / "e.json.zst", _zst(b"")), Refuse(3, "is empty after decompression")),
-    Case("not-json-text", lambda d: write(d / "log.json", b"[2025-01-01 10:00:00] step 1 took 87 ms\n"),
-         Refuse(3, "not valid JSON")),
+    Case(
+        "not-json-text",
+        lambda d: write(d / "log.json", b"[2025-01-01 10:00:00] step 1 took 87 ms\n"),
+        Refuse(3, "not valid JSON"),
+    ),
     Case("not-json-words", lambda d: write(d / "t.json", b"profiler output follows\n"), Refuse(3, "is not JSON")),
     Case("binary-junk", lambda d: write(d / "b.json", bytes(range(256)) * 16), Refuse(3, "is not JSON")),
-    Case("binary-junk-after-brace", lambda d: write(d / "b.json", b"{" + bytes(range(256)) * 16),
-         Refuse(3, "is not valid JSON")),
+    Case(
+        "binary-junk-after-brace",
+        lambda d: write(d / "b.json", b"{" + bytes(range(256)) * 16),
+        Refuse(3, "is not valid JSON"),
+    ),
     Case("utf16-json", lambda d: write(d / "u.json", ONE.decode().encode("utf-16")), Refuse(3, "is not JSON")),
     Case("json-scalar", lambda d: write(d / "s.json", b"42"), Refuse(3, "is not JSON")),
-    Case("traceEvents-is-an-object", lambda d: write(d / "o.json", b'{"traceEvents": {"ph": "X"}}'),
-         Refuse(3, "'traceEvents' is not a list")),
-    Case("traceEvents-is-a-string", lambda d: write(d / "o.json", b'{"traceEvents": "[]"}'),
-         Refuse(3, "'traceEvents' is not a list")),
+    Case(
+        "traceEvents-is-an-object",
+        lambda d: write(d / "o.json", b'{"traceEvents": {"ph": "X"}}'),
+        Refuse(3, "'traceEvents' is not a list"),
+    ),
+    Case(
+        "traceEvents-is-a-string",
+        lambda d: write(d / "o.json", b'{"traceEvents": "[]"}'),
+        Refuse(3, "'traceEvents' is not a list"),
+    ),
     Case("traceEvents-is-null", lambda d: write(d / "o.json", b'{"traceEvents": null}'), Refuse(3, "no 'traceEvents'")),
-    Case("no-traceEvents", lambda d: write(d / "o.json", b'{"schemaVersion": 1, "deviceProperties": []}'),
-         Refuse(3, "no 'traceEvents'")),
-    Case("array-of-numbers", lambda d: write(d / "a.json", b"[1, 2, 3]"), Refuse(3, "no usable trace events (3 records")),
-    Case("only-unusable-events",
-         lambda d: write(d / "u.json", doc_bytes([{"ph": "X", "name": "k", "ts": 1.0}, {"ph": "X", "dur": 1.0}])),
-         Refuse(3, "no usable trace events (2 records")),
-    Case("deep-nesting", lambda d: write(d / "deep.json", b'{"traceEvents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"),
-         Refuse(3, "too deeply")),
+    Case(
+        "no-traceEvents",
+        lambda d: write(d / "o.json", b'{"schemaVersion": 1, "deviceProperties": []}'),
+        Refuse(3, "no 'traceEvents'"),
+    ),
+    Case(
+        "array-of-numbers", lambda d: write(d / "a.json", b"[1, 2, 3]"), Refuse(3, "no usable trace events (3 records")
+    ),
+    Case(
+        "only-unusable-events",
+        lambda d: write(d / "u.json", doc_bytes([{"ph": "X", "name": "k", "ts": 1.0}, {"ph": "X", "dur": 1.0}])),
+        Refuse(3, "no usable trace events (2 records"),
+    ),
+    Case(
+        "deep-nesting",
+        lambda d: write(d / "deep.json", b'{"traceEvents": [' + b"[" * 100_000 + b"]" * 100_000 + b"]}"),
+        Refuse(3, "too deeply"),
+    ),
     Case("two-documents-concatenated", lambda d: write(d / "two.json", ONE + ONE), Refuse(3, "trailing characters")),
     Case("gzip-twice", lambda d: write(d / "gg.json.gz", _gz(_gz(ONE))), Refuse(3, "compressed twice")),
     Case("plain-text-named-gz", lambda d: write(d / "p.json.gz", b"plain text"), Refuse(3, "is not gzip")),
     Case("gzip-cut-in-its-header", lambda d: write(d / "h.json.gz", BIG_GZ[:6]), Refuse(3, "damaged gzip stream")),
     Case("gzip-corrupt-header", lambda d: write(d / "h.json.gz", flip(BIG_GZ, 3)), Refuse(3, "damaged gzip stream")),
     Case("zstd-cut-in-its-header", lambda d: write(d / "h.json.zst", BIG_ZST[:4]), Refuse(3, "damaged zstd stream")),
-    Case("truncated-before-traceEvents", lambda d: write(d / "c.json", SAMPLE_TEXT[:200]),
-         Refuse(3, "before its first trace event")),
-    Case("truncated-after-metadata-only", lambda d: write(d / "c.json", SAMPLE_TEXT[: _META_END + 40]),
-         Refuse(3, "none of the 4 complete records")),
+    Case(
+        "truncated-before-traceEvents",
+        lambda d: write(d / "c.json", SAMPLE_TEXT[:200]),
+        Refuse(3, "before its first trace event"),
+    ),
+    Case(
+        "truncated-after-metadata-only",
+        lambda d: write(d / "c.json", SAMPLE_TEXT[: _META_END + 40]),
+        Refuse(3, "none of the 4 complete records"),
+    ),
     Case("missing-path", lambda d: d / "nope.json", Refuse(3, "does not exist")),
-    Case("directory-of-non-trace-files",
-         _dir_of({"notes.txt": b"x", "results.csv": b"a,b\n1,2\n", "plot.png": b"\x89PNG\r\n"}),
-         Refuse(3, "no trace file")),
-    Case("directory-with-a-non-trace-json", _dir_of({"config.json": b'{"model": "x"}', "notes.txt": b"x"}),
-         Refuse(3, "config.json")),
-    Case("directory-with-two-traces", _dir_of({"a.trace.json": ONE, "b.trace.json": ONE}),
-         Refuse(3, "holds 2 trace files")),
+    Case(
+        "directory-of-non-trace-files",
+        _dir_of({"notes.txt": b"x", "results.csv": b"a,b\n1,2\n", "plot.png": b"\x89PNG\r\n"}),
+        Refuse(3, "no trace file"),
+    ),
+    Case(
+        "directory-with-a-non-trace-json",
+        _dir_of({"config.json": b'{"model": "x"}', "notes.txt": b"x"}),
+        Refuse(3, "config.json"),
+    ),
+    Case(
+        "directory-with-two-traces",
+        _dir_of({"a.trace.json": ONE, "b.trace.json": ONE}),
+        Refuse(3, "holds 2 trace files"),
+    ),
     # ---- loaded, possibly with counted losses and warnings
-    Case("chrome-array-form", lambda d: write_trace(d / "arr.json", kernels(5), wrap=False),
-         Load(_warns(no_warnings=True, kept=5))),
+    Case(
+        "chrome-array-form",
+        lambda d: write_trace(d / "arr.json", kernels(5), wrap=False),
+        Load(_warns(no_warnings=True, kept=5)),
+    ),
     Case("utf8-byte-order-mark", lambda d: write(d / "bom.json", b"\xef\xbb\xbf" + ONE), Load(_warns(kept=1))),
     Case("crlf-line-endings", lambda d: write(d / "crlf.json", BIG_TEXT.replace(b"\n", b"\r\n")), Load(_all_big())),
     Case("json-named-gz", lambda d: write(d / "plain.json.gz", BIG_TEXT), Load(_all_big())),
     Case("gzip-named-json", lambda d: write(d / "gz.json", BIG_GZ), Load(_all_big())),
-    Case("events-missing-ts-dur-ph",
-         lambda d: write(d / "m.json", doc_bytes([kernel("ok", 1.0, 1.0), {"ph": "X", "name": "no-ts", "dur": 1.0},
-                                                  {"ph": "X", "name": "no-dur", "ts": 1.0},
-                                                  {"name": "no-ph", "ts": 1.0, "dur": 1.0}])),
-         Load(_dropped({NO_TS: 1, NO_DUR: 1, BAD_PHASE: 1}, kept=1))),
-    Case("negative-durations",
-         lambda d: write(d / "neg.json", doc_bytes([kernel("ok", 1.0, 1.0), kernel("n1", 2.0, -1.0),
-                                                    kernel("n2", 3.0, -0.001), kernel("zero", 4.0, -0.0)])),
-         Load(_dropped({NEGATIVE: 2}, kept=2))),
-    Case("nan-and-infinity-literals", _nonfinite_literals,
-         Load(_both(_dropped({NONFINITE: 3}, kept=2, warns=("NaN/Infinity literal",)),
-                    _names(["x: NaN, y: Infinity", "ok"])))),
-    Case("nan-and-inf-durations-as-strings",
-         lambda d: write(d / "s.json", doc_bytes([kernel("ok", 1.0, 1.0), kernel("a", 2.0, "NaN"),
-                                                  kernel("b", 3.0, "inf"), kernel("c", 4.0, "soon")])),
-         Load(_dropped({NONFINITE: 3}, kept=1))),
-    Case("duration-beyond-int64-ns",
-         lambda d: write(d / "big.json", doc_bytes([kernel("ok", 1.0, 1.0), kernel("huge", 2.0, 1e17),
-                                                    kernel("end", "9223372036854775.000", 1000.0)])),
-         Load(_dropped({OUT_OF_RANGE: 2}, kept=1))),
+    Case(
+        "events-missing-ts-dur-ph",
+        lambda d: write(
+            d / "m.json",
+            doc_bytes(
+                [
+                    kernel("ok", 1.0, 1.0),
+                    {"ph": "X", "name": "no-ts", "dur": 1.0},
+                    {"ph": "X", "name": "no-dur", "ts": 1.0},
+                    {"name": "no-ph", "ts": 1.0, "dur": 1.0},
+                ]
+            ),
+        ),
+        Load(_dropped({NO_TS: 1, NO_DUR: 1, BAD_PHASE: 1}, kept=1)),
+    ),
+    Case(
+        "negative-durations",
+        lambda d: write(
+            d / "neg.json",
+            doc_bytes(
+                [kernel("ok", 1.0, 1.0), kernel("n1", 2.0, -1.0), kernel("n2", 3.0, -0.001), kernel("zero", 4.0, -0.0)]
+            ),
+        ),
+        Load(_dropped({NEGATIVE: 2}, kept=2)),
+    ),
+    Case(
+        "nan-and-infinity-literals",
+        _nonfinite_literals,
+        Load(
+            _both(
+                _dropped({NONFINITE: 3}, kept=2, warns=("NaN/Infinity literal",)), _names(["x: NaN, y: Infinity", "ok"])
+            )
+        ),
+    ),
+    Case(
+        "nan-and-inf-durations-as-strings",
+        lambda d: write(
+            d / "s.json",
+            doc_bytes(
+                [kernel("ok", 1.0, 1.0), kernel("a", 2.0, "NaN"), kernel("b", 3.0, "inf"), kernel("c", 4.0, "soon")]
+            ),
+        ),
+        Load(_dropped({NONFINITE: 3}, kept=1)),
+    ),
+    Case(
+        "duration-beyond-int64-ns",
+        lambda d: write(
+            d / "big.json",
+            doc_bytes(
+                [kernel("ok", 1.0, 1.0), kernel("huge", 2.0, 1e17), kernel("end", "9223372036854775.000", 1000.0)]
+            ),
+        ),
+        Load(_dropped({OUT_OF_RANGE: 2}, kept=1)),
+    ),
     Case("ts-as-strings", _ts_strings, Load(_check_ts)),
     Case("ints-beyond-2^63", _ints_beyond_int64, Load(_check_ints)),
-    Case("duplicate-events",
-         lambda d: write(d / "dup.json", doc_bytes([kernel("k", 1.0, 2.0)] * 3 + [kernel("other", 9.0, 1.0)])),
-         Load(lambda t, doc: (len(t.events) == 4 and doc["summary"]["same_stream_overlaps"] == 2
-                              and doc["summary"]["gpu_busy_ns"] == 3000
-                              and any("same-stream overlap" in w for w in doc["warnings"])) or pytest.fail(doc))),
-    Case("same-stream-overlapping-kernels",
-         lambda d: write(d / "ov.json", doc_bytes([kernel("a", 1.0, 10.0), kernel("b", 5.0, 2.0),
-                                                   kernel("c", 20.0, 1.0, stream=8)])),
-         Load(lambda t, doc: (doc["summary"]["same_stream_overlaps"] == 1 and doc["summary"]["gpu_busy_ns"] == 11000
-                              and t.report.warnings == []
-                              and any("same-stream overlap" in w for w in doc["warnings"])) or pytest.fail(doc))),
-    Case("invalid-utf8-in-names", _utf8_names,
-         Load(_both(_warns("2 record(s) held invalid UTF-8", kept=3), _names(["A\ufffd\ufffdA", "ok", "\ufffd(B"])))),
+    Case(
+        "duplicate-events",
+        lambda d: write(d / "dup.json", doc_bytes([kernel("k", 1.0, 2.0)] * 3 + [kernel("other", 9.0, 1.0)])),
+        Load(
+            lambda t, doc: (
+                (
+                    len(t.events) == 4
+                    and doc["summary"]["same_stream_overlaps"] == 2
+                    and doc["summary"]["gpu_busy_ns"] == 3000
+                    and any("same-stream overlap" in w for w in doc["warnings"])
+                )
+                or pytest.fail(doc)
+            )
+        ),
+    ),
+    Case(
+        "same-stream-overlapping-kernels",
+        lambda d: write(
+            d / "ov.json", doc_bytes([kernel("a", 1.0, 10.0), kernel("b", 5.0, 2.0), kernel("c", 20.0, 1.0, stream=8)])
+        ),
+        Load(
+            lambda t, doc: (
+                (
+                    doc["summary"]["same_stream_overlaps"] == 1
+                    and doc["summary"]["gpu_busy_ns"] == 11000
+                    and t.report.warnings == []
+                    and any("same-stream overlap" in w for w in doc["warnings"])
+                )
+                or pytest.fail(doc)
+            )
+        ),
+    ),
+    Case(
+        "invalid-utf8-in-names",
+        _utf8_names,
+        Load(_both(_warns("2 record(s) held invalid UTF-8", kept=3), _names(["A\ufffd\ufffdA", "ok", "\ufffd(B"]))),
+    ),
     Case("invalid-utf8-in-metadata", _utf8_header, Load(_warns("metadata holds invalid UTF-8", kept=1))),
-    Case("lone-surrogate-escapes", _surrogates,
-         Load(_both(_warns("2 lone UTF-16 surrogate", kept=3),
-                    _names(["lone \ufffd high", "pair \U0001F600", "lone \ufffd low"])))),
+    Case(
+        "lone-surrogate-escapes",
+        _surrogates,
+        Load(
+            _both(
+                _warns("2 lone UTF-16 surrogate", kept=3),
+                _names(["lone \ufffd high", "pair \U0001f600", "lone \ufffd low"]),
+            )
+        ),
+    ),
     Case("odd-field-types", _odd_types, Load(_check_odd)),
-    Case("records-that-are-not-objects",
-         lambda d: write(d / "no.json", doc_bytes(["text", 5, None, [1, 2], kernel("ok", 1.0, 1.0)])),
-         Load(_dropped({BAD_PHASE: 4}, kept=1))),
-    Case("unsupported-phases",
-         lambda d: write(d / "ph.json", doc_bytes([kernel("ok", 1.0, 1.0), {"ph": "B", "name": "b", "ts": 1.0},
-                                                   {"ph": "E", "name": "b", "ts": 2.0}, {"ph": "Q", "ts": 1.0},
-                                                   {"ph": "C", "name": "mem", "ts": 1.0, "args": {"v": 1}}])),
-         Load(lambda t, doc: (t.report.dropped == {UNPAIRED: 2, BAD_PHASE: 1}
-                              and t.report.not_events == {"counter record (ph 'C')": 1}) or pytest.fail(t.report))),
-    Case("trailing-garbage", lambda d: write(d / "tg.json", BIG_TEXT + b"\ngarbage"),
-         Load(lambda t, doc: (expect_prefix(t, big_reference()), len(t.events) == 2000 and t.report.salvaged
-                              and t.report.bytes_lost >= len(b"\ngarbage") or pytest.fail(t.report)))),
-    Case("nul-padding-after-complete-json", lambda d: write(d / "np.json", BIG_TEXT + b"\x00" * 1000),
-         Load(_both(_all_big("ignored 1000 NUL bytes"),
-                    lambda t, doc: t.meta["base_time_ns"] == BASE_NS or pytest.fail(t.meta)))),
-    Case("nul-padding-after-a-cut", lambda d: write(d / "nc.json", BIG_TEXT[: len(BIG_TEXT) // 2] + b"\x00" * 1000),
-         Load(_big_prefix("ignored 1000 NUL bytes", "truncated"))),
-    Case("gzip-bad-crc", lambda d: write(d / "crc.json.gz", flip(BIG_GZ, len(BIG_GZ) - 6)),
-         Load(_all_big("checksum does not match", salvaged=True))),
-    Case("gzip-bad-length", lambda d: write(d / "len.json.gz", flip(BIG_GZ, len(BIG_GZ) - 2)),
-         Load(_all_big("checksum does not match", salvaged=True))),
-    Case("gzip-bit-flip-mid-stream", lambda d: write(d / "mid.json.gz", flip(BIG_GZ, len(BIG_GZ) // 2)),
-         Load(_warns("checksum does not match", "truncated or damaged", salvaged=True))),
-    Case("gzip-trailing-garbage", lambda d: write(d / "tg.json.gz", BIG_GZ + b"garbage!"),
-         Load(_all_big("gzip stream is corrupt", salvaged=True))),
-    Case("gzip-concatenated-members",
-         lambda d: write(d / "cat.json.gz", _gz(BIG_TEXT[:50_000]) + _gz(BIG_TEXT[50_000:])), Load(_all_big())),
+    Case(
+        "records-that-are-not-objects",
+        lambda d: write(d / "no.json", doc_bytes(["text", 5, None, [1, 2], kernel("ok", 1.0, 1.0)])),
+        Load(_dropped({BAD_PHASE: 4}, kept=1)),
+    ),
+    Case(
+        "unsupported-phases",
+        lambda d: write(
+            d / "ph.json",
+            doc_bytes(
+                [
+                    kernel("ok", 1.0, 1.0),
+                    {"ph": "B", "name": "b", "ts": 1.0},
+                    {"ph": "E", "name": "b", "ts": 2.0},
+                    {"ph": "Q", "ts": 1.0},
+                    {"ph": "C", "name": "mem", "ts": 1.0, "args": {"v": 1}},
+                ]
+            ),
+        ),
+        Load(
+            lambda t, doc: (
+                (
+                    t.report.dropped == {UNPAIRED: 2, BAD_PHASE: 1}
+                    and t.report.not_events == {"counter record (ph 'C')": 1}
+                )
+                or pytest.fail(t.report)
+            )
+        ),
+    ),
+    Case(
+        "trailing-garbage",
+        lambda d: write(d / "tg.json", BIG_TEXT + b"\ngarbage"),
+        Load(
+            lambda t, doc: (
+                expect_prefix(t, big_reference()),
+                len(t.events) == 2000
+                and t.report.salvaged
+                and t.report.bytes_lost >= len(b"\ngarbage")
+                or pytest.fail(t.report),
+            )
+        ),
+    ),
+    Case(
+        "nul-padding-after-complete-json",
+        lambda d: write(d / "np.json", BIG_TEXT + b"\x00" * 1000),
+        Load(
+            _both(
+                _all_big("ignored 1000 NUL bytes"),
+                lambda t, doc: t.meta["base_time_ns"] == BASE_NS or pytest.fail(t.meta),
+            )
+        ),
+    ),
+    Case(
+        "nul-padding-after-a-cut",
+        lambda d: write(d / "nc.json", BIG_TEXT[: len(BIG_TEXT) // 2] + b"\x00" * 1000),
+        Load(_big_prefix("ignored 1000 NUL bytes", "truncated")),
+    ),
+    Case(
+        "gzip-bad-crc",
+        lambda d: write(d / "crc.json.gz", flip(BIG_GZ, len(BIG_GZ) - 6)),
+        Load(_all_big("checksum does not match", salvaged=True)),
+    ),
+    Case(
+        "gzip-bad-length",
+        lambda d: write(d / "len.json.gz", flip(BIG_GZ, len(BIG_GZ) - 2)),
+        Load(_all_big("checksum does not match", salvaged=True)),
+    ),
+    Case(
+        "gzip-bit-flip-mid-stream",
+        lambda d: write(d / "mid.json.gz", flip(BIG_GZ, len(BIG_GZ) // 2)),
+        Load(_warns("checksum does not match", "truncated or damaged", salvaged=True)),
+    ),
+    Case(
+        "gzip-trailing-garbage",
+        lambda d: write(d / "tg.json.gz", BIG_GZ + b"garbage!"),
+        Load(_all_big("gzip stream is corrupt", salvaged=True)),
+    ),
+    Case(
+        "gzip-concatenated-members",
+        lambda d: write(d / "cat.json.gz", _gz(BIG_TEXT[:50_000]) + _gz(BIG_TEXT[50_000:])),
+        Load(_all_big()),
+    ),
     Case("gzip-zero-padding", lambda d: write(d / "pad.json.gz", BIG_GZ + b"\x00" * 512), Load(_all_big())),
-    Case("zstd-multiple-frames",
-         lambda d: write(d / "frames.json.zst", _zst(BIG_TEXT[:50_000]) + _zst(BIG_TEXT[50_000:])), Load(_all_big())),
-    Case("zstd-corrupt-block", lambda d: write(d / "cb.json.zst", flip(BIG_ZST, len(BIG_ZST) // 2)),
-         Load(_big_prefix("zstd stream is corrupt"))),
-    Case("zstd-trailing-garbage", lambda d: write(d / "tg.json.zst", BIG_ZST + b"garbage!"),
-         Load(_all_big("zstd stream is corrupt", salvaged=True))),
-    Case("zstd-stream-cut", lambda d: write(d / "cut.json.zst", BIG_ZST[: len(BIG_ZST) * 2 // 3]),
-         Load(_big_prefix("zstd stream ends early", "truncated"))),
-    Case("gzip-stream-cut", lambda d: write(d / "cut.json.gz", BIG_GZ[: len(BIG_GZ) * 2 // 3]),
-         Load(_big_prefix("gzip stream ends early", "truncated"))),
-    Case("minified-json-cut", lambda d: write(d / "min.json", doc_bytes(BIG_EVENTS, indent=None)[:60_000]),
-         Load(_big_prefix("truncated"))),
-    Case("chrome-array-cut", lambda d: write(d / "arrcut.json", json.dumps(BIG_EVENTS, indent=1).encode()[:60_000]),
-         Load(_big_prefix("truncated"))),
+    Case(
+        "zstd-multiple-frames",
+        lambda d: write(d / "frames.json.zst", _zst(BIG_TEXT[:50_000]) + _zst(BIG_TEXT[50_000:])),
+        Load(_all_big()),
+    ),
+    Case(
+        "zstd-corrupt-block",
+        lambda d: write(d / "cb.json.zst", flip(BIG_ZST, len(BIG_ZST) // 2)),
+        Load(_big_prefix("zstd stream is corrupt")),
+    ),
+    Case(
+        "zstd-trailing-garbage",
+        lambda d: write(d / "tg.json.zst", BIG_ZST + b"garbage!"),
+        Load(_all_big("zstd stream is corrupt", salvaged=True)),
+    ),
+    Case(
+        "zstd-stream-cut",
+        lambda d: write(d / "cut.json.zst", BIG_ZST[: len(BIG_ZST) * 2 // 3]),
+        Load(_big_prefix("zstd stream ends early", "truncated")),
+    ),
+    Case(
+        "gzip-stream-cut",
+        lambda d: write(d / "cut.json.gz", BIG_GZ[: len(BIG_GZ) * 2 // 3]),
+        Load(_big_prefix("gzip stream ends early", "truncated")),
+    ),
+    Case(
+        "minified-json-cut",
+        lambda d: write(d / "min.json", doc_bytes(BIG_EVENTS, indent=None)[:60_000]),
+        Load(_big_prefix("truncated")),
+    ),
+    Case(
+        "chrome-array-cut",
+        lambda d: write(d / "arrcut.json", json.dumps(BIG_EVENTS, indent=1).encode()[:60_000]),
+        Load(_big_prefix("truncated")),
+    ),
 ]
 
 
@@ -482,8 +704,10 @@ def test_truncation_that_removes_every_step_falls_back_and_is_flagged(cli, tmp_p
 
 
 def test_trace_without_kernels_exits_4_for_kernel_analyses(cli, tmp_path):
-    path = write(tmp_path / "cpu.json", doc_bytes([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,
-                                                    "tid": 1, "ts": 1.0, "dur": 2.0}]))
+    path = write(
+        tmp_path / "cpu.json",
+        doc_bytes([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]),
+    )
     info_ok(cli, path, load_ok(path))
     code, out, err = cli("kernels", path, "--format", "json")
     assert code == 4 and out == "" and len(err.splitlines()) == 1 and str(path) in err
@@ -528,9 +752,9 @@ def test_sample_cut_at_each_tenth(tenth, cli, tmp_path):
 def _positions_inside(text: bytes) -> dict[str, int]:
     """Cut points inside strings and numbers of the sample (found, not hard-coded)."""
     name = text.index(b"deep_gemm")
-    ts = re.search(rb'"ts": (\d+)\.(\d+)', text[len(text) // 2:])
-    dur = re.search(rb'"dur": (\d+)\.(\d+)', text[len(text) // 3:])
-    corr = re.search(rb'"correlation": (\d{2,})', text[len(text) // 4:])
+    ts = re.search(rb'"ts": (\d+)\.(\d+)', text[len(text) // 2 :])
+    dur = re.search(rb'"dur": (\d+)\.(\d+)', text[len(text) // 3 :])
+    corr = re.search(rb'"correlation": (\d{2,})', text[len(text) // 4 :])
     base = text.index(b'"baseTimeNanoseconds": ') + len(b'"baseTimeNanoseconds": ')
     unit = text.index(b'"displayTimeUnit": "') + len(b'"displayTimeUnit": "')
     return {
@@ -598,22 +822,41 @@ TRICKY_NAMES = [
 def _handbuilt_text() -> bytes:
     evs = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": 'rank "0" [gpu] {x}'}}]
     for i, name in enumerate(TRICKY_NAMES):
-        evs.append(kernel(name, f"@{1712195495519600 + 37 * i}.{(i * 137) % 1000:03d}@", 12.5 + i, corr=i,
-                          grid=[132, 1, 1], block=[128, 1, 1]))
+        evs.append(
+            kernel(
+                name,
+                f"@{1712195495519600 + 37 * i}.{(i * 137) % 1000:03d}@",
+                12.5 + i,
+                corr=i,
+                grid=[132, 1, 1],
+                block=[128, 1, 1],
+            )
+        )
         if i % 2:
-            evs.append(memcpy("Memcpy PtoP (Device -> Device)", f"@{1712195495519610 + 37 * i}.5@", 3.25,
-                              nbytes=2**40 + i))
+            evs.append(
+                memcpy("Memcpy PtoP (Device -> Device)", f"@{1712195495519610 + 37 * i}.5@", 3.25, nbytes=2**40 + i)
+            )
     evs += [
         {"ph": "f", "id": 9, "bp": "e", "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 7, "ts": "@1712195495519700@"},
         {"ph": "X", "cat": "kernel", "name": "no dur", "pid": 0, "tid": 7, "ts": "@1712195495519701@"},
         {"ph": "i", "s": "g", "name": "instant [}", "pid": 0, "tid": 0, "ts": "@1712195495519702.25@"},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": "@1712195495519703@", "dur": 4.0,
-         "args": {"Input Dims": [[1, 2], [3, [4, {"a": "]"}]]], "External id": 7}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": "@1712195495519703@",
+            "dur": 4.0,
+            "args": {"Input Dims": [[1, 2], [3, [4, {"a": "]"}]]], "External id": 7},
+        },
     ]
     lines = [re.sub(r'"@([0-9.]+)@"', r"\1", json.dumps(e, ensure_ascii=False)) for e in evs]
-    return ('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 148, "name": "B200 [x]"}],\n'
-            '  "traceEvents": [\n  ' + ",\n  ".join(lines) + '\n  ],\n  "traceName": "hand {built}",\n'
-            '  "baseTimeNanoseconds": 1711964646000000000\n}').encode()
+    return (
+        '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 148, "name": "B200 [x]"}],\n'
+        '  "traceEvents": [\n  ' + ",\n  ".join(lines) + '\n  ],\n  "traceName": "hand {built}",\n'
+        '  "baseTimeNanoseconds": 1711964646000000000\n}'
+    ).encode()
 
 
 HANDBUILT = _handbuilt_text()
@@ -632,8 +875,10 @@ def handbuilt_reference() -> pd.DataFrame:
 def test_handbuilt_trace_reads_whole_with_both_readers(tmp_path, monkeypatch):
     full = tracekit.load(write(tmp_path / "hand.json", HANDBUILT), cache=False)
     assert full.report.reader == "stream" and not full.report.salvaged
-    assert full.report.dropped == {NO_DUR: 1} and full.report.not_events == {"metadata record (ph 'M')": 1,
-                                                                             "flow record (ph 'f')": 1}
+    assert full.report.dropped == {NO_DUR: 1} and full.report.not_events == {
+        "metadata record (ph 'M')": 1,
+        "flow record (ph 'f')": 1,
+    }
     minified = tracekit.load(write(tmp_path / "min.json", json.dumps(json.loads(HANDBUILT)).encode()), cache=False)
     pd.testing.assert_frame_equal(rows(minified.events), rows(full.events))
     assert full.meta["base_time_ns"] == 1711964646000000000
@@ -655,8 +900,11 @@ def test_salvage_cut_at_every_byte_keeps_a_prefix(layout):
     from tracekit.ingest.repair import salvage_json
 
     doc = json.loads(HANDBUILT)
-    text = {"kineto": HANDBUILT, "minified": json.dumps(doc, ensure_ascii=False).encode(),
-            "array": json.dumps(doc["traceEvents"], indent=1).encode()}[layout].rstrip()
+    text = {
+        "kineto": HANDBUILT,
+        "minified": json.dumps(doc, ensure_ascii=False).encode(),
+        "array": json.dumps(doc["traceEvents"], indent=1).encode(),
+    }[layout].rstrip()
     events = doc["traceEvents"]
     kept_before = 0
     for pos in range(1, len(text)):

@@ -3,6 +3,7 @@ same-size, same-mtime replacement or mid-file edit misses, a file that changed w
 it owns only what it wrote: `cache clear` leaves a user's files, a FIFO or link at an entry's path is neither opened
 nor replaced, a cache folder that cannot be used is a warning (the load still succeeds), and a write killed by
 SIGTERM, SIGHUP or SIGINT leaves no temporary file (one left by SIGKILL is removed once stale)."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,18 @@ def _fresh_warnings():
 
 
 def _trace(tmp_path, name, dur):
-    evs = [{"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7, "ts": 0.0,
-            "dur": 20_000.0}, kernel("k", 10.0, dur)]
+    evs = [
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "scheduler.run_batch",
+            "pid": 0,
+            "tid": 7,
+            "ts": 0.0,
+            "dur": 20_000.0,
+        },
+        kernel("k", 10.0, dur),
+    ]
     return write_trace(tmp_path / name, evs)
 
 
@@ -53,8 +64,14 @@ def _env(tmp_path) -> dict:
 
 def _cli(args, env, timeout):
     code = "import sys; from tracekit.cli import run; sys.exit(run(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 # --------------------------------------------------------------------------- never a stale answer
@@ -96,8 +113,18 @@ def _padded(tmp_path, name="mid.json", pad=4000, dur=10_000.0):
     """A trace whose kernel sits mid-file, far from both ends (the 64 KiB the key once read at each end)."""
     evs = [kernel(f"pad{i}", float(i), 0.5, stream=9) for i in range(pad)]
     evs.insert(pad // 2, kernel("k", 30_000.0, dur))
-    evs.insert(0, {"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7,
-                   "ts": 29_000.0, "dur": 20_000.0})
+    evs.insert(
+        0,
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "scheduler.run_batch",
+            "pid": 0,
+            "tid": 7,
+            "ts": 29_000.0,
+            "dur": 20_000.0,
+        },
+    )
     return write_trace(tmp_path / name, evs)
 
 
@@ -157,7 +184,7 @@ def test_a_big_file_is_sampled_and_an_edit_between_samples_is_caught_by_ctime(tm
     """A file above WHOLE_MAX, last changed long ago, is summed over blocks spread over it; an edit that no block
     covers still moves ctime (every write does, and so does the utime that puts mtime back)."""
     monkeypatch.setattr(cache_key, "WHOLE_MAX", 0)
-    monkeypatch.setattr(cache_key, "RACY_NS", -10**18)  # never racy
+    monkeypatch.setattr(cache_key, "RACY_NS", -(10**18))  # never racy
     p = _padded(tmp_path, pad=20_000)
     first = tracekit.load(p)
     assert first.report.from_cache is False and cache_key.key(p)["whole"] is False
@@ -355,8 +382,14 @@ def test_an_unreadable_cache_folder_for_a_real_user(tmp_path):
         cdir.mkdir()
         os.chmod(cdir, 0o000)
         env = {**_env(tmp_path), "TRACEKIT_CACHE_DIR": str(cdir)}
-        r = subprocess.run([sys.executable, "-c", _AS_NOBODY, str(p), str(cdir)], capture_output=True, text=True,
-                           env=env, cwd="/", timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", _AS_NOBODY, str(p), str(cdir)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd="/",
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)["inputs"][0]["from_cache"] is False
         assert "Traceback" not in r.stderr and "permission denied" in r.stderr and str(cdir) in r.stderr
@@ -407,8 +440,14 @@ print("done", flush=True)
 def test_a_signal_during_a_cache_write_leaves_no_temporary_file(tmp_path, sig):
     p = _trace(tmp_path, "t.json", 10_000.0)
     cdir = tmp_path / "cache"
-    proc = subprocess.Popen([sys.executable, "-c", _SLOW_WRITE, str(p), str(cdir)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_WRITE, str(p), str(cdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        cwd=ROOT,
+    )
     try:
         assert proc.stdout.readline().strip() == "writing", proc.stderr.read()
         assert [f.name for f in cdir.iterdir() if f.name.startswith(".tmp-")]  # caught mid-write
@@ -442,8 +481,14 @@ def test_sigterm_at_random_points_of_a_real_load_leaves_no_temporary_file(tmp_pa
     outcomes = set()
     for _ in range(3):
         shutil.rmtree(cdir, ignore_errors=True)
-        proc = subprocess.Popen([sys.executable, "-c", _REAL_LOAD, str(p), str(cdir)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _REAL_LOAD, str(p), str(cdir)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tmp_path),
+            cwd=ROOT,
+        )
         try:
             assert proc.stdout.readline().strip() == "start"
             time.sleep(rng.uniform(0.0, 1.5))
@@ -497,7 +542,12 @@ def test_stale_temporary_files_are_removed_fresh_ones_left(tmp_path):
     for f in (legacy, killed, users):
         _age(f, _cache.STALE_TMP_S + 60)
     info = cache_info(cdir).summary
-    assert (info["entries"], info["temporary_files"], info["stale_temporary_files"], info["other_files"]) == (0, 3, 2, 1)
+    assert (info["entries"], info["temporary_files"], info["stale_temporary_files"], info["other_files"]) == (
+        0,
+        3,
+        2,
+        1,
+    )
     res = cache_clear(cdir)
     assert res.summary["stale_temporary_files_removed"] == 2 and res.summary["temporary_files_left"] == 1
     assert sorted(f.name for f in cdir.iterdir()) == sorted([fresh.name, users.name])

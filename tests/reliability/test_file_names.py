@@ -7,6 +7,7 @@ Examples per run: ``NAME_EXAMPLES`` random names, each in one of the five format
 every format), in-process (``--no-cache``); one name through a real process and its bytes argv; one sweep over a
 folder with such a name in every format.
 """
+
 from __future__ import annotations
 
 import csv
@@ -35,8 +36,11 @@ NAME_EXAMPLES = 30
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 # any bytes but "/" and NUL, at most 200 of them (a name is at most 255 bytes), never "." or ".."
-NAMES = st.binary(min_size=1, max_size=200).map(lambda b: b.replace(b"/", b"_").replace(b"\0", b"_")).filter(
-    lambda b: b not in (b".", b".."))
+NAMES = (
+    st.binary(min_size=1, max_size=200)
+    .map(lambda b: b.replace(b"/", b"_").replace(b"\0", b"_"))
+    .filter(lambda b: b not in (b".", b".."))
+)
 SUFFIXES = st.sampled_from([b"", b".json.gz", b".trace.json.gz"])
 
 
@@ -86,8 +90,10 @@ def test_shown_text_is_the_one_rule():
     assert shown_text("a\ud800b") == "a\\ud800b"  # a lone surrogate that is no file-name byte
     assert shown_text("plain ✓ 中文") == "plain ✓ 中文"  # valid text is never touched
     assert safe_text("tr\udcffce") == "tr\\xffce"  # the human formats escape it the same way
-    assert json.loads(encode_json({"p": "tr\udcffce", "k\udcfe": ["\udc80"]})) == {"p": "tr\\xffce",
-                                                                                    "k\\xfe": ["\\x80"]}
+    assert json.loads(encode_json({"p": "tr\udcffce", "k\udcfe": ["\udc80"]})) == {
+        "p": "tr\\xffce",
+        "k\\xfe": ["\\x80"],
+    }
 
 
 @pytest.mark.slow
@@ -119,8 +125,12 @@ def test_a_real_process_with_a_bytes_argv(tmp_path):
     shutil.copyfile(SAMPLE, raw)
     env = {**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache"), "PYTHONIOENCODING": "utf-8:strict"}
     for fmt in ("json", "html"):
-        p = subprocess.run([sys.executable, "-c", "from tracekit.cli import main; main()", "info", raw, "-f", fmt, "--no-cache"],
-                           capture_output=True, env=env, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-c", "from tracekit.cli import main; main()", "info", raw, "-f", fmt, "--no-cache"],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stderr.decode("utf-8", "replace")
         check_output(fmt, p.stdout.decode("utf-8"), os.fsdecode(raw))
 
@@ -154,6 +164,7 @@ def test_a_sweep_with_a_folder_of_any_name(cli, tmp_path):
 
 
 # What other modules still owe (issue 26): each passes once its module shows names with tracekit.result.shown_path.
+
 
 def test_info_through_the_cache_with_any_file_name(cli, tmp_path):
     raw = os.path.join(os.fsencode(tmp_path), b"tr\xffce.json.gz")

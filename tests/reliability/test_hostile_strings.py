@@ -3,6 +3,7 @@ safe (docs/reliability.md, "Hostile strings"). ``H`` in that page is this file.
 
 Examples per CI run (the ``max_examples`` below): 150 + 50 = 200.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,18 +31,51 @@ RENDER_EXAMPLES = 150
 CSV_EXAMPLES = 50
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-HOSTILE = ["[/]", "[bold]x[/bold]", "void k<float>() [with T = float]", "a\x1b[31mred\x1b[0m", "\x1b]0;title\x07",
-           "\x1b[2J\x1b[H", "x|y", "a\\|b", "l1\nl2", "cr\rhere", "crlf\r\nok", "=cmd|' /C calc'!A0", "-2+3",
-           "@SUM(1)", "+1", "\tlead", "\u202eevil", "zero\u200bwidth", "line\u2028sep", "nul\x00x", "\x7f\x9b",
-           "中文宽字符", "e\u0301", "", " ", "\\", "*bold* _it_ `code`", "<script>alert(1)</script>", "&amp;"]
+HOSTILE = [
+    "[/]",
+    "[bold]x[/bold]",
+    "void k<float>() [with T = float]",
+    "a\x1b[31mred\x1b[0m",
+    "\x1b]0;title\x07",
+    "\x1b[2J\x1b[H",
+    "x|y",
+    "a\\|b",
+    "l1\nl2",
+    "cr\rhere",
+    "crlf\r\nok",
+    "=cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1)",
+    "+1",
+    "\tlead",
+    "\u202eevil",
+    "zero\u200bwidth",
+    "line\u2028sep",
+    "nul\x00x",
+    "\x7f\x9b",
+    "中文宽字符",
+    "e\u0301",
+    "",
+    " ",
+    "\\",
+    "*bold* _it_ `code`",
+    "<script>alert(1)</script>",
+    "&amp;",
+]
 TEXT = st.one_of(st.sampled_from(HOSTILE), st.text(st.characters(blacklist_categories=("Cs",)), max_size=30))
 UNSAFE = ("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn")
 
 
 def _result(names: list[str], value: str, table: str) -> Result:
     df = pd.DataFrame({"name": names, "total_ns": [1_000_000 * (i + 1) for i in range(len(names))]})
-    return Result("kernels", [{"path": value}], {"match": value}, {"marker": value, "span_ns": 5_000_000},
-                  {table: df}, [f"warning about {value}"])
+    return Result(
+        "kernels",
+        [{"path": value}],
+        {"match": value},
+        {"marker": value, "span_ns": 5_000_000},
+        {table: df},
+        [f"warning about {value}"],
+    )
 
 
 def _unsafe_chars(text: str, allowed: str = "\n") -> list[str]:
@@ -80,7 +114,7 @@ def test_random_strings_through_every_renderer(names, value, table, width):
     assert _unsafe_chars(text) == []
     lines = text.splitlines()
     rule = max(i for i, ln in enumerate(lines) if ln.startswith("─"))
-    rows = lines[rule + 1:]
+    rows = lines[rule + 1 :]
     # a long name wraps in its column (issue 29): each row's number is on its first line, in order
     numbered = [ln for ln in rows if re.search(r"\s\d+\.000$", ln)]
     assert len(numbered) == len(names) and all(ln.endswith(f"{i + 1}.000") for i, ln in enumerate(numbered)), rows
@@ -92,12 +126,39 @@ def test_random_strings_through_every_renderer(names, value, table, width):
     assert "\r" not in md and _unsafe_chars(md) == []
     lines = md.splitlines()
     head = lines.index("| name | total ms |")
-    body = lines[head + 2:head + 2 + len(names)]
+    body = lines[head + 2 : head + 2 + len(names)]
     assert all(_unescaped_pipes(ln) == 3 for ln in body) and lines[head + 2 + len(names)] == "", body
-    assert all(_unescaped_pipes(ln) == 3 for ln in lines[2:4 + 2])  # the summary's key / value rows too
+    assert all(_unescaped_pipes(ln) == 3 for ln in lines[2 : 4 + 2])  # the summary's key / value rows too
     # the notebook: only the tags it writes; the text inside is safe
-    written = {"div", "p", "b", "code", "table", "thead", "tbody", "tr", "th", "td", "i", "ul", "li", "h1", "h2",
-               "h3", "details", "summary", "style", "span", "pre", "svg", "rect", "g", "title", "text", "line"}
+    written = {
+        "div",
+        "p",
+        "b",
+        "code",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "i",
+        "ul",
+        "li",
+        "h1",
+        "h2",
+        "h3",
+        "details",
+        "summary",
+        "style",
+        "span",
+        "pre",
+        "svg",
+        "rect",
+        "g",
+        "title",
+        "text",
+        "line",
+    }
     p = _Tags()
     p.feed(to_html(r))
     assert p.tags <= written, p.tags - written
@@ -127,8 +188,19 @@ def test_csv_neutralises_formulas_and_controls_and_raw_is_exact(names):
 
 # --------------------------------------------------------------------------- the catalogue, through the CLI
 
-CATALOGUE = ["[/]", "[bold]x[/bold]", "gemm [with T = float]", "a\x1b[31mred\x1b[0m", "x|y", "cr\rhere",
-             "=HYPERLINK(\"http://x\")", "-1+2", "@SUM(A1)", "+cmd", "\u202eevil"]
+CATALOGUE = [
+    "[/]",
+    "[bold]x[/bold]",
+    "gemm [with T = float]",
+    "a\x1b[31mred\x1b[0m",
+    "x|y",
+    "cr\rhere",
+    '=HYPERLINK("http://x")',
+    "-1+2",
+    "@SUM(A1)",
+    "+cmd",
+    "\u202eevil",
+]
 
 
 @pytest.fixture
@@ -161,7 +233,7 @@ def test_json_keeps_every_name_exact(cli, hostile_trace):
 def test_csv_neutralises_formula_prefixes_unless_raw(cli, hostile_trace, monkeypatch):
     code, out, _ = cli("kernels", hostile_trace, "--no-cache", "--format", "csv")
     names = {row["name"] for row in csv.DictReader(io.StringIO(out, newline=""))}
-    assert {"'=HYPERLINK(\"http://x\")", "'-1+2", "'@SUM(A1)", "'+cmd", "cr\\rhere"} <= names
+    assert {'\'=HYPERLINK("http://x")', "'-1+2", "'@SUM(A1)", "'+cmd", "cr\\rhere"} <= names
     monkeypatch.setenv("TRACEKIT_CSV_RAW", "1")
     code, out, _ = cli("kernels", hostile_trace, "--no-cache", "--format", "csv")
     assert {row["name"] for row in csv.DictReader(io.StringIO(out, newline=""))} == set(CATALOGUE)

@@ -10,6 +10,7 @@ with names drawn from all of Unicode — are written as JSON in each layout and 
 
 Examples per CI run (the ``max_examples`` below): 200 + 150 + 100 = 450.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -39,12 +40,34 @@ STREAM_EXAMPLES = 100
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 CLASSES = load_classes()
-CATS = ["kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "cpu_op", "user_annotation",
-        "gpu_user_annotation", "python_function", "cuda_sync", "Trace", "mystery_cat"]
+CATS = [
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "cpu_op",
+    "user_annotation",
+    "gpu_user_annotation",
+    "python_function",
+    "cuda_sync",
+    "Trace",
+    "mystery_cat",
+]
 NAMES = st.one_of(
     st.text(max_size=24),
-    st.sampled_from(['quoted \\"x\\" ]}', "trailing backslash \\", "},\n  {", "NaN", "x: NaN, y: -Infinity",
-                     "\\ud800 as text", "ncclDevKernel_AllGather_RING_LL", "Memcpy PtoP (Device -> Device)"]),
+    st.sampled_from(
+        [
+            'quoted \\"x\\" ]}',
+            "trailing backslash \\",
+            "},\n  {",
+            "NaN",
+            "x: NaN, y: -Infinity",
+            "\\ud800 as text",
+            "ncclDevKernel_AllGather_RING_LL",
+            "Memcpy PtoP (Device -> Device)",
+        ]
+    ),
 )
 MAX_TS_NS = 4 * 10**18  # epoch-scale µs in ns, well inside int64 once a duration is added
 MAX_DUR_NS = 10**13
@@ -83,56 +106,113 @@ def dumps(obj: dict, raw: dict[str, str]) -> str:
 
 @st.composite
 def records(draw) -> Rec:
-    pick = draw(st.sampled_from(["X"] * 8 + ["i", "M", "flow", "C", "no_ts", "bad_ts", "no_dur", "neg_dur",
-                                             "nan_dur", "huge_dur", "bad_ph", "BE", "not_object"]))
+    pick = draw(
+        st.sampled_from(
+            ["X"] * 8
+            + [
+                "i",
+                "M",
+                "flow",
+                "C",
+                "no_ts",
+                "bad_ts",
+                "no_dur",
+                "neg_dur",
+                "nan_dur",
+                "huge_dur",
+                "bad_ph",
+                "BE",
+                "not_object",
+            ]
+        )
+    )
     name = draw(NAMES)
     cat = draw(st.sampled_from(CATS))
     ts = draw(st.integers(0, MAX_TS_NS))
     ts_style = draw(st.sampled_from([0, 0, 1, 2]))
     dur = draw(st.integers(0, MAX_DUR_NS))
-    base = {"ph": "X", "cat": cat, "name": name, "pid": draw(st.integers(0, 2**31)),
-            "tid": draw(st.integers(-2**31, 2**31))}
+    base = {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": draw(st.integers(0, 2**31)),
+        "tid": draw(st.integers(-(2**31), 2**31)),
+    }
     if draw(st.booleans()):
-        base["args"] = {"device": draw(st.integers(0, 7)), "stream": draw(st.integers(0, 64)),
-                        "correlation": draw(st.integers(0, 2**40))}
+        base["args"] = {
+            "device": draw(st.integers(0, 7)),
+            "stream": draw(st.integers(0, 64)),
+            "correlation": draw(st.integers(0, 2**40)),
+        }
     tsr = us_text(ts, ts_style)
     if pick == "X":
-        return Rec(dumps(base, {"ts": tsr, "dur": us_text(dur, draw(st.sampled_from([0, 1])))}), "kept",
-                   kind=CLASSES.kind_for_cat(cat), start_ns=ts, dur_ns=dur, name=name)
+        return Rec(
+            dumps(base, {"ts": tsr, "dur": us_text(dur, draw(st.sampled_from([0, 1])))}),
+            "kept",
+            kind=CLASSES.kind_for_cat(cat),
+            start_ns=ts,
+            dur_ns=dur,
+            name=name,
+        )
     if pick == "i":
         return Rec(dumps({**base, "ph": "i", "s": "g"}, {"ts": tsr}), "kept", kind="instant", start_ns=ts, name=name)
     if pick == "M":
-        return Rec(json.dumps({"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": name}}),
-                   "not_event", "metadata record (ph 'M')")
+        return Rec(
+            json.dumps({"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": name}}),
+            "not_event",
+            "metadata record (ph 'M')",
+        )
     if pick == "flow":
         ph = draw(st.sampled_from("sft"))
-        return Rec(dumps({"ph": ph, "id": 1, "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 1}, {"ts": tsr}),
-                   "not_event", f"flow record (ph '{ph}')")
+        return Rec(
+            dumps({"ph": ph, "id": 1, "cat": "ac2g", "name": "ac2g", "pid": 0, "tid": 1}, {"ts": tsr}),
+            "not_event",
+            f"flow record (ph '{ph}')",
+        )
     if pick == "C":
-        return Rec(dumps({"ph": "C", "name": name, "pid": 0, "args": {"v": 1}}, {"ts": tsr}), "not_event",
-                   "counter record (ph 'C')")
+        return Rec(
+            dumps({"ph": "C", "name": name, "pid": 0, "args": {"v": 1}}, {"ts": tsr}),
+            "not_event",
+            "counter record (ph 'C')",
+        )
     if pick == "no_ts":
         return Rec(dumps(base, {"dur": us_text(dur, 0)}), "dropped", "event without a usable 'ts'")
     if pick == "bad_ts":
-        return Rec(dumps({**base, "ts": draw(st.sampled_from(["", "abc", "1.2.3", "0x10"]))}, {"dur": "1.0"}),
-                   "dropped", "event without a usable 'ts'")
+        return Rec(
+            dumps({**base, "ts": draw(st.sampled_from(["", "abc", "1.2.3", "0x10"]))}, {"dur": "1.0"}),
+            "dropped",
+            "event without a usable 'ts'",
+        )
     if pick == "no_dur":
         return Rec(dumps(base, {"ts": tsr}), "dropped", "complete event without 'dur'")
     if pick == "neg_dur":
-        return Rec(dumps(base, {"ts": tsr, "dur": us_text(-draw(st.integers(1, MAX_DUR_NS)), 0)}), "dropped",
-                   "complete event with a negative 'dur'")
+        return Rec(
+            dumps(base, {"ts": tsr, "dur": us_text(-draw(st.integers(1, MAX_DUR_NS)), 0)}),
+            "dropped",
+            "complete event with a negative 'dur'",
+        )
     if pick == "nan_dur":
-        return Rec(dumps(base, {"ts": tsr, "dur": draw(st.sampled_from(["NaN", "Infinity", "-Infinity"]))}),
-                   "dropped", "complete event with a non-finite 'dur'", nonfinite_literal=True)
+        return Rec(
+            dumps(base, {"ts": tsr, "dur": draw(st.sampled_from(["NaN", "Infinity", "-Infinity"]))}),
+            "dropped",
+            "complete event with a non-finite 'dur'",
+            nonfinite_literal=True,
+        )
     if pick == "huge_dur":
-        return Rec(dumps(base, {"ts": tsr, "dur": "1e17"}), "dropped",
-                   "event whose 'dur' or end lies beyond the int64 nanosecond range")
+        return Rec(
+            dumps(base, {"ts": tsr, "dur": "1e17"}),
+            "dropped",
+            "event whose 'dur' or end lies beyond the int64 nanosecond range",
+        )
     if pick == "bad_ph":
         obj = {k: v for k, v in base.items() if k != "ph"} | ({"ph": "Q"} if draw(st.booleans()) else {})
         return Rec(dumps(obj, {"ts": tsr, "dur": "1.0"}), "dropped", "record with an unsupported or missing phase 'ph'")
     if pick == "BE":
-        return Rec(dumps({**base, "ph": draw(st.sampled_from("BE"))}, {"ts": tsr}), "dropped",
-                   "begin/end or async record (ph B/E/b/e/n) not paired by tracekit")
+        return Rec(
+            dumps({**base, "ph": draw(st.sampled_from("BE"))}, {"ts": tsr}),
+            "dropped",
+            "begin/end or async record (ph B/E/b/e/n) not paired by tracekit",
+        )
     value = draw(st.sampled_from(['"text"', "5", "null", "[1, 2]", "true"]))
     return Rec(value, "dropped", "record with an unsupported or missing phase 'ph'")
 
@@ -145,8 +225,11 @@ def document(recs: list[Rec], layout: str) -> bytes:
     if layout == "array":
         return ("[\n" + ",\n".join(texts) + "\n]").encode()
     sep = {"kineto": ",\n  ", "oneline": ",\n", "minified": ","}[layout]
-    return ('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 148}],\n  "traceEvents": [\n  '
-            + sep.join(texts) + '\n  ],\n  "baseTimeNanoseconds": 1700000000000000000\n}').encode()
+    return (
+        '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "numSms": 148}],\n  "traceEvents": [\n  '
+        + sep.join(texts)
+        + '\n  ],\n  "baseTimeNanoseconds": 1700000000000000000\n}'
+    ).encode()
 
 
 def compress(data: bytes, codec: str) -> bytes:
@@ -175,8 +258,11 @@ def accounted(report) -> None:
 
 @pytest.mark.slow
 @settings(max_examples=ROUNDTRIP_EXAMPLES, **SETTINGS)
-@given(recs=st.lists(records(), max_size=40), layout=st.sampled_from(LAYOUTS),
-       codec=st.sampled_from(["none", "none", "gz", "zst"]))
+@given(
+    recs=st.lists(records(), max_size=40),
+    layout=st.sampled_from(LAYOUTS),
+    codec=st.sampled_from(["none", "none", "gz", "zst"]),
+)
 def test_random_records_round_trip(recs, layout, codec, tmp_path):
     path = write(tmp_path, compress(document(recs, layout), codec), codec)
     kept = [r for r in recs if r.outcome == "kept"]
@@ -196,8 +282,9 @@ def test_random_records_round_trip(recs, layout, codec, tmp_path):
     want = pd.DataFrame({"kind": [x.kind for x in kept], "dur_ns": [x.dur_ns for x in kept]})
     want_kinds = want.groupby("kind")["dur_ns"].agg(["size", "sum"])
     assert got_kinds.sort_index().to_dict() == want_kinds.sort_index().to_dict()
-    assert sorted(zip(ev["start_ns"].tolist(), ev["dur_ns"].tolist(), ev["name"].astype(str).tolist())) == \
-        sorted((x.start_ns, x.dur_ns, x.name) for x in kept)
+    assert sorted(zip(ev["start_ns"].tolist(), ev["dur_ns"].tolist(), ev["name"].astype(str).tolist())) == sorted(
+        (x.start_ns, x.dur_ns, x.name) for x in kept
+    )
     assert ev["start_ns"].is_monotonic_increasing
     if any(x.nonfinite_literal for x in recs):
         assert any("NaN/Infinity literal" in w for w in r.warnings)
@@ -208,8 +295,12 @@ def test_random_records_round_trip(recs, layout, codec, tmp_path):
 
 @pytest.mark.slow
 @settings(max_examples=TRUNCATION_EXAMPLES, **SETTINGS)
-@given(recs=st.lists(records(), min_size=1, max_size=30), layout=st.sampled_from(LAYOUTS),
-       codec=st.sampled_from(["none", "none", "gz"]), where=st.floats(0.0, 1.0))
+@given(
+    recs=st.lists(records(), min_size=1, max_size=30),
+    layout=st.sampled_from(LAYOUTS),
+    codec=st.sampled_from(["none", "none", "gz"]),
+    where=st.floats(0.0, 1.0),
+)
 def test_random_cut_keeps_a_prefix_or_refuses(recs, layout, codec, where, tmp_path):
     text = document(recs, layout)
     if not any(r.outcome == "kept" for r in recs):
@@ -227,8 +318,9 @@ def test_random_cut_keeps_a_prefix_or_refuses(recs, layout, codec, where, tmp_pa
     accounted(t.report)
     assert t.report.salvaged and t.report.records_read <= full.report.records_read
     expected = full.events[full.events["event_id"] < t.report.records_read]
-    pd.testing.assert_frame_equal(t.events.astype(object).reset_index(drop=True),
-                                  expected.astype(object).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        t.events.astype(object).reset_index(drop=True), expected.astype(object).reset_index(drop=True)
+    )
 
 
 # --------------------------------------------------------------------------- streaming = whole document
@@ -241,20 +333,24 @@ def _table(cols):
 
 @pytest.mark.slow
 @settings(max_examples=STREAM_EXAMPLES, **SETTINGS)
-@given(recs=st.lists(records().filter(lambda r: not r.nonfinite_literal), min_size=1, max_size=40),
-       layout=st.sampled_from(["kineto", "oneline", "array"]), block=st.integers(1, 4096),
-       piece=st.integers(1, 4096))
+@given(
+    recs=st.lists(records().filter(lambda r: not r.nonfinite_literal), min_size=1, max_size=40),
+    layout=st.sampled_from(["kineto", "oneline", "array"]),
+    block=st.integers(1, 4096),
+    piece=st.integers(1, 4096),
+)
 def test_streaming_in_any_block_size_equals_the_whole_document_reader(recs, layout, block, piece):
     """Blocks of any size, gathered into pieces of any size: the table of the whole-document reader."""
     text = document(recs, layout)
     raws, header = split_document("t", text)
     ref = _table(decode_slices(raws, header))
-    got = _table(decode_stream(iter([text[i:i + block] for i in range(0, len(text), block)]), piece_target=piece))
+    got = _table(decode_stream(iter([text[i : i + block] for i in range(0, len(text), block)]), piece_target=piece))
     assert got[0].equals(ref[0])
     assert got[1:] == ref[1:]
     assert ref[3] == len(recs)
-    assert np.array_equal(np.sort(ref[0]["start_ns"].to_numpy()),
-                          np.sort([r.start_ns for r in recs if r.outcome == "kept"]))
+    assert np.array_equal(
+        np.sort(ref[0]["start_ns"].to_numpy()), np.sort([r.start_ns for r in recs if r.outcome == "kept"])
+    )
 
 
 def test_example_budget_is_stated():

@@ -10,6 +10,7 @@
 The commands come from the registry (``tracekit/cli/registry.py``) and their parameters from the CLI itself, so a new
 command is covered without a line here — except the arguments a real run needs (``RUN``), which the test asks for.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,12 +40,14 @@ PRECIOUS = b'{"precious": "the user\'s own file"}\n'
 
 def _commands() -> dict[str, object]:
     """Every CLI command by its registry name ("plot ledger"), as the click command the CLI runs."""
+
     def walk(group, prefix=""):
         for name, sub in group.commands.items():
             if hasattr(sub, "commands"):
                 yield from walk(sub, f"{prefix}{name} ")
             else:
                 yield f"{prefix}{name}", sub
+
     return dict(walk(command()))
 
 
@@ -62,8 +65,9 @@ def _is_path(p) -> bool:
 
 def _file_or_name(p) -> bool:
     """Text options that take a file or a shipped name (-a, --hw, hw NAME)."""
-    return not _is_path(p) and (p.name.startswith("annotation") or p.name == "hw"
-                                or (p.name == "name" and "JSON file" in (p.help or "")))
+    return not _is_path(p) and (
+        p.name.startswith("annotation") or p.name == "hw" or (p.name == "name" and "JSON file" in (p.help or ""))
+    )
 
 
 def _input_params(cmd) -> list:
@@ -108,13 +112,27 @@ def test_every_command_with_out_and_an_input_is_covered():
     """The registry's commands that write -o and read a file: what the parametrised test below runs over."""
     covered = {c for c, *_ in (case.values for case in _cases())}
     assert covered == {c for c in WITH_OUT if _input_params(CLI[c])}
-    assert {"info", "report", "blocks", "kernels", "roofline", "bench", "export", "annotate", "plot ledger",
-            "suggest", "whatif", "findings", "compare"} <= covered
+    assert {
+        "info",
+        "report",
+        "blocks",
+        "kernels",
+        "roofline",
+        "bench",
+        "export",
+        "annotate",
+        "plot ledger",
+        "suggest",
+        "whatif",
+        "findings",
+        "compare",
+    } <= covered
 
 
 def _listing(d: Path) -> dict[str, str]:
-    return {p.name: ("link:" + os.readlink(p)) if p.is_symlink() else p.read_bytes().hex()[:64]
-            for p in sorted(d.iterdir())}
+    return {
+        p.name: ("link:" + os.readlink(p)) if p.is_symlink() else p.read_bytes().hex()[:64] for p in sorted(d.iterdir())
+    }
 
 
 def _one_sentence(code: int, out: str, err: str, needle: str, expect: int = 3) -> None:
@@ -155,8 +173,7 @@ def test_the_html_sidecar_never_replaces_the_annotation(cli, tmp_path):
     ann = tmp_path / "myann.json"
     shutil.copy(ROOT / "annotations" / "decode_sample.json", ann)
     before = ann.read_bytes()
-    _one_sentence(*cli("report", "-a", ann, "-f", "html", "-o", tmp_path / "myann.html"),
-                  "json sidecar of")
+    _one_sentence(*cli("report", "-a", ann, "-f", "html", "-o", tmp_path / "myann.html"), "json sidecar of")
     assert ann.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["myann.json"]
     code, _, err = cli("report", "-a", ann, "-f", "html", "-o", tmp_path / "page.html")
     assert code == 0 and (tmp_path / "page.html").is_file(), err
@@ -222,10 +239,20 @@ def RUN(d: dict[str, Path]) -> dict[str, list]:
     """Arguments for a real run of each command that takes -o (the bundled sample and its annotation unless said)."""
     shapes = [DP16, "-a", "k3_dp16", "--hw", "b200", "--bs", "4"]
     return {
-        "roofline": shapes, "hbm": shapes, "log": [LOG], "ledger": [LOG], "capacity": ["--log", LOG],
-        "whatif": [LOG, "--set", "cuda_graph_max_bs=8"], "plot ledger": [LOG], "bench": [d["bench"]],
-        "ranks": ["--tp", "2"], "analyze": [d["a"], "-j", "1"], "compare": [d["a"], d["b"], "-j", "1"],
-        "imbalance": [d["ranks"]], "waves calc": ["--sms", "132", "--grid", "1,1,1"], "hw": ["b200"],
+        "roofline": shapes,
+        "hbm": shapes,
+        "log": [LOG],
+        "ledger": [LOG],
+        "capacity": ["--log", LOG],
+        "whatif": [LOG, "--set", "cuda_graph_max_bs=8"],
+        "plot ledger": [LOG],
+        "bench": [d["bench"]],
+        "ranks": ["--tp", "2"],
+        "analyze": [d["a"], "-j", "1"],
+        "compare": [d["a"], d["b"], "-j", "1"],
+        "imbalance": [d["ranks"]],
+        "waves calc": ["--sms", "132", "--grid", "1,1,1"],
+        "hw": ["b200"],
     }
 
 
@@ -238,8 +265,10 @@ def runs(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.path.exists("/dev/null") or not stat.S_ISCHR(os.stat("/dev/null").st_mode),
-                    reason="no /dev/null character device here")
+@pytest.mark.skipif(
+    not os.path.exists("/dev/null") or not stat.S_ISCHR(os.stat("/dev/null").st_mode),
+    reason="no /dev/null character device here",
+)
 @pytest.mark.parametrize("name", WITH_OUT)
 def test_dev_null_stays_a_device_for_every_command(cli, tmp_path, runs, name):
     """-o /dev/null is written to (or refused in one sentence); it is never renamed over. Plots need a suffix, so
@@ -323,13 +352,22 @@ def test_dev_stdout_is_written_to_the_descriptor(tmp_path):
     """``-o /dev/stdout`` writes to the descriptor the shell gave (here a file), never renames over the link."""
     into = tmp_path / "stdout.json"
     with open(into, "wb") as fh:
-        r = subprocess.run([*TK, "-q", "info", "-f", "json", "-o", "/dev/stdout"],
-                           stdout=fh, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                           env={**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache")})
+        r = subprocess.run(
+            [*TK, "-q", "info", "-f", "json", "-o", "/dev/stdout"],
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "TRACEKIT_CACHE_DIR": str(tmp_path / "cache")},
+        )
     assert r.returncode == 0, r.stderr
     assert json.loads(into.read_text())["command"] == "info"
-    assert os.path.islink("/dev/stdout") or not os.path.exists("/dev/stdout") or \
-        stat.S_ISCHR(os.stat("/dev/stdout").st_mode) or True  # the link is the system's: only read here
+    assert (
+        os.path.islink("/dev/stdout")
+        or not os.path.exists("/dev/stdout")
+        or stat.S_ISCHR(os.stat("/dev/stdout").st_mode)
+        or True
+    )  # the link is the system's: only read here
     assert Path("/dev/stdout").is_symlink() or not Path("/dev/stdout").exists()
 
 
@@ -350,13 +388,22 @@ def test_an_unreadable_input_is_exit_3_not_a_usage_error(tmp_path):
             (d / n).write_bytes(src.read_bytes() if src else b"{}")
             os.chmod(d / n, 0)
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
-        for args in (["info", d / "t.json.gz"], ["log", d / "l.log"], ["kernels", "--categories", d / "c.json"],
-                     ["steps", "--steps-file", d / "c.json"], ["bench", d / "c.json"]):
-            r = subprocess.run([*prefix, *TK, *map(str, args), "--no-cache"]
-                               if args[0] not in ("log", "bench") else
-                               [*prefix, *TK, *map(str, args)],
-                               capture_output=True, text=True, cwd=d,
-                               env={**os.environ, "HOME": str(d), "TRACEKIT_CACHE_DIR": str(d / "cache")})
+        for args in (
+            ["info", d / "t.json.gz"],
+            ["log", d / "l.log"],
+            ["kernels", "--categories", d / "c.json"],
+            ["steps", "--steps-file", d / "c.json"],
+            ["bench", d / "c.json"],
+        ):
+            r = subprocess.run(
+                [*prefix, *TK, *map(str, args), "--no-cache"]
+                if args[0] not in ("log", "bench")
+                else [*prefix, *TK, *map(str, args)],
+                capture_output=True,
+                text=True,
+                cwd=d,
+                env={**os.environ, "HOME": str(d), "TRACEKIT_CACHE_DIR": str(d / "cache")},
+            )
             assert r.returncode == 3, (args, r.stderr)
             assert "cannot be read" in r.stderr and "Traceback" not in r.stderr, r.stderr
             assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == "", r.stderr
@@ -369,6 +416,7 @@ def test_out_of_memory_is_one_sentence(cli, monkeypatch):
 
     def boom(*a, **k):
         raise MemoryError
+
     monkeypatch.setattr(common, "load", boom)
     code, out, err = cli("info", "--no-cache")
     _one_sentence(code, out, err, "ran out of memory reading")
@@ -377,8 +425,11 @@ def test_out_of_memory_is_one_sentence(cli, monkeypatch):
 
 @pytest.mark.slow
 def test_numbers_too_large_are_usage_errors(cli):
-    for args in (("steps", "--min-step-ms", "1e308"), ("steps", "--min-step-ms", "nan"),
-                 ("wall", "--min-step-ms", "inf")):
+    for args in (
+        ("steps", "--min-step-ms", "1e308"),
+        ("steps", "--min-step-ms", "nan"),
+        ("wall", "--min-step-ms", "inf"),
+    ):
         code, out, err = cli(*args)
         assert code == 2 and "--min-step-ms" in err and "Traceback" not in err, err
     code, out, err = cli("waves", "calc", "--sms", "132", "--grid", "1,1,1", "--time-us", "1e308")
@@ -392,8 +443,8 @@ def test_the_rule_is_one_function():
     render = ROOT / "tracekit" / "render"
     for fn, module in (("def write_files", "files.py"), ("def stage", "outdir.py")):
         files = (render / module).read_text()
-        body = files[files.index(fn):]
-        body = body[:body.index("\n    def ", 10) if fn == "def stage" else body.index("\ndef ", 5)]
+        body = files[files.index(fn) :]
+        body = body[: body.index("\n    def ", 10) if fn == "def stage" else body.index("\ndef ", 5)]
         assert "output_target(" in body, fn
     pattern = re.compile(r"\.write_(text|bytes)\(|open\([^)]*['\"][wax]b?['\"]")
     for p in (ROOT / "tracekit" / "cli").glob("*.py"):

@@ -5,6 +5,7 @@ The full-disk and read-only cases mount a small tmpfs (root, or a user namespace
 permitted they skip and say so. SIGINT is sent at random points of an export's write phase in subprocesses (their
 ``pyarrow.parquet.write_table`` slowed down so that the phase is wide enough to hit) and at fixed points in process.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,8 +64,10 @@ def _tmpfs(where: Path, size: str, ro: bool = False):
     opts = f"size={size}" + (",ro" if ro else "")
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True, text=True)
     if r.returncode != 0:
-        pytest.skip(f"mounting a tmpfs is not permitted here ({(r.stderr or r.stdout).strip() or r.returncode});"
-                    " run as root for the full-disk and read-only cases")
+        pytest.skip(
+            f"mounting a tmpfs is not permitted here ({(r.stderr or r.stdout).strip() or r.returncode});"
+            " run as root for the full-disk and read-only cases"
+        )
     try:
         yield where
     finally:
@@ -91,8 +94,12 @@ def full_disk(tmp_path):
     d = tmp_path / "full"
     with _tmpfs(d, "1m"):
         (d / "x.json").write_text("old\n")
-        tracekit.export_parquet(tracekit.load(bundled_sample(), cache=False), tracekit.load_annotation("decode_sample"),
-                                d / "exp", ag="ptop")
+        tracekit.export_parquet(
+            tracekit.load(bundled_sample(), cache=False),
+            tracekit.load_annotation("decode_sample"),
+            d / "exp",
+            ag="ptop",
+        )
         fd = os.open(d / "filler", os.O_WRONLY | os.O_CREAT)
         with contextlib.suppress(OSError):
             while True:
@@ -118,8 +125,11 @@ def test_annotated_trace_and_plot_onto_a_directory(cli, tmp_path):
 
 @pytest.mark.slow
 def test_no_folder_is_created_for_an_output_file(cli, tmp_path):
-    for args in (("info", "-f", "json", "-o", tmp_path / "no" / "x.json"), ("annotate", "-o", tmp_path / "no" / "a.json"),
-                 ("plot", "ledger", LOG, "-o", tmp_path / "no" / "p.png")):
+    for args in (
+        ("info", "-f", "json", "-o", tmp_path / "no" / "x.json"),
+        ("annotate", "-o", tmp_path / "no" / "a.json"),
+        ("plot", "ledger", LOG, "-o", tmp_path / "no" / "p.png"),
+    ):
         _one_sentence(*cli(*args), "does not exist; create it first")
     assert not (tmp_path / "no").exists()
 
@@ -170,9 +180,13 @@ def test_csv_with_a_suffix_is_one_file_without_one_a_folder(cli, tmp_path):
 
 @pytest.mark.slow
 def test_read_only_targets_are_one_sentence(cli, read_only):
-    for args in (("info", "-f", "json", "-o", read_only / "x.json"), ("export", "-o", read_only / "e"),
-                 ("info", "-f", "csv", "-o", read_only / "c"), ("annotate", "-o", read_only / "a.json.gz"),
-                 ("plot", "ledger", LOG, "-o", read_only / "p.png")):
+    for args in (
+        ("info", "-f", "json", "-o", read_only / "x.json"),
+        ("export", "-o", read_only / "e"),
+        ("info", "-f", "csv", "-o", read_only / "c"),
+        ("annotate", "-o", read_only / "a.json.gz"),
+        ("plot", "ledger", LOG, "-o", read_only / "p.png"),
+    ):
         code, out, err = cli(*args)
         assert code == 3 and out == "" and "Traceback" not in err and len(err.strip().splitlines()) == 1, (args, err)
         assert "read-only file system" in err or "permission denied" in err, err
@@ -183,11 +197,13 @@ def test_read_only_targets_are_one_sentence(cli, read_only):
 def test_a_full_disk_leaves_what_was_there(cli, full_disk):
     old = export_state(full_disk / "exp")
     before = {p.name: p.read_bytes() for p in (full_disk / "exp").iterdir()}
-    for args, what in ((("info", "-f", "json", "-o", full_disk / "x.json"), "json output"),
-                       (("export", "--ag", "ptop+local", "-o", full_disk / "exp"), "export"),
-                       (("annotate", "-o", full_disk / "a.json.gz"), "annotated trace"),
-                       (("info", "-f", "csv", "-o", full_disk / "c"), "csv file"),
-                       (("plot", "ledger", LOG, "-o", full_disk / "p.png"), "picture")):
+    for args, what in (
+        (("info", "-f", "json", "-o", full_disk / "x.json"), "json output"),
+        (("export", "--ag", "ptop+local", "-o", full_disk / "exp"), "export"),
+        (("annotate", "-o", full_disk / "a.json.gz"), "annotated trace"),
+        (("info", "-f", "csv", "-o", full_disk / "c"), "csv file"),
+        (("plot", "ledger", LOG, "-o", full_disk / "p.png"), "picture"),
+    ):
         _one_sentence(*cli(*args), f"no space left on the device for {args[-1]}: no {what} was written")
     assert (full_disk / "x.json").read_text() == "old\n"
     assert export_state(full_disk / "exp") == old
@@ -199,8 +215,9 @@ def test_a_full_disk_leaves_what_was_there(cli, full_disk):
 
 
 def _old_export(d: Path) -> str:
-    tracekit.export_parquet(tracekit.load(bundled_sample(), cache=False), tracekit.load_annotation("decode_sample"), d,
-                            ag="ptop")
+    tracekit.export_parquet(
+        tracekit.load(bundled_sample(), cache=False), tracekit.load_annotation("decode_sample"), d, ag="ptop"
+    )
     return export_state(d)
 
 
@@ -271,8 +288,14 @@ sys.exit(run(sys.argv[1:]))
 
 
 def _spawn_export(d: Path, ag: str, env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _SLOW_EXPORT, "export", "--ag", ag, "-o", str(d), "-f", "json"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-c", _SLOW_EXPORT, "export", "--ag", ag, "-o", str(d), "-f", "json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ of its id before it; CPU spans never overlap; External ids are unique; every dev
 
 Examples per run (the ``max_examples`` below): 60 + 40 + 15 = 115, derandomized; about 17 s.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -52,9 +53,12 @@ MARKER = "scheduler.run_batch"
 RANDOM_EXAMPLES = 60
 REUSE_EXAMPLES = 40
 CLI_EXAMPLES = 15
-SETTINGS = {"deadline": None, "derandomize": True, "database": None,
-            "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                      HealthCheck.filter_too_much]}
+SETTINGS = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+}
 UNLAUNCHED = 1_000_000  # correlation ids from here on have no launch
 _names = itertools.count()
 
@@ -87,6 +91,7 @@ def ns_of(x) -> int:
 # the generator
 # --------------------------------------------------------------------------------------------------
 
+
 @st.composite
 def traces(draw, *, reuse_p: float | None = None, short_spans: bool = False):
     """A small random Kineto trace (a list of event dicts): 1–3 devices, 1–3 streams each, kernels and memcpys
@@ -102,16 +107,28 @@ def traces(draw, *, reuse_p: float | None = None, short_spans: bool = False):
     ns = lambda lo, hi: draw(st.integers(lo, hi))
 
     def add_kernel(dev, streams, s, dur):
-        k = kernel(f"k{len(gpu_events)}", us(s), us(dur), stream=draw(st.sampled_from(streams)), device=dev,
-                   corr=next(unlaunched))
+        k = kernel(
+            f"k{len(gpu_events)}",
+            us(s),
+            us(dur),
+            stream=draw(st.sampled_from(streams)),
+            device=dev,
+            corr=next(unlaunched),
+        )
         gpu_events.append(k)
         kernels_of[dev].append(k)
         return k
 
     def add_copy(dev, streams, s, dur):
         kind = draw(st.sampled_from(["PtoP", "PtoP", "DtoD", "HtoD"]))
-        m = memcpy(f"Memcpy {kind} (Device -> Device)", us(s), us(dur), nbytes=draw(st.sampled_from([None, 4096])),
-                   stream=draw(st.sampled_from(streams)), device=dev)
+        m = memcpy(
+            f"Memcpy {kind} (Device -> Device)",
+            us(s),
+            us(dur),
+            nbytes=draw(st.sampled_from([None, 4096])),
+            stream=draw(st.sampled_from(streams)),
+            device=dev,
+        )
         m["args"]["correlation"] = next(unlaunched)
         gpu_events.append(m)
 
@@ -150,8 +167,7 @@ def traces(draw, *, reuse_p: float | None = None, short_spans: bool = False):
             markers.append((dev, streams[0], a, a + draw(st.sampled_from([0, 1, ns(1, 50_000)])), next(ext)))
 
     events = list(gpu_events)
-    events += [gpu_ann(MARKER, us(s), us(e - s), ext=x, stream=stream, device=dev)
-               for dev, stream, s, e, x in markers]
+    events += [gpu_ann(MARKER, us(s), us(e - s), ext=x, stream=stream, device=dev) for dev, stream, s, e, x in markers]
     # CPU halves, on one CPU timeline and never overlapping, placed a little before their GPU spans
     halves = sorted((m for m in markers if draw(st.integers(0, 3)) > 0), key=lambda m: m[2])
     cursor, launches, ids = 0, [], []
@@ -187,6 +203,7 @@ def traces(draw, *, reuse_p: float | None = None, short_spans: bool = False):
 # the slow reference: plain loops over the event dicts
 # --------------------------------------------------------------------------------------------------
 
+
 def _span(ev) -> tuple[int, int]:
     s = ns_of(ev["ts"])
     return s, s + ns_of(ev["dur"])
@@ -201,10 +218,14 @@ def _covered(intervals, a, b) -> int:
 def _device_view(events, dev):
     acts = [ev for ev in events if ev["cat"] in ("kernel", "gpu_memcpy", "gpu_memset") and ev["args"]["device"] == dev]
     gpu = [(*_span(ev), ev["args"]["correlation"], ev["cat"] == "gpu_memcpy" and "PtoP" in ev["name"]) for ev in acts]
-    gmarks = [(*_span(ev), ev["args"]["External id"]) for ev in events
-              if ev["cat"] == "gpu_user_annotation" and ev["name"] == MARKER and ev["pid"] == dev]
-    cpu = {ev["args"]["External id"]: _span(ev) for ev in events
-           if ev["cat"] == "user_annotation" and ev["name"] == MARKER}
+    gmarks = [
+        (*_span(ev), ev["args"]["External id"])
+        for ev in events
+        if ev["cat"] == "gpu_user_annotation" and ev["name"] == MARKER and ev["pid"] == dev
+    ]
+    cpu = {
+        ev["args"]["External id"]: _span(ev) for ev in events if ev["cat"] == "user_annotation" and ev["name"] == MARKER
+    }
     launches = [(ns_of(ev["ts"]), ev["args"]["correlation"]) for ev in events if ev["cat"] == "cuda_runtime"]
     return gpu, gmarks, cpu, launches
 
@@ -212,7 +233,9 @@ def _device_view(events, dev):
 def _launch_of(start, corr, launches):
     """The latest launch of ``corr`` that starts before ``start`` (None: no launch of that id)."""
     before = [t for t, c in launches if c == corr and t < start]
-    assume(not any(t == start for t, c in launches if c == corr), "a launch at the ns of its kernel")  # "before" at the same ns: left open
+    assume(
+        not any(t == start for t, c in launches if c == corr), "a launch at the ns of its kernel"
+    )  # "before" at the same ns: left open
     if any(c == corr for _, c in launches):
         assume(before, "launched only after it")  # launched but only after it: the documentation says nothing
     return max(before) if before else None
@@ -248,8 +271,9 @@ def _resolve(windows):
 def reference_steps(events, dev) -> list[tuple[int, int]]:
     gpu, gmarks, cpu, launches = _device_view(events, dev)
     launched_at = [_launch_of(s, c, launches) for s, _, c, _ in gpu]
-    if any(lt is not None and lt != min(t for t, c2 in launches if c2 == c)
-           for (_, _, c, _), lt in zip(gpu, launched_at)):
+    if any(
+        lt is not None and lt != min(t for t, c2 in launches if c2 == c) for (_, _, c, _), lt in zip(gpu, launched_at)
+    ):
         note("a reused id: an activity belongs to a later launch than its id's first")
     all_gpu = [(s, e) for s, e, _, _ in gpu]
     windows, own = [], []
@@ -299,14 +323,23 @@ def reference_wall(events, dev) -> list[dict]:
         ag_only = _covered([(s, e) for s, e, _, _ in gpu], ws, we) - busy
         if ag_only:
             note("ag_only time in a step")
-        rows.append({"step": i, "start_ns": ws, "wall_ns": we - ws, "busy_ns": busy, "ag_only_ns": ag_only,
-                     "idle_ns": we - ws - busy - ag_only})
+        rows.append(
+            {
+                "step": i,
+                "start_ns": ws,
+                "wall_ns": we - ws,
+                "busy_ns": busy,
+                "ag_only_ns": ag_only,
+                "idle_ns": we - ws - busy - ag_only,
+            }
+        )
     return rows
 
 
 # --------------------------------------------------------------------------------------------------
 # the properties
 # --------------------------------------------------------------------------------------------------
+
 
 def _load(tmp_path, events):
     path = write_trace(tmp_path / f"t{next(_names)}.json", events)
@@ -315,8 +348,10 @@ def _load(tmp_path, events):
 
 def _rows(result) -> list[dict]:
     t = result.tables["per_step"]
-    return [{k: int(v) for k, v in r.items()} for r in t[["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns",
-                                                          "idle_ns"]].to_dict("records")]
+    return [
+        {k: int(v) for k, v in r.items()}
+        for r in t[["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]].to_dict("records")
+    ]
 
 
 def _refusal(trace, devices) -> str:
@@ -380,10 +415,16 @@ def test_the_latest_launch_before_a_kernel_decides_its_step(tmp_path):
     """Two steps whose CPU halves launch id 77. Step B's GPU span is 0.1 µs of a 3 µs kernel, so its window is
     its launch window — if that kernel is B's. Matched to the first launch of 77 it would be A's work, A's span
     would cover 0.8 of 3.8 µs of it and A's window would grow to swallow B."""
-    evs = [cpu_ann(MARKER, 0.0, 100.0, ext=1), launch("cudaLaunchKernel", 10.0, 77),
-           gpu_ann(MARKER, 1_000.0, 1_000.0, ext=1), kernel("a", 1_100.0, 800.0, corr=77),
-           cpu_ann(MARKER, 5_000.0, 100.0, ext=2), launch("cudaLaunchKernel", 5_010.0, 77),
-           gpu_ann(MARKER, 6_000.0, 100.0, ext=2), kernel("b", 6_000.0, 3_000.0, corr=77)]
+    evs = [
+        cpu_ann(MARKER, 0.0, 100.0, ext=1),
+        launch("cudaLaunchKernel", 10.0, 77),
+        gpu_ann(MARKER, 1_000.0, 1_000.0, ext=1),
+        kernel("a", 1_100.0, 800.0, corr=77),
+        cpu_ann(MARKER, 5_000.0, 100.0, ext=2),
+        launch("cudaLaunchKernel", 5_010.0, 77),
+        gpu_ann(MARKER, 6_000.0, 100.0, ext=2),
+        kernel("b", 6_000.0, 3_000.0, corr=77),
+    ]
     want = [(1_000_000, 2_000_000), (6_000_000, 9_000_000)]
     assert reference_steps(evs, 0) == want
     _, t = _load(tmp_path, evs)
@@ -395,8 +436,12 @@ def test_the_latest_launch_before_a_kernel_decides_its_step(tmp_path):
 
 def test_the_reference_agrees_with_the_documented_nesting_example(tmp_path):
     """The reference itself, on test_analysis_preconditions' hand-checked case: nested, then overlapping."""
-    evs = [gpu_ann(MARKER, 0.0, 20_000.0, ext=1), gpu_ann(MARKER, 5_000.0, 5_000.0, ext=2),
-           gpu_ann(MARKER, 30_000.0, 20_000.0, ext=3), gpu_ann(MARKER, 45_000.0, 20_000.0, ext=4)]
+    evs = [
+        gpu_ann(MARKER, 0.0, 20_000.0, ext=1),
+        gpu_ann(MARKER, 5_000.0, 5_000.0, ext=2),
+        gpu_ann(MARKER, 30_000.0, 20_000.0, ext=3),
+        gpu_ann(MARKER, 45_000.0, 20_000.0, ext=4),
+    ]
     evs += [kernel("k", float(t), 1_000.0) for t in (1_000, 6_000, 31_000, 46_000, 60_000)]
     want = [(0, 20_000_000), (30_000_000, 45_000_000), (45_000_000, 65_000_000)]
     assert reference_steps(evs, 0) == want
@@ -405,12 +450,19 @@ def test_the_reference_agrees_with_the_documented_nesting_example(tmp_path):
 
 def test_two_devices_alone_equal_their_part_of_the_file(tmp_path):
     """Device 1's result from the two-device file equals the reference on device 1's events written alone."""
-    evs = [gpu_ann(MARKER, 0.0, 20_000.0, ext=1), gpu_ann(MARKER, 0.0, 20_000.0, ext=2, device=1),
-           kernel("a", 10.0, 5_000.0), kernel("b", 10.0, 15_000.0, device=1),
-           memcpy("Memcpy PtoP (Device -> Device)", 12_000.0, 6_000.0, nbytes=4096, device=1)]
+    evs = [
+        gpu_ann(MARKER, 0.0, 20_000.0, ext=1),
+        gpu_ann(MARKER, 0.0, 20_000.0, ext=2, device=1),
+        kernel("a", 10.0, 5_000.0),
+        kernel("b", 10.0, 15_000.0, device=1),
+        memcpy("Memcpy PtoP (Device -> Device)", 12_000.0, 6_000.0, nbytes=4096, device=1),
+    ]
     _, t = _load(tmp_path, evs)
     _refusal(t, [0, 1])
     alone = [ev for ev in evs if ev.get("pid") == 1]
-    assert _rows(tracekit.decompose(t.on_device(1))) == reference_wall(alone, 1) == _rows(
-        tracekit.decompose(_load(tmp_path, alone)[1]))
+    assert (
+        _rows(tracekit.decompose(t.on_device(1)))
+        == reference_wall(alone, 1)
+        == _rows(tracekit.decompose(_load(tmp_path, alone)[1]))
+    )
     assert reference_wall(alone, 1)[0]["ag_only_ns"] == 2_990_000  # PtoP 12–18 ms, kernel b to 15.01 ms

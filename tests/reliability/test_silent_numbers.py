@@ -1,5 +1,6 @@
 """Issue 26: no silent wrong number. Each case once gave a number that looked fine and was wrong; now it is null
 with a warning, a flagged row, or a refusal that names the line or the file. Hand-built inputs in tmp_path."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ def log_of(*lines: str):
 
 
 def launch(kv: str = "KV size: 60.00 GB", pool_end: str = "18.50", tags: str = " TP0") -> list[str]:
-    """A complete one-rank launch (as tests/unit/test_sglang_log.py's LAUNCH): usable 100 GiB, weights 20, KV 60."""
+    """A complete one-rank launch (as tests/unit/ingest/test_sglang_log.py's LAUNCH): usable 100 GiB, weights 20, KV 60."""
     return [
         line("server_args=ServerArgs(tp_size=1, context_length=1000, max_running_requests=7)"),
         line("Init torch distributed ends. mem usage=1.00 GB", tags),
@@ -47,8 +48,18 @@ def launch(kv: str = "KV size: 60.00 GB", pool_end: str = "18.50", tags: str = "
 
 def test_copies_without_bytes_never_count_as_zero(tmp_path):
     """Half of the PtoP copies without `bytes` (-1 in the events table) gave a median received size of 0."""
-    evs = [{"ph": "X", "cat": "gpu_user_annotation", "name": "scheduler.run_batch", "pid": 0, "tid": 7, "ts": 0.0,
-            "dur": 1000.0}, kernel("k", 50.0, 10.0)]
+    evs = [
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "scheduler.run_batch",
+            "pid": 0,
+            "tid": 7,
+            "ts": 0.0,
+            "dur": 1000.0,
+        },
+        kernel("k", 50.0, 10.0),
+    ]
     t = 100.0
     for i in range(6):
         evs.append(memcpy(PTOP, t, 10.0, nbytes=None if i % 2 else 1000, stream=20))
@@ -59,8 +70,7 @@ def test_copies_without_bytes_never_count_as_zero(tmp_path):
     assert s["copies_without_bytes"] == 3 and s["steps_without_bytes"] == 1
     pst = res.tables["per_step_type"]
     assert pst["received_bytes"].isna().all() and pst["full_bytes"].isna().all()  # null, not 0
-    assert any("3 cop(ies) without bytes" in w and "median received bytes per step is null" in w
-               for w in res.warnings)
+    assert any("3 cop(ies) without bytes" in w and "median received bytes per step is null" in w for w in res.warnings)
     # every copy with its bytes: the number is there, and nothing is said
     for e in evs[2:]:
         e["args"]["bytes"] = 1000
@@ -81,7 +91,7 @@ def test_a_lone_event_far_from_the_timeline_is_dropped_and_named(tmp_path, cli):
     evs = _body() + [kernel("jumped_kernel", 1000.0 + 5_000e6, 5.0)]
     t = tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False)
     rep = t.report
-    (reason, count), = rep.dropped.items()
+    ((reason, count),) = rep.dropped.items()
     assert count == 1 and reason.startswith(CLOCK_JUMP) and "jumped_kernel" in reason and "5,000.0 s" in reason
     assert rep.records_read == rep.events_kept + sum(rep.not_events.values()) + sum(rep.dropped.values()) == 201
     assert any("jumped_kernel" in w and CLOCK_JUMP in w and str(tmp_path / "t.json") in w for w in rep.warnings)
@@ -100,8 +110,15 @@ def test_jumps_at_both_ends_and_small_or_real_gaps_are_kept_apart(tmp_path):
     t = tracekit.load(write_trace(tmp_path / "both.json", [early] + _body() + [late]), cache=False)
     assert sum(t.report.dropped.values()) == 2 and len(t.events) == 200
     # a long event that covers the body from far before is not isolated: it touches the rest
-    cover = {"ph": "X", "cat": "user_annotation", "name": "whole_run", "pid": 1, "tid": 1, "ts": -4_000e6,
-             "dur": 4_000e6 + 5_000.0}
+    cover = {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": "whole_run",
+        "pid": 1,
+        "tid": 1,
+        "ts": -4_000e6,
+        "dur": 4_000e6 + 5_000.0,
+    }
     t = tracekit.load(write_trace(tmp_path / "cover.json", [cover] + _body()), cache=False)
     assert t.report.dropped == {} and len(t.events) == 201
     # a gap below 10 s, or below 10x the rest's span, is the trace's own: kept
@@ -109,8 +126,9 @@ def test_jumps_at_both_ends_and_small_or_real_gaps_are_kept_apart(tmp_path):
     t = tracekit.load(write_trace(tmp_path / "near.json", _body() + [near]), cache=False)
     assert t.report.dropped == {}
     # a small trace has no dense body to judge by: an epoch-scale ts stays (the ts-as-strings case)
-    t = tracekit.load(write_trace(tmp_path / "small.json", _body(10) + [kernel("epoch", 1712195495519689.047, 1.0)]),
-                      cache=False)
+    t = tracekit.load(
+        write_trace(tmp_path / "small.json", _body(10) + [kernel("epoch", 1712195495519689.047, 1.0)]), cache=False
+    )
     assert t.report.dropped == {} and len(t.events) == 11
 
 
@@ -125,8 +143,11 @@ def test_sizes_in_scientific_notation_are_read():
     assert sci["fixed_overhead_gib"] == plain["fixed_overhead_gib"] == 40.0
     rec = log_of(line("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 3192320, KV size: 4.110e+01 GB"))
     assert rec.records[0].fields["kv_gib"] == pytest.approx(41.1)
-    pairs = log_of(line("max_total_num_tokens=1000, max_running_requests=7, context_len=1000,"
-                        " available_gpu_mem=1.58E1 GB")).records[0].fields
+    pairs = (
+        log_of(line("max_total_num_tokens=1000, max_running_requests=7, context_len=1000, available_gpu_mem=1.58E1 GB"))
+        .records[0]
+        .fields
+    )
     assert pairs["available_gpu_mem_gib"] == pytest.approx(15.8)
     # an exponent cut off mid-line is still not a value
     cut = log_of(line("Memory pool end. avail mem=1.850e+")).records
@@ -139,10 +160,14 @@ def test_sizes_in_scientific_notation_are_read():
 def test_dp_ranks_that_disagree_are_named_or_added_each_on_its_own(tmp_path):
     """A log whose DP ranks logged different KV pools was multiplied from DP0 alone, silently."""
     head = line("server_args=ServerArgs(tp_size=2, dp_size=2, context_length=1000, max_running_requests=7)")
-    kv = [line("KV Cache is allocated. #tokens: 1000, KV size: 60.00 GB", " DP0 TP0"),
-          line("KV Cache is allocated. #tokens: 800, KV size: 48.00 GB", " DP1 TP1"),
-          line("max_total_num_tokens=1000, max_running_requests=7, context_len=1000, available_gpu_mem=15.80 GB",
-               " DP0 TP0")]
+    kv = [
+        line("KV Cache is allocated. #tokens: 1000, KV size: 60.00 GB", " DP0 TP0"),
+        line("KV Cache is allocated. #tokens: 800, KV size: 48.00 GB", " DP1 TP1"),
+        line(
+            "max_total_num_tokens=1000, max_running_requests=7, context_len=1000, available_gpu_mem=15.80 GB",
+            " DP0 TP0",
+        ),
+    ]
     res = capacity(log=log_of(head, *kv), context=100)
     s = res.summary
     assert s["tokens_per_rank"] == 1000 and s["tokens_per_instance"] == 1800  # not 2 x 1000
@@ -160,13 +185,17 @@ def test_dp_ranks_that_disagree_are_named_or_added_each_on_its_own(tmp_path):
     # the ledger is one rank's rows: it says the other ranks logged other pools
     led = ledger(log_of(head, *kv))
     assert led.summary["kv_gib"] == 60.0 and led.summary["kv_tokens"] == 1000
-    assert any("disagree on kv_gib (48 on DP1 TP1, 60 on DP0 TP0)" in x and "DP0 TP0's own readings" in x
-               for x in led.warnings)
+    assert any(
+        "disagree on kv_gib (48 on DP1 TP1, 60 on DP0 TP0)" in x and "DP0 TP0's own readings" in x for x in led.warnings
+    )
     # a what-if moves each DP group from its own reading (not DP0's x dp), and carries the warning
     from tracekit.analyses.memory.whatif import whatif
 
     full = [head.replace("max_running_requests=7", "max_running_requests=7, mem_fraction_static=0.8")]
-    for tags, kv_line in ((" DP0 TP0", "#tokens: 1000, KV size: 60.00 GB"), (" DP1 TP1", "#tokens: 800, KV size: 48.00 GB")):
+    for tags, kv_line in (
+        (" DP0 TP0", "#tokens: 1000, KV size: 60.00 GB"),
+        (" DP1 TP1", "#tokens: 800, KV size: 48.00 GB"),
+    ):
         full += [x.replace("#tokens: 1000, KV size: 60.00 GB", kv_line) for x in launch(tags=tags)[1:]]
     wi = whatif(log_of(*full), settings=["mem_fraction_static=0.85"])
     inst = wi.tables["capacity"].set_index("level").loc["instance"]
@@ -205,8 +234,11 @@ def test_negative_and_impossible_sizes_are_refused_with_their_line(cli, tmp_path
     code, out, err = cli("capacity", "--log", log)
     assert code == 3 and out == "" and "line 5" in err and "Traceback" not in err
     # free memory: negative, beyond any GPU, or beyond what this GPU held at load begin (99 + 1 GiB of NCCL)
-    for reading, why in (("-3.50", "negative free-memory reading"), ("5000.00", "more than any GPU has"),
-                         ("150.00", "more free memory than the GPU holds (100 GiB by line 3)")):
+    for reading, why in (
+        ("-3.50", "negative free-memory reading"),
+        ("5000.00", "more than any GPU has"),
+        ("150.00", "more free memory than the GPU holds (100 GiB by line 3)"),
+    ):
         lg = log_of(*launch(pool_end=reading))
         pool = next(r for r in lg.records if r.kind == "pool_end")
         assert "avail_gib" not in pool.fields and why in pool.fields["rejected"]["avail_gib"][1]
@@ -224,10 +256,12 @@ def test_negative_and_impossible_sizes_are_refused_with_their_line(cli, tmp_path
 
 def test_bench_text_in_number_columns_is_named(tmp_path):
     """Text in a number column became a null without a word."""
-    (tmp_path / "b.csv").write_text("deployment,context,concurrency,generation_time_ms\n"
-                                    "a,100,8,80\nb,100,n/a,\"12 ms\"\nc,100,8.5,nan\n")
-    (tmp_path / "one.jsonl").write_text('{"run_name": "x", "batch_size": 16, "input_len": 1024, "output_len": 101,'
-                                        ' "latency": "slow", "ttft": 0.1}\n')
+    (tmp_path / "b.csv").write_text(
+        'deployment,context,concurrency,generation_time_ms\na,100,8,80\nb,100,n/a,"12 ms"\nc,100,8.5,nan\n'
+    )
+    (tmp_path / "one.jsonl").write_text(
+        '{"run_name": "x", "batch_size": 16, "input_len": 1024, "output_len": 101, "latency": "slow", "ttft": 0.1}\n'
+    )
     df = read_bench([tmp_path / "b.csv", tmp_path / "one.jsonl"])
     rows = df.set_index("deployment")
     assert rows.loc["a", "step_time_ms"] == 80 and rows.loc["a", "concurrency"] == 8
@@ -236,8 +270,12 @@ def test_bench_text_in_number_columns_is_named(tmp_path):
     assert df.attrs["text_in_number_columns"] == 5
     csv_w, jsonl_w = df.attrs["warnings"]
     assert str(tmp_path / "b.csv") in csv_w and "4 cell(s)" in csv_w
-    for where in ("line 3 column 'concurrency' = 'n/a'", "line 3 column 'generation_time_ms' = '12 ms'",
-                  "line 4 column 'generation_time_ms' = 'nan'", "line 4 column 'concurrency' = '8.5'"):
+    for where in (
+        "line 3 column 'concurrency' = 'n/a'",
+        "line 3 column 'generation_time_ms' = '12 ms'",
+        "line 4 column 'generation_time_ms' = 'nan'",
+        "line 4 column 'concurrency' = '8.5'",
+    ):
         assert where in csv_w
     assert str(tmp_path / "one.jsonl") in jsonl_w and "record 1 column 'latency' = 'slow'" in jsonl_w
     clean = read_bench([tmp_path / "b.csv"]).iloc[:1]
@@ -259,10 +297,22 @@ def test_bench_text_in_number_columns_reaches_the_cli(tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "b.csv").write_text("deployment,context,concurrency,generation_time_ms\n"
-                                    "a,100,8,80\nb,100,n/a,\"12 ms\"\n")
-    r = subprocess.run([sys.executable, "-c", "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit';"
-                        " main()", "bench", str(tmp_path / "b.csv"), "-f", "json"], capture_output=True, text=True)
+    (tmp_path / "b.csv").write_text(
+        'deployment,context,concurrency,generation_time_ms\na,100,8,80\nb,100,n/a,"12 ms"\n'
+    )
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tracekit.cli import main; sys.argv[0] = 'tracekit'; main()",
+            "bench",
+            str(tmp_path / "b.csv"),
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     warnings = json.loads(r.stdout)["warnings"]
     assert any("line 3 column 'concurrency' = 'n/a'" in w for w in warnings), warnings

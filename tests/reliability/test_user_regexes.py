@@ -1,6 +1,7 @@
 """Every regex a user hands tracekit runs time-bounded: `kernels --match`, a `--categories` file's rules and a
 `--patterns` file for launch logs were compiled with `re` and would run for ever on a pattern like `(a+)+$`.
 tracekit's own patterns stay on `re` (they are tested linear in tests/reliability/test_analysis_preconditions.py)."""
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,11 @@ def test_a_users_category_rule_still_categorises(tmp_path, cli):
     from tracekit.analyses.categories import load_categories
 
     cats = tmp_path / "cats.json"
-    cats.write_text(json.dumps({"categories": {"mine": {"family": "compute"}},
-                                "rules": [{"category": "mine", "pattern": "(?i)GEMM_K$"}]}))
+    cats.write_text(
+        json.dumps(
+            {"categories": {"mine": {"family": "compute"}}, "rules": [{"category": "mine", "pattern": "(?i)GEMM_K$"}]}
+        )
+    )
     rules = load_categories(cats)
     assert type(rules.rules[0].pattern).__name__ == "BoundedPattern"
     code, out, _ = cli("kernels", _trace(tmp_path), "--categories", cats, "-f", "json", "--no-cache")
@@ -64,8 +68,12 @@ def test_a_users_category_rule_still_categorises(tmp_path, cli):
 
 
 def _pattern_set(regex: str, example: str) -> dict:
-    return {"name": "mine", "description": "a user's set", "priority": 5,
-            "patterns": [{"id": "x", "kind": "custom_line", "contains": "zz", "regex": regex, "example": example}]}
+    return {
+        "name": "mine",
+        "description": "a user's set",
+        "priority": 5,
+        "patterns": [{"id": "x", "kind": "custom_line", "contains": "zz", "regex": regex, "example": example}],
+    }
 
 
 def test_a_users_log_pattern_is_bounded(tmp_path, cli):

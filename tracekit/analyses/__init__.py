@@ -1,4 +1,5 @@
 """Analyses: pure functions from a Trace (and explicit parameters) to a Result."""
+
 from .comm.allgather import allgather_result
 from .comm.communication import communication
 from .comm.exposure import exposure
@@ -9,4 +10,16 @@ from .time.kernels import kernel_stats
 from .time.overlap import overlap
 from .steps.resolve import find_steps, steps_result
 
-__all__ = ["segment_allgathers", "allgather_result", "exposure", "communication", "trace_info", "kernel_stats", "find_steps", "steps_result", "decompose", "temporal", "overlap"]
+__all__ = [
+    "segment_allgathers",
+    "allgather_result",
+    "exposure",
+    "communication",
+    "trace_info",
+    "kernel_stats",
+    "find_steps",
+    "steps_result",
+    "decompose",
+    "temporal",
+    "overlap",
+]

@@ -2,6 +2,7 @@
 
 Only where the two names mean the same thing in the same unit; ``min_step_ns`` (API, ns) against ``--min-step-ms``
 (CLI, ms) is not an alias but a deliberate unit."""
+
 from __future__ import annotations
 
 from ..errors import UsageError

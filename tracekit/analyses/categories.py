@@ -10,6 +10,7 @@ matching rule wins and an activity no rule matches is ``other``.
 and the rules are then applied to the distinct (name, kind, copy kind, comm class, stream flag) combinations,
 never per event.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,7 +51,8 @@ def _lowered(pattern: str) -> re.Pattern | None:
     """For a pattern that starts with ``(?i)`` and has no other inline flag: the same pattern lower-cased (escapes
     kept) to run case-sensitively on lower-cased ASCII names, about five times faster than IGNORECASE."""
     if not pattern.startswith("(?i)") or "(?" in pattern[4:].replace("(?:", "").replace("(?!", "").replace(
-            "(?=", "").replace("(?<", ""):
+        "(?=", ""
+    ).replace("(?<", ""):
         return None
     out, esc = [], False
     for ch in pattern[4:]:
@@ -133,6 +135,7 @@ class CategoryRules:
 # loading
 # --------------------------------------------------------------------------------------------------
 
+
 def _strings(value: Any, where: str, src: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
@@ -148,8 +151,9 @@ def _entry(spec, where: str, src: str, required: str, keys: set[str]) -> str:
         raise DataFileError(f"{src}: {where} must be an object with a '{required}'")
     unknown = sorted(k for k in spec if k not in keys and not k.startswith("_"))
     if unknown:
-        raise DataFileError(f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: "
-                            f"{', '.join(sorted(keys))}, _doc)")
+        raise DataFileError(
+            f"{src}: {where} has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(sorted(keys))}, _doc)"
+        )
     value = spec.get(required)
     if not isinstance(value, str) or not value:
         raise DataFileError(f"{src}: {where}.{required} must be a non-empty string")
@@ -209,10 +213,15 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
         if has is not None and has not in schema.COPY_KINDS:
             raise DataFileError(f"{src}: {where}.stream_has_copy_kind must be one of {', '.join(schema.COPY_KINDS)}")
         if pattern is None and kinds is None and copy_kinds is None and comm is None and has is None:
-            raise DataFileError(f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
-                                " stream_has_copy_kind), so it would match everything")
-        out.append(CategoryRule(cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}",
-                                lowered if pattern is not None else None))
+            raise DataFileError(
+                f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
+                " stream_has_copy_kind), so it would match everything"
+            )
+        out.append(
+            CategoryRule(
+                cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}", lowered if pattern is not None else None
+            )
+        )
     return out
 
 
@@ -224,10 +233,11 @@ def _read(path: Path) -> dict:
     try:
         doc = json.loads(text)
     except ValueError as exc:
-        raise DataFileError(f"{path}: not JSON ({exc}); a categories file is {{\"categories\": {{...}},"
-                            " \"rules\": [...]}}") from exc
+        raise DataFileError(
+            f'{path}: not JSON ({exc}); a categories file is {{"categories": {{...}}, "rules": [...]}}}}'
+        ) from exc
     if not isinstance(doc, dict):
-        raise DataFileError(f"{path}: $ must be a JSON object {{\"categories\": {{...}}, \"rules\": [...]}}")
+        raise DataFileError(f'{path}: $ must be a JSON object {{"categories": {{...}}, "rules": [...]}}')
     return doc
 
 
@@ -269,6 +279,7 @@ def resolve_categories(categories=None) -> CategoryRules:
 # --------------------------------------------------------------------------------------------------
 # categorizing
 # --------------------------------------------------------------------------------------------------
+
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, list]:
     """Integer codes (-1 = missing) and the category values of a column, categorical or not."""
@@ -313,8 +324,13 @@ def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
     lane_flags = _lane_flags(events, sel, copy_c, copies, wanted)
     # the distinct combinations, then the rules over them (vectorised over combinations)
     radix = [len(names) + 1, len(kinds) + 1, len(copies) + 1, len(comms) + 1, 1 << max(len(wanted), 0)]
-    parts = [names_c[sel], kind_c[sel], copy_c[sel] if copy_c is not None else None,
-             comm_c[sel] if comm_c is not None else None, lane_flags]
+    parts = [
+        names_c[sel],
+        kind_c[sel],
+        copy_c[sel] if copy_c is not None else None,
+        comm_c[sel] if comm_c is not None else None,
+        lane_flags,
+    ]
     key = np.zeros(sel.size, dtype=np.int64)
     for i, (r, p) in enumerate(zip(radix, parts)):
         key *= r
@@ -343,8 +359,9 @@ def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
         if rule.pattern is not None:  # only on the names of combinations still without a category
             need = np.unique(u_slot[open_ & (u_name >= 0)])
             hit = np.zeros(len(used_names), dtype=bool)
-            hit[need] = np.fromiter((rule.search(used_names[i], lowered[i]) for i in need.tolist()), dtype=bool,
-                                    count=need.size)
+            hit[need] = np.fromiter(
+                (rule.search(used_names[i], lowered[i]) for i in need.tolist()), dtype=bool, count=need.size
+            )
             m &= hit[u_slot]
         if rule.kinds is not None:
             m &= _value_mask(kinds, rule.kinds)[u_kind]
@@ -418,9 +435,12 @@ def coverage(events: pd.DataFrame, rules=None, *, top: int = 10) -> dict:
     total = int(dur.sum())
     left = k.loc[other, ["name", "dur_ns"]]
     worst = left.groupby(left["name"].astype(str))["dur_ns"].sum().sort_values(ascending=False).head(top)
-    return {"kernel_ns": total, "categorized_ns": int(total - dur[other].sum()),
-            "pct": 100.0 * (total - int(dur[other].sum())) / total if total else 100.0,
-            "other_names": {str(n): int(v) for n, v in worst.items()}}
+    return {
+        "kernel_ns": total,
+        "categorized_ns": int(total - dur[other].sum()),
+        "pct": 100.0 * (total - int(dur[other].sum())) / total if total else 100.0,
+        "other_names": {str(n): int(v) for n, v in worst.items()},
+    }
 
 
 def trace_categories(trace, rules=None) -> pd.Categorical:

@@ -1,5 +1,6 @@
 """Formulas of annotations and op models — shapes, byte counts, what-if rules — evaluated safely: arithmetic
 over named variables only, bounded in size and range, every error one sentence naming the file and JSON path."""
+
 from __future__ import annotations
 
 import ast
@@ -20,11 +21,18 @@ def _pow(a: float, b: float) -> float:
     a, b = float(a), float(b)
     if a != 0 and abs(b) * math.log10(abs(a)) > 30:
         raise OverflowError
-    return a ** b
+    return a**b
 
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: _pow}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: _pow,
+}
 
 
 def eval_formula(expr: str | int | float, env: dict[str, float], where: str) -> float:
@@ -54,8 +62,9 @@ def _env_text(expr, env: dict[str, float]) -> str:
 def _checked(v, expr, where: str) -> float:
     f = float(v)
     if not math.isfinite(f) or abs(f) > FORMULA_LIMIT:
-        raise DataFileError(f"{where}: {expr!r} gives {f:g}, outside ±{FORMULA_LIMIT:g}; check the formula and its"
-                            " variables")
+        raise DataFileError(
+            f"{where}: {expr!r} gives {f:g}, outside ±{FORMULA_LIMIT:g}; check the formula and its variables"
+        )
     return v
 
 
@@ -68,20 +77,28 @@ def _eval(tree, expr, env: dict[str, float], where: str) -> float:
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in env:
-                raise DataFileError(f"{where}: {expr!r} uses {node.id!r}, which is not defined (known: "
-                                    f"{', '.join(sorted(env))}); add it to the annotation's constants or pass"
-                                    f" --var {node.id}=VALUE")
+                raise DataFileError(
+                    f"{where}: {expr!r} uses {node.id!r}, which is not defined (known: "
+                    f"{', '.join(sorted(env))}); add it to the annotation's constants or pass"
+                    f" --var {node.id}=VALUE"
+                )
             return env[node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
             return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             v = ev(node.operand)
             return -v if isinstance(node.op, ast.USub) else v
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS \
-                and not node.keywords and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _FUNCS
+            and not node.keywords
+            and node.args
+        ):
             return _FUNCS[node.func.id](*(ev(a) for a in node.args))
-        raise DataFileError(f"{where}: {expr!r} may use only numbers, names, + - * / // % **, parentheses and"
-                            f" {', '.join(_FUNCS)}")
+        raise DataFileError(
+            f"{where}: {expr!r} may use only numbers, names, + - * / // % **, parentheses and {', '.join(_FUNCS)}"
+        )
 
     try:
         return ev(tree)

@@ -7,6 +7,7 @@ option; the flat keywords of earlier releases still work for one release, with a
 the annotation's ``allgather`` section fills what it leaves unset (:meth:`AllGatherOptions.with_annotation`, the one
 place they merge; ``allgather_options`` in analyses/comm is that merge as keywords).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,8 +81,10 @@ class AllGatherOptions:
             return cls()
         if isinstance(ag, cls):
             return ag
-        raise UsageError(f"ag= takes an AllGatherOptions (group_size, sizes, local_copy) or None, not {ag!r}; "
-                         "ag='ptop' / 'ptop+local' (which copies count) belongs to wall and the exports")
+        raise UsageError(
+            f"ag= takes an AllGatherOptions (group_size, sizes, local_copy) or None, not {ag!r}; "
+            "ag='ptop' / 'ptop+local' (which copies count) belongs to wall and the exports"
+        )
 
     @property
     def size_map(self) -> dict[str, int]:
@@ -95,9 +98,11 @@ class AllGatherOptions:
         spec = getattr(as_annotation(ann), "allgather", None)
         if spec is None:
             return self
-        return AllGatherOptions(group_size=self.group_size if self.group_size is not None else spec.group_size,
-                                sizes={**spec.sizes, **self.size_map},
-                                local_copy=self.local_copy or spec.local_copy)
+        return AllGatherOptions(
+            group_size=self.group_size if self.group_size is not None else spec.group_size,
+            sizes={**spec.sizes, **self.size_map},
+            local_copy=self.local_copy or spec.local_copy,
+        )
 
     def as_keywords(self) -> dict:
         """The keywords the segmentation takes (and the result's parameters record)."""

@@ -10,6 +10,7 @@ Examples: ``kind:kernel``, ``copy:PtoP``, ``comm:any`` (any communication kernel
 With an annotation, ``block:TYPE``, ``tag:OP_TAG``, ``step:0`` and ``layer:3`` select by the
 annotation's columns.
 """
+
 from __future__ import annotations
 
 
@@ -19,12 +20,24 @@ import pandas as pd
 from ..errors import UsageError
 from ..regexes import bounded
 
-KEYS = {"kind": "kind", "copy": "copy_kind", "comm": "comm_class", "name": "name", "stream": "stream",
-        "device": "device", "cat": "cat", "collective": "collective",
-        # kernel categories and families (tracekit/data/categories.json)
-        "category": "category", "family": "family",
-        # with an annotation (tracekit.annotation.annotate): block type, op tag, step and layer
-        "block": "block_type", "tag": "op_tag", "step": "step", "layer": "layer"}
+KEYS = {
+    "kind": "kind",
+    "copy": "copy_kind",
+    "comm": "comm_class",
+    "name": "name",
+    "stream": "stream",
+    "device": "device",
+    "cat": "cat",
+    "collective": "collective",
+    # kernel categories and families (tracekit/data/categories.json)
+    "category": "category",
+    "family": "family",
+    # with an annotation (tracekit.annotation.annotate): block type, op tag, step and layer
+    "block": "block_type",
+    "tag": "op_tag",
+    "step": "step",
+    "layer": "layer",
+}
 SHORTHANDS = {"gpu": "kind:kernel|memcpy|memset", "all": ""}
 
 

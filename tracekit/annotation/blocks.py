@@ -8,6 +8,7 @@ launch grid and duration, and every other such block by parity), and a default f
 between the first and the last. Op tags pick the n-th kernel matching a pattern within a block, since
 one GEMM kernel name serves several ops.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,8 +36,6 @@ class Annotated:
     warnings: list[str] = field(default_factory=list)
 
 
-
-
 def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int]:
     """The annotation's main stream, or (``auto``) the one with the most kernel time."""
     return main_stream(events, ann.main_stream if isinstance(ann.main_stream, int) else None)
@@ -47,16 +46,22 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame, *, keep: bool =
     changed). Computed once per trace, annotation and steps (kept in ``trace.derived``: a report asks for it three
     times); ``keep=False`` (the annotation fit, which judges one annotation after the other) uses a kept result but
     keeps none."""
-    key = ("annotate", id(ann), steps["step"].to_numpy().tobytes(), steps["start_ns"].to_numpy().tobytes(),
-           steps["end_ns"].to_numpy().tobytes())
+    key = (
+        "annotate",
+        id(ann),
+        steps["step"].to_numpy().tobytes(),
+        steps["start_ns"].to_numpy().tobytes(),
+        steps["end_ns"].to_numpy().tobytes(),
+    )
     hit = trace.derived.get(key)
     if hit is None or hit[0] is not ann:  # the entry holds the annotation, so its id cannot be reused meanwhile
         hit = (ann, _annotate(trace, ann, steps))
         if keep:
             trace.derived[key] = hit
     a = hit[1]
-    return Annotated(events=a.events, blocks=a.blocks, main_stream=a.main_stream, annotation=ann,
-                     warnings=list(a.warnings))
+    return Annotated(
+        events=a.events, blocks=a.blocks, main_stream=a.main_stream, annotation=ann, warnings=list(a.warnings)
+    )
 
 
 def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
@@ -96,8 +101,17 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     keep_block = kernels > 0
     btype, type_warnings = _block_types(ev, spec, b_step, block_of, counted, keep_block)
     # renumber the blocks that hold kernels: block = index within the step, layer = within its type
-    blocks = pd.DataFrame({"step": b_step, "start_ns": b_start, "end_ns": b_end, "block_type": btype,
-                           "kernels": kernels, "kernel_ns": kernel_ns.astype(np.int64), "_id": np.arange(n_blocks)})
+    blocks = pd.DataFrame(
+        {
+            "step": b_step,
+            "start_ns": b_start,
+            "end_ns": b_end,
+            "block_type": btype,
+            "kernels": kernels,
+            "kernel_ns": kernel_ns.astype(np.int64),
+            "_id": np.arange(n_blocks),
+        }
+    )
     blocks = blocks[keep_block].reset_index(drop=True)
     blocks["block"] = blocks.groupby("step").cumcount()
     blocks["layer"] = blocks["block"]
@@ -115,19 +129,22 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
     tl = blocks["type_layer"].to_numpy()
     out["type_layer"] = np.where(has_block, tl[np.clip(row_block, 0, None)], -1)
     out["op_tag"] = _op_tags(out, ann, row_block)
-    blocks = blocks[["step", "block", "block_type", "layer", "type_layer", "start_ns", "end_ns", "kernels",
-                     "kernel_ns"]]
+    blocks = blocks[
+        ["step", "block", "block_type", "layer", "type_layer", "start_ns", "end_ns", "kernels", "kernel_ns"]
+    ]
     warnings = type_warnings + _check_expectations(blocks, ann)
     n_untyped = int((blocks["block_type"] == UNTYPED).sum())
     if n_untyped:
         sample = blocks.loc[blocks["block_type"] == UNTYPED, ["step", "block"]].head(5).values.tolist()
-        warnings.append(f"{n_untyped} block(s) match no type rule and no position (untyped); first (step, block):"
-                        f" {sample}")
+        warnings.append(
+            f"{n_untyped} block(s) match no type rule and no position (untyped); first (step, block): {sample}"
+        )
     return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
 
 
-def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarray, counted: np.ndarray,
-                 keep_block: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _block_types(
+    ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarray, counted: np.ndarray, keep_block: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
     """Each block's type: position first/last per step (judged among blocks that hold kernels), then the type
     rules (the first a block matches wins), then the default for untyped blocks between them; ``untyped``
     otherwise. Also the warnings of duration rules that found no clear gap."""
@@ -157,8 +174,17 @@ def _block_types(ev: pd.DataFrame, spec, b_step: np.ndarray, block_of: np.ndarra
     return btype, warnings
 
 
-def _type_rule_blocks(ev: pd.DataFrame, rule, i: int, b_step: np.ndarray, block_of: np.ndarray,
-                      counted: np.ndarray, n_blocks: int, clusters: dict, warnings: list[str]) -> np.ndarray:
+def _type_rule_blocks(
+    ev: pd.DataFrame,
+    rule,
+    i: int,
+    b_step: np.ndarray,
+    block_of: np.ndarray,
+    counted: np.ndarray,
+    n_blocks: int,
+    clusters: dict,
+    warnings: list[str],
+) -> np.ndarray:
     """The blocks one type rule matches, whatever the other rules do (TypeRule; docs/annotations.md)."""
     hits = name_mask(ev, rule.contains, where=f"blocks.types[{i}].contains") & counted
     if rule.grid is not None:
@@ -169,8 +195,7 @@ def _type_rule_blocks(ev: pd.DataFrame, rule, i: int, b_step: np.ndarray, block_
     has = holds
     if rule.duration is not None or rule.min_us is not None or rule.max_us is not None:
         # the block's time in the matching kernels (all streams)
-        t_ns = np.bincount(block_of[hits], weights=ev["dur_ns"].to_numpy()[hits].astype(np.float64),
-                           minlength=n_blocks)
+        t_ns = np.bincount(block_of[hits], weights=ev["dur_ns"].to_numpy()[hits].astype(np.float64), minlength=n_blocks)
         if rule.min_us is not None:
             has = has & (t_ns >= rule.min_us * 1000.0)
         if rule.max_us is not None:
@@ -181,9 +206,11 @@ def _type_rule_blocks(ev: pd.DataFrame, rule, i: int, b_step: np.ndarray, block_
                 short, long_, warning = _duration_clusters(t_ns, holds, b_step, rule.gap_ratio)
                 clusters[key] = (short, long_)
                 if warning:
-                    warnings.append(f"blocks.types[{i}] ({rule.type!r}, duration {rule.duration!r}): the blocks' time"
-                                    f" in kernels matching {rule.contains!r}{_grid_text(rule.grid)} {warning}; those"
-                                    " steps' blocks are typed by no duration rule of that pattern")
+                    warnings.append(
+                        f"blocks.types[{i}] ({rule.type!r}, duration {rule.duration!r}): the blocks' time"
+                        f" in kernels matching {rule.contains!r}{_grid_text(rule.grid)} {warning}; those"
+                        " steps' blocks are typed by no duration rule of that pattern"
+                    )
             has = has & clusters[key][0 if rule.duration == "short" else 1]
     if rule.parity is not None:
         ids = np.flatnonzero(has)  # block ids run in (step, start) order
@@ -201,8 +228,9 @@ def _grid_text(grid) -> str:
     return " with grid [" + ", ".join("any" if g is None else str(g) for g in grid) + "]"
 
 
-def _duration_clusters(t_ns: np.ndarray, pop: np.ndarray, b_step: np.ndarray,
-                       gap_ratio: float) -> tuple[np.ndarray, np.ndarray, str | None]:
+def _duration_clusters(
+    t_ns: np.ndarray, pop: np.ndarray, b_step: np.ndarray, gap_ratio: float
+) -> tuple[np.ndarray, np.ndarray, str | None]:
     """Within each step, the blocks of ``pop`` split by their time ``t_ns`` into a short and a long cluster at the
     largest gap between sorted times, where that gap is more than ``gap_ratio`` times the wider cluster's range
     (max - min). Steps without such a gap (or with fewer than two blocks) put no block in either; the warning
@@ -246,8 +274,10 @@ def _duration_clusters(t_ns: np.ndarray, pop: np.ndarray, b_step: np.ndarray,
     if not two[g]:
         why = f"only {size} block holds such a kernel"
     else:
-        why = (f"{size} blocks, largest gap {gap[g] / 1000:.3g} µs, not more than gap_ratio {gap_ratio:g} x the wider"
-               f" cluster's range of {spread[g] / 1000:.3g} µs")
+        why = (
+            f"{size} blocks, largest gap {gap[g] / 1000:.3g} µs, not more than gap_ratio {gap_ratio:g} x the wider"
+            f" cluster's range of {spread[g] / 1000:.3g} µs"
+        )
     example = int(s[g_start[g]])
     return short, long_, f"has no clear short/long gap in {bad.size} of {n_groups} step(s) (e.g. step {example}: {why})"
 
@@ -354,9 +384,8 @@ def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
         got = counts[t] if t in counts else pd.Series(0, index=counts.index)
         bad = got[got != n]
         if len(bad):
-            warnings.append(f"{len(bad)} step(s) do not have the expected {n} {t} block(s) (e.g. step {bad.index[0]}:"
-                            f" {int(bad.iloc[0])})")
+            warnings.append(
+                f"{len(bad)} step(s) do not have the expected {n} {t} block(s) (e.g. step {bad.index[0]}:"
+                f" {int(bad.iloc[0])})"
+            )
     return warnings
-
-
-

@@ -4,6 +4,7 @@ An annotation is JSON, loaded into msgspec structs. A bad file fails with its pa
 of the bad field. Files are found by path, or by name (or alias) among the shipped annotations
 (``annotations/`` in a checkout; ``tracekit/annotations`` once installed).
 """
+
 from __future__ import annotations
 
 import json
@@ -169,13 +170,21 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
     if ann.blocks is not None:
         if not ann.blocks.boundary:
             raise DataFileError(f"{src}: $.blocks.boundary must list at least one regular expression")
-        checks += [(f"$.blocks.boundary[{i}]" + ("" if isinstance(p, str) else ".pattern"),
-                    p if isinstance(p, str) else p.pattern) for i, p in enumerate(ann.blocks.boundary)]
+        checks += [
+            (
+                f"$.blocks.boundary[{i}]" + ("" if isinstance(p, str) else ".pattern"),
+                p if isinstance(p, str) else p.pattern,
+            )
+            for i, p in enumerate(ann.blocks.boundary)
+        ]
         for i, p in enumerate(ann.blocks.boundary):
             if isinstance(p, str):
                 continue
-            checks += [(f"$.blocks.boundary[{i}].{k}", getattr(p, k)) for k in
-                       ("after", "unless_after", "unless_block_starts_with") if getattr(p, k)]
+            checks += [
+                (f"$.blocks.boundary[{i}].{k}", getattr(p, k))
+                for k in ("after", "unless_after", "unless_block_starts_with")
+                if getattr(p, k)
+            ]
             if p.skip < 0:
                 raise DataFileError(f"{src}: $.blocks.boundary[{i}].skip must be 0 or more")
         checks += [(f"$.blocks.types[{i}].contains", r.contains) for i, r in enumerate(ann.blocks.types)]
@@ -194,13 +203,15 @@ def _validate_regexes(ann: Annotation, src: str) -> None:
         if r.ordinal is not None and r.ordinal < 1:
             raise DataFileError(f"{src}: $.op_tags[{i}].ordinal must be 1 or more (the n-th match in the block)")
     if isinstance(ann.main_stream, str) and ann.main_stream != "auto":
-        raise DataFileError(f"{src}: $.main_stream must be \"auto\" or a stream number")
+        raise DataFileError(f'{src}: $.main_stream must be "auto" or a stream number')
     if ann.allgather.group_size is not None and ann.allgather.group_size < 2:
         raise DataFileError(f"{src}: $.allgather.group_size must be at least 2")
     for name, size in ann.allgather.sizes.items():
         if not str(name).strip() or "=" in str(name) or size <= 0:
-            raise DataFileError(f"{src}: $.allgather.sizes.{name} must name a type (no '=') and give its full size as"
-                                f" a positive number of bytes, not {size!r}")
+            raise DataFileError(
+                f"{src}: $.allgather.sizes.{name} must name a type (no '=') and give its full size as"
+                f" a positive number of bytes, not {size!r}"
+            )
 
 
 def _validate_type_rule(r: TypeRule, where: str) -> None:
@@ -227,8 +238,11 @@ def _without_docs(obj):
 
 def parse_annotation(data: bytes, src: str) -> Annotation:
     try:
-        ann = _DECODER.decode(data) if b'"_doc' not in data else msgspec.convert(
-            _without_docs(json.loads(data)), Annotation)
+        ann = (
+            _DECODER.decode(data)
+            if b'"_doc' not in data
+            else msgspec.convert(_without_docs(json.loads(data)), Annotation)
+        )
     except msgspec.ValidationError as exc:
         raise DataFileError(f"{src}: {exc}; see docs/annotations.md") from exc
     except (msgspec.DecodeError, ValueError) as exc:
@@ -287,8 +301,13 @@ def as_annotation(ann, *, name: str = "ann") -> Annotation | None:
     """What every analysis calls on its annotation argument, so that a notebook may pass what the CLI's ``-a``
     takes: None stays None, an Annotation is itself, a name or a path is loaded (:func:`load_annotation`).
     ``name`` is the argument's name, for the error."""
-    return named_or_loaded(ann, Annotation, load_annotation, name=name,
-                           must_be="an annotation name, a path to an annotation file or an Annotation")
+    return named_or_loaded(
+        ann,
+        Annotation,
+        load_annotation,
+        name=name,
+        must_be="an annotation name, a path to an annotation file or an Annotation",
+    )
 
 
 def required_annotation(ann, what: str, *, name: str = "ann") -> Annotation:
@@ -296,7 +315,9 @@ def required_annotation(ann, what: str, *, name: str = "ann") -> Annotation:
     found = as_annotation(ann, name=name)
     if found is None:
         names = ", ".join(sorted({p.stem for p in shipped().values()})) or "none"
-        raise MissingDataError(f"{what} needs an annotation that describes the model's blocks: pass {name} as a"
-                               f" shipped name ({names}), a path to an annotation file or an Annotation"
-                               " (docs/annotations.md)")
+        raise MissingDataError(
+            f"{what} needs an annotation that describes the model's blocks: pass {name} as a"
+            f" shipped name ({names}), a path to an annotation file or an Annotation"
+            " (docs/annotations.md)"
+        )
     return found

@@ -8,6 +8,7 @@ modules in this package are imported automatically, and every command runs under
 (``guard.guarded``, ``tracekit.render.files.output_target``): its inputs come from its parsed parameters, and no
 output replaces one of them.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,15 +18,18 @@ import sys
 def _out_of_memory(exc: BaseException) -> bool:
     """A MemoryError, or a library that could not be mapped into memory (``ulimit -v``) while imported."""
     text = str(exc)
-    return isinstance(exc, MemoryError) or (isinstance(exc, ImportError) and (
-        "failed to map segment" in text or "annot allocate memory" in text))
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, ImportError) and ("failed to map segment" in text or "annot allocate memory" in text)
+    )
 
 
 def _startup_hook(typ, exc, tb, _previous=sys.excepthook) -> None:
     """Running out of memory while tracekit's libraries load (before :func:`run` can catch it) is one sentence."""
     if _out_of_memory(exc) and "--debug" not in sys.argv:
-        sys.stderr.write("error: ran out of memory while starting tracekit; free memory or raise the limit"
-                         " (ulimit -v) and run the command again\n")
+        sys.stderr.write(
+            "error: ran out of memory while starting tracekit; free memory or raise the limit"
+            " (ulimit -v) and run the command again\n"
+        )
         return
     _previous(typ, exc, tb)
 
@@ -116,8 +120,7 @@ def _narrowed(app, args: list[str] | None):
 
     import typer.main
 
-    cmds = [c for c in app.registered_commands
-            if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
+    cmds = [c for c in app.registered_commands if (c.name or typer.main.get_command_name(c.callback.__name__)) == name]
     groups = [g for g in app.registered_groups if g.name == name]
     if not cmds and not groups:
         return app
@@ -157,11 +160,16 @@ def _memory_error() -> tuple[str, int]:
 
     reading, analysing = _state.get("reading"), _state.get("analysing")
     if reading is not None:
-        return (f"ran out of memory reading {reading}; free memory or raise the limit (ulimit -v), or pass a smaller"
-                " trace", 3)
+        return (
+            f"ran out of memory reading {reading}; free memory or raise the limit (ulimit -v), or pass a smaller trace",
+            3,
+        )
     if analysing is not None:
-        return (f"ran out of memory analysing {analysing}; free memory or raise the limit (ulimit -v), or pass a"
-                " smaller trace or fewer steps", 3)
+        return (
+            f"ran out of memory analysing {analysing}; free memory or raise the limit (ulimit -v), or pass a"
+            " smaller trace or fewer steps",
+            3,
+        )
     return "ran out of memory; free memory or raise the limit (ulimit -v) and run the command again", 1
 
 
@@ -219,8 +227,11 @@ def run(argv: list[str] | None = None) -> int:
         if not _out_of_memory(exc):
             if debug:
                 raise
-            typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
-                       " --debug for the traceback and report it)", err=True)
+            typer.echo(
+                f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+                " --debug for the traceback and report it)",
+                err=True,
+            )
             return 1
         if debug:
             raise
@@ -231,19 +242,27 @@ def run(argv: list[str] | None = None) -> int:
         phase.stop()
         if debug:
             raise
-        typer.echo(f"error: a number given is too large to compute with ({safe_text(str(exc))}); pass a smaller"
-                   " value", err=True)
+        typer.echo(
+            f"error: a number given is too large to compute with ({safe_text(str(exc))}); pass a smaller value",
+            err=True,
+        )
         return 2
     except OSError as exc:
         phase.stop()
         if debug or not getattr(exc, "filename", None):
             if debug:
                 raise
-            typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
-                       " --debug for the traceback and report it)", err=True)
+            typer.echo(
+                f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+                " --debug for the traceback and report it)",
+                err=True,
+            )
             return 1
-        typer.echo(f"error: {safe_text(str(exc.filename))} cannot be read or written ({safe_text(exc.strerror or str(exc))});"
-                   " check the path and its permissions", err=True)
+        typer.echo(
+            f"error: {safe_text(str(exc.filename))} cannot be read or written ({safe_text(exc.strerror or str(exc))});"
+            " check the path and its permissions",
+            err=True,
+        )
         return 3
     except KeyboardInterrupt:
         phase.stop()
@@ -255,8 +274,11 @@ def run(argv: list[str] | None = None) -> int:
         phase.stop()
         if debug:
             raise
-        typer.echo(f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
-                   " --debug for the traceback and report it)", err=True)
+        typer.echo(
+            f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
+            " --debug for the traceback and report it)",
+            err=True,
+        )
         return 1
     finally:
         phase.stop()  # the "analysing …" line never outlives the command
@@ -272,8 +294,12 @@ def _leave(code: int) -> None:
     Nothing is left to it: outputs are renamed into place whole, worker pools and the decode helper are joined and
     the cache's temporaries removed before ``run`` returns. Under a tool that saves its data at exit (coverage, a
     profiler or tracer) or with ``TRACEKIT_FULL_EXIT=1``, the normal exit."""
-    if sys.gettrace() is not None or sys.getprofile() is not None or "coverage" in sys.modules \
-            or os.environ.get("TRACEKIT_FULL_EXIT"):
+    if (
+        sys.gettrace() is not None
+        or sys.getprofile() is not None
+        or "coverage" in sys.modules
+        or os.environ.get("TRACEKIT_FULL_EXIT")
+    ):
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:

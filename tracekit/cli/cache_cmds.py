@@ -1,18 +1,24 @@
 """The cache of ingested traces (Arrow IPC files): what it holds, and clearing it."""
+
 from __future__ import annotations
 
 import typer
 
 from .common import CacheDirOpt, Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
-cache_app = typer.Typer(help="What the cache holds, and clearing it. The cache keeps the traces already read,"
-                             " in $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit.", no_args_is_help=True, rich_markup_mode=None)
+cache_app = typer.Typer(
+    help="What the cache holds, and clearing it. The cache keeps the traces already read,"
+    " in $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(cache_app, name="cache")
 
 
 @cache_app.command(name="info")
-def cache_info_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
-                   table: TableOpt = None) -> None:
+def cache_info_cmd(
+    cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None
+) -> None:
     """Where the cache is, what it holds and how big it is.
 
     Its entries (the trace each came from) and their size; the temporary files of writes and every other file in
@@ -23,8 +29,9 @@ def cache_info_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table,
 
 
 @cache_app.command(name="clear")
-def cache_clear_cmd(cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None,
-                    table: TableOpt = None) -> None:
+def cache_clear_cmd(
+    cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None
+) -> None:
     """Remove every cache entry.
 
     Only tracekit's entries (recognised by their name and the key inside them) and the temporary files of writes

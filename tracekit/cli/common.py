@@ -3,6 +3,7 @@
 Each command module (``tracekit/cli/*.py``) registers its commands on ``app``; ``tracekit/cli/__init__.py``
 imports them all and catches errors in one place.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,42 +46,83 @@ def bundled_sample() -> Path:
     return Path(str(resources.files("tracekit.data").joinpath("samples", SAMPLE_TRACE)))
 
 
-TraceArg = Annotated[Optional[Path], typer.Argument(
-    help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
-    show_default=False)]
-RunArg = Annotated[Optional[list[Path]], typer.Argument(
-    help="Trace file (.json, .json.gz, .json.zst) or a directory holding one; or the ranks of one run: a directory"
-         " of them, or two or more files. Default: the bundled sample.", show_default=False)]
-FormatOpt = Annotated[Fmt, typer.Option(
-    "--format", "-f", help="Output format: table (for people), json, csv, md, or html (one self-contained page; with"
-                           " --out FILE.html the -f json document is written beside it as FILE.json).")]
-OutOpt = Annotated[Optional[Path], typer.Option(
-    "--out", "-o", help="Write to this file instead of stdout; its folder must exist. csv: a name with a suffix"
-                        " (x.csv) is one file (the first table, or --table); a name without one is a folder"
-                        " (created) with one file per table.")]
+TraceArg = Annotated[
+    Optional[Path],
+    typer.Argument(
+        help="Trace file (.json, .json.gz, .json.zst) or a directory holding one. Default: the bundled sample.",
+        show_default=False,
+    ),
+]
+RunArg = Annotated[
+    Optional[list[Path]],
+    typer.Argument(
+        help="Trace file (.json, .json.gz, .json.zst) or a directory holding one; or the ranks of one run: a directory"
+        " of them, or two or more files. Default: the bundled sample.",
+        show_default=False,
+    ),
+]
+FormatOpt = Annotated[
+    Fmt,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Output format: table (for people), json, csv, md, or html (one self-contained page; with"
+        " --out FILE.html the -f json document is written beside it as FILE.json).",
+    ),
+]
+OutOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--out",
+        "-o",
+        help="Write to this file instead of stdout; its folder must exist. csv: a name with a suffix"
+        " (x.csv) is one file (the first table, or --table); a name without one is a folder"
+        " (created) with one file per table.",
+    ),
+]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
-NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache (of traces already"
-                                                                " read, and of report and findings results).")]
-CacheDirOpt = Annotated[Optional[Path], typer.Option(
-    "--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit).")]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Neither read nor write the cache (of traces already read, and of report and findings results).",
+    ),
+]
+CacheDirOpt = Annotated[
+    Optional[Path],
+    typer.Option("--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit)."),
+]
 
-StepNameOpt = Annotated[Optional[str], typer.Option(
-    "--step-name", help="The annotation that marks a step: its exact name, or a regex matching whole names"
-                        " (default: the dialects of tracekit/data/steps.json, in order; docs/steps.md).")]
+StepNameOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--step-name",
+        help="The annotation that marks a step: its exact name, or a regex matching whole names"
+        " (default: the dialects of tracekit/data/steps.json, in order; docs/steps.md).",
+    ),
+]
 MAX_STEP_MS = 9.2e12  # int64 nanoseconds, in ms: a longer filter cannot be a time tracekit holds
 
 
 def _step_ms(value: Optional[float]) -> Optional[float]:
     """--min-step-ms is a finite number of ms that fits int64 ns (1e308 or nan is a usage error here, not later)."""
     if value is not None and not (0 <= value <= MAX_STEP_MS):  # nan fails both comparisons
-        raise typer.BadParameter(f"{value!r} is not a step length: give milliseconds from 0 to {MAX_STEP_MS:.3g}",
-                                 param_hint="--min-step-ms")
+        raise typer.BadParameter(
+            f"{value!r} is not a step length: give milliseconds from 0 to {MAX_STEP_MS:.3g}", param_hint="--min-step-ms"
+        )
     return value
 
 
-MinStepOpt = Annotated[Optional[float], typer.Option(
-    "--min-step-ms", min=0, callback=_step_ms, help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
-                                 " step.min_ms, else 0). Empty markers are dropped by their content anyway.")]
+MinStepOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--min-step-ms",
+        min=0,
+        callback=_step_ms,
+        help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
+        " step.min_ms, else 0). Empty markers are dropped by their content anyway.",
+    ),
+]
 
 
 class PhaseChoice(str, Enum):
@@ -101,22 +143,46 @@ class SourceChoice(str, Enum):
     cpu = "cpu"
 
 
-PhaseOpt = Annotated[PhaseChoice, typer.Option(
-    "--phase", help="Which steps: decode, prefill, verify, draft, mixed, idle, unknown or all (default auto:"
-                    " the decode steps when there are any, else all).")]
-StepSourceOpt = Annotated[SourceChoice, typer.Option(
-    "--step-source", help="Step windows from GPU marker spans (gpu), from the GPU work launched inside CPU marker"
-                          " spans (cpu), or auto: the GPU span unless it covers under half of that work.")]
-StepsFileOpt = Annotated[Optional[Path], typer.Option(
-    "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md).")]
+PhaseOpt = Annotated[
+    PhaseChoice,
+    typer.Option(
+        "--phase",
+        help="Which steps: decode, prefill, verify, draft, mixed, idle, unknown or all (default auto:"
+        " the decode steps when there are any, else all).",
+    ),
+]
+StepSourceOpt = Annotated[
+    SourceChoice,
+    typer.Option(
+        "--step-source",
+        help="Step windows from GPU marker spans (gpu), from the GPU work launched inside CPU marker"
+        " spans (cpu), or auto: the GPU span unless it covers under half of that work.",
+    ),
+]
+StepsFileOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md)."
+    ),
+]
 
 _state = {"debug": False, "quiet": False, "verbose": False, "device": None, "reading": None, "analysing": None}
-AllOpt = Annotated[bool, typer.Option(
-    "--all", help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
-                  " tables (json and csv always hold every row). May stand anywhere before `--`.")]
-WideOpt = Annotated[bool, typer.Option(
-    "--wide", help="Kernel names whole in the table and md formats, which otherwise shorten them into what a"
-                   " person recognises (json and csv always hold the full name); anywhere on the line, like --all")]
+AllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="Every row of every table in the table and md formats, which otherwise show the top rows of long"
+        " tables (json and csv always hold every row). May stand anywhere before `--`.",
+    ),
+]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide",
+        help="Kernel names whole in the table and md formats, which otherwise shorten them into what a"
+        " person recognises (json and csv always hold the full name); anywhere on the line, like --all",
+    ),
+]
 PROGRESS_AFTER_S = 1.0  # the reading bar appears once a load has taken this long
 PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after the load has taken this long
 
@@ -134,12 +200,19 @@ def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of unexpected errors.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No warnings and no progress bars on stderr.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say on stderr what was read and how fast.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                          help="Print the version and exit.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
     all_rows: AllOpt = False,
     wide: WideOpt = False,
-    device: Annotated[Optional[int], typer.Option("--device", min=0, help="Analyse this GPU of a trace that holds"
-                                                  " several (its GPU events and every CPU event).")] = None,
+    device: Annotated[
+        Optional[int],
+        typer.Option(
+            "--device",
+            min=0,
+            help="Analyse this GPU of a trace that holds several (its GPU events and every CPU event).",
+        ),
+    ] = None,
 ) -> None:
     """tracekit: decode-step analysis of torch-profiler traces and sglang logs."""
     _state["debug"], _state["quiet"], _state["verbose"] = debug, quiet, verbose
@@ -156,6 +229,7 @@ def _root(
 def show_progress() -> bool:
     """Progress bars go to stderr, only on a terminal and never with --quiet."""
     return not _state["quiet"] and sys.stderr.isatty()
+
 
 class _LazyBar:
     """The reading bar, shown only once a load has taken ``PROGRESS_AFTER_S`` (a cached or small trace shows
@@ -175,12 +249,18 @@ class _LazyBar:
                 if time.monotonic() - self.t0 < PROGRESS_AFTER_S:
                     return
                 from rich.console import Console
-                from rich.progress import (BarColumn, DownloadColumn, Progress, TimeRemainingColumn,
-                                           TransferSpeedColumn)
+                from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
                 what = "reading (compressed)" if self.compressed else "reading"
-                self.bar = Progress(what, BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-                                    console=Console(stderr=True), transient=True)
+                self.bar = Progress(
+                    what,
+                    BarColumn(),
+                    DownloadColumn(),
+                    TransferSpeedColumn(),
+                    TimeRemainingColumn(),
+                    console=Console(stderr=True),
+                    transient=True,
+                )
                 self.bar.start()
                 self.task = self.bar.add_task("read", total=total or self.size)
             self.bar.update(self.task, completed=done)
@@ -248,8 +328,10 @@ def checked_input(trace: Optional[Path]) -> tuple[Path, Path]:
     if path.exists() and not path.is_file() and not path.is_dir():
         from ..errors import InputError
 
-        raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
-                         " file; save it to one first")
+        raise InputError(
+            f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
+            " file; save it to one first"
+        )
     from ..ingest import resolve_trace_path
     from ..render.files import protect
 
@@ -282,8 +364,11 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
         rep = trace_obj.report
         dt = time.perf_counter() - t0
         how = "from the cache" if rep.from_cache else f"{rep.reader} reader, {rep.compression}"
-        typer.echo(f"read {rep.records_read:,} records ({rep.events_kept:,} events kept) of {path} in {dt:.2f} s"
-                   f" ({how}; {rep.text_bytes / max(dt, 1e-9) / 1e6:,.0f} MB/s of text)", err=True)
+        typer.echo(
+            f"read {rep.records_read:,} records ({rep.events_kept:,} events kept) of {path} in {dt:.2f} s"
+            f" ({how}; {rep.text_bytes / max(dt, 1e-9) / 1e6:,.0f} MB/s of text)",
+            err=True,
+        )
     _state["reading"] = None
     _state["analysing"] = path
     phase.start(f"analysing {path.name} …")
@@ -319,9 +404,12 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     if fmt is Fmt.csv and out is not None and not stream and (out.is_dir() or (not out.suffix and table is None)):
         new = not out.exists()
         paths = write_csv_dir(result, out, only=table)
-        typer.echo(f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
-                   f"{'one per table' if table is None else f'table {table}'}) into the folder {shown_path(out)}"
-                   f"{' (created)' if new else ''}", err=True)
+        typer.echo(
+            f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
+            f"{'one per table' if table is None else f'table {table}'}) into the folder {shown_path(out)}"
+            f"{' (created)' if new else ''}",
+            err=True,
+        )
         return
     columns = os.environ.get("COLUMNS", "")
     width = None if out is None else (int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH)
@@ -338,15 +426,18 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
         return
     if fmt is Fmt.html and not stream:
         sidecar = sidecar_of(out)
-        write_files([(out, text, "html report"), (sidecar, _json_writer(result), f"json sidecar of {out}")],
-                    inputs=result)
+        write_files(
+            [(out, text, "html report"), (sidecar, _json_writer(result), f"json sidecar of {out}")], inputs=result
+        )
         typer.echo(f"wrote {shown_path(out)} and its json sidecar {shown_path(sidecar)}", err=True)
         return
     write_file(out, text, what=f"{fmt.value} output", inputs=result)
     note = ""
     if fmt is Fmt.csv and table is None and len(result.tables) > 1:
-        note = (f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
-                " and --out NAME without a suffix writes every table into a folder)")
+        note = (
+            f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
+            " and --out NAME without a suffix writes every table into a folder)"
+        )
     if fmt is Fmt.html:
         note = " (a device or stream: no json sidecar beside it)"
     typer.echo(f"wrote {shown_path(out)}{note}", err=True)
@@ -359,6 +450,7 @@ def _json_writer(result: Result):
     def write(fh) -> None:
         for piece in iter_json(result):
             fh.write(piece.encode("utf-8"))
+
     return write
 
 
@@ -366,19 +458,36 @@ def _ns(ms: float) -> int:
     return int(round(ms * 1_000_000))
 
 
-GroupOpt = Annotated[Optional[int], typer.Option("--group-size", "-g", min=2,
-                                                 help="Shard group size G (default: most common copy count + 1).")]
-AgSizeOpt = Annotated[Optional[list[str]], typer.Option(
-    "--ag-size", help="An AllGather type and its full bytes, TYPE=BYTES (repeatable), e.g. KDA=627048448.")]
-LocalOpt = Annotated[Optional[str], typer.Option(
-    "--local-copy", help="Regex of the local-copy kernel (default: ag_local_copy in tracekit/data/classes.json).")]
+GroupOpt = Annotated[
+    Optional[int],
+    typer.Option("--group-size", "-g", min=2, help="Shard group size G (default: most common copy count + 1)."),
+]
+AgSizeOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--ag-size", help="An AllGather type and its full bytes, TYPE=BYTES (repeatable), e.g. KDA=627048448."
+    ),
+]
+LocalOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--local-copy", help="Regex of the local-copy kernel (default: ag_local_copy in tracekit/data/classes.json)."
+    ),
+]
 
 
-AnnotationOpt = Annotated[Optional[str], typer.Option(
-    "--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16).")]
-CategoriesOpt = Annotated[Optional[Path], typer.Option(
-    "--categories", help="A JSON file of extra kernel-category rules, tried before the shipped ones"
-                         " (tracekit/data/categories.json; docs/layers.md).")]
+AnnotationOpt = Annotated[
+    Optional[str],
+    typer.Option("--annotation", "-a", help="Annotation file, or the name of a shipped one (e.g. k3_dp16)."),
+]
+CategoriesOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--categories",
+        help="A JSON file of extra kernel-category rules, tried before the shipped ones"
+        " (tracekit/data/categories.json; docs/layers.md).",
+    ),
+]
 
 
 def annotation_for(trace: Optional[Path], annotation: Optional[str]):
@@ -397,8 +506,10 @@ def need_annotation(ann, what: str):
         from ..errors import MissingDataError
 
         names = sorted({p.stem for p in shipped().values()})
-        raise MissingDataError(f"{what} needs an annotation that describes the model's blocks: pass -a NAME or -a"
-                               f" FILE (shipped: {', '.join(names)}; docs/annotations.md)")
+        raise MissingDataError(
+            f"{what} needs an annotation that describes the model's blocks: pass -a NAME or -a"
+            f" FILE (shipped: {', '.join(names)}; docs/annotations.md)"
+        )
     return ann
 
 
@@ -406,9 +517,14 @@ def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
     """CLI flags + the annotation's defaults → the one StepOptions every analysis of the command shares."""
     from ..analyses.steps.resolve import step_options
 
-    return step_options(ann, step_name=step_name, min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
-                        phase=getattr(phase, "value", phase), source=getattr(step_source, "value", step_source),
-                        steps_file=steps_file)
+    return step_options(
+        ann,
+        step_name=step_name,
+        min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
+        phase=getattr(phase, "value", phase),
+        source=getattr(step_source, "value", step_source),
+        steps_file=steps_file,
+    )
 
 
 def ag_opts(group_size, ag_size, local_copy):
@@ -417,5 +533,3 @@ def ag_opts(group_size, ag_size, local_copy):
     from ..analyses.options import AllGatherOptions
 
     return AllGatherOptions(group_size=group_size, sizes=ag_size or (), local_copy=local_copy)
-
-

@@ -2,6 +2,7 @@
 output of it (its ``--out``, an html page's json companion) replaces one of them — checked from its parsed
 parameters before any work, and kept by every writer while it runs (``tracekit.render.files.output_target``).
 ``tracekit/cli/__init__.py`` wraps each command's ``invoke`` with :func:`guarded`."""
+
 from __future__ import annotations
 
 import os
@@ -59,7 +60,9 @@ def _check_readable(path: Path, role: str) -> None:
         elif st_.S_ISDIR(st.st_mode):
             os.listdir(path)
     except PermissionError:
-        raise InputError(f"{path} cannot be read (permission denied); make it readable or pass another {role}") from None
+        raise InputError(
+            f"{path} cannot be read (permission denied); make it readable or pass another {role}"
+        ) from None
     except OSError as exc:
         raise InputError(f"{path} cannot be read ({exc.strerror or exc}); pass another {role}") from None
 
@@ -97,8 +100,11 @@ def guarded(invoke):
             if isinstance(out, Path) and not out.is_dir():
                 output_target(out, "output", early=True)
                 fmt = ctx.params.get("format")
-                if (getattr(fmt, "value", fmt) == "html" and out.suffix  # a page (a folder has no suffix)
-                        and not output_target(out, early=True).stream):
+                if (
+                    getattr(fmt, "value", fmt) == "html"
+                    and out.suffix  # a page (a folder has no suffix)
+                    and not output_target(out, early=True).stream
+                ):
                     output_target(sidecar_of(out), f"json sidecar of {out}", early=True)
             return invoke(ctx)
 

@@ -3,6 +3,7 @@
 ``tracekit waves TRACE`` and ``tracekit waves calc ...`` share one name: ``waves`` is a group whose
 default sub-command (``trace``) is used whenever the first argument is not a sub-command's name.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -12,21 +13,59 @@ from typer.core import TyperGroup
 
 from ..defaults import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
-from .common import (AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
-                     SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
-                     annotation_for, app, step_opts)
+from .common import (
+    AnnotationOpt,
+    CacheDirOpt,
+    Fmt,
+    FormatOpt,
+    MinStepOpt,
+    NoCacheOpt,
+    OutOpt,
+    PhaseChoice,
+    PhaseOpt,
+    SourceChoice,
+    StepNameOpt,
+    StepSourceOpt,
+    StepsFileOpt,
+    TableOpt,
+    TraceArg,
+    _load,
+    _output,
+    annotation_for,
+    app,
+    step_opts,
+)
 
-HwOpt = Annotated[Optional[str], typer.Option(
-    "--hw", help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
-                 " Default: detected from the trace's deviceProperties.")]
-HbmOpt = Annotated[Optional[str], typer.Option(
-    "--hbm-gbps", help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure.")]
-BsOpt = Annotated[Optional[float], typer.Option(
-    "--bs", min=0, help="Requests per rank per step (default: from the step marker, else the annotation).")]
-QlenOpt = Annotated[Optional[float], typer.Option(
-    "--qlen", min=0, help="Tokens per request per step (default: the annotation's q_len constant, else 1).")]
-VarOpt = Annotated[Optional[list[str]], typer.Option(
-    "--var", help="A formula variable, NAME=NUMBER (repeatable), e.g. context=200000.")]
+HwOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--hw",
+        help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
+        " Default: detected from the trace's deviceProperties.",
+    ),
+]
+HbmOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--hbm-gbps", help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure."
+    ),
+]
+BsOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--bs", min=0, help="Requests per rank per step (default: from the step marker, else the annotation)."
+    ),
+]
+QlenOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--qlen", min=0, help="Tokens per request per step (default: the annotation's q_len constant, else 1)."
+    ),
+]
+VarOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--var", help="A formula variable, NAME=NUMBER (repeatable), e.g. context=200000."),
+]
 
 
 def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
@@ -35,55 +74,123 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
     return with_hbm(resolve_profile(hw, meta, what=what), hbm)
 
 
-def _shape_analysis(fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache,
-                    cache_dir) -> None:
+def _shape_analysis(
+    fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache, cache_dir
+) -> None:
     """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
     from ..analyses.hardware.roofline import parse_vars
 
     ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
     t = _load(trace, no_cache, cache_dir)
-    res = fn(t, ann, _hw(hw, hbm_gbps, t.meta, what), bs=bs, q_len=qlen, variables=parse_vars(var),
-             steps=step_opts(ann, *steps))
+    res = fn(
+        t,
+        ann,
+        _hw(hw, hbm_gbps, t.meta, what),
+        bs=bs,
+        q_len=qlen,
+        variables=parse_vars(var),
+        steps=step_opts(ann, *steps),
+    )
     _output(res, format, out, table)
 
 
 @app.command(name="roofline")
-def roofline_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
-                 bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
-                 min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-                 format: FormatOpt = Fmt.table, out: OutOpt = None,
-                 table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def roofline_cmd(
+    trace: TraceArg = None,
+    annotation: AnnotationOpt = None,
+    hw: HwOpt = None,
+    hbm_gbps: HbmOpt = None,
+    bs: BsOpt = None,
+    qlen: QlenOpt = None,
+    var: VarOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """How close each op runs to the GPU's memory and compute peaks.
 
     Per kernel, from the shapes the trace records (Input Dims of the op that launched it) or an annotation's op
     shapes: bytes, FLOPs, achieved TB/s and TFLOP/s, MBU, MFU, and whether it is memory or compute bound."""
     from ..analyses.hardware.roofline import roofline
 
-    _shape_analysis(roofline, "roofline", trace, annotation, hw, hbm_gbps, bs, qlen, var,
-                    (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
+    _shape_analysis(
+        roofline,
+        "roofline",
+        trace,
+        annotation,
+        hw,
+        hbm_gbps,
+        bs,
+        qlen,
+        var,
+        (step_name, min_step_ms, phase, step_source, steps_file),
+        format,
+        out,
+        table,
+        no_cache,
+        cache_dir,
+    )
 
 
 @app.command(name="hbm")
-def hbm_cmd(trace: TraceArg = None, annotation: AnnotationOpt = None, hw: HwOpt = None, hbm_gbps: HbmOpt = None,
-            bs: BsOpt = None, qlen: QlenOpt = None, var: VarOpt = None, step_name: StepNameOpt = None,
-            min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-            step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-            format: FormatOpt = Fmt.table, out: OutOpt = None,
-            table: TableOpt = None, no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def hbm_cmd(
+    trace: TraceArg = None,
+    annotation: AnnotationOpt = None,
+    hw: HwOpt = None,
+    hbm_gbps: HbmOpt = None,
+    bs: BsOpt = None,
+    qlen: QlenOpt = None,
+    var: VarOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """HBM bytes per GPU per step: state, KV, weights, experts.
 
     One row per entry of the annotation's hbm table; without an annotation, bytes per step by op family from the
     shapes the trace records."""
     from ..analyses.hardware.hbm import hbm_bytes
 
-    _shape_analysis(hbm_bytes, "hbm", trace, annotation, hw, hbm_gbps, bs, qlen, var,
-                    (step_name, min_step_ms, phase, step_source, steps_file), format, out, table, no_cache, cache_dir)
+    _shape_analysis(
+        hbm_bytes,
+        "hbm",
+        trace,
+        annotation,
+        hw,
+        hbm_gbps,
+        bs,
+        qlen,
+        var,
+        (step_name, min_step_ms, phase, step_source, steps_file),
+        format,
+        out,
+        table,
+        no_cache,
+        cache_dir,
+    )
 
 
 @app.command(name="hw")
-def hw_cmd(name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
-           format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def hw_cmd(
+    name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """The hardware profiles tracekit knows, or one of them.
 
     SMs, HBM, dense peaks per dtype, link bandwidth, and where each figure comes from."""
@@ -103,8 +210,10 @@ class _DefaultTraceGroup(TyperGroup):
     def format_help(self, ctx, formatter) -> None:
         """The group's help, then each sub-command's, so that one page (and docs/cli.md) shows both forms."""
         super().format_help(ctx, formatter)
-        for name, title in (("trace", "`tracekit waves [TRACE] ...` is `tracekit waves trace [TRACE] ...`:"),
-                            ("calc", "`tracekit waves calc ...`:")):
+        for name, title in (
+            ("trace", "`tracekit waves [TRACE] ...` is `tracekit waves trace [TRACE] ...`:"),
+            ("calc", "`tracekit waves calc ...`:"),
+        ):
             cmd = self.commands.get(name)
             if cmd is None:
                 continue
@@ -113,11 +222,15 @@ class _DefaultTraceGroup(TyperGroup):
                 formatter.write(f"\n{title}\n\n{cmd.get_help(sub)}\n")
 
 
-waves_app = typer.Typer(cls=_DefaultTraceGroup, add_completion=False, rich_markup_mode=None,
-                        help="Time kernels lose to a partly filled last wave. `tracekit waves [TRACE]` ranks the kernels of a trace by"
-                             " the time lost to their tail wave (wave quantization; the `trace` sub-command, the"
-                             " default); `tracekit waves calc` works out the waves of one launch grid and the best"
-                             " KV split.")
+waves_app = typer.Typer(
+    cls=_DefaultTraceGroup,
+    add_completion=False,
+    rich_markup_mode=None,
+    help="Time kernels lose to a partly filled last wave. `tracekit waves [TRACE]` ranks the kernels of a trace by"
+    " the time lost to their tail wave (wave quantization; the `trace` sub-command, the"
+    " default); `tracekit waves calc` works out the waves of one launch grid and the best"
+    " KV split.",
+)
 app.add_typer(waves_app, name="waves")
 
 
@@ -133,22 +246,48 @@ def _grid(text: Optional[str]) -> Optional[tuple[int, int, int]]:
     return parts  # type: ignore[return-value]
 
 
-SmsOpt = Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count; default: the trace's, else --hw's.")]
-CtasPerSmOpt = Annotated[Optional[int], typer.Option(
-    "--ctas-per-sm", min=1, help="CTAs resident per SM for every kernel (default: each kernel's own, from its"
-                                 " threads, registers and shared memory against the SM's limits; the annotation's"
-                                 " ctas_per_sm rules come first).")]
+SmsOpt = Annotated[
+    Optional[int], typer.Option("--sms", min=1, help="SM (CU) count; default: the trace's, else --hw's.")
+]
+CtasPerSmOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--ctas-per-sm",
+        min=1,
+        help="CTAs resident per SM for every kernel (default: each kernel's own, from its"
+        " threads, registers and shared memory against the SM's limits; the annotation's"
+        " ctas_per_sm rules come first).",
+    ),
+]
 
 
 @waves_app.command(name="trace")
-def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, annotation: AnnotationOpt = None,
-                ctas_per_sm: CtasPerSmOpt = None,
-                min_waves: Annotated[int, typer.Option("--min-waves", min=1, help="Only kernels with at least this many waves (2: tail waves of multi-wave kernels only).")] = 1,
-                top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show only the N kernels that lose most.")] = None,
-                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def waves_trace(
+    trace: TraceArg = None,
+    sms: SmsOpt = None,
+    hw: HwOpt = None,
+    annotation: AnnotationOpt = None,
+    ctas_per_sm: CtasPerSmOpt = None,
+    min_waves: Annotated[
+        int,
+        typer.Option(
+            "--min-waves",
+            min=1,
+            help="Only kernels with at least this many waves (2: tail waves of multi-wave kernels only).",
+        ),
+    ] = 1,
+    top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show only the N kernels that lose most.")] = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Kernels of a trace ranked by time lost to the tail wave (default).
 
     Every kernel with a launch grid: CTAs, waves, wave efficiency and the time lost to the tail wave."""
@@ -158,24 +297,48 @@ def waves_trace(trace: TraceArg = None, sms: SmsOpt = None, hw: HwOpt = None, an
     t = _load(trace, no_cache, cache_dir)
     profile = load_profile(hw) if hw else None
     ann = annotation_for(trace, annotation)
-    res = kernel_waves(t, sms=sms, hw=profile, ann=ann, ctas_per_sm=ctas_per_sm, min_waves=min_waves, top=top,
-                       steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file))
+    res = kernel_waves(
+        t,
+        sms=sms,
+        hw=profile,
+        ann=ann,
+        ctas_per_sm=ctas_per_sm,
+        min_waves=min_waves,
+        top=top,
+        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+    )
     _output(res, format, out, table)
 
 
 @waves_app.command(name="calc")
 def waves_calc_cmd(
-        grid: Annotated[Optional[str], typer.Option("--grid", help="Launch grid X,Y,Z.")] = None,
-        sms: Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count.")] = None,
-        hw: Annotated[Optional[str], typer.Option("--hw", help="Take the SM count from this hardware profile (name or JSON file).")] = None,
-        ctas_per_sm: Annotated[Optional[int], typer.Option("--ctas-per-sm", min=1, help="CTAs resident per SM (default 1).")] = None,
-        time_us: Annotated[Optional[float], typer.Option("--time-us", min=0, help="Measured kernel time of this grid, µs.")] = None,
-        batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Requests B: the grid is (2, B×qlen, split).")] = None,
-        qlen: Annotated[Optional[int], typer.Option("--qlen", min=1, help="Tokens per request per step.")] = None,
-        layers: Annotated[Optional[int], typer.Option("--layers", min=1, help="Layers running this kernel per step (for the saving per step).")] = None,
-        split: Annotated[str, typer.Option("--split", help=f"Split rule for the grid from --batch/--qlen: {' or '.join(SPLIT_RULES)}.")] = "mla-simplified",
-        max_split: Annotated[int, typer.Option("--max-split", min=1, help="Largest KV split considered.")] = MAX_SPLIT,
-        format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    grid: Annotated[Optional[str], typer.Option("--grid", help="Launch grid X,Y,Z.")] = None,
+    sms: Annotated[Optional[int], typer.Option("--sms", min=1, help="SM (CU) count.")] = None,
+    hw: Annotated[
+        Optional[str], typer.Option("--hw", help="Take the SM count from this hardware profile (name or JSON file).")
+    ] = None,
+    ctas_per_sm: Annotated[
+        Optional[int], typer.Option("--ctas-per-sm", min=1, help="CTAs resident per SM (default 1).")
+    ] = None,
+    time_us: Annotated[
+        Optional[float], typer.Option("--time-us", min=0, help="Measured kernel time of this grid, µs.")
+    ] = None,
+    batch: Annotated[
+        Optional[int], typer.Option("--batch", min=1, help="Requests B: the grid is (2, B×qlen, split).")
+    ] = None,
+    qlen: Annotated[Optional[int], typer.Option("--qlen", min=1, help="Tokens per request per step.")] = None,
+    layers: Annotated[
+        Optional[int],
+        typer.Option("--layers", min=1, help="Layers running this kernel per step (for the saving per step)."),
+    ] = None,
+    split: Annotated[
+        str, typer.Option("--split", help=f"Split rule for the grid from --batch/--qlen: {' or '.join(SPLIT_RULES)}.")
+    ] = "mla-simplified",
+    max_split: Annotated[int, typer.Option("--max-split", min=1, help="Largest KV split considered.")] = MAX_SPLIT,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Waves of one launch grid, and what full waves would save.
 
     CTAs, waves and wave efficiency of a grid (--grid, or from --batch and --qlen); with --time-us the estimated
@@ -189,7 +352,15 @@ def waves_calc_cmd(
         if hw is None:
             raise InputError("waves calc needs the SM count: pass --sms N or --hw NAME")
         n_sms = load_profile(hw).sms
-    res = waves_calc(sms=n_sms, grid=parsed, batch=batch, q_len=qlen, split=split, ctas_per_sm=ctas_per_sm or 1,
-                     time_ns=None if time_us is None else int(round(time_us * 1000)), layers=layers,
-                     max_split=max_split)
+    res = waves_calc(
+        sms=n_sms,
+        grid=parsed,
+        batch=batch,
+        q_len=qlen,
+        split=split,
+        ctas_per_sm=ctas_per_sm or 1,
+        time_ns=None if time_us is None else int(round(time_us * 1000)),
+        layers=layers,
+        max_split=max_split,
+    )
     _output(res, format, out, table)

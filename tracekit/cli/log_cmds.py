@@ -1,22 +1,44 @@
 """Commands over sglang launch logs: log (the records), ledger (memory) and capacity (KV tokens)."""
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from ..result import Result
+
 from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app
 
-LogArg = Annotated[Path, typer.Argument(help="sglang launch log (plain, .gz or .zst; several ranks interleaved is fine).",
-                                        show_default=False)]
-RankOpt = Annotated[str | None, typer.Option(
-    "--rank", help="Rank tags, e.g. 'DP0 TP0' or TP1 (all given tags must match; default: the lowest present).")]
-LaunchOpt = Annotated[int | None, typer.Option(
-    "--launch", min=1, help="Which launch of a log a restart appended to (1-based; default: the last complete one).")]
-PatternsOpt = Annotated[list[Path] | None, typer.Option(
-    "--patterns", help="Extra pattern file or folder (repeatable), tried before the built-in sets; see docs/ledger.md.")]
+LogArg = Annotated[
+    Path,
+    typer.Argument(
+        help="sglang launch log (plain, .gz or .zst; several ranks interleaved is fine).", show_default=False
+    ),
+]
+RankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--rank", help="Rank tags, e.g. 'DP0 TP0' or TP1 (all given tags must match; default: the lowest present)."
+    ),
+]
+LaunchOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--launch", min=1, help="Which launch of a log a restart appended to (1-based; default: the last complete one)."
+    ),
+]
+PatternsOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--patterns",
+        help="Extra pattern file or folder (repeatable), tried before the built-in sets; see docs/ledger.md.",
+    ),
+]
 
 
 def _emit(result: Result, fmt: Fmt, out: Path | None, table: str | None) -> None:
@@ -25,12 +47,21 @@ def _emit(result: Result, fmt: Fmt, out: Path | None, table: str | None) -> None
 
 
 @app.command(name="log")
-def log_cmd(log: LogArg,
-            rank: Annotated[str | None, typer.Option("--rank", help="Keep only this rank's records, e.g. 'DP0 TP0' "
-                                                        "(all given tags must match; default: every rank).")] = None,
-            kind: Annotated[list[str] | None, typer.Option("--kind", help="Keep records of this kind (repeatable).")] = None,
-            patterns: PatternsOpt = None,
-            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def log_cmd(
+    log: LogArg,
+    rank: Annotated[
+        str | None,
+        typer.Option(
+            "--rank",
+            help="Keep only this rank's records, e.g. 'DP0 TP0' (all given tags must match; default: every rank).",
+        ),
+    ] = None,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="Keep records of this kind (repeatable).")] = None,
+    patterns: PatternsOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """The records tracekit recognises in an sglang launch log.
 
     Each record with its line and rank tags; also the memory lines that no pattern knows."""
@@ -41,11 +72,19 @@ def log_cmd(log: LogArg,
 
 
 @app.command(name="ledger")
-def ledger_cmd(log: LogArg,
-               log2: Annotated[Path | None, typer.Argument(help="A second launch log, shown side by side (diff = "
-                                                                   "LOG2 − LOG).", show_default=False)] = None,
-               rank: RankOpt = None, patterns: PatternsOpt = None, launch: LaunchOpt = None,
-               format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def ledger_cmd(
+    log: LogArg,
+    log2: Annotated[
+        Path | None,
+        typer.Argument(help="A second launch log, shown side by side (diff = LOG2 − LOG).", show_default=False),
+    ] = None,
+    rank: RankOpt = None,
+    patterns: PatternsOpt = None,
+    launch: LaunchOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Where each GPU's memory goes, from a launch log (GiB).
 
     Free memory at each stage of the launch, the logged allocations, the memory no log line explains, and the
@@ -73,28 +112,41 @@ def _count(text: str | None, name: str) -> int | None:
 
 @app.command(name="capacity")
 def capacity_cmd(
-        log: Annotated[Path | None, typer.Option("--log", help="Launch log: the KV line's #tokens and size, and "
-                                                    "tp/pp/dp/dcp from server_args.")] = None,
-        rank: RankOpt = None,
-        layers: Annotated[int | None, typer.Option("--layers", min=1, help="Layers with a KV cache on a rank.")] = None,
-        kv_lora_rank: Annotated[int | None, typer.Option("--kv-lora-rank", min=0, help="MLA latent width.")] = None,
-        rope_dim: Annotated[int | None, typer.Option("--rope-dim", min=0, help="MLA rope head dim.")] = None,
-        kv_heads: Annotated[int | None, typer.Option("--kv-heads", min=1, help="MHA/GQA KV heads per rank.")] = None,
-        head_dim: Annotated[int | None, typer.Option("--head-dim", min=1, help="MHA/GQA head dim.")] = None,
-        kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV dtype: fp8, bf16, fp16, fp32 (default: "
-                                                        "the log's, else bf16).")] = None,
-        pool_gib: Annotated[float | None, typer.Option("--pool-gib", min=0.0, help="KV pool per rank, GiB "
-                                                          "(overrides the log's).")] = None,
-        ranks: Annotated[int | None, typer.Option("--ranks", min=1, help="GPUs in the instance (default: the log's "
-                                                     "tp × pp, else 1).")] = None,
-        dp: Annotated[int | None, typer.Option("--dp", min=1, help="DP groups (default: the log's dp_size, else "
-                                                  "ranks ÷ dcp).")] = None,
-        dcp: Annotated[int | None, typer.Option("--dcp", min=1, help="Decode context parallel size (default: the "
-                                                   "log's, else 1).")] = None,
-        context: Annotated[str | None, typer.Option("--context", help="Tokens per request for the maximum "
-                                                       "concurrency, e.g. 100000 or 100k.")] = None,
-        patterns: PatternsOpt = None, launch: LaunchOpt = None,
-        format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+    log: Annotated[
+        Path | None,
+        typer.Option("--log", help="Launch log: the KV line's #tokens and size, and tp/pp/dp/dcp from server_args."),
+    ] = None,
+    rank: RankOpt = None,
+    layers: Annotated[int | None, typer.Option("--layers", min=1, help="Layers with a KV cache on a rank.")] = None,
+    kv_lora_rank: Annotated[int | None, typer.Option("--kv-lora-rank", min=0, help="MLA latent width.")] = None,
+    rope_dim: Annotated[int | None, typer.Option("--rope-dim", min=0, help="MLA rope head dim.")] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", min=1, help="MHA/GQA KV heads per rank.")] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", min=1, help="MHA/GQA head dim.")] = None,
+    kv_dtype: Annotated[
+        str | None, typer.Option("--kv-dtype", help="KV dtype: fp8, bf16, fp16, fp32 (default: the log's, else bf16).")
+    ] = None,
+    pool_gib: Annotated[
+        float | None, typer.Option("--pool-gib", min=0.0, help="KV pool per rank, GiB (overrides the log's).")
+    ] = None,
+    ranks: Annotated[
+        int | None, typer.Option("--ranks", min=1, help="GPUs in the instance (default: the log's tp × pp, else 1).")
+    ] = None,
+    dp: Annotated[
+        int | None, typer.Option("--dp", min=1, help="DP groups (default: the log's dp_size, else ranks ÷ dcp).")
+    ] = None,
+    dcp: Annotated[
+        int | None, typer.Option("--dcp", min=1, help="Decode context parallel size (default: the log's, else 1).")
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option("--context", help="Tokens per request for the maximum concurrency, e.g. 100000 or 100k."),
+    ] = None,
+    patterns: PatternsOpt = None,
+    launch: LaunchOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """How many KV-cache tokens fit, and how many requests at once.
 
     KV bytes per token; tokens per rank, per DP group (× dcp) and per instance; with --context, the maximum
@@ -104,6 +156,16 @@ def capacity_cmd(
 
     parsed = read_log(log, patterns=patterns or ()) if log is not None else None
     dims = ModelDims(layers=layers, kv_lora_rank=kv_lora_rank, rope_dim=rope_dim, kv_heads=kv_heads, head_dim=head_dim)
-    res = capacity(log=parsed, rank=rank, dims=dims, kv_dtype=kv_dtype, pool_gib=pool_gib, ranks=ranks, dp=dp, dcp=dcp,
-                   context=_count(context, "--context"), launch=launch)
+    res = capacity(
+        log=parsed,
+        rank=rank,
+        dims=dims,
+        kv_dtype=kv_dtype,
+        pool_gib=pool_gib,
+        ranks=ranks,
+        dp=dp,
+        dcp=dcp,
+        context=_count(context, "--context"),
+        launch=launch,
+    )
     _emit(res, format, out, table)

@@ -1,16 +1,44 @@
 """Commands that write files people use: export (parquet), annotate (Perfetto trace), plot (PNG/SVG)."""
+
 from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Annotated, Optional
 
 import typer
 
+if TYPE_CHECKING:
+    from ..result import Result
+
 from ..errors import OutputError, UsageError
-from .common import (DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, CacheDirOpt, Fmt, FormatOpt, GroupOpt, LocalOpt,
-                     MinStepOpt, NoCacheOpt, PhaseChoice, PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt,
-                     StepsFileOpt, TableOpt, TraceArg, _load, _output, ag_opts, annotation_for, app, step_opts)
+from .common import (
+    DEFAULT_ANNOTATION,
+    AgSizeOpt,
+    AnnotationOpt,
+    CacheDirOpt,
+    Fmt,
+    FormatOpt,
+    GroupOpt,
+    LocalOpt,
+    MinStepOpt,
+    NoCacheOpt,
+    PhaseChoice,
+    PhaseOpt,
+    SourceChoice,
+    StepNameOpt,
+    StepSourceOpt,
+    StepsFileOpt,
+    TableOpt,
+    TraceArg,
+    _load,
+    _output,
+    ag_opts,
+    annotation_for,
+    app,
+    step_opts,
+)
 
 
 class AgMode(str, Enum):
@@ -18,29 +46,49 @@ class AgMode(str, Enum):
     ptop_local = "ptop+local"
 
 
-AgOpt = Annotated[AgMode, typer.Option("--ag", help="AllGather copies in the steps' decomposition: PtoP only, or"
-                                                    " PtoP + the local copy kernel (as `wall`).")]
+AgOpt = Annotated[
+    AgMode,
+    typer.Option(
+        "--ag",
+        help="AllGather copies in the steps' decomposition: PtoP only, or PtoP + the local copy kernel (as `wall`).",
+    ),
+]
 
 
 def _overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file) -> dict:
     """The keywords of export.collect: the AllGatherOptions (``allgather=``, its ``ag=`` being which copies count)
     and the one StepOptions."""
-    return {"allgather": ag_opts(group_size, ag_size, local_copy),
-            "steps": step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file)}
+    return {
+        "allgather": ag_opts(group_size, ag_size, local_copy),
+        "steps": step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+    }
 
 
 @app.command(name="export")
-def export_cmd(trace: TraceArg = None,
-               out: Annotated[Path, typer.Option("--out", "-o", help="Directory for the parquet files and"
-                                                                    " manifest.json (created if missing).")] = ...,
-               annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
-               ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
-               min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-               step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-               log: Annotated[Optional[Path], typer.Option("--log", help="An sglang launch log: adds the memory"
-                                                           " ledger tables.")] = None,
-               format: FormatOpt = Fmt.table, table: TableOpt = None,
-               no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def export_cmd(
+    trace: TraceArg = None,
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Directory for the parquet files and manifest.json (created if missing)."),
+    ] = ...,
+    annotation: AnnotationOpt = None,
+    ag: AgOpt = AgMode.ptop,
+    group_size: GroupOpt = None,
+    ag_size: AgSizeOpt = None,
+    local_copy: LocalOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    log: Annotated[
+        Optional[Path], typer.Option("--log", help="An sglang launch log: adds the memory ledger tables.")
+    ] = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """The analyses' tables as Parquet files, for DuckDB or pandas.
 
     The annotated events, steps, blocks, AllGathers, copies, exposed intervals, communication and (with --log)
@@ -53,22 +101,38 @@ def export_cmd(trace: TraceArg = None,
     except OutputError as exc:  # export has always called a non-directory -o a usage error (exit 2; test_export.py)
         raise UsageError(str(exc)) from None
     ann = annotation_for(trace, annotation)
-    res = export_parquet(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value, log=log,
-                         **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,
-                                      step_source, steps_file))
+    res = export_parquet(
+        _load(trace, no_cache, cache_dir),
+        ann,
+        out,
+        ag=ag.value,
+        log=log,
+        **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file),
+    )
     _output(res, format, None, table)
 
 
 @app.command(name="annotate")
-def annotate_cmd(trace: TraceArg = None,
-                 out: Annotated[Path, typer.Option("--out", "-o", help="The annotated trace to write (.json,"
-                                                                      " .json.gz or .json.zst).")] = ...,
-                 annotation: AnnotationOpt = None, ag: AgOpt = AgMode.ptop, group_size: GroupOpt = None,
-                 ag_size: AgSizeOpt = None, local_copy: LocalOpt = None, step_name: StepNameOpt = None,
-                 min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-                 step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-                 format: FormatOpt = Fmt.table, table: TableOpt = None,
-                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def annotate_cmd(
+    trace: TraceArg = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The annotated trace to write (.json, .json.gz or .json.zst).")
+    ] = ...,
+    annotation: AnnotationOpt = None,
+    ag: AgOpt = AgMode.ptop,
+    group_size: GroupOpt = None,
+    ag_size: AgSizeOpt = None,
+    local_copy: LocalOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """The trace with extra tracks for steps, blocks and AllGathers.
 
     The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
@@ -76,26 +140,46 @@ def annotate_cmd(trace: TraceArg = None,
     from ..exporters import annotate_trace
 
     ann = annotation_for(trace, annotation)
-    res = annotate_trace(_load(trace, no_cache, cache_dir), ann, out, ag=ag.value,
-                         **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase,
-                                      step_source, steps_file))
+    res = annotate_trace(
+        _load(trace, no_cache, cache_dir),
+        ann,
+        out,
+        ag=ag.value,
+        **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file),
+    )
     _output(res, format, None, table)
 
 
 # --------------------------------------------------------------------------- plot
 
-plot_app = typer.Typer(help="Pictures of the analyses, as PNG or SVG. Decomposition, blocks and exposure per batch"
-                            " size, one step's timeline and the memory ledger; the --out suffix picks PNG or SVG.", no_args_is_help=True,
-                       rich_markup_mode=None)
+plot_app = typer.Typer(
+    help="Pictures of the analyses, as PNG or SVG. Decomposition, blocks and exposure per batch"
+    " size, one step's timeline and the memory ledger; the --out suffix picks PNG or SVG.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(plot_app, name="plot")
 
-TracesArg = Annotated[Optional[list[Path]], typer.Argument(
-    help="Trace files (or directories holding one), one bar each. Default: the bundled sample.", show_default=False)]
+TracesArg = Annotated[
+    Optional[list[Path]],
+    typer.Argument(
+        help="Trace files (or directories holding one), one bar each. Default: the bundled sample.", show_default=False
+    ),
+]
 ImageOpt = Annotated[Path, typer.Option("--out", "-o", help="The picture to write: .png or .svg.")]
-AnnotationsOpt = Annotated[Optional[list[str]], typer.Option(
-    "--annotation", "-a", help="Annotation for every trace, or LABEL=ANNOTATION for one deployment (repeatable).")]
-LabelOpt = Annotated[Optional[list[str]], typer.Option(
-    "--label", help="NAME=TEXT: traces whose path contains TEXT form deployment NAME (repeatable; first match wins).")]
+AnnotationsOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--annotation", "-a", help="Annotation for every trace, or LABEL=ANNOTATION for one deployment (repeatable)."
+    ),
+]
+LabelOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--label",
+        help="NAME=TEXT: traces whose path contains TEXT form deployment NAME (repeatable; first match wins).",
+    ),
+]
 TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.")]
 
 
@@ -152,22 +236,34 @@ def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annot
     return inputs, warnings
 
 
-def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, warnings: list[str],
-                 **extra) -> Result:
+def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, warnings: list[str], **extra) -> Result:
     from ..result import Result, trace_input
 
-    summary = {"kind": kind, "out": saved["path"], "image_format": saved["format"], "bytes": saved["bytes"],
-               "width_px": saved["width_px"], "height_px": saved["height_px"], "traces": len(traces), **extra}
-    return Result(command="plot", inputs=[trace_input(t) for t in traces], params={"kind": kind, **params},
-                  summary=summary, tables={"points": points}, warnings=warnings)
+    summary = {
+        "kind": kind,
+        "out": saved["path"],
+        "image_format": saved["format"],
+        "bytes": saved["bytes"],
+        "width_px": saved["width_px"],
+        "height_px": saved["height_px"],
+        "traces": len(traces),
+        **extra,
+    }
+    return Result(
+        command="plot",
+        inputs=[trace_input(t) for t in traces],
+        params={"kind": kind, **params},
+        summary=summary,
+        tables={"points": points},
+        warnings=warnings,
+    )
 
 
 def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_cache, cache_dir, **kw) -> None:
     from ..analyses.fleet import plot_data
     from ..render import plots
 
-    inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir,
-                                    need_annotation=kind == "blocks")
+    inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir, need_annotation=kind == "blocks")
     if kind == "decomposition":
         points = plot_data.decomposition_points(inputs, ag=kw["ag"])
         fig = plots.decomposition_figure(points, title=title)
@@ -183,21 +279,36 @@ def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_ca
 
 
 @plot_app.command(name="decomposition")
-def plot_decomposition(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
-                       label: LabelOpt = None, ag: AgOpt = AgMode.ptop, title: TitleOpt = None,
-                       format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
-                       cache_dir: CacheDirOpt = None) -> None:
+def plot_decomposition(
+    traces: TracesArg = None,
+    out: ImageOpt = ...,
+    annotation: AnnotationsOpt = None,
+    label: LabelOpt = None,
+    ag: AgOpt = AgMode.ptop,
+    title: TitleOpt = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Busy, AllGather-only and idle time per batch size, as bars.
 
     Stacked bars per bs (one or more deployments): the median step's busy / only-AllGather / idle time."""
-    _bs_plot("decomposition", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
-             ag=ag.value)
+    _bs_plot("decomposition", traces, annotation, label, out, title, format, table, no_cache, cache_dir, ag=ag.value)
 
 
 @plot_app.command(name="blocks")
-def plot_blocks(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
-                label: LabelOpt = None, title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
-                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def plot_blocks(
+    traces: TracesArg = None,
+    out: ImageOpt = ...,
+    annotation: AnnotationsOpt = None,
+    label: LabelOpt = None,
+    title: TitleOpt = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Kernel time per block type per batch size, as bars.
 
     Stacked bars per bs: the median step's kernel time per block type (needs an annotation)."""
@@ -205,28 +316,56 @@ def plot_blocks(traces: TracesArg = None, out: ImageOpt = ..., annotation: Annot
 
 
 @plot_app.command(name="exposure")
-def plot_exposure(traces: TracesArg = None, out: ImageOpt = ..., annotation: AnnotationsOpt = None,
-                  label: LabelOpt = None, ag_size: AgSizeOpt = None, title: TitleOpt = None,
-                  format: FormatOpt = Fmt.table, table: TableOpt = None, no_cache: NoCacheOpt = False,
-                  cache_dir: CacheDirOpt = None) -> None:
+def plot_exposure(
+    traces: TracesArg = None,
+    out: ImageOpt = ...,
+    annotation: AnnotationsOpt = None,
+    label: LabelOpt = None,
+    ag_size: AgSizeOpt = None,
+    title: TitleOpt = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Exposed AllGather time per type per batch size, as bars.
 
     Stacked bars per bs: the median step's exposed AllGather time per AllGather type."""
     from ..analyses.options import parse_sizes
 
-    _bs_plot("exposure", traces, annotation, label, out, title, format, table, no_cache, cache_dir,
-             sizes=parse_sizes(ag_size))
+    _bs_plot(
+        "exposure",
+        traces,
+        annotation,
+        label,
+        out,
+        title,
+        format,
+        table,
+        no_cache,
+        cache_dir,
+        sizes=parse_sizes(ag_size),
+    )
 
 
 @plot_app.command(name="timeline")
-def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: AnnotationOpt = None,
-                  step: Annotated[Optional[int], typer.Option("--step", help="Step to draw (default: the median"
-                                                                           " step).")] = None,
-                  ag_size: AgSizeOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
-                  phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
-                  steps_file: StepsFileOpt = None,
-                  title: TitleOpt = None, format: FormatOpt = Fmt.table, table: TableOpt = None,
-                  no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def plot_timeline(
+    trace: TraceArg = None,
+    out: ImageOpt = ...,
+    annotation: AnnotationOpt = None,
+    step: Annotated[Optional[int], typer.Option("--step", help="Step to draw (default: the median step).")] = None,
+    ag_size: AgSizeOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    title: TitleOpt = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """One step as a timeline of its streams.
 
     Streams × time, kernels coloured by block type, AllGathers and exposed intervals overlaid."""
@@ -236,26 +375,40 @@ def plot_timeline(trace: TraceArg = None, out: ImageOpt = ..., annotation: Annot
 
     t = _load(trace, no_cache, cache_dir)
     ann = annotation_for(trace, annotation)
-    ex = collect(t, ann, **_overrides(ann, None, ag_size, None, step_name, min_step_ms, phase, step_source,
-                                      steps_file))
+    ex = collect(t, ann, **_overrides(ann, None, ag_size, None, step_name, min_step_ms, phase, step_source, steps_file))
     chosen = step if step is not None else plot_data.median_step(ex.tables["steps"])
     fig = plots.timeline_figure(ex.tables, step=chosen, main_stream=ex.main_stream, title=title)
     saved = plots.save_figure(fig, out)
     ev = ex.tables["events"]
     gpu = ev[(ev["step"] == chosen) & ev["kind"].isin(("kernel", "memcpy", "memset"))]
-    lanes = (gpu.groupby(["device", "stream"]).agg(events=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
-             .reset_index())
-    _output(_plot_result("timeline", [t], lanes, saved, {"step": step, "annotation": ex.params.get("annotation")},
-                         ex.warnings,
-                         step=chosen), format, None, table)
+    lanes = gpu.groupby(["device", "stream"]).agg(events=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index()
+    _output(
+        _plot_result(
+            "timeline",
+            [t],
+            lanes,
+            saved,
+            {"step": step, "annotation": ex.params.get("annotation")},
+            ex.warnings,
+            step=chosen,
+        ),
+        format,
+        None,
+        table,
+    )
 
 
 @plot_app.command(name="ledger")
-def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sglang launch logs (side by side).")],
-                out: ImageOpt = ..., title: TitleOpt = None,
-                rank: Annotated[Optional[str], typer.Option("--rank", help="Rank tags, e.g. 'DP0 TP0' (default: the"
-                                                            " lowest present).")] = None,
-                format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
+def plot_ledger(
+    logs: Annotated[list[Path], typer.Argument(help="One or two sglang launch logs (side by side).")],
+    out: ImageOpt = ...,
+    title: TitleOpt = None,
+    rank: Annotated[
+        Optional[str], typer.Option("--rank", help="Rank tags, e.g. 'DP0 TP0' (default: the lowest present).")
+    ] = None,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+) -> None:
     """The memory ledger of launch logs, as a waterfall.
 
     Per launch log (one or two): usable GiB, each fixed overhead, then the state pools."""
@@ -275,10 +428,29 @@ def plot_ledger(logs: Annotated[list[Path], typer.Argument(help="One or two sgla
         warnings += res.warnings
         rows = {r: v for r, v in zip(res.tables["rows"]["row"], res.tables["rows"]["value"])}
         panels[log.name] = rows
-        rows_out += [{"log": log.name, "row": k, "gib": rows.get(k)} for k, _ in plots.LEDGER_STEPS + plots.LEDGER_POOLS]
+        rows_out += [
+            {"log": log.name, "row": k, "gib": rows.get(k)} for k, _ in plots.LEDGER_STEPS + plots.LEDGER_POOLS
+        ]
     saved = plots.save_figure(plots.ledger_figure(panels, title=title), out)
-    summary = {"kind": "ledger", "out": saved["path"], "image_format": saved["format"], "bytes": saved["bytes"],
-               "width_px": saved["width_px"], "height_px": saved["height_px"], "logs": len(logs)}
-    _output(Result(command="plot", inputs=[{"path": str(p)} for p in logs], params={"kind": "ledger", "rank": rank},
-                   summary=summary, tables={"points": pd.DataFrame(rows_out, columns=["log", "row", "gib"])},
-                   warnings=warnings), format, None, table)
+    summary = {
+        "kind": "ledger",
+        "out": saved["path"],
+        "image_format": saved["format"],
+        "bytes": saved["bytes"],
+        "width_px": saved["width_px"],
+        "height_px": saved["height_px"],
+        "logs": len(logs),
+    }
+    _output(
+        Result(
+            command="plot",
+            inputs=[{"path": str(p)} for p in logs],
+            params={"kind": "ledger", "rank": rank},
+            summary=summary,
+            tables={"points": pd.DataFrame(rows_out, columns=["log", "row", "gib"])},
+            warnings=warnings,
+        ),
+        format,
+        None,
+        table,
+    )

@@ -6,6 +6,7 @@ everything the Result depends on — the trace file, every option as the command
 content, the content of the other files it reads, ``--device``, the libraries' versions and tracekit's own code
 (``code_fingerprint``) — and returns the stored Result when an entry has exactly that key, else computes it and
 stores it. ``--no-cache`` neither reads nor writes an entry. The ranks of a run are not cached (many files)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,8 +54,9 @@ def _annotation_key(ann) -> Any:
     return {"ref": ann.ref, "sha1": hashlib.sha1(msgspec.json.encode(ann)).hexdigest()}
 
 
-def result_key(command: str, given: Path, source: Path, options: dict[str, Any], files: dict[str, Any],
-               ann) -> dict[str, Any] | None:
+def result_key(
+    command: str, given: Path, source: Path, options: dict[str, Any], files: dict[str, Any], ann
+) -> dict[str, Any] | None:
     """Everything ``command``'s Result depends on, as plain JSON; None when the trace cannot be keyed."""
     import numpy
     import pandas
@@ -67,15 +69,29 @@ def result_key(command: str, given: Path, source: Path, options: dict[str, Any],
         trace_key = key_of(source)
     except OSError:
         return None
-    return {"command": command, "trace": {"as_given": str(given), "file": trace_key},
-            "options": _plain(options), "annotation": _annotation_key(ann),
-            "files": {name: _file_key(p) for name, p in files.items()}, "device": _plain(_state.get("device")),
-            "code": code_fingerprint(),
-            "libraries": {"numpy": numpy.__version__, "pandas": pandas.__version__, "pyarrow": pyarrow.__version__}}
+    return {
+        "command": command,
+        "trace": {"as_given": str(given), "file": trace_key},
+        "options": _plain(options),
+        "annotation": _annotation_key(ann),
+        "files": {name: _file_key(p) for name, p in files.items()},
+        "device": _plain(_state.get("device")),
+        "code": code_fingerprint(),
+        "libraries": {"numpy": numpy.__version__, "pandas": pandas.__version__, "pyarrow": pyarrow.__version__},
+    }
 
 
-def reused_or_run(command: str, trace: Optional[Path], *, options: dict[str, Any], files: dict[str, Any], ann,
-                  no_cache: bool, cache_dir: Optional[Path], compute: Callable[[], Any]):
+def reused_or_run(
+    command: str,
+    trace: Optional[Path],
+    *,
+    options: dict[str, Any],
+    files: dict[str, Any],
+    ann,
+    no_cache: bool,
+    cache_dir: Optional[Path],
+    compute: Callable[[], Any],
+):
     """The stored Result of ``command`` on ``trace`` with exactly these inputs, else ``compute()`` (stored)."""
     if no_cache:
         return compute()
@@ -90,8 +106,11 @@ def reused_or_run(command: str, trace: Optional[Path], *, options: dict[str, Any
             if hit.inputs:
                 hit.inputs[0]["from_cache"] = True  # the trace's entry: it was not read again
             if _state["verbose"]:
-                typer.echo(f"the {command} of {given} from the cache (the same trace, options, annotation and"
-                           " tracekit): no analysis ran", err=True)
+                typer.echo(
+                    f"the {command} of {given} from the cache (the same trace, options, annotation and"
+                    " tracekit): no analysis ran",
+                    err=True,
+                )
             return hit
     result = compute()
     if key is not None:

@@ -1,4 +1,5 @@
 """Commands over deployments: analyze (a sweep), compare (two deployments), bench, ranks."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,14 +8,38 @@ from typing import Annotated, Optional
 import typer
 
 from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
-from .common import (AgSizeOpt, AnnotationOpt, Fmt, FormatOpt, GroupOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice,
-                     PhaseOpt, SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, _output, ag_opts, app,
-                     show_progress, step_opts)
+from .common import (
+    AgSizeOpt,
+    AnnotationOpt,
+    Fmt,
+    FormatOpt,
+    GroupOpt,
+    MinStepOpt,
+    NoCacheOpt,
+    OutOpt,
+    PhaseChoice,
+    PhaseOpt,
+    SourceChoice,
+    StepNameOpt,
+    StepSourceOpt,
+    StepsFileOpt,
+    TableOpt,
+    _output,
+    ag_opts,
+    app,
+    show_progress,
+    step_opts,
+)
 
-RankOpt = Annotated[Optional[str], typer.Option(
-    "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9).")]
-JobsOpt = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1,
-                                                help="Worker processes (default: min(cores, traces)).")]
+RankOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--rank", help="Which rank's file to use where a run has several (sglang tags, e.g. TP-0, DP-1-TP-9)."
+    ),
+]
+JobsOpt = Annotated[
+    Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: min(cores, traces)).")
+]
 DaskOpt = Annotated[Optional[str], typer.Option("--dask", help="Run the per-trace work on this Dask scheduler.")]
 
 
@@ -28,18 +53,33 @@ def _graph_bs(text: Optional[str]) -> tuple[int, ...]:
 
 
 @app.command(name="analyze")
-def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace directory (one subdirectory or file per"
-                                                                " operating point, e.g. d_bs16_100k/).")],
-                annotation: AnnotationOpt = None,
-                out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write every table (parquet and"
-                                                            " JSON) and a manifest to this directory.")] = None,
-                rank: RankOpt = "TP-0",
-                point_pattern: Annotated[str, typer.Option("--point-pattern", help="Regex with groups bs and ctx.")] = DEFAULT_POINT_PATTERN,
-                step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-                step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-                group_size: GroupOpt = None, ag_size: AgSizeOpt = None,
-                jobs: JobsOpt = None, dask: DaskOpt = None, no_cache: NoCacheOpt = False,
-                format: FormatOpt = Fmt.table, table: TableOpt = None) -> None:
+def analyze_cmd(
+    directory: Annotated[
+        Path,
+        typer.Argument(help="A trace directory (one subdirectory or file per operating point, e.g. d_bs16_100k/)."),
+    ],
+    annotation: AnnotationOpt = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Write every table (parquet and JSON) and a manifest to this directory."),
+    ] = None,
+    rank: RankOpt = "TP-0",
+    point_pattern: Annotated[
+        str, typer.Option("--point-pattern", help="Regex with groups bs and ctx.")
+    ] = DEFAULT_POINT_PATTERN,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    group_size: GroupOpt = None,
+    ag_size: AgSizeOpt = None,
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Fmt.table,
+    table: TableOpt = None,
+) -> None:
     """A sweep: the analyses at every point of a directory.
 
     Per operating point (batch size, context): step walls, decomposition, block types, exposure and AllGather
@@ -52,15 +92,28 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
     if out is not None:
         check_dir_target(out, "analyze output")  # before the work
     n = len(discover(directory, point_pattern=point_pattern, rank=rank))
-    kwargs = dict(annotation=annotation, rank=rank, point_pattern=point_pattern, jobs=jobs or default_jobs(n),
-                  dask=dask, cache=not no_cache, ag=ag_opts(group_size, ag_size, None),
-                  steps=step_opts(annotation, step_name, min_step_ms, phase, step_source, steps_file))
+    kwargs = dict(
+        annotation=annotation,
+        rank=rank,
+        point_pattern=point_pattern,
+        jobs=jobs or default_jobs(n),
+        dask=dask,
+        cache=not no_cache,
+        ag=ag_opts(group_size, ag_size, None),
+        steps=step_opts(annotation, step_name, min_step_ms, phase, step_source, steps_file),
+    )
     if show_progress() and n > 1:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        with Progress("analyzing", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
+        with Progress(
+            "analyzing",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        ) as bar:
             task = bar.add_task("traces", total=n)
             res = analyze(directory, progress=lambda done, total: bar.update(task, completed=done), **kwargs)
     else:
@@ -74,28 +127,53 @@ def analyze_cmd(directory: Annotated[Path, typer.Argument(help="A trace director
 
 
 @app.command(name="compare")
-def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze output (-o dir) or a trace directory.")],
-                b: Annotated[Path, typer.Argument(help="Deployment B, likewise.")],
-                dp_a: Annotated[Optional[int], typer.Option("--dp-a", min=1, help="DP size of A (instance concurrency ="
-                                                            " bs × dp; default: the log's dp_size, else 1).")] = None,
-                dp_b: Annotated[Optional[int], typer.Option("--dp-b", min=1, help="DP size of B.")] = None,
-                annotation_a: Annotated[Optional[str], typer.Option(
-                    "--annotation-a", help="Annotation of A (a file or a shipped name), used where A's traces"
-                                           " are analysed now (a trace directory) and for the findings.")] = None,
-                annotation_b: Annotated[Optional[str], typer.Option(
-                    "--annotation-b", help="Annotation of B, likewise.")] = None,
-                accept_len: Annotated[Optional[float], typer.Option("--accept-len", min=0.0, help="Accepted tokens per request per step, for both (default: each side's from its --log: the logged accept len, else 3.5 with speculative decoding, else 1).")] = None,
-                cuda_graph_bs_a: Annotated[Optional[str], typer.Option("--cuda-graph-bs-a", help="Captured batch sizes of A, e.g. 1,2,4,8,16,24.")] = None,
-                cuda_graph_bs_b: Annotated[Optional[str], typer.Option(
-                    "--cuda-graph-bs-b", help="Captured batch sizes of B, likewise.")] = None,
-                bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
-                config_a: Annotated[Optional[Path], typer.Option("--config-a", help="Launch script or log of A.")] = None,
-                config_b: Annotated[Optional[Path], typer.Option("--config-b", help="Launch script or log of B.")] = None,
-                log_a: Annotated[Optional[Path], typer.Option("--log-a", help="sglang launch log of A: ledger, server"
-                                                              " args, dp and captured graph sizes.")] = None,
-                log_b: Annotated[Optional[Path], typer.Option("--log-b", help="sglang launch log of B.")] = None,
-                rank: RankOpt = "TP-0", jobs: JobsOpt = None,
-                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def compare_cmd(
+    a: Annotated[Path, typer.Argument(help="Deployment A: an analyze output (-o dir) or a trace directory.")],
+    b: Annotated[Path, typer.Argument(help="Deployment B, likewise.")],
+    dp_a: Annotated[
+        Optional[int],
+        typer.Option(
+            "--dp-a", min=1, help="DP size of A (instance concurrency = bs × dp; default: the log's dp_size, else 1)."
+        ),
+    ] = None,
+    dp_b: Annotated[Optional[int], typer.Option("--dp-b", min=1, help="DP size of B.")] = None,
+    annotation_a: Annotated[
+        Optional[str],
+        typer.Option(
+            "--annotation-a",
+            help="Annotation of A (a file or a shipped name), used where A's traces"
+            " are analysed now (a trace directory) and for the findings.",
+        ),
+    ] = None,
+    annotation_b: Annotated[Optional[str], typer.Option("--annotation-b", help="Annotation of B, likewise.")] = None,
+    accept_len: Annotated[
+        Optional[float],
+        typer.Option(
+            "--accept-len",
+            min=0.0,
+            help="Accepted tokens per request per step, for both (default: each side's from its --log: the logged accept len, else 3.5 with speculative decoding, else 1).",
+        ),
+    ] = None,
+    cuda_graph_bs_a: Annotated[
+        Optional[str], typer.Option("--cuda-graph-bs-a", help="Captured batch sizes of A, e.g. 1,2,4,8,16,24.")
+    ] = None,
+    cuda_graph_bs_b: Annotated[
+        Optional[str], typer.Option("--cuda-graph-bs-b", help="Captured batch sizes of B, likewise.")
+    ] = None,
+    bench: Annotated[Optional[list[Path]], typer.Option("--bench", help="Benchmark result files (repeatable).")] = None,
+    config_a: Annotated[Optional[Path], typer.Option("--config-a", help="Launch script or log of A.")] = None,
+    config_b: Annotated[Optional[Path], typer.Option("--config-b", help="Launch script or log of B.")] = None,
+    log_a: Annotated[
+        Optional[Path],
+        typer.Option("--log-a", help="sglang launch log of A: ledger, server args, dp and captured graph sizes."),
+    ] = None,
+    log_b: Annotated[Optional[Path], typer.Option("--log-b", help="sglang launch log of B.")] = None,
+    rank: RankOpt = "TP-0",
+    jobs: JobsOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Two deployments compared: B against A, and where they differ.
 
     Step time and estimated throughput (est_throughput) per instance concurrency.
@@ -105,19 +183,43 @@ def compare_cmd(a: Annotated[Path, typer.Argument(help="Deployment A: an analyze
     from ..sweeps import compare_deployments
 
     _graph_bs(cuda_graph_bs_a), _graph_bs(cuda_graph_bs_b)  # usage errors name the option
-    res = compare_deployments(a, b, dp_a=dp_a, dp_b=dp_b, annotation_a=annotation_a, annotation_b=annotation_b,
-                              accept_len=accept_len, cuda_graph_bs_a=cuda_graph_bs_a, cuda_graph_bs_b=cuda_graph_bs_b,
-                              bench=bench, config_a=config_a, config_b=config_b, log_a=log_a, log_b=log_b,
-                              rank=rank, jobs=jobs)
+    res = compare_deployments(
+        a,
+        b,
+        dp_a=dp_a,
+        dp_b=dp_b,
+        annotation_a=annotation_a,
+        annotation_b=annotation_b,
+        accept_len=accept_len,
+        cuda_graph_bs_a=cuda_graph_bs_a,
+        cuda_graph_bs_b=cuda_graph_bs_b,
+        bench=bench,
+        config_a=config_a,
+        config_b=config_b,
+        log_a=log_a,
+        log_b=log_b,
+        rank=rank,
+        jobs=jobs,
+    )
     _output(res, format, out, table)
 
 
 @app.command(name="bench")
-def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result files: CSV, JSON or JSONL.")],
-              accept_len: Annotated[float, typer.Option(
-                  "--accept-len", min=0.0, help="Accepted tokens per request per step, for the estimated throughput"
-                                                 " (the default assumes speculative decoding; pass 1 without it).")] = DEFAULT_ACCEPT_LEN,
-              format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def bench_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Benchmark result files: CSV, JSON or JSONL.")],
+    accept_len: Annotated[
+        float,
+        typer.Option(
+            "--accept-len",
+            min=0.0,
+            help="Accepted tokens per request per step, for the estimated throughput"
+            " (the default assumes speculative decoding; pass 1 without it).",
+        ),
+    ] = DEFAULT_ACCEPT_LEN,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Benchmark result files as one performance table.
 
     Reads tracekit's own columns, sglang bench_serving and bench_one_batch_server results, and adds the estimated
@@ -128,18 +230,33 @@ def bench_cmd(files: Annotated[list[Path], typer.Argument(help="Benchmark result
 
 
 @app.command(name="ranks")
-def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all ranks of the instance).")],
-              dp: Annotated[int, typer.Option("--dp", min=1, help="DP size: the number of attention DP groups.")] = 1,
-              attn_cp: Annotated[int, typer.Option("--attn-cp", min=1, help="Attention context-parallel (CP) size.")] = 1,
-              dp_attention: Annotated[bool, typer.Option(
-                  "--dp-attention/--no-dp-attention", help="DP attention on (the default) or off; off makes the whole TP"
-                                                           " group one attention group.")] = True,
-              dcp: Annotated[int, typer.Option(
-                  "--dcp", min=1, help="Decode context-parallel size: one attention TP group's KV cache split this many"
-                                       " ways (the attention TP size is unchanged).")] = 1,
-              ep: Annotated[Optional[int], typer.Option(
-                  "--ep", min=1, help="Expert-parallel size of the MoE (default: --tp).")] = None,
-              format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def ranks_cmd(
+    tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all ranks of the instance).")],
+    dp: Annotated[int, typer.Option("--dp", min=1, help="DP size: the number of attention DP groups.")] = 1,
+    attn_cp: Annotated[int, typer.Option("--attn-cp", min=1, help="Attention context-parallel (CP) size.")] = 1,
+    dp_attention: Annotated[
+        bool,
+        typer.Option(
+            "--dp-attention/--no-dp-attention",
+            help="DP attention on (the default) or off; off makes the whole TP group one attention group.",
+        ),
+    ] = True,
+    dcp: Annotated[
+        int,
+        typer.Option(
+            "--dcp",
+            min=1,
+            help="Decode context-parallel size: one attention TP group's KV cache split this many"
+            " ways (the attention TP size is unchanged).",
+        ),
+    ] = 1,
+    ep: Annotated[
+        Optional[int], typer.Option("--ep", min=1, help="Expert-parallel size of the MoE (default: --tp).")
+    ] = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Each GPU's attention group and rank under DP attention.
 
     Attention TP size, and the attention TP rank, CP rank, DP rank, DCP rank and expert-parallel rank of every TP
@@ -150,17 +267,33 @@ def ranks_cmd(tp: Annotated[int, typer.Option("--tp", min=1, help="TP size (all 
 
 
 @app.command(name="imbalance")
-def imbalance_cmd(directory: Annotated[list[Path], typer.Argument(
-                      help="The ranks of one run: a directory (rank files, per-rank folders, sglang's per-stage"
-                           " files) or the files.")],
-                  jobs: JobsOpt = None, dask: DaskOpt = None,
-                  gpus_per_node: Annotated[Optional[int], typer.Option(
-                      "--gpus-per-node", min=1, help="Ranks per node (one clock per node; default: the hosts in the"
-                                                     " file names, else 8).")] = None,
-                  step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
-                  step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-                  no_cache: NoCacheOpt = False,
-                  format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None) -> None:
+def imbalance_cmd(
+    directory: Annotated[
+        list[Path],
+        typer.Argument(
+            help="The ranks of one run: a directory (rank files, per-rank folders, sglang's per-stage"
+            " files) or the files."
+        ),
+    ],
+    jobs: JobsOpt = None,
+    dask: DaskOpt = None,
+    gpus_per_node: Annotated[
+        Optional[int],
+        typer.Option(
+            "--gpus-per-node",
+            min=1,
+            help="Ranks per node (one clock per node; default: the hosts in the file names, else 8).",
+        ),
+    ] = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    no_cache: NoCacheOpt = False,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+) -> None:
     """Who waits for whom across the ranks of one run.
 
     Every rank on the reference rank's clock (offsets from the ends of blocking collectives), each collective
@@ -169,14 +302,25 @@ def imbalance_cmd(directory: Annotated[list[Path], typer.Argument(
     from ..sweeps import imbalance
 
     root = directory[0] if len(directory) == 1 else directory
-    kwargs = dict(jobs=jobs, dask=dask, gpus_per_node=gpus_per_node, cache=not no_cache,
-                  steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file))
+    kwargs = dict(
+        jobs=jobs,
+        dask=dask,
+        gpus_per_node=gpus_per_node,
+        cache=not no_cache,
+        steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file),
+    )
     if show_progress():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        with Progress("reading ranks", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
+        with Progress(
+            "reading ranks",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        ) as bar:
             task = bar.add_task("ranks", total=None)
             res = imbalance(root, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
     else:

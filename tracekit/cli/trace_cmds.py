@@ -1,4 +1,5 @@
 """Commands over one trace: info, kernels, steps, wall, temporal, overlap."""
+
 from __future__ import annotations
 
 from enum import Enum
@@ -6,14 +7,40 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (AnnotationOpt, CacheDirOpt, CategoriesOpt, Fmt, FormatOpt, MinStepOpt, NoCacheOpt, OutOpt, PhaseChoice, PhaseOpt,
-                     SourceChoice, StepNameOpt, StepSourceOpt, StepsFileOpt, TableOpt, TraceArg, _load, _output,
-                     annotation_for, app, step_opts)
+from .common import (
+    AnnotationOpt,
+    CacheDirOpt,
+    CategoriesOpt,
+    Fmt,
+    FormatOpt,
+    MinStepOpt,
+    NoCacheOpt,
+    OutOpt,
+    PhaseChoice,
+    PhaseOpt,
+    SourceChoice,
+    StepNameOpt,
+    StepSourceOpt,
+    StepsFileOpt,
+    TableOpt,
+    TraceArg,
+    _load,
+    _output,
+    annotation_for,
+    app,
+    step_opts,
+)
 
 
 @app.command()
-def info(trace: TraceArg = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def info(
+    trace: TraceArg = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """What a trace holds: rank, devices, SMs, GPU time span.
 
     Also its events counted by kind, kernel category and stream, its copies and communication kernels, and the
@@ -30,30 +57,61 @@ class KernelBy(str, Enum):
 
 
 @app.command()
-def kernels(trace: TraceArg = None,
-            match: Annotated[Optional[str], typer.Option("--match", "-m", help="Keep kernel names matching this regex.")] = None,
-            top: Annotated[Optional[int], typer.Option("--top", "-n", min=1, help="Show the N largest by total time.")] = None,
-            by: Annotated[KernelBy, typer.Option("--by", help="Group by kernel name, category (gemm, attention_mla,"
-                                                 " comm_nccl, …) or family (gemm, attention, comm, …).")] = None,
-            categories: CategoriesOpt = None,
-            format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-            no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def kernels(
+    trace: TraceArg = None,
+    match: Annotated[
+        Optional[str], typer.Option("--match", "-m", help="Keep kernel names matching this regex.")
+    ] = None,
+    top: Annotated[Optional[int], typer.Option("--top", "-n", min=1, help="Show the N largest by total time.")] = None,
+    by: Annotated[
+        KernelBy,
+        typer.Option(
+            "--by",
+            help="Group by kernel name, category (gemm, attention_mla,"
+            " comm_nccl, …) or family (gemm, attention, comm, …).",
+        ),
+    ] = None,
+    categories: CategoriesOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Which kernels take the GPU time, largest total first.
 
     Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
     from ..analyses import kernel_stats
 
-    _output(kernel_stats(_load(trace, no_cache, cache_dir), match=match, top=top,
-                         by=(by or KernelBy.name).value, categories=categories), format, out, table)
-
+    _output(
+        kernel_stats(
+            _load(trace, no_cache, cache_dir),
+            match=match,
+            top=top,
+            by=(by or KernelBy.name).value,
+            categories=categories,
+        ),
+        format,
+        out,
+        table,
+    )
 
 
 @app.command()
-def steps(trace: TraceArg = None, annotation: AnnotationOpt = None, step_name: StepNameOpt = None,
-          min_step_ms: MinStepOpt = None, phase: PhaseOpt = PhaseChoice.auto,
-          step_source: StepSourceOpt = SourceChoice.auto, steps_file: StepsFileOpt = None,
-          format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-          no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def steps(
+    trace: TraceArg = None,
+    annotation: AnnotationOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Where the steps are, and how long each one takes.
 
     Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
@@ -70,13 +128,27 @@ class AgChoice(str, Enum):
 
 
 @app.command()
-def wall(trace: TraceArg = None,
-         ag: Annotated[AgChoice, typer.Option("--ag", help="What counts as AllGather time: the PtoP copies only (ptop), or the PtoP copies and the local copy kernel (ptop+local).")] = AgChoice.ptop,
-         annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
-         phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
-         steps_file: StepsFileOpt = None,
-         format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-         no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def wall(
+    trace: TraceArg = None,
+    ag: Annotated[
+        AgChoice,
+        typer.Option(
+            "--ag",
+            help="What counts as AllGather time: the PtoP copies only (ptop), or the PtoP copies and the local copy kernel (ptop+local).",
+        ),
+    ] = AgChoice.ptop,
+    annotation: AnnotationOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """Where each step's wall time goes: busy, AllGather-only, idle.
 
     Per step the time the GPU runs anything besides AllGather copies (busy), only AllGather copies, or nothing
@@ -89,10 +161,15 @@ def wall(trace: TraceArg = None,
 
 
 @app.command(name="temporal")
-def temporal_cmd(trace: TraceArg = None,
-                 per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
-                 format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-                 no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def temporal_cmd(
+    trace: TraceArg = None,
+    per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """How the GPU time of the whole trace splits, without steps.
 
     Span, busy, idle, compute, communication and memory time, and how much of them overlaps."""
@@ -102,14 +179,22 @@ def temporal_cmd(trace: TraceArg = None,
 
 
 @app.command(name="overlap")
-def overlap_cmd(trace: TraceArg = None,
-                a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
-                b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
-                annotation: AnnotationOpt = None, step_name: StepNameOpt = None, min_step_ms: MinStepOpt = None,
-                phase: PhaseOpt = PhaseChoice.auto, step_source: StepSourceOpt = SourceChoice.auto,
-                steps_file: StepsFileOpt = None,
-                format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None,
-                no_cache: NoCacheOpt = False, cache_dir: CacheDirOpt = None) -> None:
+def overlap_cmd(
+    trace: TraceArg = None,
+    a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
+    b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
+    annotation: AnnotationOpt = None,
+    step_name: StepNameOpt = None,
+    min_step_ms: MinStepOpt = None,
+    phase: PhaseOpt = PhaseChoice.auto,
+    step_source: StepSourceOpt = SourceChoice.auto,
+    steps_file: StepsFileOpt = None,
+    format: FormatOpt = Fmt.table,
+    out: OutOpt = None,
+    table: TableOpt = None,
+    no_cache: NoCacheOpt = False,
+    cache_dir: CacheDirOpt = None,
+) -> None:
     """How much of one selection runs hidden under another.
 
     Per step |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (selections: docs/selectors.md)."""
@@ -118,5 +203,3 @@ def overlap_cmd(trace: TraceArg = None,
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
     res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, steps=opts)
     _output(res, format, out, table)
-
-

@@ -1,4 +1,5 @@
 """Generic knowledge shipped with the package (kernel classes, later log patterns and hardware)."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,12 @@ class Classes:
                 coll = self.nccl_collective.search(name)
                 algo = self.nccl_algo.search(name)
                 proto = self.nccl_protocol.search(name)
-                return (cls, coll.group(1) if coll else None, algo.group(1) if algo else None,
-                        proto.group(1) if proto else None)
+                return (
+                    cls,
+                    coll.group(1) if coll else None,
+                    algo.group(1) if algo else None,
+                    proto.group(1) if proto else None,
+                )
         return None, None, None, None
 
 
@@ -80,8 +85,10 @@ def parse_classes(doc: Any, source: str) -> Classes:
         nccl_algo=_compile(source, "$.nccl_name.algo", nccl.get("algo")),
         nccl_protocol=_compile(source, "$.nccl_name.protocol", nccl.get("protocol")),
         ag_local_copy=_compile(source, "$.ag_local_copy.pattern", doc.get("ag_local_copy", {}).get("pattern")),
-        moe_phases={k: _compile(source, f"$.moe_phases.{k}", doc.get("moe_phases", {}).get(k)).pattern
-                    for k in ("dispatch", "combine")},
+        moe_phases={
+            k: _compile(source, f"$.moe_phases.{k}", doc.get("moe_phases", {}).get(k)).pattern
+            for k in ("dispatch", "combine")
+        },
     )
 
 

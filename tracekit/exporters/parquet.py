@@ -9,6 +9,7 @@ with those dtypes, even when it is empty.
 Categorical columns of the events table stay categorical (parquet dictionary columns: pandas reads them
 back as ``category``, DuckDB as VARCHAR); the text columns of the other tables are plain strings.
 """
+
 from __future__ import annotations
 
 import json
@@ -142,8 +143,15 @@ class ExportTables:
 
 
 @options_as_objects
-def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", log: str | Path | None = None,
-            steps=None, allgather: AllGatherOptions | None = None) -> ExportTables:
+def collect(
+    trace: Trace,
+    ann: Annotation | None = None,
+    *,
+    ag: str = "ptop",
+    log: str | Path | None = None,
+    steps=None,
+    allgather: AllGatherOptions | None = None,
+) -> ExportTables:
     """Run the analyses behind the export once: steps (with the decomposition and exposed time per step),
     annotated events and blocks (with ``ann``), AllGathers, their copies, exposed intervals and
     communication. A trace without PtoP copies gets empty AllGather tables and a warning; a trace without
@@ -165,8 +173,11 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         warnings += a.warnings
     else:
         events, blocks = _step_only(trace.events, steps), pd.DataFrame()
-        warnings.append(f"{trace.path}: " + ("no annotation" if ann is None else f"annotation {ann.name} has no"
-                        " blocks section") + ", so the events carry steps but no blocks or op tags")
+        warnings.append(
+            f"{trace.path}: "
+            + ("no annotation" if ann is None else f"annotation {ann.name} has no blocks section")
+            + ", so the events carry steps but no blocks or op tags"
+        )
     try:
         ag_res = allgather_result(trace, ag=merged, steps=steps)
         ex_res = exposure(trace, ag=merged, steps=steps)
@@ -178,20 +189,41 @@ def collect(trace: Trace, ann: Annotation | None = None, *, ag: str = "ptop", lo
         warnings.append(f"{exc}; the allgathers, copies and exposed tables are empty")
         per_ag = copies = exposed = pd.DataFrame()
         per_step_exposed = pd.DataFrame({"step": steps.table["step"], "exposed_ns": 0})
-    comm = communication(trace, main_stream=ann.main_stream if ann and isinstance(ann.main_stream, int) else None,
-                         ag=merged, steps=steps)
-    step_table = (steps.table.merge(dec.tables["per_step"][["step", "busy_ns", "ag_only_ns", "idle_ns"]], on="step")
-                  .merge(per_step_exposed, on="step", how="left"))
+    comm = communication(
+        trace, main_stream=ann.main_stream if ann and isinstance(ann.main_stream, int) else None, ag=merged, steps=steps
+    )
+    step_table = steps.table.merge(
+        dec.tables["per_step"][["step", "busy_ns", "ag_only_ns", "idle_ns"]], on="step"
+    ).merge(per_step_exposed, on="step", how="left")
     step_table["exposed_ns"] = step_table["exposed_ns"].fillna(0)
-    raw = {"events": events, "steps": step_table, "blocks": blocks, "allgathers": per_ag, "copies": copies,
-           "exposed": exposed, "communication": comm.tables["per_step_class"]}
+    raw = {
+        "events": events,
+        "steps": step_table,
+        "blocks": blocks,
+        "allgathers": per_ag,
+        "copies": copies,
+        "exposed": exposed,
+        "communication": comm.tables["per_step_class"],
+    }
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
     if log is not None:
         tables.update(_ledger_tables(log, warnings))
-    params = {"annotation": ann.ref if ann else None, "ag": ag, "group_size": kw["group_size"],
-              "sizes": kw["sizes"], "local_copy": kw["local_copy_pattern"], **step_params(steps)}
-    return ExportTables(trace=trace, annotation=ann.name if ann else None, params=params, tables=tables,
-                        main_stream=main, warnings=warnings)
+    params = {
+        "annotation": ann.ref if ann else None,
+        "ag": ag,
+        "group_size": kw["group_size"],
+        "sizes": kw["sizes"],
+        "local_copy": kw["local_copy_pattern"],
+        **step_params(steps),
+    }
+    return ExportTables(
+        trace=trace,
+        annotation=ann.name if ann else None,
+        params=params,
+        tables=tables,
+        main_stream=main,
+        warnings=warnings,
+    )
 
 
 def _ledger_tables(log: str | Path, warnings: list[str]) -> dict[str, pd.DataFrame]:
@@ -201,18 +233,28 @@ def _ledger_tables(log: str | Path, warnings: list[str]) -> dict[str, pd.DataFra
 
     res = ledger(read_log(log))
     warnings += [w for w in res.warnings if w not in warnings]
-    rows = res.tables["rows"].assign(lines=lambda d: [json.dumps(list(v or [])) for v in d["lines"]],
-                                     value=lambda d: pd.to_numeric(d["value"], errors="coerce"))
+    rows = res.tables["rows"].assign(
+        lines=lambda d: [json.dumps(list(v or [])) for v in d["lines"]],
+        value=lambda d: pd.to_numeric(d["value"], errors="coerce"),
+    )
     timeline = res.tables["timeline"].drop(columns=["log"], errors="ignore")
-    return {"ledger": conform(rows, LEDGER_COLUMNS["ledger"]),
-            "ledger_timeline": conform(timeline, LEDGER_COLUMNS["ledger_timeline"])}
+    return {
+        "ledger": conform(rows, LEDGER_COLUMNS["ledger"]),
+        "ledger_timeline": conform(timeline, LEDGER_COLUMNS["ledger_timeline"]),
+    }
 
 
 def _step_only(events: pd.DataFrame, steps) -> pd.DataFrame:
     none = np.full(len(events), -1, dtype=np.int64)
     empty_cat = pd.Categorical([None] * len(events), categories=pd.Index([], dtype=object))
-    return events.assign(step=steps.step_of(events["start_ns"].to_numpy()), block=none,
-                         block_type=empty_cat, layer=none, type_layer=none, op_tag=empty_cat.copy())
+    return events.assign(
+        step=steps.step_of(events["start_ns"].to_numpy()),
+        block=none,
+        block_type=empty_cat,
+        layer=none,
+        type_layer=none,
+        op_tag=empty_cat.copy(),
+    )
 
 
 def conform(df: pd.DataFrame, columns: dict[str, tuple[str, str, str]]) -> pd.DataFrame:
@@ -255,7 +297,6 @@ def missing_as_null(table: str, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index)
 
 
-
 def _arrow_table(df: pd.DataFrame):
     import pyarrow as pa
 
@@ -291,29 +332,66 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
             table = _arrow_table(df)
             with open(path, "wb") as fh:  # a handle: pyarrow refuses a path whose name is not UTF-8
                 pq.write_table(table, fh, compression="zstd")
-            entries.append({"table": name, "file": f"{name}.parquet", "rows": len(df), "bytes": path.stat().st_size,
-                            "columns": [{"name": f.name, "arrow_type": str(f.type),
-                                         "pandas_dtype": str(df[f.name].dtype),
-                                         "unit": {**TABLE_COLUMNS, **LEDGER_COLUMNS}[name][f.name][1]}
-                                        for f in table.schema]})
+            entries.append(
+                {
+                    "table": name,
+                    "file": f"{name}.parquet",
+                    "rows": len(df),
+                    "bytes": path.stat().st_size,
+                    "columns": [
+                        {
+                            "name": f.name,
+                            "arrow_type": str(f.type),
+                            "pandas_dtype": str(df[f.name].dtype),
+                            "unit": {**TABLE_COLUMNS, **LEDGER_COLUMNS}[name][f.name][1],
+                        }
+                        for f in table.schema
+                    ],
+                }
+            )
         manifest = {
-            "tracekit": __version__, "format": EXPORT_FORMAT, "inputs": [trace_input(export.trace)],
-            "annotation": export.annotation, "params": export.params,
+            "tracekit": __version__,
+            "format": EXPORT_FORMAT,
+            "inputs": [trace_input(export.trace)],
+            "annotation": export.annotation,
+            "params": export.params,
             "main_stream": list(export.main_stream) if export.main_stream else None,
-            "tables": entries, "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
+            "tables": entries,
+            "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
             "warnings": export.warnings,
         }
         d.stage_bytes("manifest.json", json.dumps(manifest, indent=1, default=_json_default) + "\n")
         d.commit(remove=d.previous_files())
-    files = pd.DataFrame([{"table": e["table"], "file": str(out / e["file"]), "rows": e["rows"],
-                           "columns": len(e["columns"]), "bytes": e["bytes"]} for e in entries],
-                         columns=["table", "file", "rows", "columns", "bytes"])
-    summary = {"out_dir": str(out), "manifest": str(out / "manifest.json"), "tables": len(entries),
-               "total_bytes": int(files["bytes"].sum()), "annotation": export.annotation,
-               **{f"{e['table']}_rows": e["rows"] for e in entries},
-               "not_exported": [] if "ledger" in export.tables else ["ledger"]}
-    return Result(command="export", inputs=[trace_input(export.trace)], params=export.params, summary=summary,
-                  tables={"files": files}, warnings=list(export.warnings))
+    files = pd.DataFrame(
+        [
+            {
+                "table": e["table"],
+                "file": str(out / e["file"]),
+                "rows": e["rows"],
+                "columns": len(e["columns"]),
+                "bytes": e["bytes"],
+            }
+            for e in entries
+        ],
+        columns=["table", "file", "rows", "columns", "bytes"],
+    )
+    summary = {
+        "out_dir": str(out),
+        "manifest": str(out / "manifest.json"),
+        "tables": len(entries),
+        "total_bytes": int(files["bytes"].sum()),
+        "annotation": export.annotation,
+        **{f"{e['table']}_rows": e["rows"] for e in entries},
+        "not_exported": [] if "ledger" in export.tables else ["ledger"],
+    }
+    return Result(
+        command="export",
+        inputs=[trace_input(export.trace)],
+        params=export.params,
+        summary=summary,
+        tables={"files": files},
+        warnings=list(export.warnings),
+    )
 
 
 def _json_default(v: Any) -> Any:
@@ -325,7 +403,15 @@ def _json_default(v: Any) -> Any:
 
 
 @options_as_objects
-def export_parquet(trace: Trace, ann: Annotation | None, out_dir: str | Path, *, ag: str = "ptop",
-                   log: str | Path | None = None, steps=None, allgather: AllGatherOptions | None = None) -> Result:
+def export_parquet(
+    trace: Trace,
+    ann: Annotation | None,
+    out_dir: str | Path,
+    *,
+    ag: str = "ptop",
+    log: str | Path | None = None,
+    steps=None,
+    allgather: AllGatherOptions | None = None,
+) -> Result:
     """`tracekit export`: :func:`collect` (its options) then :func:`write_parquet`."""
     return write_parquet(collect(trace, ann, ag=ag, log=log, steps=steps, allgather=allgather), out_dir)

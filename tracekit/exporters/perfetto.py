@@ -8,6 +8,7 @@ thread per stream) and exposed AllGather time. The extra events have category ``
 no GPU; and their times are µs written exactly from integer ns. Re-ingesting the file therefore gives
 the same analysis results as the source.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -65,8 +66,16 @@ def _plain(v: Any) -> Any:
 
 
 def _x(name: str, tid: int, pid: int, start_ns: int, end_ns: int, args: dict[str, Any]) -> dict[str, Any]:
-    return {"ph": "X", "cat": CATEGORY, "name": name, "pid": pid, "tid": tid, "ts": _Raw(us_text(start_ns)),
-            "dur": _Raw(us_text(int(end_ns) - int(start_ns))), "args": {k: _plain(v) for k, v in args.items()}}
+    return {
+        "ph": "X",
+        "cat": CATEGORY,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": _Raw(us_text(start_ns)),
+        "dur": _Raw(us_text(int(end_ns) - int(start_ns))),
+        "args": {k: _plain(v) for k, v in args.items()},
+    }
 
 
 def _meta(kind: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:
@@ -82,35 +91,86 @@ def track_events(export: ExportTables, *, pid: int = TRACKS_PID) -> tuple[list[d
     t = export.tables
     label = f"tracekit analysis ({export.annotation})" if export.annotation else "tracekit analysis"
     tracks: list[tuple[int, str, list[dict[str, Any]]]] = []
-    steps = [_x(f"step {r['step']}", TID_STEPS, pid, r["start_ns"], r["end_ns"],
-                {k: r[k] for k in ("step", "bs", "dur_ns", "busy_ns", "ag_only_ns", "idle_ns", "exposed_ns")})
-             for r in _rows(t["steps"])]
+    steps = [
+        _x(
+            f"step {r['step']}",
+            TID_STEPS,
+            pid,
+            r["start_ns"],
+            r["end_ns"],
+            {k: r[k] for k in ("step", "bs", "dur_ns", "busy_ns", "ag_only_ns", "idle_ns", "exposed_ns")},
+        )
+        for r in _rows(t["steps"])
+    ]
     tracks.append((TID_STEPS, "steps", steps))
-    blocks = [_x(str(r["block_type"]), TID_BLOCKS, pid, r["start_ns"], r["end_ns"],
-                 {k: r[k] for k in ("step", "block", "block_type", "layer", "type_layer", "kernels", "kernel_ns")})
-              for r in _rows(t["blocks"])]
+    blocks = [
+        _x(
+            str(r["block_type"]),
+            TID_BLOCKS,
+            pid,
+            r["start_ns"],
+            r["end_ns"],
+            {k: r[k] for k in ("step", "block", "block_type", "layer", "type_layer", "kernels", "kernel_ns")},
+        )
+        for r in _rows(t["blocks"])
+    ]
     tracks.append((TID_BLOCKS, "blocks", blocks))
-    exposed = [_x(f"exposed {r['type']}", TID_EXPOSED, pid, r["start_ns"], r["end_ns"],
-                  {"ag": r["ag"], "step": r["step"], "type": r["type"], "exposed_ns": r["end_ns"] - r["start_ns"]})
-               for r in _rows(t["exposed"])]
+    exposed = [
+        _x(
+            f"exposed {r['type']}",
+            TID_EXPOSED,
+            pid,
+            r["start_ns"],
+            r["end_ns"],
+            {"ag": r["ag"], "step": r["step"], "type": r["type"], "exposed_ns": r["end_ns"] - r["start_ns"]},
+        )
+        for r in _rows(t["exposed"])
+    ]
     tracks.append((TID_EXPOSED, "exposed AllGather time", exposed))
     ags = t["allgathers"]
     for i, ((dev, stream), g) in enumerate(ags.groupby(["device", "stream"], sort=True)):
         tid = TID_AG0 + i
-        evs = [_x(f"AllGather {r['type']}", tid, pid, r["start_ns"], r["end_ns"],
-                  {k: r[k] for k in ("ag", "step", "type", "device", "stream", "copies", "local_copy",
-                                     "received_bytes", "full_bytes", "effective_gbps", "complete", "gaps_ns",
-                                     "exposed_ns")})
-               for r in _rows(g)]
+        evs = [
+            _x(
+                f"AllGather {r['type']}",
+                tid,
+                pid,
+                r["start_ns"],
+                r["end_ns"],
+                {
+                    k: r[k]
+                    for k in (
+                        "ag",
+                        "step",
+                        "type",
+                        "device",
+                        "stream",
+                        "copies",
+                        "local_copy",
+                        "received_bytes",
+                        "full_bytes",
+                        "effective_gbps",
+                        "complete",
+                        "gaps_ns",
+                        "exposed_ns",
+                    )
+                },
+            )
+            for r in _rows(g)
+        ]
         tracks.append((tid, f"AllGathers (device {dev}, stream {stream})", evs))
     out = [_meta("process_name", pid, 0, {"name": label}), _meta("process_sort_index", pid, 0, {"sort_index": -1})]
     for order, (tid, name, _) in enumerate(tracks):
-        out += [_meta("thread_name", pid, tid, {"name": name}),
-                _meta("thread_sort_index", pid, tid, {"sort_index": order})]
+        out += [
+            _meta("thread_name", pid, tid, {"name": name}),
+            _meta("thread_sort_index", pid, tid, {"sort_index": order}),
+        ]
     for _, _, evs in tracks:
         out += evs
-    table = pd.DataFrame([{"tid": tid, "track": name, "events": len(evs)} for tid, name, evs in tracks],
-                         columns=["tid", "track", "events"])
+    table = pd.DataFrame(
+        [{"tid": tid, "track": name, "events": len(evs)} for tid, name, evs in tracks],
+        columns=["tid", "track", "events"],
+    )
     return out, table
 
 
@@ -126,8 +186,10 @@ def read_document(path: Path) -> tuple[Any, list[str]]:
             raise InputError(f"{path} is not valid JSON ({first}); pass a torch-profiler trace") from None
         text, lost = fixed
         doc = json.loads(bytes(text), parse_float=_Raw)
-        warnings.append(f"{path}: the JSON is truncated or damaged; the annotated trace keeps the complete records"
-                        f" and lost the last {lost} bytes of text")
+        warnings.append(
+            f"{path}: the JSON is truncated or damaged; the annotated trace keeps the complete records"
+            f" and lost the last {lost} bytes of text"
+        )
     return doc, warnings
 
 
@@ -151,6 +213,7 @@ def _write_bytes(data: bytes, out: Path) -> None:
 
     name = out.name.lower()
     if name.endswith(".gz"):
+
         def write(fh) -> None:  # mtime 0 and no name: the same input gives the same bytes
             with gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=6, mtime=0, filename="") as gz:
                 gz.write(data)
@@ -160,8 +223,10 @@ def _write_bytes(data: bytes, out: Path) -> None:
         def write(fh) -> None:
             fh.write(zstandard.ZstdCompressor(level=6).compress(data))
     else:
+
         def write(fh) -> None:
             fh.write(data)
+
     write_file(out, write, what="annotated trace")
 
 
@@ -175,8 +240,9 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
         raise OutputError(f"{out} is a directory; pass a file name such as trace.annotated.json.gz")
     check_file_target(out, "annotated trace")  # before the work: no such folder, a read-only file
     if out.exists() and os.path.samefile(out, src):
-        raise OutputError(f"{out} is the trace this annotate reads; writing there would replace it — choose another"
-                          " --out")
+        raise OutputError(
+            f"{out} is the trace this annotate reads; writing there would replace it — choose another --out"
+        )
     doc, warnings = read_document(src)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     if not isinstance(events, list):
@@ -191,16 +257,38 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
     data = _dumps(doc)
     _write_bytes(data, out)
     added = sum(1 for e in extra if e["ph"] == "X")
-    summary = {"out": str(out), "source": str(src), "annotation": export.annotation, "original_records": original,
-               "added_events": added, "added_metadata": len(extra) - added, "pid": pid, "category": CATEGORY,
-               "json_bytes": len(data), "file_bytes": out.stat().st_size}
-    return Result(command="annotate", inputs=[trace_input(export.trace)], params=export.params, summary=summary,
-                  tables={"tracks": tracks}, warnings=list(export.warnings) + warnings)
+    summary = {
+        "out": str(out),
+        "source": str(src),
+        "annotation": export.annotation,
+        "original_records": original,
+        "added_events": added,
+        "added_metadata": len(extra) - added,
+        "pid": pid,
+        "category": CATEGORY,
+        "json_bytes": len(data),
+        "file_bytes": out.stat().st_size,
+    }
+    return Result(
+        command="annotate",
+        inputs=[trace_input(export.trace)],
+        params=export.params,
+        summary=summary,
+        tables={"tracks": tracks},
+        warnings=list(export.warnings) + warnings,
+    )
 
 
 @options_as_objects
-def annotate_trace(trace: Trace, ann: Annotation | None, out: str | Path, *, ag: str = "ptop", steps=None,
-                   allgather: AllGatherOptions | None = None) -> Result:
+def annotate_trace(
+    trace: Trace,
+    ann: Annotation | None,
+    out: str | Path,
+    *,
+    ag: str = "ptop",
+    steps=None,
+    allgather: AllGatherOptions | None = None,
+) -> Result:
     """`tracekit annotate`: run the analyses (:func:`~tracekit.exporters.parquet.collect`, its options) and write
     the trace."""
     return write_annotated_trace(collect(trace, ann, ag=ag, steps=steps, allgather=allgather), out)

@@ -1,4 +1,5 @@
 """Ingest: files in, a normalised :class:`~tracekit.trace.Trace` out."""
+
 from __future__ import annotations
 
 import gc
@@ -46,7 +47,9 @@ def resolve_trace_path(path: str | Path) -> Path:
     if p.is_dir():
         files = find_trace_files(p)
         if not files:
-            raise InputError(f"{p} is a directory with no trace file (*.json, *.json.gz, *.json.zst) in it; pass a trace file")
+            raise InputError(
+                f"{p} is a directory with no trace file (*.json, *.json.gz, *.json.zst) in it; pass a trace file"
+            )
         if len(files) > 1:
             names = ", ".join(f.name for f in files[:5]) + (", …" if len(files) > 5 else "")
             raise InputError(f"{p} holds {len(files)} trace files ({names}); pass one of them")
@@ -65,8 +68,10 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
     """
     source = resolve_trace_path(path)
     if source.exists() and not source.is_file():
-        raise InputError(f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
-                         " file; save it to one first")
+        raise InputError(
+            f"{path} is not a regular file (a FIFO, a socket or a device): tracekit reads a trace from a"
+            " file; save it to one first"
+        )
     # messages name the file as the user gave it, or the file found in the directory they gave
     shown = str(path) if source == Path(path) else str(Path(path) / source.name)
     cdir = Path(cache_dir) if cache_dir is not None else None
@@ -115,9 +120,11 @@ def out_of_memory(shown: str, source: Path, base: int) -> ResourceLimitError:
     need = base + text
     said = f" ({text / 1e6:,.0f} MB of text)" if text else ""
     lim = f" (its address space is limited to {limit / 1e6:,.0f} MB: ulimit -v)" if limit else ""
-    return ResourceLimitError(f"{shown} needs about {need / 1e6:,.0f} MB of memory to load{said}, more than this"
-                              f" process may use{lim}; raise the limit or free memory and run again, or pass a"
-                              " smaller trace")
+    return ResourceLimitError(
+        f"{shown} needs about {need / 1e6:,.0f} MB of memory to load{said}, more than this"
+        f" process may use{lim}; raise the limit or free memory and run again, or pass a"
+        " smaller trace"
+    )
 
 
 def _text_size(source: Path) -> int:
@@ -175,8 +182,12 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
         # the helper itself
         workers = _workers(size if compression == "none" else size * COMPRESSION_GUESS)
         on_read = (lambda pos: progress(pos, size)) if progress else None
-        cols = decode_stream(counter.count(read_ahead(source, on_read=on_read, inline=workers > 1)), workers=workers,
-                             plain_file=str(source) if compression == "none" else None, on_position=on_read)
+        cols = decode_stream(
+            counter.count(read_ahead(source, on_read=on_read, inline=workers > 1)),
+            workers=workers,
+            plain_file=str(source) if compression == "none" else None,
+            on_position=on_read,
+        )
         # a plain file's text is the file (with the helper, it is not all read through the counter)
         report.text_bytes = size if compression == "none" else counter.total
         report.compression = compression
@@ -200,26 +211,36 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     report.loose_chunks = cols.loose_chunks
     report.int_overflows = cols.int_overflows
     if cols.utf8_repairs:
-        report.warnings.append(f"{shown}: {cols.utf8_repairs} record(s) held invalid UTF-8; the bad bytes were"
-                               " replaced by U+FFFD and the records kept")
+        report.warnings.append(
+            f"{shown}: {cols.utf8_repairs} record(s) held invalid UTF-8; the bad bytes were"
+            " replaced by U+FFFD and the records kept"
+        )
     if cols.int_overflows:
-        report.warnings.append(f"{shown}: {cols.int_overflows} integer arg value(s) beyond the int64 range were set to -1")
+        report.warnings.append(
+            f"{shown}: {cols.int_overflows} integer arg value(s) beyond the int64 range were set to -1"
+        )
     if report.dropped:
         detail = "; ".join(f"{c} {r}" for r, c in sorted(report.dropped.items()))
         report.warnings.append(f"{shown}: dropped {sum(report.dropped.values())} unusable event(s): {detail}")
     report.check()
     if report.events_kept == 0:
         if report.salvaged:
-            raise InputError(f"{shown} is truncated or damaged and none of the {report.records_read} complete records"
-                             " before the damage is a usable trace event; pass a complete torch-profiler trace")
-        raise InputError(f"{shown} holds no usable trace events ({report.records_read} records read); "
-                         "pass a torch-profiler trace recorded with events")
+            raise InputError(
+                f"{shown} is truncated or damaged and none of the {report.records_read} complete records"
+                " before the damage is a usable trace event; pass a complete torch-profiler trace"
+            )
+        raise InputError(
+            f"{shown} holds no usable trace events ({report.records_read} records read); "
+            "pass a torch-profiler trace recorded with events"
+        )
     header = cols.header
     del cols
     meta = _meta(header, lanes, events, shown)
     if json_cut and meta.get("base_time_ns") is None:
-        report.warnings.append(f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
-                               " times are as written in the file")
+        report.warnings.append(
+            f"{shown}: the trace's trailing metadata (baseTimeNanoseconds) was lost with the cut;"
+            " times are as written in the file"
+        )
     return Trace(events=events, meta=meta, report=report)
 
 
@@ -278,15 +299,21 @@ def _whole_document(source: Path, shown: str, report: IngestReport):
         n = len(data)
         data = data.rstrip(b"\x00")
         if not data.strip():
-            raise InputError(f"{shown} holds nothing but {n} NUL bytes (a file that was allocated but never"
-                             " written); pass a complete torch-profiler trace")
+            raise InputError(
+                f"{shown} holds nothing but {n} NUL bytes (a file that was allocated but never"
+                " written); pass a complete torch-profiler trace"
+            )
         report.warnings.append(f"{shown}: ignored {n - len(data)} NUL bytes at the end of the text")
     if not data.strip():
         if report.salvaged:
-            raise InputError(f"{shown} is a damaged {report.compression} stream with no readable text before the"
-                             f" damage ({report.warnings[-1].split(': ', 1)[-1]}); pass a complete torch-profiler trace")
-        raise InputError(f"{shown} is empty{' after decompression' if report.compression != 'none' else ''};"
-                         " pass a complete torch-profiler trace")
+            raise InputError(
+                f"{shown} is a damaged {report.compression} stream with no readable text before the"
+                f" damage ({report.warnings[-1].split(': ', 1)[-1]}); pass a complete torch-profiler trace"
+            )
+        raise InputError(
+            f"{shown} is empty{' after decompression' if report.compression != 'none' else ''};"
+            " pass a complete torch-profiler trace"
+        )
     data = without_bom(data)
     raws, header, cut = _split(shown, data, report)
     return decode_slices(raws, header), cut
@@ -294,10 +321,12 @@ def _whole_document(source: Path, shown: str, report: IngestReport):
 
 # text repairs tried when the JSON does not decode: (cheap pre-check needles, repair, what the warning says)
 _REPAIRS = (
-    ((b"\\ud", b"\\uD"), replace_lone_surrogates,
-     "lone UTF-16 surrogate escape(s) in strings were replaced by U+FFFD"),
-    ((b"NaN", b"Infinity"), replace_nonfinite,
-     "NaN/Infinity literal(s), which JSON does not allow, were read as non-finite numbers"),
+    ((b"\\ud", b"\\uD"), replace_lone_surrogates, "lone UTF-16 surrogate escape(s) in strings were replaced by U+FFFD"),
+    (
+        (b"NaN", b"Infinity"),
+        replace_nonfinite,
+        "NaN/Infinity literal(s), which JSON does not allow, were read as non-finite numbers",
+    ),
 )
 
 
@@ -312,8 +341,9 @@ def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[l
         if "UTF-8" in first_error:  # in the header (events are repaired one by one later)
             data = bytes(data).decode("utf-8", "replace").encode("utf-8")
             repaired = True
-            report.warnings.append(f"{shown}: the trace's metadata holds invalid UTF-8; the bad bytes were replaced"
-                                   " by U+FFFD")
+            report.warnings.append(
+                f"{shown}: the trace's metadata holds invalid UTF-8; the bad bytes were replaced by U+FFFD"
+            )
         for needles, repair, what in _REPAIRS:
             fixed_data = repair(data) if any(n in data for n in needles) else None
             if fixed_data is not None:
@@ -327,29 +357,38 @@ def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[l
                 first_error = str(exc)
         fixed = salvage_json(data)
         if fixed is None:
-            raise InputError(f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace"
-                             " (.json, .json.gz or .json.zst)")
+            raise InputError(
+                f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
+            )
         text, lost = fixed
         try:
             raws, header = split_document(shown, text)
         except msgspec.DecodeError as exc:
             again = "" if str(exc) == first_error else f" and could not be repaired ({exc})"
-            raise InputError(f"{shown} is not valid JSON ({first_error}){again}; pass a complete torch-profiler"
-                             " trace") from exc
+            raise InputError(
+                f"{shown} is not valid JSON ({first_error}){again}; pass a complete torch-profiler trace"
+            ) from exc
         except InputError as exc:
             if "traceEvents" not in str(exc):
                 raise
-            raise InputError(f"{shown} is truncated or damaged ({first_error}) before its first trace event; pass a"
-                             " complete torch-profiler trace") from exc
+            raise InputError(
+                f"{shown} is truncated or damaged ({first_error}) before its first trace event; pass a"
+                " complete torch-profiler trace"
+            ) from exc
     except RecursionError as exc:
-        raise InputError(f"{shown} nests JSON arrays or objects too deeply to be a trace; pass a torch-profiler"
-                         " trace") from exc
+        raise InputError(
+            f"{shown} nests JSON arrays or objects too deeply to be a trace; pass a torch-profiler trace"
+        ) from exc
     report.salvaged = True
     report.bytes_lost = lost
-    what = (f"lost the last {lost} bytes of text" if lost else
-            "the text ends right after a complete record, without its closing brackets")
-    report.warnings.append(f"{shown}: the JSON is truncated or damaged ({first_error}); salvaged {len(raws)} complete"
-                           f" records and {what}")
+    what = (
+        f"lost the last {lost} bytes of text"
+        if lost
+        else "the text ends right after a complete record, without its closing brackets"
+    )
+    report.warnings.append(
+        f"{shown}: the JSON is truncated or damaged ({first_error}); salvaged {len(raws)} complete records and {what}"
+    )
     return raws, header, True
 
 

@@ -2,6 +2,7 @@
 
 Formats are data (``tracekit/data/bench_formats.json``); docs/bench.md lists the columns.
 """
+
 from __future__ import annotations
 
 import csv
@@ -19,8 +20,16 @@ import pandas as pd
 from ..errors import InputError
 from .compression import HEAD_BYTES, is_compressed
 
-BENCH_COLUMNS = ["deployment", "context", "concurrency", "step_time_ms", "tpot_ms", "throughput_tok_s", "format",
-                 "source"]
+BENCH_COLUMNS = [
+    "deployment",
+    "context",
+    "concurrency",
+    "step_time_ms",
+    "tpot_ms",
+    "throughput_tok_s",
+    "format",
+    "source",
+]
 
 
 @lru_cache(maxsize=1)
@@ -36,9 +45,11 @@ def _records(path: Path) -> list[tuple[str, Any]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path} could not be read ({exc.strerror or exc}); check the path") from exc
-    if is_compressed(raw[:HEAD_BYTES]) or b'"traceEvents"' in raw[:1 << 20]:
-        raise InputError(f"{path} is a compressed file or a profiler trace, not a benchmark result; tracekit bench"
-                         " reads CSV, JSON or JSONL results (docs/bench.md) — for a trace use tracekit report")
+    if is_compressed(raw[:HEAD_BYTES]) or b'"traceEvents"' in raw[: 1 << 20]:
+        raise InputError(
+            f"{path} is a compressed file or a profiler trace, not a benchmark result; tracekit bench"
+            " reads CSV, JSON or JSONL results (docs/bench.md) — for a trace use tracekit report"
+        )
     text = raw.decode("utf-8", errors="replace")
     stripped = text.lstrip()
     if not stripped:
@@ -124,8 +135,10 @@ def read_bench(paths: list[str | Path]) -> pd.DataFrame:
             fmt = next((f for f in _formats() if all(k in rec for k in f["detect"])), None)
             if fmt is None:
                 wanted = "; ".join(f"{f['name']}: {', '.join(f['detect'])}" for f in _formats())
-                raise InputError(f"{p} record {i + 1} matches no benchmark format (keys {sorted(map(str, rec))[:8]}); expected"
-                                 f" columns — {wanted}; see docs/bench.md")
+                raise InputError(
+                    f"{p} record {i + 1} matches no benchmark format (keys {sorted(map(str, rec))[:8]}); expected"
+                    f" columns — {wanted}; see docs/bench.md"
+                )
             bad: list[tuple[str, Any]] = []
             row = {k: _field(rec, alts, bad) for k, alts in fmt["fields"].items()}
             for k, expr in fmt.get("derived", {}).items():
@@ -147,8 +160,10 @@ def read_bench(paths: list[str | Path]) -> pd.DataFrame:
         if bad_here:
             text_cells += len(bad_here)
             more = f" and {len(bad_here) - 5} more" if len(bad_here) > 5 else ""
-            warnings.append(f"{p}: {len(bad_here)} cell(s) of a number column hold no number (or a fraction where a"
-                            f" count belongs), so those values are null: {'; '.join(bad_here[:5])}{more}")
+            warnings.append(
+                f"{p}: {len(bad_here)} cell(s) of a number column hold no number (or a fraction where a"
+                f" count belongs), so those values are null: {'; '.join(bad_here[:5])}{more}"
+            )
     df = pd.DataFrame(rows, columns=BENCH_COLUMNS)
     for c in ("context", "concurrency"):
         df[c] = pd.array([int(v) if v is not None and not pd.isna(v) else None for v in df[c]], dtype="Int64")

@@ -19,6 +19,7 @@ any codec (parquet's decoding, not its decompression, is the cost) and ~0.08-0.1
 takes ~130 bytes an event on disk (87 MB for a 300 MB JSON / 19 MB .json.gz trace, parquet 19 MB);
 ``docs/ingest.md`` has the measurements.
 """
+
 from __future__ import annotations
 
 import errno
@@ -80,9 +81,19 @@ def _warn_once(what: str, message: str) -> None:
 
 
 def _kind(mode: int) -> str:
-    return ("a FIFO" if stat.S_ISFIFO(mode) else "a symbolic link" if stat.S_ISLNK(mode) else
-            "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+    return (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
 
 
 def _not_usable(path: Path, exc: OSError, doing: str) -> None:
@@ -103,8 +114,11 @@ def _not_usable(path: Path, exc: OSError, doing: str) -> None:
 
 
 def _not_regular(path: Path, mode: int, doing: str) -> None:
-    _warn_once(f"{path}:special", f"the cache entry {path} is {_kind(mode)}, not a file tracekit wrote, so it is not "
-                                  f"{doing}; the trace is read without the cache — remove it, or pass --cache-dir DIR")
+    _warn_once(
+        f"{path}:special",
+        f"the cache entry {path} is {_kind(mode)}, not a file tracekit wrote, so it is not "
+        f"{doing}; the trace is read without the cache — remove it, or pass --cache-dir DIR",
+    )
 
 
 def open_entry(path: Path) -> mmap.mmap | None:
@@ -165,8 +179,12 @@ def stored_metadata(path: Path) -> dict[str, Any] | None:
         stored = json.loads(raw) if raw else None
     except (OSError, ValueError, pa.ArrowException):
         return None
-    if not (isinstance(stored, dict) and isinstance(stored.get("key"), dict)
-            and isinstance(stored["key"].get("format"), int) and isinstance(stored.get("report"), dict)):
+    if not (
+        isinstance(stored, dict)
+        and isinstance(stored.get("key"), dict)
+        and isinstance(stored["key"].get("format"), int)
+        and isinstance(stored.get("report"), dict)
+    ):
         return None
     return stored
 
@@ -224,7 +242,7 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
         log.info("ignoring unreadable cache %s: %s", path, exc)
         return None
     finally:
-        reader = table = None
+        reader = table = None  # noqa: F841 - let go of the buffers before the map is closed
         try:
             mm.close()  # nothing points into it any more (else the last reference unmaps it)
         except BufferError:
@@ -301,7 +319,9 @@ def _write_table(tmp_name: str, table) -> None:
         writer.write_table(table)
 
 
-def write(source: Path, trace: Trace, cache_dir: Path | None = None, before: dict[str, Any] | None = None) -> Path | None:
+def write(
+    source: Path, trace: Trace, cache_dir: Path | None = None, before: dict[str, Any] | None = None
+) -> Path | None:
     """Store ``trace`` atomically; failures (read-only disk, full disk, a cache folder that is a file or cannot be
     written) warn once and leave the load as it is. ``before``: the key taken before the file was read — a file that
     changed during the read (still being written) is not cached, so a later run does not get a cut trace with a

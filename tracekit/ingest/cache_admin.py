@@ -7,6 +7,7 @@ temporary file is ``.tmp-…`` of a write, empty or started as an entry. A resul
 ``notes.parquet``, tracekit's own exports, links, FIFOs — is left as it is and only counted (``other_files``).
 Entries of every format are listed and cleared (their ``format`` column says which is which); temporary files are
 removed by ``clear`` once no write has touched them for ``STALE_TMP_S`` (a write in progress is left alone)."""
+
 from __future__ import annotations
 
 import errno
@@ -36,17 +37,23 @@ def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], in
     except FileNotFoundError:
         return [], [], 0
     except OSError as exc:
-        raise InputError(f"the cache folder {root} cannot be read ({exc.strerror or exc}); check its permissions or"
-                         " pass another --cache-dir") from exc
+        raise InputError(
+            f"the cache folder {root} cannot be read ({exc.strerror or exc}); check its permissions or"
+            " pass another --cache-dir"
+        ) from exc
     if not stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{root} is not a folder; pass the cache's folder as --cache-dir (default"
-                         " $TRACEKIT_CACHE_DIR or ~/.cache/tracekit)")
+        raise InputError(
+            f"{root} is not a folder; pass the cache's folder as --cache-dir (default"
+            " $TRACEKIT_CACHE_DIR or ~/.cache/tracekit)"
+        )
     try:
         with os.scandir(root) as it:
             found = sorted((e.name, e.path) for e in it)
     except OSError as exc:
-        raise InputError(f"the cache folder {root} cannot be listed ({exc.strerror or exc}); check its permissions"
-                         " or pass another --cache-dir") from exc
+        raise InputError(
+            f"the cache folder {root} cannot be listed ({exc.strerror or exc}); check its permissions"
+            " or pass another --cache-dir"
+        ) from exc
     entries, temporaries, others = [], [], 0
     for name, path in found:
         p = Path(path)
@@ -64,8 +71,9 @@ def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], in
             head = stored_head(p)
             if head is not None:
                 key = head["key"].get("trace", {}).get("file") or {}
-                entries.append(_row(p, st, head.get("source"), key, head.get("format"),
-                                    f"{head.get('command')} result"))
+                entries.append(
+                    _row(p, st, head.get("source"), key, head.get("format"), f"{head.get('command')} result")
+                )
                 continue
         elif name.startswith(".tmp-") and (is_temporary(p, st) or is_result_temporary(p, st)):
             temporaries.append((p, st))
@@ -76,9 +84,16 @@ def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], in
 
 def _row(p: Path, st: os.stat_result, source, key: dict, fmt, holds: str) -> dict:
     """One entry as a row (names shown as text every output can hold, ``shown_text``)."""
-    return {"path": p, "file": shown_text(p.name), "bytes": st.st_size,
-            "source": shown_text(source) if source is not None else None, "source_bytes": key.get("size"),
-            "version": key.get("version"), "format": fmt, "holds": holds}
+    return {
+        "path": p,
+        "file": shown_text(p.name),
+        "bytes": st.st_size,
+        "source": shown_text(source) if source is not None else None,
+        "source_bytes": key.get("size"),
+        "version": key.get("version"),
+        "format": fmt,
+        "holds": holds,
+    }
 
 
 def cache_info(cache_dir: str | Path | None = None) -> Result:
@@ -87,17 +102,29 @@ def cache_info(cache_dir: str | Path | None = None) -> Result:
     root = _root(cache_dir)
     entries, temporaries, others = _scan(root)
     table = pd.DataFrame([{c: e[c] for c in CACHE_COLUMNS} for e in entries], columns=CACHE_COLUMNS)
-    summary = {"cache_dir": str(root), "exists": root.is_dir(), "entries": len(entries),
-               "total_bytes": int(sum(e["bytes"] for e in entries)),
-               "temporary_files": len(temporaries),
-               "stale_temporary_files": sum(1 for _, st in temporaries if is_stale(st)),
-               "other_files": others}
+    summary = {
+        "cache_dir": str(root),
+        "exists": root.is_dir(),
+        "entries": len(entries),
+        "total_bytes": int(sum(e["bytes"] for e in entries)),
+        "temporary_files": len(temporaries),
+        "stale_temporary_files": sum(1 for _, st in temporaries if is_stale(st)),
+        "other_files": others,
+    }
     warnings = []
     if others:
-        warnings.append(f"{root} holds {others} other file(s) that are not tracekit cache entries; `tracekit cache"
-                        " clear` leaves them")
-    return Result(command="cache", inputs=[], params={"action": "info", "cache_dir": str(root)}, summary=summary,
-                  tables={"entries": table}, warnings=warnings)
+        warnings.append(
+            f"{root} holds {others} other file(s) that are not tracekit cache entries; `tracekit cache"
+            " clear` leaves them"
+        )
+    return Result(
+        command="cache",
+        inputs=[],
+        params={"action": "info", "cache_dir": str(root)},
+        summary=summary,
+        tables={"entries": table},
+        warnings=warnings,
+    )
 
 
 def cache_clear(cache_dir: str | Path | None = None) -> Result:
@@ -116,18 +143,30 @@ def cache_clear(cache_dir: str | Path | None = None) -> Result:
         if is_stale(st) and _unlink(p, root):
             stale += 1
             freed += st.st_size
-    summary = {"cache_dir": str(root), "removed": len(removed), "freed_bytes": freed,
-               "stale_temporary_files_removed": stale,
-               "temporary_files_left": len(temporaries) - stale, "other_files_left": others}
+    summary = {
+        "cache_dir": str(root),
+        "removed": len(removed),
+        "freed_bytes": freed,
+        "stale_temporary_files_removed": stale,
+        "temporary_files_left": len(temporaries) - stale,
+        "other_files_left": others,
+    }
     warnings = []
     if others:
         warnings.append(f"left {others} file(s) in {root} that are not tracekit cache entries")
     if len(temporaries) - stale:
-        warnings.append(f"left {len(temporaries) - stale} temporary file(s) in {root} that a write modified in the last"
-                        f" {STALE_TMP_S // 60} minutes (a load may be writing them)")
-    return Result(command="cache", inputs=[], params={"action": "clear", "cache_dir": str(root)},
-                  summary=summary, tables={"removed": pd.DataFrame(removed, columns=["file", "bytes"])},
-                  warnings=warnings)
+        warnings.append(
+            f"left {len(temporaries) - stale} temporary file(s) in {root} that a write modified in the last"
+            f" {STALE_TMP_S // 60} minutes (a load may be writing them)"
+        )
+    return Result(
+        command="cache",
+        inputs=[],
+        params={"action": "clear", "cache_dir": str(root)},
+        summary=summary,
+        tables={"removed": pd.DataFrame(removed, columns=["file", "bytes"])},
+        warnings=warnings,
+    )
 
 
 def _unlink(p: Path, root: Path) -> bool:
@@ -137,6 +176,8 @@ def _unlink(p: Path, root: Path) -> bool:
         return False  # removed meanwhile (another clear, or a load replacing it)
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise InputError(f"{p} could not be removed ({exc.strerror or exc}); check the permissions of {root}") from exc
+            raise InputError(
+                f"{p} could not be removed ({exc.strerror or exc}); check the permissions of {root}"
+            ) from exc
         raise InputError(f"{p} could not be removed ({exc.strerror or exc})") from exc
     return True

@@ -4,6 +4,7 @@ The key is the file's size, mtime, ctime and inode, tracekit's version and the c
 content: of every byte of a small file (or one changed a moment ago), else of blocks spread over all of it, a
 change elsewhere being caught by ctime. The stat fields are compared first, the checksum only when they agree.
 """
+
 from __future__ import annotations
 
 import errno
@@ -102,8 +103,16 @@ def key_of(source: Path, whole: bool | None = None) -> dict[str, Any]:
         crc = _checksum(fd, st.st_size, whole)
     finally:
         os.close(fd)
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
-            "crc32": crc, "whole": whole, "version": __version__, "format": CACHE_FORMAT}
+    return {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "ino": st.st_ino,
+        "crc32": crc,
+        "whole": whole,
+        "version": __version__,
+        "format": CACHE_FORMAT,
+    }
 
 
 def key(source: Path) -> dict[str, Any] | None:
@@ -120,6 +129,10 @@ def matches(stored: Any, source: Path) -> bool:
         return False
     st = os.stat(source)
     if (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != (
-            stored.get("size"), stored.get("mtime_ns"), stored.get("ctime_ns"), stored.get("ino")):
+        stored.get("size"),
+        stored.get("mtime_ns"),
+        stored.get("ctime_ns"),
+        stored.get("ino"),
+    ):
         return False
     return key_of(source, whole=bool(stored.get("whole"))) == stored

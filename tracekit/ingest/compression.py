@@ -1,6 +1,7 @@
 """How a file is compressed, and the byte-order mark, decided in one place for every reader (traces, launch logs,
 benchmark files, the CLI's progress bar); and how much text a compressed trace may decompress to (the bound both
 trace readers apply). Standard library only, so the CLI may import it at start-up."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,7 @@ def is_compressed(head: bytes) -> bool:
 
 def without_bom(data: bytes) -> bytes:
     """``data`` without a leading UTF-8 byte-order mark."""
-    return data[len(BOM):] if data[:len(BOM)] == BOM else data
+    return data[len(BOM) :] if data[: len(BOM)] == BOM else data
 
 
 # Decompression is bounded: a compressed file may hold at most MAX_RATIO times its size in text (or MIN_TEXT_LIMIT,
@@ -63,4 +64,5 @@ def check_text_limit(path, text_bytes: int, size: int, limit: int | None) -> Non
             f"{path} decompresses to more than {limit / 1e6:,.0f} MB of text from {size:,} bytes (over"
             f" {text_bytes / max(size, 1):,.0f}x; profiler traces are 8-40x), so it is refused as a likely"
             f" decompression bomb; if it really is a trace, set {RATIO_ENV} to a higher ratio than"
-            f" {_max_ratio():g} (0 for no limit) and run again")
+            f" {_max_ratio():g} (0 for no limit) and run again"
+        )

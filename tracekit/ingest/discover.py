@@ -4,6 +4,7 @@ sglang names trace files ``<profile_id>-TP-<tp>[-DP-<dp>][-PP-<pp>][-EP-<ep>][-<
 sweep keeps one directory per operating point (``d_bs16_100k``). The patterns are parameters with
 documented defaults, not hard-wired assumptions.
 """
+
 from __future__ import annotations
 
 import os
@@ -96,14 +97,17 @@ def _walk(root: Path, skipped: list[tuple[str, str]]) -> list[Path]:
     return files
 
 
-def discover(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, rank: str | None = "TP-0") -> list[TraceRef]:
+def discover(
+    root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, rank: str | None = "TP-0"
+) -> list[TraceRef]:
     """Every trace under ``root`` (a file, a run directory, or a directory of run directories); see
     :func:`discover_all`, which also says what it skipped."""
     return discover_all(root, point_pattern=point_pattern, rank=rank)[0]
 
 
-def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN,
-                 rank: str | None = "TP-0") -> tuple[list[TraceRef], list[tuple[str, str]]]:
+def discover_all(
+    root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN, rank: str | None = "TP-0"
+) -> tuple[list[TraceRef], list[tuple[str, str]]]:
     """Every trace under ``root``, and every file or directory skipped with the reason.
 
     The operating point (bs, context) is searched in the file name first, then in its directory names.
@@ -134,24 +138,29 @@ def discover_all(root: str | Path, *, point_pattern: str = DEFAULT_POINT_PATTERN
         for f in group:
             bs = ctx = None
             point = f.name
-            names = [f.name] + ([p.name for p in f.relative_to(root).parents if p.name] + [root.name]
-                                if root != f else [])
+            names = [f.name] + (
+                [p.name for p in f.relative_to(root).parents if p.name] + [root.name] if root != f else []
+            )
             # the nearest name that gives both bs and context wins; else the nearest that gives bs
             found = [(t, m.groupdict()) for t in names for m in [pat.search(t)] if m]
-            best = next((x for x in found if x[1].get("bs") and x[1].get("ctx")), None) or \
-                next((x for x in found if x[1].get("bs")), None)
+            best = next((x for x in found if x[1].get("bs") and x[1].get("ctx")), None) or next(
+                (x for x in found if x[1].get("bs")), None
+            )
             if best:
                 point, gd = best
                 if not str(gd["bs"]).isdigit():
-                    skipped.append((shown_path(f), f"--point-pattern's bs group read {shown_text(gd['bs'])!r},"
-                                                   " not a number"))
+                    skipped.append(
+                        (shown_path(f), f"--point-pattern's bs group read {shown_text(gd['bs'])!r}, not a number")
+                    )
                     continue
                 bs = int(gd["bs"])
                 ctx = parse_context(gd.get("ctx"))
             refs.append(TraceRef(path=f, point=shown_text(point), bs=bs, context=ctx, ranks=rank_tags(f.name)))
     if not refs:
-        raise InputError(f"{root} has traces but none for rank {rank}; pass --rank with a tag that exists"
-                         f" (e.g. {sorted({r for f in files for r in [_tag_str(f)] if r})[:5]})")
+        raise InputError(
+            f"{root} has traces but none for rank {rank}; pass --rank with a tag that exists"
+            f" (e.g. {sorted({r for f in files for r in [_tag_str(f)] if r})[:5]})"
+        )
     return sorted(refs, key=lambda r: (r.bs if r.bs is not None else -1, r.context or 0, str(r.path))), skipped
 
 

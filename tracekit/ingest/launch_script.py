@@ -1,5 +1,6 @@
 """Launch scripts and the server-argument line of launch logs: the SGLANG_* / NCCL_* / CUDA_* environment
 and the ``--flag value`` server arguments, as one flat dict (``tracekit compare --config-a``)."""
+
 from __future__ import annotations
 
 import re

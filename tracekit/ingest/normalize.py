@@ -4,6 +4,7 @@ Everything works on integer codes: phases, categories and names arrive as codes 
 dictionaries, and classification runs on the distinct names only, so its cost does not grow with
 the number of events.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,8 +48,7 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
 
     classes = load_classes()
     cat_codes = _take(raw.cat, order)
-    kind_by_cat = np.array([schema.KINDS.index(classes.kind_for_cat(c)) for c in raw.cat_uniques] + [0],
-                           dtype=np.int8)
+    kind_by_cat = np.array([schema.KINDS.index(classes.kind_for_cat(c)) for c in raw.cat_uniques] + [0], dtype=np.int8)
     kind_code = np.where(inst, schema.KINDS.index("instant"), kind_by_cat[cat_codes]).astype(np.int8)
 
     pid, tid = _take(raw.pid, order), _take(raw.tid, order)
@@ -82,8 +82,12 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "bytes": args["bytes"],
         "copy_kind": _classify_copies(raw, event_id, name_codes, kind_code, classes),
         **_classify_comm(raw.name_uniques, name_codes, kind_code, classes),
-        "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
-        "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+        "grid_x": grid[:, 0],
+        "grid_y": grid[:, 1],
+        "grid_z": grid[:, 2],
+        "block_x": block[:, 0],
+        "block_y": block[:, 1],
+        "block_z": block[:, 2],
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
         "shapes": _shapes_column(shape_codes, raw.shapes_uniques),
@@ -121,21 +125,33 @@ def isolated_events(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     lo, hi = 0, n
     last = int(start[n - 1 - limit])  # the span of the rest leaves out the last few: they may be isolated too
     while lo < limit:  # leading groups
-        k = next((k for k in range(1, limit - lo + 1)
-                  if far(int(start[lo + k]) - int(end[lo:lo + k].max()), max(0, last - int(start[lo + k])))), None)
+        k = next(
+            (
+                k
+                for k in range(1, limit - lo + 1)
+                if far(int(start[lo + k]) - int(end[lo : lo + k].max()), max(0, last - int(start[lo + k])))
+            ),
+            None,
+        )
         if k is None:
             break
         lo += k
-    base = int(end[lo:n - limit].max()) if n - limit > lo else None  # the body's latest end, but for the last few
+    base = int(end[lo : n - limit].max()) if n - limit > lo else None  # the body's latest end, but for the last few
     while n - hi < limit:  # trailing groups
+
         def body_end(k: int) -> int:
-            tail = end[max(lo, n - limit):hi - k]
+            tail = end[max(lo, n - limit) : hi - k]
             vals = ([base] if base is not None else []) + ([int(tail.max())] if tail.size else [])
             return max(vals)
 
-        k = next((k for k in range(1, limit - (n - hi) + 1)
-                  if hi - k - 1 > lo and far(int(start[hi - k]) - body_end(k), int(start[hi - k - 1]) - int(start[lo]))),
-                 None)
+        k = next(
+            (
+                k
+                for k in range(1, limit - (n - hi) + 1)
+                if hi - k - 1 > lo and far(int(start[hi - k]) - body_end(k), int(start[hi - k - 1]) - int(start[lo]))
+            ),
+            None,
+        )
         if k is None:
             break
         hi -= k
@@ -148,13 +164,15 @@ def _isolated_reason(raw: RawColumns, order: np.ndarray, start: np.ndarray, idx:
     keep[idx] = False
     body = start[keep]
     first = int(idx[0])
-    code = int(np.take(whole(raw.name), order[first:first + 1])[0])
+    code = int(np.take(whole(raw.name), order[first : first + 1])[0])
     name = raw.name_uniques[code] if 0 <= code < len(raw.name_uniques) else "?"
     t = int(start[first])
     gap = (int(body[0]) - t) if t < int(body[0]) else (t - int(body[-1]))
     more = f" and {idx.size - 1} more" if idx.size > 1 else ""
-    return (f"{CLOCK_JUMP}: isolated {gap / 1e9:,.1f} s from the rest of the timeline, left out of the span and idle"
-            f" time ('{str(name)[:80]}' at ts {t / 1000:.3f} µs{more})")
+    return (
+        f"{CLOCK_JUMP}: isolated {gap / 1e9:,.1f} s from the rest of the timeline, left out of the span and idle"
+        f" time ('{str(name)[:80]}' at ts {t / 1000:.3f} µs{more})"
+    )
 
 
 def _take(column, order: np.ndarray) -> np.ndarray:
@@ -176,8 +194,7 @@ def _categorical(codes: np.ndarray, uniques: list) -> pd.Categorical:
 def _shapes_column(codes: np.ndarray, uniques: list) -> pd.Categorical:
     """The cpu_ops' recorded inputs as a categorical of their JSON text (one category per distinct signature)."""
     if not uniques or not (codes >= 0).any():
-        return pd.Categorical.from_codes(np.full(len(codes), -1, dtype=np.int32),
-                                         categories=pd.Index([], dtype=object))
+        return pd.Categorical.from_codes(np.full(len(codes), -1, dtype=np.int32), categories=pd.Index([], dtype=object))
     texts = [shapes_text(u) for u in uniques]  # per distinct signature, not per event
     cats, first = np.unique(np.asarray(texts, dtype=object), return_inverse=True)  # equal once compacted: one
     table = np.append(first.astype(np.int32), np.int32(-1))
@@ -199,10 +216,12 @@ def _code(values: list, v) -> int:
     return values.index(v) if v in values else -1
 
 
-def _classify_copies(raw: RawColumns, event_id: np.ndarray, name_codes: np.ndarray, kind_code: np.ndarray,
-                     classes) -> pd.Categorical:
-    by_name = np.array([_code(schema.COPY_KINDS, classes.copy_kind_for(n)) for n in raw.name_uniques] + [-1],
-                       dtype=np.int8)
+def _classify_copies(
+    raw: RawColumns, event_id: np.ndarray, name_codes: np.ndarray, kind_code: np.ndarray, classes
+) -> pd.Categorical:
+    by_name = np.array(
+        [_code(schema.COPY_KINDS, classes.copy_kind_for(n)) for n in raw.name_uniques] + [-1], dtype=np.int8
+    )
     memset = schema.KINDS.index("memset")
     is_copy = np.isin(kind_code, [schema.KINDS.index("memcpy"), memset])
     out = np.where(is_copy, by_name[name_codes], -1).astype(np.int8)

@@ -6,6 +6,7 @@ decoded as raw text and converted here without any float. A fourth and later dec
 half away from zero. Text that is not a plain decimal (an exponent, a quoted string, junk) is
 converted through :class:`decimal.Decimal`, one value at a time; such values are rare.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal

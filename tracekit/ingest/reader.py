@@ -5,6 +5,7 @@ is read (gzip by ISA-L where it is installed, into a few reused buffers) and cou
 on decompressed text (``compression.MAX_RATIO``); a damaged stream raises :class:`StreamDamaged`, and the
 caller falls back to the whole-document reader (``whole_text.py``), which keeps what decoded cleanly.
 """
+
 from __future__ import annotations
 
 import collections

@@ -3,6 +3,7 @@ closed (:func:`salvage_json`), the bare ``NaN``/``Infinity`` tokens and lone ``\
 ``json`` writes rewritten. Each is vectorised with numpy and ignores what lies inside strings; each returns
 what it changed, so that the loss is reported, never hidden.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
     view = memoryview(data)
     n = len(view)
     stripped = bytes(view[:64]).lstrip()
-    if not stripped[:1] in (b"{", b"["):
+    if stripped[:1] not in (b"{", b"["):
         return None
     max_depth = 1 if stripped[:1] == b"[" else 2
     depth_carry = 0

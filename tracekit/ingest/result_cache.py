@@ -14,6 +14,7 @@ pickle runs code when it is read, so an entry is read only when it is a regular 
 one else may write, in a folder no one else may write (the rule Python's own bytecode cache relies on); anything
 else is ignored and recomputed. A damaged or unreadable entry is never fatal: the command computes the Result.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -139,8 +140,9 @@ def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_d
                 return None  # a FIFO, a link, a folder at the entry's name: not ours to replace
         except FileNotFoundError:
             pass
-        head = json.dumps({"format": RESULT_FORMAT, "command": command, "source": str(source),
-                           "key": json.loads(_canonical(key))}).encode()
+        head = json.dumps(
+            {"format": RESULT_FORMAT, "command": command, "source": str(source), "key": json.loads(_canonical(key))}
+        ).encode()
         body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
         fd, tmp = tempfile.mkstemp(prefix=f".tmp-tracekit-{os.getpid()}-", suffix=RESULT_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as fh:

@@ -2,6 +2,7 @@
 (int, float, str, bool, intlist, pyargs, pairs). A number is a value only when the text around it is complete, so
 a message cut off mid-number marks the record ``truncated`` rather than reading a wrong value.
 """
+
 from __future__ import annotations
 
 import ast
@@ -51,7 +52,7 @@ def _pairs(text: str, with_unit: tuple[str, ...] = (), may_end: tuple[str, ...] 
         val = _number(num)
         if val is None:
             continue
-        at_end = not text[m.end():].strip()
+        at_end = not text[m.end() :].strip()
         if (key in with_unit and not gb) or (at_end and not gb and key not in may_end):
             cut = True
             continue

@@ -5,6 +5,7 @@ The grammar (line prefix, rank tags, ANSI codes, the "mentions memory" hint) is
 sglang era or fork (see docs/ledger.md for the format), and a user's pattern files are tried before them.
 Every file is validated as it is loaded: an error names the file and the JSON path of what is wrong.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,14 @@ from ..errors import DataFileError, InputError
 from ..regexes import bounded
 
 FIELD_TYPES = ("int", "float", "str", "bool", "intlist", "pyargs", "pairs")
-RESERVED_FIELDS = {"line", "ranks", "kind", "fields", "truncated", "rejected"}  # keys of a record row that fields may not shadow
+RESERVED_FIELDS = {
+    "line",
+    "ranks",
+    "kind",
+    "fields",
+    "truncated",
+    "rejected",
+}  # keys of a record row that fields may not shadow
 
 
 @dataclass(frozen=True)
@@ -87,8 +95,9 @@ def _read_json(text: str, source: str) -> Any:
         raise DataFileError(f"{source} is not valid JSON ({exc}); fix the file") from exc
 
 
-def _compile(source: str, where: str, pattern: Any, placeholders: dict[str, str] | None = None,
-             user: bool = False) -> re.Pattern:
+def _compile(
+    source: str, where: str, pattern: Any, placeholders: dict[str, str] | None = None, user: bool = False
+) -> re.Pattern:
     """``user``: a user's pattern file, whose regexes run time-bounded (the shipped ones are linear and tested)."""
     if not isinstance(pattern, str) or not pattern:
         raise DataFileError(f"{source}: {where} must be a non-empty regular expression string")
@@ -140,10 +149,15 @@ def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str], user:
         alloc = None
         if "alloc" in p:
             a = p["alloc"]
-            if (not isinstance(a, dict) or not isinstance(a.get("what"), str) or not isinstance(a.get("fields"), list)
-                    or not all(isinstance(f, str) for f in a["fields"])):
-                raise DataFileError(f"{source}: {where}.alloc must be {{\"what\": str, \"fields\": [str], "
-                                    "\"state_pool\": bool}")
+            if (
+                not isinstance(a, dict)
+                or not isinstance(a.get("what"), str)
+                or not isinstance(a.get("fields"), list)
+                or not all(isinstance(f, str) for f in a["fields"])
+            ):
+                raise DataFileError(
+                    f'{source}: {where}.alloc must be {{"what": str, "fields": [str], "state_pool": bool}}'
+                )
             unknown = [f for f in a["fields"] if f not in regex.groupindex]
             if unknown:
                 raise DataFileError(f"{source}: {where}.alloc.fields names {unknown}, not groups of the regex")
@@ -153,10 +167,10 @@ def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str], user:
         measured = None
         if "measured" in p:
             mv = p["measured"]
-            if (not isinstance(mv, dict) or mv.get("field") not in regex.groupindex
-                    or mv.get("sign", 1) not in (1, -1)):
-                raise DataFileError(f"{source}: {where}.measured must be {{\"field\": <a group of the regex>, "
-                                    "\"sign\": 1 or -1}")
+            if not isinstance(mv, dict) or mv.get("field") not in regex.groupindex or mv.get("sign", 1) not in (1, -1):
+                raise DataFileError(
+                    f'{source}: {where}.measured must be {{"field": <a group of the regex>, "sign": 1 or -1}}'
+                )
             if "stage" not in p:
                 raise DataFileError(f"{source}: {where}.measured needs a 'stage' (it explains the fall before it)")
             measured = (mv["field"], int(mv.get("sign", 1)))
@@ -164,16 +178,33 @@ def parse_pattern_set(doc: Any, source: str, placeholders: dict[str, str], user:
             v = p.get(key, [])
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 raise DataFileError(f"{source}: {where}.{key} must be a list of key names")
-        pat = Pattern(pairs_with_unit=tuple(p.get("pairs_with_unit", [])),
-                      pairs_may_end=tuple(p.get("pairs_may_end", [])), id=pid, set=name, kind=p["kind"], contains=p["contains"],
-                      regex=regex, const=dict(const), types=dict(types), alloc=alloc, stage=p.get("stage"),
-                      measured=measured, example=p["example"])
+        pat = Pattern(
+            pairs_with_unit=tuple(p.get("pairs_with_unit", [])),
+            pairs_may_end=tuple(p.get("pairs_may_end", [])),
+            id=pid,
+            set=name,
+            kind=p["kind"],
+            contains=p["contains"],
+            regex=regex,
+            const=dict(const),
+            types=dict(types),
+            alloc=alloc,
+            stage=p.get("stage"),
+            measured=measured,
+            example=p["example"],
+        )
         if pat.contains not in pat.example or not pat.regex.search(pat.example):
-            raise DataFileError(f"{source}: {where} ({pat.id}) does not match its own example; fix the regex,"
-                                " 'contains' or the example")
+            raise DataFileError(
+                f"{source}: {where} ({pat.id}) does not match its own example; fix the regex, 'contains' or the example"
+            )
         out.append(pat)
-    return PatternSet(name=name, description=str(doc.get("description", "")), priority=int(priority),
-                      source=source, patterns=tuple(out))
+    return PatternSet(
+        name=name,
+        description=str(doc.get("description", "")),
+        priority=int(priority),
+        source=source,
+        patterns=tuple(out),
+    )
 
 
 def _builtin_files() -> list[tuple[str, str]]:
@@ -220,11 +251,16 @@ def _load_grammar(extra: tuple[str, ...]) -> Grammar:
     ph = common.get("placeholders", {})
     if not isinstance(ph, dict):
         raise DataFileError(f"{common_src}: $.placeholders must map names to regular expressions")
-    comp = {k: _compile(common_src, f"$.{k}", common.get(k))
-            for k in ("line_prefix", "rank_tag", "level_source", "ansi", "memory_hint")}
+    comp = {
+        k: _compile(common_src, f"$.{k}", common.get(k))
+        for k in ("line_prefix", "rank_tag", "level_source", "ansi", "memory_hint")
+    }
     user_sets = [parse_pattern_set(_read_json(t, s), s, ph, user=True) for s, t in _user_files(extra)]
-    sets = [parse_pattern_set(_read_json(t, s), s, ph) for s, t in builtin if not s.endswith("/_common.json")
-            and not Path(s).name.startswith("_")]
+    sets = [
+        parse_pattern_set(_read_json(t, s), s, ph)
+        for s, t in builtin
+        if not s.endswith("/_common.json") and not Path(s).name.startswith("_")
+    ]
     sets.sort(key=lambda s: -s.priority)
     ordered = tuple(user_sets + sets)
     names = [s.name for s in ordered]
@@ -234,12 +270,20 @@ def _load_grammar(extra: tuple[str, ...]) -> Grammar:
         raise DataFileError(f"{src[-1]}: pattern set name {dup[0]!r} is used twice ({', '.join(src)}); rename one")
     patterns = tuple(p for s in ordered for p in s.patterns)
     literals = sorted({p.contains for p in patterns}, key=len, reverse=True)
-    return Grammar(prefix=comp["line_prefix"], rank_tag=comp["rank_tag"], level_source=comp["level_source"],
-                   ansi=comp["ansi"], memory_hint=comp["memory_hint"],
-                   hint_words=tuple(str(w).lower() for w in common.get("memory_hint_words", ())),
-                   rank_order=tuple(common.get("rank_order", ())), common=common, sets=ordered, patterns=patterns,
-                   prefilter=re.compile("|".join(re.escape(x) for x in literals)),
-                   by_key={(p.set, p.id): p for p in patterns})
+    return Grammar(
+        prefix=comp["line_prefix"],
+        rank_tag=comp["rank_tag"],
+        level_source=comp["level_source"],
+        ansi=comp["ansi"],
+        memory_hint=comp["memory_hint"],
+        hint_words=tuple(str(w).lower() for w in common.get("memory_hint_words", ())),
+        rank_order=tuple(common.get("rank_order", ())),
+        common=common,
+        sets=ordered,
+        patterns=patterns,
+        prefilter=re.compile("|".join(re.escape(x) for x in literals)),
+        by_key={(p.set, p.id): p for p in patterns},
+    )
 
 
 def grammar_default() -> Grammar:

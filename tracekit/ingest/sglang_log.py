@@ -14,11 +14,11 @@ starts a new message; ANSI colour codes are stripped. A number must be followed 
 follows it (a unit, a comma, a bracket), so a number cut off mid-line is never read as a value. Lines that
 mention memory but match no pattern are kept in ``unrecognised``: nothing is dropped silently.
 """
+
 from __future__ import annotations
 
 import gzip
 import io
-import json
 import math
 import re
 from collections import Counter
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, MissingDataError
-from ..regexes import bounded
 from .compression import HEAD_BYTES, compression_of
 from .sglang_fields import fields_of
 from .sglang_grammar import Grammar, Pattern, grammar_default, load_grammar
@@ -88,9 +87,18 @@ def split_launches(log: SglangLog) -> list[SglangLog]:
     for a, b in zip(bounds, bounds[1:]):
         recs = [r for r in log.records if a <= r.line < b]
         unrec = [u for u in log.unrecognised if a <= u[0] < b]
-        out.append(SglangLog(path=log.path, lines=log.lines, records=recs, unrecognised=unrec,
-                             set_counts=log.set_counts, last_line_cut=log.last_line_cut and b > log.lines,
-                             warnings=list(log.warnings), grammar=log.grammar))
+        out.append(
+            SglangLog(
+                path=log.path,
+                lines=log.lines,
+                records=recs,
+                unrecognised=unrec,
+                set_counts=log.set_counts,
+                last_line_cut=log.last_line_cut and b > log.lines,
+                warnings=list(log.warnings),
+                grammar=log.grammar,
+            )
+        )
     return out
 
 
@@ -127,10 +135,10 @@ def _messages(piece: str, g: Grammar) -> Iterable[tuple[dict[str, int], str]]:
         yield {}, head
     for j, m in enumerate(matches):
         end = matches[j + 1].start() if j + 1 < len(matches) else len(piece)
-        msg = piece[m.end():end]
+        msg = piece[m.end() : end]
         lvl = g.level_source.match(msg)
         if lvl:
-            msg = msg[lvl.end():]
+            msg = msg[lvl.end() :]
         tags = m.group("tags") or ""
         ranks = {k: int(v) for k, v in g.rank_tag.findall(tags)} if tags else {}
         yield ranks, msg
@@ -184,22 +192,34 @@ def parse_lines(lines: Iterable[str], path: str = "<text>", grammar: Grammar | N
                     if len(unrecognised) < UNRECOGNISED_KEEP:
                         shown = msg if len(msg) <= _UNRECOGNISED_TEXT_MAX else msg[: _UNRECOGNISED_TEXT_MAX - 1] + "…"
                         unrecognised.append((lineno, ranks, shown))
-    log = SglangLog(path=path, lines=lineno, records=records, unrecognised=unrecognised,
-                    set_counts=dict(counts), last_line_cut=last_cut and lineno > 0, grammar=g,
-                    unrecognised_total=n_unrecognised, has_text=has_text)
+    log = SglangLog(
+        path=path,
+        lines=lineno,
+        records=records,
+        unrecognised=unrecognised,
+        set_counts=dict(counts),
+        last_line_cut=last_cut and lineno > 0,
+        grammar=g,
+        unrecognised_total=n_unrecognised,
+        has_text=has_text,
+    )
     for rec in _reject_above_the_gpu(records):
         n_rejected += 1
         if len(rejected_warnings) < REJECTED_WARNINGS_KEEP:
             rejected_warnings.append(_rejected_warning(path, rec))
     log.warnings += rejected_warnings
     if n_rejected > len(rejected_warnings):
-        log.warnings.append(f"{path}: {n_rejected:,} lines hold a size or free-memory reading no GPU can have; the first"
-                            f" {len(rejected_warnings)} are named above, every one is marked 'rejected' in its record")
+        log.warnings.append(
+            f"{path}: {n_rejected:,} lines hold a size or free-memory reading no GPU can have; the first"
+            f" {len(rejected_warnings)} are named above, every one is marked 'rejected' in its record"
+        )
     if log.last_line_cut:
         log.warnings.append(f"{path}: the last line ({lineno}) has no line end; the file may be cut mid-line")
     if n_unrecognised > len(unrecognised):
-        log.warnings.append(f"{path}: {n_unrecognised:,} lines mention memory but match no pattern; the first "
-                            f"{len(unrecognised):,} are listed (tables.unrecognised), the rest counted")
+        log.warnings.append(
+            f"{path}: {n_unrecognised:,} lines mention memory but match no pattern; the first "
+            f"{len(unrecognised):,} are listed (tables.unrecognised), the rest counted"
+        )
     return log
 
 
@@ -277,8 +297,10 @@ def _reject_above_the_gpu(records: list[Record]) -> list[Record]:
         for name in [n for n in f if n.startswith("avail") and n.endswith("_gib")]:
             v = f[name]
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > limit + GPU_BOUND_SLACK_GIB:
-                f.setdefault("rejected", {})[name] = [v, f"more free memory than the GPU holds ({limit:g} GiB by"
-                                                         f" line {line})"]
+                f.setdefault("rejected", {})[name] = [
+                    v,
+                    f"more free memory than the GPU holds ({limit:g} GiB by line {line})",
+                ]
                 del f[name]
                 if rec not in changed:
                     changed.append(rec)
@@ -287,7 +309,7 @@ def _reject_above_the_gpu(records: list[Record]) -> list[Record]:
 
 def _rejected_warning(path: str, rec: Record) -> str:
     what = "; ".join(f"{name} = {value:g} is {why}" for name, (value, why) in rec.fields["rejected"].items())
-    return (f"{path} line {rec.line}: {what}; the value is not used (the line is damaged or not what it seems)")
+    return f"{path} line {rec.line}: {what}; the value is not used (the line is damaged or not what it seems)"
 
 
 def _open_text(p: Path):
@@ -303,8 +325,9 @@ def _open_text(p: Path):
         raw = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
     else:
         raw = fh
-    return io.TextIOWrapper(io.BufferedReader(raw) if raw is not fh else raw, encoding="utf-8", errors="replace",
-                            newline="\n")
+    return io.TextIOWrapper(
+        io.BufferedReader(raw) if raw is not fh else raw, encoding="utf-8", errors="replace", newline="\n"
+    )
 
 
 def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> SglangLog:
@@ -316,19 +339,24 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
     if p.is_dir():
         raise InputError(f"{shown} is a directory; pass an sglang launch log file")
     if not p.is_file():
-        raise InputError(f"{shown} is not a regular file (a FIFO, a socket or a device): tracekit reads a launch log"
-                         " from a file; save it to one first")
+        raise InputError(
+            f"{shown} is not a regular file (a FIFO, a socket or a device): tracekit reads a launch log"
+            " from a file; save it to one first"
+        )
     grammar = load_grammar(patterns)
     try:
         with _open_text(p) as text:
             log = parse_lines(text, shown, grammar)
     except OSError as exc:  # unreadable, or a damaged .gz
         what = "is a damaged gzip file" if isinstance(exc, gzip.BadGzipFile) else "could not be read"
-        raise InputError(f"{shown} {what} ({exc.strerror or exc}); check the path and permissions, or pass the "
-                         "plain or a complete compressed log") from exc
+        raise InputError(
+            f"{shown} {what} ({exc.strerror or exc}); check the path and permissions, or pass the "
+            "plain or a complete compressed log"
+        ) from exc
     except EOFError as exc:
-        raise InputError(f"{shown} is a damaged gzip file, cut before its end ({exc}); pass the plain or a complete"
-                         " .gz log") from exc
+        raise InputError(
+            f"{shown} is a damaged gzip file, cut before its end ({exc}); pass the plain or a complete .gz log"
+        ) from exc
     except Exception as exc:  # zstandard raises its own error class
         if type(exc).__name__ == "ZstdError":
             raise InputError(f"{shown} is a damaged zstd file ({exc}); pass the plain or a complete .zst log") from exc
@@ -336,8 +364,14 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
     if not log.has_text:
         raise InputError(f"{shown} is empty; pass an sglang launch log")
     if not log.records:
-        hint = f"; {len(log.unrecognised)} line(s) mention memory but match no pattern (add a pattern file with " \
-               "--patterns, see docs/ledger.md)" if log.unrecognised else ""
-        raise MissingDataError(f"{shown} holds no sglang launch-log line that tracekit recognises ({log.lines} lines "
-                               f"read){hint}; pass an sglang server log")
+        hint = (
+            f"; {len(log.unrecognised)} line(s) mention memory but match no pattern (add a pattern file with "
+            "--patterns, see docs/ledger.md)"
+            if log.unrecognised
+            else ""
+        )
+        raise MissingDataError(
+            f"{shown} holds no sglang launch-log line that tracekit recognises ({log.lines} lines "
+            f"read){hint}; pass an sglang server log"
+        )
     return log

@@ -4,6 +4,7 @@ Used where the streaming reader cannot go (salvage, a damaged stream, an odd lay
 about getting the longest trustworthy JSON text out of a file; losses are reported, never hidden: a cut
 gzip stream yields the complete part plus a warning that says how many bytes were lost.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -148,10 +149,23 @@ def _read_zstd(path: Path, fh, size: int) -> RawText:
             if len(fine) < 2:
                 fine.append(exc.at)
                 continue
-            return RawText(out, "zstd", size, [f"{path}: the zstd stream is corrupt after about {exc.at} of {size}"
-                                               f" compressed bytes ({exc}); kept the {len(out)} bytes decompressed"
-                                               " before it"], stream_truncated=True)
+            return RawText(
+                out,
+                "zstd",
+                size,
+                [
+                    f"{path}: the zstd stream is corrupt after about {exc.at} of {size}"
+                    f" compressed bytes ({exc}); kept the {len(out)} bytes decompressed"
+                    " before it"
+                ],
+                stream_truncated=True,
+            )
         except StreamCut:
-            return RawText(out, "zstd", size, [f"{path}: the zstd stream ends early; kept the {len(out)} bytes that"
-                                               " decompressed"], stream_truncated=True)
+            return RawText(
+                out,
+                "zstd",
+                size,
+                [f"{path}: the zstd stream ends early; kept the {len(out)} bytes that decompressed"],
+                stream_truncated=True,
+            )
         return RawText(out, "zstd", size)

@@ -5,6 +5,7 @@ A zstd call hands out everything its input piece decodes to, so the input is fed
 ends far beyond a block boundary; a corrupt stream raises :class:`ZstdDamage` with the offset, a stream
 cut mid-frame :class:`StreamCut`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -54,14 +55,14 @@ def zstd_chunks(fh, piece_at) -> Iterator[bytes]:
             if out:
                 yield out
             if dobj.eof:
-                rest = dobj.unused_data + data[len(part):]
+                rest = dobj.unused_data + data[len(part) :]
                 dobj = dctx.decompressobj()  # the next frame, if any
                 fed = False
                 at = pos - len(rest)
                 data = rest if rest.strip(b"\x00") else b""
             else:
                 at += len(part)
-                data = data[len(part):]
+                data = data[len(part) :]
     if fed:
         raise StreamCut
 
@@ -142,15 +143,16 @@ class ZstdMeter:
             d = head[0]
             single, dict_flag, fcs_flag = (d >> 5) & 1, d & 3, d >> 6
             self.checksum = bool((d >> 2) & 1)
-            self._pass((0 if single else 1) + (0, 1, 2, 4)[dict_flag] + ((1 if single else 0), 2, 4, 8)[fcs_flag],
-                       self._BLOCK)
+            self._pass(
+                (0 if single else 1) + (0, 1, 2, 4)[dict_flag] + ((1 if single else 0), 2, 4, 8)[fcs_flag], self._BLOCK
+            )
         else:  # a block header: last block (1 bit), type (2 bits), size (21 bits)
             h = int.from_bytes(head, "little")
             last, kind, size = h & 1, (h >> 1) & 3, h >> 3
             if kind == 3:
                 self.state = self._LOST
                 return
-            after = (self._MAGIC if last else self._BLOCK)
+            after = self._MAGIC if last else self._BLOCK
             self._pass((1 if kind == 1 else size) + (4 if last and self.checksum else 0), after)
 
     def _pass(self, count: int, after: int) -> None:

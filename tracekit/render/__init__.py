@@ -1,6 +1,7 @@
 """Turn any :class:`~tracekit.result.Result` into text: terminal tables (``tables``), json, csv, md (``formats``), the
 HTML page (``html``, its parts in ``html_*``); ``files`` writes outputs whole or not at all (a directory of files:
 ``outdir``), ``notebook`` is the HTML a notebook shows."""
+
 from __future__ import annotations
 
 from ..result import Result
@@ -9,8 +10,15 @@ from .formats import FORMATS, to_csv, to_markdown
 __all__ = ["FORMATS", "emit"]
 
 
-def emit(result: Result, fmt: str, *, table: str | None = None, all_rows: bool = False,
-         width: int | None = None, wide: bool = False) -> str:
+def emit(
+    result: Result,
+    fmt: str,
+    *,
+    table: str | None = None,
+    all_rows: bool = False,
+    width: int | None = None,
+    wide: bool = False,
+) -> str:
     """Render ``result`` as text in ``fmt``: table (for people), json, csv, md or html (a self-contained page).
 
     ``all_rows`` shows every row in the human formats (table, md), which otherwise show the top rows of long

@@ -4,6 +4,7 @@ groups), drawing a block with ``rich`` (a ``Table`` of ``Text`` cells: nothing i
 ``Console``: no colour), the lines each row takes, the summary as a key / value grid, and how many rows each block
 shows. The rules are in ``tables.py``'s docstring.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,8 +25,22 @@ from rich.text import Text
 
 from ..names import name_columns
 from ..result import Result, _scalar, table_rows
-from .human import (Origin, _wrap_words, ag_measures, column, display_frame, fit, fit_left, label_of, plain_text,
-                    safe_text, short_names, unit_of, value_text, wrap_prose)
+from .human import (
+    Origin,
+    _wrap_words,
+    ag_measures,
+    column,
+    display_frame,
+    fit,
+    fit_left,
+    label_of,
+    plain_text,
+    safe_text,
+    short_names,
+    unit_of,
+    value_text,
+    wrap_prose,
+)
 
 MAX_LINES = 75  # what the default output aims at (the tests hold the K3 fixtures under 80)
 INLINE_KEYS = 3  # a summary dict of at most this many keys (and no sibling with the same keys) stays inline
@@ -124,8 +139,7 @@ def _longest_word(cells: list[str], most: int = WORD_MIN) -> int:
     return max((w for c in cells for w in map(cell_len, c.split(" ")) if w <= most), default=0)
 
 
-def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, gap: int,
-                floors: dict):
+def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int, gap: int, floors: dict):
     n = len(headers)
     if n == 0:
         return _Groups()
@@ -135,10 +149,19 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
     # the least each column can take: numbers whole, headers at their longest word, text down to 8 cells
     # a numeric column is never narrower than its widest number (a text cell in it, e.g. a note, may wrap)
     numw = [max([cell_len(r[i]) for r in rows if _numberish(r[i]) or cell_len(r[i]) <= 8] or [0]) for i in range(n)]
-    least = [max(numw[i], _header_least(headers[i])) if numeric[i] else
-             max(min(cellw[i], 8), min(_header_least(headers[i]), 10), 1, min(natural[i], floors.get(i, 0)),
-                 _longest_number([r[i] for r in rows]), _longest_word([r[i] for r in rows]))
-             for i in range(n)]
+    least = [
+        max(numw[i], _header_least(headers[i]))
+        if numeric[i]
+        else max(
+            min(cellw[i], 8),
+            min(_header_least(headers[i]), 10),
+            1,
+            min(natural[i], floors.get(i, 0)),
+            _longest_number([r[i] for r in rows]),
+            _longest_word([r[i] for r in rows]),
+        )
+        for i in range(n)
+    ]
 
     def total(cols: list[int], ws: dict[int, int]) -> int:
         return sum(ws[i] for i in cols) + gap * (len(cols) - 1)
@@ -159,8 +182,13 @@ def _layout_gap(headers: list[str], rows: list[list[str]], numeric: list[bool], 
         # first wrap headers wider than their cells, then shorten text, widest first
         for phase in ("header", "text"):
             while excess > 0:
-                cands = [i for i in g if ws[i] > least[i] and (phase == "text" or hdrw[i] > cellw[i])
-                         and (phase == "header" or not numeric[i] or numw[i] < cellw[i])]
+                cands = [
+                    i
+                    for i in g
+                    if ws[i] > least[i]
+                    and (phase == "text" or hdrw[i] > cellw[i])
+                    and (phase == "header" or not numeric[i] or numw[i] < cellw[i])
+                ]
                 if phase == "header":
                     cands = [i for i in cands if ws[i] > max(cellw[i], least[i])]
                 if not cands:
@@ -183,19 +211,41 @@ _RULE = box.Box("    \n    \n ─  \n    \n    \n    \n    \n    \n")  # a rule 
 
 def _console(width: int) -> Console:
     """Plain text (no colour, no markup, no emoji codes, no highlighting) ``width`` cells wide."""
-    return Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False, no_color=True,
-                   highlight=False, markup=False, emoji=False, legacy_windows=False, soft_wrap=False)
+    return Console(
+        file=io.StringIO(),
+        width=width,
+        color_system=None,
+        force_terminal=False,
+        no_color=True,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        legacy_windows=False,
+        soft_wrap=False,
+    )
 
 
 def _rich_table(block: Block, rows: list[list[str]], group, gap: int) -> Table:
     """One column group as a rich Table: every column at the width the layout gave it; numbers right-aligned in a
     column at least as wide as the widest of them (so never wrapped or cut); text wraps (a word longer than the
     column folds), paths keep their end. Every cell is a ``Text``: nothing is read as markup."""
-    t = Table(box=_RULE, show_edge=False, pad_edge=False, padding=(0, gap - 1, 0, 0), show_header=True,
-              header_style="", expand=False)
+    t = Table(
+        box=_RULE,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, gap - 1, 0, 0),
+        show_header=True,
+        header_style="",
+        expand=False,
+    )
     for i, w in group:
-        t.add_column(Text(block.headers[i]), width=w, justify="right" if block.numeric[i] else "left",
-                     overflow="fold", no_wrap=False)
+        t.add_column(
+            Text(block.headers[i]),
+            width=w,
+            justify="right" if block.numeric[i] else "left",
+            overflow="fold",
+            no_wrap=False,
+        )
     for r in rows:
         t.add_row(*(Text(fit_left(r[i], w) if i in block.left_cut else r[i]) for i, w in group))
     return t
@@ -229,8 +279,14 @@ def _heights(block: Block, width: int) -> tuple[int, list[int]]:
     for g in groups:
         base += len(_render(_rich_table(block, [], g, groups.gap), width)) + (1 if block.title else 0)
         for k, r in enumerate(block.rows):
-            per_row[k] += max([1] + [len(Text(r[i]).wrap(console, w, overflow="fold")) for i, w in g
-                                     if not block.numeric[i] and i not in block.left_cut])
+            per_row[k] += max(
+                [1]
+                + [
+                    len(Text(r[i]).wrap(console, w, overflow="fold"))
+                    for i, w in g
+                    if not block.numeric[i] and i not in block.left_cut
+                ]
+            )
     return base + len(block.notes), per_row
 
 
@@ -249,8 +305,9 @@ def _cost_column(df: pd.DataFrame) -> str | None:
     return None
 
 
-def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None,
-                 wide: bool = False) -> Block:
+def _table_block(
+    name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None, wide: bool = False
+) -> Block:
     """A table as text: every row, or (``limit``) the first rows only — the units still follow from all of them —
     and then also its most costly rows, shown when the table is shortened."""
     df = display_frame(df)
@@ -265,8 +322,15 @@ def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int,
     if len(records) == 1 and len(headers_raw) > 4 and _too_wide(records[0], headers_raw, origin, width):
         r = records[0]  # one record too wide for one line: key / value
         rows = [[label_of(k, headers_raw), value_text(k, r[k], origin)] for k in headers_raw]
-        return Block(safe_text(name) or "(unnamed table)", ["key", "value"], rows, [False, False], total=len(rows), truncatable=False,
-                     measures=ag_measures(headers_raw))
+        return Block(
+            safe_text(name) or "(unnamed table)",
+            ["key", "value"],
+            rows,
+            [False, False],
+            total=len(rows),
+            truncatable=False,
+            measures=ag_measures(headers_raw),
+        )
     cols = [column(c, _sample(df[c]) if limit is not None else [r[c] for r in records], origin) for c in headers_raw]
     heads = [c.header for c in cols]
     heads = [h if heads.count(h) == 1 else safe_text(str(c.name)) for h, c in zip(heads, cols)]
@@ -281,9 +345,19 @@ def _table_block(name: str, df: pd.DataFrame, origin: Origin | None, width: int,
     part_values = [r[c] for r in records for c in headers_raw if not cols[headers_raw.index(c)].numeric][:2000]
     floors = {j: NAME_MIN for j, c in enumerate(cols) if not c.numeric and c.name in name_columns()}
     floors.update({j: PATH_MIN for j in paths})
-    block = Block(safe_text(name) or "(unnamed table)", heads, rows, [c.numeric for c in cols], total=total,
-                  notes=notes, measures=ag_measures(headers_raw, part_values), left_cut=paths, by_cost=ranked,
-                  order="" if cost is None else f" by {heads[headers_raw.index(cost)]}", floors=floors)
+    block = Block(
+        safe_text(name) or "(unnamed table)",
+        heads,
+        rows,
+        [c.numeric for c in cols],
+        total=total,
+        notes=notes,
+        measures=ag_measures(headers_raw, part_values),
+        left_cut=paths,
+        by_cost=ranked,
+        order="" if cost is None else f" by {heads[headers_raw.index(cost)]}",
+        floors=floors,
+    )
     return _concise(block, [c.name for c in cols], width) if limit is not None else block
 
 
@@ -322,8 +396,12 @@ def _sample(s: pd.Series, most: int = 20_000) -> list[Any]:
 
 def _too_wide(record: dict, names: list, origin: Origin | None, width: int) -> bool:
     cols = [column(c, [record[c]], origin) for c in names]
-    return len(_layout([c.header for c in cols], [[c.fmt(record[c.name]) for c in cols]], [c.numeric for c in cols],
-                       width)) > 1
+    return (
+        len(
+            _layout([c.header for c in cols], [[c.fmt(record[c.name]) for c in cols]], [c.numeric for c in cols], width)
+        )
+        > 1
+    )
 
 
 def _is_path_column(name: str) -> bool:
@@ -336,13 +414,16 @@ def _shorten_paths(rows: list[list[str]], j: int, header: str) -> list[str]:
     if len(paths) < 2 and not any(cell_len(p) > 40 for p in paths):
         return []
     parents = [str(PurePosixPath(p).parent) for p in paths]
-    common = os.path.commonpath(parents) if parents and all(p.startswith("/") for p in parents) or \
-        all(not p.startswith("/") for p in parents) else ""
+    common = (
+        os.path.commonpath(parents)
+        if parents and all(p.startswith("/") for p in parents) or all(not p.startswith("/") for p in parents)
+        else ""
+    )
     if not common or common in (".", "/"):
         return []
     for r in rows:
         if r[j].startswith(common + "/"):
-            r[j] = r[j][len(common) + 1:]
+            r[j] = r[j][len(common) + 1 :]
     return [f"{header}: under {common}/"]
 
 
@@ -364,21 +445,44 @@ def _dict_blocks(items: list[tuple[str, dict]], origin: Origin | None, width: in
                 c = column(base, list(d.values()), origin)
                 labels.append(c.header)
                 rows.append([c.fmt(d[x]) for x in keys])
-            across = Block(safe_text(title or "value"), [safe_text(title) or "", *map(safe_text, keys)],
-                           [[lab, *r] for lab, r in zip(labels, rows)], [False] + [True] * len(keys),
-                           total=len(entries), truncatable=False, measures=measures)
+            across = Block(
+                safe_text(title or "value"),
+                [safe_text(title) or "", *map(safe_text, keys)],
+                [[lab, *r] for lab, r in zip(labels, rows)],
+                [False] + [True] * len(keys),
+                total=len(entries),
+                truncatable=False,
+                measures=measures,
+            )
             if len(_layout(across.headers, across.rows, across.numeric, width)) == 1:
                 across.title = ""  # its first header names it
                 blocks.append(across)
                 continue
             down = [[safe_text(x), *(r[i] for r in rows)] for i, x in enumerate(keys)]
-            blocks.append(Block(safe_text(title or "summary"), [safe_text(by.replace("_", " ")) if by else "key",
-                                                                 *labels], down,
-                                [False] + [True] * len(labels), total=len(down), measures=measures, what="keys"))
+            blocks.append(
+                Block(
+                    safe_text(title or "summary"),
+                    [safe_text(by.replace("_", " ")) if by else "key", *labels],
+                    down,
+                    [False] + [True] * len(labels),
+                    total=len(down),
+                    measures=measures,
+                    what="keys",
+                )
+            )
         else:
             down = [[safe_text(x), *(plain_text(d.get(x)) for _, d in entries)] for x in keys]
-            blocks.append(Block(safe_text(title or "summary"), ["key", *(label_of(k) for k, _ in entries)], down,
-                                [False] * (1 + len(entries)), total=len(down), measures=measures, what="keys"))
+            blocks.append(
+                Block(
+                    safe_text(title or "summary"),
+                    ["key", *(label_of(k) for k, _ in entries)],
+                    down,
+                    [False] * (1 + len(entries)),
+                    total=len(down),
+                    measures=measures,
+                    what="keys",
+                )
+            )
     return blocks
 
 
@@ -396,7 +500,7 @@ def _summary_lines(items: list[tuple[str, str]], width: int) -> tuple[list[str],
             if per > 1 and len(cells) <= per:
                 continue
             rows = -(-len(cells) // per)  # fill down the columns, so a column reads as a list
-            cols = [col for col in (cells[c * rows:(c + 1) * rows] for c in range(per)) if col]
+            cols = [col for col in (cells[c * rows : (c + 1) * rows] for c in range(per)) if col]
             grid = _pairs_grid(cols, rows)
             wide = _console(10_000)  # the grid's natural width (a console of the real width would squeeze it)
             if per == 1 or Measurement.get(wide, wide.options, grid).maximum <= width:

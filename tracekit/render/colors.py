@@ -7,6 +7,7 @@ Within one picture every two colours must be told apart: :func:`picture_colors` 
 comes within ``DE_FLOOR`` of a colour already drawn there, and then moves that name (never a category or a
 fixed colour such as exposed time) to the first candidate far enough from all.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,15 @@ DE_FLOOR = 15.0  # CIE76 ΔE: two colours in one picture at least this far apart
 def _colors() -> tuple[dict[str, str], dict[str, str], tuple[str, ...]]:
     try:
         doc = json.loads(resources.files("tracekit.data").joinpath("colors.json").read_text(encoding="utf-8"))
-        return ({str(k): str(v) for k, v in doc["named"].items()},
-                {str(k): str(v) for k, v in doc.get("categories", {}).items()},
-                tuple(str(c) for c in doc["palette"]))
+        return (
+            {str(k): str(v) for k, v in doc["named"].items()},
+            {str(k): str(v) for k, v in doc.get("categories", {}).items()},
+            tuple(str(c) for c in doc["palette"]),
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise DataFileError(f"tracekit/data/colors.json is invalid ({exc}); restore it from the tracekit package"
-                            ) from exc
+        raise DataFileError(
+            f"tracekit/data/colors.json is invalid ({exc}); restore it from the tracekit package"
+        ) from exc
 
 
 def category_colors() -> dict[str, str]:
@@ -57,7 +61,7 @@ def color_of(name) -> str:
 def lab(hex_color: str) -> tuple[float, float, float]:
     """CIELAB (D65) of a ``#RRGGBB`` colour."""
     h = hex_color.lstrip("#")
-    rgb = [int(h[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+    rgb = [int(h[i : i + 2], 16) / 255 for i in (0, 2, 4)]
     r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb)
     x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
     y = 0.2126 * r + 0.7152 * g + 0.0722 * b
@@ -78,10 +82,13 @@ def _lch_hex(L: float, C: float, h: float) -> str:
         a, b = C * math.cos(math.radians(h)), C * math.sin(math.radians(h))
         fy = (L + 16) / 116
         fx, fz = fy + a / 500, fy - b / 200
-        inv = lambda t: t ** 3 if t ** 3 > 0.008856 else (t - 16 / 116) / 7.787  # noqa: E731
+        inv = lambda t: t**3 if t**3 > 0.008856 else (t - 16 / 116) / 7.787  # noqa: E731
         x, y, z = 0.95047 * inv(fx), inv(fy), 1.08883 * inv(fz)
-        lin = (3.2406 * x - 1.5372 * y - 0.4986 * z, -0.9689 * x + 1.8758 * y + 0.0415 * z,
-               0.0557 * x - 0.2040 * y + 1.0570 * z)
+        lin = (
+            3.2406 * x - 1.5372 * y - 0.4986 * z,
+            -0.9689 * x + 1.8758 * y + 0.0415 * z,
+            0.0557 * x - 0.2040 * y + 1.0570 * z,
+        )
         if all(-1e-9 <= c <= 1 + 1e-9 for c in lin) or C <= 0:
             break
         C = max(C - 2, 0)

@@ -20,6 +20,7 @@ uses the same rule and the same temporary names):
   renamed over. A sweep skips tracekit's own outputs, so ``analyze DIR -o DIR`` does not read its
   ``analyze.json`` as a trace next time (``tracekit.ingest.discover``).
 """
+
 from __future__ import annotations
 
 import errno
@@ -55,8 +56,10 @@ def _errno(exc: OSError) -> int | None:
 def os_error_sentence(exc: OSError, path: Path, what: str) -> str:
     e = _errno(exc)
     if e in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
-        return (f"no space left on the device for {path}: no {what} was written, and whatever was there before is"
-                " unchanged; free some space or choose another --out")
+        return (
+            f"no space left on the device for {path}: no {what} was written, and whatever was there before is"
+            " unchanged; free some space or choose another --out"
+        )
     if e == errno.EROFS:
         return f"{path} is on a read-only file system, so the {what} cannot be written there; choose another --out"
     if e in (errno.EACCES, errno.EPERM):
@@ -66,7 +69,9 @@ def os_error_sentence(exc: OSError, path: Path, what: str) -> str:
     if e == errno.ENOTDIR:
         return f"{path}: a part of this path is a file, not a folder; choose another --out"
     if e == errno.ENOENT and not path.parent.exists():
-        return f"the folder {path.parent} does not exist; create it first (tracekit creates no folder for an output file)"
+        return (
+            f"the folder {path.parent} does not exist; create it first (tracekit creates no folder for an output file)"
+        )
     if e == errno.ENAMETOOLONG:
         return f"{path}: the name is too long for the file system; choose a shorter --out"
     return f"{path} cannot be written ({exc.strerror or exc}); choose another --out"
@@ -195,8 +200,9 @@ def is_stream(path: str | Path) -> bool:
     return not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode)
 
 
-def output_target(path: str | Path, what: str = "output", *, inputs: Iterable[str | Path] = (),
-                  early: bool = False) -> Target:
+def output_target(
+    path: str | Path, what: str = "output", *, inputs: Iterable[str | Path] = (), early: bool = False
+) -> Target:
     """The one decision about an output path, made before anything is written; every writer calls it.
 
     * an output that is one of the run's inputs (:func:`guarding`, or ``inputs``), symlinks followed, is refused;
@@ -230,11 +236,14 @@ def output_target(path: str | Path, what: str = "output", *, inputs: Iterable[st
     if early:
         if st is not None and stat.S_ISREG(st.st_mode):
             _refuse_input(path, via, st, inputs, what)
-        return Target(path, dest, stream=st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode))
+        return Target(
+            path, dest, stream=st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+        )
     if st is not None:
         if stat.S_ISDIR(st.st_mode):
-            raise OutputError(f"{path}{via} is a directory; pass a file name for the {what} (e.g."
-                              f" {path / 'out'}{_ext(what)})")
+            raise OutputError(
+                f"{path}{via} is a directory; pass a file name for the {what} (e.g. {path / 'out'}{_ext(what)})"
+            )
         if not stat.S_ISREG(st.st_mode):
             return Target(path, dest, stream=True)
         _refuse_input(path, via, st, inputs, what)
@@ -242,8 +251,10 @@ def output_target(path: str | Path, what: str = "output", *, inputs: Iterable[st
             raise OutputError(f"{path}{via} is read-only; choose another --out or make it writable")
     parent = dest.parent
     if not parent.exists():
-        raise OutputError(f"the folder {parent} does not exist{' (' + str(path) + ' links there)' if link else ''};"
-                          " create it first (tracekit creates no folder for an output file)")
+        raise OutputError(
+            f"the folder {parent} does not exist{' (' + str(path) + ' links there)' if link else ''};"
+            " create it first (tracekit creates no folder for an output file)"
+        )
     if not parent.is_dir():
         raise OutputError(f"{parent} is a file, not a folder; choose another --out")
     return Target(path, dest)
@@ -265,8 +276,10 @@ def _refuse_input(path: Path, via: str, st: os.stat_result, inputs: Iterable[str
         command = _COMMAND[0] if _COMMAND else "command"
         named, role = hit
         same = "" if os.path.abspath(named) == os.path.abspath(path) else f", {named}"
-        raise OutputError(f"{path}{via} is an input of this {command} ({role}{same}); writing the {what} there would"
-                          " replace it — choose another --out")
+        raise OutputError(
+            f"{path}{via} is an input of this {command} ({role}{same}); writing the {what} there would"
+            " replace it — choose another --out"
+        )
 
 
 def check_file_target(path: str | Path, what: str = "output") -> Path:
@@ -333,8 +346,9 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
     for t in targets:
         key = str(t.dest) if not t.stream else f"stream:{t.dest}:{t.fd}"
         if key in seen:
-            raise OutputError(f"{seen[key]} and {t.path} are the same file; tracekit would write it twice — choose"
-                              " another --out")
+            raise OutputError(
+                f"{seen[key]} and {t.path} are the same file; tracekit would write it twice — choose another --out"
+            )
         seen[key] = t.path
     temps: list[Path | None] = []
     try:

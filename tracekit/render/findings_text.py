@@ -1,13 +1,25 @@
 """Findings for people: a numbered list (title, gain, basis; then how, evidence, what to try and the command), not a
 grid of truncated cells; every line wraps at words (nothing is cut, so no number is). Any result's table with the findings columns is drawn this way by ``tables.to_text``."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from .human import safe_text, wrap_prose
 
-NEEDED = {"rank", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "basis", "how", "evidence", "suggestion",
-          "command", "minor"}
+NEEDED = {
+    "rank",
+    "title",
+    "gain_ms_per_step",
+    "gain_pct",
+    "gain_gib",
+    "basis",
+    "how",
+    "evidence",
+    "suggestion",
+    "command",
+    "minor",
+}
 MAJOR_SHOWN = 10  # without --all: the first major findings in full, the rest as one line each
 SECTION_SHOWN = 5  # a findings section of another command: the first major ones, one line each
 
@@ -31,8 +43,10 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
     command) or one line each for the first ones (a section of report or compare)."""
     major = df[~df["minor"].astype(bool)]
     minor = df[df["minor"].astype(bool)]
-    out = wrap_prose(safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they"
-                               " do not add up)"), width)
+    out = wrap_prose(
+        safe_text(f"{name} — {len(df)} ({len(major)} major, {len(minor)} minor; gains overlap, so they do not add up)"),
+        width,
+    )
     if not detailed and not all_rows:
         for _, r in major.head(SECTION_SHOWN).iterrows():
             out += wrap_prose(f"{int(r['rank'])}. {safe_text(r['title'])}  [{r['basis']}]", width)

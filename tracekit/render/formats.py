@@ -11,6 +11,7 @@ visible escapes (``\\x1b``, ``\\u202e``, ``\\r``); tab, newline and CR LF stay (
 never changed. ``TRACEKIT_CSV_RAW=1`` in the environment (or ``raw=True``) writes text exactly as it is (a file with
 a bare carriage return in a cell then ends its lines with CR LF, so that the cell is quoted).
 """
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,20 @@ from pathlib import Path
 import pandas as pd
 
 from ..result import Result, _scalar, shown_text, table_rows, to_json_obj, utf8_text  # noqa: F401 - re-exported: the envelope's home
-from .human import (_escape_char, _unsafe, ag_measures, column, display_frame, glossary, label_of, origin_of,
-                    safe_text, short_names, unit_of, value_text)
+from .human import (
+    _escape_char,
+    _unsafe,
+    ag_measures,
+    column,
+    display_frame,
+    glossary,
+    label_of,
+    origin_of,
+    safe_text,
+    short_names,
+    unit_of,
+    value_text,
+)
 
 FORMATS = ("table", "json", "csv", "md", "html")
 MD_ROWS = 25  # md shows this many rows of a table unless --all
@@ -42,8 +55,10 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
     out = [f"## tracekit {_md_cell(safe_text(result.command))}", ""]
     if result.summary:
         out += ["| key | value |", "| --- | --- |"]
-        out += [f"| {_md_cell(label_of(k, result.summary))} | {_md_cell(value_text(k, v, origin))} |"
-                for k, v in result.summary.items()]
+        out += [
+            f"| {_md_cell(label_of(k, result.summary))} | {_md_cell(value_text(k, v, origin))} |"
+            for k, v in result.summary.items()
+        ]
         out.append("")
     measures = ag_measures(list(result.summary))
     empty = []
@@ -56,17 +71,25 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
         cols = [column(c, [r[c] for r in records], origin) for c in df.columns]
         shown = records if all_rows or len(records) <= MD_ROWS + 1 else records[:MD_ROWS]
         shown = short_names(shown, list(df.columns), wide)  # kernel names as the terminal shows them
-        out += [f"### {_md_cell(safe_text(name))}", "", "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
-                "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols)]
+        out += [
+            f"### {_md_cell(safe_text(name))}",
+            "",
+            "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
+            "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols),
+        ]
         out += ["| " + " | ".join(_md_cell(c.fmt(r[c.name])) for c in cols) + " |" for r in shown]
         if len(shown) < len(records):
-            out += ["", f"*… {len(records) - len(shown):,} more rows ({len(records):,} in all) — `--all` shows every"
-                        " row*"]
+            out += [
+                "",
+                f"*… {len(records) - len(shown):,} more rows ({len(records):,} in all) — `--all` shows every row*",
+            ]
         out.append("")
         measures += [m for m in ag_measures(list(df.columns)) if m not in measures]
     notes = []
-    if origin is not None and (any(unit_of(k).kind == "abs" for k in result.summary) or any(
-            unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)):
+    if origin is not None and (
+        any(unit_of(k).kind == "abs" for k in result.summary)
+        or any(unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
+    ):
         notes.append(origin.note())
     if len(measures) > 1:
         notes.append(glossary(measures))
@@ -103,7 +126,7 @@ def neutralize(text: str) -> str:
         out = []
         for i, ch in enumerate(text):
             if ch == "\r":
-                out.append("\r" if text[i + 1:i + 2] == "\n" else "\\r")  # CR LF is a line break; a bare CR is not
+                out.append("\r" if text[i + 1 : i + 2] == "\n" else "\\r")  # CR LF is a line break; a bare CR is not
             else:
                 out.append(ch if ch in "\t\n" or not _unsafe(ch) else _escape_char(ch))
         text = "".join(out)
@@ -113,8 +136,9 @@ def neutralize(text: str) -> str:
 def _csv_frame(df: pd.DataFrame, raw: bool | None = None) -> pd.DataFrame:
     """csv cells holding lists or dicts are written as JSON text, not Python reprs; text cells are neutralised."""
     raw = csv_raw() if raw is None else raw
-    objects = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.StringDtype,
-                                                                                             pd.CategoricalDtype))]
+    objects = [
+        c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.StringDtype, pd.CategoricalDtype))
+    ]
     bad_names = any(isinstance(c, str) and (shown_text(c) if raw else neutralize(c)) != c for c in df.columns)
     if not objects and not bad_names:
         return df
@@ -144,8 +168,12 @@ def _csv_text(df: pd.DataFrame, raw: bool | None) -> str:
     buf = io.StringIO()
     # a bare carriage return left in a cell (raw text) is quoted only when it ends lines: then CR LF line ends
     # (RFC 4180) keep the file readable
-    bare_cr = any(isinstance(v, str) and "\r" in v.replace("\r\n", "")
-                  for c in frame.columns if frame[c].dtype == object for v in frame[c])
+    bare_cr = any(
+        isinstance(v, str) and "\r" in v.replace("\r\n", "")
+        for c in frame.columns
+        if frame[c].dtype == object
+        for v in frame[c]
+    )
     frame.to_csv(buf, index=False, lineterminator="\r\n" if bare_cr else "\n")
     return utf8_text(buf.getvalue())
 
@@ -156,8 +184,9 @@ def _table_or_error(result: Result, name: str) -> pd.DataFrame:
     if name == "summary":
         return pd.DataFrame([{k: _scalar(v) for k, v in result.summary.items() if not isinstance(v, (list, dict))}])
     if name not in result.tables:
-        raise UsageError(f"{result.command} has no table '{name}'; its tables are: "
-                         f"{', '.join(['summary', *result.tables])}")
+        raise UsageError(
+            f"{result.command} has no table '{name}'; its tables are: {', '.join(['summary', *result.tables])}"
+        )
     return result.tables[name]
 
 

@@ -16,6 +16,7 @@ memory ledger waterfall, step time per concurrency for two deployments, the deco
 sweep); every table (sortable, the first ``MAX_ROWS`` rows — the JSON sidecar holds all); the warnings and the step
 health checks; and how every number was obtained (command, tracekit version, parameters, inputs).
 """
+
 from __future__ import annotations
 
 from .._version import __version__
@@ -77,8 +78,10 @@ def headline_html(result: Result) -> str:
     wall = num(s.get("median_wall_ns"))
     if wall is None:
         return ""
-    parts = [f"Median step {value_text('median_wall_ns', wall)}"
-             + (f" over {int(s['steps']):,} step{'s' if int(s['steps']) != 1 else ''}" if num(s.get("steps")) else "")]
+    parts = [
+        f"Median step {value_text('median_wall_ns', wall)}"
+        + (f" over {int(s['steps']):,} step{'s' if int(s['steps']) != 1 else ''}" if num(s.get("steps")) else "")
+    ]
     shares = [(k, num(s.get(f"median_{k}_ns"))) for k in ("busy", "ag_only", "idle")]
     words = {"busy": "busy", "ag_only": "only AllGather copies", "idle": "idle"}
     shares = [f"{v / wall * 100:.0f} % {words[k]}" for k, v in shares if v is not None and v > 0 and wall > 0]
@@ -86,12 +89,14 @@ def headline_html(result: Result) -> str:
         parts.append(", ".join(shares))
     one = result.tables.get("one_step")
     if one is not None and len(one) and {"step", "group_by", "name", "wall_pct"} <= set(one.columns):
-        cat = one[(one["step"] == s.get("timeline_step", one["step"].min())) & (one["group_by"] == "category")
-                  & (one["name"] != "idle")]  # idle time is a row of the table, not a kernel category
+        cat = one[
+            (one["step"] == s.get("timeline_step", one["step"].min()))
+            & (one["group_by"] == "category")
+            & (one["name"] != "idle")
+        ]  # idle time is a row of the table, not a kernel category
         if len(cat):
             top = cat.sort_values("wall_pct", ascending=False).iloc[0]
-            parts.append(f"the costliest kernel category is {top['name']} ({float(top['wall_pct']):.0f} % of the "
-                         "wall)")
+            parts.append(f"the costliest kernel category is {top['name']} ({float(top['wall_pct']):.0f} % of the wall)")
     lead = "; ".join(parts) + "."
     if s.get("top_finding"):
         lead += f" Top finding: {s['top_finding']}."
@@ -105,16 +110,21 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     current directory (where the command ran)."""
     fixes = path_fixes(result)
     names, title = names_title(result)
-    parts = [f"<h1>{esc(title)}</h1>",
-             f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>',
-             headline_html(result)]
+    parts = [
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>',
+        headline_html(result),
+    ]
     one = one_step_picture(result)
     if one is not None:
         parts.append(f"<h2>{esc(one[0])}</h2>{one[1]}" + (f'<p class="note">{esc(one[2])}</p>' if one[2] else ""))
     f = result.tables.get("findings")
     if f is not None and len(f) and {"rank", "title"} <= set(f.columns):
-        parts.append("<h2>Findings</h2>" + '<p class="note">ranked by gain; gains overlap, so they do not add up</p>'
-                     + findings_html(f))
+        parts.append(
+            "<h2>Findings</h2>"
+            + '<p class="note">ranked by gain; gains overlap, so they do not add up</p>'
+            + findings_html(f)
+        )
     waits = rank_step_waits(result)  # every rank of a run: who waits when, first after the findings
     if waits is not None:
         wtitle, whtml, wnote = waits
@@ -126,27 +136,34 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
     for ptitle, svg, note in pictures(result, page=page):
         parts.append(f"<h2>{esc(ptitle)}</h2>{svg}" + (f'<p class="note">{esc(note)}</p>' if note else ""))
     if result.warnings:
-        parts.append("<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings)
-                     + "</ul>")
+        parts.append(
+            "<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings) + "</ul>"
+        )
     origin = origin_of(result)
     health = result.tables.get("health")
     if health is not None and len(health) and {"check", "ok"} <= set(health.columns):
         bad = int((~health["ok"].astype(bool)).sum()) if "ok" in health else 0
-        parts.append(f"<h2>Trace health</h2><p>{len(health):,} checks, {bad:,} failed</p>"
-                     + table_html("health", health, origin, rows=rows, more=more))
+        parts.append(
+            f"<h2>Trace health</h2><p>{len(health):,} checks, {bad:,} failed</p>"
+            + table_html("health", health, origin, rows=rows, more=more)
+        )
     parts.append("<h2>Tables</h2>")
     if origin is not None:
         parts.append(f'<p class="note">{esc(origin.note())}</p>')
     for name, df in result.tables.items():
         if not len(df) or (name == "health" and "check" in df.columns) or (name == "timeline" and "lane" in df.columns):
             continue
-        parts.append(f"<details{' open' if name in ('wall', 'one_step', 'matched') else ''}>"
-                     f"<summary>{esc(name)} ({len(df):,} rows)</summary>"
-                     f"{table_html(name, df, origin, rows=rows, more=more)}</details>")
+        parts.append(
+            f"<details{' open' if name in ('wall', 'one_step', 'matched') else ''}>"
+            f"<summary>{esc(name)} ({len(df):,} rows)</summary>"
+            f"{table_html(name, df, origin, rows=rows, more=more)}</details>"
+        )
     tl = result.tables.get("timeline")
     if tl is not None and len(tl) and "lane" in tl.columns:
-        parts.append(f'<p class="note">the timeline table ({len(tl):,} intervals) is in '
-                     f'{"the JSON sidecar" if page else "result.frames()"}</p>')
+        parts.append(
+            f'<p class="note">the timeline table ({len(tl):,} intervals) is in '
+            f"{'the JSON sidecar' if page else 'result.frames()'}</p>"
+        )
     if page:
         parts.append(provenance_html(result))
     return [relative_paths(p, fixes) for p in parts if p]
@@ -168,7 +185,9 @@ def scoped_css(scope: str) -> str:
 def to_html(result: Result) -> str:
     """The whole page."""
     title = names_title(result)[1]
-    return utf8_text("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
-            f"<script>{SORT_JS}{TIMELINE_JS}</script></body></html>\n")  # valid UTF-8 whatever the names
+    return utf8_text(
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
+        f"<script>{SORT_JS}{TIMELINE_JS}</script></body></html>\n"
+    )  # valid UTF-8 whatever the names

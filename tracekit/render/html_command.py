@@ -1,6 +1,7 @@
 """How the page's numbers were obtained: the ``tracekit`` command line that computes a result again, spelled with
 the CLI's own options (the one upward import of the renderers, ``tests/test_layers.py``), and the page's section
 that shows it with the version, the inputs and the parameters."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ def _click_command(result: Result):
     subs = getattr(cmd, "commands", None)
     if subs:
         named = [result.params.get(k) for k in ("kind", "action") if result.params.get(k) in subs]
-        takes = [n for n, c in subs.items()
-                 if any(getattr(p, "param_type_name", "") == "argument" for p in c.params) == bool(result.inputs)]
+        takes = [
+            n
+            for n, c in subs.items()
+            if any(getattr(p, "param_type_name", "") == "argument" for p in c.params) == bool(result.inputs)
+        ]
         pick = named[0] if named else takes[0] if len(takes) == 1 else None
         if pick is None:
             return words, None
@@ -88,8 +92,11 @@ def command_args(result: Result, rel=None) -> list[str]:
             v = rel(v)
         args += _option_args(opt, v)
     positional = [n for n in names if n not in used]
-    n_args = sum(p.nargs if p.nargs > 0 else len(positional) for p in cmd.params
-                 if getattr(p, "param_type_name", "") == "argument")
+    n_args = sum(
+        p.nargs if p.nargs > 0 else len(positional)
+        for p in cmd.params
+        if getattr(p, "param_type_name", "") == "argument"
+    )
     return ["tracekit", *words, *map(rel, positional[:n_args]), *args]
 
 
@@ -103,10 +110,12 @@ def provenance_html(result: Result) -> str:
     """The page's last section: the command that computes the result again (paths relative to where it ran), the
     tracekit version and result schema, every input and the parameters."""
     params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
-    return ('<h2>How these numbers were obtained</h2><div class="prov">'
-            f'<p>Command (run from the folder the paths are relative to): <code class="cmd">'
-            f"{esc(command_line(result, relative))}</code></p>"
-            f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
-            "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
-            f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in result.inputs)}</ul>"
-            f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>")
+    return (
+        '<h2>How these numbers were obtained</h2><div class="prov">'
+        f'<p>Command (run from the folder the paths are relative to): <code class="cmd">'
+        f"{esc(command_line(result, relative))}</code></p>"
+        f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
+        "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
+        f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in result.inputs)}</ul>"
+        f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>"
+    )

@@ -1,10 +1,12 @@
 """The findings on the page: a card per finding, ranked, the minor ones collapsed after the major ones."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from ..result import _scalar
 from .html_text import esc, num
+
 
 def _finding_html(r: dict) -> str:
     if num(r.get("gain_gib")) is not None:
@@ -16,12 +18,14 @@ def _finding_html(r: dict) -> str:
         gain = "no number (not measured)"
     minor = bool(_scalar(r.get("minor")))
     title = str(r.get("title") or "")
-    return (f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
-            f'<h3 title="{esc(title)}">{int(r["rank"])}. {esc(title)}<span class="tag">{esc(r.get("basis") or "")}'
-            f'</span>{"<span class=tag>minor</span>" if minor else ""}</h3>'
-            f'<p><b>How:</b> {esc(r.get("how") or "")}</p><p><b>Evidence:</b> {esc(r.get("evidence") or "")}</p>'
-            f'<p><b>Try:</b> {esc(r.get("suggestion") or "")}</p>'
-            f'<p><b>See:</b> <code>{esc(r.get("command") or "")}</code></p></div>')
+    return (
+        f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
+        f'<h3 title="{esc(title)}">{int(r["rank"])}. {esc(title)}<span class="tag">{esc(r.get("basis") or "")}'
+        f"</span>{'<span class=tag>minor</span>' if minor else ''}</h3>"
+        f"<p><b>How:</b> {esc(r.get('how') or '')}</p><p><b>Evidence:</b> {esc(r.get('evidence') or '')}</p>"
+        f"<p><b>Try:</b> {esc(r.get('suggestion') or '')}</p>"
+        f"<p><b>See:</b> <code>{esc(r.get('command') or '')}</code></p></div>"
+    )
 
 
 def findings_html(df: pd.DataFrame) -> str:
@@ -34,6 +38,8 @@ def findings_html(df: pd.DataFrame) -> str:
     if not major:
         out += '<p class="note">no finding above the thresholds (docs/findings.md: --min-pct)</p>'
     if minor:
-        out += (f'<details class="minor-findings"><summary>{len(minor):,} minor finding{"s" if len(minor) != 1 else ""}'
-                " (each under the thresholds)</summary>" + "".join(_finding_html(r) for r in minor) + "</details>")
+        out += (
+            f'<details class="minor-findings"><summary>{len(minor):,} minor finding{"s" if len(minor) != 1 else ""}'
+            " (each under the thresholds)</summary>" + "".join(_finding_html(r) for r in minor) + "</details>"
+        )
     return out

@@ -1,5 +1,6 @@
 """The layers (or an annotation's blocks) of the median step on the page: a column per layer in the order they ran,
 the layer types by cost, and every layer as a table."""
+
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ from .colors import picture_colors
 from .html_svg import CHART_W, legend
 from .html_text import esc, table_html
 from .human import origin_of
+
 
 def layer_section(result: Result) -> tuple[str, str, str] | None:
     """The layers (or an annotation's blocks) of the median step: a column per layer in the order they ran, its
@@ -37,19 +39,33 @@ def layer_section(result: Result) -> tuple[str, str, str] | None:
         kernels = mine["kernels"].reindex(start).to_numpy(float) if "kernels" in mine.columns else None
     word = "layer" if lane == "layers" else "block"
     s0 = int(tl["start_ns"].min())
-    table = pd.DataFrame({word: np.arange(len(rows)), f"{word}_type": kinds, "start_ms": (start - s0) / 1e6,
-                          "wall_ms": wall / 1e6})
+    table = pd.DataFrame(
+        {word: np.arange(len(rows)), f"{word}_type": kinds, "start_ms": (start - s0) / 1e6, "wall_ms": wall / 1e6}
+    )
     if kernel_ns is not None:
         table["kernel_ms"] = kernel_ns / 1e6
         if kernels is not None:
             table["kernels"] = pd.array(kernels, dtype="Int64") if np.isfinite(kernels).all() else kernels
-    by_type = (table.groupby(f"{word}_type", sort=False)
-               .agg(**{f"{word}s": (word, "size"), "wall_ms": ("wall_ms", "sum"),
-                       **({"kernel_ms": ("kernel_ms", "sum")} if "kernel_ms" in table else {})})
-               .sort_values("wall_ms", ascending=False).reset_index())
+    by_type = (
+        table.groupby(f"{word}_type", sort=False)
+        .agg(
+            **{
+                f"{word}s": (word, "size"),
+                "wall_ms": ("wall_ms", "sum"),
+                **({"kernel_ms": ("kernel_ms", "sum")} if "kernel_ms" in table else {}),
+            }
+        )
+        .sort_values("wall_ms", ascending=False)
+        .reset_index()
+    )
     bt = t.get("block_types")
-    if "kernel_ms" not in by_type and lane == "blocks" and bt is not None and len(bt) and \
-            {"step", "block_type", "kernel_ns"} <= set(bt.columns):  # the annotation's kernel time per block type
+    if (
+        "kernel_ms" not in by_type
+        and lane == "blocks"
+        and bt is not None
+        and len(bt)
+        and {"step", "block_type", "kernel_ns"} <= set(bt.columns)
+    ):  # the annotation's kernel time per block type
         k = bt[bt["step"] == step].groupby("block_type")["kernel_ns"].sum() / 1e6
         by_type["kernel_ms"] = by_type[f"{word}_type"].map(k).astype(float)
     by_type.insert(3, "wall_pct", by_type["wall_ms"] / max(float(table["wall_ms"].sum()), 1e-12) * 100)
@@ -60,33 +76,51 @@ def layer_section(result: Result) -> tuple[str, str, str] | None:
     plot_w = CHART_W - label_w - 10
     cw = plot_w / max(n, 1)
     top = float(table["wall_ms"].max()) or 1.0
-    out = [f'<svg class="layers" viewBox="0 0 {CHART_W} {plot_h + 40}" width="{CHART_W}" height="{plot_h + 40}" '
-           'role="img">']
+    out = [
+        f'<svg class="layers" viewBox="0 0 {CHART_W} {plot_h + 40}" width="{CHART_W}" height="{plot_h + 40}" '
+        'role="img">'
+    ]
     for k in range(5):
         y = top_pad + plot_h - k / 4 * plot_h
-        out.append(f'<line x1="{label_w}" x2="{CHART_W - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
-                   f'<text x="{label_w - 4}" y="{y + 4:.1f}" text-anchor="end">{top * k / 4:,.2f}</text>')
+        out.append(
+            f'<line x1="{label_w}" x2="{CHART_W - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text x="{label_w - 4}" y="{y + 4:.1f}" text-anchor="end">{top * k / 4:,.2f}</text>'
+        )
     for i, (kind, w) in enumerate(zip(kinds, table["wall_ms"].tolist())):
         hh = max(w / top * plot_h, 0.5)
-        extra = (f", kernels {table['kernel_ms'].iat[i]:,.3f} ms" if "kernel_ms" in table and
-                 np.isfinite(table["kernel_ms"].iat[i]) else "")
-        out.append(f'<rect x="{label_w + i * cw:.2f}" y="{top_pad + plot_h - hh:.2f}" width="{max(cw * 0.85, 0.5):.2f}"'
-                   f' height="{hh:.2f}" fill="{colors[kind]}"><title>{word} {i}: {esc(kind)} · wall {w:,.3f} ms'
-                   f"{extra}</title></rect>")
+        extra = (
+            f", kernels {table['kernel_ms'].iat[i]:,.3f} ms"
+            if "kernel_ms" in table and np.isfinite(table["kernel_ms"].iat[i])
+            else ""
+        )
+        out.append(
+            f'<rect x="{label_w + i * cw:.2f}" y="{top_pad + plot_h - hh:.2f}" width="{max(cw * 0.85, 0.5):.2f}"'
+            f' height="{hh:.2f}" fill="{colors[kind]}"><title>{word} {i}: {esc(kind)} · wall {w:,.3f} ms'
+            f"{extra}</title></rect>"
+        )
     tick_every = max(1, math.ceil(n / 20))
     for i in range(0, n, tick_every):
-        out.append(f'<text x="{label_w + (i + 0.42) * cw:.1f}" y="{top_pad + plot_h + 14}" text-anchor="middle">{i}'
-                   "</text>")
-    out.append(f'<text x="{label_w - 4}" y="{top_pad + plot_h + 14}" text-anchor="end">{word}</text>'
-               f'<text x="4" y="{top_pad - 1}">ms</text></svg>')
+        out.append(
+            f'<text x="{label_w + (i + 0.42) * cw:.1f}" y="{top_pad + plot_h + 14}" text-anchor="middle">{i}</text>'
+        )
+    out.append(
+        f'<text x="{label_w - 4}" y="{top_pad + plot_h + 14}" text-anchor="end">{word}</text>'
+        f'<text x="4" y="{top_pad - 1}">ms</text></svg>'
+    )
     origin = origin_of(result)
-    html_ = ("".join(out) + legend(by_type[f"{word}_type"].tolist(), colors)
-             + f"<p><b>{word.capitalize()} types by cost</b></p>"
-             + table_html(f"{word}_types_step", by_type, origin)
-             + f"<details><summary>every {word} of step {step} ({n:,} rows)</summary>"
-             + table_html(f"{word}s_step", table, origin) + "</details>")
-    note = (f"a column per {word} of step {step} in the order they ran, its height the {word}'s wall (from its start"
-            f" to the next {word}'s), coloured by {word} type"
-            + ("; kernel ms: the kernel time inside it, summed over every stream" if kernel_ns is not None else "")
-            + "; hover a column for its numbers")
+    html_ = (
+        "".join(out)
+        + legend(by_type[f"{word}_type"].tolist(), colors)
+        + f"<p><b>{word.capitalize()} types by cost</b></p>"
+        + table_html(f"{word}_types_step", by_type, origin)
+        + f"<details><summary>every {word} of step {step} ({n:,} rows)</summary>"
+        + table_html(f"{word}s_step", table, origin)
+        + "</details>"
+    )
+    note = (
+        f"a column per {word} of step {step} in the order they ran, its height the {word}'s wall (from its start"
+        f" to the next {word}'s), coloured by {word} type"
+        + ("; kernel ms: the kernel time inside it, summed over every stream" if kernel_ns is not None else "")
+        + "; hover a column for its numbers"
+    )
     return f"{word.capitalize()}s of step {step} (the median step)", html_, note

@@ -1,5 +1,6 @@
 """Paths on the page as seen from where the command ran: every absolute path of the inputs and the parameters made
 relative to the current directory (the home folder as ``~``), and the page's title from the first input's name."""
+
 from __future__ import annotations
 
 import os

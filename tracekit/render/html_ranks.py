@@ -1,5 +1,6 @@
 """Every rank of a run on the page (``imbalance``): who waits when, as a rank × step picture of waits with the
 straggler of each step ringed, a scale in ms and the run's sentence above it."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ from .html_text import esc, num
 
 MAX_CELLS = 64 * 200  # cells of the rank × step picture: 64 ranks × 200 steps, or more ranks and fewer steps
 MAX_STEP_COLS = 200  # global steps drawn at most; beyond, evenly sampled (the first and the last among them)
-MIN_STEP_COLS = 50   # steps drawn at least (when there are as many), however many ranks
+MIN_STEP_COLS = 50  # steps drawn at least (when there are as many), however many ranks
 MAX_RANK_ROWS = MAX_CELLS // MIN_STEP_COLS  # 256 ranks drawn in full; beyond, sampled (the stragglers first)
 WAIT_HUE = "communication"  # the waits are spent inside collectives: their colour, light (no wait) to dark
 
@@ -110,12 +111,16 @@ class _Layout:
     axis_h: int = 22
 
 
-def _steps_and_ranks(steps: pd.DataFrame, by_step: pd.DataFrame | None,
-                     ranks: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray]:
+def _steps_and_ranks(
+    steps: pd.DataFrame, by_step: pd.DataFrame | None, ranks: pd.DataFrame | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Every global step (of the steps table and of ``by_step``) and every rank (of the steps and ranks tables)."""
-    all_steps = np.unique(np.concatenate([pd.to_numeric(steps["step"]).to_numpy(np.int64)]
-                                         + ([pd.to_numeric(by_step["step"]).to_numpy(np.int64)]
-                                            if by_step is not None else [])))
+    all_steps = np.unique(
+        np.concatenate(
+            [pd.to_numeric(steps["step"]).to_numpy(np.int64)]
+            + ([pd.to_numeric(by_step["step"]).to_numpy(np.int64)] if by_step is not None else [])
+        )
+    )
     rank_ids = [int(x) for x in steps["rank"].tolist()]
     if ranks is not None and "rank" in ranks.columns:
         rank_ids += [int(x) for x in ranks["rank"].tolist()]
@@ -127,8 +132,11 @@ def _rows_drawn(all_ranks: np.ndarray, by_step: pd.DataFrame | None) -> np.ndarr
     evenly sampled."""
     if len(all_ranks) <= MAX_RANK_ROWS:
         return all_ranks
-    often = (by_step["straggler"].dropna().astype(np.int64).value_counts().index.tolist()[:MAX_RANK_ROWS // 4]
-             if by_step is not None else [])
+    often = (
+        by_step["straggler"].dropna().astype(np.int64).value_counts().index.tolist()[: MAX_RANK_ROWS // 4]
+        if by_step is not None
+        else []
+    )
     rest = np.setdiff1d(all_ranks, np.asarray(often, dtype=np.int64))
     pick = rest[_even_idx(len(rest), MAX_RANK_ROWS - len(often))]
     return np.union1d(np.asarray(often, dtype=np.int64), pick)
@@ -181,8 +189,11 @@ def _rank_labels(g: _Grid, lay: _Layout, names: dict[int, str]) -> list[str]:
                 continue
             y = lay.top_pad + i * lay.ch + lay.ch / 2 + 4
             who = names.get(r)
-            out.append(f'<text x="{lay.label_w - 5}" y="{y:.1f}" text-anchor="end">rank {r}'
-                       + (f"<title>rank {r}: {esc(who)}</title>" if who else "") + "</text>")
+            out.append(
+                f'<text x="{lay.label_w - 5}" y="{y:.1f}" text-anchor="end">rank {r}'
+                + (f"<title>rank {r}: {esc(who)}</title>" if who else "")
+                + "</text>"
+            )
     return out
 
 
@@ -198,10 +209,12 @@ def _wait_cells(g: _Grid, lay: _Layout) -> str:
         ok = math.isfinite(w)
         fill = wait_color(w / g.top) if ok else "#fff"
         bs_txt = f"bs {int(b)}" if num(b) is not None else "bs n/a"
-        cells.append(f'<rect class="cell" x="{x:.2f}" y="{y:.2f}" width="{cw:.2f}" height="{ch:.2f}" fill="{fill}">'
-                     f'<title>rank {int(rk)} · step {int(st)} · {bs_txt}'
-                     + (f" · {esc(ph)}" if isinstance(ph, str) and ph else "")
-                     + f' · wait {(_ms(w) if ok else "n/a")}</title></rect>')
+        cells.append(
+            f'<rect class="cell" x="{x:.2f}" y="{y:.2f}" width="{cw:.2f}" height="{ch:.2f}" fill="{fill}">'
+            f"<title>rank {int(rk)} · step {int(st)} · {bs_txt}"
+            + (f" · {esc(ph)}" if isinstance(ph, str) and ph else "")
+            + f" · wait {(_ms(w) if ok else 'n/a')}</title></rect>"
+        )
     return f'<g stroke="#fff" stroke-width="{0.5 if cw >= 8 and ch >= 8 else 0}">' + "".join(cells) + "</g>"
 
 
@@ -215,11 +228,14 @@ def _straggler_rings(g: _Grid, lay: _Layout) -> list[str]:
         cx = lay.label_w + g.col_of[st] * lay.cw + lay.cw / 2
         cy = lay.top_pad + g.row_of[rk] * lay.ch + lay.ch / 2
         sbs, mbs, imb = g.strag_info[st]
-        detail = (f" (bs {int(sbs)}, median bs {int(mbs)})" if num(sbs) is not None and num(mbs) is not None
-                  else "") + (f"; imbalance {_ms(float(imb))}" if num(imb) is not None else "")
-        out.append(f'<circle class="straggler" cx="{cx:.2f}" cy="{cy:.2f}" r="{rad:.2f}" fill="#fff" stroke="#000" '
-                   f'stroke-width="{1 if rad > 2 else 0.6}"><title>step {st}: straggler rank {rk}{esc(detail)}'
-                   "</title></circle>")
+        detail = (
+            f" (bs {int(sbs)}, median bs {int(mbs)})" if num(sbs) is not None and num(mbs) is not None else ""
+        ) + (f"; imbalance {_ms(float(imb))}" if num(imb) is not None else "")
+        out.append(
+            f'<circle class="straggler" cx="{cx:.2f}" cy="{cy:.2f}" r="{rad:.2f}" fill="#fff" stroke="#000" '
+            f'stroke-width="{1 if rad > 2 else 0.6}"><title>step {st}: straggler rank {rk}{esc(detail)}'
+            "</title></circle>"
+        )
     return out
 
 
@@ -231,8 +247,9 @@ def _step_axis(g: _Grid, lay: _Layout) -> list[str]:
     last = len(g.col_steps) - 1
     for i, s in enumerate(g.col_steps.tolist()):
         if (i % tick_every == 0 and last - i >= tick_every / 2) or i == last:
-            out.append(f'<text x="{lay.label_w + i * lay.cw + lay.cw / 2:.1f}" y="{ay:.1f}" text-anchor="middle">{s}'
-                       "</text>")
+            out.append(
+                f'<text x="{lay.label_w + i * lay.cw + lay.cw / 2:.1f}" y="{ay:.1f}" text-anchor="middle">{s}</text>'
+            )
     out.append(f'<text x="{lay.label_w - 5}" y="{ay:.1f}" text-anchor="end">step</text>')
     return out
 
@@ -244,17 +261,23 @@ def _wait_scale(top: float, lay: _Layout) -> str:
     ly = lay.top_pad + lay.grid_h + lay.axis_h + 6
     lw = 240
     stops = "".join(f'<stop offset="{k / 10:.1f}" stop-color="{wait_color(k / 10)}"/>' for k in range(11))
-    out = [f'<defs><linearGradient id="tk-wait-scale">{stops}</linearGradient></defs>'
-           f'<text x="{label_w - 5}" y="{ly + 10:.1f}" text-anchor="end">wait</text>'
-           f'<rect x="{label_w}" y="{ly:.1f}" width="{lw}" height="12" fill="url(#tk-wait-scale)" stroke="#ccc"/>']
+    out = [
+        f'<defs><linearGradient id="tk-wait-scale">{stops}</linearGradient></defs>'
+        f'<text x="{label_w - 5}" y="{ly + 10:.1f}" text-anchor="end">wait</text>'
+        f'<rect x="{label_w}" y="{ly:.1f}" width="{lw}" height="12" fill="url(#tk-wait-scale)" stroke="#ccc"/>'
+    ]
     for k in range(5):
-        out.append(f'<text x="{label_w + lw * k / 4:.1f}" y="{ly + 25:.1f}" text-anchor="middle">'
-                   f"{top * k / 4 / 1e6:,.2f}</text>")
-    out.append(f'<text x="{label_w + lw + 22}" y="{ly + 25:.1f}">ms</text>'
-               f'<circle cx="{label_w + lw + 50}" cy="{ly + 6:.1f}" r="5" fill="#fff" stroke="#000"/>'
-               f'<text x="{label_w + lw + 60}" y="{ly + 10:.1f}">the step\'s straggler (last most often)</text>'
-               f'<rect x="{label_w + lw + 290}" y="{ly:.1f}" width="12" height="12" fill="#fff" stroke="#ccc"/>'
-               f'<text x="{label_w + lw + 308}" y="{ly + 10:.1f}">not recorded whole</text></svg>')
+        out.append(
+            f'<text x="{label_w + lw * k / 4:.1f}" y="{ly + 25:.1f}" text-anchor="middle">'
+            f"{top * k / 4 / 1e6:,.2f}</text>"
+        )
+    out.append(
+        f'<text x="{label_w + lw + 22}" y="{ly + 25:.1f}">ms</text>'
+        f'<circle cx="{label_w + lw + 50}" cy="{ly + 6:.1f}" r="5" fill="#fff" stroke="#000"/>'
+        f'<text x="{label_w + lw + 60}" y="{ly + 10:.1f}">the step\'s straggler (last most often)</text>'
+        f'<rect x="{label_w + lw + 290}" y="{ly:.1f}" width="12" height="12" fill="#fff" stroke="#ccc"/>'
+        f'<text x="{label_w + lw + 308}" y="{ly + 10:.1f}">not recorded whole</text></svg>'
+    )
     return "".join(out)
 
 
@@ -268,14 +291,21 @@ def _title_and_note(g: _Grid) -> tuple[str, str]:
     title = "Waits per rank and step" + (f" ({', '.join(sampled)}, sampled)" if sampled else "")
     notes = []
     if sampled:
-        notes.append(f"sampled: {' and '.join(sampled)} drawn, evenly spaced from the first to the last"
-                     + (f" (the ranks most often a step's straggler first, up to {MAX_RANK_ROWS // 4})"
-                        if len(g.row_ranks) < len(g.all_ranks) else "")
-                     + "; the tables below and the JSON sidecar hold every one")
-    notes.append("a cell is a rank's wait in a global step (Σ over its collectives of last arrival − own arrival), "
-                 f"darker = longer, the scale from 0 to the longest drawn ({_ms(g.top if len(g.wait_ns) else 0)}); "
-                 "white: the rank did not record the step whole; a ring marks the step's straggler; hover a cell for "
-                 "its numbers")
+        notes.append(
+            f"sampled: {' and '.join(sampled)} drawn, evenly spaced from the first to the last"
+            + (
+                f" (the ranks most often a step's straggler first, up to {MAX_RANK_ROWS // 4})"
+                if len(g.row_ranks) < len(g.all_ranks)
+                else ""
+            )
+            + "; the tables below and the JSON sidecar hold every one"
+        )
+    notes.append(
+        "a cell is a rank's wait in a global step (Σ over its collectives of last arrival − own arrival), "
+        f"darker = longer, the scale from 0 to the longest drawn ({_ms(g.top if len(g.wait_ns) else 0)}); "
+        "white: the rank did not record the step whole; a ring marks the step's straggler; hover a cell for "
+        "its numbers"
+    )
     return title, "; ".join(notes)
 
 
@@ -285,8 +315,11 @@ def _lead(s: dict) -> str:
     st = s.get("straggler") if isinstance(s.get("straggler"), dict) else None
     if num(s.get("collectives")) is not None and st and num(st.get("of")) is not None:
         nt = int(s["collectives"]) - int(st["of"])
-        ties = f' <span class="note">({nt:,} of {int(s["collectives"]):,} collectives tied: no last rank)</span>' \
-            if nt > 0 else ""
+        ties = (
+            f' <span class="note">({nt:,} of {int(s["collectives"]):,} collectives tied: no last rank)</span>'
+            if nt > 0
+            else ""
+        )
     return f'<p class="lead">{esc(imbalance_sentence(s))}{ties}</p>'
 
 
@@ -301,14 +334,15 @@ def rank_step_waits(result: Result) -> tuple[str, str, str] | None:
         return None
     g = _grid(result, steps)
     lay = _layout(len(g.col_steps), len(g.row_ranks))
-    out = [f'<svg class="rank-step-waits" viewBox="0 0 {CHART_W} {lay.h}" width="{CHART_W}" height="{lay.h}" '
-           'role="img">',
-           f'<rect x="{lay.label_w}" y="{lay.top_pad}" width="{lay.grid_w:.2f}" height="{lay.grid_h:.2f}" fill="#fff" '
-           'stroke="#ccc"/>',
-           *_rank_labels(g, lay, _rank_names(result.tables.get("ranks"))),
-           _wait_cells(g, lay),
-           *_straggler_rings(g, lay),
-           *_step_axis(g, lay),
-           _wait_scale(g.top, lay)]
+    out = [
+        f'<svg class="rank-step-waits" viewBox="0 0 {CHART_W} {lay.h}" width="{CHART_W}" height="{lay.h}" role="img">',
+        f'<rect x="{lay.label_w}" y="{lay.top_pad}" width="{lay.grid_w:.2f}" height="{lay.grid_h:.2f}" fill="#fff" '
+        'stroke="#ccc"/>',
+        *_rank_labels(g, lay, _rank_names(result.tables.get("ranks"))),
+        _wait_cells(g, lay),
+        *_straggler_rings(g, lay),
+        *_step_axis(g, lay),
+        _wait_scale(g.top, lay),
+    ]
     title, note = _title_and_note(g)
     return title, _lead(result.summary) + "".join(out), note

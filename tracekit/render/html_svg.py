@@ -1,5 +1,6 @@
 """The page's plain-SVG pictures made of bars: a legend, horizontal stacked bars (at most ``MAX_BARS``), rows
 sampled evenly for a picture of many steps, and the memory ledger's waterfall."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -17,8 +18,14 @@ CHART_W = 900
 
 def legend(names: Iterable[str], colors: dict[str, str] | None = None) -> str:
     colors = colors or {}
-    return '<div class="legend">' + "".join(f'<span><i style="background:{colors.get(n) or color_of(n)}"></i>'
-                                            f'{esc(n)}</span>' for n in dict.fromkeys(names)) + "</div>"
+    return (
+        '<div class="legend">'
+        + "".join(
+            f'<span><i style="background:{colors.get(n) or color_of(n)}"></i>{esc(n)}</span>'
+            for n in dict.fromkeys(names)
+        )
+        + "</div>"
+    )
 
 
 def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div: float) -> str:
@@ -28,8 +35,14 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div
     rows = rows[:MAX_BARS]
     if not rows:
         return ""
-    cut = (f'<p class="note">the first {len(rows):,} of {total_rows:,} bars drawn; the table below and the JSON sidecar'
-           ' hold every one</p>') if total_rows > len(rows) else ""
+    cut = (
+        (
+            f'<p class="note">the first {len(rows):,} of {total_rows:,} bars drawn; the table below and the JSON sidecar'
+            " hold every one</p>"
+        )
+        if total_rows > len(rows)
+        else ""
+    )
     top = max(sum(max(v, 0) for _, v in parts) for _, parts in rows) or 1.0
     colors = picture_colors(n for _, parts in rows for n, _ in parts)
     label_w = int(min(max(170, 6.6 * max(len(str(label)) for label, _ in rows) + 12), 420))  # the labels fit
@@ -45,8 +58,10 @@ def stacked_bars(rows: list[tuple[str, list[tuple[str, float]]]], unit: str, div
             w = max(v, 0) / top * plot_w
             if w <= 0:
                 continue
-            out.append(f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{colors[str(name)]}">'
-                       f'<title>{esc(name)}: {v / div:,.3f} {unit}</title></rect>')
+            out.append(
+                f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{bar_h}" fill="{colors[str(name)]}">'
+                f"<title>{esc(name)}: {v / div:,.3f} {unit}</title></rect>"
+            )
             x += w
         total = sum(max(v, 0) for _, v in parts)
         out.append(f'<text x="{x + 4:.2f}" y="{y + 13}">{total / div:,.2f} {unit}</text>')
@@ -60,8 +75,10 @@ def evenly(df: pd.DataFrame, n: int = MAX_BARS) -> tuple[pd.DataFrame, str]:
     if len(df) <= n:
         return df, ""
     idx = np.unique(np.linspace(0, len(df) - 1, n).round().astype(np.int64))
-    return df.iloc[idx], (f"sampled: {len(idx):,} of {len(df):,} rows drawn, evenly spaced from the first to the last"
-                          " (the table below and the JSON sidecar hold every one)")
+    return df.iloc[idx], (
+        f"sampled: {len(idx):,} of {len(df):,} rows drawn, evenly spaced from the first to the last"
+        " (the table below and the JSON sidecar hold every one)"
+    )
 
 
 def ledger_waterfall_svg(rows: dict[str, float]) -> str:
@@ -78,11 +95,15 @@ def ledger_waterfall_svg(rows: dict[str, float]) -> str:
         x = 60 + i * (bw + 10)
         y = base - (b + v) / top * 230
         hh = max(v / top * 230, 0.5)
-        out.append(f'<rect x="{x}" y="{y:.2f}" width="{bw}" height="{hh:.2f}" fill="{colors[name]}">'
-                   f'<title>{esc(name)}: {v:,.2f} GiB</title></rect>')
+        out.append(
+            f'<rect x="{x}" y="{y:.2f}" width="{bw}" height="{hh:.2f}" fill="{colors[name]}">'
+            f"<title>{esc(name)}: {v:,.2f} GiB</title></rect>"
+        )
         out.append(f'<text x="{x + bw / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">{v:,.1f}</text>')
-        out.append(f'<text transform="translate({x + bw / 2:.1f},{base + 12}) rotate(-35)" text-anchor="end" '
-                   f'font-size="10">{esc(name)}</text>')
+        out.append(
+            f'<text transform="translate({x + bw / 2:.1f},{base + 12}) rotate(-35)" text-anchor="end" '
+            f'font-size="10">{esc(name)}</text>'
+        )
     ly = base - level / top * 230
     out.append(f'<line x1="55" x2="{CHART_W - 10}" y1="{ly:.1f}" y2="{ly:.1f}" stroke="#000" stroke-dasharray="4 3"/>')
     out.append(f'<text x="60" y="{ly - 4:.1f}">{level:,.1f} GiB left for the state pools</text></svg>')

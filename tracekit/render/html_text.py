@@ -1,5 +1,6 @@
 """Text on the HTML page: a string escaped, a number read, the summary as a key-value grid, a table as a sortable
 ``<table>`` (its first ``MAX_ROWS`` rows; the JSON sidecar holds all)."""
+
 from __future__ import annotations
 
 import html
@@ -33,8 +34,10 @@ def num(v: Any) -> float | None:
 
 def summary_html(result: Result) -> str:
     origin = origin_of(result)
-    cells = [f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
-             for k, v in result.summary.items()]
+    cells = [
+        f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
+        for k, v in result.summary.items()
+    ]
     return f'<div class="kv">{"".join(cells)}</div>'
 
 
@@ -43,7 +46,7 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
     shown = df.head(rows)
     records = table_rows(shown)
     cols = [column(c, [r.get(c) for r in records], origin) for c in shown.columns]
-    bad_rows = ("ok" in shown.columns)
+    bad_rows = "ok" in shown.columns
     head = "".join(f"<th>{esc(c.header)}</th>" for c in cols)
     body = []
     for r in records:
@@ -55,7 +58,15 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
             sort = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else c.fmt(v)
             tds.append(f'<td{" class=n" if c.numeric else ""} data-v="{esc(sort)}">{esc(c.fmt(v))}</td>')
         body.append(f"<tr{cls}>{''.join(tds)}</tr>")
-    note = "" if len(df) <= rows else (f'<p class="note">the first {rows:,} of {len(df):,} rows; '
-                                       f'{more or "the JSON sidecar (or -f json) holds every row"}</p>')
-    return (f'<table class="sortable" id="t-{esc(name)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>{note}')
+    note = (
+        ""
+        if len(df) <= rows
+        else (
+            f'<p class="note">the first {rows:,} of {len(df):,} rows; '
+            f"{more or 'the JSON sidecar (or -f json) holds every row'}</p>"
+        )
+    )
+    return (
+        f'<table class="sortable" id="t-{esc(name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>{note}"
+    )

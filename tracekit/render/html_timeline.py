@@ -1,5 +1,6 @@
 """The step timeline on the page: a lane per row (the step, its blocks or layers, each GPU stream, the AllGathers,
 the exposed time), and the inline script that zooms and pans it (no network)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,12 +30,15 @@ def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
     plot_w = CHART_W - label_w - 10
     h = len(lanes) * (lane_h + gap) + 4
     names = [f'<svg class="tl-names" viewBox="0 0 {label_w} {h}" width="{label_w}" height="{h}">']
-    plot = [f'<svg class="tl-plot" viewBox="0 0 {plot_w} {h}" width="{plot_w}" height="{h}" '
-            f'preserveAspectRatio="none" role="img" data-span-ns="{span}">']
+    plot = [
+        f'<svg class="tl-plot" viewBox="0 0 {plot_w} {h}" width="{plot_w}" height="{h}" '
+        f'preserveAspectRatio="none" role="img" data-span-ns="{span}">'
+    ]
     for i, lane in enumerate(lanes):
         y = 4 + i * (lane_h + gap)
-        names.append(f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{esc(lane)}<title>{esc(lane)}</title>'
-                     "</text>")
+        names.append(
+            f'<text x="{label_w - 6}" y="{y + 12}" text-anchor="end">{esc(lane)}<title>{esc(lane)}</title></text>'
+        )
         d = tl[tl["lane"] == lane]
         for label, g in d.groupby("label", sort=True):
             fill = colors[lane] if lane in FIXED_LANES else colors[str(label)]
@@ -42,28 +46,46 @@ def step_timeline_svg(tl: pd.DataFrame, *, zoom: bool = True) -> str:
             b = g["end_ns"].to_numpy(np.int64) - s0
             xs = a / span * plot_w
             ws = np.maximum((b - a) / span * plot_w, 0.3)
-            rects = "".join(f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" height="{lane_h}"/>'
-                            for x, w in zip(xs.tolist(), ws.tolist()))
+            rects = "".join(
+                f'<rect x="{x:.3f}" y="{y}" width="{w:.3f}" height="{lane_h}"/>'
+                for x, w in zip(xs.tolist(), ws.tolist())
+            )
             total = int((b - a).sum())
-            edge = ' stroke="#fff" stroke-width="1" vector-effect="non-scaling-stroke"' \
-                if lane in ("layers", "blocks") else ""  # neighbouring layers of one type stay apart
-            plot.append(f'<g fill="{fill}"{edge}><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
-                        f'{total / 1e6:,.3f} ms</title>{rects}</g>')
+            edge = (
+                ' stroke="#fff" stroke-width="1" vector-effect="non-scaling-stroke"'
+                if lane in ("layers", "blocks")
+                else ""
+            )  # neighbouring layers of one type stay apart
+            plot.append(
+                f'<g fill="{fill}"{edge}><title>{esc(lane)} · {esc(label)}: {len(g):,} interval(s), '
+                f"{total / 1e6:,.3f} ms</title>{rects}</g>"
+            )
     names.append("</svg>")
     plot.append("</svg>")
     anchor = ["start", "middle", "middle", "middle", "middle", "end"]  # the first and last tick stay inside
-    ticks = "".join(f'<text x="{k / 5 * plot_w:.1f}" y="14" text-anchor="{anchor[k]}">+{span * k / 5 / 1e6:,.2f} ms'
-                    "</text>" for k in range(6))
-    axis = (f'<svg class="tl-axis" viewBox="0 0 {plot_w} 20" width="{plot_w}" height="20" data-span-ns="{span}">'
-            f"{ticks}</svg>")
-    controls = ('<div class="tl-ctl"><button type="button" data-zoom="in">zoom in</button>'
-                '<button type="button" data-zoom="out">zoom out</button>'
-                '<button type="button" data-zoom="reset">whole step</button>'
-                '<span class="note"> wheel over the lanes: zoom around the pointer · drag: pan</span></div>'
-                ) if zoom else ""
+    ticks = "".join(
+        f'<text x="{k / 5 * plot_w:.1f}" y="14" text-anchor="{anchor[k]}">+{span * k / 5 / 1e6:,.2f} ms</text>'
+        for k in range(6)
+    )
+    axis = (
+        f'<svg class="tl-axis" viewBox="0 0 {plot_w} 20" width="{plot_w}" height="20" data-span-ns="{span}">'
+        f"{ticks}</svg>"
+    )
+    controls = (
+        (
+            '<div class="tl-ctl"><button type="button" data-zoom="in">zoom in</button>'
+            '<button type="button" data-zoom="out">zoom out</button>'
+            '<button type="button" data-zoom="reset">whole step</button>'
+            '<span class="note"> wheel over the lanes: zoom around the pointer · drag: pan</span></div>'
+        )
+        if zoom
+        else ""
+    )
     key = legend(labels[:40] + (["exposed"] if (tl["lane"] == "exposed").any() else []), colors)
-    return (f'<div class="timeline">{controls}<div class="tl-row">{"".join(names)}<div class="tl-view">'
-            f'{"".join(plot)}{axis}</div></div>{key}</div>')
+    return (
+        f'<div class="timeline">{controls}<div class="tl-row">{"".join(names)}<div class="tl-view">'
+        f"{''.join(plot)}{axis}</div></div>{key}</div>"
+    )
 
 
 TIMELINE_JS = """

@@ -18,6 +18,7 @@ Shared by the terminal tables (``tables.py``), markdown (``formats.py``) and the
 * **Kernel names are shortened** (``short_names``, with ``tracekit.names``' one shortener) in the terminal tables and
   md, into what a person recognises, unless ``--wide``; json and csv always hold the full name.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,8 +77,19 @@ class Unit:
     label: str  # the key without its unit, words separated by spaces
 
 
-_UNIT_TOKENS = {"ns": "ns", "bytes": "bytes", "gbps": "gbps", "tbps": "tbps", "pct": "pct", "gib": "gib",
-                "mib": "mib", "gb": "gb", "ms": "ms", "us": "us", "tflops": "tflops"}
+_UNIT_TOKENS = {
+    "ns": "ns",
+    "bytes": "bytes",
+    "gbps": "gbps",
+    "tbps": "tbps",
+    "pct": "pct",
+    "gib": "gib",
+    "mib": "mib",
+    "gb": "gb",
+    "ms": "ms",
+    "us": "us",
+    "tflops": "tflops",
+}
 
 
 def unit_of(key: str) -> Unit:
@@ -97,7 +109,7 @@ def unit_of(key: str) -> Unit:
         kind = _UNIT_TOKENS.get(t)
         if kind is not None and (len(tokens) > 1 or kind in ("bytes", "gbps")):
             # a key that starts with its unit (bytes_per_token) keeps the word: the rest does not say what it is
-            rest = tokens if i == 0 and len(tokens) > 1 else tokens[:i] + tokens[i + 1:]
+            rest = tokens if i == 0 and len(tokens) > 1 else tokens[:i] + tokens[i + 1 :]
             return Unit(kind, _words("_".join(rest)))
     return Unit("", _words(k))
 
@@ -106,8 +118,18 @@ def _words(k: str) -> str:
     return k.replace("_", " ").strip()
 
 
-_UNIT_WORD = {"gbps": "GB/s", "tbps": "TB/s", "pct": "%", "gib": "GiB", "mib": "MiB", "gb": "GB", "ms": "ms", "us": "µs",
-              "tok_s": "tok/s", "tflops": "TFLOP/s"}
+_UNIT_WORD = {
+    "gbps": "GB/s",
+    "tbps": "TB/s",
+    "pct": "%",
+    "gib": "GiB",
+    "mib": "MiB",
+    "gb": "GB",
+    "ms": "ms",
+    "us": "µs",
+    "tok_s": "tok/s",
+    "tflops": "TFLOP/s",
+}
 
 
 def _num(v: Any) -> float | None:
@@ -227,8 +249,9 @@ def origin_of(result: Result) -> Origin | None:
     first = _exact(result.summary.get("first_gpu_start_ns"))
     if first is not None:
         return Origin(int(first), "the first GPU activity")
-    values: list[float] = [x for k, v in result.summary.items() if unit_of(k).kind == "abs"
-                           for x in [_exact(v)] if x is not None]
+    values: list[float] = [
+        x for k, v in result.summary.items() if unit_of(k).kind == "abs" for x in [_exact(v)] if x is not None
+    ]
     for df in result.tables.values():
         for c in df.columns:
             if unit_of(c).kind == "abs" and len(df):
@@ -304,19 +327,22 @@ def column(name: str, values: list[Any], origin: Origin | None = None) -> Column
     label = safe_text(u.label or str(name))
     nums = [_num(v) for v in values]
     numeric = all(x is not None or _scalar(v) is None for x, v in zip(nums, values)) and any(
-        x is not None for x in nums)
+        x is not None for x in nums
+    )
     if not numeric:
         return Column(name, safe_text(str(name)), False, _cell_text, u.kind)
     typical = _typical(values)
-    if u.kind == "epoch" or (u.kind in ("ns", "abs") and typical and all(is_epoch(x) for x in typical)
-                             and u.kind != "abs"):
+    if u.kind == "epoch" or (
+        u.kind in ("ns", "abs") and typical and all(is_epoch(x) for x in typical) and u.kind != "abs"
+    ):
         return Column(name, label, False, lambda v: "–" if _exact(v) is None else epoch_text(_exact(v)), "epoch")
     if u.kind == "abs" and origin is not None:
         rel = [abs(x - origin.ns) for x in (_exact(v) for v in values) if x is not None]
         unit, div, dec = _duration_scale([x for x in rel if x] or rel)
         unit, div, dec = ("ms", 1e6, 3) if unit in ("µs", "ns") else (unit, div, dec)
-        return Column(name, f"{label} {unit}", True,
-                      lambda v, o=origin.ns, div=div, dec=dec: _signed_delta(v, o, div, dec), "abs")
+        return Column(
+            name, f"{label} {unit}", True, lambda v, o=origin.ns, div=div, dec=dec: _signed_delta(v, o, div, dec), "abs"
+        )
     if u.kind in ("ns", "abs"):
         unit, div, dec = _duration_scale(typical)
         if u.kind == "abs":  # no origin: the trace clock, in ms
@@ -390,8 +416,15 @@ def ag_measures(names: list[str], values: list[Any] = ()) -> list[str]:
     """Which AllGather measures these keys (or these cell values, e.g. compare's `part`) show."""
     found = []
     for n in [*map(str, names), *(str(v) for v in values if isinstance(v, str))]:
-        m = "ag_only_local" if "ag_only_local" in n else "ag_only" if "ag_only" in n else \
-            "exposed" if "exposed" in n else None
+        m = (
+            "ag_only_local"
+            if "ag_only_local" in n
+            else "ag_only"
+            if "ag_only" in n
+            else "exposed"
+            if "exposed" in n
+            else None
+        )
         if m and m not in found:
             found.append(m)
     return found
@@ -461,7 +494,7 @@ def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
         while cell_len(ln) > width:
             head = set_cell_size(ln, width).rstrip() or set_cell_size(ln, width)
             out.append(head)
-            ln = pad + ln[len(head):]
+            ln = pad + ln[len(head) :]
         out.append(ln)
     return out
 

@@ -1,6 +1,7 @@
 """The memory ledger's waterfall, for every picture of it (the PNG/SVG plot and the HTML page): usable memory, then
 each fixed-overhead row falling from the level left, then the state pools stacked from zero. The rows and their
 names are data (``tracekit/data/ledger_plot.json``)."""
+
 from __future__ import annotations
 
 import json

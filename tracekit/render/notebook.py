@@ -3,6 +3,7 @@ the HTML report (``tracekit.render.html``: findings, summary, pictures, tables, 
 the cell, and each table's first :data:`ROWS` rows. Every string is escaped after control characters are made
 visible, so a kernel name cannot inject markup or script. ``result.frames()`` has every row.
 """
+
 from __future__ import annotations
 
 from ..result import Result
@@ -13,6 +14,5 @@ SCOPE = ".tracekit-result"
 
 
 def to_html(result: Result, *, rows: int = ROWS) -> str:
-    parts = sections(result, rows=rows, page=False,
-                     more="<code>result.frames()[NAME]</code> has every row")
+    parts = sections(result, rows=rows, page=False, more="<code>result.frames()[NAME]</code> has every row")
     return f'<div class="tracekit-result"><style>{scoped_css(SCOPE)}</style>{"".join(parts)}</div>'

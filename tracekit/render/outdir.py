@@ -8,6 +8,7 @@ last — run with SIGINT/SIGTERM/SIGHUP held back, so an interrupt leaves the pr
 one. Files of the previous set that the new one lacks are removed after the new manifest is in place; temporary
 files of a writer that was killed are cleared.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,16 @@ from typing import Any
 
 from ..errors import OutputError
 from ..result import Result, to_json_obj
-from .files import (Target, check_dir_target, held_signals, os_error_sentence, output_target, remove_quietly,
-                    temp_path, write_stream)
+from .files import (
+    Target,
+    check_dir_target,
+    held_signals,
+    os_error_sentence,
+    output_target,
+    remove_quietly,
+    temp_path,
+    write_stream,
+)
 
 LOCK_NAME = ".tracekit.lock"
 # the temporary names of files.temp_path, to find those a killed writer left behind
@@ -29,10 +38,10 @@ _TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{6}$")
 class OutputDir:
     """A set of files written into one directory as a whole (see the module's docstring)::
 
-        with OutputDir(out) as d:
-            pq.write_table(t, d.stage("events.parquet"))
-            d.stage_bytes("manifest.json", text)       # staged last, renamed last
-            d.commit(remove=d.previous_files())
+    with OutputDir(out) as d:
+        pq.write_table(t, d.stage("events.parquet"))
+        d.stage_bytes("manifest.json", text)       # staged last, renamed last
+        d.commit(remove=d.previous_files())
     """
 
     def __init__(self, path: str | Path, *, what: str = "export", manifest: str | None = "manifest.json") -> None:
@@ -72,8 +81,10 @@ class OutputDir:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise OutputError(f"another tracekit is writing into {self.path} right now (it holds"
-                              f" {self.path / LOCK_NAME}); wait until it has finished or choose another --out") from None
+            raise OutputError(
+                f"another tracekit is writing into {self.path} right now (it holds"
+                f" {self.path / LOCK_NAME}); wait until it has finished or choose another --out"
+            ) from None
         self._lock_fd = fd
 
     def __exit__(self, typ, exc, tb) -> None:
@@ -227,8 +238,7 @@ def write_outputs(result: Result, out: Path) -> Path:
     with OutputDir(out, what=f"{result.command} output") as d:
         for name, df in result.tables.items():
             df.to_parquet(d.stage(f"{name}.parquet"), index=False)
-            manifest["tables"][name] = {"parquet": f"{name}.parquet", "rows": int(len(df)),
-                                        "columns": list(df.columns)}
+            manifest["tables"][name] = {"parquet": f"{name}.parquet", "rows": int(len(df)), "columns": list(df.columns)}
         d.stage_bytes(f"{result.command}.json", json.dumps(to_json_obj(result), indent=1) + "\n")
         manifest["json"] = f"{result.command}.json"
         d.stage_bytes("manifest.json", json.dumps(manifest, indent=1) + "\n")

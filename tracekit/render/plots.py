@@ -9,6 +9,7 @@ Per-bs plots draw one stacked bar per trace: **the median step** — the step wh
 (the lower one of the two middle steps for an even count) — so the stacked parts add up to a step that
 happened. Traces of one deployment and bs (several ranks, say) are drawn side by side.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -81,9 +82,17 @@ def _x_keys(points: pd.DataFrame) -> tuple[pd.Series, list[str]]:
     return key, list(dict.fromkeys(key))
 
 
-def stacked_bars_figure(points: pd.DataFrame, *, stack: str, value: str, title: str, ylabel: str = "ms per step",
-                        colors: Mapping[str, Any] | None = None, labels: Mapping[str, str] | None = None,
-                        order: list[str] | None = None) -> Figure:
+def stacked_bars_figure(
+    points: pd.DataFrame,
+    *,
+    stack: str,
+    value: str,
+    title: str,
+    ylabel: str = "ms per step",
+    colors: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    order: list[str] | None = None,
+) -> Figure:
     """Bars per x category (bs) and deployment (side by side, hatched), stacked by ``stack``.
 
     ``points`` has columns deployment, bs, trace, ``stack`` and ``value`` (ns); a bar per (x, deployment,
@@ -112,8 +121,16 @@ def stacked_bars_figure(points: pd.DataFrame, *, stack: str, value: str, title: 
             for s in stacks:
                 ms = float(vals.get(s, 0)) / 1e6
                 if ms > 0:
-                    ax.bar(pos, ms, width * 0.92, bottom=bottom, color=colors.get(s, "#999999"), hatch=hatch,
-                           edgecolor="white", linewidth=0.5)
+                    ax.bar(
+                        pos,
+                        ms,
+                        width * 0.92,
+                        bottom=bottom,
+                        color=colors.get(s, "#999999"),
+                        hatch=hatch,
+                        edgecolor="white",
+                        linewidth=0.5,
+                    )
                 bottom += ms
             ax.text(pos, bottom, f"{bottom:.2f}", ha="center", va="bottom", fontsize=8)
             top = max(top, bottom)
@@ -140,20 +157,32 @@ def stacked_bars_figure(points: pd.DataFrame, *, stack: str, value: str, title: 
     # the legend lists the stack top-down, as the bars show it
     handles = [Patch(facecolor=colors.get(s, "#999999"), label=(labels or {}).get(s, s)) for s in reversed(stacks)]
     if len(deployments) > 1:
-        handles += [Patch(facecolor="white", edgecolor="black", hatch=_HATCHES[k % len(_HATCHES)], label=d)
-                    for k, d in enumerate(deployments)]
+        handles += [
+            Patch(facecolor="white", edgecolor="black", hatch=_HATCHES[k % len(_HATCHES)], label=d)
+            for k, d in enumerate(deployments)
+        ]
     ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _literal(fig)
 
 
 def decomposition_figure(points: pd.DataFrame, *, title: str | None = None) -> Figure:
     """Stacked bars per bs: the median step's busy, only-AllGather and idle time (:func:`decomposition_points`)."""
-    long = points.melt(id_vars=["deployment", "bs", "trace", "step"], value_vars=[f"{p}_ns" for p in PART_COLORS],
-                       var_name="part", value_name="ns")
+    long = points.melt(
+        id_vars=["deployment", "bs", "trace", "step"],
+        value_vars=[f"{p}_ns" for p in PART_COLORS],
+        var_name="part",
+        value_name="ns",
+    )
     long["part"] = long["part"].str.removesuffix("_ns")
-    return stacked_bars_figure(long, stack="part", value="ns", order=list(PART_COLORS), colors=PART_COLORS,
-                               labels=PART_LABELS, title=title or "Decode step wall: busy / only AllGather / idle"
-                               " (median step)")
+    return stacked_bars_figure(
+        long,
+        stack="part",
+        value="ns",
+        order=list(PART_COLORS),
+        colors=PART_COLORS,
+        labels=PART_LABELS,
+        title=title or "Decode step wall: busy / only AllGather / idle (median step)",
+    )
 
 
 def blocks_figure(points: pd.DataFrame, *, title: str | None = None) -> Figure:
@@ -161,19 +190,35 @@ def blocks_figure(points: pd.DataFrame, *, title: str | None = None) -> Figure:
     order = None
     if "first_block" in points:  # stack in the order blocks run: the head at the bottom, the tail on top
         order = list(points.groupby("block_type")["first_block"].min().sort_values(kind="stable").index)
-    return stacked_bars_figure(points, stack="block_type", value="kernel_ns", ylabel="kernel ms per step (all streams)",
-                               order=order, colors=type_colors(points["block_type"]),
-                               title=title or "Kernel time per block type (median step)")
+    return stacked_bars_figure(
+        points,
+        stack="block_type",
+        value="kernel_ns",
+        ylabel="kernel ms per step (all streams)",
+        order=order,
+        colors=type_colors(points["block_type"]),
+        title=title or "Kernel time per block type (median step)",
+    )
 
 
 def exposure_figure(points: pd.DataFrame, *, title: str | None = None) -> Figure:
     """Stacked bars per bs: the median step's exposed AllGather time per type (:func:`exposure_points`)."""
-    return stacked_bars_figure(points, stack="type", value="exposed_ns", ylabel="exposed ms per step",
-                               title=title or "Exposed AllGather time per type (median step)")
+    return stacked_bars_figure(
+        points,
+        stack="type",
+        value="exposed_ns",
+        ylabel="exposed ms per step",
+        title=title or "Exposed AllGather time per type (median step)",
+    )
 
 
-def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_stream: tuple[int, int] | None = None,
-                    title: str | None = None) -> Figure:
+def timeline_figure(
+    tables: Mapping[str, pd.DataFrame],
+    *,
+    step: int,
+    main_stream: tuple[int, int] | None = None,
+    title: str | None = None,
+) -> Figure:
     """One step: a row per GPU stream with its kernels and copies coloured by block type (copies paler), the
     blocks on top, each AllGather outlined on its stream, exposed AllGather time as red bands and a row.
 
@@ -198,29 +243,51 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
     y_blocks, y_exposed = 0, n_rows - 1
     lane_y = {lane: i + 1 for i, lane in enumerate(lanes)}
     for t, g in blocks.groupby("block_type", sort=True):
-        ax.broken_barh(list(zip(ms(g["start_ns"]), (g["end_ns"] - g["start_ns"]) / 1e6)), (y_blocks - 0.4, 0.8),
-                       facecolors=colors[str(t)], edgecolors="white", linewidth=0.4)
+        ax.broken_barh(
+            list(zip(ms(g["start_ns"]), (g["end_ns"] - g["start_ns"]) / 1e6)),
+            (y_blocks - 0.4, 0.8),
+            facecolors=colors[str(t)],
+            edgecolors="white",
+            linewidth=0.4,
+        )
     span_ms = (s1 - s0) / 1e6
     for r in blocks.itertuples(index=False):
         w = (r.end_ns - r.start_ns) / 1e6
         if w > span_ms * 0.025:
-            ax.text(ms([r.start_ns])[0] + w / 2, y_blocks, str(r.block_type), ha="center", va="center", fontsize=6,
-                    color="white", clip_on=True)
+            ax.text(
+                ms([r.start_ns])[0] + w / 2,
+                y_blocks,
+                str(r.block_type),
+                ha="center",
+                va="center",
+                fontsize=6,
+                color="white",
+                clip_on=True,
+            )
     is_copy = (gpu["kind"] != "kernel").to_numpy()
-    for (lane_key, t, copy), g in gpu.assign(_t=btype.to_numpy(), _c=is_copy,
-                                              _lane=[lane_y[(int(d), int(s))] for d, s in
-                                                     zip(gpu["device"], gpu["stream"])]).groupby(
-                                                  ["_lane", "_t", "_c"], sort=True):
-        ax.broken_barh(list(zip(ms(g["start_ns"]), np.maximum(g["dur_ns"].to_numpy(), 1) / 1e6)),
-                       (lane_key - 0.35, 0.7), facecolors=colors[t], alpha=0.5 if copy else 1.0, linewidth=0)
+    for (lane_key, t, copy), g in gpu.assign(
+        _t=btype.to_numpy(), _c=is_copy, _lane=[lane_y[(int(d), int(s))] for d, s in zip(gpu["device"], gpu["stream"])]
+    ).groupby(["_lane", "_t", "_c"], sort=True):
+        ax.broken_barh(
+            list(zip(ms(g["start_ns"]), np.maximum(g["dur_ns"].to_numpy(), 1) / 1e6)),
+            (lane_key - 0.35, 0.7),
+            facecolors=colors[t],
+            alpha=0.5 if copy else 1.0,
+            linewidth=0,
+        )
     ags = tables.get("allgathers")
     if ags is not None and len(ags):
         ags = ags[(ags["step"] == step)]
         for (d, st), g in ags.groupby(["device", "stream"]):
             y = lane_y.get((int(d), int(st)))
             if y is not None:
-                ax.broken_barh(list(zip(ms(g["start_ns"]), (g["end_ns"] - g["start_ns"]) / 1e6)), (y - 0.45, 0.9),
-                               facecolors="none", edgecolors="black", linewidth=0.6)
+                ax.broken_barh(
+                    list(zip(ms(g["start_ns"]), (g["end_ns"] - g["start_ns"]) / 1e6)),
+                    (y - 0.45, 0.9),
+                    facecolors="none",
+                    edgecolors="black",
+                    linewidth=0.6,
+                )
     exp = tables.get("exposed")
     exposed_ms = 0.0
     if exp is not None and len(exp):
@@ -229,8 +296,11 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
         exposed_ms = float((exp["end_ns"] - exp["start_ns"]).sum()) / 1e6
         ax.broken_barh(xr, (y_exposed - 0.4, 0.8), facecolors=EXPOSED_COLOR, linewidth=0)
         ax.broken_barh(xr, (y_blocks - 0.5, n_rows), facecolors=EXPOSED_COLOR, alpha=0.12, linewidth=0)
-    names = ["blocks"] + [f"dev {d} stream {s}" + (" (main)" if (d, s) == tuple(main_stream or ()) else "")
-                          for d, s in lanes] + ["exposed AllGather"]
+    names = (
+        ["blocks"]
+        + [f"dev {d} stream {s}" + (" (main)" if (d, s) == tuple(main_stream or ()) else "") for d, s in lanes]
+        + ["exposed AllGather"]
+    )
     ax.set_yticks(range(n_rows), names, fontsize=8)
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_xlim(0, span_ms)
@@ -242,9 +312,11 @@ def timeline_figure(tables: Mapping[str, pd.DataFrame], *, step: int, main_strea
 
     shown = sorted({str(t) for t in blocks["block_type"]} | set(btype))
     handles = [Patch(facecolor=colors[t], label=t) for t in shown]
-    handles += [Patch(facecolor="none", edgecolor="black", label="AllGather span"),
-                Patch(facecolor=EXPOSED_COLOR, label="exposed AllGather"),
-                Patch(facecolor="#777777", alpha=0.5, label="copies: paler")]
+    handles += [
+        Patch(facecolor="none", edgecolor="black", label="AllGather span"),
+        Patch(facecolor=EXPOSED_COLOR, label="exposed AllGather"),
+        Patch(facecolor="#777777", alpha=0.5, label="copies: paler"),
+    ]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
     return _literal(fig)
 
@@ -280,12 +352,19 @@ def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, A
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:
-        raise UsageError(f"{path}: plots are written as .png or .svg, not {path.suffix or 'a file without suffix'};"
-                         " name the output e.g. plot.png")
+        raise UsageError(
+            f"{path}: plots are written as .png or .svg, not {path.suffix or 'a file without suffix'};"
+            " name the output e.g. plot.png"
+        )
     from .files import write_file
 
     # whole or not at all: drawn into a temporary file beside it, renamed into place; its folder must exist
     write_file(path, lambda fh: fig.savefig(fh, format=fmt, dpi=dpi), what="picture")
     w, h = fig.get_size_inches()
-    return {"path": str(path), "format": fmt, "bytes": path.stat().st_size, "width_px": int(round(w * dpi)),
-            "height_px": int(round(h * dpi))}
+    return {
+        "path": str(path),
+        "format": fmt,
+        "bytes": path.stat().st_size,
+        "width_px": int(round(w * dpi)),
+        "height_px": int(round(h * dpi)),
+    }

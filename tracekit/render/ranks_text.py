@@ -3,6 +3,7 @@ sentence — the DP imbalance per step and the straggler (who, how often last, i
 the per-rank table (clock offset, steps, times last, total wait), drawn by the same renderer as `tracekit imbalance`
 (``tables.to_text``, passed in). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
 ``rank_per_collective``) are left to ``--all``, ``-f json`` and `tracekit imbalance`, and said so."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -37,17 +38,23 @@ def ranks_title(r: dict) -> str:
 
 def ranks_sentence(r: dict) -> str:
     """``summary.ranks`` of a report in words."""
-    head = (f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
-            f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
-            f" collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
-            f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)")
+    head = (
+        f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
+        f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
+        f" collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
+        f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)"
+    )
     st = r.get("straggler")
     if st is None:
         return head + "; no straggler: every collective instance ties within the alignment's residual."
-    bs = ("" if st.get("bs") is None and st.get("median_bs") is None  # no step marker says a batch size
-          else f", its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}")
-    return (head + f"; straggler rank {st['rank']}: last at {st['times_last']} of {st['of']} instances that are no"
-            f" tie{bs}.")
+    bs = (
+        ""
+        if st.get("bs") is None and st.get("median_bs") is None  # no step marker says a batch size
+        else f", its bs {_bs(st.get('bs'))} against a median of {_bs(st.get('median_bs'))}"
+    )
+    return (
+        head + f"; straggler rank {st['rank']}: last at {st['times_last']} of {st['of']} instances that are no tie{bs}."
+    )
 
 
 def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., str]) -> tuple[Result, list[str]]:
@@ -60,8 +67,11 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
     shown = {n: result.tables[n] for n in SHOWN if n in result.tables}
     if not all_rows and "ranks" in shown and {"rank", "times_last"} <= set(shown["ranks"].columns):
         # most important first: the ranks most often last lead, so that a cut table keeps the straggler
-        shown["ranks"] = shown["ranks"].sort_values(["times_last", "rank"], ascending=[False, True],
-                                                    kind="stable").reset_index(drop=True)
+        shown["ranks"] = (
+            shown["ranks"]
+            .sort_values(["times_last", "rank"], ascending=[False, True], kind="stable")
+            .reset_index(drop=True)
+        )
         shown["ranks"].attrs["order_by"] = "times_last"
     sub = Result(command="imbalance", inputs=[], params={}, summary={}, tables=shown)
     lines = [fit(safe_text(ranks_title(r)), width)]
@@ -71,8 +81,12 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
     hide = set(SHOWN) | (set() if all_rows else set(DETAIL))
     left = [n for n in DETAIL if n in result.tables and not all_rows and len(result.tables[n])]
     if left:
-        lines += wrap_prose("not shown: " + ", ".join(f"{n} ({len(result.tables[n]):,} rows)" for n in left)
-                            + " — --all, -f json or tracekit imbalance RUN_DIR has them", width)
+        lines += wrap_prose(
+            "not shown: "
+            + ", ".join(f"{n} ({len(result.tables[n]):,} rows)" for n in left)
+            + " — --all, -f json or tracekit imbalance RUN_DIR has them",
+            width,
+        )
     summary = {k: v for k, v in result.summary.items() if k != "ranks"}
     tables = {k: v for k, v in result.tables.items() if k not in hide}
     return replace(result, summary=summary, tables=tables), lines

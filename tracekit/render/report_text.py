@@ -4,6 +4,7 @@ findings — and a line naming what ``--all`` adds. json, csv, md, html and ``--
 The step shown is the report's ``timeline_step`` (the median step), its time charged to categories (then to block or
 layer types when the report has them), most costly first.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,8 +15,18 @@ from .human import label_of, origin_of, safe_text, value_text, wrap_prose
 from .blocks import _draw, _heights, _summary_lines, _table_block, _title, terminal_width
 
 SCREEN_LINES = 50  # the report fits this many lines by default
-HEADLINE = ("steps", "marker", "phases", "trustworthy", "median_wall_ns", "median_busy_ns", "median_idle_ns",
-            "median_exposed_ns_per_step", "layers_from", "fitting_annotation")
+HEADLINE = (
+    "steps",
+    "marker",
+    "phases",
+    "trustworthy",
+    "median_wall_ns",
+    "median_busy_ns",
+    "median_idle_ns",
+    "median_exposed_ns_per_step",
+    "layers_from",
+    "fitting_annotation",
+)
 STEP_COLUMNS = ("name", "wall_ns", "wall_pct", "overlapped_ns")
 SECOND_GROUPS = ("block_type", "layer_type")  # after the categories, when the report charges the step to these
 FIRST_ROWS = 12  # categories shown (the rest: --all)
@@ -41,8 +52,9 @@ def _one_step(result: Result) -> tuple[int | None, list[tuple[str, pd.DataFrame]
     return int(step), out
 
 
-def report_text(result: Result, width: int | None = None, *, wide: bool = False,
-                lines: int = SCREEN_LINES) -> str | None:
+def report_text(
+    result: Result, width: int | None = None, *, wide: bool = False, lines: int = SCREEN_LINES
+) -> str | None:
     """The report on one screen of ``lines`` lines (see the module's docstring); None without a one-step table
     (``tables.to_text`` then draws the usual tables, held to the same number of lines)."""
     width = max(20, width or terminal_width())
@@ -50,8 +62,11 @@ def report_text(result: Result, width: int | None = None, *, wide: bool = False,
     if step is None:
         return None
     origin = origin_of(result)
-    items = [(label_of(k, result.summary), value_text(k, result.summary[k], origin)) for k in HEADLINE
-             if k in result.summary and _scalar(result.summary[k]) is not None]
+    items = [
+        (label_of(k, result.summary), value_text(k, result.summary[k], origin))
+        for k in HEADLINE
+        if k in result.summary and _scalar(result.summary[k]) is not None
+    ]
     head, notes = _summary_lines(items, width)
     out = [_title(result), *head, *notes]
     finding_lines: list[str] = []
@@ -60,8 +75,13 @@ def report_text(result: Result, width: int | None = None, *, wide: bool = False,
             finding_lines += findings_lines(name, df, width, False, detailed=False)
     shown = {"one_step", *(n for n, df in result.tables.items() if len(df) and is_findings(df))}
     rest = [n for n, df in result.tables.items() if n not in shown and len(df)]
-    tail = wrap_prose(f"--all shows every table ({', '.join(safe_text(n) for n in rest)}); -f html draws the"
-                      " timeline", width) if rest else []
+    tail = (
+        wrap_prose(
+            f"--all shows every table ({', '.join(safe_text(n) for n in rest)}); -f html draws the timeline", width
+        )
+        if rest
+        else []
+    )
     budget = lines - len(out) - len(finding_lines) - len(tail)
     for k, (group, df) in enumerate(groups):
         title = f"step {step} by {group.replace('_', ' ')}"

@@ -20,12 +20,22 @@ terminal's width writing plain text, no colour):
 * Under the first block that shows more than one AllGather measure (``ag_only``, ``ag_only_local``, ``exposed``),
   a one-line glossary says how they differ.
 """
+
 from __future__ import annotations
 
 from ..result import Result, _scalar, utf8_text
-from .blocks import (GAP, HEADER_LINES, INLINE_KEYS, MAX_LINES, MIN_ROWS, NAME_MIN, NOT_A_TERMINAL_WIDTH,  # noqa: F401
-                     PATH_MIN, SECONDARY, Block, _allot, _dict_blocks, _draw, _summary_lines, _table_block, _title,
-                     terminal_width)
+from .blocks import (
+    INLINE_KEYS,
+    MAX_LINES,
+    NOT_A_TERMINAL_WIDTH,  # noqa: F401
+    _allot,
+    _dict_blocks,
+    _draw,
+    _summary_lines,
+    _table_block,
+    _title,
+    terminal_width,
+)
 from .human import fit, fit_left, wrap_prose, _wrap_words  # noqa: F401 - re-exported
 from .human import ag_measures, glossary, label_of, origin_of, safe_text, unit_of, value_text
 from ..names import name_columns, short_name
@@ -35,8 +45,15 @@ from .report_text import SCREEN_LINES, report_text
 # --------------------------------------------------------------------------- the whole output
 
 
-def to_text(result: Result, width: int | None = None, color: bool = False, *, all_rows: bool = False,
-            max_lines: int = MAX_LINES, wide: bool = False) -> str:
+def to_text(
+    result: Result,
+    width: int | None = None,
+    color: bool = False,
+    *,
+    all_rows: bool = False,
+    max_lines: int = MAX_LINES,
+    wide: bool = False,
+) -> str:
     """``result`` as text for a terminal ``width`` cells wide (default: :func:`terminal_width`); ``wide``: kernel
     names whole."""
     width = max(20, width or terminal_width())
@@ -67,16 +84,27 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     limit = None if all_rows else max_lines  # no table shows more rows than the whole output has lines
     from .findings_text import findings_lines, is_findings
 
-    lists = [findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
-             for name, df in result.tables.items() if len(df) and is_findings(df)]
+    lists = [
+        findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
+        for name, df in result.tables.items()
+        if len(df) and is_findings(df)
+    ]
     pictures = [name for name, df in result.tables.items() if len(df) and df.attrs.get("picture") and not all_rows]
-    blocks += [_table_block(name, df, origin, width, limit, wide) for name, df in result.tables.items()
-               if len(df) and not is_findings(df) and name not in pictures]
+    blocks += [
+        _table_block(name, df, origin, width, limit, wide)
+        for name, df in result.tables.items()
+        if len(df) and not is_findings(df) and name not in pictures
+    ]
     uses_abs = any(unit_of(k).kind == "abs" for k in result.summary) or any(
-        unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
+        unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns
+    )
 
-    _allot(blocks, width, max_lines - len(head) - len(summary) - len(summary_notes) - 4
-           - sum(len(x) for x in lists), all_rows)
+    _allot(
+        blocks,
+        width,
+        max_lines - len(head) - len(summary) - len(summary_notes) - 4 - sum(len(x) for x in lists),
+        all_rows,
+    )
 
     out: list[str] = list(head)
     said_glossary = False
@@ -105,8 +133,11 @@ def to_text(result: Result, width: int | None = None, color: bool = False, *, al
     if empty:
         tail.append("no rows: " + ", ".join(safe_text(e) for e in empty))
     if pictures:
-        tail.append("not shown: " + ", ".join(f"{safe_text(p)} ({len(result.tables[p]):,} rows, what -f html draws)"
-                                              for p in pictures) + "; --all or -f json has them")
+        tail.append(
+            "not shown: "
+            + ", ".join(f"{safe_text(p)} ({len(result.tables[p]):,} rows, what -f html draws)" for p in pictures)
+            + "; --all or -f json has them"
+        )
     if tail:
         out += [ln for t in tail for ln in wrap_prose(t, width)]
     return utf8_text("\n".join(out) + "\n")

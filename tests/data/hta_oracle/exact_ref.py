@@ -149,11 +149,7 @@ def exact_for_file(path: str) -> Dict[str, Any]:
             key = f"{ph}/{cat}"
             stream_carrying_non_gpu[key] += 1
             # HTA keeps rows with a dur and cat != 'Trace'; stream != -1 => "GPU"
-            if (
-                ev.get("dur") is not None
-                and cat != "Trace"
-                and _hta_stream(args["stream"]) != -1
-            ):
+            if ev.get("dur") is not None and cat != "Trace" and _hta_stream(args["stream"]) != -1:
                 hta_effective_non_gpu[key] += 1
 
     res: Dict[str, Any] = {
@@ -165,9 +161,7 @@ def exact_for_file(path: str) -> Dict[str, Any]:
         "zero_dur_gpu_rows": zero_dur,
         "cuda_sync_events": cuda_sync,
         "stream_carrying_non_gpu_events_raw": dict(sorted(stream_carrying_non_gpu.items())),
-        "stream_carrying_non_gpu_events_hta_counts_as_gpu": dict(
-            sorted(hta_effective_non_gpu.items())
-        ),
+        "stream_carrying_non_gpu_events_hta_counts_as_gpu": dict(sorted(hta_effective_non_gpu.items())),
         "non_integral_ns_values": bad[0],
         "baseTimeNanoseconds": (doc.get("baseTimeNanoseconds") if isinstance(doc, dict) else None),
     }

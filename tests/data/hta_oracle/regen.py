@@ -112,9 +112,7 @@ def _row_stats(t) -> Dict[str, Any]:
             "by_hta_kernel_type": {k: int(v) for k, v in sorted(types.items())},
             "comm_kernel_names": sorted(n for n in names if get_kernel_type(n) == "COMMUNICATION"),
             "other_class_names": sorted(n for n in names if get_kernel_type(n) == "OTHER"),
-            "n_profiler_step_rows": int(
-                df["name"].map(lambda i: "ProfilerStep" in sym[i]).sum()
-            ),
+            "n_profiler_step_rows": int(df["name"].map(lambda i: "ProfilerStep" in sym[i]).sum()),
             "ts_dtype": str(df["ts"].dtype),
             "dur_dtype": str(df["dur"].dtype),
             "n_negative_dur_gpu_rows": int((g["dur"] < 0).sum()),
@@ -313,9 +311,7 @@ def main(root: str) -> Dict[str, Any]:
             "compute_us": h["compute_us"] - ex["compute_ns"] / 1000,
             "non_compute_us": h["non_compute_us"] - ex["non_compute_ns"] / 1000,
             "overlap_pctg_unrounded": (
-                None
-                if ovp is None or ex["comm_comp_overlap_pctg"] is None
-                else ovp - ex["comm_comp_overlap_pctg"]
+                None if ovp is None or ex["comm_comp_overlap_pctg"] is None else ovp - ex["comm_comp_overlap_pctg"]
             ),
         }
     out["hta_unfiltered_minus_exact"] = deltas

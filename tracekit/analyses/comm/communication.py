@@ -4,6 +4,7 @@
 It needs no AllGather segmentation: which copies are weight AllGathers is :func:`tracekit.events.weight_ag_mask`,
 with the local-copy pattern merged with the annotation's by :meth:`AllGatherOptions.with_annotation`.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,8 +28,9 @@ WEIGHT_AG_CLASS = "weight_ag"
 
 
 @options_as_objects
-def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag: AllGatherOptions | None = None,
-                  steps=None) -> Result:
+def communication(
+    trace: Trace, ann=None, *, main_stream: int | None = None, ag: AllGatherOptions | None = None, steps=None
+) -> Result:
     """`tracekit comm`: every communication kernel, and the weight AllGathers (PtoP copies and their local
     copies, class ``weight_ag``), by class and name, per step, split into critical path (on the main
     compute stream) and side streams (A7).
@@ -44,8 +46,11 @@ def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag:
     local_copy_pattern = AllGatherOptions.of(ag).with_annotation(ann).local_copy
     # the main stream and the AllGather copies are found before the steps, so a trace that fails at either says
     # what it said before
-    pre = None if isinstance(steps, Steps) else (find_main_stream(trace.events, main),
-                                                 weight_ag_mask(trace.events, local_copy_pattern))
+    pre = (
+        None
+        if isinstance(steps, Steps)
+        else (find_main_stream(trace.events, main), weight_ag_mask(trace.events, local_copy_pattern))
+    )
     st = get_steps(trace, steps, ann=ann)
     # once per trace, steps and options: report asks, and so does its critical-communication finding
     key = ("communication", id(st), main, local_copy_pattern)
@@ -53,34 +58,53 @@ def communication(trace: Trace, ann=None, *, main_stream: int | None = None, ag:
     if hit is None or hit[0] is not st:  # the entry holds the steps, so their id cannot be reused meanwhile
         hit = trace.derived[key] = (st, _communication(trace, main, local_copy_pattern, st, pre))
     res = hit[1]
-    return replace(res, inputs=copy.deepcopy(res.inputs), params=dict(res.params),
-                   summary=copy.deepcopy(res.summary), tables=dict(res.tables), warnings=list(res.warnings))
+    return replace(
+        res,
+        inputs=copy.deepcopy(res.inputs),
+        params=dict(res.params),
+        summary=copy.deepcopy(res.summary),
+        tables=dict(res.tables),
+        warnings=list(res.warnings),
+    )
 
 
 def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: Steps, pre: tuple | None) -> Result:
     ev = trace.events
     warnings = list(trace.report.warnings)
-    (dev_main, st_main), is_ag = pre if pre is not None else (find_main_stream(ev, main),
-                                                             weight_ag_mask(ev, local_copy_pattern))
+    (dev_main, st_main), is_ag = (
+        pre if pre is not None else (find_main_stream(ev, main), weight_ag_mask(ev, local_copy_pattern))
+    )
     sel = np.flatnonzero(ev["comm_class"].notna().to_numpy() | is_ag)  # the rows' columns, not a copy of them
     dev, stream = ev["device"].to_numpy()[sel], ev["stream"].to_numpy()[sel]
     start, end = ev["start_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel]
     warnings = merge_warnings(warnings, steps.warnings)
     ws, we, wid = steps.starts, steps.ends, steps.table["step"].to_numpy()
-    table = _per_step_class(ev, sel, start, end, (dev == dev_main) & (stream == st_main), steps.step_of(start),
-                            ws, we, wid)
-    per_step = (table.groupby(["step", "class"]).agg(critical_ns=("critical_ns", "sum"), side_ns=("side_ns", "sum"),
-                                                    count=("count", "sum")).reset_index()
-                if len(table) else pd.DataFrame(columns=["step", "class", "critical_ns", "side_ns", "count"]))
+    table = _per_step_class(
+        ev, sel, start, end, (dev == dev_main) & (stream == st_main), steps.step_of(start), ws, we, wid
+    )
+    per_step = (
+        table.groupby(["step", "class"])
+        .agg(critical_ns=("critical_ns", "sum"), side_ns=("side_ns", "sum"), count=("count", "sum"))
+        .reset_index()
+        if len(table)
+        else pd.DataFrame(columns=["step", "class", "critical_ns", "side_ns", "count"])
+    )
     by_class = per_step.groupby("class")
     summary = {
-        "main_stream": st_main, "main_device": dev_main, "steps": int(len(wid)),
+        "main_stream": st_main,
+        "main_device": dev_main,
+        "steps": int(len(wid)),
         "median_critical_ns_per_step_by_class": {str(k): median_ns(g["critical_ns"].to_numpy()) for k, g in by_class},
         "median_side_ns_per_step_by_class": {str(k): median_ns(g["side_ns"].to_numpy()) for k, g in by_class},
     }
-    return Result(command="comm", inputs=[trace_input(trace)],
-                  params={"main_stream": main, **step_params(steps)},
-                  summary=summary, tables={"per_step_class": table, "per_step": per_step}, warnings=warnings)
+    return Result(
+        command="comm",
+        inputs=[trace_input(trace)],
+        params={"main_stream": main, **step_params(steps)},
+        summary=summary,
+        tables={"per_step_class": table, "per_step": per_step},
+        warnings=warnings,
+    )
 
 
 TABLE_COLUMNS = ["step", "class", "name", "collective", "algo", "protocol", "critical_ns", "side_ns", "count"]
@@ -102,8 +126,17 @@ def _text_codes(col: pd.Series, rows: np.ndarray, missing: str | None) -> tuple[
     return rank[codes], np.asarray(uniq, dtype=object)
 
 
-def _per_step_class(ev: pd.DataFrame, sel: np.ndarray, start: np.ndarray, end: np.ndarray, critical: np.ndarray,
-                    step: np.ndarray, ws: np.ndarray, we: np.ndarray, wid: np.ndarray) -> pd.DataFrame:
+def _per_step_class(
+    ev: pd.DataFrame,
+    sel: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    critical: np.ndarray,
+    step: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
+    wid: np.ndarray,
+) -> pd.DataFrame:
     """Per (class, name) — sorted, as a groupby sorts them — and step: critical and side-stream time (the union of
     the kernels in the step) and the count; only the pairs with any. ``sel``: the event rows (communication kernels
     and AllGather copies; class ``weight_ag`` where they have no communication class), with their start, end,
@@ -124,7 +157,7 @@ def _per_step_class(ev: pd.DataFrame, sel: np.ndarray, start: np.ndarray, end: n
     crit_ns = np.zeros((n_g, n_w), dtype=np.int64)
     side_ns = np.zeros((n_g, n_w), dtype=np.int64)
     for g in range(n_g):  # per distinct (class, name): a few dozen
-        r = order[cuts[g]:cuts[g + 1]]
+        r = order[cuts[g] : cuts[g + 1]]
         on, off = r[crit[r]], r[~crit[r]]
         crit_ns[g] = iv.measure_in_windows(iv.normalize(s[on], e[on]), ws, we)
         side_ns[g] = iv.measure_in_windows(iv.normalize(s[off], e[off]), ws, we)
@@ -137,11 +170,15 @@ def _per_step_class(ev: pd.DataFrame, sel: np.ndarray, start: np.ndarray, end: n
     head = sel[rows[first]]  # each name's first row gives its collective, algo and protocol
     per_g = {k: [_opt(v) for v in ev[k].take(head).tolist()] for k in ("collective", "algo", "protocol")}
     gcls, gname = cls_u[cls_code[rows[first]]], name_u[name_code[rows[first]]]
-    data = {"step": [int(x) for x in wid[w_at].tolist()], "class": [gcls[g] for g in g_at.tolist()],
-            "name": [gname[g] for g in g_at.tolist()],
-            **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
-            "critical_ns": crit_ns[g_at, w_at].tolist(), "side_ns": side_ns[g_at, w_at].tolist(),
-            "count": cnt[g_at, w_at].tolist()}
+    data = {
+        "step": [int(x) for x in wid[w_at].tolist()],
+        "class": [gcls[g] for g in g_at.tolist()],
+        "name": [gname[g] for g in g_at.tolist()],
+        **{k: [v[g] for g in g_at.tolist()] for k, v in per_g.items()},
+        "critical_ns": crit_ns[g_at, w_at].tolist(),
+        "side_ns": side_ns[g_at, w_at].tolist(),
+        "count": cnt[g_at, w_at].tolist(),
+    }
     return pd.DataFrame(data, columns=TABLE_COLUMNS)
 
 

@@ -3,6 +3,7 @@
 It reads the AllGathers :func:`tracekit.analyses.comm.segments.segment_allgathers` cut (kept on the trace: after
 `allgather` with the same options, exposure segments nothing again) and charges each exposed instant to one of them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,8 +40,14 @@ def exposure(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, step
     if hit is None or hit[0] is not ag.steps:  # the entry holds the steps, so their id cannot be reused meanwhile
         hit = trace.derived[key] = (ag.steps, _exposure(trace, ag, kw))
     res = hit[1]
-    return replace(res, inputs=copy.deepcopy(res.inputs), params=copy.deepcopy(res.params),
-                   summary=copy.deepcopy(res.summary), tables=dict(res.tables), warnings=list(res.warnings))
+    return replace(
+        res,
+        inputs=copy.deepcopy(res.inputs),
+        params=copy.deepcopy(res.params),
+        summary=copy.deepcopy(res.summary),
+        tables=dict(res.tables),
+        warnings=list(res.warnings),
+    )
 
 
 def _exposure(trace: Trace, ag, kw: dict) -> Result:
@@ -54,14 +61,20 @@ def _exposure(trace: Trace, ag, kw: dict) -> Result:
     exposed = iv.subtract(ag_set, other)
     charged, piece_ag, piece_s, piece_e = _charge(exposed, rows, ag.per_ag)
     per_ag = ag.per_ag.assign(exposed_ns=charged)
-    per_step_type = (per_ag.groupby(["step", "type"], sort=True)["exposed_ns"].sum().reset_index())
+    per_step_type = per_ag.groupby(["step", "type"], sort=True)["exposed_ns"].sum().reset_index()
     per_step_type = per_step_type[["step", "type", "exposed_ns"]]
     steps = ag.steps
     window = iv.measure_in_windows(exposed, steps.starts, steps.ends)
     per_step_df = pd.DataFrame({"step": steps.table["step"].to_numpy(), "exposed_ns": window})
-    intervals = pd.DataFrame({"ag": piece_ag, "step": per_ag["step"].to_numpy()[piece_ag] if len(piece_ag) else [],
-                              "type": per_ag["type"].to_numpy()[piece_ag] if len(piece_ag) else [],
-                              "start_ns": piece_s, "end_ns": piece_e})
+    intervals = pd.DataFrame(
+        {
+            "ag": piece_ag,
+            "step": per_ag["step"].to_numpy()[piece_ag] if len(piece_ag) else [],
+            "type": per_ag["type"].to_numpy()[piece_ag] if len(piece_ag) else [],
+            "start_ns": piece_s,
+            "end_ns": piece_e,
+        }
+    )
     by_type = per_step_type.groupby("type")["exposed_ns"].apply(lambda x: median_ns(x.to_numpy()))
     summary = {
         "allgathers": int(len(per_ag)),
@@ -70,12 +83,19 @@ def _exposure(trace: Trace, ag, kw: dict) -> Result:
         "median_exposed_ns_per_step": median_ns(per_step_df["exposed_ns"].to_numpy()),
         "median_exposed_ns_per_step_by_type": {str(k): v for k, v in by_type.items()},
     }
-    return Result(command="exposure", inputs=[trace_input(trace)], params=allgather_params(ag, kw),
-                  summary=summary,
-                  tables={"per_step_type": per_step_type, "per_step": per_step_df,
-                          "per_ag": per_ag[["ag", "step", "type", "start_ns", "end_ns", "exposed_ns"]],
-                          "intervals": intervals},
-                  warnings=merge_warnings(trace.report.warnings, ag.warnings))
+    return Result(
+        command="exposure",
+        inputs=[trace_input(trace)],
+        params=allgather_params(ag, kw),
+        summary=summary,
+        tables={
+            "per_step_type": per_step_type,
+            "per_step": per_step_df,
+            "per_ag": per_ag[["ag", "step", "type", "start_ns", "end_ns", "exposed_ns"]],
+            "intervals": intervals,
+        },
+        warnings=merge_warnings(trace.report.warnings, ag.warnings),
+    )
 
 
 def _charge(exposed, rows: pd.DataFrame, per_ag: pd.DataFrame):

@@ -2,6 +2,7 @@
 slower side runs the larger batch (like with like) — with the launch-configuration difference of its kernel (grid,
 block, registers, shared memory and the CTAs per SM and per wave that follow from each side's SM limits), and the
 launch settings that differ between the two logs or scripts (docs/findings.md)."""
+
 from __future__ import annotations
 
 import re
@@ -21,11 +22,39 @@ from .rules import words as _words
 from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 from ..hardware.waves import resolve_sms
 
-OP_COLUMNS = ["op", "kernel", "category", "calls_per_step_a", "calls_per_step_b", "mean_ns_a", "mean_ns_b",
-              "per_step_ns_a", "per_step_ns_b", "ratio", "grid_a", "grid_b", "block_a", "block_b", "registers_a",
-              "registers_b", "shared_mem_a", "shared_mem_b", "ctas_a", "ctas_b", "ctas_per_sm_a", "ctas_per_sm_b",
-              "ctas_per_wave_a", "ctas_per_wave_b", "waves_a", "waves_b", "limited_by_a", "limited_by_b",
-              "ratio_per_request", "normalised_by", "compare_note"]
+OP_COLUMNS = [
+    "op",
+    "kernel",
+    "category",
+    "calls_per_step_a",
+    "calls_per_step_b",
+    "mean_ns_a",
+    "mean_ns_b",
+    "per_step_ns_a",
+    "per_step_ns_b",
+    "ratio",
+    "grid_a",
+    "grid_b",
+    "block_a",
+    "block_b",
+    "registers_a",
+    "registers_b",
+    "shared_mem_a",
+    "shared_mem_b",
+    "ctas_a",
+    "ctas_b",
+    "ctas_per_sm_a",
+    "ctas_per_sm_b",
+    "ctas_per_wave_a",
+    "ctas_per_wave_b",
+    "waves_a",
+    "waves_b",
+    "limited_by_a",
+    "limited_by_b",
+    "ratio_per_request",
+    "normalised_by",
+    "compare_note",
+]
 LAUNCH = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem"]
 
 
@@ -53,14 +82,24 @@ def op_table(trace: Trace, ann: Annotation | None, steps, *, use_tags: bool) -> 
         k = k[steps.step_of(k["start_ns"].to_numpy()) >= 0]
         op = k["name"].astype(str)
     n_steps = max(1, len(steps.table))
-    k = k.assign(op=op.astype(str).to_numpy(), kernel=k["name"].astype(str).to_numpy(),
-                 category=np.asarray(categorize(k), dtype=object))
+    k = k.assign(
+        op=op.astype(str).to_numpy(),
+        kernel=k["name"].astype(str).to_numpy(),
+        category=np.asarray(categorize(k), dtype=object),
+    )
     g = k.groupby("op", sort=False)
-    out = pd.DataFrame({"calls": g.size() / n_steps, "mean_ns": g["dur_ns"].mean(),
-                        "per_step_ns": g["dur_ns"].sum() / n_steps})
-    common = (k.groupby(["op", "kernel", "category", *LAUNCH], sort=False, dropna=False).size()
-              .rename("n").reset_index().sort_values(["op", "n"], ascending=[True, False], kind="stable")
-              .drop_duplicates("op").set_index("op"))
+    out = pd.DataFrame(
+        {"calls": g.size() / n_steps, "mean_ns": g["dur_ns"].mean(), "per_step_ns": g["dur_ns"].sum() / n_steps}
+    )
+    common = (
+        k.groupby(["op", "kernel", "category", *LAUNCH], sort=False, dropna=False)
+        .size()
+        .rename("n")
+        .reset_index()
+        .sort_values(["op", "n"], ascending=[True, False], kind="stable")
+        .drop_duplicates("op")
+        .set_index("op")
+    )
     return out.join(common.drop(columns="n"))
 
 
@@ -73,10 +112,16 @@ def _sms(trace: Trace, warnings: list[str]) -> int | None:
 
 def _diff_text(r: dict, labels: tuple[str, str]) -> str:
     parts = []
-    for key, name in (("grid", "grid"), ("block", "block"), ("registers", "registers per thread"),
-                      ("shared_mem", "shared memory B"), ("ctas", "CTAs"), ("ctas_per_sm", "CTAs per SM"),
-                      ("ctas_per_wave", "CTAs per wave"),
-                      ("waves", "waves")):
+    for key, name in (
+        ("grid", "grid"),
+        ("block", "block"),
+        ("registers", "registers per thread"),
+        ("shared_mem", "shared memory B"),
+        ("ctas", "CTAs"),
+        ("ctas_per_sm", "CTAs per SM"),
+        ("ctas_per_wave", "CTAs per wave"),
+        ("waves", "waves"),
+    ):
         a, b = r[f"{key}_a"], r[f"{key}_b"]
         if a is None or b is None or (isinstance(a, float) and np.isnan(a)) or a == b:
             continue
@@ -88,14 +133,19 @@ def _diff_text(r: dict, labels: tuple[str, str]) -> str:
     return "; ".join(parts)
 
 
-def ops_compared(ta: pd.DataFrame, tb: pd.DataFrame, sms: tuple[int | None, int | None],
-                 limits: tuple[SmLimits | None, SmLimits | None]) -> pd.DataFrame:
+def ops_compared(
+    ta: pd.DataFrame,
+    tb: pd.DataFrame,
+    sms: tuple[int | None, int | None],
+    limits: tuple[SmLimits | None, SmLimits | None],
+) -> pd.DataFrame:
     """The ops both deployments run, side by side, with the launch configurations and what follows from them: CTAs,
     CTAs per SM (tracekit.hardware.ctas_per_sm against each side's own SM limits) and what limited it, CTAs per wave
     and waves. ``ratio_per_request``, ``normalised_by`` and ``compare_note`` are filled by :func:`normalise`."""
     both = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="inner")
-    out = pd.DataFrame({"op": both.index.astype(str), "kernel": both["kernel_a"].to_numpy(),
-                        "category": both["category_a"].to_numpy()})
+    out = pd.DataFrame(
+        {"op": both.index.astype(str), "kernel": both["kernel_a"].to_numpy(), "category": both["category_a"].to_numpy()}
+    )
     for c in ("calls", "mean_ns", "per_step_ns"):
         for side in "ab":
             out[f"{'calls_per_step' if c == 'calls' else c}_{side}"] = both[f"{c}_{side}"].to_numpy(dtype=float)
@@ -117,11 +167,13 @@ def ops_compared(ta: pd.DataFrame, tb: pd.DataFrame, sms: tuple[int | None, int 
         out[f"ctas_{side}"] = [int(c) if ok else None for c, ok in zip(ctas, g_ok)]
         if lim is not None:
             threads = np.where(b_ok, bi.prod(axis=1), -1)
-            cps, why, status = occupancy_ctas_per_sm(threads, np.nan_to_num(regs, nan=-1).astype(np.int64),
-                                                     np.nan_to_num(smem, nan=-1).astype(np.int64), lim)
+            cps, why, status = occupancy_ctas_per_sm(
+                threads, np.nan_to_num(regs, nan=-1).astype(np.int64), np.nan_to_num(smem, nan=-1).astype(np.int64), lim
+            )
             known = status != "no_block"
-            why = np.where(status == "partial", [f"{w} (registers or shared memory unknown: an upper bound)"
-                                                 for w in why], why)
+            why = np.where(
+                status == "partial", [f"{w} (registers or shared memory unknown: an upper bound)" for w in why], why
+            )
         else:
             cps, why, known = np.ones(len(out), dtype=np.int64), np.full(len(out), None), np.zeros(len(out), bool)
         out[f"ctas_per_sm_{side}"] = [int(c) if k else None for c, k in zip(cps, known)]
@@ -146,8 +198,9 @@ def batch_of(steps, given: float | None) -> tuple[float | None, str]:
     return None, "unknown"
 
 
-def normalise(ops: pd.DataFrame, bs: tuple[float | None, float | None], labels: tuple[str, str],
-              min_ratio: float) -> pd.DataFrame:
+def normalise(
+    ops: pd.DataFrame, bs: tuple[float | None, float | None], labels: tuple[str, str], min_ratio: float
+) -> pd.DataFrame:
     """Compare like with like when the two deployments run different batch sizes (docs/findings.md): per op, which
     side is slower, by how much, normalised by what, or why it is not compared.
 
@@ -180,28 +233,35 @@ def normalise(ops: pd.DataFrame, bs: tuple[float | None, float | None], labels: 
             slow.append(s), slow_ratio.append(rr), gain.append((t_s - t_f) * calls)
             continue
         if not (bsa and bsb):
-            ops.at[i, "compare_note"] = (f"batch size of {' and '.join(name[x] for x in 'ab' if not side_bs[x])} "
-                                         "unknown: compared per call, as if both ran the same work per call")
+            ops.at[i, "compare_note"] = (
+                f"batch size of {' and '.join(name[x] for x in 'ab' if not side_bs[x])} "
+                "unknown: compared per call, as if both ran the same work per call"
+            )
             unit, g = None, (t_s - t_f) * calls
         elif side_bs[s] <= side_bs[f]:
             unit, g = "call", (t_s - t_f) * calls
             if side_bs[s] < side_bs[f]:
-                ops.at[i, "compare_note"] = (f"{name[s]} is slower per call with fewer requests per call "
-                                             f"({side_bs[s]:g} vs {side_bs[f]:g}), so not from a larger batch")
+                ops.at[i, "compare_note"] = (
+                    f"{name[s]} is slower per call with fewer requests per call "
+                    f"({side_bs[s]:g} vs {side_bs[f]:g}), so not from a larger batch"
+                )
         else:
             rq = per_req if s == "a" else 1 / per_req
             if rq >= min_ratio:
                 unit, rr = "request", rq
                 g = (t_s / side_bs[s] - t_f / side_bs[f]) * side_bs[s] * calls
-                ops.at[i, "compare_note"] = (f"{name[s]} runs {side_bs[s]:g} requests per call against {side_bs[f]:g}: "
-                                             f"compared per request ({rr:.2f}× slower per request, "
-                                             f"{ratio if s == 'a' else 1 / ratio:.2f}× per call)")
+                ops.at[i, "compare_note"] = (
+                    f"{name[s]} runs {side_bs[s]:g} requests per call against {side_bs[f]:g}: "
+                    f"compared per request ({rr:.2f}× slower per request, "
+                    f"{ratio if s == 'a' else 1 / ratio:.2f}× per call)"
+                )
             else:
                 ops.at[i, "normalised_by"] = "refused"
                 ops.at[i, "compare_note"] = (
                     f"not compared: {name[s]} is {rr:.2f}× slower per call but runs {side_bs[s]:g} requests per call "
                     f"against {side_bs[f]:g}; per request it is {rq:.2f}× the other's"
-                    f" ({'slower' if rq > 1 else 'faster'}), so its larger batch's work can explain the difference")
+                    f" ({'slower' if rq > 1 else 'faster'}), so its larger batch's work can explain the difference"
+                )
                 slow.append(None), slow_ratio.append(None), gain.append(None)
                 continue
         ops.at[i, "normalised_by"] = unit
@@ -226,15 +286,29 @@ def config_diffs(config_a: dict | None, config_b: dict | None) -> list[dict]:
         return []
     ignore = set(finding_rules()["compare"]["ignore_args"])
     keys = sorted((set(config_a) | set(config_b)) - ignore, key=lambda k: (k.startswith("--"), k))
-    return [{"key": k, "a": config_a.get(k, "(unset)"), "b": config_b.get(k, "(unset)")} for k in keys
-            if config_a.get(k) != config_b.get(k)]
+    return [
+        {"key": k, "a": config_a.get(k, "(unset)"), "b": config_b.get(k, "(unset)")}
+        for k in keys
+        if config_a.get(k) != config_b.get(k)
+    ]
 
 
-def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = None,
-                     ann_b: Annotation | str | None = None,
-                     config_a: dict | None = None, config_b: dict | None = None, min_ms: float | None = None,
-                     min_pct: float | None = None, steps_a=None, steps_b=None, labels: tuple[str, str] | None = None,
-                     bs_a: float | None = None, bs_b: float | None = None) -> Result:
+def compare_findings(
+    a: Trace,
+    b: Trace,
+    *,
+    ann_a: Annotation | str | None = None,
+    ann_b: Annotation | str | None = None,
+    config_a: dict | None = None,
+    config_b: dict | None = None,
+    min_ms: float | None = None,
+    min_pct: float | None = None,
+    steps_a=None,
+    steps_b=None,
+    labels: tuple[str, str] | None = None,
+    bs_a: float | None = None,
+    bs_b: float | None = None,
+) -> Result:
     """Two deployments: per op the one slower per call (per request when the slower side runs the larger batch,
     see :func:`normalise`), its launch-configuration difference, and the differing launch settings (named on the
     ops they touch). ``ann_a`` and ``ann_b``: a name, a path or an Annotation; ``bs_a`` / ``bs_b``: requests per
@@ -251,8 +325,12 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     warnings = merge_warnings(a.report.warnings, b.report.warnings, sa.warnings, sb.warnings)
     use_tags = ann_a is not None and ann_b is not None and ann_a.blocks is not None and ann_b.blocks is not None
     sms = (_sms(a, warnings), _sms(b, warnings))
-    ops = ops_compared(op_table(a, ann_a, sa, use_tags=use_tags), op_table(b, ann_b, sb, use_tags=use_tags), sms,
-                       (_limits(a, warnings), _limits(b, warnings)))
+    ops = ops_compared(
+        op_table(a, ann_a, sa, use_tags=use_tags),
+        op_table(b, ann_b, sb, use_tags=use_tags),
+        sms,
+        (_limits(a, warnings), _limits(b, warnings)),
+    )
     (bsa, bsa_from), (bsb, bsb_from) = batch_of(sa, bs_a), batch_of(sb, bs_b)
     ops = normalise(ops, (bsa, bsb), (la, lb), float(crules["min_ratio"]))
     warnings += _batch_warnings(ops, (bsa, bsb), (la, lb))
@@ -264,34 +342,68 @@ def compare_findings(a: Trace, b: Trace, *, ann_a: Annotation | str | None = Non
     rows = [_slower_finding(r, gain, s, rr, sides, diffs) for gain, r, s, _f, rr in slower[:cap]]
     rest = slower[cap:]
     if rest:
-        rows.append(finding(None, "slower_rest", "ops", gain_ns=float(sum(x[0] for x in rest)), step_ns=step_a,
-                            words=_words("slower_rest", count=len(rest), gain=f"{ms_text(sum(x[0] for x in rest))}"
-                                         " per step", trace_a=a.path, trace_b=b.path),
-                            evidence=", ".join(_short_name(str(x[1]["op"]), 40) for x in rest[:5])))
+        rows.append(
+            finding(
+                None,
+                "slower_rest",
+                "ops",
+                gain_ns=float(sum(x[0] for x in rest)),
+                step_ns=step_a,
+                words=_words(
+                    "slower_rest",
+                    count=len(rest),
+                    gain=f"{ms_text(sum(x[0] for x in rest))} per step",
+                    trace_a=a.path,
+                    trace_b=b.path,
+                ),
+                evidence=", ".join(_short_name(str(x[1]["op"]), 40) for x in rest[:5]),
+            )
+        )
     rows += [_config_finding(d, slower, (la, lb)) for d in diffs]
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     by_unit = ops["normalised_by"].fillna("none (batch unknown)").value_counts()
-    summary = {"a": la, "b": lb, "step_ms_a": step_a / 1e6, "step_ms_b": step_b / 1e6, "ops_compared": int(len(ops)),
-               "ops_slower": len(slower), "config_differences": len(diffs), "findings": int(len(table)),
-               "matched_by": "op tag" if use_tags else "kernel name", "sms_a": sms[0], "sms_b": sms[1],
-               "bs_a": bsa, "bs_b": bsb, "bs_from_a": bsa_from, "bs_from_b": bsb_from,
-               "normalised_by": {str(k): int(v) for k, v in by_unit.items()},
-               "ops_refused": int((ops["normalised_by"] == "refused").sum()),
-               "top": str(table["title"].iloc[0]) if len(table) else None}
+    summary = {
+        "a": la,
+        "b": lb,
+        "step_ms_a": step_a / 1e6,
+        "step_ms_b": step_b / 1e6,
+        "ops_compared": int(len(ops)),
+        "ops_slower": len(slower),
+        "config_differences": len(diffs),
+        "findings": int(len(table)),
+        "matched_by": "op tag" if use_tags else "kernel name",
+        "sms_a": sms[0],
+        "sms_b": sms[1],
+        "bs_a": bsa,
+        "bs_b": bsb,
+        "bs_from_a": bsa_from,
+        "bs_from_b": bsb_from,
+        "normalised_by": {str(k): int(v) for k, v in by_unit.items()},
+        "ops_refused": int((ops["normalised_by"] == "refused").sum()),
+        "top": str(table["title"].iloc[0]) if len(table) else None,
+    }
     if not len(ops):
         warnings.append("the two traces share no op (kernel name or op tag), so nothing can be compared")
     ops_out = ops.drop(columns=["slow", "slow_ratio", "gain_ns"])
     for c in ("grid_a", "grid_b", "block_a", "block_b"):
         ops_out[c] = ops_out[c].map(lambda v: None if v is None else ",".join(map(str, v)))
-    return Result(command="findings", inputs=[trace_input(a), trace_input(b)],
-                  params={"compare": [a.path, b.path], "annotation": ann_a.ref if ann_a else None,
-                          "annotation_b": ann_b.ref if ann_b else None, "min_ms": min_ms, "min_pct": min_pct,
-                          "bs_a": bs_a, "bs_b": bs_b,
-                          **{f"a_{k}": v for k, v in step_params(sa).items()}},
-                  summary=summary,
-                  tables={"findings": table, "ops": ops_out,
-                          "config": pd.DataFrame(diffs, columns=["key", "a", "b"])},
-                  warnings=warnings)
+    return Result(
+        command="findings",
+        inputs=[trace_input(a), trace_input(b)],
+        params={
+            "compare": [a.path, b.path],
+            "annotation": ann_a.ref if ann_a else None,
+            "annotation_b": ann_b.ref if ann_b else None,
+            "min_ms": min_ms,
+            "min_pct": min_pct,
+            "bs_a": bs_a,
+            "bs_b": bs_b,
+            **{f"a_{k}": v for k, v in step_params(sa).items()},
+        },
+        summary=summary,
+        tables={"findings": table, "ops": ops_out, "config": pd.DataFrame(diffs, columns=["key", "a", "b"])},
+        warnings=warnings,
+    )
 
 
 def _batch_warnings(ops: pd.DataFrame, bs: tuple, labels: tuple[str, str]) -> list[str]:
@@ -301,13 +413,17 @@ def _batch_warnings(ops: pd.DataFrame, bs: tuple, labels: tuple[str, str]) -> li
     out = []
     if bsa is None or bsb is None:
         unknown = " and ".join(x for x, v in ((la, bsa), (lb, bsb)) if v is None)
-        out.append(f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size,"
-                   " bs / bs_b): ops are compared per call, which is like with like only if both run the same batch")
+        out.append(
+            f"the batch size of {unknown} is unknown (no step marker carries one; pass its batch size,"
+            " bs / bs_b): ops are compared per call, which is like with like only if both run the same batch"
+        )
     refused = ops[ops["normalised_by"] == "refused"]
     if len(refused):
-        out.append(f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
-                   f" {bsb:g} requests) but not per request are not compared (tables.ops: normalised_by"
-                   f" 'refused'): {', '.join(_short_name(str(x), 40) for x in refused['op'].head(3))}")
+        out.append(
+            f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
+            f" {bsb:g} requests) but not per request are not compared (tables.ops: normalised_by"
+            f" 'refused'): {', '.join(_short_name(str(x), 40) for x in refused['op'].head(3))}"
+        )
     return out
 
 
@@ -324,17 +440,19 @@ def _slower_ops(ops: pd.DataFrame, min_ratio: float) -> list[tuple]:
     return slower
 
 
-def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[str, tuple],
-                    diffs: list[dict]) -> dict:
+def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[str, tuple], diffs: list[dict]) -> dict:
     """The finding of one op slower on side ``s``: per call or per request, with its launch-configuration
     difference and the differing settings that touch it. ``sides``: per side (label, path, bs, step ns)."""
     f = "b" if s == "a" else "a"
     (la, _pa, _ba, step_a), (lb, _pb, _bb, step_b) = sides["a"], sides["b"]
     diff = _diff_text(r.to_dict(), (la, lb))
     hint = _env_hint(str(r["op"]), str(r["kernel"]), str(r["category"]), diffs)
-    text = (f"Launch configuration differs: {diff}" if diff else
-            "Same launch configuration in both: the difference is in the data it runs on (batch, heads, "
-            "context) or in the GPU's state") + hint
+    text = (
+        f"Launch configuration differs: {diff}"
+        if diff
+        else "Same launch configuration in both: the difference is in the data it runs on (batch, heads, "
+        "context) or in the GPU's state"
+    ) + hint
     per = "request" if r["normalised_by"] == "request" else "call"
     if per == "request":
         mean_s, mean_f = r[f"mean_ns_{s}"] / sides[s][2], r[f"mean_ns_{f}"] / sides[f][2]
@@ -342,33 +460,60 @@ def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[st
         mean_s, mean_f = r[f"mean_ns_{s}"], r[f"mean_ns_{f}"]
     calls = r[f"calls_per_step_{s}"] * (sides[s][2] if per == "request" else 1)
     note = r["compare_note"] or ("batch sizes equal" if r["normalised_by"] == "call" else "")
-    words = _words("slower_kernel", op=_short_name(str(r["op"])), ratio=f"{rr:.2f}", slow=sides[s][0],
-                   fast=sides[f][0], mean_slow=f"{mean_s / 1e3:.1f}", mean_fast=f"{mean_f / 1e3:.1f}", per=per,
-                   calls=f"{calls:g}", trace_slow=sides[s][1], trace_fast=sides[f][1], diff=text,
-                   batch=f"; {note}" if note else "")
-    return finding(None, "slower_kernel", "ops", gain_ns=float(gain), step_ns=step_a if s == "a" else step_b,
-                   words=words, evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
-                                         f"{ms_text(r['per_step_ns_a'])} in {la}, "
-                                         f"{ms_text(r['per_step_ns_b'])} in {lb}")
+    words = _words(
+        "slower_kernel",
+        op=_short_name(str(r["op"])),
+        ratio=f"{rr:.2f}",
+        slow=sides[s][0],
+        fast=sides[f][0],
+        mean_slow=f"{mean_s / 1e3:.1f}",
+        mean_fast=f"{mean_f / 1e3:.1f}",
+        per=per,
+        calls=f"{calls:g}",
+        trace_slow=sides[s][1],
+        trace_fast=sides[f][1],
+        diff=text,
+        batch=f"; {note}" if note else "",
+    )
+    return finding(
+        None,
+        "slower_kernel",
+        "ops",
+        gain_ns=float(gain),
+        step_ns=step_a if s == "a" else step_b,
+        words=words,
+        evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
+        f"{ms_text(r['per_step_ns_a'])} in {la}, "
+        f"{ms_text(r['per_step_ns_b'])} in {lb}",
+    )
 
 
 def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> dict:
     """The finding of one differing launch setting, with the slower ops it touches; minor when it touches none."""
     la, lb = labels
-    touched = [str(x[1]["op"]) for x in slower
-               if _env_hint(str(x[1]["op"]), str(x[1]["kernel"]), str(x[1]["category"]), [d])]
-    ops_txt = f"; it touches {', '.join(_short_name(t, 40) for t in touched[:3])}, slower in one of them" \
-        if touched else ""
-    row = finding(None, "config_diff", "config", words=_words("config_diff", key=d["key"], value_a=d["a"],
-                                                              value_b=d["b"], a=la, b=lb, ops=ops_txt),
-                  evidence=f"{d['key']}: {d['a']!s} ({la}) vs {d['b']!s} ({lb})")
+    touched = [
+        str(x[1]["op"]) for x in slower if _env_hint(str(x[1]["op"]), str(x[1]["kernel"]), str(x[1]["category"]), [d])
+    ]
+    ops_txt = (
+        f"; it touches {', '.join(_short_name(t, 40) for t in touched[:3])}, slower in one of them" if touched else ""
+    )
+    row = finding(
+        None,
+        "config_diff",
+        "config",
+        words=_words("config_diff", key=d["key"], value_a=d["a"], value_b=d["b"], a=la, b=lb, ops=ops_txt),
+        evidence=f"{d['key']}: {d['a']!s} ({la}) vs {d['b']!s} ({lb})",
+    )
     row["force_minor"] = not touched  # a setting no slower op points at is listed, below the others
     return row
 
 
 def _label(t: Trace) -> str:
     from pathlib import Path
-    p = Path(t.path)
-    return p.parent.name if p.name.endswith(tuple(f".trace.json{x}" for x in ("", ".gz", ".zst"))) and \
-        p.name.split(".")[0].isdigit() else p.name.split(".")[0]
 
+    p = Path(t.path)
+    return (
+        p.parent.name
+        if p.name.endswith(tuple(f".trace.json{x}" for x in ("", ".gz", ".zst"))) and p.name.split(".")[0].isdigit()
+        else p.name.split(".")[0]
+    )

@@ -1,5 +1,6 @@
 """The one input every findings source of a trace reads: :class:`Context` (the trace, its steps, the hardware
 profile, the launch log and the options, resolved once by :func:`.of_trace.findings`)."""
+
 from __future__ import annotations
 
 import shlex
@@ -30,8 +31,13 @@ class Context:
     cache: dict = field(default_factory=dict)  # what several sources share, computed once (the kernel arrays)
 
     def words(self, kind: str, **values) -> dict[str, str]:
-        return words(kind, trace=self.trace.path, ann_opt=f" -a {shlex.quote(self.ann.ref)}" if self.ann is not None else "",
-                     log=getattr(self.log, "path", "LOG"), **values)
+        return words(
+            kind,
+            trace=self.trace.path,
+            ann_opt=f" -a {shlex.quote(self.ann.ref)}" if self.ann is not None else "",
+            log=getattr(self.log, "path", "LOG"),
+            **values,
+        )
 
 
 __all__ = ["Context"]

@@ -3,6 +3,7 @@ arrays (duration, step, family, category and, where its launching op has a recor
 at the achievable roofline), time-weighted efficiency over a selection of them, and the findings that group kernels:
 PyTorch's own library kernels per category, and the kernels beyond a source's cap as one finding.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -53,12 +54,24 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
     out = []
     for c, grp in g.groupby("category", sort=False):
         grp = grp.sort_values("gain_per_step_ns", ascending=False)
-        names = ", ".join(f"{kernel_label(str(n), 50)} {ms_text(v)}" for n, v in
-                          zip(grp["name"].head(3), grp["gain_per_step_ns"].head(3)))
+        names = ", ".join(
+            f"{kernel_label(str(n), 50)} {ms_text(v)}"
+            for n, v in zip(grp["name"].head(3), grp["gain_per_step_ns"].head(3))
+        )
         more = {k: (v(grp) if callable(v) else v) for k, v in extra.items()}
-        out.append(finding(ctx, kind, source, gain_ns=float(grp["gain_per_step_ns"].sum()), category=str(c),
-                           count=len(grp), names=names, **more,
-                           evidence=f"{len(grp)} kernel name(s) of category {c}; per step: {names}"))
+        out.append(
+            finding(
+                ctx,
+                kind,
+                source,
+                gain_ns=float(grp["gain_per_step_ns"].sum()),
+                category=str(c),
+                count=len(grp),
+                names=names,
+                **more,
+                evidence=f"{len(grp)} kernel name(s) of category {c}; per step: {names}",
+            )
+        )
     return out
 
 
@@ -119,14 +132,30 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
         t_mem = by / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
         t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
         target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
-    return {"ks": ks, "rows": rows, "dur": dur, "step": step, "in": step >= 0, "family": fam,
-            "family_code": np.asarray(fcat.codes)[rows], "families": list(fcat.categories),
-            "category": _at(cats, rows), "flops": fl, "bytes": by, "dtype": dt,
-            "shaped": shaped & (step >= 0), "target": target, "peak": peak,
-            "name": names_at(ev, rows),
-            "m": t["m"].to_numpy(dtype=float), "n": t["n"].to_numpy(dtype=float), "k": t["k"].to_numpy(dtype=float),
-            "graph": t["graph"].to_numpy(dtype=bool), "op_row": t["op_row"].to_numpy(),
-            "n_steps": max(1, len(ctx.steps.table))}
+    return {
+        "ks": ks,
+        "rows": rows,
+        "dur": dur,
+        "step": step,
+        "in": step >= 0,
+        "family": fam,
+        "family_code": np.asarray(fcat.codes)[rows],
+        "families": list(fcat.categories),
+        "category": _at(cats, rows),
+        "flops": fl,
+        "bytes": by,
+        "dtype": dt,
+        "shaped": shaped & (step >= 0),
+        "target": target,
+        "peak": peak,
+        "name": names_at(ev, rows),
+        "m": t["m"].to_numpy(dtype=float),
+        "n": t["n"].to_numpy(dtype=float),
+        "k": t["k"].to_numpy(dtype=float),
+        "graph": t["graph"].to_numpy(dtype=bool),
+        "op_row": t["op_row"].to_numpy(),
+        "n_steps": max(1, len(ctx.steps.table)),
+    }
 
 
 def pct_text(x: float | None) -> str:
@@ -149,14 +178,21 @@ def efficiency(ctx: Context, ka: dict, sel: np.ndarray) -> dict[str, Any]:
     return out
 
 
-
 def rest_finding(ctx: Context, kind: str, source: str, rest: pd.DataFrame, gain: str) -> list[dict]:
     """The kernel names beyond a source's cap (``rest``, its gain per step in column ``gain``) as one finding, or
     none when there are none."""
     if not len(rest):
         return []
-    return [finding(ctx, kind, source, gain_ns=float(rest[gain].sum()), count=len(rest),
-                    evidence=f"{len(rest)} kernel name(s), largest {ms_text(rest[gain].max())} per step")]
+    return [
+        finding(
+            ctx,
+            kind,
+            source,
+            gain_ns=float(rest[gain].sum()),
+            count=len(rest),
+            evidence=f"{len(rest)} kernel name(s), largest {ms_text(rest[gain].max())} per step",
+        )
+    ]
 
 
 __all__ = ["efficiency", "in_families", "kernel_arrays", "library_groups", "pct_text", "rest_finding"]

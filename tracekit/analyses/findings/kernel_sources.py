@@ -6,6 +6,7 @@ Each source takes the :class:`.context.Context` and returns rows made with :func
 MissingDataError (one sentence) when it cannot run on this input. The kernel arrays they share are
 :mod:`.kernel_arrays`'.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,18 +21,21 @@ from .kernel_arrays import efficiency, in_families, kernel_arrays, library_group
 from .rules import _Fmt, finding, finding_rules, kernel_label, ms_text
 
 
-_CPS_FROM = {"launch configuration": "from the launch configuration",
-             "launch configuration (partial)": "from the part of the launch configuration the trace has, an upper"
-                                               " bound",
-             "annotation": "set by the annotation", "option": "set by --ctas-per-sm",
-             "assumed": "assumed: the trace lacks the launch configuration or the SM's limits"}
+_CPS_FROM = {
+    "launch configuration": "from the launch configuration",
+    "launch configuration (partial)": "from the part of the launch configuration the trace has, an upper bound",
+    "annotation": "set by the annotation",
+    "option": "set by --ctas-per-sm",
+    "assumed": "assumed: the trace lacks the launch configuration or the SM's limits",
+}
 
 
 def wave_losses(ctx: Context) -> list[dict]:
     """Tail-wave loss per kernel (the `waves` ranking, per step), kernels of at least ``waves.min_waves`` waves."""
     rules = finding_rules()
-    w = kernel_waves(ctx.trace, sms=ctx.sms, hw=ctx.hw, ann=ctx.ann, steps=ctx.steps,
-                     min_waves=int(rules["waves"]["min_waves"]))
+    w = kernel_waves(
+        ctx.trace, sms=ctx.sms, hw=ctx.hw, ann=ctx.ann, steps=ctx.steps, min_waves=int(rules["waves"]["min_waves"])
+    )
     ctx.warnings += [x for x in w.warnings if x not in ctx.trace.report.warnings]
     pk = w.tables["per_kernel"]
     n_sms = int(w.summary["sms"])
@@ -39,25 +43,40 @@ def wave_losses(ctx: Context) -> list[dict]:
         comm = _comm_names(ctx.trace.events)
         pk = pk[~pk["name"].isin(comm)]
     pk = pk[(pk["lost_per_step_ns"] > 0) & (pk["wave_efficiency"] < float(rules["waves"]["max_efficiency"]))]
-    lib = pk["name"].astype(str).map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) \
-        if len(pk) else np.zeros(0, dtype=bool)
-    out = library_groups(ctx, pk[lib].rename(columns={"lost_per_step_ns": "gain_per_step_ns"}),
-                         "wave_quantization_library", "waves")
+    lib = (
+        pk["name"].astype(str).map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool)
+        if len(pk)
+        else np.zeros(0, dtype=bool)
+    )
+    out = library_groups(
+        ctx, pk[lib].rename(columns={"lost_per_step_ns": "gain_per_step_ns"}), "wave_quantization_library", "waves"
+    )
     pk = pk[~lib]
     cap = int(rules["max_per_source"])
     for _, r in pk.head(cap).iterrows():
         name = str(r["name"])
-        f = finding(ctx, "wave_quantization", "waves", gain_ns=float(r["lost_per_step_ns"]), kernel=kernel_label(name),
-                    ctas=f"{int(r['ctas']):,}", capacity=f"{int(r['capacity']):,}", waves=int(r["waves"]),
-                    eff=f"{float(r['wave_efficiency']):.0%}", sms=f"{n_sms:,}", cps=int(r["ctas_per_sm"]),
-                    limited_by=str(r["limited_by"]), cps_from=_CPS_FROM.get(str(r["ctas_per_sm_from"]),
-                                                                             str(r["ctas_per_sm_from"])),
-                    evidence=f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {ms_text(r['lost_ns'])} "
-                             f"lost ({float(r['lost_pct']):.1f} %); {name}")
+        f = finding(
+            ctx,
+            "wave_quantization",
+            "waves",
+            gain_ns=float(r["lost_per_step_ns"]),
+            kernel=kernel_label(name),
+            ctas=f"{int(r['ctas']):,}",
+            capacity=f"{int(r['capacity']):,}",
+            waves=int(r["waves"]),
+            eff=f"{float(r['wave_efficiency']):.0%}",
+            sms=f"{n_sms:,}",
+            cps=int(r["ctas_per_sm"]),
+            limited_by=str(r["limited_by"]),
+            cps_from=_CPS_FROM.get(str(r["ctas_per_sm_from"]), str(r["ctas_per_sm_from"])),
+            evidence=f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {ms_text(r['lost_ns'])} "
+            f"lost ({float(r['lost_pct']):.1f} %); {name}",
+        )
         for rx, kinds, text in rules["_kernel_suggestions"]:
             if "wave_quantization" in kinds and rx.search(name):
-                f["suggestion"] = text.format_map(_Fmt(capacity=int(r["capacity"]), sms=n_sms,
-                                                       cps=int(r["ctas_per_sm"])))
+                f["suggestion"] = text.format_map(
+                    _Fmt(capacity=int(r["capacity"]), sms=n_sms, cps=int(r["ctas_per_sm"]))
+                )
         out.append(f)
     return out + rest_finding(ctx, "wave_quantization_rest", "waves", pk.iloc[cap:], "lost_per_step_ns")
 
@@ -129,8 +148,12 @@ def dominance(ctx: Context) -> list[dict]:
     n_steps, dur, fam = ka["n_steps"], ka["dur"], ka["family"]
     rf = rules["roofline"]
     mean_step = _steps_ns(ctx, n_steps) / n_steps  # the shares are of the steps' time: the step they read is its mean
-    common = {"step": ms_text(mean_step), "hw": ctx.hw.name if ctx.hw is not None else "–",
-              "hbm_pct": f"{float(rf['achievable_hbm']):.0%}", "flops_pct": f"{float(rf['achievable_flops']):.0%}"}
+    common = {
+        "step": ms_text(mean_step),
+        "hw": ctx.hw.name if ctx.hw is not None else "–",
+        "hbm_pct": f"{float(rf['achievable_hbm']):.0%}",
+        "flops_pct": f"{float(rf['achievable_flops']):.0%}",
+    }
     out = []
     for group, spec in rules["dominance"].items():
         if group.startswith("_"):
@@ -144,19 +167,35 @@ def dominance(ctx: Context) -> list[dict]:
         if share < float(spec["min_share"]) or not sel.any():
             continue
         vals = {**common, "busy": ms_text(busy), "share": f"{share:.0%}"}
-        ev_text = (f"{int(sel.sum()):,} kernels in {n_steps} step(s), {ms_text(busy)} per step of {ms_text(mean_step)}"
-                   " (the steps' mean)")
+        ev_text = (
+            f"{int(sel.sum()):,} kernels in {n_steps} step(s), {ms_text(busy)} per step of {ms_text(mean_step)}"
+            " (the steps' mean)"
+        )
         if group == "eager":
             by_fam = pd.Series(dur[sel]).groupby(fam[sel]).sum().sort_values(ascending=False)
             what = ", ".join(str(f) for f in by_fam.index[:4])
             sh = sel & ka["shaped"]
-            ideal = float(ka["bytes"][sh].sum()) / (float(rf["achievable_hbm"]) * ctx.hw.hbm_bytes_per_s) * 1e9 \
-                / n_steps if ctx.hw is not None and sh.any() else None
-            out.append(finding(ctx, "dominant_eager", "dominance", gain_ns=busy, what=what,
-                               calls=f"{sel.sum() / n_steps:,.0f}", mean_us=f"{dur[sel].mean() / 1e3:.1f}",
-                               ideal=ms_text(ideal) + " per step" if ideal is not None else "– (no recorded shapes)",
-                               **vals, evidence=ev_text + "; by family: " + ", ".join(
-                                   f"{f} {ms_text(v / n_steps)}" for f, v in by_fam.items())))
+            ideal = (
+                float(ka["bytes"][sh].sum()) / (float(rf["achievable_hbm"]) * ctx.hw.hbm_bytes_per_s) * 1e9 / n_steps
+                if ctx.hw is not None and sh.any()
+                else None
+            )
+            out.append(
+                finding(
+                    ctx,
+                    "dominant_eager",
+                    "dominance",
+                    gain_ns=busy,
+                    what=what,
+                    calls=f"{sel.sum() / n_steps:,.0f}",
+                    mean_us=f"{dur[sel].mean() / 1e3:.1f}",
+                    ideal=ms_text(ideal) + " per step" if ideal is not None else "– (no recorded shapes)",
+                    **vals,
+                    evidence=ev_text
+                    + "; by family: "
+                    + ", ".join(f"{f} {ms_text(v / n_steps)}" for f, v in by_fam.items()),
+                )
+            )
         elif group in ("gemm", "attention"):
             eff = efficiency(ctx, ka, sel)
             if eff["gain_ns"] is None or eff["shaped_share"] < float(rules["roofline"]["min_shaped_share"]):
@@ -170,19 +209,41 @@ def dominance(ctx: Context) -> list[dict]:
                 elif graph_share >= 0.5:
                     why = f"{graph_share:.0%} of the rest is replayed from CUDA graphs, which have no launching op"
                 elif no_op_share >= 0.5:
-                    why = (ks.why or f"{no_op_share:.0%} of the rest has no launching op in the trace (launched"
-                           " before the CPU side was recorded, or from a thread without CPU ops)")
+                    why = (
+                        ks.why
+                        or f"{no_op_share:.0%} of the rest has no launching op in the trace (launched"
+                        " before the CPU side was recorded, or from a thread without CPU ops)"
+                    )
                 else:
                     why = ks.why or "their launching ops have no model in tracekit/data/op_models.json"
-                out.append(finding(ctx, f"dominant_{group}_unshaped", "dominance", gain_ns=None, **vals,
-                                   shaped=f"{eff['shaped_share']:.0%}", why=why,
-                                   evidence=f"{ev_text}; {eff['shaped_share']:.0%} of that time with a recorded"
-                                            " shape"))
+                out.append(
+                    finding(
+                        ctx,
+                        f"dominant_{group}_unshaped",
+                        "dominance",
+                        gain_ns=None,
+                        **vals,
+                        shaped=f"{eff['shaped_share']:.0%}",
+                        why=why,
+                        evidence=f"{ev_text}; {eff['shaped_share']:.0%} of that time with a recorded shape",
+                    )
+                )
                 continue
             extra = {"advice": _gemm_advice(ka, sel, eff)} if group == "gemm" else {}
-            out.append(finding(ctx, f"dominant_{group}", "dominance", gain_ns=eff["gain_ns"], mfu=pct_text(eff["mfu"]),
-                               mbu=pct_text(eff["mbu"]), shaped=f"{eff['shaped_share']:.0%}", **vals, **extra,
-                               evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape"))
+            out.append(
+                finding(
+                    ctx,
+                    f"dominant_{group}",
+                    "dominance",
+                    gain_ns=eff["gain_ns"],
+                    mfu=pct_text(eff["mfu"]),
+                    mbu=pct_text(eff["mbu"]),
+                    shaped=f"{eff['shaped_share']:.0%}",
+                    **vals,
+                    **extra,
+                    evidence=ev_text + f"; {eff['shaped_share']:.0%} of that time with a recorded shape",
+                )
+            )
         elif group == "comm":
             comp = ka["in"] & ~in_families(ka, spec["families"])
             cs, ce, cd = _clipped(ctx, ka, sel)
@@ -191,14 +252,30 @@ def dominance(ctx: Context) -> list[dict]:
             if len(devices) == 1 and (pd_ == devices[0]).all():  # one GPU: no per-device selections
                 exposed = float(iv.total(iv.subtract(iv.normalize(cs, ce), iv.normalize(ps, pe))))
             else:
-                exposed = sum(float(iv.total(iv.subtract(iv.normalize(cs[cd == d], ce[cd == d]),
-                                                         iv.normalize(ps[pd_ == d], pe[pd_ == d]))))
-                              for d in devices) / max(len(devices), 1)
+                exposed = sum(
+                    float(
+                        iv.total(
+                            iv.subtract(
+                                iv.normalize(cs[cd == d], ce[cd == d]), iv.normalize(ps[pd_ == d], pe[pd_ == d])
+                            )
+                        )
+                    )
+                    for d in devices
+                ) / max(len(devices), 1)
             exp = exposed / n_steps
             # no gain of its own: the communication sources (critical_comm, exposed_allgather) price it
-            out.append(finding(ctx, "dominant_comm", "dominance", gain_ns=None, exposed=ms_text(exp),
-                               exposed_share=f"{exposed / _steps_ns(ctx, n_steps):.0%}", **vals,
-                               evidence=ev_text + f"; {ms_text(exp)} per step with no compute kernel running"))
+            out.append(
+                finding(
+                    ctx,
+                    "dominant_comm",
+                    "dominance",
+                    gain_ns=None,
+                    exposed=ms_text(exp),
+                    exposed_share=f"{exposed / _steps_ns(ctx, n_steps):.0%}",
+                    **vals,
+                    evidence=ev_text + f"; {ms_text(exp)} per step with no compute kernel running",
+                )
+            )
     return out
 
 
@@ -210,38 +287,72 @@ def shape_rooflines(ctx: Context) -> list[dict]:
     ka = kernel_arrays(ctx)
     ks = ka["ks"]
     if not ka["shaped"].any():
-        raise MissingDataError(ks.why or ("the kernels are replayed from CUDA graphs (no launching op, no shapes)"
-                                          if ks.graph_kernels else "no kernel inside the steps has a recorded shape"))
+        raise MissingDataError(
+            ks.why
+            or (
+                "the kernels are replayed from CUDA graphs (no launching op, no shapes)"
+                if ks.graph_kernels
+                else "no kernel inside the steps has a recorded shape"
+            )
+        )
     rules = finding_rules()
     rf = rules["roofline"]
     sh = ka["shaped"]
     sh = np.flatnonzero(sh)  # the shaped kernels' positions, once for every column
-    d = pd.DataFrame({"name": ka["name"][sh], "dur": ka["dur"][sh], "target": ka["target"][sh],
-                      "gain": np.maximum(ka["dur"][sh] - ka["target"][sh], 0), "flops": ka["flops"][sh],
-                      "bytes": ka["bytes"][sh], "peak": ka["peak"][sh], "family": ka["family"][sh],
-                      "mfam": ks.table["family"].to_numpy(dtype=object)[sh],
-                      "op": ks.table["op"].iloc[sh].to_numpy(dtype=object),  # shaped rows only
-                      "dtype": ka["dtype"][sh], "m": ka["m"][sh], "n": ka["n"][sh], "k": ka["k"][sh]})
+    d = pd.DataFrame(
+        {
+            "name": ka["name"][sh],
+            "dur": ka["dur"][sh],
+            "target": ka["target"][sh],
+            "gain": np.maximum(ka["dur"][sh] - ka["target"][sh], 0),
+            "flops": ka["flops"][sh],
+            "bytes": ka["bytes"][sh],
+            "peak": ka["peak"][sh],
+            "family": ka["family"][sh],
+            "mfam": ks.table["family"].to_numpy(dtype=object)[sh],
+            "op": ks.table["op"].iloc[sh].to_numpy(dtype=object),  # shaped rows only
+            "dtype": ka["dtype"][sh],
+            "m": ka["m"][sh],
+            "n": ka["n"][sh],
+            "k": ka["k"][sh],
+        }
+    )
     n_steps = ka["n_steps"]
     g = d.groupby("name", sort=False)
     calls = g.size()
-    per = pd.DataFrame({"dur": g["dur"].sum(), "target": g["target"].sum(), "gain": g["gain"].sum(),
-                        "calls": calls, "bytes": g["bytes"].mean(), "flops": g["flops"].mean(),
-                        "peak": g["peak"].first(), "mfam": _modes(d, "mfam", calls.index),
-                        "op": _modes(d, "op", calls.index),
-                        "dtype": g["dtype"].first(),
-                        "m": g["m"].first(), "n": g["n"].first(), "k": g["k"].first()}).reset_index()
+    per = pd.DataFrame(
+        {
+            "dur": g["dur"].sum(),
+            "target": g["target"].sum(),
+            "gain": g["gain"].sum(),
+            "calls": calls,
+            "bytes": g["bytes"].mean(),
+            "flops": g["flops"].mean(),
+            "peak": g["peak"].first(),
+            "mfam": _modes(d, "mfam", calls.index),
+            "op": _modes(d, "op", calls.index),
+            "dtype": g["dtype"].first(),
+            "m": g["m"].first(),
+            "n": g["n"].first(),
+            "k": g["k"].first(),
+        }
+    ).reset_index()
     per["eff"] = per["target"] / per["dur"]
     per = per[(per["eff"] < float(rf["far_below"])) & (per["gain"] > 0)]
     per = per.assign(gain_per_step_ns=per["gain"] / n_steps).sort_values("gain_per_step_ns", ascending=False)
-    lib = per["name"].map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) | \
-        ~per["mfam"].isin(list(rf["families"])).to_numpy(dtype=bool)
+    lib = per["name"].map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool) | ~per["mfam"].isin(
+        list(rf["families"])
+    ).to_numpy(dtype=bool)
     bw = ctx.hw.hbm_bytes_per_s
-    common = {"hw": ctx.hw.name, "hbm_pct": f"{float(rf['achievable_hbm']):.0%}",
-              "flops_pct": f"{float(rf['achievable_flops']):.0%}"}
+    common = {
+        "hw": ctx.hw.name,
+        "hbm_pct": f"{float(rf['achievable_hbm']):.0%}",
+        "flops_pct": f"{float(rf['achievable_flops']):.0%}",
+    }
 
     def tw_mbu(grp):
         return pct_text(float((grp["bytes"] * grp["calls"]).sum() / bw / (grp["dur"].sum() * 1e-9)))
+
     out = library_groups(ctx, per[lib], "kernel_roofline_library", "shapes", mbu=tw_mbu, **common)
     indiv = per[~lib]
     cap = int(rules["max_per_source"])
@@ -257,17 +368,38 @@ def shape_rooflines(ctx: Context) -> list[dict]:
             key = "small_m" if m <= int(adv["small_m_rows"]) else bound
             advice = adv[key].format_map(_Fmt(m=f"{m:,}", n=f"{n:,}", k=f"{k:,}", mfu=pct_text(mfu), mbu=pct_text(mbu)))
         else:
-            shape = f"{r['dtype']}, {int(r['flops']):,} FLOP, {int(r['bytes']):,} B per call" if pd.notna(r["flops"]) \
+            shape = (
+                f"{r['dtype']}, {int(r['flops']):,} FLOP, {int(r['bytes']):,} B per call"
+                if pd.notna(r["flops"])
                 else f"{r['dtype']}, {int(r['bytes']):,} B per call"
-            advice = finding_rules()["kinds"]["dominant_attention"]["suggestion"] if r["mfam"] == "attention" \
+            )
+            advice = (
+                finding_rules()["kinds"]["dominant_attention"]["suggestion"]
+                if r["mfam"] == "attention"
                 else adv[bound].format_map(_Fmt(mfu=pct_text(mfu), mbu=pct_text(mbu)))
-        out.append(finding(ctx, "kernel_roofline", "shapes", gain_ns=float(r["gain_per_step_ns"]),
-                           kernel=kernel_label(str(r["name"])), op=str(r["op"]), mean_us=f"{mean / 1e3:.1f}",
-                           per_step=f"{r['calls'] / n_steps:g}", target_us=f"{r['target'] / r['calls'] / 1e3:.1f}",
-                           dtype=str(r["dtype"]), mfu=pct_text(mfu), mbu=pct_text(mbu), bound=bound, shape=shape,
-                           advice=advice, **common,
-                           evidence=f"{int(r['calls']):,} shaped calls, {ms_text(r['dur'] / n_steps)} per step, "
-                                    f"{ms_text(r['target'] / n_steps)} at the achievable roofline; {r['name']}"))
+            )
+        out.append(
+            finding(
+                ctx,
+                "kernel_roofline",
+                "shapes",
+                gain_ns=float(r["gain_per_step_ns"]),
+                kernel=kernel_label(str(r["name"])),
+                op=str(r["op"]),
+                mean_us=f"{mean / 1e3:.1f}",
+                per_step=f"{r['calls'] / n_steps:g}",
+                target_us=f"{r['target'] / r['calls'] / 1e3:.1f}",
+                dtype=str(r["dtype"]),
+                mfu=pct_text(mfu),
+                mbu=pct_text(mbu),
+                bound=bound,
+                shape=shape,
+                advice=advice,
+                **common,
+                evidence=f"{int(r['calls']):,} shaped calls, {ms_text(r['dur'] / n_steps)} per step, "
+                f"{ms_text(r['target'] / n_steps)} at the achievable roofline; {r['name']}",
+            )
+        )
     return out + rest_finding(ctx, "kernel_roofline_rest", "shapes", indiv.iloc[cap:], "gain_per_step_ns")
 
 
@@ -286,8 +418,7 @@ def _modes(d: pd.DataFrame, col: str, names: pd.Index) -> pd.Series:
     # per name: the most calls, then the smallest value
     best = first[np.lexsort((rank[cc[first]], -np.bincount(pair), nc[first]))]
     best = best[np.concatenate(([True], nc[best][1:] != nc[best][:-1]))] if best.size else best
-    return pd.DataFrame({"name": d["name"].array[best], col: d[col].array[best]}).set_index("name")[col] \
-        .reindex(names)
+    return pd.DataFrame({"name": d["name"].array[best], col: d[col].array[best]}).set_index("name")[col].reindex(names)
 
 
 def roofline_gaps(ctx: Context) -> list[dict]:
@@ -298,8 +429,10 @@ def roofline_gaps(ctx: Context) -> list[dict]:
         raise MissingDataError("needs a hardware profile: the trace's device matches none; pass --hw NAME")
     if not ctx.ann.op_shapes and not ctx.ann.op_traffic:
         # roofline() would fall back to the recorded shapes (per kernel, no per_tag): those are the "shapes" source's
-        raise MissingDataError(f"annotation {ctx.ann.source or ctx.ann.name} has no op_shapes or op_traffic (the"
-                               " shapes the trace records are the 'shapes' source's)")
+        raise MissingDataError(
+            f"annotation {ctx.ann.source or ctx.ann.name} has no op_shapes or op_traffic (the"
+            " shapes the trace records are the 'shapes' source's)"
+        )
     rf = roofline(ctx.trace, ctx.ann, ctx.hw, bs=ctx.bs, steps=ctx.steps)
     rules = finding_rules()["roofline"]
     f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
@@ -316,14 +449,26 @@ def roofline_gaps(ctx: Context) -> list[dict]:
             continue
         mbu = r.get("mbu")
         mfu = r.get("mfu")
-        out.append(finding(ctx, "roofline_gap", "roofline", gain_ns=gain, tag=r["op_tag"],
-                           mean_us=f"{r['mean_ns'] / 1e3:.1f}", per_step=f"{per_step:g}", target_us=f"{target / 1e3:.1f}",
-                           hbm_pct=f"{f_hbm:.0%}", flops_pct=f"{f_fl:.0%}", hw=ctx.hw.name,
-                           mbu="–" if mbu is None or pd.isna(mbu) else f"{float(mbu):.0%}",
-                           mfu="–" if mfu is None or pd.isna(mfu) else f"{float(mfu):.0%}",
-                           bound=str(r.get("bound") or "memory"),
-                           evidence=f"bs {r['bs']}: {int(r['bytes']):,} B, "
-                                    f"{'–' if pd.isna(r['flops']) else format(int(r['flops']), ',')} FLOP per kernel"))
+        out.append(
+            finding(
+                ctx,
+                "roofline_gap",
+                "roofline",
+                gain_ns=gain,
+                tag=r["op_tag"],
+                mean_us=f"{r['mean_ns'] / 1e3:.1f}",
+                per_step=f"{per_step:g}",
+                target_us=f"{target / 1e3:.1f}",
+                hbm_pct=f"{f_hbm:.0%}",
+                flops_pct=f"{f_fl:.0%}",
+                hw=ctx.hw.name,
+                mbu="–" if mbu is None or pd.isna(mbu) else f"{float(mbu):.0%}",
+                mfu="–" if mfu is None or pd.isna(mfu) else f"{float(mfu):.0%}",
+                bound=str(r.get("bound") or "memory"),
+                evidence=f"bs {r['bs']}: {int(r['bytes']):,} B, "
+                f"{'–' if pd.isna(r['flops']) else format(int(r['flops']), ',')} FLOP per kernel",
+            )
+        )
     return out
 
 

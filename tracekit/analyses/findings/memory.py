@@ -1,5 +1,6 @@
 """Memory findings of `tracekit findings --log LOG`: launch parameters whose memory would serve better elsewhere,
 each priced by the ledger replay of `tracekit whatif` (docs/whatif.md) — GiB per GPU and KV tokens per instance."""
+
 from __future__ import annotations
 
 import math
@@ -33,12 +34,24 @@ def extra_slots(ctx) -> list[dict]:
     gib, tokens, kv, margin = _gain(res)
     slots = res.summary.get("request_slots_before")
     per_slot = _per_slot(res)
-    return [finding(ctx, "extra_slots", "memory", gain_gib=gib, gain_tokens=tokens, extra=extra, mrr=mrr,
-                    slots=slots, per_slot=f"{per_slot:.2f}" if per_slot is not None else "–", target=target,
-                    headroom=f"{target / int(mrr):.0%}",
-                    evidence=f"KV pool {res.summary['kv_pool_gib_before']:.2f} → {res.summary['kv_pool_gib_after']:.2f}"
-                             f" GiB per GPU (+{kv:.2f}), runtime margin {margin:+.2f} GiB; KV tokens per instance "
-                             f"{res.summary['tokens_per_instance_before']:,} → {res.summary['tokens_per_instance_after']:,}")]
+    return [
+        finding(
+            ctx,
+            "extra_slots",
+            "memory",
+            gain_gib=gib,
+            gain_tokens=tokens,
+            extra=extra,
+            mrr=mrr,
+            slots=slots,
+            per_slot=f"{per_slot:.2f}" if per_slot is not None else "–",
+            target=target,
+            headroom=f"{target / int(mrr):.0%}",
+            evidence=f"KV pool {res.summary['kv_pool_gib_before']:.2f} → {res.summary['kv_pool_gib_after']:.2f}"
+            f" GiB per GPU (+{kv:.2f}), runtime margin {margin:+.2f} GiB; KV tokens per instance "
+            f"{res.summary['tokens_per_instance_before']:,} → {res.summary['tokens_per_instance_after']:,}",
+        )
+    ]
 
 
 def _per_slot(res) -> float | None:
@@ -67,12 +80,24 @@ def deepep_buffer(ctx) -> list[dict]:
     if now is None or int(now) <= needed:
         return []
     gib, tokens, kv, margin = _gain(probe)
-    return [finding(ctx, "deepep_buffer", "memory", gain_gib=gib, gain_tokens=tokens or None, tokens=now,
-                    needed=needed, max_bs=max_bs, q_len=q_len, attn_tp=group,
-                    evidence=f"runtime margin {probe.summary['runtime_margin_gib_before']:.2f} → "
-                             f"{probe.summary['runtime_margin_gib_after']:.2f} GiB per GPU ({margin:+.2f}); the KV pool"
-                             f" gains it only if mem_fraction_static rises to "
-                             f"{probe.summary.get('mem_fraction_static_to_move_margin_gain', '–')}")]
+    return [
+        finding(
+            ctx,
+            "deepep_buffer",
+            "memory",
+            gain_gib=gib,
+            gain_tokens=tokens or None,
+            tokens=now,
+            needed=needed,
+            max_bs=max_bs,
+            q_len=q_len,
+            attn_tp=group,
+            evidence=f"runtime margin {probe.summary['runtime_margin_gib_before']:.2f} → "
+            f"{probe.summary['runtime_margin_gib_after']:.2f} GiB per GPU ({margin:+.2f}); the KV pool"
+            f" gains it only if mem_fraction_static rises to "
+            f"{probe.summary.get('mem_fraction_static_to_move_margin_gain', '–')}",
+        )
+    ]
 
 
 MEMORY_SOURCES = [("memory: extra slots", extra_slots), ("memory: DeepEP buffer", deepep_buffer)]

@@ -8,6 +8,7 @@ what they found. A source that cannot run on this input (no PtoP copies, no anno
 listed in ``tables.sources`` with the reason, never silently left out. Words, thresholds and commands live in
 ``tracekit/data/findings.json``.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -30,8 +31,14 @@ from .step_sources import critical_communication, exposed_allgathers, graph_padd
 
 
 SOURCES: list[tuple[str, Callable[[Context], list[dict]]]] = [
-    ("exposure", exposed_allgathers), ("idle", idle_gaps), ("waves", wave_losses), ("comm", critical_communication),
-    ("roofline", roofline_gaps), ("graphs", graph_padding), ("dominance", dominance), ("shapes", shape_rooflines),
+    ("exposure", exposed_allgathers),
+    ("idle", idle_gaps),
+    ("waves", wave_losses),
+    ("comm", critical_communication),
+    ("roofline", roofline_gaps),
+    ("graphs", graph_padding),
+    ("dominance", dominance),
+    ("shapes", shape_rooflines),
 ]
 
 
@@ -50,13 +57,25 @@ def run_sources(ctx: Context, sources) -> tuple[list[dict], list[dict]]:
 
 
 @options_as_objects
-def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *, log=None,
-             hw: HardwareProfile | str | None = None, sms: int | None = None, bs: float | None = None,
-             min_ms: float | None = None, min_pct: float | None = None,
-             compare: tuple[Trace, Trace] | None = None, ann_b: Annotation | str | None = None,
-             bs_b: float | None = None,
-             config: dict | None = None, config_b: dict | None = None, steps=None,
-             ag: AllGatherOptions | None = None, ranks: Result | None = None) -> Result:
+def findings(
+    trace: Trace | None = None,
+    ann: Annotation | str | None = None,
+    *,
+    log=None,
+    hw: HardwareProfile | str | None = None,
+    sms: int | None = None,
+    bs: float | None = None,
+    min_ms: float | None = None,
+    min_pct: float | None = None,
+    compare: tuple[Trace, Trace] | None = None,
+    ann_b: Annotation | str | None = None,
+    bs_b: float | None = None,
+    config: dict | None = None,
+    config_b: dict | None = None,
+    steps=None,
+    ag: AllGatherOptions | None = None,
+    ranks: Result | None = None,
+) -> Result:
     """`tracekit findings TRACE`: a ranked list of opportunities, each with its gain per step, its basis (measured
     or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
     CUDA-graph and memory sources run too. A time finding is major when its gain is at least ``min_pct`` % of the
@@ -84,10 +103,20 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
         from .compare import compare_findings
 
         a, b = compare
-        return compare_findings(a, b, ann_a=ann, ann_b=ann_b if ann_b is not None else ann, config_a=config,
-                                config_b=config_b, min_ms=min_ms, min_pct=min_pct, bs_a=bs, bs_b=bs_b,
-                                steps_a=get_steps(a, steps, ann=ann),
-                                steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann))
+        return compare_findings(
+            a,
+            b,
+            ann_a=ann,
+            ann_b=ann_b if ann_b is not None else ann,
+            config_a=config,
+            config_b=config_b,
+            min_ms=min_ms,
+            min_pct=min_pct,
+            bs_a=bs,
+            bs_b=bs_b,
+            steps_a=get_steps(a, steps, ann=ann),
+            steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann),
+        )
     if trace is None:
         raise UsageError("findings needs a TRACE (or --compare A B)")
     rules = finding_rules()
@@ -96,26 +125,48 @@ def findings(trace: Trace | None = None, ann: Annotation | str | None = None, *,
     wall = (st.ends - st.starts).astype(np.int64)
     step_ns = float(median_ns(wall)) if wall.size else 0.0
     profile = hw if isinstance(hw, HardwareProfile) else _profile(hw, trace)
-    ctx = Context(trace=trace, ann=ann, steps=st, step_ns=step_ns, hw=profile, log=log, bs=bs,
-                  ag=AllGatherOptions.of(ag).with_annotation(ann), sms=sms)
+    ctx = Context(
+        trace=trace,
+        ann=ann,
+        steps=st,
+        step_ns=step_ns,
+        hw=profile,
+        log=log,
+        bs=bs,
+        ag=AllGatherOptions.of(ag).with_annotation(ann),
+        sms=sms,
+    )
     srcs = list(SOURCES)
     if log is not None:
         from .memory import MEMORY_SOURCES
+
         srcs += MEMORY_SOURCES
     rows, status = run_sources(ctx, srcs)
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     summary = _summary(table, st, step_ns, profile)
     warnings = merge_warnings(trace.report.warnings, st.warnings, ctx.warnings)
     if not st.trustworthy:
-        warnings.append(f"{trace.path}: the step health checks failed for some steps (tracekit steps); the gains are"
-                        " medians over steps that may be under-recorded")
-    return Result(command="findings", inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
-                  params={"annotation": ann.ref if ann else None, "hw": profile.name if profile else None,
-                          "sms": sms, "min_ms": min_ms, "min_pct": min_pct, **step_params(st), "group_size": ctx.ag.group_size,
-                          "sizes": ctx.ag.size_map},
-                  summary=summary,
-                  tables={"findings": table, "sources": pd.DataFrame(shown_obj(status), columns=SOURCE_COLUMNS)},
-                  warnings=warnings)
+        warnings.append(
+            f"{trace.path}: the step health checks failed for some steps (tracekit steps); the gains are"
+            " medians over steps that may be under-recorded"
+        )
+    return Result(
+        command="findings",
+        inputs=[trace_input(trace)] + ([{"path": log.path}] if log is not None else []),
+        params={
+            "annotation": ann.ref if ann else None,
+            "hw": profile.name if profile else None,
+            "sms": sms,
+            "min_ms": min_ms,
+            "min_pct": min_pct,
+            **step_params(st),
+            "group_size": ctx.ag.group_size,
+            "sizes": ctx.ag.size_map,
+        },
+        summary=summary,
+        tables={"findings": table, "sources": pd.DataFrame(shown_obj(status), columns=SOURCE_COLUMNS)},
+        warnings=warnings,
+    )
 
 
 def _thresholds(rules: dict, min_ms: float | None, min_pct: float | None) -> tuple[float, float]:
@@ -132,13 +183,19 @@ def _thresholds(rules: dict, min_ms: float | None, min_pct: float | None) -> tup
 def _summary(table: pd.DataFrame, st, step_ns: float, profile: HardwareProfile | None) -> dict:
     """The findings' summary: how many (major, minor), their total gain, the top one, and the steps they are over."""
     major = table[~table["minor"]]
-    return {"step_ms": step_ns / 1e6, "findings": int(len(table)), "major": int(len(major)),
-               "minor": int(table["minor"].sum()),
-               "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
-               "total_gain_gib": float(np.nansum(table["gain_gib"].to_numpy(dtype=float, na_value=np.nan))),
-               "top": str(table["title"].iloc[0]) if len(table) else None,
-               "steps": int(len(st.table)), "marker": st.marker, "trustworthy": st.trustworthy,
-               "hw": profile.name if profile is not None else None}
+    return {
+        "step_ms": step_ns / 1e6,
+        "findings": int(len(table)),
+        "major": int(len(major)),
+        "minor": int(table["minor"].sum()),
+        "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
+        "total_gain_gib": float(np.nansum(table["gain_gib"].to_numpy(dtype=float, na_value=np.nan))),
+        "top": str(table["title"].iloc[0]) if len(table) else None,
+        "steps": int(len(st.table)),
+        "marker": st.marker,
+        "trustworthy": st.trustworthy,
+        "hw": profile.name if profile is not None else None,
+    }
 
 
 def _profile(hw, trace: Trace) -> HardwareProfile | None:

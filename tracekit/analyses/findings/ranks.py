@@ -1,6 +1,7 @@
 """Findings of a run's ranks (issue 28): what DP imbalance costs per step and which rank makes the others wait,
 read from a ``tracekit imbalance`` result (contract ``tracekit.imbalance/2``). The words are data
 (``rank_imbalance``, ``rank_straggler`` and ``rank_advice`` in tracekit/data/findings.json)."""
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,11 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
     rows, why = [], None
     straggler = s.get("straggler")
     if straggler is None:
-        why = ("every collective instance ties within the clock alignment's residual: no rank makes the others wait"
-               if len(per) else "no collective ran on two ranks")
+        why = (
+            "every collective instance ties within the clock alignment's residual: no rank makes the others wait"
+            if len(per)
+            else "no collective ran on two ranks"
+        )
     else:
         rank = int(straggler["rank"])
         mine = per[per["last_rank"].astype("Float64") == rank]
@@ -61,29 +65,75 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
         bs, median_bs = straggler_batch(imb)
         gain = s.get("imbalance_ns_per_step")
         pct = f"{100.0 * gain / step_ns:.1f} %" if gain is not None and step_ns else "–"
-        ev = (f"median over {len(by)} step(s) of Σ (last − median arrival): {ms_text(gain or 0)}; median step"
-              f" {ms_text(step_ns)}; rank {rank} last at {straggler['times_last']} of {straggler['of']} instances"
-              f" that are no tie, its batch {_num(bs)} against a median of {_num(median_bs)}; causes of its lateness:"
-              f" {', '.join(f'{c} {n}' for c, n in causes.value_counts().items()) or 'none named'}")
+        ev = (
+            f"median over {len(by)} step(s) of Σ (last − median arrival): {ms_text(gain or 0)}; median step"
+            f" {ms_text(step_ns)}; rank {rank} last at {straggler['times_last']} of {straggler['of']} instances"
+            f" that are no tie, its batch {_num(bs)} against a median of {_num(median_bs)}; causes of its lateness:"
+            f" {', '.join(f'{c} {n}' for c, n in causes.value_counts().items()) or 'none named'}"
+        )
         if gain:  # DP imbalance where the steps say each rank's batch; else (a training run) the ranks' imbalance
             kind = "rank_imbalance" if bs is not None else "rank_imbalance_unbatched"
-            rows.append(finding(None, kind, "ranks", gain_ns=float(gain), step_ns=step_ns, evidence=ev,
-                                words=words(kind, gain=f"{ms_text(gain)} per step", pct=pct, rank=rank,
-                                            bs=_num(bs), median_bs=_num(median_bs), run=run, advice=advice,
-                                            times_last=straggler["times_last"], of=straggler["of"], cause=cause)))
+            rows.append(
+                finding(
+                    None,
+                    kind,
+                    "ranks",
+                    gain_ns=float(gain),
+                    step_ns=step_ns,
+                    evidence=ev,
+                    words=words(
+                        kind,
+                        gain=f"{ms_text(gain)} per step",
+                        pct=pct,
+                        rank=rank,
+                        bs=_num(bs),
+                        median_bs=_num(median_bs),
+                        run=run,
+                        advice=advice,
+                        times_last=straggler["times_last"],
+                        of=straggler["of"],
+                        cause=cause,
+                    ),
+                )
+            )
         else:  # no time to give: who is last, and why
-            rows.append(finding(None, "rank_straggler", "ranks", step_ns=step_ns, evidence=ev,
-                                words=words("rank_straggler", rank=rank, times_last=straggler["times_last"],
-                                            of=straggler["of"], cause=cause, run=run, advice=advice)))
+            rows.append(
+                finding(
+                    None,
+                    "rank_straggler",
+                    "ranks",
+                    step_ns=step_ns,
+                    evidence=ev,
+                    words=words(
+                        "rank_straggler",
+                        rank=rank,
+                        times_last=straggler["times_last"],
+                        of=straggler["of"],
+                        cause=cause,
+                        run=run,
+                        advice=advice,
+                    ),
+                )
+            )
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     major = table[~table["minor"]]
-    summary = {"step_ms": step_ns / 1e6, "findings": int(len(table)), "major": int(len(major)),
-               "minor": int(table["minor"].sum()),
-               "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
-               "top": str(table["title"].iloc[0]) if len(table) else None, "ranks": s.get("ranks"),
-               "steps": s.get("steps"), "clock": s.get("clock")}
+    summary = {
+        "step_ms": step_ns / 1e6,
+        "findings": int(len(table)),
+        "major": int(len(major)),
+        "minor": int(table["minor"].sum()),
+        "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
+        "top": str(table["title"].iloc[0]) if len(table) else None,
+        "ranks": s.get("ranks"),
+        "steps": s.get("steps"),
+        "clock": s.get("clock"),
+    }
     status = pd.DataFrame([{"source": "ranks", "ran": True, "findings": len(rows), "reason": why}])
-    return Result(command="findings", inputs=list(imb.inputs), params={**imb.params, "min_ms": min_ms,
-                                                                       "min_pct": min_pct, "ranks": True},
-                  summary=summary, tables={"findings": table, "sources": status},
-                  warnings=list(imb.warnings) + ([why] if why else []))
+    return Result(
+        command="findings",
+        inputs=list(imb.inputs),
+        params={**imb.params, "min_ms": min_ms, "min_pct": min_pct, "ranks": True},
+        summary=summary,
+        tables={"findings": table, "sources": status},
+        warnings=list(imb.warnings) + ([why] if why else []),
+    )

@@ -1,5 +1,6 @@
 """What findings are made of, shared by `tracekit findings` of one trace, of two deployments and of a launch log:
 the rules file (``tracekit/data/findings.json``), a finding's words filled in, one row, and the ranking."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,22 @@ from ...names import short_name
 from ...result import shown_text
 from ..memory.ledger_engine import global_record
 
-FINDING_COLUMNS = ["rank", "kind", "title", "gain_ms_per_step", "gain_pct", "gain_gib", "gain_tokens", "basis",
-                   "evidence", "command", "suggestion", "how", "minor", "source"]
+FINDING_COLUMNS = [
+    "rank",
+    "kind",
+    "title",
+    "gain_ms_per_step",
+    "gain_pct",
+    "gain_gib",
+    "gain_tokens",
+    "basis",
+    "evidence",
+    "command",
+    "suggestion",
+    "how",
+    "minor",
+    "source",
+]
 SOURCE_COLUMNS = ["source", "ran", "findings", "reason"]
 
 
@@ -26,15 +41,26 @@ def finding_rules() -> dict[str, Any]:
     src = "tracekit/data/findings.json"
     try:
         doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
-        for k in ("min_ms", "min_pct", "min_gib", "max_per_source", "idle", "waves", "roofline", "dominance",
-                  "library_kernels", "kinds"):
+        for k in (
+            "min_ms",
+            "min_pct",
+            "min_gib",
+            "max_per_source",
+            "idle",
+            "waves",
+            "roofline",
+            "dominance",
+            "library_kernels",
+            "kinds",
+        ):
             doc[k]  # noqa: B018 - presence check
         for name, kind in doc["kinds"].items():
             for key in ("title", "basis", "how", "command", "suggestion"):
                 kind[key]  # noqa: B018
         doc["_library"] = re.compile("|".join(f"(?:{p})" for p in doc["library_kernels"]["patterns"]))
-        doc["_kernel_suggestions"] = [(re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"])
-                                      for s in doc.get("kernel_suggestions", [])]
+        doc["_kernel_suggestions"] = [
+            (re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"]) for s in doc.get("kernel_suggestions", [])
+        ]
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise DataFileError(f"{src} is invalid ({exc}); see docs/findings.md") from exc
     return doc
@@ -59,22 +85,42 @@ def words(kind: str, **values) -> dict[str, str]:
     """Title, how, command and suggestion of a finding of ``kind`` (tracekit/data/findings.json), filled in."""
     spec = finding_rules()["kinds"][kind]
     fmt = _Fmt(**values)
-    return {k: str(spec[k]).format_map(fmt) for k in ("title", "how", "command", "suggestion")} | \
-        {"basis": spec["basis"]}
+    return {k: str(spec[k]).format_map(fmt) for k in ("title", "how", "command", "suggestion")} | {
+        "basis": spec["basis"]
+    }
 
 
-def finding(ctx,  kind: str, source: str, *, gain_ns: float | None = None, gain_gib: float | None = None,
-            gain_tokens: int | None = None, evidence: str = "", step_ns: float | None = None,
-            words: dict[str, str] | None = None, **values) -> dict[str, Any]:
+def finding(
+    ctx,
+    kind: str,
+    source: str,
+    *,
+    gain_ns: float | None = None,
+    gain_gib: float | None = None,
+    gain_tokens: int | None = None,
+    evidence: str = "",
+    step_ns: float | None = None,
+    words: dict[str, str] | None = None,
+    **values,
+) -> dict[str, Any]:
     """One row of the findings table (rank and minor are set when the list is ranked)."""
     step = step_ns if step_ns is not None else (ctx.step_ns if ctx is not None else None)
     gain_ms = None if gain_ns is None else gain_ns / 1e6
-    gain_txt = ("" if gain_ns is None else f"{ms_text(gain_ns)} per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
+    gain_txt = (
+        ("" if gain_ns is None else f"{ms_text(gain_ns)} per step") if gain_gib is None else f"{gain_gib:.2f} GiB"
+    )
     if words is None:
         words = ctx.words(kind, gain=gain_txt, gain_gib=f"{gain_gib:.2f} GiB" if gain_gib is not None else "", **values)
-    return {"kind": kind, **words, "gain_ms_per_step": gain_ms,
-            "gain_pct": None if gain_ms is None or not step else 100.0 * gain_ns / step,
-            "gain_gib": gain_gib, "gain_tokens": gain_tokens, "evidence": evidence, "source": source}
+    return {
+        "kind": kind,
+        **words,
+        "gain_ms_per_step": gain_ms,
+        "gain_pct": None if gain_ms is None or not step else 100.0 * gain_ns / step,
+        "gain_gib": gain_gib,
+        "gain_tokens": gain_tokens,
+        "evidence": evidence,
+        "source": source,
+    }
 
 
 def kernel_label(name: str, width: int = 60) -> str:
@@ -85,19 +131,26 @@ def kernel_label(name: str, width: int = 60) -> str:
 
 
 def _short_name(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[:width - 1] + "…"
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float, min_pct: float | None = None,
-                  min_gain_ms: float | None = None) -> pd.DataFrame:
+def rank_findings(
+    rows: list[dict], *, min_ms: float, min_gib: float, min_pct: float | None = None, min_gain_ms: float | None = None
+) -> pd.DataFrame:
     """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last.
 
     A time finding is minor below ``min_ms`` (the absolute floor) or below ``min_pct`` % of the step (where its
     ``gain_pct`` is known); a memory finding below ``min_gib``. A time finding whose gain is below ``min_gain_ms``
     (default: the rules file's ``min_gain_ms``; rounds to nothing) is not a finding and is left out."""
     floor = float(finding_rules().get("min_gain_ms", 0.0)) if min_gain_ms is None else float(min_gain_ms)
-    rows = [r for r in rows if r["gain_gib"] is not None or r["gain_ms_per_step"] is None
-            or r["gain_ms_per_step"] >= floor and r["gain_ms_per_step"] > 0]
+    rows = [
+        r
+        for r in rows
+        if r["gain_gib"] is not None
+        or r["gain_ms_per_step"] is None
+        or r["gain_ms_per_step"] >= floor
+        and r["gain_ms_per_step"] > 0
+    ]
 
     def minor(r):
         if r.get("force_minor") is not None:
@@ -111,8 +164,9 @@ def rank_findings(rows: list[dict], *, min_ms: float, min_gib: float, min_pct: f
         return min_pct is not None and r.get("gain_pct") is not None and r["gain_pct"] < min_pct
 
     def key(r):
-        group = 0 if r["gain_ms_per_step"] is not None and r["gain_gib"] is None else 1 if r["gain_gib"] is not None \
-            else 2
+        group = (
+            0 if r["gain_ms_per_step"] is not None and r["gain_gib"] is None else 1 if r["gain_gib"] is not None else 2
+        )
         value = r["gain_ms_per_step"] if group == 0 else r["gain_gib"] if group == 1 else 0.0
         return (minor(r), group, -value, r["kind"], r["title"])
 

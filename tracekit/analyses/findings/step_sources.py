@@ -4,6 +4,7 @@ by why the GPU waited), communication on the critical path, and steps whose batc
 Each source takes the :class:`.context.Context` and returns rows made with :func:`.rules.finding`; it raises
 MissingDataError (one sentence) when it cannot run on this input.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -35,9 +36,17 @@ def exposed_allgathers(ctx: Context) -> list[dict]:
             continue
         n = int((ex.tables["per_ag"]["type"] == typ).sum())
         steps = per.loc[per["type"] == typ, "exposed_ns"]
-        out.append(finding(ctx, "exposed_allgather", "exposure", gain_ns=float(ns), type=typ,
-                           evidence=f"median exposed per step {ms_text(ns)} over {len(steps)} step(s) (min "
-                                    f"{ms_text(steps.min())}, max {ms_text(steps.max())}); {n} {typ} AllGathers"))
+        out.append(
+            finding(
+                ctx,
+                "exposed_allgather",
+                "exposure",
+                gain_ns=float(ns),
+                type=typ,
+                evidence=f"median exposed per step {ms_text(ns)} over {len(steps)} step(s) (min "
+                f"{ms_text(steps.min())}, max {ms_text(steps.max())}); {n} {typ} AllGathers",
+            )
+        )
     return out
 
 
@@ -78,12 +87,12 @@ def idle_gaps(ctx: Context) -> list[dict]:
         m = (cls == c) & (step >= 0)
         if not m.any():
             continue
-        per_step = np.bincount(np.searchsorted(st.table["step"].to_numpy(), step[m]), weights=dur[m],
-                               minlength=n_steps)
+        per_step = np.bincount(np.searchsorted(st.table["step"].to_numpy(), step[m]), weights=dur[m], minlength=n_steps)
         med = float(np.median(per_step))
         extra: dict[str, Any] = {"short_us": f"{short / 1000:g}", "count": f"{int(m.sum()):,}"}
-        evidence = (f"{int(m.sum()):,} gap(s) in {n_steps} step(s), median {ms_text(med)} per step of "
-                    f"{ms_text(ctx.step_ns)}")
+        evidence = (
+            f"{int(m.sum()):,} gap(s) in {n_steps} step(s), median {ms_text(med)} per step of {ms_text(ctx.step_ns)}"
+        )
         if c == 2:  # what ended just before a sync wait began (the dependency it most likely waited for)
             prev_end_order = np.argsort(ge, kind="stable")
             p = np.searchsorted(ge[prev_end_order], gaps_s[m], side="right") - 1
@@ -92,7 +101,8 @@ def idle_gaps(ctx: Context) -> list[dict]:
             top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
             extra["after"] = _short_name(str(top.index[0]))
             evidence += "; time by what ended before the gap: " + ", ".join(
-                f"{_short_name(str(n))} {ms_text(v / n_steps)}" for n, v in top.head(3).items())
+                f"{_short_name(str(n))} {ms_text(v / n_steps)}" for n, v in top.head(3).items()
+            )
         out.append(finding(ctx, kind, "idle", gain_ns=med, evidence=evidence, **extra))
     return out
 
@@ -107,13 +117,23 @@ def critical_communication(ctx: Context) -> list[dict]:
     for cls, ns in (c.summary["median_critical_ns_per_step_by_class"] or {}).items():
         if not ns:
             continue
-        by_name = (per[per["class"] == cls].groupby("name", observed=True)["critical_ns"].sum() / n_steps) \
-            .sort_values(ascending=False)
+        by_name = (per[per["class"] == cls].groupby("name", observed=True)["critical_ns"].sum() / n_steps).sort_values(
+            ascending=False
+        )
         by_name = by_name[by_name > 0]
         names = ", ".join(f"{_short_name(str(n), 40)} {ms_text(v)}" for n, v in by_name.head(3).items())
-        out.append(finding(ctx, "critical_comm", "comm", gain_ns=float(ns), cls=cls, names=names or cls,
-                           evidence=f"median {ms_text(ns)} per step on the main stream (device {c.summary['main_device']}"
-                                    f" stream {c.summary['main_stream']}); by name per step: {names}"))
+        out.append(
+            finding(
+                ctx,
+                "critical_comm",
+                "comm",
+                gain_ns=float(ns),
+                cls=cls,
+                names=names or cls,
+                evidence=f"median {ms_text(ns)} per step on the main stream (device {c.summary['main_device']}"
+                f" stream {c.summary['main_stream']}); by name per step: {names}",
+            )
+        )
     return out
 
 
@@ -137,11 +157,32 @@ def graph_padding(ctx: Context) -> list[dict]:
         bucket = graph_bucket(int(b), captured)
         text = ",".join(map(str, captured))
         if bucket is None:
-            out.append(finding(ctx, "graph_missing", "graphs", bs=b, n=n, largest=captured[-1], captured=text,
-                               evidence=f"{n} step(s) at bs {b}; captured {text}"))
+            out.append(
+                finding(
+                    ctx,
+                    "graph_missing",
+                    "graphs",
+                    bs=b,
+                    n=n,
+                    largest=captured[-1],
+                    captured=text,
+                    evidence=f"{n} step(s) at bs {b}; captured {text}",
+                )
+            )
         else:
-            out.append(finding(ctx, "graph_padding", "graphs", bs=b, bucket=bucket, n=n, pad=bucket - b,
-                               captured=text, evidence=f"{n} step(s) at bs {b}; captured {text}"))
+            out.append(
+                finding(
+                    ctx,
+                    "graph_padding",
+                    "graphs",
+                    bs=b,
+                    bucket=bucket,
+                    n=n,
+                    pad=bucket - b,
+                    captured=text,
+                    evidence=f"{n} step(s) at bs {b}; captured {text}",
+                )
+            )
     return out
 
 

@@ -5,6 +5,7 @@ analyses a trace directory).
 Instance concurrency = per-rank (per-DP) bs × dp; est_throughput = bs × dp × accept_len ÷ step time.
 A batch size that was not captured as a CUDA graph runs the next captured one (``cuda_graph_bs``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,17 +19,24 @@ from ..memory.ledger_engine import global_record
 __all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table", "accept_len_of"]
 
 
-
 def accept_len_of(log, label: str) -> tuple[float, str, str | None]:
     """(accept_len, where it came from, a warning or None) for one deployment's launch log (an SglangLog or None):
     the median ``accept len`` of its decode-batch lines; else the study's 3.5 when speculative decoding is on; else 1
     (no speculative decoding); with no log the study's 3.5, said."""
     if log is None:
-        return DEFAULT_ACCEPT_LEN, "default (no launch log)", (
-            f"{label}: no launch log, so accept_len is the study's {DEFAULT_ACCEPT_LEN} (speculative decoding assumed);"
-            " pass --accept-len, or the logs with --log-a/--log-b")
-    vals = [float(r.fields["accept_len"]) for r in log.records if r.kind == "decode_stats"
-            and r.fields.get("accept_len") is not None]
+        return (
+            DEFAULT_ACCEPT_LEN,
+            "default (no launch log)",
+            (
+                f"{label}: no launch log, so accept_len is the study's {DEFAULT_ACCEPT_LEN} (speculative decoding assumed);"
+                " pass --accept-len, or the logs with --log-a/--log-b"
+            ),
+        )
+    vals = [
+        float(r.fields["accept_len"])
+        for r in log.records
+        if r.kind == "decode_stats" and r.fields.get("accept_len") is not None
+    ]
     if vals:
         v = float(pd.Series(vals).median())
         return v, f"log: median accept len of {len(vals)} decode-batch line(s)", None
@@ -36,12 +44,20 @@ def accept_len_of(log, label: str) -> tuple[float, str, str | None]:
     args = dict(rec.fields.get("args") or {}) if rec is not None else {}
     algo = args.get("speculative_algorithm")
     if algo not in (None, "", "None", False):
-        return DEFAULT_ACCEPT_LEN, f"default for speculative decoding ({algo})", (
-            f"{label}: {log.path} runs speculative decoding ({algo}, {args.get('speculative_num_draft_tokens')} draft"
-            f" tokens) but logs no accept length; accept_len is the study's {DEFAULT_ACCEPT_LEN}, pass --accept-len with"
-            " the measured value")
-    return 1.0, "no speculative decoding (log)", (
-        f"{label}: {log.path} runs no speculative decoding, so accept_len is 1 (one token per request per step)")
+        return (
+            DEFAULT_ACCEPT_LEN,
+            f"default for speculative decoding ({algo})",
+            (
+                f"{label}: {log.path} runs speculative decoding ({algo}, {args.get('speculative_num_draft_tokens')} draft"
+                f" tokens) but logs no accept length; accept_len is the study's {DEFAULT_ACCEPT_LEN}, pass --accept-len with"
+                " the measured value"
+            ),
+        )
+    return (
+        1.0,
+        "no speculative decoding (log)",
+        (f"{label}: {log.path} runs no speculative decoding, so accept_len is 1 (one token per request per step)"),
+    )
 
 
 @dataclass(frozen=True)
@@ -69,38 +85,67 @@ def _steps(side: Side, accept_len: float) -> pd.DataFrame:
     accept_len = side.accept_len if side.accept_len is not None else accept_len
     s = side.sweep.drop_duplicates(["bs", "context"], keep="first")
     wall_ms = s["median_wall_ns"].astype(float) / 1e6
-    out = pd.DataFrame({
-        "deployment": side.label, "bs": s["bs"], "context": s["context"], "dp": side.dp,
-        "concurrency": s["bs"] * side.dp,
-        "graph_bs": [graph_bucket(int(b), side.graph_bs) if pd.notna(b) else None for b in s["bs"]],
-        "median_wall_ns": s["median_wall_ns"], "median_busy_ns": s["median_busy_ns"],
-        "median_ag_only_ns": s["median_ag_only_ns"], "median_idle_ns": s["median_idle_ns"],
-        "median_exposed_ns": s["median_exposed_ns"],
-        "accept_len": accept_len,
-        "est_throughput_tok_s": s["bs"] * side.dp * accept_len / (wall_ms / 1000.0),
-    })
+    out = pd.DataFrame(
+        {
+            "deployment": side.label,
+            "bs": s["bs"],
+            "context": s["context"],
+            "dp": side.dp,
+            "concurrency": s["bs"] * side.dp,
+            "graph_bs": [graph_bucket(int(b), side.graph_bs) if pd.notna(b) else None for b in s["bs"]],
+            "median_wall_ns": s["median_wall_ns"],
+            "median_busy_ns": s["median_busy_ns"],
+            "median_ag_only_ns": s["median_ag_only_ns"],
+            "median_idle_ns": s["median_idle_ns"],
+            "median_exposed_ns": s["median_exposed_ns"],
+            "accept_len": accept_len,
+            "est_throughput_tok_s": s["bs"] * side.dp * accept_len / (wall_ms / 1000.0),
+        }
+    )
     return out
 
 
-def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: pd.DataFrame | None = None,
-            config: pd.DataFrame | None = None, ledger: pd.DataFrame | None = None) -> Result:
+def compare(
+    a: Side,
+    b: Side,
+    *,
+    accept_len: float = DEFAULT_ACCEPT_LEN,
+    bench: pd.DataFrame | None = None,
+    config: pd.DataFrame | None = None,
+    ledger: pd.DataFrame | None = None,
+) -> Result:
     """`tracekit compare`: per instance concurrency, B against A."""
     sa, sb = _steps(a, accept_len), _steps(b, accept_len)
     steps = pd.concat([sa, sb], ignore_index=True)
     keys = ["concurrency", "context"]
     m = sa.merge(sb, on=keys, suffixes=("_a", "_b"))
-    matched = pd.DataFrame({
-        "concurrency": m["concurrency"], "context": m["context"], "bs_a": m["bs_a"], "bs_b": m["bs_b"],
-        "wall_ns_a": m["median_wall_ns_a"], "wall_ns_b": m["median_wall_ns_b"],
-        "wall_ratio_b_over_a": m["median_wall_ns_b"] / m["median_wall_ns_a"],
-        "throughput_ratio_b_over_a": m["est_throughput_tok_s_b"] / m["est_throughput_tok_s_a"],
-    })
+    matched = pd.DataFrame(
+        {
+            "concurrency": m["concurrency"],
+            "context": m["context"],
+            "bs_a": m["bs_a"],
+            "bs_b": m["bs_b"],
+            "wall_ns_a": m["median_wall_ns_a"],
+            "wall_ns_b": m["median_wall_ns_b"],
+            "wall_ratio_b_over_a": m["median_wall_ns_b"] / m["median_wall_ns_a"],
+            "throughput_ratio_b_over_a": m["est_throughput_tok_s_b"] / m["est_throughput_tok_s_a"],
+        }
+    )
     parts = []
     for part in ("wall", "busy", "ag_only", "idle", "exposed"):
         col = f"median_{part}_ns"
-        parts.append(pd.DataFrame({"concurrency": m["concurrency"], "context": m["context"], "part": part,
-                                   "a_ns": m[f"{col}_a"], "b_ns": m[f"{col}_b"],
-                                   "diff_ns": m[f"{col}_b"] - m[f"{col}_a"]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "concurrency": m["concurrency"],
+                    "context": m["context"],
+                    "part": part,
+                    "a_ns": m[f"{col}_a"],
+                    "b_ns": m[f"{col}_b"],
+                    "diff_ns": m[f"{col}_b"] - m[f"{col}_a"],
+                }
+            )
+        )
     parts_df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     blocks = _block_diff(a, b, m)
     tables = {"steps": steps, "matched": matched, "parts": parts_df, "block_types": blocks}
@@ -113,23 +158,38 @@ def compare(a: Side, b: Side, *, accept_len: float = DEFAULT_ACCEPT_LEN, bench: 
     if ledger is not None:
         tables["ledger"] = ledger
     summary = {
-        "a": a.label, "b": b.label, "accept_len": accept_len,
+        "a": a.label,
+        "b": b.label,
+        "accept_len": accept_len,
         "accept_len_a": a.accept_len if a.accept_len is not None else accept_len,
         "accept_len_b": b.accept_len if b.accept_len is not None else accept_len,
-        "accept_len_source_a": a.accept_len_source, "accept_len_source_b": b.accept_len_source,
-        "matched_concurrencies": [int(c) for c in
-                                                                                        matched["concurrency"]],
-        "throughput_ratio_b_over_a": {str(int(c)): float(r) for c, r in
-                                      zip(matched["concurrency"], matched["throughput_ratio_b_over_a"])},
+        "accept_len_source_a": a.accept_len_source,
+        "accept_len_source_b": b.accept_len_source,
+        "matched_concurrencies": [int(c) for c in matched["concurrency"]],
+        "throughput_ratio_b_over_a": {
+            str(int(c)): float(r) for c, r in zip(matched["concurrency"], matched["throughput_ratio_b_over_a"])
+        },
     }
     warnings = []
     if matched.empty:
-        warnings.append(f"no instance concurrency is shared by {a.label} ({sorted(sa['concurrency'].tolist())}) and"
-                        f" {b.label} ({sorted(sb['concurrency'].tolist())}); only per-side tables are shown")
-    return Result(command="compare", inputs=[{"label": a.label}, {"label": b.label}],
-                  params={"accept_len": accept_len, "dp_a": a.dp, "dp_b": b.dp,
-                          "cuda_graph_bs_a": list(a.graph_bs), "cuda_graph_bs_b": list(b.graph_bs)},
-                  summary=summary, tables=tables, warnings=warnings)
+        warnings.append(
+            f"no instance concurrency is shared by {a.label} ({sorted(sa['concurrency'].tolist())}) and"
+            f" {b.label} ({sorted(sb['concurrency'].tolist())}); only per-side tables are shown"
+        )
+    return Result(
+        command="compare",
+        inputs=[{"label": a.label}, {"label": b.label}],
+        params={
+            "accept_len": accept_len,
+            "dp_a": a.dp,
+            "dp_b": b.dp,
+            "cuda_graph_bs_a": list(a.graph_bs),
+            "cuda_graph_bs_b": list(b.graph_bs),
+        },
+        summary=summary,
+        tables=tables,
+        warnings=warnings,
+    )
 
 
 def _block_diff(a: Side, b: Side, matched: pd.DataFrame) -> pd.DataFrame:
@@ -142,12 +202,14 @@ def _block_diff(a: Side, b: Side, matched: pd.DataFrame) -> pd.DataFrame:
         tb = b.block_types[b.block_types["bs"] == r["bs_b"]].set_index("block_type")["median_kernel_ns"]
         for t in sorted(set(ta.index) | set(tb.index)):
             va, vb = ta.get(t, 0), tb.get(t, 0)
-            rows.append({"concurrency": int(r["concurrency"]), "block_type": t, "a_ns": va, "b_ns": vb,
-                         "diff_ns": vb - va})
+            rows.append(
+                {"concurrency": int(r["concurrency"]), "block_type": t, "a_ns": va, "b_ns": vb, "diff_ns": vb - va}
+            )
     return pd.DataFrame(rows, columns=cols)
 
 
 # ---------------------------------------------------------------------------- launch configuration
+
 
 def config_diff(a: dict[str, str], b: dict[str, str]) -> pd.DataFrame:
     keys = sorted(set(a) | set(b))
@@ -167,7 +229,11 @@ def bench_table(df: pd.DataFrame, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> 
     df["est_throughput_tok_s"] = (conc * accept_len / (step / 1000.0)).where(~bad)
     warnings = list(df.attrs.get("warnings", []))  # read_bench's: text in number columns, named by line
     if bad.any():
-        where = ", ".join(f"{s} ({d})" for s, d in df.loc[bad, ["source", "deployment"]].head(5).itertuples(index=False))
-        warnings.append(f"{int(bad.sum())} benchmark record(s) have a step time or concurrency that is not positive"
-                        f" ({where}); they are flagged valid=false and get no throughput")
+        where = ", ".join(
+            f"{s} ({d})" for s, d in df.loc[bad, ["source", "deployment"]].head(5).itertuples(index=False)
+        )
+        warnings.append(
+            f"{int(bad.sum())} benchmark record(s) have a step time or concurrency that is not positive"
+            f" ({where}); they are flagged valid=false and get no throughput"
+        )
     return df.sort_values(["deployment", "context", "concurrency"], kind="stable"), warnings

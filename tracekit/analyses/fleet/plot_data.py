@@ -1,6 +1,7 @@
 """What the per-batch-size plots draw (tracekit plot decomposition|blocks|exposure): per trace, the median step's
 wall split, kernel time per block type, exposed AllGather time per type — computed by the same analyses as the
 commands (``render.plots`` only draws these tables)."""
+
 from __future__ import annotations
 
 import re
@@ -82,10 +83,16 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", steps=Non
         res = decompose(inp.trace, ag=ag, steps=_steps(inp, steps))
         per = res.tables["per_step"].rename(columns={"wall_ns": "dur_ns"})
         r = per[per["step"] == median_step(per)].iloc[0]
-        rows.append({**_base_row(inp, int(r["step"])), "wall_ns": int(r["dur_ns"]),
-                     **{f"{p}_ns": int(r[f"{p}_ns"]) for p in PARTS}})
-    return pd.DataFrame(rows, columns=["deployment", "bs", "trace", "step", "wall_ns", "busy_ns", "ag_only_ns",
-                                       "idle_ns"])
+        rows.append(
+            {
+                **_base_row(inp, int(r["step"])),
+                "wall_ns": int(r["dur_ns"]),
+                **{f"{p}_ns": int(r[f"{p}_ns"]) for p in PARTS},
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["deployment", "bs", "trace", "step", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]
+    )
 
 
 @options_as_objects
@@ -100,13 +107,24 @@ def blocks_points(inputs: list[PlotInput], *, steps=None) -> pd.DataFrame:
         table = _steps(inp, steps).table
         step = median_step(table)
         blocks = annotate(inp.trace, inp.annotation, table).blocks
-        agg = (blocks[blocks["step"] == step].groupby("block_type", sort=True)
-               .agg(blocks=("block", "size"), first_block=("block", "min"), kernel_ns=("kernel_ns", "sum")))
+        agg = (
+            blocks[blocks["step"] == step]
+            .groupby("block_type", sort=True)
+            .agg(blocks=("block", "size"), first_block=("block", "min"), kernel_ns=("kernel_ns", "sum"))
+        )
         for t, r in agg.iterrows():
-            rows.append({**_base_row(inp, step), "block_type": str(t), "blocks": int(r["blocks"]),
-                         "first_block": int(r["first_block"]), "kernel_ns": int(r["kernel_ns"])})
-    return pd.DataFrame(rows, columns=["deployment", "bs", "trace", "step", "block_type", "blocks", "first_block",
-                                       "kernel_ns"])
+            rows.append(
+                {
+                    **_base_row(inp, step),
+                    "block_type": str(t),
+                    "blocks": int(r["blocks"]),
+                    "first_block": int(r["first_block"]),
+                    "kernel_ns": int(r["kernel_ns"]),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["deployment", "bs", "trace", "step", "block_type", "blocks", "first_block", "kernel_ns"]
+    )
 
 
 @options_as_objects

@@ -1,6 +1,7 @@
 """A13 — the sweep tables of one deployment from the per-point analyses (``tracekit.sweeps`` runs those over
 the files, serially, in a process pool or on Dask, and calls :func:`sweep_tables` on the results in a fixed
 order, so every way of running gives identical output)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,9 +20,24 @@ from ..structure.blocks import block_stats
 from ..time.decompose import decompose
 from ..steps.resolve import get_steps, median_ns
 
-SWEEP_COLUMNS = ["point", "bs", "context", "rank", "steps", "median_wall_ns", "median_busy_ns", "median_ag_only_ns",
-                 "median_idle_ns", "median_ag_only_local_ns", "median_idle_local_ns", "median_ptop_busy_ns",
-                 "median_received_bytes", "median_exposed_ns", "allgathers_per_step", "path"]
+SWEEP_COLUMNS = [
+    "point",
+    "bs",
+    "context",
+    "rank",
+    "steps",
+    "median_wall_ns",
+    "median_busy_ns",
+    "median_ag_only_ns",
+    "median_idle_ns",
+    "median_ag_only_local_ns",
+    "median_idle_local_ns",
+    "median_ptop_busy_ns",
+    "median_received_bytes",
+    "median_exposed_ns",
+    "allgathers_per_step",
+    "path",
+]
 
 
 def _row(ref: TraceRef, res: dict[str, Any]) -> dict[str, Any]:
@@ -32,9 +48,15 @@ def _row(ref: TraceRef, res: dict[str, Any]) -> dict[str, Any]:
     count = ag.groupby("step")["count"].sum() if not ag.empty else pd.Series(dtype=np.int64)
     exp = ex.groupby("step")["exposed_ns"].sum() if not ex.empty else pd.Series(dtype=np.int64)
     return {
-        "point": ref.point, "bs": ref.bs, "context": ref.context, "rank": ref.rank_label, "steps": int(len(ps)),
-        "median_wall_ns": median_ns(ps["wall_ns"]), "median_busy_ns": median_ns(ps["busy_ns"]),
-        "median_ag_only_ns": median_ns(ps["ag_only_ns"]), "median_idle_ns": median_ns(ps["idle_ns"]),
+        "point": ref.point,
+        "bs": ref.bs,
+        "context": ref.context,
+        "rank": ref.rank_label,
+        "steps": int(len(ps)),
+        "median_wall_ns": median_ns(ps["wall_ns"]),
+        "median_busy_ns": median_ns(ps["busy_ns"]),
+        "median_ag_only_ns": median_ns(ps["ag_only_ns"]),
+        "median_idle_ns": median_ns(ps["idle_ns"]),
         "median_ag_only_local_ns": median_ns(ps["ag_only_local_ns"]),
         "median_idle_local_ns": median_ns(ps["idle_local_ns"]),
         "median_ptop_busy_ns": median_ns(ps["ptop_busy_ns"]),
@@ -71,7 +93,10 @@ def per_trace(trace, *, ann=None, steps=None, ag: AllGatherOptions | None = None
     out["warnings"] += [w for w in wall.warnings if w not in out["warnings"]]
     per_step = wall.tables["per_step"].merge(
         wall_local.tables["per_step"][["step", "ag_only_ns", "idle_ns"]].rename(
-            columns={"ag_only_ns": "ag_only_local_ns", "idle_ns": "idle_local_ns"}), on="step")
+            columns={"ag_only_ns": "ag_only_local_ns", "idle_ns": "idle_local_ns"}
+        ),
+        on="step",
+    )
     out["per_step"] = per_step
     ev = trace.events
     ptop = (ev["copy_kind"] == "PtoP").to_numpy()
@@ -104,9 +129,11 @@ def sweep_tables(refs: list[TraceRef], results: list[dict[str, Any]]) -> tuple[d
             if not t.empty:
                 store.append(t.assign(**tag))
         warnings += [w for w in res["warnings"] if w not in warnings]
-    tables = {"sweep": pd.DataFrame(rows, columns=SWEEP_COLUMNS),
-              "block_types": _long_medians(blocks, "block_type", ["kernel_ns", "blocks"]),
-              "exposure_types": _long_medians(exps, "type", ["exposed_ns"]),
-              "allgather_types": _long_medians(ags, "type", ["count", "received_bytes", "busy_ns"]),
-              "per_step": pd.concat(per_step, ignore_index=True)}
+    tables = {
+        "sweep": pd.DataFrame(rows, columns=SWEEP_COLUMNS),
+        "block_types": _long_medians(blocks, "block_type", ["kernel_ns", "blocks"]),
+        "exposure_types": _long_medians(exps, "type", ["exposed_ns"]),
+        "allgather_types": _long_medians(ags, "type", ["count", "received_bytes", "busy_ns"]),
+        "per_step": pd.concat(per_step, ignore_index=True),
+    }
     return tables, warnings

@@ -13,6 +13,7 @@ Each row comes from the annotation's ``hbm`` list, by one of three rules:
 The result is per step and per row, the median over steps, and the time the total would take at the
 HBM peak.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -35,11 +36,20 @@ from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
 
 
 def _rule(row, src: str, i: int) -> str:
-    given = [k for k, v in (("bytes", row.bytes is not None), ("tags", bool(row.tags)),
-                            ("allgather", row.allgather is not None)) if v]
+    given = [
+        k
+        for k, v in (
+            ("bytes", row.bytes is not None),
+            ("tags", bool(row.tags)),
+            ("allgather", row.allgather is not None),
+        )
+        if v
+    ]
     if len(given) != 1:
-        raise DataFileError(f"{src}: $.hbm[{i}] ({row.name}) must give exactly one of bytes, tags, allgather"
-                            f" (it gives {', '.join(given) or 'none'})")
+        raise DataFileError(
+            f"{src}: $.hbm[{i}] ({row.name}) must give exactly one of bytes, tags, allgather"
+            f" (it gives {', '.join(given) or 'none'})"
+        )
     if row.mbu is not None and given[0] != "tags":
         raise DataFileError(f"{src}: $.hbm[{i}].mbu goes with tags only")
     if row.mbu is not None and not 0 < row.mbu <= 1:
@@ -48,9 +58,17 @@ def _rule(row, src: str, i: int) -> str:
 
 
 @options_as_objects
-def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
-              bs: float | None = None, q_len: float | None = None, variables=None,
-              hbm_gbps: float | str | None = None, steps=None) -> Result:
+def hbm_bytes(
+    trace: Trace,
+    ann: Annotation | str | None = None,
+    hw: HardwareProfile | str | None = None,
+    *,
+    bs: float | None = None,
+    q_len: float | None = None,
+    variables=None,
+    hbm_gbps: float | str | None = None,
+    steps=None,
+) -> Result:
     """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
     :func:`tracekit.roofline`'s)."""
     if as_annotation(ann) is None:
@@ -75,18 +93,35 @@ def hbm_bytes(trace: Trace, ann: Annotation | str | None = None, hw: HardwarePro
     for i, row in enumerate(ann.hbm):
         if rules[i] != "bytes" and not per_step.loc[per_step["row"] == row.name, "bytes"].any():
             warnings.append(f"hbm row {row.name!r} is 0 in every step: its tags or AllGather types matched nothing")
-    per_row, med_total = _per_row_table(per_step, [(row.name, rules[i], row.note) for i, row in enumerate(ann.hbm)],
-                                        hw)
+    per_row, med_total = _per_row_table(per_step, [(row.name, rules[i], row.note) for i, row in enumerate(ann.hbm)], hw)
     walls = steps["dur_ns"].to_numpy()
-    summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
-               "bs": as_number(float(np.median(step_bs))) if len(step_bs) else None, "q_len": as_number(q),
-               "total_bytes_per_step": med_total,
-               "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
-               "median_wall_ns": median_ns(walls)}
-    return Result(command="hbm", inputs=[trace_input(trace)],
-                  params={"annotation": ann.ref, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs,
-                          "q_len": q_len, "vars": dict(variables or {}), **step_params(st)},
-                  summary=summary, tables={"per_row": per_row, "per_step": per_step}, warnings=warnings)
+    summary = {
+        "annotation": ann.name,
+        **hw.summary(),
+        "steps": int(len(steps)),
+        "bs_from": bs_from,
+        "bs": as_number(float(np.median(step_bs))) if len(step_bs) else None,
+        "q_len": as_number(q),
+        "total_bytes_per_step": med_total,
+        "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
+        "median_wall_ns": median_ns(walls),
+    }
+    return Result(
+        command="hbm",
+        inputs=[trace_input(trace)],
+        params={
+            "annotation": ann.ref,
+            "hw": hw.name,
+            "hbm_gbps": hw.hbm_gbps,
+            "bs": bs,
+            "q_len": q_len,
+            "vars": dict(variables or {}),
+            **step_params(st),
+        },
+        summary=summary,
+        tables={"per_row": per_row, "per_step": per_step},
+        warnings=warnings,
+    )
 
 
 class _RowSources(NamedTuple):
@@ -104,8 +139,16 @@ def _tag_counts(ev: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return k.groupby(["step", "op_tag"]).size(), k.groupby(["step", "op_tag"])["dur_ns"].sum()
 
 
-def _per_step_bytes(ann: Annotation, rules: list[str], step_ids: np.ndarray, step_bs: np.ndarray, q, variables,
-                    hw: HardwareProfile, sources: _RowSources) -> pd.DataFrame:
+def _per_step_bytes(
+    ann: Annotation,
+    rules: list[str],
+    step_ids: np.ndarray,
+    step_bs: np.ndarray,
+    q,
+    variables,
+    hw: HardwareProfile,
+    sources: _RowSources,
+) -> pd.DataFrame:
     """The bytes of every row of the annotation's hbm table in every step."""
     src = ann.source or ann.name
     rows = []
@@ -117,8 +160,9 @@ def _per_step_bytes(ann: Annotation, rules: list[str], step_ids: np.ndarray, ste
     return pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
 
 
-def _row_bytes(ann: Annotation, row, rule: str, sid: int, env: dict, hw: HardwareProfile, sources: _RowSources,
-               where: str) -> float:
+def _row_bytes(
+    ann: Annotation, row, rule: str, sid: int, env: dict, hw: HardwareProfile, sources: _RowSources, where: str
+) -> float:
     """One row's bytes in step ``sid`` by its rule: a formula, the AllGathers' full bytes, or its tags' kernels."""
     if rule == "bytes":
         return eval_formula(row.bytes, env, f"{where}.bytes")
@@ -134,14 +178,16 @@ def _row_bytes(ann: Annotation, row, rule: str, sid: int, env: dict, hw: Hardwar
             continue
         tr = op_traffic(ann, tag, env)
         if tr is None:
-            raise DataFileError(f"{where}.tags names {tag!r}, which has no op_shapes or op_traffic entry (or give the"
-                                " row an mbu)")
+            raise DataFileError(
+                f"{where}.tags names {tag!r}, which has no op_shapes or op_traffic entry (or give the row an mbu)"
+            )
         v += int(sources.tag_count.get((sid, tag), 0)) * tr["bytes"]
     return v
 
 
-def _per_row_table(per_step: pd.DataFrame, rows: list[tuple[str, str, str]],
-                   hw: HardwareProfile) -> tuple[pd.DataFrame, int | None]:
+def _per_row_table(
+    per_step: pd.DataFrame, rows: list[tuple[str, str, str]], hw: HardwareProfile
+) -> tuple[pd.DataFrame, int | None]:
     """Per row (name, rule, note) its median bytes over the steps, its share of the median total and the time it
     would take at the HBM peak; and the median total."""
     totals = per_step.groupby("step")["bytes"].sum()
@@ -149,15 +195,26 @@ def _per_row_table(per_step: pd.DataFrame, rows: list[tuple[str, str, str]],
     per_row = []
     for name, rule, note in rows:
         med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
-        per_row.append({"row": name, "rule": rule, "bytes": med,
-                        "share_pct": 100.0 * med / med_total if med_total else None,
-                        "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)), "note": note})
+        per_row.append(
+            {
+                "row": name,
+                "rule": rule,
+                "bytes": med,
+                "share_pct": 100.0 * med / med_total if med_total else None,
+                "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)),
+                "note": note,
+            }
+        )
     return pd.DataFrame(per_row, columns=["row", "rule", "bytes", "share_pct", "time_at_peak_ns", "note"]), med_total
 
 
-FAMILY_ROWS = {"gemm": "GEMM operands (recorded shapes)", "attention": "attention q, k, v, out (recorded shapes)",
-               "elementwise": "elementwise in + out (recorded shapes)", "reduction": "norms and reductions (recorded"
-               " shapes)", "copy": "copies and fills (recorded shapes)"}
+FAMILY_ROWS = {
+    "gemm": "GEMM operands (recorded shapes)",
+    "attention": "attention q, k, v, out (recorded shapes)",
+    "elementwise": "elementwise in + out (recorded shapes)",
+    "reduction": "norms and reductions (recorded shapes)",
+    "copy": "copies and fills (recorded shapes)",
+}
 
 
 def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
@@ -165,10 +222,15 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
     op has a recorded shape, by family of op model (docs/roofline.md, "Shapes from the trace")."""
     ks = kernel_shapes(trace)
     if not ks.shaped:
-        why = ks.why or ("its kernels are replayed from CUDA graphs, which have no launching op" if ks.graph_kernels
-                         else "no kernel's launching op has a model in tracekit/data/op_models.json")
-        raise MissingDataError(f"hbm needs an annotation with hbm rows (-a ANN) or a trace with recorded shapes"
-                               f" (record_shapes=True): {trace.path}: {why}")
+        why = ks.why or (
+            "its kernels are replayed from CUDA graphs, which have no launching op"
+            if ks.graph_kernels
+            else "no kernel's launching op has a model in tracekit/data/op_models.json"
+        )
+        raise MissingDataError(
+            f"hbm needs an annotation with hbm rows (-a ANN) or a trace with recorded shapes"
+            f" (record_shapes=True): {trace.path}: {why}"
+        )
     st = steps
     t = ks.table
     ev = trace.events
@@ -184,26 +246,58 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
     d = pd.DataFrame({"step": step[sel], "row": [FAMILY_ROWS.get(f, str(f)) for f in fam[sel]], "bytes": nbytes[sel]})
     step_ids = st.table["step"].to_numpy()
     order = [FAMILY_ROWS[f] for f in FAMILY_ROWS if FAMILY_ROWS[f] in set(d["row"])]
-    grid = d.groupby(["step", "row"])["bytes"].sum().reindex(
-        pd.MultiIndex.from_product([step_ids, order], names=["step", "row"]), fill_value=0.0)
-    per_step = pd.DataFrame({"step": grid.index.get_level_values("step").to_numpy(),
-                             "row": grid.index.get_level_values("row").to_numpy(), "rule": "shapes",
-                             "bytes": np.rint(grid.to_numpy()).astype(np.int64)})
+    grid = (
+        d.groupby(["step", "row"])["bytes"]
+        .sum()
+        .reindex(pd.MultiIndex.from_product([step_ids, order], names=["step", "row"]), fill_value=0.0)
+    )
+    per_step = pd.DataFrame(
+        {
+            "step": grid.index.get_level_values("step").to_numpy(),
+            "row": grid.index.get_level_values("row").to_numpy(),
+            "rule": "shapes",
+            "bytes": np.rint(grid.to_numpy()).astype(np.int64),
+        }
+    )
     per_row, med_total = _per_row_table(per_step, [(name, "shapes", "") for name in order], hw)
     k_ns = int(dur[ins].sum())
     shaped_ns = int(dur[ins & carries].sum())
     warnings = merge_warnings(trace.report.warnings, st.warnings, ks.warnings)
     pct = 100.0 * shaped_ns / k_ns if k_ns else 0.0
     if pct < 50:
-        warnings.append(f"only {pct:.1f} % of the kernel time inside the steps has a shape: the bytes are a lower bound"
-                        + (f" ({ks.why})" if ks.why else ""))
+        warnings.append(
+            f"only {pct:.1f} % of the kernel time inside the steps has a shape: the bytes are a lower bound"
+            + (f" ({ks.why})" if ks.why else "")
+        )
     walls = st.table["dur_ns"].to_numpy()
-    summary = {"annotation": None, **hw.summary(), "steps": int(len(st.table)), "bs_from": None, "bs": None,
-               "q_len": None, "total_bytes_per_step": med_total,
-               "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
-               "median_wall_ns": median_ns(walls), "shaped_pct": pct, "kernels": int(ins.sum()),
-               "shaped_kernels": int((ins & carries).sum()), "graph_kernels": ks.graph_kernels}
-    return Result(command="hbm", inputs=[trace_input(trace)],
-                  params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
-                          "vars": {}, **step_params(st)},
-                  summary=summary, tables={"per_row": per_row, "per_step": per_step}, warnings=warnings)
+    summary = {
+        "annotation": None,
+        **hw.summary(),
+        "steps": int(len(st.table)),
+        "bs_from": None,
+        "bs": None,
+        "q_len": None,
+        "total_bytes_per_step": med_total,
+        "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
+        "median_wall_ns": median_ns(walls),
+        "shaped_pct": pct,
+        "kernels": int(ins.sum()),
+        "shaped_kernels": int((ins & carries).sum()),
+        "graph_kernels": ks.graph_kernels,
+    }
+    return Result(
+        command="hbm",
+        inputs=[trace_input(trace)],
+        params={
+            "annotation": None,
+            "hw": hw.name,
+            "hbm_gbps": hw.hbm_gbps,
+            "bs": None,
+            "q_len": None,
+            "vars": {},
+            **step_params(st),
+        },
+        summary=summary,
+        tables={"per_row": per_row, "per_step": per_step},
+        warnings=warnings,
+    )

@@ -10,6 +10,7 @@ ops ended at its time; the innermost enclosing op is the last op started before 
 by depth, position). Ops that do not nest (a malformed thread) are checked: the op found must hold the launch, else
 the kernel has no op. Each distinct launch is searched once, in time order, however many kernels it launched.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,7 +61,7 @@ def _threads(ev: pd.DataFrame, lu: np.ndarray, crow: np.ndarray):
         return
     (cp, up), (ct, ut) = (pd.factorize(np.concatenate([x[lu], x[crow]])) for x in (pid, tid))
     thread = cp.astype(np.int64) * max(len(ut), 1) + ct  # (pid, tid) as one code, launches first
-    qt, ot = thread[:lu.size], thread[lu.size:]
+    qt, ot = thread[: lu.size], thread[lu.size :]
     qo, oo = np.argsort(qt, kind="stable"), np.argsort(ot, kind="stable")
     qs, os_ = qt[qo], ot[oo]
     for th in np.unique(qt).tolist():

@@ -10,6 +10,7 @@ written once: ``M·K·b(dtype) + N·K·b(w_dtype) + M·N·b(out_dtype)``; FLOPs 
 * arithmetic intensity = FLOPs / bytes; the ridge point = peak FLOP/s / peak bandwidth; an op below the
   ridge is ``memory`` bound, at or above it ``compute`` bound.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,10 @@ from ..steps.keywords import options_as_objects
 from ..steps.model import StepOptions
 from ..steps.resolve import step_params
 
-def formula_env(ann: Annotation, *, bs: float | None, q_len: float | None,
-                variables: dict[str, float] | None = None) -> dict[str, float]:
+
+def formula_env(
+    ann: Annotation, *, bs: float | None, q_len: float | None, variables: dict[str, float] | None = None
+) -> dict[str, float]:
     """Names a formula may use: the annotation's constants, then bs and q_len, then --var values."""
     env = dict(ann.constants)
     if bs is not None:
@@ -55,12 +58,12 @@ def gemm_traffic(shape: OpShape, env: dict[str, float], where: str) -> dict[str,
     if shape.experts is not None:
         return grouped_gemm_traffic(shape, m, env, where, b_act, b_w, b_out)
     nbytes = m * k * b_act + n * k * b_w + m * n * b_out
-    return {"m": m, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * m * n * k,
-            "source": "gemm"}
+    return {"m": m, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * m * n * k, "source": "gemm"}
 
 
-def grouped_gemm_traffic(shape: OpShape, tokens: float, env: dict[str, float], where: str, b_act: float,
-                         b_w: float, b_out: float) -> dict[str, Any]:
+def grouped_gemm_traffic(
+    shape: OpShape, tokens: float, env: dict[str, float], where: str, b_act: float, b_w: float, b_out: float
+) -> dict[str, Any]:
     """A routed-expert GEMM: ``tokens`` tokens each routed to ``top_k`` of ``experts`` experts (uniformly), this rank
     holding ``local_experts`` of them. Rows = tokens × top_k × local ÷ experts; an expert is touched when it receives
     at least one row, expected local × (1 − (1 − 1/experts)^(tokens × top_k)); every touched expert reads its whole
@@ -69,24 +72,33 @@ def grouped_gemm_traffic(shape: OpShape, tokens: float, env: dict[str, float], w
     local = eval_formula(shape.local_experts, env, f"{where}.local_experts") if shape.local_experts is not None else e
     top_k = eval_formula(shape.top_k, env, f"{where}.top_k") if shape.top_k is not None else 1.0
     if not (e >= 1 and 1 <= local <= e and 1 <= top_k <= e):
-        raise DataFileError(f"{where}: experts {e:g}, local_experts {local:g}, top_k {top_k:g} — need 1 ≤ top_k ≤ "
-                            "experts and 1 ≤ local_experts ≤ experts")
+        raise DataFileError(
+            f"{where}: experts {e:g}, local_experts {local:g}, top_k {top_k:g} — need 1 ≤ top_k ≤ "
+            "experts and 1 ≤ local_experts ≤ experts"
+        )
     routed = tokens * top_k
     rows = routed * local / e
     touched = local * (1.0 - (1.0 - 1.0 / e) ** routed) if routed > 0 else 0.0
     n, k = shape.n, shape.k
     nbytes = rows * k * b_act + touched * n * k * b_w + rows * n * b_out
-    return {"m": rows, "n": n, "k": k, "dtype": shape.dtype, "bytes": nbytes, "flops": 2.0 * rows * n * k,
-            "source": "grouped_gemm", "experts_touched": touched,
-            "tokens_per_expert": rows / touched if touched else 0.0}
+    return {
+        "m": rows,
+        "n": n,
+        "k": k,
+        "dtype": shape.dtype,
+        "bytes": nbytes,
+        "flops": 2.0 * rows * n * k,
+        "source": "grouped_gemm",
+        "experts_touched": touched,
+        "tokens_per_expert": rows / touched if touched else 0.0,
+    }
 
 
 def formula_traffic(spec: OpTraffic, env: dict[str, float], where: str) -> dict[str, Any]:
     nbytes = eval_formula(spec.bytes, env, f"{where}.bytes")
     flops = None if spec.flops is None else eval_formula(spec.flops, env, f"{where}.flops")
     dtype_bytes(spec.dtype, f"{where}.dtype: ")
-    return {"m": None, "n": None, "k": None, "dtype": spec.dtype, "bytes": nbytes, "flops": flops,
-            "source": "formula"}
+    return {"m": None, "n": None, "k": None, "dtype": spec.dtype, "bytes": nbytes, "flops": flops, "source": "formula"}
 
 
 def op_traffic(ann: Annotation, tag: str, env: dict[str, float]) -> Optional[dict[str, Any]]:
@@ -99,8 +111,9 @@ def op_traffic(ann: Annotation, tag: str, env: dict[str, float]) -> Optional[dic
     return None
 
 
-def roofline_point(nbytes: float, flops: float | None, time_ns: float, hw: HardwareProfile,
-                   dtype: str) -> dict[str, Any]:
+def roofline_point(
+    nbytes: float, flops: float | None, time_ns: float, hw: HardwareProfile, dtype: str
+) -> dict[str, Any]:
     """Achieved TB/s and TFLOP/s, MBU, MFU, intensity, ridge point and binding roof of one op."""
     t = time_ns * 1e-9
     bw = nbytes / t if t > 0 else math.nan
@@ -111,16 +124,41 @@ def roofline_point(nbytes: float, flops: float | None, time_ns: float, hw: Hardw
     bound = None
     if intensity is not None and ridge is not None:
         bound = "memory" if intensity < ridge else "compute"
-    return {"achieved_tbps": bw / 1e12, "achieved_tflops": None if fl is None else fl / 1e12,
-            "mbu": bw / hw.hbm_bytes_per_s,
-            "mfu": None if fl is None or peak_flops is None else fl / peak_flops,
-            "intensity": intensity, "ridge": ridge, "bound": bound,
-            "peak_tflops": None if peak_flops is None else peak_flops / 1e12}
+    return {
+        "achieved_tbps": bw / 1e12,
+        "achieved_tflops": None if fl is None else fl / 1e12,
+        "mbu": bw / hw.hbm_bytes_per_s,
+        "mfu": None if fl is None or peak_flops is None else fl / peak_flops,
+        "intensity": intensity,
+        "ridge": ridge,
+        "bound": bound,
+        "peak_tflops": None if peak_flops is None else peak_flops / 1e12,
+    }
 
 
-PER_TAG_COLUMNS = ["op_tag", "mean_ns", "bytes", "flops", "mbu", "mfu", "bound", "count", "bs", "q_len", "m", "n",
-                   "k", "dtype", "source", "achieved_tbps", "achieved_tflops", "intensity", "ridge", "peak_tflops",
-                   "experts_touched"]
+PER_TAG_COLUMNS = [
+    "op_tag",
+    "mean_ns",
+    "bytes",
+    "flops",
+    "mbu",
+    "mfu",
+    "bound",
+    "count",
+    "bs",
+    "q_len",
+    "m",
+    "n",
+    "k",
+    "dtype",
+    "source",
+    "achieved_tbps",
+    "achieved_tflops",
+    "intensity",
+    "ridge",
+    "peak_tflops",
+    "experts_touched",
+]
 
 
 def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> tuple[np.ndarray, str]:
@@ -128,14 +166,15 @@ def step_batch_sizes(steps: pd.DataFrame, bs: float | None, ann: Annotation) -> 
     n = len(steps)
     if bs is not None:
         return np.full(n, float(bs)), "option"
-    marker = (pd.to_numeric(steps["bs"], errors="coerce").to_numpy(dtype=float) if "bs" in steps
-              else np.full(n, np.nan))
+    marker = pd.to_numeric(steps["bs"], errors="coerce").to_numpy(dtype=float) if "bs" in steps else np.full(n, np.nan)
     if n and not np.isnan(marker).any():
         return marker, "step marker"
     if "bs" in ann.constants:
         return np.full(n, float(ann.constants["bs"])), "annotation constant"
-    raise InputError("the batch size is needed for the shapes and the step markers do not carry it;"
-                     " pass --bs N (requests per rank per step)")
+    raise InputError(
+        "the batch size is needed for the shapes and the step markers do not carry it;"
+        " pass --bs N (requests per rank per step)"
+    )
 
 
 def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, variables):
@@ -145,8 +184,11 @@ def shape_options(trace: Trace, ann, hw, *, what: str, hbm_gbps, variables):
     profile = with_hbm(resolve_profile(hw, trace.meta, what=what), hbm_gbps)
     if isinstance(variables, str):
         variables = [variables]
-    return ann, profile, (variables if isinstance(variables, dict) or variables is None
-                          else parse_vars(list(variables)))
+    return (
+        ann,
+        profile,
+        (variables if isinstance(variables, dict) or variables is None else parse_vars(list(variables))),
+    )
 
 
 def explicit_step_name(steps) -> str | None:
@@ -155,9 +197,17 @@ def explicit_step_name(steps) -> str | None:
 
 
 @options_as_objects
-def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProfile | str | None = None, *,
-             bs: float | None = None, q_len: float | None = None, variables=None,
-             hbm_gbps: float | str | None = None, steps=None) -> Result:
+def roofline(
+    trace: Trace,
+    ann: Annotation | str | None = None,
+    hw: HardwareProfile | str | None = None,
+    *,
+    bs: float | None = None,
+    q_len: float | None = None,
+    variables=None,
+    hbm_gbps: float | str | None = None,
+    steps=None,
+) -> Result:
     """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
 
     Steps and op tags come from the annotation (a name, a path or an Annotation); ``hw`` is a profile, its name
@@ -187,8 +237,10 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
     no_peak = sorted({(r["op_tag"], r["dtype"]) for r in rows if r["flops"] is not None and r["mfu"] is None})
     if no_peak:
         dts = sorted({d for _, d in no_peak})
-        warnings.append(f"MFU is null for {', '.join(t for t, _ in no_peak)}: hardware profile {hw.name} gives no dense"
-                        f" peak for {', '.join(dts)} (add peak_dense_tflops.{dts[0]} with --hw FILE)")
+        warnings.append(
+            f"MFU is null for {', '.join(t for t, _ in no_peak)}: hardware profile {hw.name} gives no dense"
+            f" peak for {', '.join(dts)} (add peak_dense_tflops.{dts[0]} with --hw FILE)"
+        )
     missing = sorted(set(shaped) - set(k["op_tag"].unique()))
     if missing:
         warnings.append(f"op tag(s) with a shape but no kernel inside a step: {', '.join(missing)}")
@@ -198,14 +250,33 @@ def roofline(trace: Trace, ann: Annotation | str | None = None, hw: HardwareProf
     # per kernel name: the annotation's shapes where its tags have them, the trace's recorded shapes elsewhere
     over = _annotation_overrides(k, ann, q, variables) if _rows_are_event_rows(trace, a.events) else None
     per_kernel, _, stats = per_kernel_table(trace, hw, over=over)
-    summary = {"annotation": ann.name, **hw.summary(), "steps": int(len(steps)), "bs_from": bs_from,
-               "q_len": as_number(q), "tags": int(per_tag["op_tag"].nunique()),
-               "memory_bound": int((per_tag["bound"] == "memory").sum()),
-               "compute_bound": int((per_tag["bound"] == "compute").sum()), **stats}
-    return Result(command="roofline", inputs=[trace_input(trace)],
-                  params={"annotation": ann.ref, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": bs, "q_len": q_len,
-                          "vars": dict(variables or {}), **step_params(st)},
-                  summary=summary, tables={"per_tag": per_tag, "per_kernel": per_kernel}, warnings=warnings)
+    summary = {
+        "annotation": ann.name,
+        **hw.summary(),
+        "steps": int(len(steps)),
+        "bs_from": bs_from,
+        "q_len": as_number(q),
+        "tags": int(per_tag["op_tag"].nunique()),
+        "memory_bound": int((per_tag["bound"] == "memory").sum()),
+        "compute_bound": int((per_tag["bound"] == "compute").sum()),
+        **stats,
+    }
+    return Result(
+        command="roofline",
+        inputs=[trace_input(trace)],
+        params={
+            "annotation": ann.ref,
+            "hw": hw.name,
+            "hbm_gbps": hw.hbm_gbps,
+            "bs": bs,
+            "q_len": q_len,
+            "vars": dict(variables or {}),
+            **step_params(st),
+        },
+        summary=summary,
+        tables={"per_tag": per_tag, "per_kernel": per_kernel},
+        warnings=warnings,
+    )
 
 
 def _recorded_shapes_instead(trace: Trace, ann: Annotation, hw: HardwareProfile, *, steps) -> Result:
@@ -213,11 +284,15 @@ def _recorded_shapes_instead(trace: Trace, ann: Annotation, hw: HardwareProfile,
     warning, or a missing-data error when it records none."""
     if kernel_shapes(trace).shaped:
         res = shapes_roofline(trace, hw, steps=steps)
-        res.warnings.append(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
-                            " comes from the shapes the trace records")
+        res.warnings.append(
+            f"annotation {ann.source or ann.name} has no op_shapes or op_traffic: the roofline"
+            " comes from the shapes the trace records"
+        )
         return res
-    raise MissingDataError(f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
-                           " nothing to put on the roofline; add them (docs/roofline.md)")
+    raise MissingDataError(
+        f"annotation {ann.source or ann.name} has no op_shapes or op_traffic, so there is"
+        " nothing to put on the roofline; add them (docs/roofline.md)"
+    )
 
 
 def _per_tag_rows(k: pd.DataFrame, ann: Annotation, q, variables, hw: HardwareProfile) -> list[dict[str, Any]]:
@@ -229,11 +304,24 @@ def _per_tag_rows(k: pd.DataFrame, ann: Annotation, q, variables, hw: HardwarePr
         tr = op_traffic(ann, tag, env)
         mean = float(g["dur_ns"].mean())
         pt = roofline_point(tr["bytes"], tr["flops"], mean, hw, tr["dtype"])
-        rows.append({"op_tag": tag, "mean_ns": mean, "bytes": int(round(tr["bytes"])),
-                     "flops": None if tr["flops"] is None else int(round(tr["flops"])), **pt,
-                     "count": int(len(g)), "bs": as_number(b), "q_len": as_number(q), "m": as_number(tr["m"]),
-                     "n": tr["n"], "k": tr["k"],
-                     "dtype": tr["dtype"], "source": tr["source"], "experts_touched": tr.get("experts_touched")})
+        rows.append(
+            {
+                "op_tag": tag,
+                "mean_ns": mean,
+                "bytes": int(round(tr["bytes"])),
+                "flops": None if tr["flops"] is None else int(round(tr["flops"])),
+                **pt,
+                "count": int(len(g)),
+                "bs": as_number(b),
+                "q_len": as_number(q),
+                "m": as_number(tr["m"]),
+                "n": tr["n"],
+                "k": tr["k"],
+                "dtype": tr["dtype"],
+                "source": tr["source"],
+                "experts_touched": tr.get("experts_touched"),
+            }
+        )
     return rows
 
 
@@ -257,16 +345,41 @@ def _annotation_overrides(k: pd.DataFrame, ann: Annotation, q, variables) -> pd.
         ann_fl[idx] = np.nan if tr["flops"] is None else tr["flops"]
         ann_by[idx] = tr["bytes"]
         ann_dt[idx] = tr["dtype"]
-    return pd.DataFrame({"row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(), "flops": ann_fl,
-                         "bytes": ann_by, "dtype": ann_dt, "op": k["op_tag"].to_numpy()})
+    return pd.DataFrame(
+        {
+            "row": k.index.to_numpy() if "row" not in k else k["row"].to_numpy(),
+            "flops": ann_fl,
+            "bytes": ann_by,
+            "dtype": ann_dt,
+            "op": k["op_tag"].to_numpy(),
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------------ shapes
 
 
-PER_KERNEL_COLUMNS = ["name", "op", "category", "calls", "shaped_calls", "mean_ns", "flops", "bytes", "dtype", "mfu",
-                      "mbu", "bound", "source", "family", "total_ns", "achieved_tbps", "achieved_tflops", "intensity",
-                      "ridge"]
+PER_KERNEL_COLUMNS = [
+    "name",
+    "op",
+    "category",
+    "calls",
+    "shaped_calls",
+    "mean_ns",
+    "flops",
+    "bytes",
+    "dtype",
+    "mfu",
+    "mbu",
+    "bound",
+    "source",
+    "family",
+    "total_ns",
+    "achieved_tbps",
+    "achieved_tflops",
+    "intensity",
+    "ridge",
+]
 
 
 def _rows_are_event_rows(trace: Trace, events: pd.DataFrame) -> bool:
@@ -286,11 +399,19 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
     t = ks.table
     ev = trace.events
     rows = t["row"].to_numpy()
-    d = pd.DataFrame({"name": names_at(ev, rows), "dur": ev["dur_ns"].to_numpy()[rows],
-                      "op": t["op"].to_numpy(), "flops": t["flops"].to_numpy(dtype=float),
-                      "bytes": t["bytes"].to_numpy(dtype=float), "dtype": t["dtype"].to_numpy(),
-                      "family": t["family"].to_numpy(), "shaped": t["carries"].to_numpy(dtype=bool),
-                      "source": np.where(t["carries"].to_numpy(dtype=bool), "shapes", None)})
+    d = pd.DataFrame(
+        {
+            "name": names_at(ev, rows),
+            "dur": ev["dur_ns"].to_numpy()[rows],
+            "op": t["op"].to_numpy(),
+            "flops": t["flops"].to_numpy(dtype=float),
+            "bytes": t["bytes"].to_numpy(dtype=float),
+            "dtype": t["dtype"].to_numpy(),
+            "family": t["family"].to_numpy(),
+            "shaped": t["carries"].to_numpy(dtype=bool),
+            "source": np.where(t["carries"].to_numpy(dtype=bool), "shapes", None),
+        }
+    )
     d["category"] = np.asarray(trace_categories(trace), dtype=object)[rows]
     if over is not None and len(over):
         pos = pd.Series(np.arange(len(rows)), index=rows).reindex(over["row"].to_numpy()).to_numpy()
@@ -311,10 +432,14 @@ def per_kernel_table(trace: Trace, hw: HardwareProfile, over: pd.DataFrame | Non
         tbl[c] = tbl[c].astype(object).where(tbl[c].notna(), None)
     shaped = d["shaped"].to_numpy(dtype=bool)
     total = float(d["dur"].sum())
-    stats = {**ks.summary(), "shaped_kernels": int(shaped.sum()),
-             "shaped_pct": 100.0 * float(d["dur"].to_numpy()[shaped].sum()) / total if total else 0.0,
-             "shaped_names": int((tbl["shaped_calls"] > 0).sum()), "kernel_names": int(len(tbl)),
-             "kernel_ns": int(total)}
+    stats = {
+        **ks.summary(),
+        "shaped_kernels": int(shaped.sum()),
+        "shaped_pct": 100.0 * float(d["dur"].to_numpy()[shaped].sum()) / total if total else 0.0,
+        "shaped_names": int((tbl["shaped_calls"] > 0).sum()),
+        "kernel_names": int(len(tbl)),
+        "kernel_ns": int(total),
+    }
     return tbl, ks, stats
 
 
@@ -344,15 +469,31 @@ def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any
     dur, fl, by = d["dur"].to_numpy(), d["flops"].to_numpy(dtype=float), d["bytes"].to_numpy(dtype=float)
     out = []
     for g in range(bounds.size - 1):
-        idx = order[bounds[g]:bounds[g + 1]]
+        idx = order[bounds[g] : bounds[g + 1]]
         sh = idx[shaped[idx]]
         mean = float(dur[sh if sh.size else idx].mean())
         op, fam = modes["op"].get(g), modes["family"].get(g)
-        row = {"name": d["name"].iloc[idx[0]], "op": None if op is None else str(op),
-               "category": str(d["category"].iloc[idx[0]]), "calls": int(idx.size), "shaped_calls": int(sh.size),
-               "mean_ns": mean, "total_ns": int(dur[idx].sum()), "family": None if fam is None else str(fam),
-               "flops": None, "bytes": None, "dtype": None, "mfu": None, "mbu": None, "bound": None, "source": None,
-               "achieved_tbps": None, "achieved_tflops": None, "intensity": None, "ridge": None}
+        row = {
+            "name": d["name"].iloc[idx[0]],
+            "op": None if op is None else str(op),
+            "category": str(d["category"].iloc[idx[0]]),
+            "calls": int(idx.size),
+            "shaped_calls": int(sh.size),
+            "mean_ns": mean,
+            "total_ns": int(dur[idx].sum()),
+            "family": None if fam is None else str(fam),
+            "flops": None,
+            "bytes": None,
+            "dtype": None,
+            "mfu": None,
+            "mbu": None,
+            "bound": None,
+            "source": None,
+            "achieved_tbps": None,
+            "achieved_tflops": None,
+            "intensity": None,
+            "ridge": None,
+        }
         if sh.size:
             f, b = fl[sh], by[sh]
             dtype, src = modes["dtype"].get(g), modes["source"].get(g)
@@ -362,9 +503,15 @@ def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any
             row.update(flops=flops, bytes=nbytes, dtype=dtype, source=None if src is None else str(src))
             if nbytes is not None and mean > 0:
                 pt = roofline_point(nbytes, flops, mean, hw, dtype or "")
-                row.update(mbu=pt["mbu"], mfu=pt["mfu"], bound=pt["bound"] or "memory",
-                           achieved_tbps=pt["achieved_tbps"], achieved_tflops=pt["achieved_tflops"],
-                           intensity=pt["intensity"], ridge=pt["ridge"])
+                row.update(
+                    mbu=pt["mbu"],
+                    mfu=pt["mfu"],
+                    bound=pt["bound"] or "memory",
+                    achieved_tbps=pt["achieved_tbps"],
+                    achieved_tflops=pt["achieved_tflops"],
+                    intensity=pt["intensity"],
+                    ridge=pt["ridge"],
+                )
         out.append(row)
     return out
 
@@ -375,24 +522,49 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
     names the marker the user gave, :func:`explicit_step_name`)."""
     per_kernel, ks, stats = per_kernel_table(trace, hw)
     if not ks.shaped:
-        why = ks.why or ("no kernel's launching op has a model in tracekit/data/op_models.json" if not ks.graph_kernels
-                         else "its kernels are replayed from CUDA graphs, which have no launching op")
-        raise MissingDataError(f"roofline needs an annotation with op_shapes (-a ANN) or a trace with recorded shapes"
-                               f" (record_shapes=True): {trace.path}: {why}")
+        why = ks.why or (
+            "no kernel's launching op has a model in tracekit/data/op_models.json"
+            if not ks.graph_kernels
+            else "its kernels are replayed from CUDA graphs, which have no launching op"
+        )
+        raise MissingDataError(
+            f"roofline needs an annotation with op_shapes (-a ANN) or a trace with recorded shapes"
+            f" (record_shapes=True): {trace.path}: {why}"
+        )
     warnings = list(trace.report.warnings) + list(ks.warnings)
     sh = per_kernel[per_kernel["shaped_calls"] > 0]
-    no_peak = sorted({str(d) for d, f, m in zip(sh["dtype"], sh["flops"], sh["mfu"])
-                      if pd.notna(f) and (m is None or pd.isna(m))})
+    no_peak = sorted(
+        {str(d) for d, f, m in zip(sh["dtype"], sh["flops"], sh["mfu"]) if pd.notna(f) and (m is None or pd.isna(m))}
+    )
     if no_peak:
-        warnings.append(f"MFU is null for the {', '.join(no_peak)} kernels: hardware profile {hw.name} gives no dense"
-                        " peak for that dtype")
-    summary = {"annotation": None, **hw.summary(), **stats,
-               "memory_bound": int((sh["bound"] == "memory").sum()),
-               "compute_bound": int((sh["bound"] == "compute").sum())}
+        warnings.append(
+            f"MFU is null for the {', '.join(no_peak)} kernels: hardware profile {hw.name} gives no dense"
+            " peak for that dtype"
+        )
+    summary = {
+        "annotation": None,
+        **hw.summary(),
+        **stats,
+        "memory_bound": int((sh["bound"] == "memory").sum()),
+        "compute_bound": int((sh["bound"] == "compute").sum()),
+    }
     if ks.shaped_pct < 50:
-        warnings.append(f"only {ks.shaped_pct:.1f} % of the GPU kernel time has a shape"
-                        + (f" ({ks.why})" if ks.why else ""))
-    return Result(command="roofline", inputs=[trace_input(trace)],
-                  params={"annotation": None, "hw": hw.name, "hbm_gbps": hw.hbm_gbps, "bs": None, "q_len": None,
-                          "vars": {}, "step_name": explicit_step_name(steps)},
-                  summary=summary, tables={"per_kernel": per_kernel}, warnings=warnings)
+        warnings.append(
+            f"only {ks.shaped_pct:.1f} % of the GPU kernel time has a shape" + (f" ({ks.why})" if ks.why else "")
+        )
+    return Result(
+        command="roofline",
+        inputs=[trace_input(trace)],
+        params={
+            "annotation": None,
+            "hw": hw.name,
+            "hbm_gbps": hw.hbm_gbps,
+            "bs": None,
+            "q_len": None,
+            "vars": {},
+            "step_name": explicit_step_name(steps),
+        },
+        summary=summary,
+        tables={"per_kernel": per_kernel},
+        warnings=warnings,
+    )

@@ -13,6 +13,7 @@ The models are evaluated once per distinct (op name, ``shapes``) pair of categor
 launches several kernels gives its work to the longest of them (the others count as launched by a shaped op but carry
 no numbers): a GEMM's split-K reduction or a bias add does not get the GEMM's FLOPs a second time.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,21 @@ from .linking import _innermost, launching_ops  # noqa: F401 - launching_ops is 
 
 _DEC = msgspec.json.Decoder()
 
-KERNEL_COLUMNS = ["row", "op_row", "op", "model", "family", "flops", "bytes", "dtype", "carries", "m", "n", "k",
-                  "graph"]
+KERNEL_COLUMNS = [
+    "row",
+    "op_row",
+    "op",
+    "model",
+    "family",
+    "flops",
+    "bytes",
+    "dtype",
+    "carries",
+    "m",
+    "n",
+    "k",
+    "graph",
+]
 
 
 @lru_cache(maxsize=1)
@@ -92,8 +106,10 @@ def str_values(codes: np.ndarray, cats: np.ndarray) -> Any:
     if dtype is None or not (codes >= 0).any() or not all(type(c) is str for c in cats.tolist()):
         return np.append(cats.astype(object), None)[codes]
     import pyarrow as pa
-    d = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
-                                       pa.array(cats.tolist(), type=pa.large_string()))
+
+    d = pa.DictionaryArray.from_arrays(
+        pa.array(codes.astype(np.int32), mask=codes < 0), pa.array(cats.tolist(), type=pa.large_string())
+    )
     return pd.array(d.cast(pa.large_string()), dtype=dtype)
 
 
@@ -266,14 +282,23 @@ def _copy(spec, dims, types, concrete):
     dst, src = _tensor(dims, types, 0), _tensor(dims, types, 1)
     if dst is None or src is None:
         return None
-    return {"flops": None, "bytes": _numel(dst[0]) * dst[2] + _numel(src[0]) * src[2], "dtype": dst[1], "m": None,
-            "n": None, "k": None}
+    return {
+        "flops": None,
+        "bytes": _numel(dst[0]) * dst[2] + _numel(src[0]) * src[2],
+        "dtype": dst[1],
+        "m": None,
+        "n": None,
+        "k": None,
+    }
 
 
 def _fill(spec, dims, types, concrete):
     dst = _tensor(dims, types, 0)
-    return None if dst is None else {"flops": None, "bytes": _numel(dst[0]) * dst[2], "dtype": dst[1], "m": None,
-                                     "n": None, "k": None}
+    return (
+        None
+        if dst is None
+        else {"flops": None, "bytes": _numel(dst[0]) * dst[2], "dtype": dst[1], "m": None, "n": None, "k": None}
+    )
 
 
 def _reduce(spec, dims, types, concrete):
@@ -317,14 +342,41 @@ def _io(spec, dims, types, concrete):
         nbytes += _numel(sh[0]) * d[2]
     if first is None:
         return None
-    return {"flops": None, "bytes": nbytes, "dtype": first[1], "m": None, "n": None, "k": None,
-            "family": spec.get("family", "elementwise")}
+    return {
+        "flops": None,
+        "bytes": nbytes,
+        "dtype": first[1],
+        "m": None,
+        "n": None,
+        "k": None,
+        "family": spec.get("family", "elementwise"),
+    }
 
 
-MODELS = {"gemm": _gemm, "linear": _linear, "grouped_gemm": _grouped, "attention": _attention,
-          "elementwise": _elementwise, "copy": _copy, "fill": _fill, "reduce": _reduce, "gather": _gather, "io": _io}
-FAMILY = {"gemm": "gemm", "linear": "gemm", "grouped_gemm": "gemm", "attention": "attention",
-          "elementwise": "elementwise", "copy": "copy", "fill": "copy", "reduce": "reduction", "gather": "copy", "io": "elementwise"}
+MODELS = {
+    "gemm": _gemm,
+    "linear": _linear,
+    "grouped_gemm": _grouped,
+    "attention": _attention,
+    "elementwise": _elementwise,
+    "copy": _copy,
+    "fill": _fill,
+    "reduce": _reduce,
+    "gather": _gather,
+    "io": _io,
+}
+FAMILY = {
+    "gemm": "gemm",
+    "linear": "gemm",
+    "grouped_gemm": "gemm",
+    "attention": "attention",
+    "elementwise": "elementwise",
+    "copy": "copy",
+    "fill": "copy",
+    "reduce": "reduction",
+    "gather": "copy",
+    "io": "elementwise",
+}
 
 
 # ------------------------------------------------------------------------------------------------ per kernel
@@ -351,11 +403,15 @@ class KernelShapes:
         return 100.0 * self.shaped_ns / self.kernel_ns if self.kernel_ns else 0.0
 
     def summary(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "shaped_kernels": self.shaped,
-                "shaped_pct": self.shaped_pct, "kernels_with_op": self.with_op,
-                "graph_kernels": self.graph_kernels,
-                "graph_pct": 100.0 * self.graph_ns / self.kernel_ns if self.kernel_ns else 0.0,
-                "shapes_why": self.why}
+        return {
+            "kernels": self.kernels,
+            "shaped_kernels": self.shaped,
+            "shaped_pct": self.shaped_pct,
+            "kernels_with_op": self.with_op,
+            "graph_kernels": self.graph_kernels,
+            "graph_pct": 100.0 * self.graph_ns / self.kernel_ns if self.kernel_ns else 0.0,
+            "shapes_why": self.why,
+        }
 
 
 def kernel_shapes(trace: Trace) -> KernelShapes:
@@ -435,8 +491,11 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         sc, shape_cats = _codes(ev, "shapes", oprow[has])
         shape_code[has] = sc
     if not has.any():
-        why = ("no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
-               if not graph.any() else None)
+        why = (
+            "no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
+            if not graph.any()
+            else None
+        )
     elif "shapes" not in ev.columns:
         why = "the events table has no 'shapes' column (the ops' Input Dims); load the trace with tracekit.load"
     elif not (shape_code >= 0).any():
@@ -453,8 +512,10 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         sig[with_shape] = np.where(ok_pair[inv], inv, -1)
         got = sig >= 0
         if got.any():
-            res = pd.DataFrame([r if r is not None else {} for r in results],
-                               columns=["flops", "bytes", "dtype", "model", "family", "m", "n", "k"])
+            res = pd.DataFrame(
+                [r if r is not None else {} for r in results],
+                columns=["flops", "bytes", "dtype", "model", "family", "m", "n", "k"],
+            )
             idx = sig[got]
             for c in ("m", "n", "k"):
                 num[c][got] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
@@ -463,15 +524,33 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
             car = carries[got] = carrier[got]
             for c in ("flops", "bytes"):
                 num[c][got] = np.where(car, res[c].to_numpy(dtype=float, na_value=np.nan)[idx], np.nan)
-    cols = {"row": krow, "op_row": oprow, "op": op, **num, "carries": carries, "graph": graph,
-            **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()}}
+    cols = {
+        "row": krow,
+        "op_row": oprow,
+        "op": op,
+        **num,
+        "carries": carries,
+        "graph": graph,
+        **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()},
+    }
     # built in its columns' order from the arrays made here (no copy, no reorder: a column selection took a copy)
     tbl = pd.DataFrame({c: cols[c] for c in KERNEL_COLUMNS}, copy=False)
     shaped = carries
     if graph.any():
-        warnings.append(f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
-                        " kernel time) are replayed from CUDA graphs: a replay has no launching op, so they have no"
-                        " shapes; profile eager steps (or the capture) for their shapes")
-    return KernelShapes(table=tbl, kernels=int(n), kernel_ns=int(dur.sum()), shaped=int(shaped.sum()),
-                        shaped_ns=int(dur[shaped].sum()), with_op=int((oprow >= 0).sum()),
-                        graph_kernels=int(graph.sum()), graph_ns=int(dur[graph].sum()), why=why, warnings=warnings)
+        warnings.append(
+            f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
+            " kernel time) are replayed from CUDA graphs: a replay has no launching op, so they have no"
+            " shapes; profile eager steps (or the capture) for their shapes"
+        )
+    return KernelShapes(
+        table=tbl,
+        kernels=int(n),
+        kernel_ns=int(dur.sum()),
+        shaped=int(shaped.sum()),
+        shaped_ns=int(dur[shaped].sum()),
+        with_op=int((oprow >= 0).sum()),
+        graph_kernels=int(graph.sum()),
+        graph_ns=int(dur[graph].sum()),
+        why=why,
+        warnings=warnings,
+    )

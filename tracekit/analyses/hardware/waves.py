@@ -16,6 +16,7 @@ The calculator (:func:`waves_calc`) also models a split-KV attention grid (2, B�
 picks the split in 1..32 that minimises the modelled time waves(split) / split, where each CTA scans
 1/split of the KV and a wave's time scales with it.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,15 +30,21 @@ from ...annotation import Annotation, as_annotation
 from ...defaults import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ...errors import DataFileError, InputError, MissingDataError
 from ...events import launch_index
-from ...hardware import HardwareProfile, SmLimits, as_profile, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, \
-    occupancy_table, sm_limits
+from ...hardware import (
+    HardwareProfile,
+    SmLimits,
+    as_profile,
+    ctas_per_sm as occupancy_ctas_per_sm,
+    detect_profile,
+    occupancy_table,
+    sm_limits,
+)
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import get_steps, merge_warnings, step_params
 from .wave_tables import per_grid as _per_grid, per_kernel as _per_kernel
 from ...regexes import bounded
-
 
 
 @dataclass(frozen=True)
@@ -77,8 +84,15 @@ def wave_aware_split(batch: int, q_len: int, sms: int, ctas_per_sm: int = 1, cap
     return best
 
 
-def split_table(batch: int, q_len: int, sms: int, ctas_per_sm: int, launched_split: int,
-                time_ns: Optional[int], cap: int = MAX_SPLIT) -> pd.DataFrame:
+def split_table(
+    batch: int,
+    q_len: int,
+    sms: int,
+    ctas_per_sm: int,
+    launched_split: int,
+    time_ns: Optional[int],
+    cap: int = MAX_SPLIT,
+) -> pd.DataFrame:
     """Every split 1..cap of the (2, B·q_len, split) grid; with a measured time of the launched split, the
     modelled time of each: waves(s) x (t / waves(s0)) x s0 / s."""
     w0 = wave_stats(2 * batch * q_len * launched_split, sms, ctas_per_sm).waves
@@ -86,14 +100,31 @@ def split_table(batch: int, q_len: int, sms: int, ctas_per_sm: int, launched_spl
     for s in range(1, cap + 1):
         st = wave_stats(2 * batch * q_len * s, sms, ctas_per_sm)
         est = None if time_ns is None else int(round(st.waves * time_ns / w0 * launched_split / s))
-        rows.append({"split": s, "grid": list(mla_grid(batch, q_len, s)), "ctas": st.ctas, "waves": st.waves,
-                     "wave_efficiency": st.efficiency, "est_time_ns": est})
+        rows.append(
+            {
+                "split": s,
+                "grid": list(mla_grid(batch, q_len, s)),
+                "ctas": st.ctas,
+                "waves": st.waves,
+                "wave_efficiency": st.efficiency,
+                "est_time_ns": est,
+            }
+        )
     return pd.DataFrame(rows, columns=["split", "grid", "ctas", "waves", "wave_efficiency", "est_time_ns"])
 
 
-def waves_calc(*, sms: int, grid: tuple[int, int, int] | None = None, batch: int | None = None,
-               q_len: int | None = None, split: str = "mla-simplified", ctas_per_sm: int = 1,
-               time_ns: int | None = None, layers: int | None = None, max_split: int = MAX_SPLIT) -> Result:
+def waves_calc(
+    *,
+    sms: int,
+    grid: tuple[int, int, int] | None = None,
+    batch: int | None = None,
+    q_len: int | None = None,
+    split: str = "mla-simplified",
+    ctas_per_sm: int = 1,
+    time_ns: int | None = None,
+    layers: int | None = None,
+    max_split: int = MAX_SPLIT,
+) -> Result:
     """`tracekit waves calc` (A10): waves of one grid, and what full waves would save.
 
     The grid is ``grid``, or (2, B·q_len, split) from ``batch`` and ``q_len`` with the ``split`` rule. With
@@ -112,12 +143,17 @@ def waves_calc(*, sms: int, grid: tuple[int, int, int] | None = None, batch: int
     warnings: list[str] = []
     launched_split = None
     if batch is not None:
-        launched_split = (mla_simplified_split(batch, q_len, sms, max_split) if split == "mla-simplified"
-                          else wave_aware_split(batch, q_len, sms, ctas_per_sm, max_split))
+        launched_split = (
+            mla_simplified_split(batch, q_len, sms, max_split)
+            if split == "mla-simplified"
+            else wave_aware_split(batch, q_len, sms, ctas_per_sm, max_split)
+        )
         derived = mla_grid(batch, q_len, launched_split)
         if grid is not None and tuple(grid) != derived:
-            warnings.append(f"--grid {grid} differs from the {split} grid {derived} of batch {batch} and qlen"
-                            f" {q_len}; the summary describes --grid")
+            warnings.append(
+                f"--grid {grid} differs from the {split} grid {derived} of batch {batch} and qlen"
+                f" {q_len}; the summary describes --grid"
+            )
             launched_split = grid[2] if grid[0] * grid[1] == 2 * batch * q_len else None
         grid = grid if grid is not None else derived
     if len(grid) != 3 or min(grid) < 1:
@@ -126,19 +162,47 @@ def waves_calc(*, sms: int, grid: tuple[int, int, int] | None = None, batch: int
     est = None if time_ns is None else int(round(time_ns * st.efficiency))
     lost = None if time_ns is None else time_ns - est
     summary: dict[str, Any] = {
-        "grid": list(grid), "ctas": st.ctas, "sms": sms, "ctas_per_sm": ctas_per_sm, "capacity": st.capacity,
-        "waves": st.waves, "waves_exact": st.waves_exact, "wave_efficiency": st.efficiency,
-        "tail_ctas": st.tail_ctas, "split_rule": split if batch is not None else None, "split": launched_split,
-        "time_ns": time_ns, "est_time_ns": est, "est_time_us": None if est is None else est / 1e3,
+        "grid": list(grid),
+        "ctas": st.ctas,
+        "sms": sms,
+        "ctas_per_sm": ctas_per_sm,
+        "capacity": st.capacity,
+        "waves": st.waves,
+        "waves_exact": st.waves_exact,
+        "wave_efficiency": st.efficiency,
+        "tail_ctas": st.tail_ctas,
+        "split_rule": split if batch is not None else None,
+        "split": launched_split,
+        "time_ns": time_ns,
+        "est_time_ns": est,
+        "est_time_us": None if est is None else est / 1e3,
         "lost_ns": lost,
     }
     if layers is not None:
         summary["layers"] = layers
         summary["saving_per_step_ns"] = None if lost is None else lost * layers
         summary["saving_ms_per_step"] = None if lost is None else lost * layers / 1e6
-    tables = {"grid": pd.DataFrame([{k: summary[k] for k in ("grid", "ctas", "capacity", "waves", "waves_exact",
-                                                            "wave_efficiency", "tail_ctas", "time_ns",
-                                                            "est_time_ns", "lost_ns")}])}
+    tables = {
+        "grid": pd.DataFrame(
+            [
+                {
+                    k: summary[k]
+                    for k in (
+                        "grid",
+                        "ctas",
+                        "capacity",
+                        "waves",
+                        "waves_exact",
+                        "wave_efficiency",
+                        "tail_ctas",
+                        "time_ns",
+                        "est_time_ns",
+                        "lost_ns",
+                    )
+                }
+            ]
+        )
+    }
     if batch is not None and launched_split is not None:
         tab = split_table(batch, q_len, sms, ctas_per_sm, launched_split, time_ns, max_split)
         best = wave_aware_split(batch, q_len, sms, ctas_per_sm, max_split)
@@ -148,18 +212,34 @@ def waves_calc(*, sms: int, grid: tuple[int, int, int] | None = None, batch: int
         summary["wave_aware_waves"] = int(row["waves"])
         summary["wave_aware_time_ns"] = None if time_ns is None else int(row["est_time_ns"])
         tables["splits"] = tab
-    return Result(command="waves_calc", inputs=[],
-                  params={"sms": sms, "grid": list(grid), "batch": batch, "q_len": q_len, "split": split,
-                          "ctas_per_sm": ctas_per_sm, "time_ns": time_ns, "layers": layers, "max_split": max_split},
-                  summary=summary, tables=tables, warnings=warnings)
+    return Result(
+        command="waves_calc",
+        inputs=[],
+        params={
+            "sms": sms,
+            "grid": list(grid),
+            "batch": batch,
+            "q_len": q_len,
+            "split": split,
+            "ctas_per_sm": ctas_per_sm,
+            "time_ns": time_ns,
+            "layers": layers,
+            "max_split": max_split,
+        },
+        summary=summary,
+        tables=tables,
+        warnings=warnings,
+    )
 
 
 def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warnings: list[str]) -> tuple[int, str]:
     """SMs from the option, else the trace's deviceProperties, else the hardware profile."""
     traced = trace.meta.get("num_sms")
     if hw is not None and isinstance(traced, int) and traced != hw.sms:
-        warnings.append(f"the trace's device has {traced} SMs but hardware profile {hw.name} says {hw.sms};"
-                        " the trace's count is used unless --sms is given")
+        warnings.append(
+            f"the trace's device has {traced} SMs but hardware profile {hw.name} says {hw.sms};"
+            " the trace's count is used unless --sms is given"
+        )
     if sms is not None:
         if sms < 1:
             raise InputError(f"--sms must be positive, not {sms}")
@@ -168,8 +248,9 @@ def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warni
         return traced, "trace deviceProperties"
     if hw is not None:
         return hw.sms, f"hardware profile {hw.name}"
-    raise MissingDataError(f"{trace.path} has no SM count (its deviceProperties give no numSms); pass --sms N or"
-                           " --hw NAME")
+    raise MissingDataError(
+        f"{trace.path} has no SM count (its deviceProperties give no numSms); pass --sms N or --hw NAME"
+    )
 
 
 def _ctas_per_sm_of_names(names: pd.Index, rules: list, default: int, src: str) -> np.ndarray:
@@ -200,10 +281,15 @@ class _Labels:
         return pd.Categorical.from_codes(codes, categories=self.labels) if self.labels else pd.Categorical([])
 
 
-def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None = None, *,
-                       names: tuple[np.ndarray, np.ndarray] | None = None, ann: Annotation | None = None,
-                       ctas_per_sm: int | None = None) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict,
-                                                                 list[str]]:
+def launch_ctas_per_sm(
+    trace: Trace,
+    k: pd.DataFrame,
+    hw: HardwareProfile | None = None,
+    *,
+    names: tuple[np.ndarray, np.ndarray] | None = None,
+    ann: Annotation | None = None,
+    ctas_per_sm: int | None = None,
+) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict, list[str]]:
     """CTAs per SM of each kernel row of ``k`` (``names``: its distinct names and each row's index into them, when
     the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule (``annotation``), else the
     ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's limits (``launch
@@ -241,15 +327,18 @@ def launch_ctas_per_sm(trace: Trace, k: pd.DataFrame, hw: HardwareProfile | None
             cps[rest], limited[rest], src[rest] = 1, labels.code("unknown (no SM limits)"), labels.code("assumed")
     src_cat = labels.categorical(src)
     counts = pd.Series(src_cat).value_counts()
-    occupancy = {"sm_limits": lim.summary() if lim is not None else None,
-                 "assumed": bool(notes) or bool(counts.get("assumed", 0)),
-                 "assumed_why": notes,
-                 "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b}}
+    occupancy = {
+        "sm_limits": lim.summary() if lim is not None else None,
+        "assumed": bool(notes) or bool(counts.get("assumed", 0)),
+        "assumed_why": notes,
+        "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b},
+    }
     return cps, labels.categorical(limited), src_cat, occupancy, [f"CTAs per SM: {x}" for x in notes]
 
 
-def _ctas_per_sm_by_annotation(k: pd.DataFrame, names: tuple[np.ndarray, np.ndarray] | None,
-                               ann: Annotation) -> np.ndarray:
+def _ctas_per_sm_by_annotation(
+    k: pd.DataFrame, names: tuple[np.ndarray, np.ndarray] | None, ann: Annotation
+) -> np.ndarray:
     """Per kernel row, the CTAs per SM of the annotation's first ``ctas_per_sm`` rule its name matches (0: none),
     matched once per distinct name (the categorical's codes), not per event."""
     if names is None:
@@ -264,13 +353,22 @@ def _ctas_per_sm_by_annotation(k: pd.DataFrame, names: tuple[np.ndarray, np.ndar
     return _ctas_per_sm_of_names(pd.Index(uniq), ann.ctas_per_sm, 0, ann.source or ann.name)[inv]
 
 
-def _ctas_per_sm_by_launch(k: pd.DataFrame, rest: np.ndarray, lim: SmLimits, labels: _Labels, cps: np.ndarray,
-                           limited: np.ndarray, src: np.ndarray) -> list[str]:
+def _ctas_per_sm_by_launch(
+    k: pd.DataFrame,
+    rest: np.ndarray,
+    lim: SmLimits,
+    labels: _Labels,
+    cps: np.ndarray,
+    limited: np.ndarray,
+    src: np.ndarray,
+) -> list[str]:
     """The ``rest`` rows of ``k`` from their launch configuration against the SM's limits (``cps``, ``limited`` and
     ``src`` set in place), counted once per distinct (threads, registers, shared memory); returns the notes on
     launches whose count is partial or assumed."""
-    bx, by, bz, reg, smem = (k[c].to_numpy()[rest].astype(np.int64)  # the columns' rest rows, not a copy of the table
-                             for c in ("block_x", "block_y", "block_z", "registers", "shared_mem"))
+    bx, by, bz, reg, smem = (
+        k[c].to_numpy()[rest].astype(np.int64)  # the columns' rest rows, not a copy of the table
+        for c in ("block_x", "block_y", "block_z", "registers", "shared_mem")
+    )
     threads = np.where((bx > 0) & (by > 0) & (bz > 0), bx * by * bz, -1)
     cols = (threads, reg, smem)
     # distinct configurations by hashing (np.unique over rows sorted 10^6 launches in seconds)
@@ -283,8 +381,11 @@ def _ctas_per_sm_by_launch(k: pd.DataFrame, rest: np.ndarray, lim: SmLimits, lab
     first[cinv[::-1]] = np.arange(len(cinv))[::-1]  # a launch of each configuration
     got, why, status = occupancy_ctas_per_sm(*(c[first] for c in cols), lim)
     why = np.where(status == "exceeds", "exceeds the SM's limits", why)
-    from_u = np.where(status == "ok", "launch configuration",
-                      np.where(status == "partial", "launch configuration (partial)", "assumed"))
+    from_u = np.where(
+        status == "ok",
+        "launch configuration",
+        np.where(status == "partial", "launch configuration (partial)", "assumed"),
+    )
     cps[rest] = got[cinv]
     limited[rest] = np.asarray([labels.code(str(w)) for w in why], dtype=np.int64)[cinv]
     src[rest] = np.asarray([labels.code(str(w)) for w in from_u], dtype=np.int64)[cinv]
@@ -292,19 +393,24 @@ def _ctas_per_sm_by_launch(k: pd.DataFrame, rest: np.ndarray, lim: SmLimits, lab
     n_block, n_exc, n_part = (int(per_cfg[status == x].sum()) for x in ("no_block", "exceeds", "partial"))
     notes = []
     if n_part and lim.vendor != "AMD":  # ROCm never writes them; lim.assumed says so below
-        notes.append(f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
-                     " comes from the limits that are known, an upper bound (waves a lower bound)")
+        notes.append(
+            f"{n_part} launch(es) carry no registers per thread or no shared memory: their count"
+            " comes from the limits that are known, an upper bound (waves a lower bound)"
+        )
     if n_block:
         notes.append(f"{n_block} launch(es) carry no block size: 1 CTA per SM assumed for them")
     if n_exc:
-        notes.append(f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
-                     f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
-                     " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them")
+        notes.append(
+            f"{n_exc} launch(es) need more registers or shared memory per block than the SM's limits"
+            f" allow ({lim.vendor} {lim.compute_capability}), although they ran: 1 CTA per SM used;"
+            " the limits of tracekit/data/hardware/_occupancy.json or the trace disagree with them"
+        )
     return notes + lim.assumed
 
 
-def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray,
-                      occupancy: dict) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict, list[str]]:
+def rocm_grid_in_ctas(
+    trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndarray, gz: np.ndarray, occupancy: dict
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], dict, list[str]]:
     """On ROCm the 'grid' of a kernel launched by hipExtModuleLaunchKernel (hipBLASLt and Tensile GEMMs) is
     its global size in work-items, not workgroups (``_occupancy.json``: AMD ``grid_in_work_items``): those become
     ceil(grid / block) per dimension. Under a graph launch the unit is unknown: counted as written, and said.
@@ -315,40 +421,85 @@ def rocm_grid_in_ctas(trace: Trace, k: pd.DataFrame, gx: np.ndarray, gy: np.ndar
     spec = occupancy_table()["AMD"]
     ev = trace.events
     rt = ev[(ev["kind"] == "runtime") & (ev["correlation"].to_numpy() >= 0)]
-    li = launch_index(k["start_ns"].to_numpy(), k["correlation"].to_numpy(), rt["correlation"].to_numpy(),
-                      rt["start_ns"].to_numpy())
+    li = launch_index(
+        k["start_ns"].to_numpy(), k["correlation"].to_numpy(), rt["correlation"].to_numpy(), rt["start_ns"].to_numpy()
+    )
     names = rt["name"].astype(str).to_numpy()
     call = np.where(li >= 0, names[np.clip(li, 0, None)] if len(names) else "", "")
     items = np.isin(call, spec.get("grid_in_work_items", []))
     unknown = np.isin(call, spec.get("grid_unit_unknown", [])) | (li < 0)
     bx, by, bz = (np.maximum(k[c].to_numpy().astype(np.int64), 1) for c in ("block_x", "block_y", "block_z"))
     out = tuple(np.where(items, -(-g // b), g) for g, b in ((gx, bx), (gy, by), (gz, bz)))
-    units = {"workgroups": int((~items & ~unknown).sum()), "work_items (divided by the block)": int(items.sum()),
-             "unknown (counted as written)": int(unknown.sum())}
+    units = {
+        "workgroups": int((~items & ~unknown).sum()),
+        "work_items (divided by the block)": int(items.sum()),
+        "unknown (counted as written)": int(unknown.sum()),
+    }
     warnings = []
     if items.any():
-        warnings.append(f"{int(items.sum())} ROCm kernel launch(es) by {', '.join(spec['grid_in_work_items'])} record"
-                        " their grid in work-items: their CTAs are grid ÷ block")
+        warnings.append(
+            f"{int(items.sum())} ROCm kernel launch(es) by {', '.join(spec['grid_in_work_items'])} record"
+            " their grid in work-items: their CTAs are grid ÷ block"
+        )
     if unknown.any():
         occupancy["assumed"] = True
-        occupancy["assumed_why"].append(f"{int(unknown.sum())} ROCm kernel launch(es) under a graph launch or with no"
-                                        " launch record: the unit of their grid (workgroups or work-items) is unknown,"
-                                        " counted as workgroups")
+        occupancy["assumed_why"].append(
+            f"{int(unknown.sum())} ROCm kernel launch(es) under a graph launch or with no"
+            " launch record: the unit of their grid (workgroups or work-items) is unknown,"
+            " counted as workgroups"
+        )
         warnings.append(f"CTAs: {occupancy['assumed_why'][-1]}")
     return out, units, warnings
 
 
-PER_KERNEL_COLUMNS = ["name", "count", "ctas", "waves", "wave_efficiency", "lost_ns", "total_ns", "lost_pct",
-                      "capacity", "ctas_min", "ctas_max", "grids", "lost_per_step_ns", "ctas_per_sm", "limited_by",
-                      "ctas_per_sm_from"]
-PER_GRID_COLUMNS = ["name", "grid_x", "grid_y", "grid_z", "count", "ctas", "capacity", "waves", "wave_efficiency",
-                    "total_ns", "lost_ns", "ctas_per_sm", "limited_by", "ctas_per_sm_from"]
+PER_KERNEL_COLUMNS = [
+    "name",
+    "count",
+    "ctas",
+    "waves",
+    "wave_efficiency",
+    "lost_ns",
+    "total_ns",
+    "lost_pct",
+    "capacity",
+    "ctas_min",
+    "ctas_max",
+    "grids",
+    "lost_per_step_ns",
+    "ctas_per_sm",
+    "limited_by",
+    "ctas_per_sm_from",
+]
+PER_GRID_COLUMNS = [
+    "name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "count",
+    "ctas",
+    "capacity",
+    "waves",
+    "wave_efficiency",
+    "total_ns",
+    "lost_ns",
+    "ctas_per_sm",
+    "limited_by",
+    "ctas_per_sm_from",
+]
 
 
 @options_as_objects
-def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int | None = None,
-                 hw: HardwareProfile | str | None = None, ctas_per_sm: int | None = None, min_waves: int = 1,
-                 top: int | None = None, steps=None) -> Result:
+def kernel_waves(
+    trace: Trace,
+    ann: Annotation | str | None = None,
+    *,
+    sms: int | None = None,
+    hw: HardwareProfile | str | None = None,
+    ctas_per_sm: int | None = None,
+    min_waves: int = 1,
+    top: int | None = None,
+    steps=None,
+) -> Result:
     """`tracekit waves TRACE` (A10): every kernel with a grid, ranked by the time it loses to its tail wave.
 
     Per kernel event: CTAs, waves, efficiency E and lost = round(dur x (1 − E)). ``per_kernel`` sums by
@@ -363,8 +514,9 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
     k, (gx, gy, gz), no_grid = _kernels_with_grid(trace, warnings)
     uniq, inv = _distinct_names(k)
-    cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(trace, k, hw, names=(uniq, inv), ann=ann,
-                                                                       ctas_per_sm=ctas_per_sm)
+    cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(
+        trace, k, hw, names=(uniq, inv), ann=ann, ctas_per_sm=ctas_per_sm
+    )
     warnings += occ_warnings
     (gx, gy, gz), units, unit_warnings = rocm_grid_in_ctas(trace, k, gx, gy, gz, occupancy)
     warnings += unit_warnings
@@ -383,31 +535,65 @@ def kernel_waves(trace: Trace, ann: Annotation | str | None = None, *, sms: int 
     if not keep.any():
         raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
     # the name as its index into the sorted distinct names (same order, same groups): no string column per kernel
-    df = pd.DataFrame({"name": inv[keep], "grid_x": gx[keep], "grid_y": gy[keep], "grid_z": gz[keep],
-                       "ctas": ctas[keep], "capacity": cap[keep], "waves": waves[keep], "eff": eff[keep],
-                       "dur_ns": dur[keep], "lost_ns": lost[keep], "ctas_per_sm": cps[keep],
-                       "limited_by": limited[keep], "ctas_per_sm_from": cps_from[keep],
-                       "lost_in_step": np.where(step >= 0, lost, 0)[keep]}, copy=False)
+    df = pd.DataFrame(
+        {
+            "name": inv[keep],
+            "grid_x": gx[keep],
+            "grid_y": gy[keep],
+            "grid_z": gz[keep],
+            "ctas": ctas[keep],
+            "capacity": cap[keep],
+            "waves": waves[keep],
+            "eff": eff[keep],
+            "dur_ns": dur[keep],
+            "lost_ns": lost[keep],
+            "ctas_per_sm": cps[keep],
+            "limited_by": limited[keep],
+            "ctas_per_sm_from": cps_from[keep],
+            "lost_in_step": np.where(step >= 0, lost, 0)[keep],
+        },
+        copy=False,
+    )
     per_grid = _per_grid(df)
     per_kernel = _per_kernel(df, per_grid, n_steps)
     per_grid["name"], per_kernel["name"] = uniq[per_grid["name"].to_numpy()], uniq[per_kernel["name"].to_numpy()]
     shown = per_kernel if top is None else per_kernel.head(top)
     lost_steps = int(df["lost_in_step"].sum())
     summary = {
-        "sms": n_sms, "sms_from": sms_from, "kernels": int(len(df)), "names": int(len(per_kernel)),
-        "names_shown": int(len(shown)), "kernels_without_grid": no_grid, "kernels_below_min_waves": excluded,
-        "total_ns": int(df["dur_ns"].sum()), "lost_ns": int(df["lost_ns"].sum()), "steps": n_steps,
+        "sms": n_sms,
+        "sms_from": sms_from,
+        "kernels": int(len(df)),
+        "names": int(len(per_kernel)),
+        "names_shown": int(len(shown)),
+        "kernels_without_grid": no_grid,
+        "kernels_below_min_waves": excluded,
+        "total_ns": int(df["dur_ns"].sum()),
+        "lost_ns": int(df["lost_ns"].sum()),
+        "steps": n_steps,
         "lost_per_step_ns": lost_steps / n_steps if n_steps else None,
-        "top_name": str(per_kernel["name"].iloc[0]), "top_lost_ns": int(per_kernel["lost_ns"].iloc[0]),
+        "top_name": str(per_kernel["name"].iloc[0]),
+        "top_lost_ns": int(per_kernel["lost_ns"].iloc[0]),
         "occupancy": occupancy,
     }
-    return Result(command="waves", inputs=[trace_input(trace)],
-                  params={"sms": sms, "hw": hw.name if hw else None, "annotation": ann.ref if ann else None,
-                          "ctas_per_sm": ctas_per_sm, "min_waves": min_waves, "top": top, **step_params(st)},
-                  summary=summary,
-                  tables={"per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),
-                          "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True)},
-                  warnings=warnings)
+    return Result(
+        command="waves",
+        inputs=[trace_input(trace)],
+        params={
+            "sms": sms,
+            "hw": hw.name if hw else None,
+            "annotation": ann.ref if ann else None,
+            "ctas_per_sm": ctas_per_sm,
+            "min_waves": min_waves,
+            "top": top,
+            **step_params(st),
+        },
+        summary=summary,
+        tables={
+            "per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),
+            "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True),
+        },
+        warnings=warnings,
+    )
 
 
 def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame, tuple, int]:
@@ -430,8 +616,17 @@ def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame,
     return k, (gx[has_grid], gy[has_grid], gz[has_grid]), no_grid
 
 
-KERNEL_COLUMNS = ["name", "start_ns", "dur_ns", "correlation", "block_x", "block_y", "block_z", "registers",
-                  "shared_mem"]
+KERNEL_COLUMNS = [
+    "name",
+    "start_ns",
+    "dur_ns",
+    "correlation",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers",
+    "shared_mem",
+]
 
 
 def _distinct_names(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

@@ -1,5 +1,6 @@
 """A12 — KV capacity: bytes per token, tokens per rank, per DP group (× dcp) and per instance, and the maximum
 concurrency at a context length; from a launch log or from model dimensions (docs/ledger.md)."""
+
 from __future__ import annotations
 
 import math
@@ -11,10 +12,18 @@ from ...errors import InputError, MissingDataError
 from ...hardware import dtype_bytes as hw_dtype_bytes
 from ...ingest.sglang_log import Grammar, Record, SglangLog, grammar_default, rank_label
 from ...result import Result
-from .ledger_engine import (GIB, OptionError, frame, global_record, one_launch, rank_view, resolve_rank, round_gib,
-                            server_arg)
+from .ledger_engine import (
+    GIB,
+    OptionError,
+    frame,
+    global_record,
+    one_launch,
+    rank_view,
+    resolve_rank,
+    round_gib,
+    server_arg,
+)
 from .ledger_rows import rank_ledger
-
 
 
 @dataclass(frozen=True)
@@ -28,8 +37,7 @@ class ModelDims:
     head_dim: int | None = None
 
     def given(self) -> bool:
-        return any(v is not None for v in (self.layers, self.kv_lora_rank, self.rope_dim, self.kv_heads,
-                                           self.head_dim))
+        return any(v is not None for v in (self.layers, self.kv_lora_rank, self.rope_dim, self.kv_heads, self.head_dim))
 
 
 def dtype_bytes(name: str, g: Grammar | None = None) -> float:
@@ -54,10 +62,19 @@ def _num(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
-def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: ModelDims = ModelDims(),
-             kv_dtype: str | None = None, pool_gib: float | None = None, ranks: int | None = None,
-             dp: int | None = None, dcp: int | None = None, context: int | None = None,
-             launch: int | None = None) -> Result:
+def capacity(
+    *,
+    log: SglangLog | None = None,
+    rank: str | None = None,
+    dims: ModelDims = ModelDims(),
+    kv_dtype: str | None = None,
+    pool_gib: float | None = None,
+    ranks: int | None = None,
+    dp: int | None = None,
+    dcp: int | None = None,
+    context: int | None = None,
+    launch: int | None = None,
+) -> Result:
     """``tracekit capacity``: KV bytes per token, tokens per rank, per DP group (× dcp) and per instance (× dp),
     and the maximum concurrency at ``context`` tokens per request.
 
@@ -76,8 +93,10 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
     pool, log_pool = _checked_pool(log, kv_rec, pool_gib)
     bpt, bpt_source, nbytes = _token_bytes(dims, kv_rec, log_pool, dtype_name, g)
     if not bpt >= 1:
-        raise InputError(f"{bpt:g} bytes per token: more tokens than the pool's bytes allow; check the log's KV line"
-                         " or the model's dimensions")
+        raise InputError(
+            f"{bpt:g} bytes per token: more tokens than the pool's bytes allow; check the log's KV line"
+            " or the model's dimensions"
+        )
     if pool_gib is None and kv_rec is not None:
         tokens_rank, tokens_source = int(kv_rec.fields["tokens"]), f"log line {kv_rec.line}: #tokens"
     else:
@@ -95,32 +114,78 @@ def capacity(*, log: SglangLog | None = None, rank: str | None = None, dims: Mod
             tokens_inst = sum(t for t, _ in per_dp) * n_dcp
             pool_inst = sum(p for _, p in per_dp) * attn_tp * n_dcp
     summary: dict[str, Any] = {
-        "bytes_per_token": _num(bpt), "bytes_per_token_source": bpt_source, "kv_dtype": dtype_name,
-        "dtype_bytes": _num(nbytes) if nbytes is not None else None, "pool_gib": round_gib(pool),
-        "tokens_per_rank": tokens_rank, "tokens_per_rank_source": tokens_source, "ranks": n_ranks, "dp": n_dp,
-        "dcp": n_dcp, "attn_tp": attn_tp, "tokens_per_dp": tokens_dp, "tokens_per_instance": tokens_inst,
-        "context": context, "max_concurrency_per_dp": None, "max_concurrency": None,
-        "tokens_per_instance_source": ("each DP rank's own #tokens" if per_dp is not None
-                                       else "tokens per DP group × dp"), **info}
+        "bytes_per_token": _num(bpt),
+        "bytes_per_token_source": bpt_source,
+        "kv_dtype": dtype_name,
+        "dtype_bytes": _num(nbytes) if nbytes is not None else None,
+        "pool_gib": round_gib(pool),
+        "tokens_per_rank": tokens_rank,
+        "tokens_per_rank_source": tokens_source,
+        "ranks": n_ranks,
+        "dp": n_dp,
+        "dcp": n_dcp,
+        "attn_tp": attn_tp,
+        "tokens_per_dp": tokens_dp,
+        "tokens_per_instance": tokens_inst,
+        "context": context,
+        "max_concurrency_per_dp": None,
+        "max_concurrency": None,
+        "tokens_per_instance_source": (
+            "each DP rank's own #tokens" if per_dp is not None else "tokens per DP group × dp"
+        ),
+        **info,
+    }
     if context is not None:
-        summary["max_concurrency_per_dp"], summary["max_concurrency"] = _concurrency(context, tokens_dp, per_dp,
-                                                                                     n_dp, n_dcp)
+        summary["max_concurrency_per_dp"], summary["max_concurrency"] = _concurrency(
+            context, tokens_dp, per_dp, n_dp, n_dcp
+        )
     per_request = None if context is None else tokens_rank // context
     levels = [
-        {"level": "rank", "gpus": 1, "kv_gib": round_gib(pool), "tokens": tokens_rank,
-         "max_concurrency": per_request if n_dcp == 1 else None},  # under DCP a request spans the group's ranks
-        {"level": "dp_group", "gpus": attn_tp * n_dcp, "kv_gib": round_gib(pool * attn_tp * n_dcp), "tokens": tokens_dp,
-         "max_concurrency": summary["max_concurrency_per_dp"]},
-        {"level": "instance", "gpus": n_ranks, "kv_gib": round_gib(pool_inst), "tokens": tokens_inst,
-         "max_concurrency": summary["max_concurrency"]},
+        {
+            "level": "rank",
+            "gpus": 1,
+            "kv_gib": round_gib(pool),
+            "tokens": tokens_rank,
+            "max_concurrency": per_request if n_dcp == 1 else None,
+        },  # under DCP a request spans the group's ranks
+        {
+            "level": "dp_group",
+            "gpus": attn_tp * n_dcp,
+            "kv_gib": round_gib(pool * attn_tp * n_dcp),
+            "tokens": tokens_dp,
+            "max_concurrency": summary["max_concurrency_per_dp"],
+        },
+        {
+            "level": "instance",
+            "gpus": n_ranks,
+            "kv_gib": round_gib(pool_inst),
+            "tokens": tokens_inst,
+            "max_concurrency": summary["max_concurrency"],
+        },
     ]
-    params = {"layers": dims.layers, "kv_lora_rank": dims.kv_lora_rank, "rope_dim": dims.rope_dim,
-              "kv_heads": dims.kv_heads, "head_dim": dims.head_dim, "kv_dtype": kv_dtype, "pool_gib": pool_gib,
-              "ranks": ranks, "dp": dp, "dcp": dcp, "context": context, "rank": rank, "launch": launch}
-    return Result(command="capacity", inputs=[{"path": log.path}] if log is not None else [], params=params,
-                  summary=summary, tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens",
-                                                                      "max_concurrency"])},
-                  warnings=warnings + (list(log.warnings) if log is not None else []))
+    params = {
+        "layers": dims.layers,
+        "kv_lora_rank": dims.kv_lora_rank,
+        "rope_dim": dims.rope_dim,
+        "kv_heads": dims.kv_heads,
+        "head_dim": dims.head_dim,
+        "kv_dtype": kv_dtype,
+        "pool_gib": pool_gib,
+        "ranks": ranks,
+        "dp": dp,
+        "dcp": dcp,
+        "context": context,
+        "rank": rank,
+        "launch": launch,
+    }
+    return Result(
+        command="capacity",
+        inputs=[{"path": log.path}] if log is not None else [],
+        params=params,
+        summary=summary,
+        tables={"levels": frame(levels, ["level", "gpus", "kv_gib", "tokens", "max_concurrency"])},
+        warnings=warnings + (list(log.warnings) if log is not None else []),
+    )
 
 
 def _checked_pool(log: SglangLog | None, kv_rec: Record | None, pool_gib: float | None) -> tuple[float, float | None]:
@@ -131,29 +196,39 @@ def _checked_pool(log: SglangLog | None, kv_rec: Record | None, pool_gib: float 
         log_pool = _pool_of(kv_rec)
         if kv_rec.fields.get("rejected") and pool_gib is None:
             bad = "; ".join(f"{k} = {v:g} is {why}" for k, (v, why) in kv_rec.fields["rejected"].items())
-            raise InputError(f"{log.path} line {kv_rec.line}: the KV size is not one a GPU can have ({bad}); the line is"
-                             " damaged: pass --pool-gib with the model's dimensions instead")
+            raise InputError(
+                f"{log.path} line {kv_rec.line}: the KV size is not one a GPU can have ({bad}); the line is"
+                " damaged: pass --pool-gib with the model's dimensions instead"
+            )
     pool = pool_gib if pool_gib is not None else log_pool
     if pool is None:
-        raise OptionError("pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
-                          "--rope-dim or --kv-heads/--head-dim)")
+        raise OptionError(
+            "pass --log LOG, or --pool-gib with the model's dimensions (--layers and --kv-lora-rank/"
+            "--rope-dim or --kv-heads/--head-dim)"
+        )
     if not pool > 0 or not math.isfinite(pool):
-        raise InputError(f"the KV pool is {pool} GiB ({'--pool-gib' if pool_gib is not None else 'from the log'}),"
-                         " which no GPU has; check the value")
+        raise InputError(
+            f"the KV pool is {pool} GiB ({'--pool-gib' if pool_gib is not None else 'from the log'}),"
+            " which no GPU has; check the value"
+        )
     if kv_rec is not None and not 0 < float(kv_rec.fields.get("tokens") or 1) < 1e15:
-        raise InputError(f"{log.path} line {kv_rec.line}: #tokens {kv_rec.fields.get('tokens')} is not a token count a"
-                         " GPU can hold; the line is damaged")
+        raise InputError(
+            f"{log.path} line {kv_rec.line}: #tokens {kv_rec.fields.get('tokens')} is not a token count a"
+            " GPU can hold; the line is damaged"
+        )
     return pool, log_pool
 
 
-def _concurrency(context: int, tokens_dp: int, per_dp: list[tuple[int, float]] | None, n_dp: int,
-                 n_dcp: int) -> tuple[int, int]:
+def _concurrency(
+    context: int, tokens_dp: int, per_dp: list[tuple[int, float]] | None, n_dp: int, n_dcp: int
+) -> tuple[int, int]:
     """(requests of ``context`` tokens a DP group holds at once, the instance holds at once): by each DP group's
     own tokens when the log gave them all."""
     if context < 1:
         raise OptionError("--context must be at least 1 token")
-    return tokens_dp // context, (sum(t * n_dcp // context for t, _ in per_dp) if per_dp is not None
-                                  else (tokens_dp // context) * n_dp)
+    return tokens_dp // context, (
+        sum(t * n_dcp // context for t, _ in per_dp) if per_dp is not None else (tokens_dp // context) * n_dp
+    )
 
 
 def _from_log(log: SglangLog | None, rank: str | None, pool_gib: float | None):
@@ -169,11 +244,18 @@ def _from_log(log: SglangLog | None, rank: str | None, pool_gib: float | None):
     summ = global_record(log, "summary", rk)
     info: dict[str, Any] = {"log_rank": rank_label(rk)}
     if summ is not None:
-        info.update({k: summ.fields[k] for k in ("max_total_num_tokens", "max_running_requests", "context_len")
-                     if k in summ.fields})
+        info.update(
+            {
+                k: summ.fields[k]
+                for k in ("max_total_num_tokens", "max_running_requests", "context_len")
+                if k in summ.fields
+            }
+        )
     if kv_rec is None and pool_gib is None:
-        raise MissingDataError(f"{log.path} has no 'KV Cache is allocated' line for {rank_label(rk)}; pass "
-                               "--pool-gib with the model's dimensions instead")
+        raise MissingDataError(
+            f"{log.path} has no 'KV Cache is allocated' line for {rank_label(rk)}; pass "
+            "--pool-gib with the model's dimensions instead"
+        )
     if not led.complete:
         warnings.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason})")
     return info, args, kv_rec, warnings
@@ -209,12 +291,16 @@ def _dp_readings(log: SglangLog, n_ranks: int, n_dp: int) -> tuple[list[tuple[in
         groups.setdefault(dp_group, []).append((t, p))
     if n_dp > 1 and sorted(groups) == list(range(n_dp)):
         per_dp = [min(groups[d]) for d in range(n_dp)]
-        return per_dp, [f"{log.path}: the ranks disagree on the KV pool ({shown}); the per-instance tokens and pool"
-                        " add each DP group's own reading"]
+        return per_dp, [
+            f"{log.path}: the ranks disagree on the KV pool ({shown}); the per-instance tokens and pool"
+            " add each DP group's own reading"
+        ]
     lo, hi = min(t for _, t, _, _ in readings), max(t for _, t, _, _ in readings)
-    return None, [f"{log.path}: the ranks disagree on the KV pool ({shown}); the log holds the KV line of"
-                  f" {len(groups)} of {n_dp} DP group(s), so the per-instance tokens and pool are the chosen rank's"
-                  f" × {n_dp} and may be off by the spread ({lo:,}–{hi:,} tokens per rank)"]
+    return None, [
+        f"{log.path}: the ranks disagree on the KV pool ({shown}); the log holds the KV line of"
+        f" {len(groups)} of {n_dp} DP group(s), so the per-instance tokens and pool are the chosen rank's"
+        f" × {n_dp} and may be off by the spread ({lo:,}–{hi:,} tokens per rank)"
+    ]
 
 
 def _kv_dtype(kv_dtype, kv_rec, log, args, sa_names) -> str:
@@ -243,8 +329,10 @@ def _token_bytes(dims: ModelDims, kv_rec, log_pool, dtype_name: str, g):
         except OptionError:
             nbytes = None
         return bpt, "log: KV size ÷ #tokens (sizes are printed to 0.01 GiB)", nbytes
-    raise OptionError("pass the model's dimensions (--layers and --kv-lora-rank/--rope-dim or --kv-heads/"
-                      "--head-dim) to turn --pool-gib into tokens")
+    raise OptionError(
+        "pass the model's dimensions (--layers and --kv-lora-rank/--rope-dim or --kv-heads/"
+        "--head-dim) to turn --pool-gib into tokens"
+    )
 
 
 def _parallelism(args, sa_names, ranks, dp, dcp) -> tuple[int, int, int]:
@@ -253,7 +341,9 @@ def _parallelism(args, sa_names, ranks, dp, dcp) -> tuple[int, int, int]:
     if ranks is not None:
         n_ranks = ranks
     elif args:
-        n_ranks = int(server_arg(args, sa_names.get("tp", ())) or 1) * int(server_arg(args, sa_names.get("pp", ())) or 1)
+        n_ranks = int(server_arg(args, sa_names.get("tp", ())) or 1) * int(
+            server_arg(args, sa_names.get("pp", ())) or 1
+        )
     else:
         n_ranks = 1
     if dp is not None:
@@ -266,6 +356,7 @@ def _parallelism(args, sa_names, ranks, dp, dcp) -> tuple[int, int, int]:
         if v < 1:
             raise OptionError(f"{name} must be at least 1")
     if n_ranks % (n_dp * n_dcp):
-        raise OptionError(f"{n_ranks} ranks do not divide into dp {n_dp} × dcp {n_dcp} groups; check --ranks, --dp"
-                          " and --dcp")
+        raise OptionError(
+            f"{n_ranks} ranks do not divide into dp {n_dp} × dcp {n_dcp} groups; check --ranks, --dp and --dcp"
+        )
     return n_ranks, n_dp, n_dcp

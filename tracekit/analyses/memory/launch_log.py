@@ -12,6 +12,7 @@ in short, per rank:
   workspace residual = Σ residuals, runtime margin = the last reading, fixed overhead = their sum, state
   pools = the logged pools (KV, SSM state, fork pools, draft KV), request slots and the req_to_token table.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,17 +33,23 @@ def records_frame(records: Sequence[Record]) -> pd.DataFrame:
 
     ``attrs["spread"] = "fields"`` asks JSON writers to merge that dict into the row (the JSON contract is
     ``{line, ranks, kind, ...fields}``: fields absent from the line are absent from the row)."""
-    df = pd.DataFrame({"line": pd.Series([r.line for r in records], dtype="int64"),
-                       "ranks": pd.Series([dict(r.ranks) for r in records], dtype=object),
-                       "kind": pd.Series([r.kind for r in records], dtype=object),
-                       "fields": pd.Series([dict(r.fields) for r in records], dtype=object)})
+    df = pd.DataFrame(
+        {
+            "line": pd.Series([r.line for r in records], dtype="int64"),
+            "ranks": pd.Series([dict(r.ranks) for r in records], dtype=object),
+            "kind": pd.Series([r.kind for r in records], dtype=object),
+            "fields": pd.Series([dict(r.fields) for r in records], dtype=object),
+        }
+    )
     df.attrs["spread"] = "fields"
     return df
 
 
 def _unrecognised_rows(log: SglangLog, tag: str | None = None) -> list[dict[str, Any]]:
-    return [{**({"log": tag} if tag else {}), "line": ln, "ranks": dict(rk), "text": text}
-            for ln, rk, text in log.unrecognised]
+    return [
+        {**({"log": tag} if tag else {}), "line": ln, "ranks": dict(rk), "text": text}
+        for ln, rk, text in log.unrecognised
+    ]
 
 
 def log_result(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] | None = None) -> Result:
@@ -59,24 +66,52 @@ def log_result(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] 
     counts: dict[str, int] = {}
     for r in recs:
         counts[r.kind] = counts.get(r.kind, 0) + 1
-    summary = {"lines": log.lines, "records": len(recs), "unrecognised": log.unrecognised_total, "complete": complete,
-               "incomplete_reason": reason, "ranks_present": [rank_label(r) for r in log.ranks_present()],
-               "pattern_sets": dict(log.set_counts), "kinds": counts}
+    summary = {
+        "lines": log.lines,
+        "records": len(recs),
+        "unrecognised": log.unrecognised_total,
+        "complete": complete,
+        "incomplete_reason": reason,
+        "ranks_present": [rank_label(r) for r in log.ranks_present()],
+        "pattern_sets": dict(log.set_counts),
+        "kinds": counts,
+    }
     warnings = list(log.warnings)
     if log.unrecognised and log.unrecognised_total == len(log.unrecognised):  # else the log's own warning says it
-        warnings.append(f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
-                        " (see tables.unrecognised)")
+        warnings.append(
+            f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
+            " (see tables.unrecognised)"
+        )
     if not complete:
         warnings.append(f"{log.path}: the launch is incomplete ({reason})")
-    return Result(command="log", inputs=[{"path": log.path}], params=params, summary=summary,
-                  tables={"records": records_frame(recs),
-                          "unrecognised": frame(_unrecognised_rows(log), ["line", "ranks", "text"])},
-                  warnings=warnings)
+    return Result(
+        command="log",
+        inputs=[{"path": log.path}],
+        params=params,
+        summary=summary,
+        tables={
+            "records": records_frame(recs),
+            "unrecognised": frame(_unrecognised_rows(log), ["line", "ranks", "text"]),
+        },
+        warnings=warnings,
+    )
 
 
 TIMELINE_COLUMNS = ["log", "stage", "avail_gib", "line", "kind"]
-INTERVAL_COLUMNS = ["log", "name", "type", "from_stage", "to_stage", "from_line", "to_line", "avail_before_gib",
-                    "avail_after_gib", "fall_gib", "logged_gib", "residual_gib"]
+INTERVAL_COLUMNS = [
+    "log",
+    "name",
+    "type",
+    "from_stage",
+    "to_stage",
+    "from_line",
+    "to_line",
+    "avail_before_gib",
+    "avail_after_gib",
+    "fall_gib",
+    "logged_gib",
+    "residual_gib",
+]
 ALLOC_COLUMNS = ["log", "what", "role", "gib", "mib", "line", "interval", "counted_in", "state_pool"]
 BUCKET_COLUMNS = ["log", "graph", "size", "avail_gib", "cost_gib", "line"]
 SKEW_DERIVED = ("usable_gib", "weights_resident_gib", "cuda_graph_gib", "fixed_overhead_gib")
@@ -108,8 +143,18 @@ def _skew(log: SglangLog, tag: str) -> list[dict[str, Any]]:
         if len(vals) < 2:
             continue
         lo, hi = min(vals), max(vals)
-        out.append({"log": tag, "metric": key, "ranks": len(vals), "min": lo[0], "max": hi[0],
-                    "skew": _sub(hi[0], lo[0]), "min_rank": lo[1], "max_rank": hi[1]})
+        out.append(
+            {
+                "log": tag,
+                "metric": key,
+                "ranks": len(vals),
+                "min": lo[0],
+                "max": hi[0],
+                "skew": _sub(hi[0], lo[0]),
+                "min_rank": lo[1],
+                "max_rank": hi[1],
+            }
+        )
     return out
 
 
@@ -117,15 +162,35 @@ def _tables_for(log: SglangLog, led: RankLedger, tag: str) -> dict[str, list[dic
     bucket_rows = []
     for gr in led.graphs:
         for b in graph_buckets(gr):
-            bucket_rows.append({"log": tag, "graph": gr.label, "size": b["size"], "avail_gib": b["avail_gib"],
-                                "cost_gib": round_gib(b["cost_gib"]), "line": b["lines"][0]})
+            bucket_rows.append(
+                {
+                    "log": tag,
+                    "graph": gr.label,
+                    "size": b["size"],
+                    "avail_gib": b["avail_gib"],
+                    "cost_gib": round_gib(b["cost_gib"]),
+                    "line": b["lines"][0],
+                }
+            )
     return {
-        "timeline": [{"log": tag, "stage": p.stage, "avail_gib": p.avail, "line": p.line, "kind": p.kind}
-                     for p in led.points],
+        "timeline": [
+            {"log": tag, "stage": p.stage, "avail_gib": p.avail, "line": p.line, "kind": p.kind} for p in led.points
+        ],
         "intervals": [{"log": tag, **iv} for iv in led.intervals],
-        "allocations": [{"log": tag, "what": a.what, "role": a.role, "gib": round_gib(a.gib), "mib": round_gib(a.mib),
-                         "line": a.line, "interval": a.interval, "counted_in": a.counted_in,
-                         "state_pool": a.state_pool} for a in led.allocs],
+        "allocations": [
+            {
+                "log": tag,
+                "what": a.what,
+                "role": a.role,
+                "gib": round_gib(a.gib),
+                "mib": round_gib(a.mib),
+                "line": a.line,
+                "interval": a.interval,
+                "counted_in": a.counted_in,
+                "state_pool": a.state_pool,
+            }
+            for a in led.allocs
+        ],
         "graph_buckets": bucket_rows,
         "skew": _skew(log, tag),
         "unrecognised": _unrecognised_rows(log, tag),
@@ -133,29 +198,50 @@ def _tables_for(log: SglangLog, led: RankLedger, tag: str) -> dict[str, list[dic
 
 
 def _summary_for(log: SglangLog, led: RankLedger) -> dict[str, Any]:
-    return {"rank": rank_label(led.ranks), "ranks_present": [rank_label(r) for r in log.ranks_present()],
-            "complete": led.complete, "incomplete_reason": led.incomplete_reason, "last_line": led.last_line,
-            "lines": log.lines, "records": len(log.records), "unrecognised": log.unrecognised_total,
-            "pattern_sets": dict(log.set_counts), "unaccounted_gib": led.unaccounted_gib,
-            "missing_rows": list(led.missing), **led.values()}
+    return {
+        "rank": rank_label(led.ranks),
+        "ranks_present": [rank_label(r) for r in log.ranks_present()],
+        "complete": led.complete,
+        "incomplete_reason": led.incomplete_reason,
+        "last_line": led.last_line,
+        "lines": log.lines,
+        "records": len(log.records),
+        "unrecognised": log.unrecognised_total,
+        "pattern_sets": dict(log.set_counts),
+        "unaccounted_gib": led.unaccounted_gib,
+        "missing_rows": list(led.missing),
+        **led.values(),
+    }
 
 
 def _warnings_for(log: SglangLog, led: RankLedger) -> list[str]:
     w = list(log.warnings)
     if not led.complete:
-        w.append(f"{log.path}: the launch is incomplete ({led.incomplete_reason}); the ledger of "
-                 f"{rank_label(led.ranks)} shows what was read up to line {led.last_line}")
+        w.append(
+            f"{log.path}: the launch is incomplete ({led.incomplete_reason}); the ledger of "
+            f"{rank_label(led.ranks)} shows what was read up to line {led.last_line}"
+        )
     if log.unrecognised and log.unrecognised_total == len(log.unrecognised):  # else the log's own warning says it
-        w.append(f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
-                 " (see tables.unrecognised)")
+        w.append(
+            f"{log.path}: {log.unrecognised_total:,} line(s) mention memory but match no pattern"
+            " (see tables.unrecognised)"
+        )
     if led.unaccounted_gib is not None and abs(led.unaccounted_gib) > 0.05:
-        w.append(f"{log.path}: usable − fixed overhead − state pools leaves {led.unaccounted_gib} GiB unaccounted"
-                 " (a measured interval whose fall differs from its logged usage)")
+        w.append(
+            f"{log.path}: usable − fixed overhead − state pools leaves {led.unaccounted_gib} GiB unaccounted"
+            " (a measured interval whose fall differs from its logged usage)"
+        )
     return w
 
 
-def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None = None,
-           launch: int | None = None, launch_b: int | None = None) -> Result:
+def ledger(
+    log: SglangLog,
+    log_b: SglangLog | None = None,
+    *,
+    rank: str | None = None,
+    launch: int | None = None,
+    launch_b: int | None = None,
+) -> Result:
     """``tracekit ledger``: the memory ledger of one rank (default the lowest present) of one launch (default the
     last complete one); with ``log_b`` both side by side (``diff`` = b − a). Tables: rows, timeline, intervals,
     allocations, graph_buckets, skew, unrecognised."""
@@ -174,9 +260,11 @@ def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None =
     for lg, led, tag in zip(logs, leds, tags):  # the rows are one rank's: say so when the ranks' pools differ
         for sk in tables["skew"]:
             if sk["log"] == tag and sk["metric"] in DISAGREE_METRICS and sk["skew"]:
-                warnings.append(f"{lg.path}: the ranks disagree on {sk['metric']} ({sk['min']:g} on {sk['min_rank']},"
-                                f" {sk['max']:g} on {sk['max_rank']}); these rows are {rank_label(led.ranks)}'s own"
-                                " readings, not every rank's (tables.skew; --rank picks another)")
+                warnings.append(
+                    f"{lg.path}: the ranks disagree on {sk['metric']} ({sk['min']:g} on {sk['min_rank']},"
+                    f" {sk['max']:g} on {sk['max_rank']}); these rows are {rank_label(led.ranks)}'s own"
+                    " readings, not every rank's (tables.skew; --rank picks another)"
+                )
     if log_b is None:
         rows_df = frame(leds[0].rows, ROW_COLUMNS)
         summary = _summary_for(log, leds[0])
@@ -184,19 +272,29 @@ def ledger(log: SglangLog, log_b: SglangLog | None = None, *, rank: str | None =
         rows_df = frame(_pair_rows(leds[0], leds[1]), PAIR_COLUMNS)
         sa, sb = _summary_for(log, leds[0]), _summary_for(log_b, leds[1])
         diff = {r: _sub(leds[1].values().get(r), leds[0].values().get(r)) for r in _row_order(leds[0], leds[1])}
-        summary = {"logs": 2, "complete": sa["complete"] and sb["complete"], "a": sa, "b": sb,
-                   "diff": {k: v for k, v in diff.items() if v is not None}}
-    return Result(command="ledger", inputs=[{"path": lg.path, "rank": rank_label(led.ranks)} for lg, led in
-                                            zip(logs, leds)],
-                  params={"rank": rank, "launch": launch}, summary=summary,
-                  tables={"rows": rows_df,
-                          "timeline": frame(tables["timeline"], TIMELINE_COLUMNS),
-                          "intervals": frame(tables["intervals"], INTERVAL_COLUMNS),
-                          "allocations": frame(tables["allocations"], ALLOC_COLUMNS),
-                          "graph_buckets": frame(tables["graph_buckets"], BUCKET_COLUMNS),
-                          "skew": frame(tables["skew"], SKEW_COLUMNS),
-                          "unrecognised": frame(tables["unrecognised"], ["log", "line", "ranks", "text"])},
-                  warnings=warnings)
+        summary = {
+            "logs": 2,
+            "complete": sa["complete"] and sb["complete"],
+            "a": sa,
+            "b": sb,
+            "diff": {k: v for k, v in diff.items() if v is not None},
+        }
+    return Result(
+        command="ledger",
+        inputs=[{"path": lg.path, "rank": rank_label(led.ranks)} for lg, led in zip(logs, leds)],
+        params={"rank": rank, "launch": launch},
+        summary=summary,
+        tables={
+            "rows": rows_df,
+            "timeline": frame(tables["timeline"], TIMELINE_COLUMNS),
+            "intervals": frame(tables["intervals"], INTERVAL_COLUMNS),
+            "allocations": frame(tables["allocations"], ALLOC_COLUMNS),
+            "graph_buckets": frame(tables["graph_buckets"], BUCKET_COLUMNS),
+            "skew": frame(tables["skew"], SKEW_COLUMNS),
+            "unrecognised": frame(tables["unrecognised"], ["log", "line", "ranks", "text"]),
+        },
+        warnings=warnings,
+    )
 
 
 def _sub(b: Any, a: Any) -> Any:
@@ -217,8 +315,15 @@ def _pair_rows(a: RankLedger, b: RankLedger) -> list[dict[str, Any]]:
     out = []
     for name in _row_order(a, b):
         x, y = ra.get(name), rb.get(name)
-        out.append({"row": name, "value_a": x["value"] if x else None, "value_b": y["value"] if y else None,
-                    "diff": _sub(y["value"] if y else None, x["value"] if x else None),
-                    "lines_a": x["lines"] if x else [], "lines_b": y["lines"] if y else [],
-                    "note": (x or y)["note"]})
+        out.append(
+            {
+                "row": name,
+                "value_a": x["value"] if x else None,
+                "value_b": y["value"] if y else None,
+                "diff": _sub(y["value"] if y else None, x["value"] if x else None),
+                "lines_a": x["lines"] if x else [],
+                "lines_b": y["lines"] if y else [],
+                "note": (x or y)["note"],
+            }
+        )
     return out

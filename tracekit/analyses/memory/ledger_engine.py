@@ -4,6 +4,7 @@ residual intervals, the logged allocations and CUDA graphs, request slots, and o
 All memory is GiB (sglang prints "GB" for bytes / 2**30). :mod:`tracekit.analyses.memory.launch_log` turns this into the
 ``log`` and ``ledger`` results, :mod:`tracekit.analyses.memory.capacity` into KV capacity.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,8 +15,7 @@ from typing import Any
 import pandas as pd
 
 from ...errors import MissingDataError, UsageError
-from ...ingest.sglang_log import (Grammar, Record, SglangLog, parse_rank_spec, rank_label, rank_sort_key,
-                                 split_launches)
+from ...ingest.sglang_log import Grammar, Record, SglangLog, parse_rank_spec, rank_label, rank_sort_key, split_launches
 
 GIB = 1 << 30
 _ROUND = 6
@@ -62,8 +62,9 @@ def resolve_rank(log: SglangLog, spec: str | None) -> dict[str, int]:
     hits = [r for r in present if all(r.get(k) == v for k, v in want.items()) and (want or not r)]
     if not hits:
         names = ", ".join(rank_label(r) for r in present)
-        raise MissingDataError(f"{log.path} has no line of rank {spec!r}; ranks present: {names}; pass one of them"
-                               " to --rank")
+        raise MissingDataError(
+            f"{log.path} has no line of rank {spec!r}; ranks present: {names}; pass one of them to --rank"
+        )
     return min(hits, key=rank_sort_key)
 
 
@@ -160,8 +161,15 @@ def walk_timeline(view: list[Record], g: Grammar) -> tuple[list[Point], list[All
     allocs: list[Alloc] = []
     graphs: list[Graph] = []
     open_graphs: dict[tuple[str, str | None], Graph] = {}
-    notes: dict[str, Any] = {"weight_begin": [], "weight_end": [], "dist_init_end": [], "kv": [], "released": [],
-                             "sizes": [], "rejected_allocs": []}
+    notes: dict[str, Any] = {
+        "weight_begin": [],
+        "weight_end": [],
+        "dist_init_end": [],
+        "kv": [],
+        "released": [],
+        "sizes": [],
+        "rejected_allocs": [],
+    }
     wb = we = pe = 0
     loading: str | None = None
     for pos, r in enumerate(view):
@@ -226,8 +234,15 @@ def _graph_mark(r: Record, pos: int, graphs: list[Graph], open_graphs: dict[tupl
     phase = key[1] if key[1] not in (None, "decode", "prefill") else None
     base = "_".join(x for x in (gname, phase, "capture") if x)
     if k == "graph_begin":
-        gr = Graph(graph=key[0], phase=key[1], begin=r, end=None, begin_pos=pos, end_pos=None,
-                   sizes=f.get("bs") or f.get("num_tokens"))
+        gr = Graph(
+            graph=key[0],
+            phase=key[1],
+            begin=r,
+            end=None,
+            begin_pos=pos,
+            end_pos=None,
+            sizes=f.get("bs") or f.get("num_tokens"),
+        )
         graphs.append(gr)
         open_graphs[key] = gr
         return base + "_begin"
@@ -244,8 +259,14 @@ def _fill_graph_sizes(graphs: list[Graph], sizes: list[tuple[int, Record]]) -> N
     logged inside it."""
     for gr in graphs:
         if gr.sizes is None:
-            near = [r for pos, r in sizes if r.fields.get("graph") == gr.graph and pos > gr.begin_pos
-                    and (gr.end_pos is None or pos < gr.end_pos) and "truncated" not in r.fields]
+            near = [
+                r
+                for pos, r in sizes
+                if r.fields.get("graph") == gr.graph
+                and pos > gr.begin_pos
+                and (gr.end_pos is None or pos < gr.end_pos)
+                and "truncated" not in r.fields
+            ]
             if near:
                 gr.sizes = near[0].fields.get("bs") or near[0].fields.get("num_tokens")
 
@@ -297,9 +318,21 @@ def ledger_intervals(points: list[Point], allocs: list[Alloc], g: Grammar) -> li
             for al in inside:
                 al.interval, al.counted_in = name, "interval"
             typ = "residual"
-        out.append({"name": name, "type": typ, "from_stage": a.stage, "to_stage": b.stage, "from_line": a.line,
-                    "to_line": b.line, "avail_before_gib": round_gib(a.avail), "avail_after_gib": round_gib(b.avail),
-                    "fall_gib": round_gib(fall), "logged_gib": round_gib(explained), "residual_gib": round_gib(fall - explained)})
+        out.append(
+            {
+                "name": name,
+                "type": typ,
+                "from_stage": a.stage,
+                "to_stage": b.stage,
+                "from_line": a.line,
+                "to_line": b.line,
+                "avail_before_gib": round_gib(a.avail),
+                "avail_after_gib": round_gib(b.avail),
+                "fall_gib": round_gib(fall),
+                "logged_gib": round_gib(explained),
+                "residual_gib": round_gib(fall - explained),
+            }
+        )
     return out
 
 
@@ -320,11 +353,14 @@ def completeness(log: SglangLog, view: Sequence[Record] | None = None) -> tuple[
     if open_:
         r = min(open_.values(), key=lambda x: x.line)
         who = f" on {rank_label(r.ranks)}" if r.ranks else ""
-        return False, (f"capture of the {r.fields.get('graph', 'target')} graph began at line {r.line}{who} and never"
-                       " ended")
+        return False, (
+            f"capture of the {r.fields.get('graph', 'target')} graph began at line {r.line}{who} and never ended"
+        )
     if not any(r.kind in FINISH_KINDS for r in log.records):
-        return False, (f"no max_total_num_tokens or ready line: the log stops at line {log.lines}, last recognised"
-                       f" record '{log.records[-1].kind}' at line {log.records[-1].line}")
+        return False, (
+            f"no max_total_num_tokens or ready line: the log stops at line {log.lines}, last recognised"
+            f" record '{log.records[-1].kind}' at line {log.records[-1].line}"
+        )
     return True, None
 
 
@@ -362,7 +398,12 @@ def one_launch(log: SglangLog, launch: int | None = None) -> tuple[SglangLog, li
         chosen = complete[-1] if complete else len(parts)
     part = parts[chosen - 1]
     lines = [r.line for r in part.records]
-    warnings = [] if len(parts) == 1 else [
-        f"{log.path} holds {len(parts)} launches (the server was restarted into the same log); this is launch"
-        f" {chosen} (lines {min(lines)}–{max(lines)}), the last complete one unless --launch N says otherwise"]
+    warnings = (
+        []
+        if len(parts) == 1
+        else [
+            f"{log.path} holds {len(parts)} launches (the server was restarted into the same log); this is launch"
+            f" {chosen} (lines {min(lines)}–{max(lines)}), the last complete one unless --launch N says otherwise"
+        ]
+    )
     return part, warnings

@@ -1,13 +1,26 @@
 """One rank's ledger rows (docs/ledger.md): the study's rows from the timeline, the intervals, the logged
 allocations and CUDA graphs of :mod:`tracekit.analyses.memory.ledger_engine`, and the request slots."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from ...ingest.sglang_log import Grammar, Record, SglangLog, grammar_default
-from .ledger_engine import (GIB, Alloc, Graph, RankLedger, completeness, global_record, ledger_intervals, rank_view,
-                            role_prefix, round_gib, server_arg, walk_timeline)
+from .ledger_engine import (
+    GIB,
+    Alloc,
+    Graph,
+    RankLedger,
+    completeness,
+    global_record,
+    ledger_intervals,
+    rank_view,
+    role_prefix,
+    round_gib,
+    server_arg,
+    walk_timeline,
+)
 
 
 def request_slots(log: SglangLog, ranks: dict[str, int], g: Grammar) -> tuple[int | None, int | None, list[int], str]:
@@ -47,8 +60,12 @@ def request_slots(log: SglangLog, ranks: dict[str, int], g: Grammar) -> tuple[in
 class _Rows:
     """Builds the study's rows of one rank, group by group (see docs/ledger.md for each definition)."""
 
-    WHERE: ClassVar[dict[str, str]] = {"measured": "inside a measured interval (part of its usage)", "init": "during init (part of NCCL init)",
-             "interval": "subtracted in its residual interval", "unplaced": "after the last free-memory reading"}
+    WHERE: ClassVar[dict[str, str]] = {
+        "measured": "inside a measured interval (part of its usage)",
+        "init": "during init (part of NCCL init)",
+        "interval": "subtracted in its residual interval",
+        "unplaced": "after the last free-memory reading",
+    }
 
     def __init__(self, log: SglangLog, ranks: dict[str, int], g: Grammar, view: list[Record]) -> None:
         self.log, self.ranks, self.g, self.view = log, ranks, g, view
@@ -73,8 +90,13 @@ class _Rows:
         init = self.notes["dist_init_end"][0] if self.notes["dist_init_end"] else None
         nccl = init.fields.get("usage_gib") if init else None
         if nccl is not None and _avail(begin) is not None:
-            self.add("usable_gib", nccl + _avail(begin), [init.line, begin.line], "derived",
-                     "Init torch distributed mem usage + Load weight begin avail mem")
+            self.add(
+                "usable_gib",
+                nccl + _avail(begin),
+                [init.line, begin.line],
+                "derived",
+                "Init torch distributed mem usage + Load weight begin avail mem",
+            )
         else:
             self.missing.append("usable_gib")
         if nccl is not None:
@@ -94,12 +116,22 @@ class _Rows:
         rel = self.notes["released"]
         released = sum(r.fields[self.g.pattern_of(r).measured[0]] for r in rel)
         if rel:
-            self.add("released_after_load_gib", released, [r.line for r in rel], "read",
-                     "memory the log says was released after the load peak")
+            self.add(
+                "released_after_load_gib",
+                released,
+                [r.line for r in rel],
+                "read",
+                "memory the log says was released after the load peak",
+            )
         self.v["weights"] = None if peak is None else peak - released
         if peak is not None:
-            self.add("weights_resident_gib", peak - released, ([end.line] if end else []) + [r.line for r in rel],
-                     "derived", "load peak − released after load")
+            self.add(
+                "weights_resident_gib",
+                peak - released,
+                ([end.line] if end else []) + [r.line for r in rel],
+                "derived",
+                "load peak − released after load",
+            )
         self._draft_weights()
 
     def _draft_weights(self) -> None:
@@ -129,8 +161,11 @@ class _Rows:
         for (what, role), group in _group_allocs(chosen).items():
             if what in rejected:
                 continue
-            note = (f"{len(group)} logged allocation(s)" if state_pool else
-                    "; ".join(sorted({f"{a.interval}: {self.WHERE.get(a.counted_in, a.counted_in)}" for a in group})))
+            note = (
+                f"{len(group)} logged allocation(s)"
+                if state_pool
+                else "; ".join(sorted({f"{a.interval}: {self.WHERE.get(a.counted_in, a.counted_in)}" for a in group}))
+            )
             self.add(f"{role_prefix(role)}{what}_gib", sum(a.gib for a in group), [a.line for a in group], "read", note)
         if state_pool:
             self.v["state"] = sum(a.gib for a in chosen) if chosen and not rejected else None
@@ -151,15 +186,21 @@ class _Rows:
                 self.missing.append(f"cuda_graph_{label}_gib")
                 continue
             ends = [gr.end.line for gr in grs]
-            self.add(f"cuda_graph_{label}_gib", sum(v for v, _ in vals), ends,
-                     "derived" if any(h == "derived" for _, h in vals) else "read", f"Capture {label} graph end: mem usage")
+            self.add(
+                f"cuda_graph_{label}_gib",
+                sum(v for v, _ in vals),
+                ends,
+                "derived" if any(h == "derived" for _, h in vals) else "read",
+                f"Capture {label} graph end: mem usage",
+            )
             total += sum(v for v, _ in vals)
             lines += ends
         if self.graphs and ok:
             self.add("cuda_graph_gib", total, lines, "derived", "sum of every graph capture")
         self.v["graphs"] = total if ok else None
-        target = next((gr for gr in self.graphs if gr.graph in ("target", "npu") and gr.phase in (None, "decode")),
-                      None)
+        target = next(
+            (gr for gr in self.graphs if gr.graph in ("target", "npu") and gr.phase in (None, "decode")), None
+        )
         if target is not None:
             self._bucket_rows(target)
 
@@ -168,41 +209,77 @@ class _Rows:
         # the bars give the static buffers and the largest bucket only when the first bar seen is the first one
         # drawn (the largest size); a pasted log often keeps only tqdm's final redraw
         sizes = target.sizes or [b["size"] for b in buckets]
-        first_is_largest = bool(buckets) and buckets[0]["size"] == max(sizes) and (bool(target.sizes) or len(buckets) > 1)
+        first_is_largest = (
+            bool(buckets) and buckets[0]["size"] == max(sizes) and (bool(target.sizes) or len(buckets) > 1)
+        )
         first = target.progress[0] if target.progress else None
         if _avail(target.begin) is not None and first_is_largest and _avail(first) is not None:
-            self.add("cuda_graph_static_gib", target.begin.fields["avail_gib"] - first.fields["avail_gib"],
-                     [target.begin.line, first.line], "derived", "capture begin avail − first progress bar avail")
+            self.add(
+                "cuda_graph_static_gib",
+                target.begin.fields["avail_gib"] - first.fields["avail_gib"],
+                [target.begin.line, first.line],
+                "derived",
+                "capture begin avail − first progress bar avail",
+            )
             if buckets[0]["cost_gib"] is not None:
-                self.add("cuda_graph_largest_bucket_gib", buckets[0]["cost_gib"], buckets[0]["lines"], "derived",
-                         f"bs {buckets[0]['size']}: its progress bar avail − the next one")
+                self.add(
+                    "cuda_graph_largest_bucket_gib",
+                    buckets[0]["cost_gib"],
+                    buckets[0]["lines"],
+                    "derived",
+                    f"bs {buckets[0]['size']}: its progress bar avail − the next one",
+                )
         if target.sizes or buckets:
-            self.add("cuda_graph_buckets", len(target.sizes) if target.sizes else len(buckets),
-                     [target.begin.line] if target.begin else [], "read",
-                     "captured batch sizes" + (f" {target.sizes}" if target.sizes else ""))
+            self.add(
+                "cuda_graph_buckets",
+                len(target.sizes) if target.sizes else len(buckets),
+                [target.begin.line] if target.begin else [],
+                "read",
+                "captured batch sizes" + (f" {target.sizes}" if target.sizes else ""),
+            )
 
     def margin_and_fixed(self) -> None:
         residual = [iv for iv in self.intervals if iv["type"] == "residual"]
         workspace = sum(iv["residual_gib"] for iv in residual) if residual else None
         if workspace is not None:
-            self.add("workspace_residual_gib", workspace, [iv["to_line"] for iv in residual], "derived",
-                     "Σ residual of the intervals not measured by the log")
+            self.add(
+                "workspace_residual_gib",
+                workspace,
+                [iv["to_line"] for iv in residual],
+                "derived",
+                "Σ residual of the intervals not measured by the log",
+            )
         # the runtime margin is the free memory left once everything is set up: the scheduler's reading, the last
         # capture end (a rank that does not print the summary), or a complete launch's last pool end (no graphs)
         margin = self.points[-1] if self.points else None
         no_capture = self.complete and not any(r.kind == "graph_begin" for r in self.log.records)
-        if margin is not None and (margin.kind in ("summary", "graph_end") or (no_capture and margin.kind == "pool_end")):
-            self.add("runtime_margin_gib", margin.avail, [margin.line], "read", f"last free-memory reading ({margin.stage})")
+        if margin is not None and (
+            margin.kind in ("summary", "graph_end") or (no_capture and margin.kind == "pool_end")
+        ):
+            self.add(
+                "runtime_margin_gib", margin.avail, [margin.line], "read", f"last free-memory reading ({margin.stage})"
+            )
         else:
             margin = None
             self.missing.append("runtime_margin_gib")
-        parts = [self.v["weights"], self.v["nccl"], workspace, margin.avail if margin else None, self.v["graphs"],
-                 self.v["draft_weights"]]
+        parts = [
+            self.v["weights"],
+            self.v["nccl"],
+            workspace,
+            margin.avail if margin else None,
+            self.v["graphs"],
+            self.v["draft_weights"],
+        ]
         self.v["fixed"] = None
         if self.complete and all(x is not None for x in parts):
             self.v["fixed"] = sum(parts)
-            self.add("fixed_overhead_gib", self.v["fixed"], [], "derived",
-                     "weights resident + draft weights + CUDA graph + NCCL init + workspace residual + runtime margin")
+            self.add(
+                "fixed_overhead_gib",
+                self.v["fixed"],
+                [],
+                "derived",
+                "weights resident + draft weights + CUDA graph + NCCL init + workspace residual + runtime margin",
+            )
         else:
             self.missing.append("fixed_overhead_gib")
 
@@ -215,8 +292,13 @@ class _Rows:
             self.add("request_slots", slots, lines, "derived", note)
             if ctx is not None:
                 nbytes = int(self.g.common.get("req_to_token_bytes", 4))
-                self.add("req_to_token_gib", slots * ctx * nbytes / GIB, lines, "derived",
-                         f"{slots} rows × context_len {ctx} × {nbytes} B")
+                self.add(
+                    "req_to_token_gib",
+                    slots * ctx * nbytes / GIB,
+                    lines,
+                    "derived",
+                    f"{slots} rows × context_len {ctx} × {nbytes} B",
+                )
 
 
 def rank_ledger(log: SglangLog, ranks: dict[str, int]) -> RankLedger:
@@ -232,9 +314,19 @@ def rank_ledger(log: SglangLog, ranks: dict[str, int]) -> RankLedger:
     unaccounted = None
     if usable is not None and b.v["fixed"] is not None and b.v["state"] is not None:
         unaccounted = round_gib(usable - b.v["fixed"] - b.v["state"])
-    return RankLedger(ranks=ranks, points=b.points, allocs=b.allocs, intervals=b.intervals, graphs=b.graphs,
-                      rows=b.rows, complete=b.complete, incomplete_reason=b.reason,
-                      last_line=max((r.line for r in b.view), default=0), missing=b.missing, unaccounted_gib=unaccounted)
+    return RankLedger(
+        ranks=ranks,
+        points=b.points,
+        allocs=b.allocs,
+        intervals=b.intervals,
+        graphs=b.graphs,
+        rows=b.rows,
+        complete=b.complete,
+        incomplete_reason=b.reason,
+        last_line=max((r.line for r in b.view), default=0),
+        missing=b.missing,
+        unaccounted_gib=unaccounted,
+    )
 
 
 def _avail(r: Record | None) -> float | None:
@@ -262,7 +354,15 @@ def graph_buckets(gr: Graph) -> list[dict[str, Any]]:
     out = []
     for i, r in enumerate(bars):
         nxt = bars[i + 1] if i + 1 < len(bars) else gr.end
-        cost = r.fields["avail_gib"] - nxt.fields["avail_gib"] if nxt is not None and "avail_gib" in nxt.fields else None
-        out.append({"size": r.fields.get("bs", r.fields.get("num_tokens")), "avail_gib": r.fields["avail_gib"],
-                    "cost_gib": cost, "lines": [r.line] + ([nxt.line] if nxt is not None else [])})
+        cost = (
+            r.fields["avail_gib"] - nxt.fields["avail_gib"] if nxt is not None and "avail_gib" in nxt.fields else None
+        )
+        out.append(
+            {
+                "size": r.fields.get("bs", r.fields.get("num_tokens")),
+                "avail_gib": r.fields["avail_gib"],
+                "cost_gib": cost,
+                "lines": [r.line] + ([nxt.line] if nxt is not None else []),
+            }
+        )
     return out

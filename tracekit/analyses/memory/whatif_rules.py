@@ -3,6 +3,7 @@ settings and ``--dim`` model dimensions parsed into typed, range-checked values,
 
 The replay engine (:mod:`.replay`) and ``tracekit whatif`` (:mod:`.whatif`) read the rules through this module only.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,8 +81,9 @@ def _value(name: str, text: Any, spec: dict[str, Any]) -> Any:
     if "max" in spec and max(values) > spec["max"]:
         raise OptionError(f"--set {name}={raw}: must be at most {spec['max']} ({spec['what']})")
     if "above" in spec and not value > spec["above"] or "below" in spec and not value < spec["below"]:
-        raise OptionError(f"--set {name}={raw}: must lie strictly between {spec['above']} and {spec['below']}"
-                          f" ({spec['what']})")
+        raise OptionError(
+            f"--set {name}={raw}: must lie strictly between {spec['above']} and {spec['below']} ({spec['what']})"
+        )
     return value
 
 
@@ -104,8 +106,10 @@ def parse_settings(settings: list[str] | dict[str, Any] | None) -> tuple[dict[st
     for key, val in items:
         name = names.get(_canon(str(key)))
         if name is None:
-            raise OptionError(f"--set {str(key).strip()}: the memory replay cannot model this parameter; it can model "
-                              f"{_modelled(rules)}")
+            raise OptionError(
+                f"--set {str(key).strip()}: the memory replay cannot model this parameter; it can model "
+                f"{_modelled(rules)}"
+            )
         if name in out:
             raise OptionError(f"--set {name} is given twice; give each parameter once")
         out[name] = _value(name, val, rules["parameters"][name])

@@ -4,6 +4,7 @@ Steps, the wall decomposition under both AllGather definitions, kernel time per 
 annotation), every weight AllGather and its exposure (when the trace has PtoP copies) and the
 communication on the critical path. Each part is the same function its own command runs.
 """
+
 from __future__ import annotations
 
 from ...annotation import Annotation, annotate, as_annotation
@@ -26,8 +27,16 @@ from ..time.timeline import step_timeline
 
 
 @options_as_objects
-def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGatherOptions | None = None,
-           categories=None, log=None, ranks: Result | None = None) -> Result:
+def report(
+    trace: Trace,
+    ann: Annotation | None = None,
+    *,
+    steps=None,
+    ag: AllGatherOptions | None = None,
+    categories=None,
+    log=None,
+    ranks: Result | None = None,
+) -> Result:
     """The main job; the steps are found once and every part uses them. With a launch ``log`` (an SglangLog) the
     memory ledger's rows and the memory findings come too. With ``ranks`` (what ``tracekit.imbalance(RUN_DIR)``
     returned; ``trace`` is then its reference rank's, the lowest rank id: ``multirank.reference_files``) the ranks
@@ -43,10 +52,16 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
     wall_local = decompose(trace, ag="ptop+local", steps=st)
     s = wall.summary
     summary = {
-        "rank": trace.meta.get("rank"), "num_sms": trace.meta.get("num_sms"), "kernels": kernels,
-        "steps": s["steps"], "marker": s["marker"], "phases": st.phases, "trustworthy": st.trustworthy,
+        "rank": trace.meta.get("rank"),
+        "num_sms": trace.meta.get("num_sms"),
+        "kernels": kernels,
+        "steps": s["steps"],
+        "marker": s["marker"],
+        "phases": st.phases,
+        "trustworthy": st.trustworthy,
         "median_wall_ns": s["median_wall_ns"],
-        "median_busy_ns": s["median_busy_ns"], "median_ag_only_ns": s["median_ag_only_ns"],
+        "median_busy_ns": s["median_busy_ns"],
+        "median_ag_only_ns": s["median_ag_only_ns"],
         "median_idle_ns": s["median_idle_ns"],
         "median_ag_only_local_ns": wall_local.summary["median_ag_only_ns"],
     }
@@ -84,13 +99,24 @@ def report(trace: Trace, ann: Annotation | None = None, *, steps=None, ag: AllGa
     typical = median_step(st)
     if typical is not None:
         summary["timeline_step"] = typical
-        tables["timeline"] = step_timeline(trace, st, typical, blocks=block_spans, block_lane=block_lane,
-                                           allgathers=ex.tables["per_ag"] if ex is not None else None,
-                                           exposed=ex.tables["intervals"] if ex is not None else None,
-                                           categories=categories)
+        tables["timeline"] = step_timeline(
+            trace,
+            st,
+            typical,
+            blocks=block_spans,
+            block_lane=block_lane,
+            allgathers=ex.tables["per_ag"] if ex is not None else None,
+            exposed=ex.tables["intervals"] if ex is not None else None,
+            categories=categories,
+        )
     inputs = [trace_input(trace)] + ([{"path": log.path}] if log is not None else [])
-    params = {"annotation": ann.ref if ann else None, "log": log.path if log is not None else None,
-              **step_params(st), "group_size": agopts["group_size"], "sizes": agopts["sizes"]}
+    params = {
+        "annotation": ann.ref if ann else None,
+        "log": log.path if log is not None else None,
+        **step_params(st),
+        "group_size": agopts["group_size"],
+        "sizes": agopts["sizes"],
+    }
     if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
         from .ranks import add_ranks
 
@@ -111,10 +137,16 @@ def _block_part(trace: Trace, ann: Annotation, st, categories) -> tuple[Part, tu
     spans the timeline draws (with their lane)."""
     b = block_stats(trace, ann, steps=st, categories=categories)
     spans = annotate(trace, ann, st.table).blocks
-    summary = {"median_kernel_ns_by_block_type": b.summary["median_kernel_ns_by_type"],
-               "blocks_per_step": b.summary["blocks_per_step"], "layers_from": f"annotation {ann.name}"}
-    tables = {"block_types": b.tables["per_step_type"], "op_tags": b.tables["per_tag"],
-              "one_step": b.tables["one_step"]}
+    summary = {
+        "median_kernel_ns_by_block_type": b.summary["median_kernel_ns_by_type"],
+        "blocks_per_step": b.summary["blocks_per_step"],
+        "layers_from": f"annotation {ann.name}",
+    }
+    tables = {
+        "block_types": b.tables["per_step_type"],
+        "op_tags": b.tables["per_tag"],
+        "one_step": b.tables["one_step"],
+    }
     return (summary, tables, list(b.warnings)), (spans, "blocks")
 
 
@@ -127,12 +159,22 @@ def _layer_part(trace: Trace, st, categories) -> tuple[Part, tuple]:
     fit = best_fit(trace, st, layers=lay)
     if fit:
         summary["fitting_annotation"] = fit[0]
-        warnings = [f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit annotations` ranks them):"
-                    f" rerun with -a {fit[0]}"]
-    summary.update({"layers_from": "automatic", "layers_per_step": lay.summary["layers_per_step"],
-                    "layer_types": lay.summary["types"]})
-    tables = {"layers": lay.tables["layers"], "layer_types": lay.tables["layer_types"],
-              "one_step": lay.tables["one_step"]}
+        warnings = [
+            f"annotation {fit[0]} fits this trace (score {fit[1]:.2f}; `tracekit annotations` ranks them):"
+            f" rerun with -a {fit[0]}"
+        ]
+    summary.update(
+        {
+            "layers_from": "automatic",
+            "layers_per_step": lay.summary["layers_per_step"],
+            "layer_types": lay.summary["types"],
+        }
+    )
+    tables = {
+        "layers": lay.tables["layers"],
+        "layer_types": lay.tables["layer_types"],
+        "one_step": lay.tables["one_step"],
+    }
     warnings = merge_warnings(warnings, lay.warnings, [automatic_note(lay)] if lay.summary["layers_per_step"] else [])
     return (summary, tables, warnings), (lay.tables["layers"], "layers")
 
@@ -142,11 +184,17 @@ def _allgather_part(trace: Trace, st, ag: AllGatherOptions) -> tuple[Part, Resul
     too: the timeline draws its AllGathers and exposed intervals)."""
     res = allgather_result(trace, ag=ag, steps=st)
     ex = exposure(trace, ag=ag, steps=st)
-    summary = {"allgathers": res.summary["allgathers"], "group_size": res.summary["group_size"],
-               "median_received_bytes_per_step": res.summary["median_received_bytes_per_step"],
-               "median_copy_gbps": res.summary["median_copy_gbps"],
-               "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
-               "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"]}
-    tables = {"allgather_types": res.tables["per_step_type"], "exposure_types": ex.tables["per_step_type"],
-              "bandwidth": res.tables["bandwidth"]}
+    summary = {
+        "allgathers": res.summary["allgathers"],
+        "group_size": res.summary["group_size"],
+        "median_received_bytes_per_step": res.summary["median_received_bytes_per_step"],
+        "median_copy_gbps": res.summary["median_copy_gbps"],
+        "median_exposed_ns_per_step": ex.summary["median_exposed_ns_per_step"],
+        "median_exposed_ns_per_step_by_type": ex.summary["median_exposed_ns_per_step_by_type"],
+    }
+    tables = {
+        "allgather_types": res.tables["per_step_type"],
+        "exposure_types": ex.tables["per_step_type"],
+        "bandwidth": res.tables["bandwidth"],
+    }
     return (summary, tables, list(res.warnings)), ex

@@ -2,6 +2,7 @@
 what every rank of the run adds — the imbalance per step and the straggler with its batch (``summary.ranks``),
 the imbalance tables under ``rank_*`` names, and the rank findings among the findings. Read from a
 ``tracekit.imbalance`` result (contract ``tracekit.imbalance/2``); nothing here reads a trace."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,10 +12,23 @@ from ...result import Result
 from ..findings.ranks import rank_findings_of, straggler_batch
 
 # report's table name -> the imbalance table it is (report has its own `steps`, the reference rank's)
-RANK_TABLES = {"ranks": "ranks", "rank_by_step": "by_step", "rank_steps": "steps",
-               "rank_collectives": "collectives", "rank_per_collective": "per_collective"}
-SUMMARY_KEYS = ("ranks", "reference_rank", "clock", "steps", "partial_steps", "collectives", "unmatched",
-                "imbalance_ns_per_step")
+RANK_TABLES = {
+    "ranks": "ranks",
+    "rank_by_step": "by_step",
+    "rank_steps": "steps",
+    "rank_collectives": "collectives",
+    "rank_per_collective": "per_collective",
+}
+SUMMARY_KEYS = (
+    "ranks",
+    "reference_rank",
+    "clock",
+    "steps",
+    "partial_steps",
+    "collectives",
+    "unmatched",
+    "imbalance_ns_per_step",
+)
 
 
 def ranks_summary(imb: Result) -> dict:
@@ -41,10 +55,16 @@ def merge_findings(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     ms = df["gain_ms_per_step"].astype("Float64")
     gib = df["gain_gib"].astype("Float64")
     group = np.where(ms.notna() & gib.isna(), 0, np.where(gib.notna(), 1, 2))
-    value = np.where(group == 0, ms.fillna(0).to_numpy(float), np.where(group == 1, gib.fillna(0).to_numpy(float),
-                                                                        0.0))
-    key = pd.DataFrame({"minor": df["minor"].astype(bool).to_numpy(), "group": group, "neg": -value,
-                        "kind": df["kind"].astype(str).to_numpy(), "title": df["title"].astype(str).to_numpy()})
+    value = np.where(group == 0, ms.fillna(0).to_numpy(float), np.where(group == 1, gib.fillna(0).to_numpy(float), 0.0))
+    key = pd.DataFrame(
+        {
+            "minor": df["minor"].astype(bool).to_numpy(),
+            "group": group,
+            "neg": -value,
+            "kind": df["kind"].astype(str).to_numpy(),
+            "title": df["title"].astype(str).to_numpy(),
+        }
+    )
     order = key.sort_values(["minor", "group", "neg", "kind", "title"], kind="stable").index
     df = df.loc[order].reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1, dtype=np.int64)

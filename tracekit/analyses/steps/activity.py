@@ -2,6 +2,7 @@
 was launched inside each CPU span — a marker's launch window — (:class:`Launches`): first and last GPU time, busy
 time, CUDA-graph launches and the launches that left no GPU record. The dialect attempts of :mod:`.finder` and the
 health checks of :mod:`.health` read them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

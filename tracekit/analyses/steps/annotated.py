@@ -1,16 +1,23 @@
 """The steps of a trace with an annotation's block columns: the one way every room runs the block engine
 (:func:`tracekit.annotation.annotate`) over the steps it resolved."""
+
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ...annotation import Annotation, annotate, required_annotation
 from ...trace import Trace
 from .keywords import options_as_objects
 from .resolve import Steps, get_steps
 
+if TYPE_CHECKING:
+    from ...annotation.blocks import Annotated
+
 
 @options_as_objects
-def annotated_steps(trace: Trace, ann: Annotation | str, *, steps=None, what: str = "blocks",
-                    keep: bool = True) -> tuple[Steps, Annotated]:
+def annotated_steps(
+    trace: Trace, ann: Annotation | str, *, steps=None, what: str = "blocks", keep: bool = True
+) -> tuple[Steps, Annotated]:
     """The steps (``steps``: StepOptions, Steps or a table; None: the annotation's step options), then the block
     columns.
     ``ann``: an Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`). ``keep``: keep the block

@@ -2,6 +2,7 @@
 tried in order, GPU spans paired with their CPU spans, launch windows, empty markers, overlaps, phases, and the
 whole trace as one step when no marker is found. The trace's activity and launches are :mod:`.activity`'s; whether
 the steps can be trusted, :mod:`.health`'s."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,10 +50,15 @@ def _marker_frame(ev: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, parsed:
     fields = np.empty((len(cats), 3), dtype=object)
     for c, f in parsed.items():  # per distinct marker name
         names[c], fields[c] = str(cats[c]), f[:3]
-    out = pd.DataFrame({"name": names[codes], "start_ns": ev["start_ns"].to_numpy(np.int64)[rows],
-                        "end_ns": ev["end_ns"].to_numpy(np.int64)[rows],
-                        "external_id": ev["external_id"].to_numpy(np.int64)[rows],
-                        "device": ev["device"].to_numpy(np.int64)[rows]})
+    out = pd.DataFrame(
+        {
+            "name": names[codes],
+            "start_ns": ev["start_ns"].to_numpy(np.int64)[rows],
+            "end_ns": ev["end_ns"].to_numpy(np.int64)[rows],
+            "external_id": ev["external_id"].to_numpy(np.int64)[rows],
+            "device": ev["device"].to_numpy(np.int64)[rows],
+        }
+    )
     out["phase"] = fields[codes, 0].tolist()
     out["bs"] = pd.array(fields[codes, 1].tolist(), dtype="Int64")
     out["tokens"] = pd.array(fields[codes, 2].tolist(), dtype="Int64")
@@ -63,6 +69,7 @@ def _dialect_matcher(dialect: Dialect):
     def match(name: str):
         m = dialect.pattern.fullmatch(name)
         return dialect.fields(m) if m else None
+
     return match
 
 
@@ -82,6 +89,7 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
             if m:
                 return d.fields(m)
         return ("unknown", None, None)
+
     return how, match
 
 
@@ -89,9 +97,11 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     """Find the steps (uncached; call :func:`find_steps`)."""
     devices = sorted(int(d) for d in np.unique(trace.events["device"].to_numpy()[gpu_mask(trace.events)]))
     if len(devices) > 1:  # one timeline per GPU: pooling two would call one GPU's idle time the other's busy time
-        raise MissingDataError(f"{trace.path} holds the GPU activity of {len(devices)} devices"
-                               f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"
-                               f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)")
+        raise MissingDataError(
+            f"{trace.path} holds the GPU activity of {len(devices)} devices"
+            f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"
+            f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)"
+        )
     rules = step_rules(options.steps_file)
     ctx = StepActivity(trace, rules)
     tried: list[str] = []
@@ -107,12 +117,17 @@ def compute_steps(trace: Trace, options: StepOptions) -> Steps:
     for label, how, kinds, match in attempts:
         found = _attempt(ctx, options, label, how, kinds, match, tried)
         if found is not None and ctx.reused_ids:
-            found.warnings.append(f"{trace.path}: {ctx.reused_ids} correlation id(s) are reused by several launches;"
-                                  " each GPU activity belongs to the latest launch of its id before it")
+            found.warnings.append(
+                f"{trace.path}: {ctx.reused_ids} correlation id(s) are reused by several launches;"
+                " each GPU activity belongs to the latest launch of its id before it"
+            )
         if found is not None:
             if options.name is not None and label != options.name:  # the annotation's marker is not in the trace
-                found.warnings.insert(0, f"{trace.path}: the annotation's step marker {options.name!r} is not in the"
-                                         f" trace ({tried[0]}); the steps are the {label} markers")
+                found.warnings.insert(
+                    0,
+                    f"{trace.path}: the annotation's step marker {options.name!r} is not in the"
+                    f" trace ({tried[0]}); the steps are the {label} markers",
+                )
             return found
         if options.name is not None and label == options.name and len(tried) == 0:
             tried.append(f"{label} (absent)")
@@ -136,18 +151,33 @@ def _attempt(ctx: StepActivity, options: StepOptions, label: str, how: str, kind
     if options.source == "cpu":
         g, pair = g.iloc[0:0], pair[:0]
     cover, outside = _gpu_cover(g, pair, lw)
-    rows = [_from_gpu_span(ctx, options, r, int(ci), lw, cov, int(out))  # per marker: markers are few
-            for r, ci, cov, out in zip(g.to_dict("records"), pair.tolist(), cover.tolist(), outside.tolist())]
+    rows = [
+        _from_gpu_span(ctx, options, r, int(ci), lw, cov, int(out))  # per marker: markers are few
+        for r, ci, cov, out in zip(g.to_dict("records"), pair.tolist(), cover.tolist(), outside.tolist())
+    ]
     paired = set(pair[pair >= 0].tolist())
     candidates = len(g) + (len(c_use) - len(paired) if cpu_alone else 0)
     for ci in range(len(c_use) if cpu_alone else 0):
         if ci in paired:
             continue
         r = c_use.iloc[ci]
-        rows.append({"name": r["name"], "phase": r["phase"], "bs": r["bs"], "tokens": r["tokens"],
-                     "start_ns": int(lw.start[ci]), "end_ns": int(lw.end[ci]), "source": "cpu_launch_window",
-                     "cpu": ci, "device": -1, "gpu_cover": None, "switched": False, "widened": 0,
-                     "has_launches": bool(lw.end[ci] > lw.start[ci])})
+        rows.append(
+            {
+                "name": r["name"],
+                "phase": r["phase"],
+                "bs": r["bs"],
+                "tokens": r["tokens"],
+                "start_ns": int(lw.start[ci]),
+                "end_ns": int(lw.end[ci]),
+                "source": "cpu_launch_window",
+                "cpu": ci,
+                "device": -1,
+                "gpu_cover": None,
+                "switched": False,
+                "widened": 0,
+                "has_launches": bool(lw.end[ci] > lw.start[ci]),
+            }
+        )
     steps, empty, health_extra = _drop_empty(ctx, rows, lw)
     if not steps:
         why = f"{empty} span(s), all empty" if empty else "no span with GPU work"
@@ -171,8 +201,18 @@ def _attempt(ctx: StepActivity, options: StepOptions, label: str, how: str, kind
     out["bs"] = out["bs"].astype("Int64")
     out["tokens"] = out["tokens"].astype("Int64")
     out["kernels"] = out["kernels"].astype(np.int64)
-    st = Steps(out, marker=label, match=how, options=options, candidates=candidates, empty=empty, below_floor=below,
-               phases={str(k): int(v) for k, v in phases.items()}, health=health, warnings=warnings)
+    st = Steps(
+        out,
+        marker=label,
+        match=how,
+        options=options,
+        candidates=candidates,
+        empty=empty,
+        below_floor=below,
+        phases={str(k): int(v) for k, v in phases.items()},
+        health=health,
+        warnings=warnings,
+    )
     return with_health_warnings(ctx.trace, st, table)
 
 
@@ -191,12 +231,25 @@ def _gpu_cover(g: pd.DataFrame, pair: np.ndarray, lw: Launches) -> tuple[np.ndar
     return covered, outside
 
 
-def _from_gpu_span(ctx: StepActivity, options: StepOptions, r: dict, ci: int, lw: Launches, covered: int,
-                   outside: int) -> dict:
+def _from_gpu_span(
+    ctx: StepActivity, options: StepOptions, r: dict, ci: int, lw: Launches, covered: int, outside: int
+) -> dict:
     s, e = int(r["start_ns"]), int(r["end_ns"])
-    row = {"name": r["name"], "phase": r["phase"], "bs": r["bs"], "tokens": r["tokens"], "start_ns": s, "end_ns": e,
-           "source": "gpu_annotation", "cpu": ci, "device": int(r["device"]), "gpu_cover": None, "switched": False,
-           "widened": 0, "has_launches": False}
+    row = {
+        "name": r["name"],
+        "phase": r["phase"],
+        "bs": r["bs"],
+        "tokens": r["tokens"],
+        "start_ns": s,
+        "end_ns": e,
+        "source": "gpu_annotation",
+        "cpu": ci,
+        "device": int(r["device"]),
+        "gpu_cover": None,
+        "switched": False,
+        "widened": 0,
+        "has_launches": False,
+    }
     if ci < 0 or lw.busy[ci] <= 0:
         return row
     row["has_launches"] = True
@@ -256,8 +309,10 @@ def _resolve_overlaps(trace: Trace, table: pd.DataFrame, label: str) -> tuple[pd
     t["end_ns"] = ke
     warnings = []
     if nested:
-        warnings.append(f"{trace.path}: {nested} {label} marker(s) lie inside another one and are part of it, not"
-                        " steps of their own")
+        warnings.append(
+            f"{trace.path}: {nested} {label} marker(s) lie inside another one and are part of it, not"
+            " steps of their own"
+        )
     if cut:
         warnings.append(f"{trace.path}: {cut} {label} window(s) overlap the next one and end where it starts")
     return t, warnings
@@ -272,18 +327,24 @@ def _select_phase(trace: Trace, table: pd.DataFrame, options: StepOptions, label
         if "decode" in counts.index:
             others = {p: int(n) for p, n in counts.items() if p != "decode"}
             if others:
-                warnings.append(f"{trace.path}: analysing the {int(counts['decode'])} decode step(s) of {label};"
-                                f" left out {_phase_text(others)} (--phase all keeps them)")
+                warnings.append(
+                    f"{trace.path}: analysing the {int(counts['decode'])} decode step(s) of {label};"
+                    f" left out {_phase_text(others)} (--phase all keeps them)"
+                )
             return table[table["phase"] == "decode"], warnings
         known = {p: int(n) for p, n in counts.items() if p != "unknown"}
         if known:
-            warnings.append(f"{trace.path}: no decode step among the {label} markers; analysing all"
-                            f" {len(table)} step(s) ({_phase_text(counts.to_dict())})")
+            warnings.append(
+                f"{trace.path}: no decode step among the {label} markers; analysing all"
+                f" {len(table)} step(s) ({_phase_text(counts.to_dict())})"
+            )
         return table, warnings
     chosen = table[table["phase"] == options.phase]
     if chosen.empty:
-        raise MissingDataError(f"{trace.path}: no {options.phase} step among the {label} markers (phases present:"
-                               f" {_phase_text(counts.to_dict())}); pass --phase all or another phase")
+        raise MissingDataError(
+            f"{trace.path}: no {options.phase} step among the {label} markers (phases present:"
+            f" {_phase_text(counts.to_dict())}); pass --phase all or another phase"
+        )
     return chosen, warnings
 
 
@@ -294,21 +355,45 @@ def _phase_text(counts: dict) -> str:
 def _whole_trace(ctx: StepActivity, options: StepOptions, tried: list[str]) -> Steps:
     trace = ctx.trace
     if ctx.gs.size == 0:
-        raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events), so"
-                               " there is no step to analyse; record the trace with ProfilerActivity.CUDA")
+        raise MissingDataError(
+            f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events), so"
+            " there is no step to analyse; record the trace with ProfilerActivity.CUDA"
+        )
     s, e = int(ctx.gs.min()), int(ctx.ge.max())
-    table = pd.DataFrame({"step": [0], "name": ["whole trace"], "phase": ["unknown"],
-                          "bs": pd.array([None], dtype="Int64"), "tokens": pd.array([None], dtype="Int64"),
-                          "start_ns": [s], "dur_ns": [e - s], "end_ns": [e], "source": ["whole_trace"],
-                          "cpu": [-1], "gpu_cover": [None], "switched": [False], "widened": [0]})
+    table = pd.DataFrame(
+        {
+            "step": [0],
+            "name": ["whole trace"],
+            "phase": ["unknown"],
+            "bs": pd.array([None], dtype="Int64"),
+            "tokens": pd.array([None], dtype="Int64"),
+            "start_ns": [s],
+            "dur_ns": [e - s],
+            "end_ns": [e],
+            "source": ["whole_trace"],
+            "cpu": [-1],
+            "gpu_cover": [None],
+            "switched": [False],
+            "widened": [0],
+        }
+    )
     lw = ctx.launches_in(np.empty(0, np.int64), np.empty(0, np.int64))
     health = health_table(ctx, table, lw, {})
     table["kernels"] = kernels_per_step(ctx, table)
     detail = f" ({'; '.join(tried)})" if tried else ""
-    warn = (f"{trace.path}: no step marker{detail}; the whole GPU span ({(e - s) / 1e6:,.3f} ms) is analysed as one"
-            f" step; annotations present: {_annotations_present(ctx)} (pass --step-name NAME to use one)")
-    st = Steps(table[STEP_COLUMNS].copy(), marker="whole trace", match="whole_trace", options=options,
-               health=health, warnings=[warn], phases={"unknown": 1})
+    warn = (
+        f"{trace.path}: no step marker{detail}; the whole GPU span ({(e - s) / 1e6:,.3f} ms) is analysed as one"
+        f" step; annotations present: {_annotations_present(ctx)} (pass --step-name NAME to use one)"
+    )
+    st = Steps(
+        table[STEP_COLUMNS].copy(),
+        marker="whole trace",
+        match="whole_trace",
+        options=options,
+        health=health,
+        warnings=[warn],
+        phases={"unknown": 1},
+    )
     return with_health_warnings(trace, st, table)
 
 
@@ -330,5 +415,7 @@ def _no_steps_message(ctx: StepActivity, step_name: str, tried: list[str]) -> st
     trace = ctx.trace
     present = _annotations_present(ctx)
     detail = f" ({'; '.join(tried)})" if tried else ""
-    return (f"{trace.path} has no step marked '{step_name}'{detail}; annotations present: {present};"
-            " pass another --step-name (exact, or a regex matching the whole name) or none to use the dialects")
+    return (
+        f"{trace.path} has no step marked '{step_name}'{detail}; annotations present: {present};"
+        " pass another --step-name (exact, or a regex matching the whole name) or none to use the dialects"
+    )

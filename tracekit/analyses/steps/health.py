@@ -2,6 +2,7 @@
 launches with no GPU record, a GPU span that misses the launched work, same-stream overlaps, the ingest, windows past
 the recording) as the ``health`` table, and the warnings a step set carries because of them. Thresholds are
 ``tracekit/data/steps.json``'s (:func:`.model.step_rules`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,55 +30,101 @@ def health_table(ctx: StepActivity, table: pd.DataFrame, lw: Launches, extra: di
     overlaps = _same_stream_overlaps(ctx, table)
     for i, r in enumerate(table.itertuples(index=False)):  # one row per step and check: steps are few
         step = int(r.step)
-        rows.append((step, "kernels", bool(kernels[i] > 0),
-                     f"{int(kernels[i])} kernel(s) in the step" if kernels[i] else
-                     "the step holds no kernel: nothing in it can be attributed"))
+        rows.append(
+            (
+                step,
+                "kernels",
+                bool(kernels[i] > 0),
+                f"{int(kernels[i])} kernel(s) in the step"
+                if kernels[i]
+                else "the step holds no kernel: nothing in it can be attributed",
+            )
+        )
         ci = int(r.cpu)
         if ci >= 0 or r.source == "whole_trace":
-            n, lost = (int(lw.graphs[ci]), int(lw.graphs_empty[ci])) if ci >= 0 else (
-                int(ctx.l_graph.sum()), int((ctx.l_graph & ~ctx.l_recorded).sum()))
-            rows.append((step, "graph_replays", lost == 0,
-                         f"{n} CUDA-graph launch(es), every replay recorded" if lost == 0 else
-                         f"{lost} of {n} CUDA-graph launch(es) left no GPU events (the profiler under-recorded the"
-                         " replays): idle time in this step is not real idle"))
+            n, lost = (
+                (int(lw.graphs[ci]), int(lw.graphs_empty[ci]))
+                if ci >= 0
+                else (int(ctx.l_graph.sum()), int((ctx.l_graph & ~ctx.l_recorded).sum()))
+            )
+            rows.append(
+                (
+                    step,
+                    "graph_replays",
+                    lost == 0,
+                    f"{n} CUDA-graph launch(es), every replay recorded"
+                    if lost == 0
+                    else f"{lost} of {n} CUDA-graph launch(es) left no GPU events (the profiler under-recorded the"
+                    " replays): idle time in this step is not real idle",
+                )
+            )
         if ci >= 0 and lw.launched.size and lw.launched[ci] > 0:
             n, lost = int(lw.launched[ci]), int(lw.unrecorded[ci])
-            rows.append((step, "launches_recorded", lost <= ctx.rules.unrecorded_max * n,
-                         f"{n} kernel/copy launch(es), every one with a GPU record" if lost == 0 else
-                         f"{lost} of {n} kernel/copy launch(es) in the step left no GPU record"
-                         f"{_unrecorded_cause(ctx)}: the step's GPU work is missing from the trace"))
+            rows.append(
+                (
+                    step,
+                    "launches_recorded",
+                    lost <= ctx.rules.unrecorded_max * n,
+                    f"{n} kernel/copy launch(es), every one with a GPU record"
+                    if lost == 0
+                    else f"{lost} of {n} kernel/copy launch(es) in the step left no GPU record"
+                    f"{_unrecorded_cause(ctx)}: the step's GPU work is missing from the trace",
+                )
+            )
         if r.gpu_cover is not None and pd.notna(r.gpu_cover):
             cover = float(r.gpu_cover)
             if r.switched:
-                detail = (f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step;"
-                          " the launch window is used instead")
+                detail = (
+                    f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step;"
+                    " the launch window is used instead"
+                )
             elif r.widened:
-                detail = (f"{int(r.widened)} GPU activities launched in the step ran outside its GPU marker span;"
-                          " the window was widened to hold them")
+                detail = (
+                    f"{int(r.widened)} GPU activities launched in the step ran outside its GPU marker span;"
+                    " the window was widened to hold them"
+                )
             else:
                 detail = f"the GPU marker span covers {cover:.1%} of the GPU work launched in the step"
             ok = bool(r.switched or r.widened or cover >= 0.999)
             rows.append((step, "window_covers_launched_work", ok, detail))
         n_ov = int(overlaps[i])
-        rows.append((step, "same_stream_overlap", n_ov == 0,
-                     "no two activities of one stream overlap" if n_ov == 0 else
-                     f"{n_ov} activit(ies) overlap earlier ones on the same stream by more than half their"
-                     " duration (duplicated or damaged timestamps)"))
+        rows.append(
+            (
+                step,
+                "same_stream_overlap",
+                n_ov == 0,
+                "no two activities of one stream overlap"
+                if n_ov == 0
+                else f"{n_ov} activit(ies) overlap earlier ones on the same stream by more than half their"
+                " duration (duplicated or damaged timestamps)",
+            )
+        )
     rep = ctx.trace.report
     lost_recs = sum(rep.dropped.values())
     ingest_ok = lost_recs == 0 and not rep.salvaged
     problems = []
     if lost_recs:
-        problems.append(f"{lost_recs} event(s) dropped at ingest ({', '.join(f'{k}: {v}' for k, v in rep.dropped.items())})")
+        problems.append(
+            f"{lost_recs} event(s) dropped at ingest ({', '.join(f'{k}: {v}' for k, v in rep.dropped.items())})"
+        )
     if rep.salvaged:
-        problems.append(f"the file was truncated and salvaged ({rep.bytes_lost:,} bytes lost): the last step may be cut")
+        problems.append(
+            f"the file was truncated and salvaged ({rep.bytes_lost:,} bytes lost): the last step may be cut"
+        )
     rows.append((-1, "ingest", ingest_ok, "every record was read" if ingest_ok else "; ".join(problems)))
     rows += _past_the_recording(ctx, table)
     rows += _launch_health(ctx)
     under = int(extra.get("under_recorded_markers", 0))
     if under:
-        rows.append((-1, "graph_replays", False, f"{under} step marker(s) launched CUDA graphs whose replays left"
-                     " no GPU events at all; those steps are missing"))
+        rows.append(
+            (
+                -1,
+                "graph_replays",
+                False,
+                f"{under} step marker(s) launched CUDA graphs whose replays left"
+                " no GPU events at all; those steps are missing",
+            )
+        )
     return pd.DataFrame(rows, columns=HEALTH_COLUMNS)
 
 
@@ -101,9 +148,15 @@ def _past_the_recording(ctx: StepActivity, table: pd.DataFrame) -> list[tuple]:
         others = np.delete(tail, i)
         usual = float(np.median(others)) if others.size else 0.0
         if tail[i] > usual + max(10_000, 0.05 * float(np.median(e - s))):
-            out.append((int(table["step"].iloc[i]), "within_recording", False,
-                        f"the step's window runs {(e[i] - last) / 1e6:,.3f} ms past the last recorded event (the"
-                        " profile stopped inside it): that time was not recorded, and its idle time is not real"))
+            out.append(
+                (
+                    int(table["step"].iloc[i]),
+                    "within_recording",
+                    False,
+                    f"the step's window runs {(e[i] - last) / 1e6:,.3f} ms past the last recorded event (the"
+                    " profile stopped inside it): that time was not recorded, and its idle time is not real",
+                )
+            )
     return out
 
 
@@ -134,15 +187,19 @@ def _launch_health(ctx: StepActivity) -> list[tuple]:
     last_gpu = int(ctx.ge.max()) if ctx.ge.size else None
     after = int((missing & (ctx.l_start > last_gpu)).sum()) if last_gpu is not None else lost
     if ctx.captures:
-        detail = (f"{what} and the trace holds {ctx.captures} graph-capture call(s): it records a CUDA-graph"
-                  f" capture, where launches are captured, not run ({ctx.gs.size:,} GPU activities ran); profile"
-                  " the replays (the steps after capture) instead")
+        detail = (
+            f"{what} and the trace holds {ctx.captures} graph-capture call(s): it records a CUDA-graph"
+            f" capture, where launches are captured, not run ({ctx.gs.size:,} GPU activities ran); profile"
+            " the replays (the steps after capture) instead"
+        )
     elif last_gpu is None or after >= 0.5 * lost:
         t_gpu = "never" if last_gpu is None else f"at {(last_gpu - int(ctx.l_start.min())) / 1e6:,.3f} ms"
         t_cpu = (int(ctx.l_start[ctx.l_gpu].max()) - int(ctx.l_start.min())) / 1e6
-        detail = (f"{what}: the GPU records stop {t_gpu} while launches go on to {t_cpu:,.3f} ms (after the first"
-                  f" launch); {after:,} launches came after the last GPU record — the profiler's GPU buffer"
-                  " probably filled: record fewer steps, or raise the CUPTI buffer size")
+        detail = (
+            f"{what}: the GPU records stop {t_gpu} while launches go on to {t_cpu:,.3f} ms (after the first"
+            f" launch); {after:,} launches came after the last GPU record — the profiler's GPU buffer"
+            " probably filled: record fewer steps, or raise the CUPTI buffer size"
+        )
     else:
         detail = f"{what}: their GPU work is missing from the trace"
     return [(-1, "launches_recorded", ok, detail)]
@@ -151,8 +208,9 @@ def _launch_health(ctx: StepActivity) -> list[tuple]:
 def _same_stream_overlaps(ctx: StepActivity, table: pd.DataFrame) -> np.ndarray:
     """Per step: activities overlapping an earlier one of their stream by more than half their duration."""
     bad = same_stream_overlaps(ctx.ev, tolerance_ns=ctx.rules.overlap_ns, fraction=0.5)
-    k = iv.window_of(ctx.ev["start_ns"].to_numpy()[bad], table["start_ns"].to_numpy(np.int64),
-                     table["end_ns"].to_numpy(np.int64))
+    k = iv.window_of(
+        ctx.ev["start_ns"].to_numpy()[bad], table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
+    )
     return np.bincount(k[k >= 0], minlength=len(table)).astype(np.int64)
 
 
@@ -160,16 +218,30 @@ def with_health_warnings(trace: Trace, st: Steps, table: pd.DataFrame) -> Steps:
     warnings = list(st.warnings)
     switched, widened = int(table["switched"].sum()), int((table["widened"] > 0).sum())
     if switched:
-        warnings.append(f"{trace.path}: the GPU spans of {switched} {st.marker} marker(s) cover less than"
-                        f" {step_rules(st.options.steps_file).gpu_cover_min:.0%} of the work launched inside them;"
-                        " their windows are the launch windows (--step-source gpu keeps the GPU spans)")
+        warnings.append(
+            f"{trace.path}: the GPU spans of {switched} {st.marker} marker(s) cover less than"
+            f" {step_rules(st.options.steps_file).gpu_cover_min:.0%} of the work launched inside them;"
+            " their windows are the launch windows (--step-source gpu keeps the GPU spans)"
+        )
     if widened:
-        warnings.append(f"{trace.path}: in {widened} step(s) GPU work launched in the step ran outside the"
-                        f" {st.marker} GPU span; the windows were widened to hold it")
+        warnings.append(
+            f"{trace.path}: in {widened} step(s) GPU work launched in the step ran outside the"
+            f" {st.marker} GPU span; the windows were widened to hold it"
+        )
     for reason in st.reasons:  # empty markers are expected (sglang writes them between steps): counted only
         warnings.append(f"{trace.path}: steps not trustworthy — {reason}")
-    return Steps(st.table, st.marker, st.match, st.options, st.candidates, st.empty, st.below_floor, st.phases,
-                 st.health, warnings)
+    return Steps(
+        st.table,
+        st.marker,
+        st.match,
+        st.options,
+        st.candidates,
+        st.empty,
+        st.below_floor,
+        st.phases,
+        st.health,
+        warnings,
+    )
 
 
 __all__ = ["health_table", "kernels_per_step", "with_health_warnings"]

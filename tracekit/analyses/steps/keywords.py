@@ -7,6 +7,7 @@ they took two (``qlen=`` → ``q_len=``, ``var=`` → ``variables=``, ``main=`` 
 old keyword still works, says so with a DeprecationWarning, and gets exactly what it got before: the step keywords
 merge with the annotation's ``step`` section as they did (``step_options``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,11 +21,21 @@ from .model import step_options
 __all__ = ["options_as_objects", "STEP_KEYWORDS", "AG_KEYWORDS", "RENAMED"]
 
 # old keyword -> step_options' keyword
-STEP_KEYWORDS = {"step_name": "step_name", "min_step_ns": "min_step_ns", "phase": "phase", "step_source": "source",
-                 "steps_file": "steps_file"}
+STEP_KEYWORDS = {
+    "step_name": "step_name",
+    "min_step_ns": "min_step_ns",
+    "phase": "phase",
+    "step_source": "source",
+    "steps_file": "steps_file",
+}
 # old keyword -> AllGatherOptions' field
-AG_KEYWORDS = {"group_size": "group_size", "ag_size": "sizes", "sizes": "sizes", "local_copy": "local_copy",
-               "local_copy_pattern": "local_copy"}
+AG_KEYWORDS = {
+    "group_size": "group_size",
+    "ag_size": "sizes",
+    "sizes": "sizes",
+    "local_copy": "local_copy",
+    "local_copy_pattern": "local_copy",
+}
 # old alias -> the one name kept
 RENAMED = {"qlen": "q_len", "var": "variables", "main": "main_stream"}
 
@@ -40,8 +51,12 @@ def options_as_objects(fn):
     def call(*args, **kw):
         old = [k for k in kw if k not in takes and (k in STEP_KEYWORDS or k in AG_KEYWORDS or k in RENAMED)]
         if old:
-            warnings.warn(f"{fn.__name__}(): {', '.join(f'{k}=' for k in old)} {'is a keyword' if len(old) == 1 else 'are keywords'}"
-                          f" of earlier releases, removed in the next; {_instead(old)}", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"{fn.__name__}(): {', '.join(f'{k}=' for k in old)} {'is a keyword' if len(old) == 1 else 'are keywords'}"
+                f" of earlier releases, removed in the next; {_instead(old)}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             kw = _as_objects(fn.__name__, sig, args, kw, old)
         return fn(*args, **kw)
 
@@ -88,10 +103,12 @@ def _as_objects(name: str, sig: inspect.Signature, args: tuple, kw: dict, old: l
         if target is None:
             raise TypeError(f"{name}() got an unexpected keyword argument {next(k for k in old if k in AG_KEYWORDS)!r}")
         if kw.get(target) is not None:
-            raise UsageError(f"{name}(): {target}= and the AllGather keywords are the same options;"
-                             f" pass {target}= only")
-        kw[target] = AllGatherOptions(group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (),
-                                    local_copy=ag_kw.get("local_copy"))
+            raise UsageError(
+                f"{name}(): {target}= and the AllGather keywords are the same options; pass {target}= only"
+            )
+        kw[target] = AllGatherOptions(
+            group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (), local_copy=ag_kw.get("local_copy")
+        )
     return kw
 
 

@@ -1,5 +1,6 @@
 """The step finder's types and data: the options every command resolves once, the dialects of
 ``tracekit/data/steps.json``, and :class:`Steps` (docs/steps.md)."""
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ def median_ns(values) -> int | float | None:
 # options: the one place where flags and an annotation become the step parameters
 # --------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class StepOptions:
     """What every command asks of the step finder (hashable: the cache key)."""
@@ -53,8 +55,15 @@ class StepOptions:
     strict: bool = True  # False: the name came from an annotation, and the dialects are tried when it is absent
 
 
-def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | None = None,
-                 phase: str | None = None, source: str | None = None, steps_file=None) -> StepOptions:
+def step_options(
+    ann=None,
+    *,
+    step_name: str | None = None,
+    min_step_ns: int | None = None,
+    phase: str | None = None,
+    source: str | None = None,
+    steps_file=None,
+) -> StepOptions:
     """Explicit options override the annotation's ``step`` section, which overrides the defaults. ``ann``: an
     Annotation, or a name or path (:func:`tracekit.annotation.as_annotation`)."""
     spec = getattr(as_annotation(ann), "step", None)
@@ -68,16 +77,23 @@ def step_options(ann=None, *, step_name: str | None = None, min_step_ns: int | N
     if source not in SOURCE_CHOICES:
         raise UsageError(f"--step-source must be one of {', '.join(SOURCE_CHOICES)}, not {source!r}")
     if min_step_ns != min_step_ns or min_step_ns < 0 or min_step_ns > MAX_STEP_NS:  # NaN, negative, beyond a day
-        raise UsageError(f"--min-step-ms must be between 0 and {MAX_STEP_NS // 1_000_000:,} ms (a day),"
-                         f" not {min_step_ns / 1e6:g}")
-    return StepOptions(name=name, min_step_ns=int(min_step_ns), phase=phase, source=source,
-                       steps_file=str(steps_file) if steps_file is not None else None,
-                       strict=step_name is not None)
+        raise UsageError(
+            f"--min-step-ms must be between 0 and {MAX_STEP_NS // 1_000_000:,} ms (a day), not {min_step_ns / 1e6:g}"
+        )
+    return StepOptions(
+        name=name,
+        min_step_ns=int(min_step_ns),
+        phase=phase,
+        source=source,
+        steps_file=str(steps_file) if steps_file is not None else None,
+        strict=step_name is not None,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # dialects (data)
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Dialect:
@@ -132,8 +148,11 @@ def _dialects(doc: dict, src: str, user: bool = False) -> list[Dialect]:
             wrong = [p for p in [phase, *(v for _, v in modes)] if p is not None and p not in PHASES]
             if bad or wrong:
                 raise ValueError(f"unknown kind(s) {bad}" if bad else f"unknown phase(s) {wrong}")
-            pattern = (bounded(d["pattern"], f"{src}: $.dialects[{i}].pattern", DataFileError) if user
-                       else re.compile(d["pattern"]))  # a user's pattern runs time-bounded (tracekit.regexes)
+            pattern = (
+                bounded(d["pattern"], f"{src}: $.dialects[{i}].pattern", DataFileError)
+                if user
+                else re.compile(d["pattern"])
+            )  # a user's pattern runs time-bounded (tracekit.regexes)
             out.append(Dialect(str(d["name"]), str(d.get("label", d["name"])), pattern, kinds, phase, modes))
         except (KeyError, TypeError, ValueError, re.error) as exc:
             raise DataFileError(f"{src}: $.dialects[{i}] is invalid ({exc}); see docs/steps.md") from exc
@@ -153,19 +172,27 @@ def step_rules(steps_file: str | None = None) -> StepRules:
         except OSError as exc:
             raise InputError(f"{path}: cannot read the step dialect file ({exc.strerror or exc})") from exc
         except ValueError as exc:
-            raise DataFileError(f"{path}: not JSON ({exc}); a step dialect file is {{\"dialects\": [...]}}") from exc
+            raise DataFileError(f'{path}: not JSON ({exc}); a step dialect file is {{"dialects": [...]}}') from exc
         if not isinstance(user, dict):
-            raise DataFileError(f"{path}: a step dialect file is a JSON object {{\"dialects\": [...]}}")
+            raise DataFileError(f'{path}: a step dialect file is a JSON object {{"dialects": [...]}}')
         dialects = _dialects(user, str(path), user=True) + dialects
-    return StepRules(tuple(dialects), float(doc["empty_fraction"]), float(doc["gpu_cover_min"]),
-                     tuple(doc["launch_runtime_kinds"]), re.compile(doc["graph_launch"]),
-                     int(doc["same_stream_overlap_ns"]), re.compile(doc["gpu_launch"]), re.compile(doc["capture"]),
-                     float(doc["unrecorded_max"]))
+    return StepRules(
+        tuple(dialects),
+        float(doc["empty_fraction"]),
+        float(doc["gpu_cover_min"]),
+        tuple(doc["launch_runtime_kinds"]),
+        re.compile(doc["graph_launch"]),
+        int(doc["same_stream_overlap_ns"]),
+        re.compile(doc["gpu_launch"]),
+        re.compile(doc["capture"]),
+        float(doc["unrecorded_max"]),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # the result
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Steps:
@@ -221,13 +248,20 @@ class Steps:
         t = table.sort_values("start_ns", kind="stable").reset_index(drop=True)
         start = t["start_ns"].to_numpy(np.int64)
         end = t["end_ns"].to_numpy(np.int64) if "end_ns" in t else start + t["dur_ns"].to_numpy(np.int64)
-        out = pd.DataFrame({"step": np.arange(len(t), dtype=np.int64),
-                            "name": t["name"].astype(str).to_numpy() if "name" in t else marker,
-                            "phase": t["phase"].to_numpy() if "phase" in t else "unknown",
-                            "bs": pd.array(t["bs"] if "bs" in t else [None] * len(t), dtype="Int64"),
-                            "tokens": pd.array(t["tokens"] if "tokens" in t else [None] * len(t), dtype="Int64"),
-                            "start_ns": start, "dur_ns": end - start, "end_ns": end, "source": marker,
-                            "kernels": pd.array([None] * len(t), dtype="Int64")})
+        out = pd.DataFrame(
+            {
+                "step": np.arange(len(t), dtype=np.int64),
+                "name": t["name"].astype(str).to_numpy() if "name" in t else marker,
+                "phase": t["phase"].to_numpy() if "phase" in t else "unknown",
+                "bs": pd.array(t["bs"] if "bs" in t else [None] * len(t), dtype="Int64"),
+                "tokens": pd.array(t["tokens"] if "tokens" in t else [None] * len(t), dtype="Int64"),
+                "start_ns": start,
+                "dur_ns": end - start,
+                "end_ns": end,
+                "source": marker,
+                "kernels": pd.array([None] * len(t), dtype="Int64"),
+            }
+        )
         return cls(out[STEP_COLUMNS], marker=marker, match="user", candidates=len(out))
 
 

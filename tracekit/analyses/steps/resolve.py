@@ -17,6 +17,7 @@ can be trusted.
 Every command resolves its options once (:func:`step_options`) and calls :func:`find_steps`, which
 computes the steps once per (trace, options) and caches them on the trace.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,17 +27,52 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from .finder import compute_steps
 from .keywords import options_as_objects
-from .model import (DEFAULT_MIN_STEP_NS, HEALTH_COLUMNS, PHASE_CHOICES, PHASES, SOURCE_CHOICES, SOURCES,
-                         STEP_COLUMNS, Dialect, StepOptions, StepRules, Steps, median_ns, step_options, step_rules)
+from .model import (
+    DEFAULT_MIN_STEP_NS,
+    HEALTH_COLUMNS,
+    PHASE_CHOICES,
+    PHASES,
+    SOURCE_CHOICES,
+    SOURCES,
+    STEP_COLUMNS,
+    Dialect,
+    StepOptions,
+    StepRules,
+    Steps,
+    median_ns,
+    step_options,
+    step_rules,
+)
 from ...errors import UsageError
 
-__all__ = ["DEFAULT_MIN_STEP_NS", "HEALTH_COLUMNS", "PHASES", "PHASE_CHOICES", "SOURCES", "SOURCE_CHOICES",
-           "STEP_COLUMNS", "Dialect", "StepOptions", "StepRules", "Steps", "compute_steps", "find_steps", "get_steps",
-           "median_ns", "median_step", "merge_warnings", "step_options", "step_params", "step_rules", "steps_result"]
+__all__ = [
+    "DEFAULT_MIN_STEP_NS",
+    "HEALTH_COLUMNS",
+    "PHASES",
+    "PHASE_CHOICES",
+    "SOURCES",
+    "SOURCE_CHOICES",
+    "STEP_COLUMNS",
+    "Dialect",
+    "StepOptions",
+    "StepRules",
+    "Steps",
+    "compute_steps",
+    "find_steps",
+    "get_steps",
+    "median_ns",
+    "median_step",
+    "merge_warnings",
+    "step_options",
+    "step_params",
+    "step_rules",
+    "steps_result",
+]
 
 
-def find_steps(trace: Trace, options: StepOptions | None = None, *, step_name: str | None = None,
-               min_step_ns: int | None = None) -> Steps:
+def find_steps(
+    trace: Trace, options: StepOptions | None = None, *, step_name: str | None = None, min_step_ns: int | None = None
+) -> Steps:
     """The steps of a trace under these options, computed once per (trace, options)."""
     if options is None:
         options = step_options(step_name=step_name, min_step_ns=min_step_ns)
@@ -47,9 +83,17 @@ def find_steps(trace: Trace, options: StepOptions | None = None, *, step_name: s
     return cached
 
 
-def get_steps(trace: Trace, steps=None, *, ann=None, step_name: str | None = None,
-              min_step_ns: int | None = None, phase: str | None = None, source: str | None = None,
-              steps_file=None) -> Steps:
+def get_steps(
+    trace: Trace,
+    steps=None,
+    *,
+    ann=None,
+    step_name: str | None = None,
+    min_step_ns: int | None = None,
+    phase: str | None = None,
+    source: str | None = None,
+    steps_file=None,
+) -> Steps:
     """What an analysis calls: ``steps`` as given (Steps, StepOptions or a table), else resolved from the rest."""
     if isinstance(steps, Steps):
         return steps
@@ -59,13 +103,18 @@ def get_steps(trace: Trace, steps=None, *, ann=None, step_name: str | None = Non
         return Steps.from_table(steps)
     if steps is not None:
         raise UsageError(f"steps= takes Steps, StepOptions or a table, not {type(steps).__name__}")
-    return find_steps(trace, step_options(ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase,
-                                          source=source, steps_file=steps_file))
+    return find_steps(
+        trace,
+        step_options(
+            ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=source, steps_file=steps_file
+        ),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # `tracekit steps`
 # --------------------------------------------------------------------------------------------------
+
 
 @options_as_objects
 def steps_result(trace: Trace, ann=None, *, steps=None) -> Result:
@@ -91,10 +140,18 @@ def steps_result(trace: Trace, ann=None, *, steps=None) -> Result:
     }
     warnings = merge_warnings(trace.report.warnings, st.warnings)
     if st.below_floor:
-        warnings.append(f"{trace.path}: {st.below_floor} {st.marker} step(s) not longer than"
-                        f" {st.min_step_ns / 1e6:g} ms were not counted (--min-step-ms)")
-    return Result(command="steps", inputs=[trace_input(trace)], params=step_params(st),
-                  summary=summary, tables={"steps": st.table, "health": st.health}, warnings=warnings)
+        warnings.append(
+            f"{trace.path}: {st.below_floor} {st.marker} step(s) not longer than"
+            f" {st.min_step_ns / 1e6:g} ms were not counted (--min-step-ms)"
+        )
+    return Result(
+        command="steps",
+        inputs=[trace_input(trace)],
+        params=step_params(st),
+        summary=summary,
+        tables={"steps": st.table, "health": st.health},
+        warnings=warnings,
+    )
 
 
 def median_step(steps) -> int | None:
@@ -105,15 +162,21 @@ def median_step(steps) -> int | None:
         return None
     dur = table["dur_ns"] if "dur_ns" in table else table["end_ns"] - table["start_ns"]
     order = pd.DataFrame({"dur": dur.to_numpy(np.int64), "step": table["step"].to_numpy()}).sort_values(
-        ["dur", "step"], kind="stable")
+        ["dur", "step"], kind="stable"
+    )
     return int(order["step"].iloc[(len(order) - 1) // 2])
 
 
 def step_params(st: Steps) -> dict:
     """The ``params`` entries that say how the steps were found (the same in every command)."""
     o = st.options
-    return {"step_name": o.name, "min_step_ns": o.min_step_ns, "phase": o.phase, "step_source": o.source,
-            "steps_file": o.steps_file}
+    return {
+        "step_name": o.name,
+        "min_step_ns": o.min_step_ns,
+        "phase": o.phase,
+        "step_source": o.source,
+        "steps_file": o.steps_file,
+    }
 
 
 def merge_warnings(*groups) -> list[str]:

@@ -1,10 +1,11 @@
 """A3 and A4 — kernel time per block type and op tag; kernel statistics split by overlap."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ...annotation import Annotation, annotate, as_annotation, required_annotation
+from ...annotation import Annotation, as_annotation, required_annotation
 from ...annotation.blocks import Annotated
 from ...errors import MissingDataError
 from ...result import Result, trace_input
@@ -13,7 +14,7 @@ from ..aliases import one_of
 from ..select import select as select_events
 from ..steps.annotated import annotated, annotated_steps  # noqa: F401
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import Steps, get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import Steps, median_ns, merge_warnings, step_params
 
 
 @options_as_objects
@@ -27,15 +28,22 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=N
     ann = required_annotation(ann, "blocks")
     st, a = annotated_steps(trace, ann, steps=steps)
     b = a.blocks
-    per_step_type = (b.groupby(["step", "block_type"], sort=True)
-                     .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
-                     .reset_index())
+    per_step_type = (
+        b.groupby(["step", "block_type"], sort=True)
+        .agg(blocks=("block", "size"), kernel_ns=("kernel_ns", "sum"), kernels=("kernels", "sum"))
+        .reset_index()
+    )
     ev = a.events
-    k = ev.loc[((ev["kind"] == "kernel") & ev["op_tag"].notna()).to_numpy(),
-               ["op_tag", "block_type", "step", "block", "dur_ns"]]  # the columns used, not a copy of the table
-    per_block = (k.groupby(["op_tag", "block_type", "step", "block"], observed=True)["dur_ns"].sum().reset_index())
-    per_tag = (per_block.groupby(["op_tag", "block_type"], observed=True)["dur_ns"]
-               .agg(count="size", mean_ns="mean", median_ns="median").reset_index())
+    k = ev.loc[
+        ((ev["kind"] == "kernel") & ev["op_tag"].notna()).to_numpy(),
+        ["op_tag", "block_type", "step", "block", "dur_ns"],
+    ]  # the columns used, not a copy of the table
+    per_block = k.groupby(["op_tag", "block_type", "step", "block"], observed=True)["dur_ns"].sum().reset_index()
+    per_tag = (
+        per_block.groupby(["op_tag", "block_type"], observed=True)["dur_ns"]
+        .agg(count="size", mean_ns="mean", median_ns="median")
+        .reset_index()
+    )
     per_tag["op_tag"] = per_tag["op_tag"].astype(str)
     per_tag["block_type"] = per_tag["block_type"].astype(str)
     by_type = per_step_type.groupby("block_type")["kernel_ns"].apply(lambda x: median_ns(x.to_numpy()))
@@ -43,18 +51,23 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=N
         "annotation": ann.name,
         "steps": int(b["step"].nunique()),
         "main_stream": a.main_stream[1],
-        "blocks_per_step": {str(t): int(v) for t, v in
-                            per_step_type.groupby("block_type")["blocks"].median().items()},
+        "blocks_per_step": {str(t): int(v) for t, v in per_step_type.groupby("block_type")["blocks"].median().items()},
         "median_kernel_ns_by_type": {str(t): v for t, v in by_type.items()},
         "untyped_blocks": int((b["block_type"] == "untyped").sum()),
     }
-    return Result(command="blocks", inputs=[trace_input(trace)],
-                  params={"annotation": ann.ref, **step_params(st)},
-                  summary=summary,
-                  tables={"per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
-                          "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
-                          "blocks": b, "one_step": _one_step(trace, a, st, categories)},
-                  warnings=merge_warnings(trace.report.warnings, a.warnings))
+    return Result(
+        command="blocks",
+        inputs=[trace_input(trace)],
+        params={"annotation": ann.ref, **step_params(st)},
+        summary=summary,
+        tables={
+            "per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
+            "per_tag": per_tag[["op_tag", "block_type", "count", "mean_ns", "median_ns"]],
+            "blocks": b,
+            "one_step": _one_step(trace, a, st, categories),
+        },
+        warnings=merge_warnings(trace.report.warnings, a.warnings),
+    )
 
 
 def _one_step(trace: Trace, a: Annotated, st: Steps, categories=None) -> pd.DataFrame:
@@ -62,23 +75,42 @@ def _one_step(trace: Trace, a: Annotated, st: Steps, categories=None) -> pd.Data
     from ..categories import trace_categories
     from ..time.onestep import one_step_tables
 
-    return one_step_tables(a.events.assign(category=trace_categories(trace, categories)), st,
-                           by=("category", "block_type", "op_tag"), main=a.main_stream)
+    return one_step_tables(
+        a.events.assign(category=trace_categories(trace, categories)),
+        st,
+        by=("category", "block_type", "op_tag"),
+        main=a.main_stream,
+    )
 
 
 def _stats(df: pd.DataFrame, by: str) -> pd.DataFrame:
     key = df[by].astype(object).where(df[by].notna(), "(none)")  # untagged events are a group, not dropped
     g = df.assign(**{by: key}).groupby(by, observed=True)["dur_ns"]
-    out = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "median_ns": g.median(),
-                        "p90_ns": g.quantile(0.9)}).reset_index()
+    out = pd.DataFrame(
+        {
+            "count": g.size(),
+            "total_ns": g.sum(),
+            "mean_ns": g.mean(),
+            "median_ns": g.median(),
+            "p90_ns": g.quantile(0.9),
+        }
+    ).reset_index()
     out[by] = out[by].astype(str)
     return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 @options_as_objects
-def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *, select: str | None = None,
-                           overlap_with: str | None = None, by: str = "name", select_expr: str | None = None,
-                           steps=None, categories=None) -> Result:
+def kernel_selection_stats(
+    trace: Trace,
+    ann: Annotation | str | None = None,
+    *,
+    select: str | None = None,
+    overlap_with: str | None = None,
+    by: str = "name",
+    select_expr: str | None = None,
+    steps=None,
+    categories=None,
+) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not.
     ``select`` is the CLI's ``--select`` (default ``kind:kernel``; ``select_expr`` is its older name); ``ann``
@@ -92,8 +124,12 @@ def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *,
         a = annotated(trace, ann, steps=steps)
         ev = a.events
         warnings = merge_warnings(warnings, a.warnings)
-    elif by == "op_tag" or "block:" in select_expr or "tag:" in select_expr or \
-            (overlap_with and ("block:" in overlap_with or "tag:" in overlap_with)):
+    elif (
+        by == "op_tag"
+        or "block:" in select_expr
+        or "tag:" in select_expr
+        or (overlap_with and ("block:" in overlap_with or "tag:" in overlap_with))
+    ):
         raise MissingDataError("selecting or grouping by block or tag needs an annotation (-a ANNOTATION)")
     from ..categories import families, trace_categories
 
@@ -105,8 +141,12 @@ def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *,
     if chosen.empty:
         raise MissingDataError(f"{trace.path}: the selection {select_expr!r} matches no event")
     tables = {"stats": _stats(chosen, by)}
-    summary = {"events": int(len(chosen)), "total_ns": int(chosen["dur_ns"].sum()),
-               "mean_ns": float(chosen["dur_ns"].mean()), "median_ns": median_ns(chosen["dur_ns"].to_numpy())}
+    summary = {
+        "events": int(len(chosen)),
+        "total_ns": int(chosen["dur_ns"].sum()),
+        "mean_ns": float(chosen["dur_ns"].mean()),
+        "median_ns": median_ns(chosen["dur_ns"].to_numpy()),
+    }
     if overlap_with:
         other = select_events(ev, overlap_with)
         ov = _overlaps(chosen, ev[other], other[m])
@@ -118,11 +158,20 @@ def kernel_selection_stats(trace: Trace, ann: Annotation | str | None = None, *,
         for label, part in (("overlapping", split[split["overlaps"]]), ("alone", split[~split["overlaps"]])):
             summary[f"{label}_events"] = int(len(part))
             summary[f"{label}_mean_ns"] = float(part["dur_ns"].mean()) if len(part) else None
-    return Result(command="stats", inputs=[trace_input(trace)],
-                  params={"select": select_expr, "overlap_with": overlap_with, "by": by,
-                          "annotation": ann.ref if ann else None,
-                          "categories": str(categories) if categories is not None else None},
-                  summary=summary, tables=tables, warnings=warnings)
+    return Result(
+        command="stats",
+        inputs=[trace_input(trace)],
+        params={
+            "select": select_expr,
+            "overlap_with": overlap_with,
+            "by": by,
+            "annotation": ann.ref if ann else None,
+            "categories": str(categories) if categories is not None else None,
+        },
+        summary=summary,
+        tables=tables,
+        warnings=warnings,
+    )
 
 
 def _overlaps(chosen: pd.DataFrame, other: pd.DataFrame, self_in_other: np.ndarray) -> np.ndarray:

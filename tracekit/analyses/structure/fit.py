@@ -18,6 +18,7 @@ The score is the weighted mean of the judged parts; the weights, the words and t
 annotation "fits" are data (``tracekit/data/fit.json``). An annotation the engine refuses (no ``blocks``, its main
 stream absent, …) scores 0 with the reason.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,9 +42,23 @@ from ..steps.resolve import Steps, get_steps, merge_warnings, step_params
 
 RULES_FILE = "tracekit/data/fit.json"
 PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "hardware", "framework")
-FIT_COLUMNS = ["rank", "name", "score", "fits", *PARTS, "steps", "blocks_per_step", "body_blocks_per_step",
-               "auto_layers_per_step", "declared_hardware", "trace_hardware", "declared_framework", "trace_framework",
-               "reason", "file"]
+FIT_COLUMNS = [
+    "rank",
+    "name",
+    "score",
+    "fits",
+    *PARTS,
+    "steps",
+    "blocks_per_step",
+    "body_blocks_per_step",
+    "auto_layers_per_step",
+    "declared_hardware",
+    "trace_hardware",
+    "declared_framework",
+    "trace_framework",
+    "reason",
+    "file",
+]
 LIST_COLUMNS = ["name", "description", "hardware", "frameworks", "blocks_per_step", "aliases", "file"]
 
 
@@ -61,6 +76,7 @@ def fits_above() -> float:
 # --------------------------------------------------------------------------------------------------
 # what an annotation says it covers
 # --------------------------------------------------------------------------------------------------
+
 
 def _text(ann: Annotation) -> str:
     return " ".join([ann.name, *ann.aliases, ann.description])
@@ -115,18 +131,36 @@ def _listing(cands) -> pd.DataFrame:
     rows = []
     for name, ann, file, reason in cands:
         if ann is None:
-            rows.append({"name": name, "aliases": [], "hardware": [], "frameworks": [], "blocks_per_step": None,
-                         "description": reason, "file": file})
+            rows.append(
+                {
+                    "name": name,
+                    "aliases": [],
+                    "hardware": [],
+                    "frameworks": [],
+                    "blocks_per_step": None,
+                    "description": reason,
+                    "file": file,
+                }
+            )
             continue
-        rows.append({"name": name, "aliases": list(ann.aliases), "hardware": declared_hardware(ann),
-                     "frameworks": declared_frameworks(ann), "blocks_per_step": _expected_blocks(ann),
-                     "description": ann.description, "file": file})
+        rows.append(
+            {
+                "name": name,
+                "aliases": list(ann.aliases),
+                "hardware": declared_hardware(ann),
+                "frameworks": declared_frameworks(ann),
+                "blocks_per_step": _expected_blocks(ann),
+                "description": ann.description,
+                "file": file,
+            }
+        )
     return pd.DataFrame(rows, columns=LIST_COLUMNS)
 
 
 # --------------------------------------------------------------------------------------------------
 # what the trace is
 # --------------------------------------------------------------------------------------------------
+
 
 def trace_vendor(trace: Trace) -> str | None:
     """The GPU vendor of a trace: its detected hardware profile's, else from its runtime calls (hipLaunchKernel)."""
@@ -203,6 +237,7 @@ def _auto_layers(trace: Trace, st: Steps, layers) -> tuple[float | None, int | N
 # judging one annotation
 # --------------------------------------------------------------------------------------------------
 
+
 def _median(values) -> float | None:
     v = [x for x in values if x is not None]
     return float(np.median(v)) if v else None
@@ -229,8 +264,9 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
         rx = bounded(rule if isinstance(rule, str) else rule.pattern, "blocks.boundary")
         if any(rx.search(n) for n in names):
             return ""
-    return (f"no kernel of the main stream (device {dev}, stream {stream}) matches its blocks.boundary, so it cuts"
-            " no block")
+    return (
+        f"no kernel of the main stream (device {dev}, stream {stream}) matches its blocks.boundary, so it cuts no block"
+    )
 
 
 def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int | None]) -> dict:
@@ -246,15 +282,20 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
     body = ~(pos_first | pos_last) & (b["block_type"] != UNTYPED)
     is_kernel = (ev["kind"] == "kernel").to_numpy()
     dev, stream = a.main_stream
-    main = is_kernel & (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream) & \
-        (ev["step"].to_numpy() >= 0)
+    main = (
+        is_kernel
+        & (ev["device"].to_numpy() == dev)
+        & (ev["stream"].to_numpy() == stream)
+        & (ev["step"].to_numpy() >= 0)
+    )
     dur = ev["dur_ns"].to_numpy()
     step_col = ev["step"].to_numpy()
     ev_block = ev["block"].to_numpy()
     width = int(max(b["block"].max() if len(b) else 0, ev_block.max() if len(ev_block) else 0)) + 1
     body_keys = b.loc[body, "step"].to_numpy(np.int64) * width + b.loc[body, "block"].to_numpy(np.int64)
-    in_body = np.isin(step_col[main].astype(np.int64) * width + ev_block[main].astype(np.int64), body_keys) & \
-        (ev_block[main] >= 0)
+    in_body = np.isin(step_col[main].astype(np.int64) * width + ev_block[main].astype(np.int64), body_keys) & (
+        ev_block[main] >= 0
+    )
     tot = pd.Series(dur[main]).groupby(step_col[main]).sum()
     typed_ns = pd.Series(dur[main] * in_body).groupby(step_col[main]).sum()
     typed = _median([(typed_ns.get(s, 0) / tot[s]) if tot.get(s, 0) > 0 else 0.0 for s in step_ids])
@@ -281,9 +322,18 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
         ratios = [min(body_per_step, n_auto * m) / max(body_per_step, n_auto * m) for m in {1, k or 1}]
         layers = max(ratios) if body_per_step else 0.0
     blocks_per_step = _median([int((b["step"] == s).sum()) for s in step_ids])
-    return {"marker": _marker_found(trace, ann, st), "typed": typed, "tags": tags, "layers": layers,
-            "expect": expect, "comm": comm, "steps": int(len(st.table)), "blocks_per_step": blocks_per_step,
-            "body_blocks_per_step": body_per_step, "warnings": a.warnings}
+    return {
+        "marker": _marker_found(trace, ann, st),
+        "typed": typed,
+        "tags": tags,
+        "layers": layers,
+        "expect": expect,
+        "comm": comm,
+        "steps": int(len(st.table)),
+        "blocks_per_step": blocks_per_step,
+        "body_blocks_per_step": body_per_step,
+        "warnings": a.warnings,
+    }
 
 
 def _any_name(trace: Trace, pattern: str, where: str) -> bool:
@@ -313,9 +363,16 @@ def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[fl
     spec = ann.blocks
     rule_hits = [_any_name(trace, r.contains, f"blocks.types[{i}].contains") for i, r in enumerate(spec.types)]
     typed_ok = bool(spec.position.default) or any(rule_hits)
-    parts = {"marker": _marker_found(trace, ann, st), "typed": 1.0 if typed_ok else 0.0,
-             "hardware": row.get("hardware"), "framework": row.get("framework"),
-             "layers": 1.0 if auto[0] else None, "tags": None, "expect": None, "comm": None}
+    parts = {
+        "marker": _marker_found(trace, ann, st),
+        "typed": 1.0 if typed_ok else 0.0,
+        "hardware": row.get("hardware"),
+        "framework": row.get("framework"),
+        "layers": 1.0 if auto[0] else None,
+        "tags": None,
+        "expect": None,
+        "comm": None,
+    }
     want = sorted({r.tag for r in ann.op_tags})
     if want:
         can = {r.tag for i, r in enumerate(ann.op_tags) if _any_name(trace, r.pattern, f"op_tags[{i}].pattern")}
@@ -325,8 +382,11 @@ def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[fl
         made |= {t for t in (spec.position.first, spec.position.last, spec.position.default, UNTYPED) if t}
         parts["expect"] = float(np.mean([n == 0 or t in made for t, n in spec.expect.items()]))
     if ann.comm_patterns:
-        parts["comm"] = float(np.mean([_any_name(trace, r.pattern, f"comm_patterns[{i}].pattern")
-                                       for i, r in enumerate(ann.comm_patterns)]))
+        parts["comm"] = float(
+            np.mean(
+                [_any_name(trace, r.pattern, f"comm_patterns[{i}].pattern") for i, r in enumerate(ann.comm_patterns)]
+            )
+        )
     return _score(parts)
 
 
@@ -344,8 +404,10 @@ def _cannot_fit(trace: Trace, ann: Annotation, steps, row: dict, auto) -> str:
         return ""  # the engine says why
     # the engine's score is at most `top` (up to rounding): it cannot be above the threshold when this is not
     if round(top + 1e-9, 4) <= fits_above():
-        return f"cannot fit: at most {top:.2f} from the kernel names, markers and hardware (fitting takes more than" \
-               f" {fits_above():g})"
+        return (
+            f"cannot fit: at most {top:.2f} from the kernel names, markers and hardware (fitting takes more than"
+            f" {fits_above():g})"
+        )
     return ""
 
 
@@ -367,13 +429,22 @@ def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False
     rows = []
     main_names: dict = {}
     for name, ann, file, reason in cands:
-        row: dict = {"name": name, "file": file, "reason": reason, "trace_hardware": vendor,
-                     "trace_framework": framework, "auto_layers_per_step": auto[0]}
+        row: dict = {
+            "name": name,
+            "file": file,
+            "reason": reason,
+            "trace_hardware": vendor,
+            "trace_framework": framework,
+            "auto_layers_per_step": auto[0],
+        }
         if ann is not None:
             hw, fw = declared_hardware(ann), declared_frameworks(ann)
-            row.update(declared_hardware=hw, declared_framework=fw,
-                       hardware=None if not hw or vendor is None else float(vendor in hw),
-                       framework=None if not fw or framework is None else float(framework in fw))
+            row.update(
+                declared_hardware=hw,
+                declared_framework=fw,
+                hardware=None if not hw or vendor is None else float(vendor in hw),
+                framework=None if not fw or framework is None else float(framework in fw),
+            )
             try:
                 row["reason"] = _cuts_no_block(trace, ann, main_names)
                 if not row["reason"] and only_fitting:
@@ -412,10 +483,14 @@ def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, 
     cands = _candidates(annotations)
     threshold = fits_above()
     if trace is None:
-        return Result(command="annotations", inputs=[], params={"annotations": _names(annotations)},
-                      summary={"best": None, "best_score": None, "annotations": len(cands), "fits_above": threshold},
-                      tables={"annotations": _listing(cands)},
-                      warnings=[f"{r}" for _, a, _, r in cands if a is None])
+        return Result(
+            command="annotations",
+            inputs=[],
+            params={"annotations": _names(annotations)},
+            summary={"best": None, "best_score": None, "annotations": len(cands), "fits_above": threshold},
+            tables={"annotations": _listing(cands)},
+            warnings=[f"{r}" for _, a, _, r in cands if a is None],
+        )
     df, base = _fit_table(trace, cands, steps, layers)
     top = df.iloc[0] if len(df) else None
     best = str(top["name"]) if top is not None and bool(top["fits"]) else None
@@ -423,13 +498,23 @@ def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, 
     if top is not None and best is None and not top["score"]:
         warnings.append(f"no annotation fits {trace.path}: none cuts a block in it: `tracekit suggest` writes one")
     elif top is not None and best is None:
-        warnings.append(f"no annotation fits {trace.path} (the best, {top['name']}, scores {top['score']:.2f};"
-                        f" fitting takes more than {threshold:g}): `tracekit suggest` writes one")
-    return Result(command="annotations", inputs=[trace_input(trace)],
-                  params={"annotations": _names(annotations), **(step_params(base) if steps is not None else {})},
-                  summary={"best": best, "best_score": float(top["score"]) if top is not None else None,
-                           "annotations": len(cands), "fits_above": threshold},
-                  tables={"annotations": df}, warnings=merge_warnings(warnings))
+        warnings.append(
+            f"no annotation fits {trace.path} (the best, {top['name']}, scores {top['score']:.2f};"
+            f" fitting takes more than {threshold:g}): `tracekit suggest` writes one"
+        )
+    return Result(
+        command="annotations",
+        inputs=[trace_input(trace)],
+        params={"annotations": _names(annotations), **(step_params(base) if steps is not None else {})},
+        summary={
+            "best": best,
+            "best_score": float(top["score"]) if top is not None else None,
+            "annotations": len(cands),
+            "fits_above": threshold,
+        },
+        tables={"annotations": df},
+        warnings=merge_warnings(warnings),
+    )
 
 
 def _names(annotations) -> list[str] | None:
@@ -452,5 +537,13 @@ def best_fit(trace: Trace, steps=None, *, layers=None) -> tuple[str, float] | No
     return str(df.iloc[0]["name"]), float(df.iloc[0]["score"])
 
 
-__all__ = ["annotation_fit", "best_fit", "declared_frameworks", "declared_hardware", "fit_rules", "fits_above",
-           "trace_framework", "trace_vendor"]
+__all__ = [
+    "annotation_fit",
+    "best_fit",
+    "declared_frameworks",
+    "declared_hardware",
+    "fit_rules",
+    "fits_above",
+    "trace_framework",
+    "trace_vendor",
+]

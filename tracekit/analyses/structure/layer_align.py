@@ -4,6 +4,7 @@ The costs: a substitution within a category SUB_SAME, across categories SUB_OTHE
 global distance, ``_align_suffix`` aligns a whole expected sequence with a suffix of another, ``_cost_floor`` is a
 cheap lower bound of both that lets callers skip a DP that cannot come within the edit budget; long sequences run the
 DP in numpy one anti-diagonal at a time (``_dp_last_row``) with the very floats of the plain loops."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -46,7 +47,7 @@ def _align_suffix(expected: tuple, seq: tuple, cat: np.ndarray) -> tuple[float, 
     m, n = len(expected), len(seq)
     if min(m, n) >= _DP_NUMPY_MIN and m >= n and _subsequence(seq, expected):
         return (m - n) * INDEL, 0  # all of seq, with gaps for the rest of expected (see _subsequence)
-    if min(m, n) >= _DP_NUMPY_MIN and m < n and seq[n - m:] == expected:
+    if min(m, n) >= _DP_NUMPY_MIN and m < n and seq[n - m :] == expected:
         return 0.0, n - m  # the only start of cost 0
     if min(m, n) >= _DP_NUMPY_MIN:  # D[i][j] = F[m - i][n - j] of the forward DP over both sequences reversed
         nxt = _dp_last_row(expected[::-1], seq[::-1], cat)[::-1].tolist()
@@ -81,14 +82,15 @@ def _dp_last_row(a, b, cat: np.ndarray) -> np.ndarray:
     F2[:, 0] = np.arange(m + 1) * INDEL
     S = np.zeros((m + 1) * (n + 1), dtype=np.float64)
     S2 = S.reshape(m + 1, n + 1)
-    S2[1:, 1:] = np.where(x[:, None] == y[None, :], 0.0,
-                          np.where(cat[x][:, None] == cat[y][None, :], SUB_SAME, SUB_OTHER))
+    S2[1:, 1:] = np.where(
+        x[:, None] == y[None, :], 0.0, np.where(cat[x][:, None] == cat[y][None, :], SUB_SAME, SUB_OTHER)
+    )
     d1, d2 = n + 1, n + 2
     for t in range(2, m + n + 1):
         lo, hi = max(1, t - n), min(m, t - 1)
         s, e = lo * n + t, hi * n + t + 1
-        cell = np.minimum(F[s - d2:e - d2:n] + S[s:e:n], F[s - d1:e - d1:n] + INDEL)
-        np.minimum(cell, F[s - 1:e - 1:n] + INDEL, out=cell)
+        cell = np.minimum(F[s - d2 : e - d2 : n] + S[s:e:n], F[s - d1 : e - d1 : n] + INDEL)
+        np.minimum(cell, F[s - 1 : e - 1 : n] + INDEL, out=cell)
         F[s:e:n] = cell
     return F2[m].copy()
 

@@ -3,11 +3,12 @@
 Segments cut at the boundary kernel and labelled by their kernel names; phases from the label graph (``_phases``);
 runs of linked segments with their edges recovered (``_best_left`` at a run's start, the next segment at its end,
 embedding kernels before a later run); each run cut into layers at phase 0."""
+
 from __future__ import annotations
 
 import bisect
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from itertools import chain
 
@@ -83,7 +84,7 @@ class _LabelSeqs:
     def __getitem__(self, lid: int) -> tuple:
         got = self._got.get(lid)
         if got is None:
-            got = self._got[lid] = tuple(self._codes[self._lo[lid]:self._hi[lid]].tolist())
+            got = self._got[lid] = tuple(self._codes[self._lo[lid] : self._hi[lid]].tolist())
         return got
 
     def __len__(self) -> int:
@@ -150,8 +151,11 @@ def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, n
             return ids, int(first.size), np.sort(first)
     labels: dict[bytes, int] = {}
     raw, width = fl.raw, fl.codes.itemsize
-    ids = np.fromiter((labels.setdefault(raw[x * width:y * width], len(labels))
-                       for x, y in zip(a.tolist(), b.tolist())), dtype=np.int64, count=a.size)
+    ids = np.fromiter(
+        (labels.setdefault(raw[x * width : y * width], len(labels)) for x, y in zip(a.tolist(), b.tolist())),
+        dtype=np.int64,
+        count=a.size,
+    )
     return ids, len(labels), np.unique(ids, return_index=True)[1]
 
 
@@ -194,8 +198,8 @@ def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
     start = np.zeros(len(gcds) + 1, dtype=np.int64)
     for c, k in k_of.items():
         if k:
-            times = mixer_time[c * K_MAX:c * K_MAX + k]
-            firsts = first_phase[c * K_MAX:c * K_MAX + k]
+            times = mixer_time[c * K_MAX : c * K_MAX + k]
+            firsts = first_phase[c * K_MAX : c * K_MAX + k]
             start[c] = int(np.argmax(times)) if times.max() > 0 else int(np.argmax(firsts))
     phase_l = np.where(k_l > 0, (pot_l - start[comp_l]) % np.maximum(k_l, 1), -1)
     return comp_l, k_l, phase_l, k_of
@@ -336,9 +340,9 @@ class _Runs:
         s, ctx = self.segs, self.ctx
         seq, base = ctx.seqs[st], int(ctx.flat.lo[st])
         c, k = int(s.comp[f]), int(s.k[f])
-        phase = self.cph[f:l + 2].copy()  # and the segment after the run, which the right edge may take
-        lab = s.ids[f:l + 2].copy()
-        for i in np.flatnonzero(s.ph[f:l + 1] < 0).tolist():  # a unique segment inside stands for the label it is
+        phase = self.cph[f : l + 2].copy()  # and the segment after the run, which the right edge may take
+        lab = s.ids[f : l + 2].copy()
+        for i in np.flatnonzero(s.ph[f : l + 1] < 0).tolist():  # a unique segment inside stands for the label it is
             sim = self.similar(f + i, c, int(phase[i]))  # similar to, else for itself
             if sim is not None:
                 lab[i] = sim
@@ -351,7 +355,7 @@ class _Runs:
                 note = "the first layer's first segment(s) recovered from the segment before it"
                 used.add(f - 1, f - 1)
             else:  # the partial first layer is not a layer
-                lo_seg = f + int(np.flatnonzero(phase[:l + 1 - f] == 0)[0])
+                lo_seg = f + int(np.flatnonzero(phase[: l + 1 - f] == 0)[0])
                 lo_kernel = int(s.a[lo_seg]) - base
         hi_seg = l
         ext = self._right(l, seg_hi, c, k, int(phase[l - f]))
@@ -359,18 +363,25 @@ class _Runs:
             hi_seg, phase[l + 1 - f], lab[l + 1 - f] = l + 1, k - 1, ext
         if self.last_hi is not None and not prefix:  # a later run takes the embedding kernels right before it
             j = lo_kernel  # (a draft's embedding)
-            while j - 1 >= max(self.last_hi, 0) and \
-                    ctx.family_of_cat[self.cat[seq.codes[j - 1]]] == EMBEDDING_FAMILY:
+            while j - 1 >= max(self.last_hi, 0) and ctx.family_of_cat[self.cat[seq.codes[j - 1]]] == EMBEDDING_FAMILY:
                 j -= 1
             if j < lo_kernel:
                 lo_kernel = j
                 note = "the embedding kernel(s) before this run belong to its first layer"
-        if self._cut(st, lo_seg, hi_seg, phase[lo_seg - f:hi_seg + 1 - f], lab[lo_seg - f:hi_seg + 1 - f], base,
-                     (lo_kernel, prefix, note)):
+        if self._cut(
+            st,
+            lo_seg,
+            hi_seg,
+            phase[lo_seg - f : hi_seg + 1 - f],
+            lab[lo_seg - f : hi_seg + 1 - f],
+            base,
+            (lo_kernel, prefix, note),
+        ):
             used.add(lo_seg, hi_seg)
 
-    def _cut(self, st: int, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int,
-             first: tuple) -> bool:
+    def _cut(
+        self, st: int, lo_seg: int, hi_seg: int, phase: np.ndarray, lab: np.ndarray, base: int, first: tuple
+    ) -> bool:
         """Cut segments lo_seg..hi_seg into layers at phase 0 (False, and no layers, when fewer than MIN_RUN_LAYERS):
         a layer's signature is its segments' labels, exact when all of them recur; the first layer starts at
         ``first``'s kernel, after its recovered labels."""
@@ -381,7 +392,7 @@ class _Runs:
         if starts.size < MIN_RUN_LAYERS:
             return False
         ends = np.append(starts[1:], phase.size)
-        unique = np.concatenate([[0], np.cumsum(s.ph[lo_seg:hi_seg + 1] < 0)])
+        unique = np.concatenate([[0], np.cumsum(s.ph[lo_seg : hi_seg + 1] < 0)])
         lo_kernel, prefix, note = first
         sig = self.pieces.sig_ids(lab, starts, ends, prefix)
         lo = s.a[lo_seg + starts] - base
@@ -414,8 +425,9 @@ class _Runs:
         for lid in self.top[(c, k - 1)]:
             lab = self.label_seq[lid]
             budget = _budget(len(lab))
-            if nxt[:len(lab)] == lab or (_edit_floor(nxt, lab, budget) <= budget + 1e-6
-                                         and _edit(nxt, lab, self.cat) <= budget):
+            if nxt[: len(lab)] == lab or (
+                _edit_floor(nxt, lab, budget) <= budget + 1e-6 and _edit(nxt, lab, self.cat) <= budget
+            ):
                 return lid
         return None
 

@@ -5,6 +5,7 @@ not); ``_choose`` keeps the decoder stacks that agree best with the structure an
 coverage, fewer types, the distance after the last GEMM, rarity. A candidate whose phases already show that it
 cannot change that answer (``_Sure``: it covers less than a stack found so far and cannot agree better) is not
 assembled. ``_structure_check`` is the ``check`` of the result."""
+
 from __future__ import annotations
 
 import math
@@ -83,9 +84,13 @@ def _roles(ctx: _Ctx) -> _Roles:
         tm = np.concatenate([s.trans_mixer + b for s, b in zip(ctx.seqs, shift)] + [z[:0]]).astype(np.int64)
         tf = np.concatenate([s.trans_ffn + b for s, b in zip(ctx.seqs, shift)] + [z[:0]]).astype(np.int64)
         gemm_cat = np.array([f == GEMM_FAMILY for f in ctx.family_of_cat], dtype=bool)
-        fl.roles = _Roles(tm, tf, np.concatenate([z, np.cumsum(ctx.mixer_cat[cats], dtype=np.int64)]),
-                          np.concatenate([z, np.cumsum(ctx.ffn_cat[cats], dtype=np.int64)]),
-                          np.flatnonzero(gemm_cat[cats]) if gemm_cat.size else z[:0])
+        fl.roles = _Roles(
+            tm,
+            tf,
+            np.concatenate([z, np.cumsum(ctx.mixer_cat[cats], dtype=np.int64)]),
+            np.concatenate([z, np.cumsum(ctx.ffn_cat[cats], dtype=np.int64)]),
+            np.flatnonzero(gemm_cat[cats]) if gemm_cat.size else z[:0],
+        )
     return fl.roles
 
 
@@ -224,8 +229,9 @@ def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -
     key = np.where(p.phase_l >= 0, p.comp_l * K_MAX + p.phase_l, -1)
     shortest = np.full((len(p.k_of) + 1) * K_MAX, np.inf)
     np.minimum.at(shortest, key[key >= 0], size[key >= 0])
-    need = np.concatenate([np.zeros((len(p.k_of) + 1, 1)), np.cumsum(shortest.reshape(-1, K_MAX), axis=1)],
-                          axis=1)[s.comp[first], ph0]  # the missing phases 0 .. ph0 - 1 (inf: one has none)
+    need = np.concatenate([np.zeros((len(p.k_of) + 1, 1)), np.cumsum(shortest.reshape(-1, K_MAX), axis=1)], axis=1)[
+        s.comp[first], ph0
+    ]  # the missing phases 0 .. ph0 - 1 (inf: one has none)
     with np.errstate(invalid="ignore"):  # inf - inf: a phase without labels, no recovery either way
         can &= ~(np.isinf(need) | (need - np.maximum(1.0, EDIT_FRACTION * need) > room + 1e-6))
     return inner + int(room[can].sum())
@@ -280,8 +286,9 @@ class _Sure:
     def add(self, a: _Assembly, norm: bool) -> None:
         share = _share(a)
         self.built.append((share, a.covered, norm))
-        self.ended = self.ended or (norm and a.covered >= NORM_PREFERENCE * self.total
-                                    and share >= 1.0 - STRUCTURE_SLACK)
+        self.ended = self.ended or (
+            norm and a.covered >= NORM_PREFERENCE * self.total and share >= 1.0 - STRUCTURE_SLACK
+        )
         if self.top is None or share > self.top:  # the kept stacks change: counted again
             self.top = share
             kept = [(c, nm) for sh, c, nm in self.built if sh >= share - STRUCTURE_SLACK]
@@ -328,9 +335,12 @@ def _structure_check(ctx: _Ctx, asm: _Assembly | None) -> dict:
     one = asm.agree if asm is not None else 0
     total = int(found.sum())
     agrees = bool(total > 0 and np.array_equal(trans, found) and one == total)
-    return {"compared": CHECK_COMPARED,
-            "layers_per_step": median_ns(found) if found.size else 0,
-            "transitions_per_step": median_ns(trans) if trans.size else 0,
-            "layers_with_one_transition": one, "layers": total,
-            "steps_disagreeing": int((trans != found).sum()),
-            "agrees": agrees}
+    return {
+        "compared": CHECK_COMPARED,
+        "layers_per_step": median_ns(found) if found.size else 0,
+        "transitions_per_step": median_ns(trans) if trans.size else 0,
+        "layers_with_one_transition": one,
+        "layers": total,
+        "steps_disagreeing": int((trans != found).sum()),
+        "agrees": agrees,
+    }

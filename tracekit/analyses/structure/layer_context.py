@@ -3,6 +3,7 @@
 Each step's main-stream kernels in start order (positions, name codes, starts, durations), the name -> category
 tables the other steps of the finder look up, and the structure counted without any boundary kernel: every mixer ->
 FFN transition of the step (the last attention-like kernel before an MLP/MoE kernel)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -100,7 +101,7 @@ class _Flat:
         return self.mismatch[d]
 
     def positions(self, code: int) -> np.ndarray:
-        return self.by_code[self.code_lo[code]:self.code_lo[code + 1]]
+        return self.by_code[self.code_lo[code] : self.code_lo[code + 1]]
 
 
 @dataclass
@@ -147,8 +148,11 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     # neither role skipped, over the kernels sorted by step, a pair counted only within one step), then each step's
     # share as positions in its own sequence
     cats_sorted = cat_of_code[codes_sel[order]]
-    role = np.where(mixer[cats_sorted], 1, np.where(ffn[cats_sorted], 2, 0)).astype(np.int8) if order.size else \
-        np.zeros(0, np.int8)
+    role = (
+        np.where(mixer[cats_sorted], 1, np.where(ffn[cats_sorted], 2, 0)).astype(np.int8)
+        if order.size
+        else np.zeros(0, np.int8)
+    )
     pos = np.flatnonzero(role)
     r, ps = role[pos], by_step[pos]
     hit = np.flatnonzero((r[1:] == 2) & (r[:-1] == 1) & (ps[1:] == ps[:-1]))
@@ -156,9 +160,15 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
     t_lo = np.searchsorted(t_ffn, lo_all, side="left")
     t_hi = np.searchsorted(t_ffn, hi_all, side="left")
     table = st.table
-    for step_id, s0, s1, lo, hi, a, b in zip(table["step"].tolist(), table["start_ns"].tolist(),
-                                             table["end_ns"].tolist(), lo_all.tolist(), hi_all.tolist(),
-                                             t_lo.tolist(), t_hi.tolist()):
+    for step_id, s0, s1, lo, hi, a, b in zip(
+        table["step"].tolist(),
+        table["start_ns"].tolist(),
+        table["end_ns"].tolist(),
+        lo_all.tolist(),
+        hi_all.tolist(),
+        t_lo.tolist(),
+        t_hi.tolist(),
+    ):
         m = order[lo:hi]
         seq = _Seq(int(step_id), int(s0), int(s1), sel[m], codes_sel[m], starts[m], dur[m])
         seq.trans_mixer, seq.trans_ffn = t_mix[a:b] - lo, t_ffn[a:b] - lo
@@ -178,8 +188,18 @@ def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
     by_code = _stable_order(codes)
     code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
     h_pre, h_pow = _prefix_hash(codes)
-    return _Flat(codes, lo, codes.tobytes(), mixer_cumsum.astype(np.int64), by_code, code_lo, h_pre, h_pow,
-                 np.arange(codes.size, dtype=np.int64), codes.astype(np.min_scalar_type(-n_codes)))
+    return _Flat(
+        codes,
+        lo,
+        codes.tobytes(),
+        mixer_cumsum.astype(np.int64),
+        by_code,
+        code_lo,
+        h_pre,
+        h_pow,
+        np.arange(codes.size, dtype=np.int64),
+        codes.astype(np.min_scalar_type(-n_codes)),
+    )
 
 
 def _stable_order(x: np.ndarray) -> np.ndarray:
@@ -196,8 +216,9 @@ def _prefix_hash(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = codes.size
     one = np.ones(1, np.uint64)
     h_pow = np.cumprod(np.concatenate([one, np.full(n, HASH_BASE, np.uint64)]), dtype=np.uint64)
-    inv = np.cumprod(np.concatenate([one, np.full(max(n - 1, 0), pow(HASH_BASE, -1, 1 << 64), np.uint64)]),
-                     dtype=np.uint64)
+    inv = np.cumprod(
+        np.concatenate([one, np.full(max(n - 1, 0), pow(HASH_BASE, -1, 1 << 64), np.uint64)]), dtype=np.uint64
+    )
     terms = (codes.astype(np.uint64) + np.uint64(1)) * inv[:n]
     h_pre = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
     return h_pre, h_pow

@@ -4,6 +4,7 @@ A type is its main-stream kernel names without communication kernels (``_type_ke
 categories' mixer and FFN labels, ``draft:`` for a draft model's types (``_draft_types``), the most expensive
 distinctive kernel where two types would share a name, and ``/fast`` / ``/slow`` where one mixer kernel's durations
 form two clear clusters (``_duration_split``). ``_type_table`` lists the types."""
+
 from __future__ import annotations
 
 import math
@@ -39,7 +40,7 @@ def _identifier(name: str) -> str:
             while j < len(s) and s[j].isdigit():
                 j += 1
             n = int(s[i:j])
-            parts.append(s[j:j + n])
+            parts.append(s[j : j + n])
             i = j + n
         if parts and parts[-1]:
             return parts[-1]
@@ -95,12 +96,16 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
 
     for tid in sigs.values():
         seq, lay = inst[tid][0]
-        cats = [ctx.cat_names[c] for c in ctx.cat_of_code[seq.codes[lay.lo:lay.hi]]]
-        mixers = sorted({c for c in cats if cr.info(c).layer_role == "mixer" and cr.info(c).layer_label},
-                        key=lambda c: rank.get(c, 1 << 30))
+        cats = [ctx.cat_names[c] for c in ctx.cat_of_code[seq.codes[lay.lo : lay.hi]]]
+        mixers = sorted(
+            {c for c in cats if cr.info(c).layer_role == "mixer" and cr.info(c).layer_label},
+            key=lambda c: rank.get(c, 1 << 30),
+        )
         mix_labels = list(dict.fromkeys(cr.info(c).layer_label for c in mixers))
-        ffn = sorted({c for c in cats if cr.info(c).layer_role == "ffn" and cr.info(c).layer_label},
-                     key=lambda c: rank.get(c, 1 << 30))
+        ffn = sorted(
+            {c for c in cats if cr.info(c).layer_role == "ffn" and cr.info(c).layer_label},
+            key=lambda c: rank.get(c, 1 << 30),
+        )
         parts_of[tid] = ["&".join(mix_labels) if mix_labels else "", cr.info(ffn[0]).layer_label if ffn else ""]
 
     def join(parts: list[str]) -> str:
@@ -146,8 +151,8 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
 def _kernel_means(ctx: _Ctx, layers: list) -> dict[str, float]:
     """The mean duration of each kernel name over a type's layers (``layers``: (sequence, layer) pairs), names in
     order of first appearance: sums of whole ns, exact, so the floats are np.mean's of each name's durations."""
-    codes = np.concatenate([s.codes[lay.lo:lay.hi] for s, lay in layers])
-    durs = np.concatenate([s.durs[lay.lo:lay.hi] for s, lay in layers])
+    codes = np.concatenate([s.codes[lay.lo : lay.hi] for s, lay in layers])
+    durs = np.concatenate([s.durs[lay.lo : lay.hi] for s, lay in layers])
     uniq, first, inv, counts = np.unique(codes, return_index=True, return_inverse=True, return_counts=True)
     sums = np.bincount(inv.reshape(-1), weights=durs.astype(np.float64), minlength=uniq.size)
     order = np.argsort(first, kind="stable")
@@ -170,8 +175,9 @@ def _draft_types(inst: dict) -> set[int]:
     target = run_types[max(run_size, key=lambda r: (run_size[r], -r[0], -r[1]))]
     with_target = set().union(*(t for t in run_types.values() if t & target))
     target_runs = [r for r, t in run_types.items() if t & target]
-    later = set().union(*(t for (step, run), t in run_types.items()
-                          if any(s == step and r < run for s, r in target_runs)))
+    later = set().union(
+        *(t for (step, run), t in run_types.items() if any(s == step and r < run for s, r in target_runs))
+    )
     return {tid for tid in inst if tid not in with_target and tid in later}
 
 
@@ -188,17 +194,17 @@ def _duration_split(ctx: _Ctx, inst: dict, names: dict[int, str]) -> dict[int, s
         rows = [(s, l) for s, l in exact if l.hi - l.lo == width]
         if len(rows) < 4:
             continue
-        mat = np.log(np.maximum(np.array([s.durs[l.lo:l.hi] for s, l in rows], dtype=np.float64), 1.0))
+        mat = np.log(np.maximum(np.array([s.durs[l.lo : l.hi] for s, l in rows], dtype=np.float64), 1.0))
         best = None
         ref_seq, ref_lay = rows[0]
-        mixer_pos = ctx.mixer_cat[ctx.cat_of_code[ref_seq.codes[ref_lay.lo:ref_lay.hi]]]
+        mixer_pos = ctx.mixer_cat[ctx.cat_of_code[ref_seq.codes[ref_lay.lo : ref_lay.hi]]]
         for p in range(width):
             if not mixer_pos[p]:  # only attention-like kernels: a sliding window changes their time, while
-                continue          # expert GEMMs vary with routing and are no type of their own
+                continue  # expert GEMMs vary with routing and are no type of their own
             x = np.sort(mat[:, p])
             gaps = np.diff(x)
             i = int(np.argmax(gaps))
-            lo, hi = x[:i + 1], x[i + 1:]
+            lo, hi = x[: i + 1], x[i + 1 :]
             need = max(2, int(math.ceil(SPLIT_MIN_SHARE * len(x))))
             if lo.size < need or hi.size < need or gaps[i] < math.log(SPLIT_MIN_RATIO):
                 continue
@@ -224,8 +230,8 @@ def _duration_at(seq: _Seq, lay: _Layer, code: int, pos: int, ref) -> int | None
     if lay.hi - lay.lo == ref[1].hi - ref[1].lo and seq.codes[lay.lo + pos] == code:
         return int(seq.durs[lay.lo + pos])
     rseq, rlay = ref
-    ordinal = int((rseq.codes[rlay.lo:rlay.lo + pos] == code).sum())
-    hits = np.flatnonzero(seq.codes[lay.lo:lay.hi] == code)
+    ordinal = int((rseq.codes[rlay.lo : rlay.lo + pos] == code).sum())
+    hits = np.flatnonzero(seq.codes[lay.lo : lay.hi] == code)
     return int(seq.durs[lay.lo + hits[ordinal]]) if ordinal < hits.size else None
 
 
@@ -238,7 +244,13 @@ def _type_table(ctx: _Ctx, sigs: dict, inst: dict, names: dict[int, str], split:
         seq, lay = lst[0]
         for t in split_names:
             mine = [l for _, l in lst if split.get(id(l), names[tid]) == t]
-            rows.append({"layer_type": t, "base_type": names[tid], "layers": len(mine),
-                         "runs": sorted({l.run for l in mine}),
-                         "signature": [ctx.names[c] for c in seq.codes[lay.lo:lay.hi].tolist()]})
+            rows.append(
+                {
+                    "layer_type": t,
+                    "base_type": names[tid],
+                    "layers": len(mine),
+                    "runs": sorted({l.run for l in mine}),
+                    "signature": [ctx.names[c] for c in seq.codes[lay.lo : lay.hi].tolist()],
+                }
+            )
     return pd.DataFrame(rows, columns=["layer_type", "base_type", "layers", "runs", "signature"])

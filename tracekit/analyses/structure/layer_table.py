@@ -4,6 +4,7 @@ Every candidate boundary kernel is assembled while the boundary is chosen, and a
 stay arrays (bounds, signature ids, runs) that the choice measures in numpy passes; the ``_Layer`` objects are made
 only for the chosen assembly (``_LayerTable.layers``). A signature (the labels of a layer's segments) is a tuple made
 once per distinct signature, not once per layer."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,8 +72,15 @@ class _LayerTable:
         """step id -> its layers (every step, [] without layers)."""
         out: dict[int, list[_Layer]] = {s: [] for s in step_ids}
         sigs = self.sigs
-        for st, lo, hi, sg, run, ex, note in zip(self.step.tolist(), self.lo.tolist(), self.hi.tolist(),
-                                                 self.sig.tolist(), self.run.tolist(), self.exact.tolist(), self.note):
+        for st, lo, hi, sg, run, ex, note in zip(
+            self.step.tolist(),
+            self.lo.tolist(),
+            self.hi.tolist(),
+            self.sig.tolist(),
+            self.run.tolist(),
+            self.exact.tolist(),
+            self.note,
+        ):
             out[step_ids[st]].append(_Layer(lo, hi, sigs[sg], run, ex, note))
         return out
 
@@ -102,7 +110,7 @@ class _LayerPieces:
         for m in sorted(set(lens.tolist())):
             rows = np.flatnonzero(lens == m)
             mat = lab[starts[rows][:, None] + np.arange(m)]
-            if base ** m < 1 << 62:  # exact in int64
+            if base**m < 1 << 62:  # exact in int64
                 key = mat @ (base ** np.arange(m - 1, -1, -1, dtype=np.int64))
                 first, inv, _, _ = _groups(key)
                 uniq = mat[first]
@@ -111,11 +119,12 @@ class _LayerPieces:
             ids = np.array([self._intern(tuple(r)) for r in uniq.tolist()], dtype=np.int64)
             out[rows] = ids[inv.reshape(-1)]
         if prefix:
-            out[0] = self._intern(tuple(prefix) + tuple(lab[starts[0]:ends[0]].tolist()))
+            out[0] = self._intern(tuple(prefix) + tuple(lab[starts[0] : ends[0]].tolist()))
         return out
 
-    def add(self, step: int, lo: np.ndarray, hi: np.ndarray, sig: np.ndarray, run: int, exact: np.ndarray,
-            note: str) -> None:
+    def add(
+        self, step: int, lo: np.ndarray, hi: np.ndarray, sig: np.ndarray, run: int, exact: np.ndarray, note: str
+    ) -> None:
         self.parts.append((step, lo, hi, sig, run, exact, note))
 
     def done(self) -> _LayerTable:
@@ -133,5 +142,6 @@ class _LayerPieces:
         note = np.full(lo.size, "", dtype=object)
         note[np.cumsum([0] + sizes[:-1])] = [p[6] for p in self.parts]
         order = np.lexsort((lo, step))
-        return _LayerTable(step[order], lo[order], hi[order], sig[order], run[order], exact[order],
-                           note[order].tolist(), self.sigs)
+        return _LayerTable(
+            step[order], lo[order], hi[order], sig[order], run[order], exact[order], note[order].tolist(), self.sigs
+        )

@@ -3,6 +3,7 @@
 ``_windows`` turns the chosen assembly into one row per window with its type name, the kernels of any stream that
 start in it (the annotation engine's rule) and their time; ``layer_windows_by_event`` gives each event its window's
 type."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -59,8 +60,7 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
             rows.append([seq.step, TAIL, -1, TAIL, cursor, seq.end_ns, None, row_at(pos)])
     names = _type_names(ctx, sigs, inst, asm, cr)
     split = _duration_split(ctx, inst, names)
-    out = pd.DataFrame(rows, columns=["step", "kind", "layer", "type_id", "start_ns", "end_ns", "obj",
-                                      "first_kernel"])
+    out = pd.DataFrame(rows, columns=["step", "kind", "layer", "type_id", "start_ns", "end_ns", "obj", "first_kernel"])
     lt = []
     for r in out.itertuples(index=False):
         if r.kind != "layer":
@@ -82,13 +82,29 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
     out["main_kernels"] = [o.hi - o.lo if o is not None else 0 for o in out["obj"]]
     out = out.drop(columns=["obj", "type_id"])
     types = _type_table(ctx, sigs, inst, names, split)
-    return out[["step", "kind", "layer", "layer_type", "base_type", "start_ns", "end_ns", "kernels", "kernel_ns",
-                "main_kernels", "exact", "note", "first_kernel"]], types
+    return out[
+        [
+            "step",
+            "kind",
+            "layer",
+            "layer_type",
+            "base_type",
+            "start_ns",
+            "end_ns",
+            "kernels",
+            "kernel_ns",
+            "main_kernels",
+            "exact",
+            "note",
+            "first_kernel",
+        ]
+    ], types
 
 
 def layer_windows_by_event(events: pd.DataFrame, windows: pd.DataFrame) -> pd.Series:
     """Each event's window type (a layer type, head, between, tail) by its start, <NA> outside every window."""
     w = windows.sort_values("start_ns", kind="stable")
-    k = iv.window_of(events["start_ns"].to_numpy(np.int64), w["start_ns"].to_numpy(np.int64),
-                     w["end_ns"].to_numpy(np.int64))
+    k = iv.window_of(
+        events["start_ns"].to_numpy(np.int64), w["start_ns"].to_numpy(np.int64), w["end_ns"].to_numpy(np.int64)
+    )
     return pd.Series(categorical_at(w["layer_type"].to_numpy(dtype=object), k), index=events.index)

@@ -56,6 +56,7 @@ The finder's jobs live in their own modules of this room: ``layer_context`` (the
 ``layer_names`` (type names, duration splits) and ``layer_windows`` (the windows of every step); this module is the
 command.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -99,9 +100,11 @@ class LayerFinding:
 
 
 def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
-    return (f"{trace.path}: no decoder stack on the main stream (device {main[0]}, stream {main[1]}): no kernel"
-            " sequence repeats as a few layer types that hold attention, linear-attention or state-space kernels"
-            " (attention run as plain matmul and softmax kernels is not recognised)")
+    return (
+        f"{trace.path}: no decoder stack on the main stream (device {main[0]}, stream {main[1]}): no kernel"
+        " sequence repeats as a few layer types that hold attention, linear-attention or state-space kernels"
+        " (attention run as plain matmul and softmax kernels is not recognised)"
+    )
 
 
 @options_as_objects
@@ -151,17 +154,21 @@ def _find_layers(trace: Trace, st: Steps, main: tuple[int, int], cr) -> LayerFin
     boundary = ctx.names[asm.token] if asm is not None else None
     check = _structure_check(ctx, asm)
     if asm is not None and not check["agrees"]:
-        warnings.append(f"{trace.path}: the automatic layers ({check['layers_per_step']} per step) are not confirmed"
-                        f" by the structure ({check['transitions_per_step']} attention -> MLP/MoE transitions per"
-                        " step on the main stream); check them before you rely on them")
+        warnings.append(
+            f"{trace.path}: the automatic layers ({check['layers_per_step']} per step) are not confirmed"
+            f" by the structure ({check['transitions_per_step']} attention -> MLP/MoE transitions per"
+            " step on the main stream); check them before you rely on them"
+        )
     return LayerFinding(windows, st, main, boundary, k, types, warnings, check)
 
 
 def automatic_note(result: Result) -> str:
     """What `report` says when it used the automatic layers (no annotation)."""
     s = result.summary
-    return (f"layers found automatically ({s['layers_per_step']} per step; types {', '.join(s['types']) or 'none'})"
-            " — `tracekit suggest` writes an annotation to name them")
+    return (
+        f"layers found automatically ({s['layers_per_step']} per step; types {', '.join(s['types']) or 'none'})"
+        " — `tracekit suggest` writes an annotation to name them"
+    )
 
 
 @options_as_objects
@@ -185,10 +192,12 @@ def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = Fals
     st = found.steps
     win = found.windows
     lay = found.layers
-    per_type = (win.assign(wall_ns=win["end_ns"] - win["start_ns"])
-                .groupby(["step", "layer_type"], sort=True)
-                .agg(layers=("kind", "size"), kernel_ns=("kernel_ns", "sum"), wall_ns=("wall_ns", "sum"))
-                .reset_index())
+    per_type = (
+        win.assign(wall_ns=win["end_ns"] - win["start_ns"])
+        .groupby(["step", "layer_type"], sort=True)
+        .agg(layers=("kind", "size"), kernel_ns=("kernel_ns", "sum"), wall_ns=("wall_ns", "sum"))
+        .reset_index()
+    )
     per_type = per_type[TYPE_COLUMNS].astype({"layers": np.int64, "kernel_ns": np.int64, "wall_ns": np.int64})
     ev = trace.events
     evc = ev.assign(category=trace_categories(trace, cr), layer_type=layer_windows_by_event(ev, win))
@@ -205,8 +214,7 @@ def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = Fals
     period = win.loc[win["kind"] == "layer", "main_kernels"].to_numpy()
     summary = {
         "steps": int(len(st.table)),
-        "layers_per_step": median_ns(counts.reindex(st.table["step"], fill_value=0).to_numpy()) if len(st.table)
-        else 0,
+        "layers_per_step": median_ns(counts.reindex(st.table["step"], fill_value=0).to_numpy()) if len(st.table) else 0,
         "types": types,
         "head_kernels": median_ns(head.to_numpy()),
         "tail_kernels": median_ns(tail.to_numpy()),
@@ -220,9 +228,11 @@ def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = Fals
         "check": found.check,
     }
     warnings = merge_warnings(trace.report.warnings, found.warnings)
-    return Result(command="layers", inputs=[trace_input(trace)],
-                  params={**step_params(st), "categories": list(cr.sources[:-1]) or None},
-                  summary=summary,
-                  tables={"layers": lay, "layer_types": per_type, "one_step": one,
-                          "windows": win.drop(columns=["first_kernel"])},
-                  warnings=warnings)
+    return Result(
+        command="layers",
+        inputs=[trace_input(trace)],
+        params={**step_params(st), "categories": list(cr.sources[:-1]) or None},
+        summary=summary,
+        tables={"layers": lay, "layer_types": per_type, "one_step": one, "windows": win.drop(columns=["first_kernel"])},
+        warnings=warnings,
+    )

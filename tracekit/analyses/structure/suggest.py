@@ -21,6 +21,7 @@ What it infers (docs/layers.md):
 Comments go into ``_doc`` fields where the annotation format accepts them; otherwise (the format forbids unknown
 fields) they are returned in the Result (``tables.inferred``) and summarised in ``description``.
 """
+
 from __future__ import annotations
 
 import json
@@ -85,16 +86,24 @@ def _alternation(names) -> str:
 # boundaries
 # --------------------------------------------------------------------------------------------------
 
+
 def _main_occurrence(ev: pd.DataFrame, found: LayerFinding) -> pd.DataFrame:
     """Main-stream kernels inside steps: row, step, name and the occurrence index of its name in the step."""
     dev, stream = found.main_stream
-    k = ev[(ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev)
-           & (ev["stream"].to_numpy() == stream)]
+    k = ev[(ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream)]
     step = found.steps.step_of(k["start_ns"].to_numpy(np.int64))
-    out = pd.DataFrame({"row": np.flatnonzero((ev["kind"] == "kernel").to_numpy() & (ev["device"].to_numpy() == dev)
-                                              & (ev["stream"].to_numpy() == stream)),
-                        "step": step, "name": k["name"].astype(str).to_numpy(),
-                        "start_ns": k["start_ns"].to_numpy(np.int64)})
+    out = pd.DataFrame(
+        {
+            "row": np.flatnonzero(
+                (ev["kind"] == "kernel").to_numpy()
+                & (ev["device"].to_numpy() == dev)
+                & (ev["stream"].to_numpy() == stream)
+            ),
+            "step": step,
+            "name": k["name"].astype(str).to_numpy(),
+            "start_ns": k["start_ns"].to_numpy(np.int64),
+        }
+    )
     out = out[out["step"] >= 0].reset_index(drop=True)
     out["occ"] = out.groupby(["step", "name"]).cumcount() + 1
     prev = out.groupby("step")["name"].shift(1)
@@ -109,8 +118,9 @@ def _desired(found: LayerFinding) -> pd.DataFrame:
     return w[w["kernels"] > 0].reset_index(drop=True)
 
 
-def _boundary_rules(found: LayerFinding, occ: pd.DataFrame, mixer_names: list[str], ordinal_names: set[str],
-                    warnings: list[str]) -> list:
+def _boundary_rules(
+    found: LayerFinding, occ: pd.DataFrame, mixer_names: list[str], ordinal_names: set[str], warnings: list[str]
+) -> list:
     w = _desired(found)
     opening = w[(w["kind"] != HEAD) & (w["first_kernel"] >= 0)]
     by_row = occ.set_index("row")
@@ -118,28 +128,37 @@ def _boundary_rules(found: LayerFinding, occ: pd.DataFrame, mixer_names: list[st
     token = found.boundary
     rules: list = []
     other_openers = sorted({n for n in starts["name"] if n != token and n not in ordinal_names})
-    per_name: dict[str, list[set]] = {name: [set(g["occ"]) for _, g in grp.groupby("step")]
-                                      for name, grp in starts.groupby("name")}
-    per_run: dict[str, list[set]] = {name: [set(g.loc[g["run_start"], "run_occ"]) for _, g in grp.groupby("step")]
-                                     for name, grp in starts.groupby("name")}
+    per_name: dict[str, list[set]] = {
+        name: [set(g["occ"]) for _, g in grp.groupby("step")] for name, grp in starts.groupby("name")
+    }
+    per_run: dict[str, list[set]] = {
+        name: [set(g.loc[g["run_start"], "run_occ"]) for _, g in grp.groupby("step")]
+        for name, grp in starts.groupby("name")
+    }
     inside_runs = starts[~starts["run_start"].to_numpy()]
     for name in sorted(set(inside_runs["name"])):
-        warnings.append(f"the kernel {name[:60]!r} opens a block right after another instance of itself; no boundary"
-                        " rule can pick that instance (the engine lacks a rule on the previous kernel, `after`)")
+        warnings.append(
+            f"the kernel {name[:60]!r} opens a block right after another instance of itself; no boundary"
+            " rule can pick that instance (the engine lacks a rule on the previous kernel, `after`)"
+        )
     names_in_order = sorted(per_name, key=lambda n: (n != token, n))
     for name in names_in_order:
         sets = per_name[name]
         if len({frozenset(s) for s in sets}) > 1:
-            warnings.append(f"the kernel {name[:60]!r} opens blocks at different occurrences in different steps;"
-                            " the suggestion uses the first step's")
+            warnings.append(
+                f"the kernel {name[:60]!r} opens blocks at different occurrences in different steps;"
+                " the suggestion uses the first step's"
+            )
         if name == token and name not in ordinal_names:
             rule: dict = {"pattern": _exact(name)}
             if (found.segments_per_layer or 1) > 1 and mixer_names:
                 rule["unless_after"] = _alternation(mixer_names)
             if other_openers:
                 rule["unless_block_starts_with"] = _alternation(other_openers)
-            rule["_doc"] = ("the boundary kernel: it opens every layer; the same kernel inside a layer (after its"
-                            " mixer kernels ran) and right after a layer opened by another kernel opens nothing")
+            rule["_doc"] = (
+                "the boundary kernel: it opens every layer; the same kernel inside a layer (after its"
+                " mixer kernels ran) and right after a layer opened by another kernel opens nothing"
+            )
             rules.append(rule)
             continue
         all_occ = occ[occ["name"] == name].groupby("step")["occ"].max()
@@ -151,8 +170,10 @@ def _boundary_rules(found: LayerFinding, occ: pd.DataFrame, mixer_names: list[st
             r = {"pattern": _exact(name), "first_of_run": True, "unless_after": "."}
             if n > 1:
                 r["skip"] = n - 1
-            r["_doc"] = (f"only the start of the {n}. run of this kernel in the step opens a block (first_of_run,"
-                         " skip: n-1, then nothing after it)")
+            r["_doc"] = (
+                f"only the start of the {n}. run of this kernel in the step opens a block (first_of_run,"
+                " skip: n-1, then nothing after it)"
+            )
             rules.append(r)
     return rules
 
@@ -160,6 +181,7 @@ def _boundary_rules(found: LayerFinding, occ: pd.DataFrame, mixer_names: list[st
 # --------------------------------------------------------------------------------------------------
 # types
 # --------------------------------------------------------------------------------------------------
+
 
 def _window_names(ev: pd.DataFrame, w: pd.DataFrame) -> list[dict[str, int]]:
     """Per window: its kernels (any stream, by start) as name -> total ns."""
@@ -202,8 +224,10 @@ def _type_rules(w: pd.DataFrame, wnames: list[dict[str, int]], positional: set[s
             if default is None and len(remaining) == 1:
                 default = remaining[0]
                 break
-            warnings.append(f"no kernel tells the block types {', '.join(remaining)} apart; the engine will type them"
-                            f" as {remaining[0]}")
+            warnings.append(
+                f"no kernel tells the block types {', '.join(remaining)} apart; the engine will type them"
+                f" as {remaining[0]}"
+            )
             rules.append((remaining[0], None))
             break
         rules.append((picked[0], picked[1]))
@@ -214,6 +238,7 @@ def _type_rules(w: pd.DataFrame, wnames: list[dict[str, int]], positional: set[s
 # --------------------------------------------------------------------------------------------------
 # op tags and AllGather sizes
 # --------------------------------------------------------------------------------------------------
+
 
 def _op_tags(ev: pd.DataFrame, w: pd.DataFrame, cats: pd.Categorical) -> list[dict]:
     kern = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
@@ -275,18 +300,24 @@ def _allgather_sizes(trace: Trace, found: LayerFinding, warnings: list[str]) -> 
         types = sorted(t for t, n in cnt.items() if n >= 0.1 * sum(cnt.values()))
         key = ",".join(types) or "unknown"
         if key in sizes:
-            warnings.append(f"the AllGathers before {key} layers have several sizes; the suggestion keeps the most"
-                            f" common ({sizes[key]} B)")
+            warnings.append(
+                f"the AllGathers before {key} layers have several sizes; the suggestion keeps the most"
+                f" common ({sizes[key]} B)"
+            )
             continue
         sizes[key] = size
-    return {"group_size": int(ag.group_size), "sizes": sizes,
-            "_doc": "each weight AllGather's full size, named by the type of the layer that starts after it (the"
-                    " layer whose weights it prefetches)"}
+    return {
+        "group_size": int(ag.group_size),
+        "sizes": sizes,
+        "_doc": "each weight AllGather's full size, named by the type of the layer that starts after it (the"
+        " layer whose weights it prefetches)",
+    }
 
 
 # --------------------------------------------------------------------------------------------------
 # the suggestion and its check
 # --------------------------------------------------------------------------------------------------
+
 
 def _check(trace: Trace, found: LayerFinding, ann_dict: dict) -> tuple[pd.DataFrame, list[int], object]:
     ann = parse_annotation(json.dumps(strip_docs(ann_dict)).encode(), "<suggested annotation>")
@@ -301,8 +332,15 @@ def _check(trace: Trace, found: LayerFinding, ann_dict: dict) -> tuple[pd.DataFr
         have = list(zip(got["start_ns"].tolist(), got["end_ns"].tolist(), got["block_type"].astype(str).tolist()))
         same = exp == have
         first = next((i for i, (x, y) in enumerate(zip(exp, have)) if x != y), min(len(exp), len(have)))
-        rows.append({"step": int(step), "windows": len(exp), "blocks": len(have), "equal": same,
-                     "first_difference": None if same else int(first)})
+        rows.append(
+            {
+                "step": int(step),
+                "windows": len(exp),
+                "blocks": len(have),
+                "equal": same,
+                "first_difference": None if same else int(first),
+            }
+        )
         if not same:
             bad.append(int(step))
     return pd.DataFrame(rows, columns=["step", "windows", "blocks", "equal", "first_difference"]), bad, a
@@ -314,7 +352,7 @@ def _misfiring(found: LayerFinding, a, occ: pd.DataFrame) -> set[str]:
     want = set(zip(w["step"], w["start_ns"]))
     b = a.blocks
     have = set(zip(b["step"], b["start_ns"]))
-    wrong = (want ^ have)
+    wrong = want ^ have
     at = occ.set_index(["step", "start_ns"])["name"]
     out = set()
     for key in wrong:
@@ -325,8 +363,9 @@ def _misfiring(found: LayerFinding, a, occ: pd.DataFrame) -> set[str]:
 
 
 @options_as_objects
-def suggest(trace: Trace, *, steps=None, categories=None, name: str | None = None,
-            doc: bool | None = None) -> tuple[dict, Result]:
+def suggest(
+    trace: Trace, *, steps=None, categories=None, name: str | None = None, doc: bool | None = None
+) -> tuple[dict, Result]:
     """An annotation for the trace's automatic layers (a dict for ``parse_annotation``), and a Result saying what
     was inferred and how it was checked (``summary.check``): whether the engine reproduces the layers with it
     (``reproduces_layers``: the finder's own cut, no independent check) and whether the layers agree with the
@@ -338,8 +377,10 @@ def suggest(trace: Trace, *, steps=None, categories=None, name: str | None = Non
     cr = resolve_categories(categories)
     found = find_layers(trace, steps=steps, categories=cr)
     if found.layers.empty:
-        raise MissingDataError(f"{trace.path}: no layers were found automatically (no decoder stack on the main"
-                               " stream), so there is nothing to write an annotation for; see `tracekit layers`")
+        raise MissingDataError(
+            f"{trace.path}: no layers were found automatically (no decoder stack on the main"
+            " stream), so there is nothing to write an annotation for; see `tracekit layers`"
+        )
     with_doc = doc_fields_supported() if doc is None else doc
     ev = trace.events
     warnings: list[str] = list(found.warnings)
@@ -356,36 +397,55 @@ def suggest(trace: Trace, *, steps=None, categories=None, name: str | None = Non
         position["default"] = default
     split = sorted(set(lw["layer_type"]) - set(lw["base_type"]))
     if split:
-        warnings.append(f"the layer types {', '.join(split)} differ only in kernel durations; no contains rule tells"
-                        " them apart, so the annotation gives them their common type (the engine lacks type rules"
-                        " by duration)")
+        warnings.append(
+            f"the layer types {', '.join(split)} differ only in kernel durations; no contains rule tells"
+            " them apart, so the annotation gives them their common type (the engine lacks type rules"
+            " by duration)"
+        )
     expect = {t: int(v) for t, v in w.groupby("step")["base_type"].value_counts().groupby(level=1).median().items()}
     op_tags = _op_tags(ev, w, cats)
     ag = _allgather_sizes(trace, found, warnings)
     ann = _annotation_head(trace, found, name, lw, op_tags)
-    blocks = {"types": [{"type": t, "contains": _exact(n)} for t, n in type_rules if n], "position": position,
-              "expect": expect}
+    blocks = {
+        "types": [{"type": t, "contains": _exact(n)} for t, n in type_rules if n],
+        "position": position,
+        "expect": expect,
+    }
     check, bad = _fit_boundary(trace, found, ann, blocks, occ, mixer_names, with_doc, warnings)
     if not found.check.get("agrees"):
-        warnings.append("not verified: the layers this annotation cuts are not confirmed by an independent count of"
-                        f" the structure ({found.check.get('layers_per_step')} layers vs"
-                        f" {found.check.get('transitions_per_step')} attention -> MLP/MoE transitions per step)")
+        warnings.append(
+            "not verified: the layers this annotation cuts are not confirmed by an independent count of"
+            f" the structure ({found.check.get('layers_per_step')} layers vs"
+            f" {found.check.get('transitions_per_step')} attention -> MLP/MoE transitions per step)"
+        )
     if bad:
-        warnings.append(f"the engine does not reproduce the automatic layers of step(s) {bad[:8]} with the suggested"
-                        " annotation; check blocks -a against layers")
+        warnings.append(
+            f"the engine does not reproduce the automatic layers of step(s) {bad[:8]} with the suggested"
+            " annotation; check blocks -a against layers"
+        )
     if ag:
         ann["allgather"] = ag
-    ann["_doc"] = ("written by `tracekit suggest` from the automatic layers (docs/layers.md); block types are"
-                   " named from kernel categories; op tags are <category>[_n] by exact kernel name and ordinal")
+    ann["_doc"] = (
+        "written by `tracekit suggest` from the automatic layers (docs/layers.md); block types are"
+        " named from kernel categories; op tags are <category>[_n] by exact kernel name and ordinal"
+    )
     out = ann if with_doc else strip_docs(ann)
-    types_table = (lw.groupby(["step", "base_type"]).size().rename("layers").reset_index()
-                   .rename(columns={"base_type": "block_type"}))
+    types_table = (
+        lw.groupby(["step", "base_type"])
+        .size()
+        .rename("layers")
+        .reset_index()
+        .rename(columns={"base_type": "block_type"})
+    )
     summary = _suggest_summary(ann, found, bad, lw, type_rules, op_tags, ag, with_doc)
-    res = Result(command="suggest", inputs=[trace_input(trace)],
-                 params={**step_params(st), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
-                 summary=summary, tables={"check": check, "types": types_table,
-                                          "inferred": _inferred(ann, type_rules, position, op_tags, ag)},
-                 warnings=merge_warnings(trace.report.warnings, warnings))
+    res = Result(
+        command="suggest",
+        inputs=[trace_input(trace)],
+        params={**step_params(st), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
+        summary=summary,
+        tables={"check": check, "types": types_table, "inferred": _inferred(ann, type_rules, position, op_tags, ag)},
+        warnings=merge_warnings(trace.report.warnings, warnings),
+    )
     return out, res
 
 
@@ -418,19 +478,32 @@ def _annotation_head(trace: Trace, found: LayerFinding, name: str | None, lw: pd
     stem = re.sub(r"[^A-Za-z0-9_]+", "_", Path(str(trace.path)).name.split(".")[0]).strip("_") or "trace"
     return {
         "name": name or f"auto_{stem}",
-        "description": (f"suggested by tracekit from {Path(str(trace.path)).name}: {len(lw)} layers in"
-                        f" {len(st.table)} step(s), types {', '.join(sorted(set(lw['base_type'])))}; boundary kernel"
-                        f" {found.boundary}"),
-        "step": {"name": opts.name, "min_ms": opts.min_step_ns / 1e6,
-                 "_doc": f"steps found by {st.marker} ({st.match}); null = tracekit's step dialects"},
+        "description": (
+            f"suggested by tracekit from {Path(str(trace.path)).name}: {len(lw)} layers in"
+            f" {len(st.table)} step(s), types {', '.join(sorted(set(lw['base_type'])))}; boundary kernel"
+            f" {found.boundary}"
+        ),
+        "step": {
+            "name": opts.name,
+            "min_ms": opts.min_step_ns / 1e6,
+            "_doc": f"steps found by {st.marker} ({st.match}); null = tracekit's step dialects",
+        },
         "main_stream": "auto",
         "blocks": {},
         "op_tags": op_tags,
     }
 
 
-def _fit_boundary(trace: Trace, found: LayerFinding, ann: dict, blocks: dict, occ: pd.DataFrame,
-                  mixer_names: list[str], with_doc: bool, warnings: list[str]) -> tuple[pd.DataFrame, list[int]]:
+def _fit_boundary(
+    trace: Trace,
+    found: LayerFinding,
+    ann: dict,
+    blocks: dict,
+    occ: pd.DataFrame,
+    mixer_names: list[str],
+    with_doc: bool,
+    warnings: list[str],
+) -> tuple[pd.DataFrame, list[int]]:
     """The boundary rules, checked against the engine: a kernel name whose occurrences misfire gets an ordinal rule,
     for up to MAX_ROUNDS rounds. Sets ``ann["blocks"]``; returns the check table and the steps not reproduced."""
     ordinal_names: set[str] = set()
@@ -441,8 +514,10 @@ def _fit_boundary(trace: Trace, found: LayerFinding, ann: dict, blocks: dict, oc
         ann["blocks"] = {
             "boundary": rules if with_doc else strip_docs(rules),
             **blocks,
-            "_doc": (f"layers cut at {found.boundary[:80]!r} ({found.segments_per_layer} segment(s) per layer);"
-                     " each type by the most expensive kernel its layers have and later types lack"),
+            "_doc": (
+                f"layers cut at {found.boundary[:80]!r} ({found.segments_per_layer} segment(s) per layer);"
+                " each type by the most expensive kernel its layers have and later types lack"
+            ),
         }
         check, bad, a = _check(trace, found, ann)
         if not bad:
@@ -456,29 +531,53 @@ def _fit_boundary(trace: Trace, found: LayerFinding, ann: dict, blocks: dict, oc
 
 def _inferred(ann: dict, type_rules, position: dict, op_tags: dict, ag: dict | None) -> pd.DataFrame:
     """What was inferred, field by field, and why."""
-    return pd.DataFrame([
-        {"field": "step", "value": json.dumps(strip_docs(ann["step"])), "why": ann["step"]["_doc"]},
-        {"field": "blocks.boundary", "value": f"{len(ann['blocks']['boundary'])} rule(s)",
-         "why": ann["blocks"]["_doc"]},
-        *[{"field": "blocks.types", "value": f"{t}: {n}", "why": "every layer of the type holds it; later types do not"}
-          for t, n in type_rules if n],
-        {"field": "blocks.position", "value": json.dumps(position), "why": "head / tail when every step has one"},
-        {"field": "op_tags", "value": f"{len(op_tags)} tag(s)", "why": "kernels every layer of a type has"},
-        *([{"field": "allgather", "value": json.dumps(strip_docs(ag)), "why": ag["_doc"]}] if ag else []),
-    ], columns=["field", "value", "why"])
+    return pd.DataFrame(
+        [
+            {"field": "step", "value": json.dumps(strip_docs(ann["step"])), "why": ann["step"]["_doc"]},
+            {
+                "field": "blocks.boundary",
+                "value": f"{len(ann['blocks']['boundary'])} rule(s)",
+                "why": ann["blocks"]["_doc"],
+            },
+            *[
+                {
+                    "field": "blocks.types",
+                    "value": f"{t}: {n}",
+                    "why": "every layer of the type holds it; later types do not",
+                }
+                for t, n in type_rules
+                if n
+            ],
+            {"field": "blocks.position", "value": json.dumps(position), "why": "head / tail when every step has one"},
+            {"field": "op_tags", "value": f"{len(op_tags)} tag(s)", "why": "kernels every layer of a type has"},
+            *([{"field": "allgather", "value": json.dumps(strip_docs(ag)), "why": ag["_doc"]}] if ag else []),
+        ],
+        columns=["field", "value", "why"],
+    )
 
 
-def _suggest_summary(ann: dict, found: LayerFinding, bad: list[int], lw: pd.DataFrame, type_rules, op_tags: dict,
-                     ag: dict | None, with_doc: bool) -> dict:
+def _suggest_summary(
+    ann: dict,
+    found: LayerFinding,
+    bad: list[int],
+    lw: pd.DataFrame,
+    type_rules,
+    op_tags: dict,
+    ag: dict | None,
+    with_doc: bool,
+) -> dict:
     independent = found.check
     reproduces = not bad
     return {
         "annotation": ann["name"],
         "verified": reproduces and bool(independent.get("agrees")),
-        "check": {"reproduces_layers": reproduces, "structure_agrees": bool(independent.get("agrees")),
-                  "layers_per_step": independent.get("layers_per_step"),
-                  "transitions_per_step": independent.get("transitions_per_step"),
-                  "compared": independent.get("compared")},
+        "check": {
+            "reproduces_layers": reproduces,
+            "structure_agrees": bool(independent.get("agrees")),
+            "layers_per_step": independent.get("layers_per_step"),
+            "transitions_per_step": independent.get("transitions_per_step"),
+            "compared": independent.get("compared"),
+        },
         "steps": len(found.steps.table),
         "layers_per_step": int(round(float(np.median(lw.groupby("step").size())))) if len(lw) else 0,
         "block_types": sorted(set(lw["base_type"])),

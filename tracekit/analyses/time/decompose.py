@@ -4,6 +4,7 @@ Per step window: ``busy`` = time when any GPU activity other than the AllGather 
 ``ag_only`` = time when only AllGather copies run, ``idle`` = nothing runs; the three are disjoint
 and sum exactly to the wall. GPU activity = kernels, memcpys and memsets.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,8 +51,16 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     idle = wall - busy - ag_only_ns
     if (idle < 0).any():
         raise TracekitError(f"{trace.path}: decomposition parts exceed the wall in a step (a tracekit bug)")
-    per_step = pd.DataFrame({"step": steps.table["step"].to_numpy(), "start_ns": ws, "wall_ns": wall,
-                             "busy_ns": busy, "ag_only_ns": ag_only_ns, "idle_ns": idle})
+    per_step = pd.DataFrame(
+        {
+            "step": steps.table["step"].to_numpy(),
+            "start_ns": ws,
+            "wall_ns": wall,
+            "busy_ns": busy,
+            "ag_only_ns": ag_only_ns,
+            "idle_ns": idle,
+        }
+    )
     warnings = merge_warnings(trace.report.warnings, steps.warnings)
     if not ag_mask.any():
         warnings.append(f"{trace.path}: no PtoP copies, so ag_only_ns is 0 in every step")
@@ -65,13 +74,26 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
         "median_ag_only_ns": median_ns(ag_only_ns),
         "median_idle_ns": median_ns(idle),
     }
-    return Result(command="wall", inputs=[trace_input(trace)],
-                  params={"ag": ag, **step_params(steps)},
-                  summary=summary, tables={"per_step": per_step}, warnings=warnings)
+    return Result(
+        command="wall",
+        inputs=[trace_input(trace)],
+        params={"ag": ag, **step_params(steps)},
+        summary=summary,
+        tables={"per_step": per_step},
+        warnings=warnings,
+    )
 
 
-TEMPORAL_KEYS = ["span_ns", "busy_ns", "idle_ns", "compute_ns", "comm_ns", "memory_ns", "non_compute_ns",
-                 "comm_compute_overlap_pct"]
+TEMPORAL_KEYS = [
+    "span_ns",
+    "busy_ns",
+    "idle_ns",
+    "compute_ns",
+    "comm_ns",
+    "memory_ns",
+    "non_compute_ns",
+    "comm_compute_overlap_pct",
+]
 
 
 def _temporal(gpu: pd.DataFrame) -> dict:
@@ -110,10 +132,16 @@ def _temporal_window(trace: Trace, gpu: pd.DataFrame) -> dict:
     n_ps = int(names[names.str.fullmatch(r"ProfilerStep#\d+")].nunique()) if len(names) else 0
     window = "the whole trace: first GPU-activity start to last end, every step included"
     if n_ps >= 2:
-        window += (f" (all {n_ps} ProfilerStep markers; HolisticTraceAnalysis's default TraceAnalysis drops the last"
-                   " ProfilerStep and GPU rows without a CPU correlation, so its figures cover less)")
-    return {"window": window, "window_start_ns": int(gpu["start_ns"].min()), "window_end_ns": int(gpu["end_ns"].max()),
-            "profiler_steps": n_ps}
+        window += (
+            f" (all {n_ps} ProfilerStep markers; HolisticTraceAnalysis's default TraceAnalysis drops the last"
+            " ProfilerStep and GPU rows without a CPU correlation, so its figures cover less)"
+        )
+    return {
+        "window": window,
+        "window_start_ns": int(gpu["start_ns"].min()),
+        "window_end_ns": int(gpu["end_ns"].max()),
+        "profiler_steps": n_ps,
+    }
 
 
 def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
@@ -123,14 +151,24 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     # the GPU rows of the columns read, not of every column
     gpu = trace.events.loc[gpu_mask(trace.events), ["start_ns", "end_ns", "kind", "comm_class", "device", "stream"]]
     if gpu.empty:
-        raise MissingDataError(f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
-                               " record the trace with ProfilerActivity.CUDA")
+        raise MissingDataError(
+            f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
+            " record the trace with ProfilerActivity.CUDA"
+        )
     summary = _temporal(gpu)
     summary.update(_temporal_window(trace, gpu))
     tables = {}
     if per_stream:
-        rows = [{"device": int(d), "stream": int(st), **_temporal(g)}
-                for (d, st), g in gpu.groupby(["device", "stream"], sort=True)]
+        rows = [
+            {"device": int(d), "stream": int(st), **_temporal(g)}
+            for (d, st), g in gpu.groupby(["device", "stream"], sort=True)
+        ]
         tables["per_stream"] = pd.DataFrame(rows, columns=["device", "stream", *TEMPORAL_KEYS])
-    return Result(command="temporal", inputs=[trace_input(trace)], params={"per_stream": per_stream},
-                  summary=summary, tables=tables, warnings=list(trace.report.warnings))
+    return Result(
+        command="temporal",
+        inputs=[trace_input(trace)],
+        params={"per_stream": per_stream},
+        summary=summary,
+        tables=tables,
+        warnings=list(trace.report.warnings),
+    )

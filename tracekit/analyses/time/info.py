@@ -1,4 +1,5 @@
 """`tracekit info`: what is in a trace, counted after ingest."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -66,28 +67,32 @@ def trace_info(trace: Trace) -> Result:
     by_kind = pd.DataFrame({"kind": kind_of, "count": kind_n, "total_ns": kind_ns})  # groupby(kind).agg's table
     by_kind["kind"] = by_kind["kind"].astype(str)
     cat_of, cat_n, _ = _counted(ev["cat"])
-    by_category = (pd.DataFrame({"cat": cat_of, "count": cat_n})
-                   .sort_values("count", ascending=False, kind="stable"))
+    by_category = pd.DataFrame({"cat": cat_of, "count": cat_n}).sort_values("count", ascending=False, kind="stable")
     by_category["cat"] = by_category["cat"].astype(str)
 
     by_stream = _by_stream(ev, gpu)
     copy_kinds = _copy_kinds(ev)
-    comm = ev.loc[ev["comm_class"].notna().to_numpy(),
-                  ["comm_class", "collective", "algo", "protocol", "dur_ns"]]
+    comm = ev.loc[ev["comm_class"].notna().to_numpy(), ["comm_class", "collective", "algo", "protocol", "dur_ns"]]
     comm_kernels = _comm_kernels(comm)
     rep = trace.report
-    ingest_rows = [{"what": "records read", "count": rep.records_read},
-                   {"what": "events kept", "count": rep.events_kept}]
+    ingest_rows = [
+        {"what": "records read", "count": rep.records_read},
+        {"what": "events kept", "count": rep.events_kept},
+    ]
     ingest_rows += [{"what": f"not an event: {r}", "count": c} for r, c in sorted(rep.not_events.items())]
     ingest_rows += [{"what": f"dropped: {r}", "count": c} for r, c in sorted(rep.dropped.items())]
     overlaps = same_stream_overlaps(ev)
     warnings = list(rep.warnings)
     if any(not d for d in devices):
-        warnings.append(f"{trace.path}: {sum(1 for d in devices if not d)} of the {len(devices)} devices in"
-                        " deviceProperties have no name; they are listed as null (shown as –)")
+        warnings.append(
+            f"{trace.path}: {sum(1 for d in devices if not d)} of the {len(devices)} devices in"
+            " deviceProperties have no name; they are listed as null (shown as –)"
+        )
     if overlaps:
-        warnings.append(f"{trace.path}: {overlaps} GPU activities start before the previous one on the same stream"
-                        " ended (same-stream overlap); kept as written")
+        warnings.append(
+            f"{trace.path}: {overlaps} GPU activities start before the previous one on the same stream"
+            " ended (same-stream overlap); kept as written"
+        )
 
     summary = {
         "rank": trace.meta.get("rank"),
@@ -120,10 +125,17 @@ def trace_info(trace: Trace) -> Result:
         inputs=[trace_input(trace)],
         params={},
         summary=summary,
-        tables={"by_kind": by_kind, "by_category": by_category, "by_stream": by_stream,
-                "copy_kinds": copy_kinds, "comm_kernels": comm_kernels, "ingest": pd.DataFrame(ingest_rows)},
+        tables={
+            "by_kind": by_kind,
+            "by_category": by_category,
+            "by_stream": by_stream,
+            "copy_kinds": copy_kinds,
+            "comm_kernels": comm_kernels,
+            "ingest": pd.DataFrame(ingest_rows),
+        },
         warnings=warnings,
     )
+
 
 def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
     """Per (device, stream): kernels, copies, memsets, GPU annotations and busy time (``gpu``: the GPU activity's
@@ -131,8 +143,7 @@ def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
     lane_kinds = ("kernel", "memcpy", "memset", "gpu_annotation")
     rows = np.flatnonzero(kinds_mask(ev, lane_kinds))
     if rows.size == 0:
-        return pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations",
-                                     "busy_ns"])
+        return pd.DataFrame(columns=["device", "stream", "kernels", "memcpys", "memsets", "gpu_annotations", "busy_ns"])
     dev_all, st_all = ev["device"].to_numpy(), ev["stream"].to_numpy()
     lanes, first, inv = np.unique(_lanes_at(ev, rows), return_index=True, return_inverse=True)
     dev, st = dev_all[rows[first]].astype(np.int64), st_all[rows[first]].astype(np.int64)
@@ -147,27 +158,43 @@ def _by_stream(ev: pd.DataFrame, gpu: np.ndarray) -> pd.DataFrame:
     g_lane = rank[np.searchsorted(lanes, _lanes_at(ev, gpu))] if gpu.size else np.zeros(0, np.int64)
     s, e = ev["start_ns"].to_numpy()[gpu], ev["end_ns"].to_numpy()[gpu]
     busy = intervals.measure_by_group(g_lane, s, e, n)
-    return pd.DataFrame({"device": dev[order], "stream": st[order], "kernels": counts[:, 0],
-                         "memcpys": counts[:, 1], "memsets": counts[:, 2], "gpu_annotations": counts[:, 3],
-                         "busy_ns": busy})
+    return pd.DataFrame(
+        {
+            "device": dev[order],
+            "stream": st[order],
+            "kernels": counts[:, 0],
+            "memcpys": counts[:, 1],
+            "memsets": counts[:, 2],
+            "gpu_annotations": counts[:, 3],
+            "busy_ns": busy,
+        }
+    )
 
 
 def _copy_kinds(ev: pd.DataFrame) -> pd.DataFrame:
     """Per copy kind: count, time, bytes (known) and copies of unknown size."""
     copies = ev.loc[ev["copy_kind"].notna().to_numpy(), ["copy_kind", "dur_ns", "bytes"]]
-    copy_kinds = (copies.groupby("copy_kind", observed=True)
-                  .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"),
-                       bytes_total=("bytes", lambda b: int(b[b >= 0].sum())),
-                       bytes_unknown=("bytes", lambda b: int((b < 0).sum())))
-                  .reset_index())
+    copy_kinds = (
+        copies.groupby("copy_kind", observed=True)
+        .agg(
+            count=("dur_ns", "size"),
+            total_ns=("dur_ns", "sum"),
+            bytes_total=("bytes", lambda b: int(b[b >= 0].sum())),
+            bytes_unknown=("bytes", lambda b: int((b < 0).sum())),
+        )
+        .reset_index()
+    )
     copy_kinds["copy_kind"] = copy_kinds["copy_kind"].astype(str)
     return copy_kinds
 
 
 def _comm_kernels(comm: pd.DataFrame) -> pd.DataFrame:
     """Per communication class and NCCL collective/algo/protocol: count and time."""
-    comm_kernels = (comm.groupby(["comm_class", "collective", "algo", "protocol"], observed=True, dropna=False)
-                    .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index())
+    comm_kernels = (
+        comm.groupby(["comm_class", "collective", "algo", "protocol"], observed=True, dropna=False)
+        .agg(count=("dur_ns", "size"), total_ns=("dur_ns", "sum"))
+        .reset_index()
+    )
     for c in ("comm_class", "collective", "algo", "protocol"):
         comm_kernels[c] = comm_kernels[c].astype(object).where(comm_kernels[c].notna(), None)
     comm_kernels = comm_kernels.sort_values("total_ns", ascending=False, kind="stable")

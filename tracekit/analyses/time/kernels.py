@@ -1,7 +1,7 @@
 """`tracekit kernels`: per kernel name count, total, mean, median, min, max and share of GPU busy time."""
+
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pandas as pd
@@ -12,13 +12,23 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from .info import gpu_span_and_busy
 
-KERNEL_COLUMNS = ["name", "count", "total_ns", "mean_ns", "median_ns", "min_ns", "max_ns", "share_of_busy_pct",
-                  "category"]
+KERNEL_COLUMNS = [
+    "name",
+    "count",
+    "total_ns",
+    "mean_ns",
+    "median_ns",
+    "min_ns",
+    "max_ns",
+    "share_of_busy_pct",
+    "category",
+]
 BY_CHOICES = ("name", "category", "family")
 
 
-def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = None, by: str = "name",
-                 categories=None) -> Result:
+def kernel_stats(
+    trace: Trace, *, match: str | None = None, top: int | None = None, by: str = "name", categories=None
+) -> Result:
     """Statistics per kernel name (or per kernel category or family: ``by``), sorted by total time.
 
     Categories come from tracekit/data/categories.json (``categories``: a user file tried first).
@@ -38,8 +48,10 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
     kernels = ev.loc[is_kernel, ["name", "dur_ns"]].assign(category=cats[is_kernel])  # the columns used, not all
     kernels = kernels.assign(family=families(kernels["category"], categories))
     if kernels.empty:
-        raise MissingDataError(f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
-                               " GPU activity (ProfilerActivity.CUDA)")
+        raise MissingDataError(
+            f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
+            " GPU activity (ProfilerActivity.CUDA)"
+        )
     _, _, _, busy = gpu_span_and_busy(ev)
     if match is not None:
         pat = bounded(match, "--match")  # a user's pattern: time-bounded, one sentence if invalid
@@ -48,14 +60,16 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         kernels = kernels[kernels["name"].isin(keep)]
     key = by
     g = kernels.groupby(key, observed=True)["dur_ns"]
-    table = pd.DataFrame({
-        "count": g.size(),
-        "total_ns": g.sum(),
-        "mean_ns": g.mean(),
-        "median_ns": g.median(),
-        "min_ns": g.min(),
-        "max_ns": g.max(),
-    }).reset_index()
+    table = pd.DataFrame(
+        {
+            "count": g.size(),
+            "total_ns": g.sum(),
+            "mean_ns": g.mean(),
+            "median_ns": g.median(),
+            "min_ns": g.min(),
+            "max_ns": g.max(),
+        }
+    ).reset_index()
     table[key] = table[key].astype(str)
     table["share_of_busy_pct"] = table["total_ns"] / busy * 100.0 if busy else np.nan
     table = table.sort_values(["total_ns", key], ascending=[False, True], kind="stable").reset_index(drop=True)
@@ -82,7 +96,16 @@ def kernel_stats(trace: Trace, *, match: str | None = None, top: int | None = No
         "shown_total_ns": int(table["total_ns"].sum()),
         "gpu_busy_ns": busy,
     }
-    return Result(command="kernels", inputs=[trace_input(trace)],
-                  params={"match": match, "top": top, "by": by,
-                          "categories": str(categories) if categories is not None else None},
-                  summary=summary, tables={"kernels": table}, warnings=list(trace.report.warnings))
+    return Result(
+        command="kernels",
+        inputs=[trace_input(trace)],
+        params={
+            "match": match,
+            "top": top,
+            "by": by,
+            "categories": str(categories) if categories is not None else None,
+        },
+        summary=summary,
+        tables={"kernels": table},
+        warnings=list(trace.report.warnings),
+    )

@@ -18,6 +18,7 @@ shipped categories when the column is absent; any column works: ``block_type``, 
 the name ran while the wall was charged to another name (hidden under it). Activity on other devices than the
 main stream's is left out. Everything is whole-array numpy over sorted intervals (tracekit.intervals).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +32,14 @@ from ...errors import MissingDataError, UsageError
 IDLE = "idle"
 NONE = "(none)"
 ONE_STEP_COLUMNS = ["step", "group_by", "name", "wall_ns", "wall_pct", "overlapped_ns"]
-PRIORITY = ("main-stream kernel", "main-stream copy or memset", "side-stream kernel", "side-stream memcpy",
-            "side-stream memset", IDLE)
+PRIORITY = (
+    "main-stream kernel",
+    "main-stream copy or memset",
+    "side-stream kernel",
+    "side-stream memcpy",
+    "side-stream memset",
+    IDLE,
+)
 
 
 def _step_windows(steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -44,8 +51,9 @@ def _step_windows(steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return sid, t["start_ns"].to_numpy(np.int64), t["end_ns"].to_numpy(np.int64)
 
 
-def clip_to_windows(idx: np.ndarray, s: np.ndarray, e: np.ndarray, ws: np.ndarray,
-                    we: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def clip_to_windows(
+    idx: np.ndarray, s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The pieces of labelled intervals ``[s, e)`` (any overlap among them) inside sorted, disjoint windows.
 
     Returns ``(window, idx, start, end)`` per non-empty piece; labels are kept (unlike intervals.split_by_windows,
@@ -190,12 +198,21 @@ def _rows(sid, by: str, names: list[str], wall: np.ndarray, ran: np.ndarray, ste
     over_col[~is_idle] = ran[j, c] - w
     group = np.empty(total, dtype=object)
     group[:] = by
-    return pd.DataFrame({"step": step_col, "group_by": group.tolist(), "name": name_col.tolist(), "wall_ns": wall_col,
-                         "overlapped_ns": over_col}, columns=cols)
+    return pd.DataFrame(
+        {
+            "step": step_col,
+            "group_by": group.tolist(),
+            "name": name_col.tolist(),
+            "wall_ns": wall_col,
+            "overlapped_ns": over_col,
+        },
+        columns=cols,
+    )
 
 
-def one_step_table(events: pd.DataFrame, steps, *, by: str = "category", main: tuple[int, int] | None = None,
-                   rules=None) -> pd.DataFrame:
+def one_step_table(
+    events: pd.DataFrame, steps, *, by: str = "category", main: tuple[int, int] | None = None, rules=None
+) -> pd.DataFrame:
     """Per step, each ``by`` value's share of the wall clock (ONE_STEP_COLUMNS), summing exactly to the wall.
 
     ``steps``: a Steps or a table with step, start_ns, end_ns. ``main``: the (device, stream) of the main stream
@@ -215,13 +232,15 @@ class _Charged:
     """What every ``by`` of one step set shares: the pieces of wall each activity is charged with and the pieces of
     what ran, cut by the step windows (computed once for all the ``by`` columns of :func:`one_step_tables`)."""
 
-    def __init__(self, events: pd.DataFrame, main: tuple[int, int], sid: np.ndarray, ws: np.ndarray,
-                 we: np.ndarray):
+    def __init__(self, events: pd.DataFrame, main: tuple[int, int], sid: np.ndarray, ws: np.ndarray, we: np.ndarray):
         self.sid, self.ws, self.we = sid, ws, we
         rows, ps, pe = charge(events, main)
         disjoint = bool(np.all(ws[1:] >= we[:-1])) if ws.size > 1 else True
-        windows = [(np.arange(ws.size), ws, we)] if disjoint else [(np.array([j]), ws[j:j + 1], we[j:j + 1])
-                                                                    for j in range(ws.size)]
+        windows = (
+            [(np.arange(ws.size), ws, we)]
+            if disjoint
+            else [(np.array([j]), ws[j : j + 1], we[j : j + 1]) for j in range(ws.size)]
+        )
         # what each name ran (raw intervals), for overlapped_ns
         gpu = kinds_mask(events, schema.GPU_ACTIVITY_KINDS)
         dev = events["device"].to_numpy()
@@ -279,8 +298,9 @@ def _table(ch: _Charged, by: str, codes: np.ndarray, names: list[str]) -> pd.Dat
     return table[ONE_STEP_COLUMNS].reset_index(drop=True)
 
 
-def one_step_tables(events: pd.DataFrame, steps, *, by=("category",), main: tuple[int, int] | None = None,
-                    rules=None) -> pd.DataFrame:
+def one_step_tables(
+    events: pd.DataFrame, steps, *, by=("category",), main: tuple[int, int] | None = None, rules=None
+) -> pd.DataFrame:
     """:func:`one_step_table` for several ``by`` columns, one after the other (``group_by`` tells them apart);
     columns the events lack are skipped, except ``category``, which is computed. The time is charged once for
     all of them."""

@@ -1,4 +1,5 @@
 """Generic overlap of two event selections: how much of A is hidden under B."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,5 +57,6 @@ def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True) 
             df["a_hidden_pct"] = np.where(df["a_ns"] > 0, df["a_and_b_ns"] / df["a_ns"] * 100.0, np.nan)
         tables["per_step"] = df
         summary["steps"] = int(len(df))
-    return Result(command="overlap", inputs=[trace_input(trace)], params=params,
-                  summary=summary, tables=tables, warnings=warnings)
+    return Result(
+        command="overlap", inputs=[trace_input(trace)], params=params, summary=summary, tables=tables, warnings=warnings
+    )

@@ -4,6 +4,7 @@ Lanes, top to bottom: ``step``; ``blocks`` (annotation blocks) or ``layers`` (au
 each GPU stream (``stream D:S``) with its kernels and copies, labelled by kernel category; ``allgathers`` (each
 weight AllGather's span, labelled by layer type); ``exposed`` (exposed AllGather time).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,14 @@ MAX_ACTIVITIES = 20_000  # per step: beyond this, activities of one lane and lab
 
 
 def _rows(lane: str, labels, starts, ends) -> pd.DataFrame:
-    return pd.DataFrame({"lane": lane, "label": pd.Series(labels, dtype=object).astype(str).to_numpy(),
-                         "start_ns": np.asarray(starts, dtype=np.int64), "end_ns": np.asarray(ends, dtype=np.int64)})
+    return pd.DataFrame(
+        {
+            "lane": lane,
+            "label": pd.Series(labels, dtype=object).astype(str).to_numpy(),
+            "start_ns": np.asarray(starts, dtype=np.int64),
+            "end_ns": np.asarray(ends, dtype=np.int64),
+        }
+    )
 
 
 def _merge_codes(lane: np.ndarray, label: np.ndarray, start: np.ndarray, end: np.ndarray, gap_ns: int):
@@ -53,8 +60,14 @@ def _merge_touching(df: pd.DataFrame, gap_ns: int) -> pd.DataFrame:
     lane, lanes = pd.factorize(df["lane"], sort=True)  # codes in the texts' order
     label, labels = pd.factorize(df["label"], sort=True)
     ln, lb, s, e = _merge_codes(lane, label, df["start_ns"].to_numpy(), df["end_ns"].to_numpy(), gap_ns)
-    return pd.DataFrame({"lane": np.asarray(lanes, dtype=object)[ln], "label": np.asarray(labels, dtype=object)[lb],
-                         "start_ns": s, "end_ns": e})
+    return pd.DataFrame(
+        {
+            "lane": np.asarray(lanes, dtype=object)[ln],
+            "label": np.asarray(labels, dtype=object)[lb],
+            "start_ns": s,
+            "end_ns": e,
+        }
+    )
 
 
 def _texts(per_value: list[str], codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,9 +110,17 @@ def _activities(trace: Trace, rows: np.ndarray, categories, s0: int, s1: int) ->
     return pd.DataFrame({"lane": lanes[lane[o]], "label": labels[label[o]], "start_ns": start[o], "end_ns": end[o]})
 
 
-def step_timeline(trace: Trace, steps, step: int, *, blocks: pd.DataFrame | None = None, block_lane: str = "blocks",
-                  allgathers: pd.DataFrame | None = None, exposed: pd.DataFrame | None = None,
-                  categories=None) -> pd.DataFrame:
+def step_timeline(
+    trace: Trace,
+    steps,
+    step: int,
+    *,
+    blocks: pd.DataFrame | None = None,
+    block_lane: str = "blocks",
+    allgathers: pd.DataFrame | None = None,
+    exposed: pd.DataFrame | None = None,
+    categories=None,
+) -> pd.DataFrame:
     """The lanes of ``step`` (a step number of ``steps``): ``blocks`` has ``step, start_ns, end_ns`` and a type column
     (``block_type`` or ``layer_type``); ``allgathers`` ``step, type, start_ns, end_ns`` (exposure's per_ag);
     ``exposed`` the same columns (exposure's intervals)."""

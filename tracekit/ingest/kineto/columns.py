@@ -6,6 +6,7 @@ codes of a global dictionary, so no per-event string survives the chunk); builde
 are merged by :meth:`ColumnBuilder.export` / :meth:`ColumnBuilder.absorb`. ``dur`` is a duration of at most
 hours, which a float64 holds to far better than a nanosecond, so it is decoded as a float and rounded.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,8 +40,22 @@ REASONS = [
     "record that cannot be decoded (invalid string escape)",
 ]
 NOT_EVENT_REASONS = frozenset(REASONS[1:6])
-_PHASE_REASON = {"M": 1, "s": 2, "f": 3, "t": 4, "C": 5, "X": 0, "i": 0, "I": 0,
-                 "B": 7, "E": 7, "b": 7, "e": 7, "n": 7, "<undecodable>": 13}
+_PHASE_REASON = {
+    "M": 1,
+    "s": 2,
+    "f": 3,
+    "t": 4,
+    "C": 5,
+    "X": 0,
+    "i": 0,
+    "I": 0,
+    "B": 7,
+    "E": 7,
+    "b": 7,
+    "e": 7,
+    "n": 7,
+    "<undecodable>": 13,
+}
 _BAD_TS, _DUR_STATE_REASON = 8, np.array([0, 9, 10, 11], dtype=np.int8)
 _OUT_OF_RANGE = 12  # start + dur does not fit int64 ns (a corrupt or absurd value)
 _INT64_MAX = 2**63 - 1
@@ -318,8 +333,9 @@ class ColumnBuilder:
         arr = None
         if set(map(len, lists)) == {3}:
             try:
-                arr = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64,
-                                  count=3 * len(lists)).reshape(-1, 3)
+                arr = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=3 * len(lists)).reshape(
+                    -1, 3
+                )
             except (ValueError, TypeError, OverflowError):
                 arr = None
         if arr is not None:
@@ -338,10 +354,19 @@ class ColumnBuilder:
             part = self.parts[0]
         else:
             part = {k: np.concatenate([p[k] for p in self.parts]) for k in keys}
-        return {"part": part, "n": self.n, "cat": self.cat.values, "name": self.name.values,
-                "shapes": self.shapes.values,
-                "kind_arg": self.kind_arg, "meta": self.meta, "reasons": self.reasons,
-                "loose": self.loose_chunks, "overflows": self.int_overflows, "utf8": self.utf8_repairs}
+        return {
+            "part": part,
+            "n": self.n,
+            "cat": self.cat.values,
+            "name": self.name.values,
+            "shapes": self.shapes.values,
+            "kind_arg": self.kind_arg,
+            "meta": self.meta,
+            "reasons": self.reasons,
+            "loose": self.loose_chunks,
+            "overflows": self.int_overflows,
+            "utf8": self.utf8_repairs,
+        }
 
     def absorb(self, exported: dict[str, Any]) -> None:
         """Append an exported builder's rows, re-coding its strings into this builder's dictionaries."""
@@ -368,17 +393,28 @@ class ColumnBuilder:
             return Pieces([p.pop(key) for p in self.parts], np.empty(empty_shape, dtype=dtype))
 
         cols = RawColumns(
-            n=self.n, row=cat("row"),
-            cat=cat("cat", dtype=np.int32), cat_uniques=self.cat.values,
-            name=cat("name", dtype=np.int32), name_uniques=self.name.values,
-            shapes=cat("shapes", dtype=np.int32), shapes_uniques=self.shapes.values,
-            pid=cat("pid"), tid=cat("tid"), ts_ns=cat("ts_ns"), dur_ns=cat("dur_ns"),
+            n=self.n,
+            row=cat("row"),
+            cat=cat("cat", dtype=np.int32),
+            cat_uniques=self.cat.values,
+            name=cat("name", dtype=np.int32),
+            name_uniques=self.name.values,
+            shapes=cat("shapes", dtype=np.int32),
+            shapes_uniques=self.shapes.values,
+            pid=cat("pid"),
+            tid=cat("tid"),
+            ts_ns=cat("ts_ns"),
+            dur_ns=cat("dur_ns"),
             instant=cat("instant", dtype=bool),
             ints={k: cat(k) for k in INT_ARGS},
-            grid=cat("grid", (0, 3), np.int32), block=cat("block", (0, 3), np.int32),
-            kind_arg=self.kind_arg, meta=self.meta,
+            grid=cat("grid", (0, 3), np.int32),
+            block=cat("block", (0, 3), np.int32),
+            kind_arg=self.kind_arg,
+            meta=self.meta,
             reasons={r: int(c) for r, c in zip(REASONS, self.reasons.tolist()) if r and c},
-            header=header, loose_chunks=self.loose_chunks, int_overflows=self.int_overflows,
+            header=header,
+            loose_chunks=self.loose_chunks,
+            int_overflows=self.int_overflows,
             utf8_repairs=self.utf8_repairs,
         )
         self.parts.clear()

@@ -1,5 +1,6 @@
 """The whole-document path (the fallback, and for salvage): the full text split into raw event slices,
 decoded in chunks of :data:`CHUNK_EVENTS`."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,22 +18,25 @@ CHUNK_EVENTS = 65536
 def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]:
     """Return (event slices, top-level metadata). Raises msgspec errors for malformed JSON."""
     head = text_head(text)
-    if text[:len(BOM)] == BOM:  # a UTF-8 byte-order mark (Windows editors write one); a view, not a copy
-        text = memoryview(text)[len(BOM):]
+    if text[: len(BOM)] == BOM:  # a UTF-8 byte-order mark (Windows editors write one); a view, not a copy
+        text = memoryview(text)[len(BOM) :]
     if head.startswith(b"["):
         return ARRAY_DECODER.decode(text), {}
     if not head.startswith(b"{"):
         if is_compressed(head):
-            raise InputError(f"{path} is compressed twice (its decompressed content is gzip or zstd data again);"
-                             " decompress it once and pass the result")
+            raise InputError(
+                f"{path} is compressed twice (its decompressed content is gzip or zstd data again);"
+                " decompress it once and pass the result"
+            )
         raise InputError(
             f"{path} is not JSON (it starts with {head[:16]!r}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
         )
     try:
         doc = DOC_DECODER.decode(text)
     except msgspec.ValidationError as exc:  # the only typed field is traceEvents
-        raise InputError(f"{path} is JSON but its 'traceEvents' is not a list of events ({exc});"
-                         " pass a torch-profiler trace") from exc
+        raise InputError(
+            f"{path} is JSON but its 'traceEvents' is not a list of events ({exc}); pass a torch-profiler trace"
+        ) from exc
     if doc.traceEvents is None:
         raise InputError(
             f"{path} is JSON but not a Chrome/Kineto trace: it has no 'traceEvents' list; pass a torch-profiler trace"

@@ -3,6 +3,7 @@
 The pieces' text (or, for a plain file, their offsets) travels through a ring of memory slots shared with
 the helper, and its results come back pickled into the same slots; see :class:`Helper`.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -56,8 +57,9 @@ class Helper:
         _grow_pipe(res_w)
         self.fd = os.open(plain_file, os.O_RDONLY) if plain_file is not None else None
         self._scratch = bytearray()
-        self.proc = ctx.Process(target=_helper_main, name="tracekit-decode", daemon=True,
-                                args=(self, res_w, os.getpid()))
+        self.proc = ctx.Process(
+            target=_helper_main, name="tracekit-decode", daemon=True, args=(self, res_w, os.getpid())
+        )
         try:
             self.proc.start()
         finally:
@@ -171,7 +173,9 @@ class Helper:
         except BaseException as exc:  # noqa: BLE001 - out of memory, say: the waiting thread raises it, never a traceback here
             with self._cond:
                 self._fatal = exc if isinstance(exc, MemoryError) else None
-                self._error = self._error or f"the results of the decode helper process were lost ({type(exc).__name__})"
+                self._error = (
+                    self._error or f"the results of the decode helper process were lost ({type(exc).__name__})"
+                )
                 self._gone = True
                 self._cond.notify_all()
         finally:
@@ -392,6 +396,6 @@ def _write_all(fd: int, data) -> None:
     view = memoryview(data).cast("B")
     try:
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
     finally:
         view.release()

@@ -4,6 +4,7 @@ A piece is cut at the separator between top-level events (``},`` + newline + ind
 strings cannot hold a raw newline, so the pattern never occurs inside a value); it is decoded in place, a
 sub-chunk of about :data:`SUB_CHUNK` bytes at a time, by whichever process holds it.
 """
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """An uncompressed file cut into pieces where it lies: a few KiB are read around each cut point, and each
 piece's text is read from the file by the process that decodes it (see :class:`~.helper.Helper`)."""
+
 from __future__ import annotations
 
 import os
@@ -8,8 +9,9 @@ from collections.abc import Callable
 from .pieces import NotStreamable
 
 
-def cut_plain_file(fd: int, submit_range: Callable[[int, int], None], sep: bytes, pos: int, slots: list,
-                   on_position=None) -> bytes:
+def cut_plain_file(
+    fd: int, submit_range: Callable[[int, int], None], sep: bytes, pos: int, slots: list, on_position=None
+) -> bytes:
     """Publish the pieces of the plain file open as ``fd`` from ``pos`` (the offset of the byte before the next
     event) through ``submit_range(offset, length)`` (the helper's), each about one reader block, cut at the last
     event separator before the block's end; return the text after the last separator of the file (the last

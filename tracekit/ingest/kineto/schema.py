@@ -5,6 +5,7 @@ tracekit uses; ``ts`` is kept as its number text (converted to nanoseconds exact
 ``dur`` as a float. A chunk that does not fit the schema (a string where a number belongs, say) is decoded
 without one and each record coerced by :func:`loose_event`.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -17,14 +18,18 @@ _NAN = float("nan")
 IntOrStr = Union[int, str]
 
 
-class Args(msgspec.Struct, gc=False, rename={
-    "external_id": "External id",
-    "registers": "registers per thread",
-    "shared_mem": "shared memory",
-    "dims": "Input Dims",
-    "types": "Input type",
-    "concrete": "Concrete Inputs",
-}):
+class Args(
+    msgspec.Struct,
+    gc=False,
+    rename={
+        "external_id": "External id",
+        "registers": "registers per thread",
+        "shared_mem": "shared memory",
+        "dims": "Input Dims",
+        "types": "Input type",
+        "concrete": "Concrete Inputs",
+    },
+):
     device: IntOrStr = -1
     stream: IntOrStr = -1
     correlation: IntOrStr = -1
@@ -123,8 +128,11 @@ def loose_event(obj: Any) -> Event:
             shared_mem=_as_int(raw_args.get("shared memory", -1)),
             kind=raw_args.get("kind") if isinstance(raw_args.get("kind"), str) else None,
             name=raw_args.get("name") if isinstance(raw_args.get("name"), str) else None,
-            **{k: msgspec.Raw(_LOOSE_ENCODER.encode(raw_args[key])) for k, key in
-               (("dims", "Input Dims"), ("types", "Input type"), ("concrete", "Concrete Inputs")) if key in raw_args},
+            **{
+                k: msgspec.Raw(_LOOSE_ENCODER.encode(raw_args[key]))
+                for k, key in (("dims", "Input Dims"), ("types", "Input type"), ("concrete", "Concrete Inputs"))
+                if key in raw_args
+            },
         )
 
     def text(key: str) -> str:
@@ -135,5 +143,13 @@ def loose_event(obj: Any) -> Event:
         v = obj.get(key, -1)
         return v if isinstance(v, (int, str)) and not isinstance(v, bool) else -1
 
-    return Event(ph=text("ph"), cat=text("cat"), name=text("name"), pid=lane("pid"), tid=lane("tid"),
-                 ts=ts_raw, dur=dur_f, args=args)
+    return Event(
+        ph=text("ph"),
+        cat=text("cat"),
+        name=text("name"),
+        pid=lane("pid"),
+        tid=lane("tid"),
+        ts=ts_raw,
+        dur=dur_f,
+        args=args,
+    )

@@ -7,6 +7,7 @@ process decodes pieces too (:class:`~.helper.Helper`), through memory shared wit
 pieces are cut where they lie (``plain_file.py``). The last event and the document's trailer are decoded
 at the end, and the pieces' columns are merged in file order.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,8 +34,15 @@ _MATCH_SPAN = 2 * MAX_INDENT + 16  # longer than any match of either pattern
 _MAX_HEAD = 64 << 20
 
 
-def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str | None = None,
-                  piece_bytes: int | None = None, on_position=None, piece_target: int | None = None) -> RawColumns:
+def decode_stream(
+    blocks: Iterable[bytes],
+    *,
+    workers: int = 1,
+    plain_file: str | None = None,
+    piece_bytes: int | None = None,
+    on_position=None,
+    piece_target: int | None = None,
+) -> RawColumns:
     """Decode a trace from text blocks; raise NotStreamable when the layout does not allow it.
 
     With ``workers`` > 1 a forked helper process shares the decoding of the pieces with this one (see
@@ -59,8 +67,9 @@ def decode_stream(blocks: Iterable[bytes], *, workers: int = 1, plain_file: str 
             helper.stop()
 
 
-def _decode_stream(blocks: Iterable[bytes], helper: "Helper | None", on_position=None,
-                   piece_target: int | None = None) -> RawColumns:
+def _decode_stream(
+    blocks: Iterable[bytes], helper: "Helper | None", on_position=None, piece_target: int | None = None
+) -> RawColumns:
     it = iter(blocks)
     header_text, array_form, total_in, buf = _read_head(it)
     slots: list = []  # per piece in file order: an exported builder, or None for the helper's next result
@@ -103,8 +112,9 @@ def _read_head(it) -> tuple[bytes, bool, int, bytearray]:
     return header_text, array_form, total_in, buf
 
 
-def _cut_pieces(it, buf: bytearray, total_in: int, helper: "Helper | None", slots: list, on_position,
-                piece_target: int | None) -> bytes:
+def _cut_pieces(
+    it, buf: bytearray, total_in: int, helper: "Helper | None", slots: list, on_position, piece_target: int | None
+) -> bytes:
     """Cut the rest of the text (``buf``, then the blocks of ``it``) into pieces of whole events, each decoded
     here or handed to the helper (a slot in ``slots`` apiece); return the text after the last event separator."""
     from .. import reader
@@ -187,8 +197,9 @@ def _assemble(tail: bytes, array_form: bool, header_text: bytes, slots: list, he
     return builder.finish(header)
 
 
-def _cut_piece(acc: bytearray, n: int, sep: bytes, helper: "Helper | None", slots: list, limit: int,
-               lo: int = 0) -> int:
+def _cut_piece(
+    acc: bytearray, n: int, sep: bytes, helper: "Helper | None", slots: list, limit: int, lo: int = 0
+) -> int:
     """Cut acc[1 : k + 1] (whole events, up to the last separator in acc[:n]) as the next piece: into the
     helper's ring, or decoded here; move the rest to the front of ``acc`` and return its length. No separator
     starts before ``lo`` (the caller searched there already: text without one, whitespace say, is searched once)."""

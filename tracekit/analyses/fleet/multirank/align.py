@@ -13,6 +13,7 @@
    the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. Ranks of
    one node share a clock: where their offsets agree within the residual they get their pooled fit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,12 +55,13 @@ def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int
     best = count.max()
     cand = np.flatnonzero(count == best)
     i = cand[np.argmin(np.abs(diffs[cand]))]
-    near = diffs[lo[i]:hi[i]]
+    near = diffs[lo[i] : hi[i]]
     return float(np.median(near)), int(best)
 
 
-def coarse_offsets(step_starts: dict[int, np.ndarray],
-                   ref: int) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
+def coarse_offsets(
+    step_starts: dict[int, np.ndarray], ref: int
+) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
     """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
     reference's clock, sorted) and the matching tolerance."""
     period = _period(list(step_starts.values()))
@@ -79,8 +81,7 @@ def coarse_offsets(step_starts: dict[int, np.ndarray],
         else:
             d, n = _best_shift(s, pool, tol)
         if n == 0:
-            warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as"
-                            " recorded")
+            warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as recorded")
             d = 0.0
         offsets[r] = d
         placed.append(s - d)
@@ -151,8 +152,15 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     res: dict[int, int | None] = {r: None for r in ranks}
     X, cols = _end_matrix(ends, t0)
     if not len(X):
-        return Clock(t0, ref, {r: 0.0 for r in ranks}, b, res, False,
-                     ["no collective instance is seen on two ranks: the clocks are taken as recorded"])
+        return Clock(
+            t0,
+            ref,
+            {r: 0.0 for r in ranks},
+            b,
+            res,
+            False,
+            ["no collective instance is seen on two ranks: the clocks are taken as recorded"],
+        )
     fits, D = _place_ranks(X, cols, ref, a, b)
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
@@ -200,8 +208,9 @@ def _unique_inverse(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, inv.reshape(-1)
 
 
-def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],
-                 b: dict[int, float]) -> tuple[dict[int, tuple], dict[int, tuple]]:
+def _place_ranks(
+    X: np.ndarray, cols: list, ref: int, a: dict[int, float], b: dict[int, float]
+) -> tuple[dict[int, tuple], dict[int, tuple]]:
     """Fit the ranks (the columns of ``X``: each instance's local end after t0) one by one, the rank sharing the most
     instances with the placed ones next, setting their offset ``a`` and drift ``b`` in place. Returns each placed
     rank's fit (a, b, residual, outliers) and the (true end, its end − true end) it was fitted to."""
@@ -233,8 +242,9 @@ def _place_ranks(X: np.ndarray, cols: list, ref: int, a: dict[int, float],
     return fits, D
 
 
-def _true_ends(X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float],
-               b: dict[int, float]) -> np.ndarray:
+def _true_ends(
+    X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float], b: dict[int, float]
+) -> np.ndarray:
     """Each instance's true end: where the reference ran the instance, its own end; elsewhere the median of the
     placed ranks' ends, converted (computed only there: the reference runs nearly every instance)."""
     xref = X[:, cols.index(ref)] if ref in placed else None
@@ -266,9 +276,11 @@ def _node_disagreements(fits: dict[int, tuple], a: dict[int, float], nodes: dict
         tol = max(4 * max(fits[r][2] for r in members), 2000.0)
         if offs[hi] - offs[lo] > tol:
             spread = (offs[hi] - offs[lo]) / 1e3
-            warnings.append(f"ranks of node {node} disagree on the clock by up to {spread:,.1f} µs"
-                            f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
-                            " its own offset; check --gpus-per-node")
+            warnings.append(
+                f"ranks of node {node} disagree on the clock by up to {spread:,.1f} µs"
+                f" (rank {lo} against rank {hi}), though ranks of one node share a host clock: each keeps"
+                " its own offset; check --gpus-per-node"
+            )
     return warnings
 
 
@@ -281,17 +293,21 @@ def _residuals(ranks: list[int], fits: dict[int, tuple], D: dict[int, tuple], re
             res[r] = int(np.ceil(fits[r][2]))
             n_r = len(D[r][1]) if r in D else 0
             if n_r and fits[r][3] > 0.1 * n_r:
-                warnings.append(f"rank {r}: {fits[r][3]} of its {n_r} collective ends do not end with the other"
-                                " ranks' (left out of its clock offset)")
+                warnings.append(
+                    f"rank {r}: {fits[r][3]} of its {n_r} collective ends do not end with the other"
+                    " ranks' (left out of its clock offset)"
+                )
         else:
             warnings.append(f"rank {r}: no collective shared with another rank; its offset is the step starts' only")
     loose = {r: v for r, v in res.items() if v is not None and v > LOOSE_NS}
     if loose:
         worst = max(loose, key=loose.get)
-        warnings.append(f"the collectives' ends do not coincide across ranks (rank {worst}: within"
-                        f" {loose[worst] / 1e6:,.3f} ms of its fitted clock; {len(loose)} rank(s) beyond"
-                        f" {LOOSE_NS / 1e3:,.0f} µs): point-to-point or non-blocking collectives, or clocks that jump;"
-                        " margins within that residual are ties")
+        warnings.append(
+            f"the collectives' ends do not coincide across ranks (rank {worst}: within"
+            f" {loose[worst] / 1e6:,.3f} ms of its fitted clock; {len(loose)} rank(s) beyond"
+            f" {LOOSE_NS / 1e3:,.0f} µs): point-to-point or non-blocking collectives, or clocks that jump;"
+            " margins within that residual are ties"
+        )
     return warnings
 
 
@@ -312,8 +328,11 @@ class Aligned:
 def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol: float) -> dict[int, np.ndarray]:
     """Each rank-step's global step (−1: none). Starts within ``tol`` are one step; a cluster that few ranks start
     in (a step whose start the rank did not record) joins the well-supported step its window overlaps most."""
-    rows = [(r, i, float(s) - coarse[r], float(e) - coarse[r])
-            for r, df in steps.items() for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))]
+    rows = [
+        (r, i, float(s) - coarse[r], float(e) - coarse[r])
+        for r, df in steps.items()
+        for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))
+    ]
     out = {r: np.full(len(df), -1, dtype=np.int64) for r, df in steps.items()}
     if not rows:
         return out
@@ -358,8 +377,12 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
     # step times after a common origin, in int64 (epoch ns are beyond float64's exact range)
     origin = min((int(df["start_ns"].min()) for df in steps.values() if len(df)), default=0)
-    rel = {r: pd.DataFrame({"start_ns": df["start_ns"].to_numpy(np.int64) - origin,
-                            "end_ns": df["end_ns"].to_numpy(np.int64) - origin}) for r, df in steps.items()}
+    rel = {
+        r: pd.DataFrame(
+            {"start_ns": df["start_ns"].to_numpy(np.int64) - origin, "end_ns": df["end_ns"].to_numpy(np.int64) - origin}
+        )
+        for r, df in steps.items()
+    }
     coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor)
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
@@ -378,15 +401,27 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     st_rows = []
     for r in per_rank:
         df = steps[r]
-        st_rows.append(pd.DataFrame({"step": g_of[r], "rank": r, "local_step": df["local_step"].to_numpy(np.int64),
-                                     "phase": df["phase"].to_numpy(), "bs": df["bs"].to_numpy(),
-                                     "tokens": df["tokens"].to_numpy(),
-                                     "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
-                                     "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64))}))
+        st_rows.append(
+            pd.DataFrame(
+                {
+                    "step": g_of[r],
+                    "rank": r,
+                    "local_step": df["local_step"].to_numpy(np.int64),
+                    "phase": df["phase"].to_numpy(),
+                    "bs": df["bs"].to_numpy(),
+                    "tokens": df["tokens"].to_numpy(),
+                    "start_ns": clock.to_ref(r, df["start_ns"].to_numpy(np.int64)),
+                    "end_ns": clock.to_ref(r, df["end_ns"].to_numpy(np.int64)),
+                }
+            )
+        )
     st = pd.concat(st_rows, ignore_index=True) if st_rows else pd.DataFrame()
     matched = match_by_time(coll, st)
-    partial_keys = set(zip(coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"],
-                           coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]))
+    partial_keys = set(
+        zip(
+            coll.loc[~coll["full"] & (coll["step"] >= 0), "rank"], coll.loc[~coll["full"] & (coll["step"] >= 0), "step"]
+        )
+    )
     unmatched = int((~matched).sum())
     if len(st):
         st["partial"] = [(r, g) in partial_keys for r, g in zip(st["rank"], st["step"])]
@@ -396,10 +431,20 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     seen = st[st["step"] >= 0].groupby("step")["rank"].nunique() if len(st) else pd.Series(dtype=int)
     part_steps = {g for _, g in partial_keys} | set(seen.index[seen < len(per_rank)])
     if unmatched:
-        warnings.append(f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
-                        " or more of a kind in a step than the other ranks ran) and are left out")
-    return Aligned(clock, st, collectives_table(coll, matched, knames), n_steps, len(part_steps), unmatched,
-                   sorted(part_steps), warnings)
+        warnings.append(
+            f"{unmatched} collective kernel(s) matched no instance of the other ranks (outside every step,"
+            " or more of a kind in a step than the other ranks ran) and are left out"
+        )
+    return Aligned(
+        clock,
+        st,
+        collectives_table(coll, matched, knames),
+        n_steps,
+        len(part_steps),
+        unmatched,
+        sorted(part_steps),
+        warnings,
+    )
 
 
 def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) -> pd.DataFrame:
@@ -410,6 +455,10 @@ def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) ->
     step, kind, seq = (coll[c].to_numpy(np.int64)[m] for c in ("step", "kind", "seq"))
     span_k, span_q = len(knames) + 1, int(seq.max()) + 1 if len(seq) else 1
     key = ((step + 1) * span_k + kind) * span_q + seq
-    return pd.DataFrame({"rank": coll["rank"].to_numpy(np.int64)[m],
-                         "inst": dense_ids(key),
-                         "end_ns": coll["end_ns"].to_numpy(np.int64)[m]})
+    return pd.DataFrame(
+        {
+            "rank": coll["rank"].to_numpy(np.int64)[m],
+            "inst": dense_ids(key),
+            "end_ns": coll["end_ns"].to_numpy(np.int64)[m],
+        }
+    )

@@ -6,6 +6,7 @@ to a few small tables (:mod:`.mapper`) — in a worker: ``tracekit.sweeps.imbala
 processes or a Dask cluster, as it does a sweep's points (analyses start no process); :func:`imbalance_of_run`
 only aligns and attributes those tables, so the parent never holds two ranks' events.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,20 +48,31 @@ def reduce_point(path: str, opts: MapOptions) -> dict:
         return {"path": path, "dropped": shown_text(str(exc)), "exit_code": exc.exit_code}
 
 
-def plan_run(paths_or_dir, *, gpus_per_node: int | None = None, step_name: str | None = None,
-             min_step_ns: int | None = None, step_source: str | None = None, steps_file=None,
-             cache: bool = True) -> RunPlan:
+def plan_run(
+    paths_or_dir,
+    *,
+    gpus_per_node: int | None = None,
+    step_name: str | None = None,
+    min_step_ns: int | None = None,
+    step_source: str | None = None,
+    steps_file=None,
+    cache: bool = True,
+) -> RunPlan:
     """The ranks of one run and the files to reduce (usage errors before any file is read)."""
-    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node,
-                                                                                      (int, np.integer))
-                                      or gpus_per_node < 1):
+    if gpus_per_node is not None and (
+        isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, (int, np.integer)) or gpus_per_node < 1
+    ):
         raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
-    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source,
-                 steps_file=steps_file)
+    step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source, steps_file=steps_file)
     ranks, skipped = find_ranks(paths_or_dir)
     files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
-    opts = MapOptions(step_name=step_name, min_step_ns=min_step_ns, step_source=step_source,
-                      steps_file=str(steps_file) if steps_file else None, cache=cache)
+    opts = MapOptions(
+        step_name=step_name,
+        min_step_ns=min_step_ns,
+        step_source=step_source,
+        steps_file=str(steps_file) if steps_file else None,
+        cache=cache,
+    )
     return RunPlan(paths_or_dir, ranks, skipped, files, opts, gpus_per_node)
 
 
@@ -104,8 +116,9 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
     by_rank, keep = _readable_ranks(plan, results, warnings)
     del results  # the reductions live on in by_rank, then per_rank, until the alignment has read them (below)
-    kept_ranks, settle_warn = settle([plan.ranks[i] for i in keep],
-                                     [[p["meta"].get("rank") for p in by_rank[i]] for i in keep])
+    kept_ranks, settle_warn = settle(
+        [plan.ranks[i] for i in keep], [[p["meta"].get("rank") for p in by_rank[i]] for i in keep]
+    )
     warnings += settle_warn
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     del by_rank
@@ -127,30 +140,52 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
     top = most_often_last(imb)
-    straggler = None if top is None else {"rank": top, "times_last": int(last_counts.get(top, 0)),
-                                          "of": int((~imb["tie"]).sum())}
+    straggler = (
+        None
+        if top is None
+        else {"rank": top, "times_last": int(last_counts.get(top, 0)), "of": int((~imb["tie"]).sum())}
+    )
     if top is not None and (last_counts == last_counts.get(top)).sum() > 1:
         tied = sorted(int(r) for r in last_counts.index[last_counts == last_counts.get(top)])
-        warnings.append(f"ranks {tied} are last equally often ({int(last_counts.get(top))} times each); the summary"
-                        f" names rank {top}, whose lateness cost the most")
+        warnings.append(
+            f"ranks {tied} are last equally often ({int(last_counts.get(top))} times each); the summary"
+            f" names rank {top}, whose lateness cost the most"
+        )
     by = t["by_step"]
     complete = by[~by["step"].isin(al.partial_step_ids)]["imbalance_ns"]
-    summary = {"ranks": len(rank_ids), "reference_rank": ref,
-               "clock": "aligned" if al.clock.aligned else "as recorded", "steps": al.n_steps,
-               "partial_steps": al.partial_steps, "collectives": int(len(per)), "unmatched": al.unmatched,
-               "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
-               "straggler": straggler}
+    summary = {
+        "ranks": len(rank_ids),
+        "reference_rank": ref,
+        "clock": "aligned" if al.clock.aligned else "as recorded",
+        "steps": al.n_steps,
+        "partial_steps": al.partial_steps,
+        "collectives": int(len(per)),
+        "unmatched": al.unmatched,
+        "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
+        "straggler": straggler,
+    }
     if len(per) == 0:
-        warnings.append("no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be"
-                        " attributed")
-    tables = {"ranks": ranks_tbl, "steps": t["steps"], "collectives": t["collectives"],
-              "per_collective": per, "by_step": t["by_step"]}
+        warnings.append(
+            "no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be attributed"
+        )
+    tables = {
+        "ranks": ranks_tbl,
+        "steps": t["steps"],
+        "collectives": t["collectives"],
+        "per_collective": per,
+        "by_step": t["by_step"],
+    }
     inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
-    params = {"gpus_per_node": None if gpus_per_node is None else int(gpus_per_node), "nodes_from": node_src,
-              "step_name": opts.step_name, "min_step_ns": opts.min_step_ns,
-              "step_source": opts.step_source, "steps_file": opts.steps_file, "phase": "all"}
-    return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables,
-                  warnings=warnings)
+    params = {
+        "gpus_per_node": None if gpus_per_node is None else int(gpus_per_node),
+        "nodes_from": node_src,
+        "step_name": opts.step_name,
+        "min_step_ns": opts.min_step_ns,
+        "step_source": opts.step_source,
+        "steps_file": opts.steps_file,
+        "phase": "all",
+    }
+    return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
 
 
 def _readable_ranks(plan: RunPlan, results: list, warnings: list[str]) -> tuple[dict[int, list[dict]], list[int]]:
@@ -174,8 +209,9 @@ def _readable_ranks(plan: RunPlan, results: list, warnings: list[str]) -> tuple[
     return by_rank, keep
 
 
-def _per_rank_tables(plan: RunPlan, by_rank: dict[int, list[dict]], keep: list[int], kept_ranks: list,
-                     warnings: list[str]) -> tuple[dict, dict, dict]:
+def _per_rank_tables(
+    plan: RunPlan, by_rank: dict[int, list[dict]], keep: list[int], kept_ranks: list, warnings: list[str]
+) -> tuple[dict, dict, dict]:
     """Per rank id of the settled ranks: its files' tables merged (:func:`_merge`), its files as the user knows them,
     and its earliest baseTimeNanoseconds; the first warnings of each file's reduction go to ``warnings``."""
     idx_of = {id(rf): i for i, rf in zip(keep, [plan.ranks[i] for i in keep])}
@@ -197,13 +233,19 @@ def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, las
     """One row per rank (RANK_COLS): its file(s), node, clock offset and residual, steps, times last, total wait."""
     wait_tot = t["collectives"].groupby("rank")["wait_ns"].sum()
     steps_per = t["steps"].groupby("rank").size()
-    return pd.DataFrame({
-        "rank": ranks, "file": [files_of[r] for r in ranks], "node": [nodes[r] for r in ranks],
-        "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in ranks],
-        "residual_ns": pd.array([al.clock.residual.get(r) for r in ranks], dtype="Int64"),
-        "steps": [int(steps_per.get(r, 0)) for r in ranks],
-        "times_last": [int(last_counts.get(r, 0)) for r in ranks],
-        "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks]}, columns=RANK_COLS)
+    return pd.DataFrame(
+        {
+            "rank": ranks,
+            "file": [files_of[r] for r in ranks],
+            "node": [nodes[r] for r in ranks],
+            "clock_offset_ns": [al.clock.offset_ns(r) if al.clock.aligned else 0 for r in ranks],
+            "residual_ns": pd.array([al.clock.residual.get(r) for r in ranks], dtype="Int64"),
+            "steps": [int(steps_per.get(r, 0)) for r in ranks],
+            "times_last": [int(last_counts.get(r, 0)) for r in ranks],
+            "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks],
+        },
+        columns=RANK_COLS,
+    )
 
 
 def reference_files(paths_or_dir, imb: Result) -> list[Path]:

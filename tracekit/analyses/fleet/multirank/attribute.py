@@ -6,6 +6,7 @@ ranks (a tie names no straggler). Per step: imbalance = Σ over its instances of
 median); the straggler = the rank most often last; its cause = its own batch and the work it did before arriving
 against the median rank's. Medians of ns are lower medians, so every ``*_ns`` is an integer.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,19 @@ MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch 
 WORK_BEFORE = {"dispatch": ("attention_ns", "attention"), "combine": ("expert_ns", "expert GEMMs")}
 DEFAULT_WORK = ("work_ns", "compute")
 
-INSTANCE_COLS = ["step", "kind", "seq", "last_rank", "margin_ns", "spread_ns", "median_wait_ns", "transfer_ns", "tie",
-                 "cause_rank", "cause"]
+INSTANCE_COLS = [
+    "step",
+    "kind",
+    "seq",
+    "last_rank",
+    "margin_ns",
+    "spread_ns",
+    "median_wait_ns",
+    "transfer_ns",
+    "tie",
+    "cause_rank",
+    "cause",
+]
 COLLECTIVE_COLS = ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"]
 STEP_COLS = ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"]
 BY_STEP_COLS = ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"]
@@ -65,11 +77,12 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     known = np.array(sorted(res_of), dtype=np.int64)
     res_known = np.array([res_of[r] for r in sorted(res_of)] + [0], dtype=np.int64)
 
-    def res(i):  # the residual of the rank of rows i (0 for a rank the clocks do not know)
+    def res(i, rk=rk):  # the residual of the rank of rows i (0 for a rank the clocks do not know)
         p = np.searchsorted(known, rk[i])
         hit = p < len(known)
         hit[hit] = known[p[hit]] == rk[i][hit]
         return np.where(hit, res_known[np.where(hit, p, len(known))], 0)
+
     margin = last - second
     tie_tol = np.maximum(np.maximum(res(last_i), res(np.maximum(last_i - 1, 0))), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
@@ -96,24 +109,45 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     li = last_i[clear]
     causes[clear] = _causes(kind, kcode[li], work[li], med_work[clear], bs[li], med_bs[clear], phase_last[clear])
     del gid, bs, work  # 10^6 rows each: gone before the collectives table is built
-    per = inst.assign(last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"), margin_ns=margin,
-                      spread_ns=last - s[first], median_wait_ns=med_wait, transfer_ns=med_transfer, tie=tie,
-                      cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
-                      cause=pd.array(causes, dtype=object))
+    per = inst.assign(
+        last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
+        margin_ns=margin,
+        spread_ns=last - s[first],
+        median_wait_ns=med_wait,
+        transfer_ns=med_transfer,
+        tie=tie,
+        cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
+        cause=pd.array(causes, dtype=object),
+    )
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
     out = lex_order(rk, seq_a, kcode, step_a)  # by instance then rank
-    kind_out = pd.Series(knames.take(kcode[out])) if isinstance(coll["kind"].dtype, pd.CategoricalDtype) \
+    kind_out = (
+        pd.Series(knames.take(kcode[out]))
+        if isinstance(coll["kind"].dtype, pd.CategoricalDtype)
         else coll["kind"].iloc[rows[out]].reset_index(drop=True)
+    )
     wsum = _wait_sums(step_a, rk, wait)
-    cols = {"step": step_a, "seq": seq_a, "rank": rk, "start_ns": s, "end_ns": e, "wait_ns": wait,
-            "transfer_ns": transfer}
+    cols = {
+        "step": step_a,
+        "seq": seq_a,
+        "rank": rk,
+        "start_ns": s,
+        "end_ns": e,
+        "wait_ns": wait,
+        "transfer_ns": transfer,
+    }
     del step_a, seq_a, rk, s, e, wait, transfer, rows  # held by cols alone: each let go once taken
     colls = _collectives_frame(out, kind_out, cols)
     st = _rank_steps(steps, wsum)
     imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
-    return {"collectives": colls, "per_collective": per.reset_index(drop=True), "steps": st,
-            "by_step": _by_step(imb, st, per, wsum), "imbalance": imb}
+    return {
+        "collectives": colls,
+        "per_collective": per.reset_index(drop=True),
+        "steps": st,
+        "by_step": _by_step(imb, st, per, wsum),
+        "imbalance": imb,
+    }
 
 
 def _collectives_frame(out: np.ndarray, kind: pd.Series, cols: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -132,8 +166,11 @@ def _collectives_frame(out: np.ndarray, kind: pd.Series, cols: dict[str, np.ndar
 def _wait_sums(step: np.ndarray, rank: np.ndarray, wait: np.ndarray) -> pd.Series:
     """Σ wait_ns per (step, rank), indexed by them sorted (what ``groupby(["step", "rank"]).sum()`` gives)."""
     if not len(step):
-        return pd.Series(np.zeros(0, np.int64), name="wait_ns",
-                         index=pd.MultiIndex.from_arrays([np.zeros(0, np.int64)] * 2, names=["step", "rank"]))
+        return pd.Series(
+            np.zeros(0, np.int64),
+            name="wait_ns",
+            index=pd.MultiIndex.from_arrays([np.zeros(0, np.int64)] * 2, names=["step", "rank"]),
+        )
     r0, s0 = int(rank.min()), int(step.min())
     span = int(rank.max()) - r0 + 1
     key = (step - s0) * span + (rank - r0)
@@ -143,8 +180,9 @@ def _wait_sums(step: np.ndarray, rank: np.ndarray, wait: np.ndarray) -> pd.Serie
     first[ids] = np.arange(len(ids))  # a row of each (step, rank): any one gives its step and rank
     sums = np.zeros(n, dtype=np.int64)
     np.add.at(sums, ids, wait)
-    return pd.Series(sums, name="wait_ns",
-                     index=pd.MultiIndex.from_arrays([step[first], rank[first]], names=["step", "rank"]))
+    return pd.Series(
+        sums, name="wait_ns", index=pd.MultiIndex.from_arrays([step[first], rank[first]], names=["step", "rank"])
+    )
 
 
 def _kind_codes(kind: pd.Series) -> tuple[np.ndarray, pd.Index]:
@@ -223,18 +261,19 @@ def _by_step(imb: pd.DataFrame, st: pd.DataFrame, per: pd.DataFrame, wsum: pd.Se
     strag = _most_often_last_by(imb[~imb["tie"]], "step")
     by_step["straggler"] = pd.array(strag.reindex(g_all).to_numpy(), dtype="Int64")
     bs_of = dict(zip(zip(st["rank"].astype(np.int64), st["step"].astype(np.int64)), st["bs"]))  # recorded whole
-    by_step["straggler_bs"] = pd.array([bs_of.get((int(r), int(g))) if pd.notna(r) else None
-                                        for r, g in zip(by_step["straggler"], g_all)], dtype="Int64")
+    by_step["straggler_bs"] = pd.array(
+        [bs_of.get((int(r), int(g))) if pd.notna(r) else None for r, g in zip(by_step["straggler"], g_all)],
+        dtype="Int64",
+    )
     known = st[st["bs"].notna()]
-    mb = group_lower_median(np.searchsorted(g_all, known["step"].to_numpy(np.int64)),
-                            known["bs"].to_numpy(np.float64), len(g_all))
+    mb = group_lower_median(
+        np.searchsorted(g_all, known["step"].to_numpy(np.int64)), known["bs"].to_numpy(np.float64), len(g_all)
+    )
     by_step["median_bs"] = pd.array([None if np.isnan(x) else int(x) for x in mb], dtype="Int64")
     w = wsum.reset_index().sort_values(["step", "wait_ns", "rank"], ascending=[True, False, True], kind="stable")
     mw = w.drop_duplicates("step").set_index("step")["rank"]
     by_step["max_wait_rank"] = pd.array(mw.reindex(g_all).to_numpy(), dtype="Int64")
     return by_step[BY_STEP_COLS]
-
-
 
 
 def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
@@ -289,8 +328,15 @@ def most_often_last(per: pd.DataFrame) -> int | None:
     return int(agg["last_rank"].iloc[0])
 
 
-def _causes(names, kcode: np.ndarray, mine: np.ndarray, med: np.ndarray, my_bs: np.ndarray, med_bs: np.ndarray,
-            phase: np.ndarray) -> np.ndarray:
+def _causes(
+    names,
+    kcode: np.ndarray,
+    mine: np.ndarray,
+    med: np.ndarray,
+    my_bs: np.ndarray,
+    med_bs: np.ndarray,
+    phase: np.ndarray,
+) -> np.ndarray:
     """Why the last rank arrived last at each instance, as ``code: detail`` (an object array, one per instance:
     ``names[kcode]`` its kind, ``mine``/``med`` the last rank's and the median rank's work before arriving, its
     batch and the median's, NaN where unknown, its phase): ``prefill`` (it ran a prefill while others decoded),
@@ -309,9 +355,11 @@ def _causes(names, kcode: np.ndarray, mine: np.ndarray, med: np.ndarray, my_bs: 
     dispatch = kc == code_of.get("dispatch", -1)
     has_bs = ~(np.isnan(my_bs) | np.isnan(med_bs))
     prefill = np.asarray(phase, dtype=object) == "prefill"
-    code = np.select([combine & (mine > med), combine, dispatch & prefill, has_bs & (my_bs > med_bs)],
-                     [np.array(c, dtype=object) for c in ("hot_expert: ", "compute: ", "prefill: ", "batch: ")],
-                     np.array("compute: ", dtype=object))
+    code = np.select(
+        [combine & (mine > med), combine, dispatch & prefill, has_bs & (my_bs > med_bs)],
+        [np.array(c, dtype=object) for c in ("hot_expert: ", "compute: ", "prefill: ", "batch: ")],
+        np.array("compute: ", dtype=object),
+    )
     what = np.array([WORK_BEFORE.get(k, DEFAULT_WORK)[1] + " " for k in names], dtype=object)[kc]
     us = _texts(np.concatenate([mine, med.astype(np.int64)]), _us)
     b = _texts(np.concatenate([np.where(has_bs, my_bs, 0), np.where(has_bs, med_bs, 0)]).astype(np.int64), str)

@@ -6,6 +6,7 @@ the file (nearest first), or the trace's own ``distributedInfo.rank`` (read when
 per-stage files of one rank (``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``) are merged into that rank. Two files that
 claim one rank without being its stages are a conflict, said in one sentence (exit 4).
 """
+
 from __future__ import annotations
 
 import re
@@ -131,7 +132,8 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
         if stage is None or None in rf.stages or stage in rf.stages:
             raise MissingDataError(
                 f"{shown_path(rf.files[0])} and {shown_path(f)} both name rank {r} ({rf.source}: {_what(rf.files[0])};"
-                f" {src}: {_what(f)}) and are not two stages of it; pass one trace per rank of one run")
+                f" {src}: {_what(f)}) and are not two stages of it; pass one trace per rank of one run"
+            )
         rf.files.append(f)
         rf.stages.append(stage)
     out = [ranks[r] for r in sorted(ranks)] + unnamed
@@ -149,22 +151,28 @@ def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[
             if not got:
                 raise MissingDataError(
                     f"{rf.label}: which rank is this trace? Its name has no sglang tag (TP-3), no rank-N, nor does a"
-                    " folder above it, and the trace has no distributedInfo.rank; name the files rank-N")
+                    " folder above it, and the trace has no distributedInfo.rank; name the files rank-N"
+                )
             rf.rank = min(got)
         elif got and got != {rf.rank}:
-            warnings.append(f"{rf.label}: its name says rank {rf.rank} ({rf.source}) and its distributedInfo says"
-                            f" {sorted(got)}; the name is used")
+            warnings.append(
+                f"{rf.label}: its name says rank {rf.rank} ({rf.source}) and its distributedInfo says"
+                f" {sorted(got)}; the name is used"
+            )
     seen: dict[int, RankFiles] = {}
     for rf in ranks:
         if rf.rank in seen:
             other = seen[rf.rank]
             raise MissingDataError(
                 f"{other.label} and {rf.label} are both rank {rf.rank} ({other.source}; {rf.source}); pass one"
-                " trace per rank of one run")
+                " trace per rank of one run"
+            )
         seen[rf.rank] = rf
     if len(ranks) < 2:
-        raise MissingDataError(f"{ranks[0].label if ranks else 'the input'} is one rank; the analysis of a run's ranks"
-                               " needs the traces of at least two ranks of one run")
+        raise MissingDataError(
+            f"{ranks[0].label if ranks else 'the input'} is one rank; the analysis of a run's ranks"
+            " needs the traces of at least two ranks of one run"
+        )
     return sorted(ranks, key=lambda r: r.rank), warnings
 
 

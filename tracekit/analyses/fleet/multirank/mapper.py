@@ -4,6 +4,7 @@
 process-pool worker or a Dask worker, and what it returns is small (a row per step and per collective): the
 parent never holds two ranks' events. Collective kinds come from ``tracekit/data/collectives.json``.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,12 @@ def load_collectives() -> Collectives:
             rules.append((r["kind"], re.compile(r["pattern"])))
         except re.error as exc:
             raise DataFileError(f"{src}: rules[{i}].pattern is not a valid regular expression ({exc})") from exc
-    return Collectives(tuple(rules), frozenset(k for k, v in kinds.items() if v.get("merge_runs")),
-                       frozenset(k for k, v in kinds.items() if v.get("blocking", True)), tuple(kinds))
+    return Collectives(
+        tuple(rules),
+        frozenset(k for k, v in kinds.items() if v.get("merge_runs")),
+        frozenset(k for k, v in kinds.items() if v.get("blocking", True)),
+        tuple(kinds),
+    )
 
 
 @dataclass(frozen=True)
@@ -126,24 +131,45 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
     ``work_ns`` busy time, of it ``attention_ns`` and ``expert_ns``)."""
     ev = trace.events
     base = int(trace.meta.get("base_time_ns") or 0)
-    st = find_steps(trace, step_options(step_name=opts.step_name, min_step_ns=opts.min_step_ns, phase="all",
-                                        source=opts.step_source, steps_file=opts.steps_file))
+    st = find_steps(
+        trace,
+        step_options(
+            step_name=opts.step_name,
+            min_step_ns=opts.min_step_ns,
+            phase="all",
+            source=opts.step_source,
+            steps_file=opts.steps_file,
+        ),
+    )
     t = st.table.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    steps = pd.DataFrame({"local_step": np.arange(len(t), dtype=np.int64), "name": t["name"].astype(str).to_numpy(),
-                          "start_ns": t["start_ns"].to_numpy(np.int64) + base,
-                          "end_ns": t["end_ns"].to_numpy(np.int64) + base,
-                          "phase": t["phase"].astype(str).to_numpy(), "bs": t["bs"].astype("Int64").to_numpy(),
-                          "tokens": t["tokens"].astype("Int64").to_numpy()})
+    steps = pd.DataFrame(
+        {
+            "local_step": np.arange(len(t), dtype=np.int64),
+            "name": t["name"].astype(str).to_numpy(),
+            "start_ns": t["start_ns"].to_numpy(np.int64) + base,
+            "end_ns": t["end_ns"].to_numpy(np.int64) + base,
+            "phase": t["phase"].astype(str).to_numpy(),
+            "bs": t["bs"].astype("Int64").to_numpy(),
+            "tokens": t["tokens"].astype("Int64").to_numpy(),
+        }
+    )
     cats = categorize(ev)
     coll = collective_table(ev, steps, base, cats)
     steps["phase"] = training_phase(ev, steps, base, cats)
     meta = trace.meta
-    return {"path": path or str(meta.get("source")), "meta": {"rank": meta.get("rank"),
-                                                            "world_size": meta.get("world_size"),
-                                                            "devices_used": meta.get("devices_used"),
-                                                            "base_time_ns": base,
-                                                            "events": int(len(ev))},
-            "steps": steps, "collectives": coll, "warnings": list(st.warnings) if hasattr(st, "warnings") else []}
+    return {
+        "path": path or str(meta.get("source")),
+        "meta": {
+            "rank": meta.get("rank"),
+            "world_size": meta.get("world_size"),
+            "devices_used": meta.get("devices_used"),
+            "base_time_ns": base,
+            "events": int(len(ev)),
+        },
+        "steps": steps,
+        "collectives": coll,
+        "warnings": list(st.warnings) if hasattr(st, "warnings") else [],
+    }
 
 
 TRAIN_CATEGORIES = ("optimizer",)  # a step that runs an optimizer kernel is a training step
@@ -170,8 +196,11 @@ def training_phase(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=No
     m = category_mask(categorize(ev) if cats is None else cats, TRAIN_CATEGORIES)
     if not m.any():
         return phase
-    w = iv.window_of(ev["start_ns"].to_numpy(np.int64)[m] + base, steps["start_ns"].to_numpy(np.int64),
-                     steps["end_ns"].to_numpy(np.int64))
+    w = iv.window_of(
+        ev["start_ns"].to_numpy(np.int64)[m] + base,
+        steps["start_ns"].to_numpy(np.int64),
+        steps["end_ns"].to_numpy(np.int64),
+    )
     has = np.zeros(len(steps), dtype=bool)
     has[w[w >= 0]] = True
     phase[unknown & has] = "train"
@@ -222,11 +251,23 @@ def collective_table(ev: pd.DataFrame, steps: pd.DataFrame, base: int = 0, cats=
     cats = pd.Categorical(categorize(ev) if cats is None else cats)
     attn = comp & family_mask(cats, ATTENTION_FAMILIES)
     expert = comp & category_mask(cats, EXPERT_CATEGORIES)
-    work = [iv.measure_in_windows((s_all[m], e_all[m]), win0, start) if n else np.zeros(0, np.int64)
-            for m in (comp, attn, expert)]
+    work = [
+        iv.measure_in_windows((s_all[m], e_all[m]), win0, start) if n else np.zeros(0, np.int64)
+        for m in (comp, attn, expert)
+    ]
     # the kinds' names taken from an Index of them (a string column is inferred once, not from every row's text);
     # no instance: the empty object column as before
     kinds = pd.Index(list(rules.kinds)).take(ikind) if n else np.array(rules.kinds, dtype=object)[ikind]
-    return pd.DataFrame({"local_step": istep.astype(np.int64), "kind": kinds,
-                         "start_ns": start, "end_ns": end, "kernels": kernels, "work_ns": work[0],
-                         "attention_ns": work[1], "expert_ns": work[2]}, columns=COLL_COLS)
+    return pd.DataFrame(
+        {
+            "local_step": istep.astype(np.int64),
+            "kind": kinds,
+            "start_ns": start,
+            "end_ns": end,
+            "kernels": kernels,
+            "work_ns": work[0],
+            "attention_ns": work[1],
+            "expert_ns": work[2],
+        },
+        columns=COLL_COLS,
+    )

@@ -5,6 +5,7 @@ Kinds travel as small integer codes into the kinds' names sorted (so code order 
 columns: a 16-rank run holds 10^6 collectives, and every group key is one int64 (no string per row, no copy of the
 whole table per step). The names are written back only in :func:`collectives_table`'s ``kind`` (a categorical).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,11 @@ def kind_names(per_rank: dict[int, dict]) -> pd.Index:
     """The collective kinds of the run, sorted, in the dtype of the ranks' ``kind`` column (what the tables give)."""
     cols = [d["collectives"]["kind"] for d in per_rank.values()]
     names = sorted({str(k) for c in cols for k in pd.unique(c)})
-    same = bool(cols) and not isinstance(cols[0].dtype, pd.CategoricalDtype) and all(c.dtype == cols[0].dtype
-                                                                                       for c in cols)
+    same = (
+        bool(cols)
+        and not isinstance(cols[0].dtype, pd.CategoricalDtype)
+        and all(c.dtype == cols[0].dtype for c in cols)
+    )
     # as the ranks' columns concatenated (the columns' own dtype where they share one)
     dtype = cols[0].dtype if same else pd.concat([c.iloc[:0] for c in cols]).dtype if cols else object
     return pd.Index(names, dtype=dtype)
@@ -45,14 +49,14 @@ def lex_order(*keys: np.ndarray) -> np.ndarray:
     for k in keys:  # the first key varies fastest
         k = np.asarray(k)
         if k.dtype.kind == "f":
-            if not (np.isfinite(k).all() and (k == np.floor(k)).all() and np.abs(k).max() < 2.0 ** 53):
+            if not (np.isfinite(k).all() and (k == np.floor(k)).all() and np.abs(k).max() < 2.0**53):
                 return np.lexsort(keys)
             k = k.astype(np.int64)
         elif k.dtype.kind not in "iub":
             return np.lexsort(keys)
         lo, hi = int(k.min()), int(k.max())
         width = hi - lo + 1
-        if span * width >= 2 ** 62:
+        if span * width >= 2**62:
             return np.lexsort(keys)
         t = k.astype(np.int64)  # one temporary per key, shifted and scaled in place
         t -= lo
@@ -169,7 +173,7 @@ def match_by_shift(coll: pd.DataFrame, ref: int) -> np.ndarray:
             continue
         spread = []
         for k0 in range(len(T) - m + 1):
-            d = (own - T[k0:k0 + m]).astype(np.float64)
+            d = (own - T[k0 : k0 + m]).astype(np.float64)
             spread.append(float(np.median(np.abs(d - np.median(d)))))
         order = np.argsort(spread, kind="stable")
         best = int(order[0])
@@ -229,13 +233,18 @@ def collectives_table(coll: pd.DataFrame, matched: np.ndarray, knames: pd.Index)
     the whole table); ``kind`` a categorical of ``knames`` (sorted: code order is name order)."""
     rows = np.flatnonzero(matched)
     whole = len(rows) == len(coll)  # every collective matched: the columns as they are, no copy
-    col = {c: coll[c].to_numpy(np.int64) if whole else coll[c].to_numpy(np.int64)[rows]
-           for c in ("step", "kind", "seq", "rank")}
+    col = {
+        c: coll[c].to_numpy(np.int64) if whole else coll[c].to_numpy(np.int64)[rows]
+        for c in ("step", "kind", "seq", "rank")
+    }
     order = lex_order(col["rank"], col["seq"], col["kind"], col["step"])
     rows = rows[order]
-    out = {"step": col["step"][order],
-           "kind": pd.Categorical.from_codes(col["kind"][order], categories=knames),
-           "seq": col["seq"][order], "rank": col["rank"][order]}
+    out = {
+        "step": col["step"][order],
+        "kind": pd.Categorical.from_codes(col["kind"][order], categories=knames),
+        "seq": col["seq"][order],
+        "rank": col["rank"][order],
+    }
     del col
     for c, src in (("start_ns", "start_ref"), ("end_ns", "end_ref"), *((w, w) for w in WORK_COLS)):
         out[c] = coll[src].to_numpy(np.int64)[rows]
