@@ -350,7 +350,7 @@ def test_annotate_zstd_output(tmp_path):
 
 
 def _check_png(path: Path) -> None:
-    from tests.unit.test_plots import assert_picture
+    from tests.unit.render.test_plots import assert_picture
 
     assert_picture(path)
 
@@ -387,7 +387,7 @@ def test_plot_commands(cli, tmp_path):
     code, out, err = cli("plot", "blocks", *two, "-o", tmp_path / "b.svg", "--format", "json")
     assert code == 0, err
     assert {p["block_type"] for p in json.loads(out)["tables"]["points"]} >= {"KDA", "MoE", "MLA", "head", "tail"}
-    from tests.unit.test_plots import assert_picture
+    from tests.unit.render.test_plots import assert_picture
 
     assert_picture(tmp_path / "b.svg")
     code, out, err = cli("plot", "exposure", *two, "-o", tmp_path / "e.png", "--format", "json")
