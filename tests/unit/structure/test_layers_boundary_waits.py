@@ -5,7 +5,8 @@ and the answer is the one of assembling every candidate.
   ``agree`` is 0, on the committed fixtures and a generated trace shaped like the benchmark (one step of identical
   layers, every kernel of a layer a candidate).
 * On those traces ``choose_boundary`` with the waiting candidates picks the same assembly (token, layers, measures) as
-  ``choose_boundary`` assembling every candidate, and on the generated trace candidates wait that the old code assembled.
+  ``choose_boundary`` assembling every candidate, and on the generated trace candidates wait that the old code
+  assembled.
 * Candidates that waited while the best share was lower than the final one are assembled after all (``late``).
 """
 

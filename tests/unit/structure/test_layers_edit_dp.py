@@ -73,8 +73,8 @@ def test_the_cost_floor_is_below_the_edit_floor_and_that_below_the_edit_distance
 
 
 def test_a_subsequence_skips_the_dp_with_the_loops_floats():
-    """Sequences one of which is the other with elements left out (the usual case at a run's left edge): edit_distance and
-    align_suffix answer without the DP, and with the very floats and start of the loops."""
+    """Sequences one of which is the other with elements left out (the usual case at a run's left edge):
+    edit_distance and align_suffix answer without the DP, and with the very floats and start of the loops."""
     rng = random.Random(34)
     shortcuts = 0
     for _ in range(60):

@@ -52,7 +52,7 @@ runs its DP only when neither a lower bound nor a subsequence settles it.
 
 The package's one public entry is this ``__init__``: ``find_layers`` (a ``LayerFinding``), the ``layers`` command,
 ``automatic_note`` (report's note), ``auto_main_stream`` and the window kinds ``HEAD``, ``BETWEEN``, ``TAIL``. Its
-modules, one step each, in the order the finder runs them: ``sequences`` (the per-step main-stream sequences, read
+modules, each one job of the finder, in the order it runs them: ``sequences`` (the per-step main-stream sequences, read
 once per trace), ``segments`` (steps 1-2: segments, labels, phases for one boundary kernel), ``assembly`` (step 3:
 runs and their edges cut into layers, kept as arrays), ``alignment`` (the edit distances steps 2-3 ask),
 ``boundary`` (step 4 and 6: the boundary kernel and the check), ``type_names`` (step 5: type names, duration

@@ -116,10 +116,11 @@ def _subsequence(short: tuple, long: tuple) -> bool:
 
 
 def edit_floor(a: tuple, b: tuple, budget: float | None = None) -> float:
-    """A lower bound of edit_distance's global distance, at least cost_floor: with u_a and u_b the elements of each side not
-    matched by an equal code of the other (as multisets), an alignment pays a gap for each of the |len(a) - len(b)|
-    elements one side has more and at least SUB_SAME for each of the min(u_a, u_b) others. With a ``budget``, the
-    gaps alone when they already exceed it (the same answer to ``> budget + 1e-6``, without counting codes)."""
+    """A lower bound of edit_distance's global distance, at least cost_floor: with u_a and u_b the elements of each
+    side not matched by an equal code of the other (as multisets), an alignment pays a gap for each of the
+    |len(a) - len(b)| elements one side has more and at least SUB_SAME for each of the min(u_a, u_b) others. With a
+    ``budget``, the gaps alone when they already exceed it (the same answer to ``> budget + 1e-6``, without counting
+    codes)."""
     m, n = len(a), len(b)
     if budget is not None and abs(m - n) * INDEL > budget + 1e-6:
         return abs(m - n) * INDEL

@@ -266,8 +266,8 @@ def _no_agreement(ctx: Context, p: Phased, roles: _Roles, reg=False) -> bool:
 
 
 class _Sure:
-    """What the decoder stacks assembled so far settle about ``choose_boundary``'s answer, so that a candidate that cannot
-    change it waits, unassembled (the answer does not depend on the order the candidates are tried in).
+    """What the decoder stacks assembled so far settle about ``choose_boundary``'s answer, so that a candidate that
+    cannot change it waits, unassembled (the answer does not depend on the order the candidates are tried in).
 
     With ``top`` the best share so far and ``covered`` the most main-stream kernels any stack within
     STRUCTURE_SLACK of it covers: a candidate whose share cannot exceed ``top`` (at most 1; 0 when no layer can hold
