@@ -311,16 +311,19 @@ def test_the_room_check_catches_siblings_upward_rooms_and_core_imports(tmp_path)
 
 def test_no_room_attribute_hides_one_of_its_modules():
     """A room's ``__init__`` that imported ``layers`` (the function) from ``layers.py`` would make
-    ``tracekit.analyses.structure.layers`` the function once imported, not the module: rooms export no names."""
+    ``tracekit.analyses.structure.layers`` the function once imported, not the module: rooms export no names. The
+    same for a package inside a room (``structure/layers/``, whose ``__init__`` is its public entry): no name it
+    exports hides one of its modules or subpackages."""
     import importlib
 
-    for init in (PKG / "analyses").glob("*/__init__.py"):
-        room = importlib.import_module(f"tracekit.analyses.{init.parent.name}")
-        for mod in init.parent.glob("*.py"):
-            if mod.stem == "__init__":
-                continue
-            sub = importlib.import_module(f"tracekit.analyses.{init.parent.name}.{mod.stem}")
-            assert getattr(room, mod.stem) is sub, (init.parent.name, mod.stem)
+    for init in sorted((PKG / "analyses").glob("*/**/__init__.py")):
+        name = ".".join(init.parent.relative_to(PKG.parent).parts)
+        package = importlib.import_module(name)
+        subs = [p.stem for p in init.parent.glob("*.py") if p.stem != "__init__"]
+        subs += [p.name for p in init.parent.iterdir() if (p / "__init__.py").exists()]
+        for stem in subs:
+            sub = importlib.import_module(f"{name}.{stem}")
+            assert getattr(package, stem) is sub, (name, stem)
 
 
 def test_every_package_is_installed():

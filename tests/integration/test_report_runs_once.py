@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.structure import layers as L
+from tracekit.analyses.structure.layers import finding as L
 from tracekit.analyses.report.of_trace import report
 from tracekit.annotation import as_annotation
 from tracekit.annotation import blocks as B

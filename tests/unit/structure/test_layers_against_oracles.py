@@ -4,7 +4,7 @@
   labels of the old code, including when every hash collides.
 * Layer signature ids (one integer per row, or numpy's row unique when the digits do not fit) name the same tuples.
 * The measures of every candidate's assembly (_stack_like, _measure on the layer arrays) equal the plain Python over
-  its _Layer objects that they replaced.
+  its Layer objects that they replaced.
 * The automatic layers of the committed fixtures are pinned: a digest of find_layers' windows, types, check, warnings,
   boundary and segments per layer, taken with the code before issue 30's array passes (b0a525b).
 """
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracekit.analyses.structure.layer_assembly import _labels
-from tracekit.analyses.structure.layer_context import _flatten
-from tracekit.analyses.structure.layer_table import _LayerPieces
+from tracekit.analyses.structure.layers.assembly import _LayerPieces
+from tracekit.analyses.structure.layers.segments import _labels
+from tracekit.analyses.structure.layers.sequences import _flatten
 
 ROOT = Path(__file__).resolve().parents[3]
 SYN = ROOT / "fixtures" / "synthetic"
@@ -140,17 +140,17 @@ def _context_of(path):
     import tracekit
     from tracekit.analyses.categories import resolve_categories
     from tracekit.analyses.steps.resolve import get_steps
-    from tracekit.analyses.structure.layer_context import _context
+    from tracekit.analyses.structure.layers.sequences import read_context
     from tracekit.annotation import Annotation
     from tracekit.annotation.blocks import resolve_main_stream
 
     trace = tracekit.load(path, cache=False)
     main = resolve_main_stream(trace.events, Annotation(name="auto"))
-    return trace, _context(trace, get_steps(trace, None), main, resolve_categories(None))
+    return trace, read_context(trace, get_steps(trace, None), main, resolve_categories(None))
 
 
 def _measure_by_objects(ctx, asm):
-    """The old _stack_like and _measure, over the _Layer objects."""
+    """The old _stack_like and _measure, over the Layer objects."""
     seq_of = {s.step: s for s in ctx.seqs}
     kernels = [l.hi - l.lo for v in asm.layers.values() for l in v]
     n_layers = sum(len(v) for v in asm.layers.values()) / max(len(asm.layers), 1)
@@ -172,12 +172,12 @@ def _measure_by_objects(ctx, asm):
 
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_measures_on_arrays_equal_the_objects(name):
-    from tracekit.analyses.structure.layer_assembly import _assemble
-    from tracekit.analyses.structure.layer_choice import _candidates, _measure, _stack_like
+    from tracekit.analyses.structure.layers.assembly import assemble
+    from tracekit.analyses.structure.layers.boundary import _candidates, _measure, _stack_like
 
     _, ctx = _context_of(SYN / name)
     for tok in sorted(_candidates(ctx)):
-        asm = _assemble(ctx, tok)
+        asm = assemble(ctx, tok)
         stack = _stack_like(asm)
         _measure(ctx, asm)
         assert (stack, asm.layers_n, asm.agree, asm.n_types, asm.decoder) == _measure_by_objects(ctx, asm)
@@ -208,7 +208,7 @@ BEST_FIT = {
 
 
 def test_groups_equal_numpy_unique():
-    from tracekit.analyses.structure.layer_table import _first_of, _groups
+    from tracekit.analyses.structure.layers.segments import first_of, groups
 
     rng = np.random.default_rng(34)
     for n in [0, 1, 2, 5, 50, 3000]:
@@ -219,11 +219,11 @@ def test_groups_equal_numpy_unique():
                 else rng.integers(0, 1 << 62, n, dtype=np.int64).astype(np.uint64) * np.uint64(3)
             )
             uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-            f, i, order, new = _groups(key)
+            f, i, order, new = groups(key)
             assert f.tolist() == first.tolist() and i.tolist() == inv.reshape(-1).tolist()
             assert key[order][new].tolist() == uniq.tolist()
             assert order.tolist() == np.argsort(inv.reshape(-1), kind="stable").tolist()
-            assert _first_of(key).tolist() == first.tolist()
+            assert first_of(key).tolist() == first.tolist()
 
 
 def _edges_by_unique(segs):
@@ -240,7 +240,7 @@ def test_edges_keep_the_set_and_its_order():
     components' numbering follows it)."""
     from types import SimpleNamespace
 
-    from tracekit.analyses.structure.layer_assembly import _edges
+    from tracekit.analyses.structure.layers.segments import _edges
 
     rng = np.random.default_rng(35)
     for n, labels in [(10, 3), (500, 40), (5000, 300), (5000, 5000)]:  # 5000: the sorted path (> 2048 pairs)
@@ -257,8 +257,9 @@ def test_edges_keep_the_set_and_its_order():
 def test_candidates_and_edges_on_fixtures(name):
     from collections import Counter
 
-    from tracekit.analyses.structure.layer_assembly import _edges, _label_phases, _segments, _top_labels
-    from tracekit.analyses.structure.layer_choice import MIN_COUNT, _candidates
+    from tracekit.analyses.structure.layers.assembly import _top_labels
+    from tracekit.analyses.structure.layers.segments import _edges, _label_phases, _segments
+    from tracekit.analyses.structure.layers.boundary import MIN_COUNT, _candidates
 
     _, ctx = _context_of(SYN / name)
     fl, n_codes = ctx.flat, len(ctx.names) + 1
@@ -307,13 +308,15 @@ def test_fit_table_equals_a_regex_run_per_call(monkeypatch):
     import pandas as pd
 
     from tracekit.analyses.structure import fit
-    from tracekit.analyses.structure.layers import _auto_main
+    from tracekit.analyses.structure.layers import auto_main_stream
     from tracekit.annotation import Annotation
     from tracekit.annotation.blocks import resolve_main_stream
     from tracekit.regexes import bounded
 
     trace, _ = _context_of(SYN / "dsv3_bs32.trace.json.gz")
-    assert _auto_main(trace) == resolve_main_stream(trace.events, Annotation(name="auto")) == _auto_main(trace)
+    assert (
+        auto_main_stream(trace) == resolve_main_stream(trace.events, Annotation(name="auto")) == auto_main_stream(trace)
+    )
     # what best_fit runs: the annotations that cannot fit (by _ceiling, on the kernel names) are not judged
     got = fit._fit_table(trace, fit._candidates(None), None, None, only_fitting=True)[0]
     calls = []

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tracekit.analyses.structure import layer_align as L
+from tracekit.analyses.structure.layers import alignment as L
 
 
 def _edit_loops(a, b, cat):
@@ -46,8 +46,8 @@ def test_numpy_dp_gives_the_loops_floats():
         a = tuple(base[:m])
         b = tuple(x if rng.random() < 0.7 else rng.randrange(k) for x in base[:n])
         numpy_runs += min(m, n) >= L._DP_NUMPY_MIN
-        assert L._edit(a, b, cat) == _edit_loops(a, b, cat)
-        got = L._align_suffix(a, b, cat)
+        assert L.edit_distance(a, b, cat) == _edit_loops(a, b, cat)
+        got = L.align_suffix(a, b, cat)
         assert got == _align_loops(a, b, cat) and type(got[0]) is float
     assert numpy_runs > 100
 
@@ -59,7 +59,7 @@ def test_the_cost_floor_is_below_the_alignment_cost():
         cat = np.array([rng.randrange(3) for _ in range(k)])
         a = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
         b = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
-        assert L._cost_floor(a, b) <= _align_loops(a, b, cat)[0] + 1e-9
+        assert L.cost_floor(a, b) <= _align_loops(a, b, cat)[0] + 1e-9
 
 
 def test_the_cost_floor_is_below_the_edit_floor_and_that_below_the_edit_distance():
@@ -69,12 +69,12 @@ def test_the_cost_floor_is_below_the_edit_floor_and_that_below_the_edit_distance
         cat = np.array([rng.randrange(3) for _ in range(k)])
         a = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
         b = tuple(rng.randrange(k) for _ in range(rng.randrange(0, 40)))
-        assert L._cost_floor(a, b) <= L._edit_floor(a, b) <= _edit_loops(a, b, cat) + 1e-9
+        assert L.cost_floor(a, b) <= L.edit_floor(a, b) <= _edit_loops(a, b, cat) + 1e-9
 
 
 def test_a_subsequence_skips_the_dp_with_the_loops_floats():
-    """Sequences one of which is the other with elements left out (the usual case at a run's left edge): _edit and
-    _align_suffix answer without the DP, and with the very floats and start of the loops."""
+    """Sequences one of which is the other with elements left out (the usual case at a run's left edge):
+    edit_distance and align_suffix answer without the DP, and with the very floats and start of the loops."""
     rng = random.Random(34)
     shortcuts = 0
     for _ in range(60):
@@ -86,11 +86,11 @@ def test_a_subsequence_skips_the_dp_with_the_loops_floats():
             continue
         shortcuts += 1
         assert L._subsequence(short, long)
-        assert L._edit(short, long, cat) == _edit_loops(short, long, cat) == (len(long) - len(short)) * L.INDEL
-        assert L._edit(long, short, cat) == _edit_loops(long, short, cat)
-        got = L._align_suffix(long, short, cat)
+        assert L.edit_distance(short, long, cat) == _edit_loops(short, long, cat) == (len(long) - len(short)) * L.INDEL
+        assert L.edit_distance(long, short, cat) == _edit_loops(long, short, cat)
+        got = L.align_suffix(long, short, cat)
         assert got == _align_loops(long, short, cat) and type(got[0]) is float
         tail = tuple(rng.randrange(k) for _ in range(rng.randrange(1, 8))) + long  # long is a suffix of it
-        got = L._align_suffix(long, tail, cat)
+        got = L.align_suffix(long, tail, cat)
         assert got == _align_loops(long, tail, cat) == (0.0, len(tail) - len(long))
     assert shortcuts > 30

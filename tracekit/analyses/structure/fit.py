@@ -250,13 +250,13 @@ def _cuts_no_block(trace: Trace, ann: Annotation, main_names: dict) -> str:
         return ""  # the engine says why
     from ...annotation.blocks import resolve_main_stream
     from ...regexes import bounded
-    from .layers import _auto_main
+    from .layers import auto_main_stream
 
     key = ann.main_stream if isinstance(ann.main_stream, int) else None
     if key not in main_names:
         ev = trace.events
         # no stream named: the automatic layers' main stream, found once per events table
-        dev, stream = resolve_main_stream(ev, ann) if key is not None else _auto_main(trace)
+        dev, stream = resolve_main_stream(ev, ann) if key is not None else auto_main_stream(trace)
         on = kinds_mask(ev, ("kernel",)) & (ev["device"].to_numpy() == dev) & (ev["stream"].to_numpy() == stream)
         main_names[key] = ((dev, stream), _names_at(ev, on))
     (dev, stream), names = main_names[key]

@@ -39,8 +39,7 @@ from ...errors import DataFileError, MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
-from .layer_windows import BETWEEN, HEAD, TAIL
-from .layers import LayerFinding, find_layers
+from .layers import BETWEEN, HEAD, TAIL, LayerFinding, find_layers
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import merge_warnings, step_params
 

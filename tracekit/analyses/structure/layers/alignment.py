@@ -1,7 +1,7 @@
 """Automatic layers: edit distances between kernel-name sequences (a segment is tens to hundreds of kernels).
 
-The costs: a substitution within a category SUB_SAME, across categories SUB_OTHER, a gap INDEL. ``_edit`` is the
-global distance, ``_align_suffix`` aligns a whole expected sequence with a suffix of another, ``_cost_floor`` is a
+The costs: a substitution within a category SUB_SAME, across categories SUB_OTHER, a gap INDEL. ``edit_distance`` is the
+global distance, ``align_suffix`` aligns a whole expected sequence with a suffix of another, ``cost_floor`` is a
 cheap lower bound of both that lets callers skip a DP that cannot come within the edit budget; long sequences run the
 DP in numpy one anti-diagonal at a time (``_dp_last_row``) with the very floats of the plain loops."""
 
@@ -21,11 +21,11 @@ def _sub_cost(a: int, b: int, cat: np.ndarray) -> float:
     return SUB_SAME if cat[a] == cat[b] else SUB_OTHER
 
 
-def _budget(n: int) -> float:
+def edit_budget(n: int) -> float:
     return max(1.0, EDIT_FRACTION * n)
 
 
-def _edit(a: tuple, b: tuple, cat: np.ndarray) -> float:
+def edit_distance(a: tuple, b: tuple, cat: np.ndarray) -> float:
     """Global edit distance with the costs above."""
     if min(len(a), len(b)) >= _DP_NUMPY_MIN:
         short, long = (a, b) if len(a) <= len(b) else (b, a)
@@ -41,7 +41,7 @@ def _edit(a: tuple, b: tuple, cat: np.ndarray) -> float:
     return prev[-1]
 
 
-def _align_suffix(expected: tuple, seq: tuple, cat: np.ndarray) -> tuple[float, int]:
+def align_suffix(expected: tuple, seq: tuple, cat: np.ndarray) -> tuple[float, int]:
     """Align all of ``expected`` with a suffix of ``seq`` (a free prefix): (cost, index in ``seq`` where the
     aligned part starts). Ties go to the later start."""
     m, n = len(expected), len(seq)
@@ -95,12 +95,12 @@ def _dp_last_row(a, b, cat: np.ndarray) -> np.ndarray:
     return F2[m].copy()
 
 
-def _cost_floor(expected: tuple, seq: tuple) -> float:
-    """A lower bound of _align_suffix's cost, and so of _edit's (a global alignment is one of a suffix): every
+def cost_floor(expected: tuple, seq: tuple) -> float:
+    """A lower bound of align_suffix's cost, and so of edit_distance's (a global alignment is one of a suffix): every
     element of ``expected`` beyond the length of ``seq`` is a gap (INDEL), and every one not matched by an equal code
     costs at least the cheapest substitution, SUB_SAME."""
     m, n = len(expected), len(seq)
-    if m > n and (m - n) * INDEL > _budget(m) + 1e-6:
+    if m > n and (m - n) * INDEL > edit_budget(m) + 1e-6:
         return (m - n) * INDEL
     common = sum((Counter(expected) & Counter(seq)).values())
     return max((m - n) * INDEL, SUB_SAME * (m - common), 0.0)
@@ -115,11 +115,12 @@ def _subsequence(short: tuple, long: tuple) -> bool:
     return all(x in it for x in short)
 
 
-def _edit_floor(a: tuple, b: tuple, budget: float | None = None) -> float:
-    """A lower bound of _edit's global distance, at least _cost_floor: with u_a and u_b the elements of each side not
-    matched by an equal code of the other (as multisets), an alignment pays a gap for each of the |len(a) - len(b)|
-    elements one side has more and at least SUB_SAME for each of the min(u_a, u_b) others. With a ``budget``, the
-    gaps alone when they already exceed it (the same answer to ``> budget + 1e-6``, without counting codes)."""
+def edit_floor(a: tuple, b: tuple, budget: float | None = None) -> float:
+    """A lower bound of edit_distance's global distance, at least cost_floor: with u_a and u_b the elements of each
+    side not matched by an equal code of the other (as multisets), an alignment pays a gap for each of the
+    |len(a) - len(b)| elements one side has more and at least SUB_SAME for each of the min(u_a, u_b) others. With a
+    ``budget``, the gaps alone when they already exceed it (the same answer to ``> budget + 1e-6``, without counting
+    codes)."""
     m, n = len(a), len(b)
     if budget is not None and abs(m - n) * INDEL > budget + 1e-6:
         return abs(m - n) * INDEL

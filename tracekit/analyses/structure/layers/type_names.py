@@ -1,9 +1,9 @@
 """Automatic layers: name the layer types (step 5 of docs/layers.md).
 
-A type is its main-stream kernel names without communication kernels (``_type_key``); its name comes from the
+A type is its main-stream kernel names without communication kernels (``type_key``); its name comes from the
 categories' mixer and FFN labels, ``draft:`` for a draft model's types (``_draft_types``), the most expensive
 distinctive kernel where two types would share a name, and ``/fast`` / ``/slow`` where one mixer kernel's durations
-form two clear clusters (``_duration_split``). ``_type_table`` lists the types."""
+form two clear clusters (``duration_split``). ``type_table`` lists the types."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from collections import Counter, defaultdict
 import numpy as np
 import pandas as pd
 
-from .layer_assembly import _Assembly, _Layer
-from .layer_context import _Ctx, _Seq
+from .assembly import Assembly, Layer
+from .sequences import Context, Seq
 
 SPLIT_MIN_RATIO = 1.3  # duration clusters: the slow one at least this much slower ...
 SPLIT_SEPARATION = 3.0  # ... with a gap this many times the larger cluster's spread (in log time)
 SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's layers (and 2)
 
 
-def _type_key(ctx: _Ctx, asm: _Assembly, sig: tuple) -> tuple:
+def type_key(ctx: Context, asm: Assembly, sig: tuple) -> tuple:
     """What makes a layer type: the layer's main-stream kernel names (its segment labels in order), communication
     kernels left out — a layer that ends with a collective (the last layer before the logits AllGather, a TP
     all-reduce one layer has and another not) keeps the type of the layers it otherwise equals."""
@@ -59,7 +59,7 @@ def _identifier(name: str) -> str:
     return s[:cut].split("::")[-1] or name
 
 
-def short_name(name: str, width: int = 32) -> str:
+def _short_name(name: str, width: int = 32) -> str:
     """A readable stem of a kernel name (see _identifier), at most ``width`` characters."""
     return _identifier(name)[:width]
 
@@ -71,7 +71,7 @@ def _tokens(ident: str) -> list[str]:
 def _distinct_labels(kernels: list[str], width: int = 32) -> list[str]:
     """Labels that tell kernels apart: their short names, or, where those collide or are cut, the tokens of each
     identifier that the others lack ('' when it has none)."""
-    shorts = [short_name(k, width) for k in kernels]
+    shorts = [_short_name(k, width) for k in kernels]
     if len(set(shorts)) == len(shorts) and all(len(_identifier(k)) <= width for k in kernels):
         return shorts
     toks = [_tokens(_identifier(k)) for k in kernels]
@@ -82,7 +82,7 @@ def _distinct_labels(kernels: list[str], width: int = 32) -> list[str]:
     return out
 
 
-def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) -> dict[int, str]:
+def name_types(ctx: Context, sigs: dict, inst: dict, asm: Assembly | None, cr) -> dict[int, str]:
     if not sigs:
         return {}
     rank = {c: i for i, c in enumerate(cr.order)}
@@ -148,7 +148,7 @@ def _type_names(ctx: _Ctx, sigs: dict, inst: dict, asm: _Assembly | None, cr) ->
     return names
 
 
-def _kernel_means(ctx: _Ctx, layers: list) -> dict[str, float]:
+def _kernel_means(ctx: Context, layers: list) -> dict[str, float]:
     """The mean duration of each kernel name over a type's layers (``layers``: (sequence, layer) pairs), names in
     order of first appearance: sums of whole ns, exact, so the floats are np.mean's of each name's durations."""
     codes = np.concatenate([s.codes[lay.lo : lay.hi] for s, lay in layers])
@@ -181,7 +181,7 @@ def _draft_types(inst: dict) -> set[int]:
     return {tid for tid in inst if tid not in with_target and tid in later}
 
 
-def _duration_split(ctx: _Ctx, inst: dict, names: dict[int, str]) -> dict[int, str]:
+def duration_split(ctx: Context, inst: dict, names: dict[int, str]) -> dict[int, str]:
     """Layer object id -> split type name, for types whose layers form two clear duration clusters."""
     out: dict[int, str] = {}
     for tid, lst in inst.items():
@@ -224,7 +224,7 @@ def _duration_split(ctx: _Ctx, inst: dict, names: dict[int, str]) -> dict[int, s
     return out
 
 
-def _duration_at(seq: _Seq, lay: _Layer, code: int, pos: int, ref) -> int | None:
+def _duration_at(seq: Seq, lay: Layer, code: int, pos: int, ref) -> int | None:
     """The duration of the kernel at the split position in a layer (by position, else the same name's
     occurrence with the same ordinal)."""
     if lay.hi - lay.lo == ref[1].hi - ref[1].lo and seq.codes[lay.lo + pos] == code:
@@ -235,7 +235,7 @@ def _duration_at(seq: _Seq, lay: _Layer, code: int, pos: int, ref) -> int | None
     return int(seq.durs[lay.lo + hits[ordinal]]) if ordinal < hits.size else None
 
 
-def _type_table(ctx: _Ctx, sigs: dict, inst: dict, names: dict[int, str], split: dict[int, str]) -> pd.DataFrame:
+def type_table(ctx: Context, sigs: dict, inst: dict, names: dict[int, str], split: dict[int, str]) -> pd.DataFrame:
     """One row per layer type: its name, its main-stream kernel names (of its first layer), runs and layer count."""
     rows = []
     for tid in sigs.values():

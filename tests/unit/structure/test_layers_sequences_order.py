@@ -1,11 +1,11 @@
-"""layer_context._stable_order is np.argsort(kind="stable") (issue 30: small integers sorted in 16 bits, by numpy's
+"""sequences._stable_order is np.argsort(kind="stable") (issue 30: small integers sorted in 16 bits, by numpy's
 radix sort), on steps and name codes of every range, ties and empties included."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tracekit.analyses.structure.layer_context import _stable_order
+from tracekit.analyses.structure.layers.sequences import _stable_order
 
 
 def test_stable_order_is_the_stable_argsort():

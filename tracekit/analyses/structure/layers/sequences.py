@@ -1,4 +1,4 @@
-"""Automatic layers: the per-step kernel sequences of the main stream, read once per trace (``_context``).
+"""Automatic layers: the per-step kernel sequences of the main stream, read once per trace (``read_context``).
 
 Each step's main-stream kernels in start order (positions, name codes, starts, durations), the name -> category
 tables the other steps of the finder look up, and the structure counted without any boundary kernel: every mixer ->
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...trace import Trace
-from ..categories import resolve_categories, trace_categories
-from ..steps.resolve import Steps
+from ....trace import Trace
+from ...categories import resolve_categories, trace_categories
+from ...steps.resolve import Steps
 
 COMM_FAMILY = "comm"
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible mod 2**64
@@ -22,7 +22,7 @@ MISMATCH_KEPT = 32  # shifts remembered per trace, at most (each at most n/8 pos
 
 
 @dataclass
-class _Seq:
+class Seq:
     step: int
     start_ns: int
     end_ns: int
@@ -37,7 +37,7 @@ class _Seq:
 
 
 @dataclass
-class _Flat:
+class Flat:
     """Every step's main-stream kernels end to end (step i holds positions lo[i]:lo[i + 1]), for the assembly's
     vectorised passes: their name codes (and those codes' bytes, to label segments), the running sum of the mixer
     kernels' durations (0 first: a segment's mixer time is one difference) and each name's positions."""
@@ -53,8 +53,8 @@ class _Flat:
     h_pow: np.ndarray = None  # uint64, n + 1: HASH_BASE**i
     index: np.ndarray = None  # arange(n): each kernel's own position
     small_codes: np.ndarray = None  # the codes in the narrowest integer type that holds them (compared faster)
-    roles: object = None  # the transitions and role counts in flat positions (layer_choice._roles), when made
-    mismatch: dict = None  # shift d -> the positions x where codes[x] != codes[x + d] (_Flat.equal), None: dense
+    roles: object = None  # the transitions and role counts in flat positions (boundary._roles), when made
+    mismatch: dict = None  # shift d -> the positions x where codes[x] != codes[x + d] (Flat.equal), None: dense
 
     def equal(self, lo: np.ndarray, size: np.ndarray, d: np.ndarray) -> bool:
         """Whether every run codes[lo:lo + size] equals codes[lo - d:lo - d + size] (d > 0). Runs at a common shift
@@ -105,8 +105,8 @@ class _Flat:
 
 
 @dataclass
-class _Ctx:
-    seqs: list[_Seq]
+class Context:
+    seqs: list[Seq]
     names: list[str]  # name code -> name
     cat_of_code: np.ndarray  # name code -> category index (of the main-stream kernels)
     cat_names: list[str]
@@ -114,10 +114,10 @@ class _Ctx:
     family_of_cat: list[str]
     ffn_cat: np.ndarray = None  # category index -> is an FFN part
     comm_code: np.ndarray = None  # name code -> is a communication kernel (family comm)
-    flat: _Flat = None
+    flat: Flat = None
 
 
-def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
+def read_context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> Context:
     ev = trace.events
     is_kernel = (ev["kind"] == "kernel").to_numpy()  # on the categorical's codes: no string column
     dev, stream = ev["device"].to_numpy(), ev["stream"].to_numpy()
@@ -170,16 +170,16 @@ def _context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> _Ctx:
         t_hi.tolist(),
     ):
         m = order[lo:hi]
-        seq = _Seq(int(step_id), int(s0), int(s1), sel[m], codes_sel[m], starts[m], dur[m])
+        seq = Seq(int(step_id), int(s0), int(s1), sel[m], codes_sel[m], starts[m], dur[m])
         seq.trans_mixer, seq.trans_ffn = t_mix[a:b] - lo, t_ffn[a:b] - lo
         seqs.append(seq)
     comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
     flat = _flatten(seqs, len(names) + 1, mixer[cat_of_code] if mixer.size else np.zeros(len(names) + 1, bool))
-    return _Ctx(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code, flat)
+    return Context(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code, flat)
 
 
-def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
-    """The steps' sequences end to end (_Flat)."""
+def _flatten(seqs: list[Seq], n_codes: int, mixer_code: np.ndarray) -> Flat:
+    """The steps' sequences end to end (Flat)."""
     sizes = np.array([s.codes.size for s in seqs], dtype=np.int64)
     lo = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     codes = np.concatenate([s.codes for s in seqs]).astype(np.int64) if seqs else np.zeros(0, np.int64)
@@ -188,7 +188,7 @@ def _flatten(seqs: list[_Seq], n_codes: int, mixer_code: np.ndarray) -> _Flat:
     by_code = _stable_order(codes)
     code_lo = np.searchsorted(codes[by_code], np.arange(n_codes + 1), side="left")
     h_pre, h_pow = _prefix_hash(codes)
-    return _Flat(
+    return Flat(
         codes,
         lo,
         codes.tobytes(),
@@ -211,7 +211,7 @@ def _stable_order(x: np.ndarray) -> np.ndarray:
 
 
 def _prefix_hash(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The running sums that hash any slice of ``codes`` in O(1) (_Flat.h_pre, h_pow), in uint64 arithmetic that
+    """The running sums that hash any slice of ``codes`` in O(1) (Flat.h_pre, h_pow), in uint64 arithmetic that
     wraps mod 2**64 (numpy's integer arrays wrap silently)."""
     n = codes.size
     one = np.ones(1, np.uint64)

@@ -8,7 +8,8 @@ from collections import Counter
 
 import numpy as np
 
-from tracekit.analyses.structure.layer_assembly import _Segs, _top_labels, _Used
+from tracekit.analyses.structure.layers.assembly import _top_labels, _Used
+from tracekit.analyses.structure.layers.segments import Segs
 
 
 def test_top_labels_are_counter_most_common_in_segment_order():
@@ -19,7 +20,7 @@ def test_top_labels_are_counter_most_common_in_segment_order():
         phase = np.where(comp >= 0, [rng.randrange(0, 3) for _ in range(n_labels)], -1)
         ids = np.array([rng.randrange(n_labels) for _ in range(rng.randrange(0, 200))], dtype=np.int64)
         rec = np.array([rng.random() < 0.8 for _ in ids], dtype=bool)
-        segs = _Segs(ids, ids, ids, ids, rec, n_labels, ph=np.where(rec, phase[ids], -1))
+        segs = Segs(ids, ids, ids, ids, rec, n_labels, ph=np.where(rec, phase[ids], -1))
         want: dict = {}
         for lid, r in zip(ids.tolist(), rec.tolist()):
             if r and phase[lid] >= 0:
@@ -39,8 +40,8 @@ def test_used_ranges():
 def test_boundary_candidates_are_the_names_three_times_in_a_step():
     from types import SimpleNamespace
 
-    from tracekit.analyses.structure.layer_choice import _candidates
-    from tracekit.analyses.structure.layer_context import _flatten
+    from tracekit.analyses.structure.layers.boundary import _candidates
+    from tracekit.analyses.structure.layers.sequences import _flatten
 
     rng = random.Random(41)
     for _ in range(50):

@@ -1,10 +1,10 @@
 """Automatic layers: choose the boundary kernel (step 4 of docs/layers.md) and check the layers against the structure.
 
 Every candidate's assembly is measured (``_measure``: layers holding one mixer -> FFN transition, a decoder stack or
-not); ``_choose`` keeps the decoder stacks that agree best with the structure and breaks ties by norm kernels,
+not); ``choose_boundary`` keeps the decoder stacks that agree best with the structure and breaks ties by norm kernels,
 coverage, fewer types, the distance after the last GEMM, rarity. A candidate whose phases already show that it
 cannot change that answer (``_Sure``: it covers less than a stack found so far and cannot agree better) is not
-assembled. ``_structure_check`` is the ``check`` of the result."""
+assembled. ``structure_check`` is the ``check`` of the result."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..steps.resolve import median_ns
-from .layer_align import EDIT_FRACTION
-from .layer_assembly import K_MAX, _assemble, _Assembly, _Phased, _phased
-from .layer_context import _Ctx
+from ...steps.resolve import median_ns
+from .alignment import EDIT_FRACTION
+from .assembly import Assembly, assemble
+from .segments import K_MAX, Phased, phased_segments
+from .sequences import Context
 
 MIN_COUNT = 3  # a boundary candidate occurs at least this often in some step
 MIN_LAYER_KERNELS = 3  # a layer has at least this many main-stream kernels on average
@@ -28,7 +29,7 @@ GEMM_FAMILY = "gemm"
 STRUCTURE_SLACK = 0.05  # a boundary whose layers agree with the structure this much less than the best is out
 
 
-def _stack_like(asm: _Assembly) -> bool:
+def _stack_like(asm: Assembly) -> bool:
     """A stack of decoder layers repeats a few layer types many times: at most max(3, a quarter of the layers per
     step) distinct types (a CNN's training step repeats, but with a new shape at every stage), of at least
     MIN_LAYER_KERNELS main-stream kernels each on average."""
@@ -42,7 +43,7 @@ def _stack_like(asm: _Assembly) -> bool:
     return n_types <= max(MAX_TYPES_FLOOR, MAX_TYPES_SHARE * n_layers)
 
 
-def _measure(ctx: _Ctx, asm: _Assembly) -> _Assembly:
+def _measure(ctx: Context, asm: Assembly) -> Assembly:
     """The structure of an assembly's layers: how many hold exactly one mixer -> FFN transition, and whether they
     form a decoder stack (some layer holds an attention / linear-attention / state-space kernel, and every layer
     type holds a mixer or an FFN kernel: a cut inside a layer leaves types with neither). One pass over every step's
@@ -75,7 +76,7 @@ class _Roles:
     mixer_before: np.ndarray = None
 
 
-def _roles(ctx: _Ctx) -> _Roles:
+def _roles(ctx: Context) -> _Roles:
     fl = ctx.flat
     if fl.roles is None:
         cats = ctx.cat_of_code[fl.codes]
@@ -94,11 +95,11 @@ def _roles(ctx: _Ctx) -> _Roles:
     return fl.roles
 
 
-def _share(asm: _Assembly) -> float:
+def _share(asm: Assembly) -> float:
     return asm.agree / asm.layers_n if asm.layers_n else 0.0
 
 
-def _candidates(ctx: _Ctx) -> Counter:
+def _candidates(ctx: Context) -> Counter:
     """The boundary candidates: name code -> the most times it occurs in one step, for those occurring at least
     MIN_COUNT times in some step."""
     fl = ctx.flat
@@ -117,7 +118,7 @@ def _candidates(ctx: _Ctx) -> Counter:
     return Counter({int(c): int(most[c]) for c in np.flatnonzero(most)})
 
 
-def _choose(ctx: _Ctx) -> _Assembly | None:
+def choose_boundary(ctx: Context) -> Assembly | None:
     """The boundary kernel whose layers are a decoder stack that agrees best with the structure (one mixer -> FFN
     transition per layer, counted without any boundary kernel), then (within STRUCTURE_SLACK of that agreement) a
     norm kernel covering NORM_PREFERENCE of the best coverage, then the most main-stream kernels covered, the fewest
@@ -131,13 +132,13 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     total = sum(seq.codes.size for seq in ctx.seqs)
     sure = _Sure(ctx, total)
 
-    def build(tokens, wait: bool = True) -> list[_Assembly]:
+    def build(tokens, wait: bool = True) -> list[Assembly]:
         out = []
         for tok in tokens:
-            p = _phased(ctx, tok)
+            p = phased_segments(ctx, tok)
             if wait and sure.waits(p, is_norm[tok]):
                 continue
-            a = _assemble(ctx, tok, p)
+            a = assemble(ctx, tok, p)
             if a.covered and _stack_like(a) and _measure(ctx, a).decoder:
                 out.append(a)
                 sure.add(a, is_norm[tok])
@@ -155,7 +156,7 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     results = [a for a in results if _share(a) >= top - STRUCTURE_SLACK]
     roles = sure.roles
 
-    def after_gemm(a: _Assembly) -> float:
+    def after_gemm(a: Assembly) -> float:
         """Median main-stream kernels between a layer's first kernel and the last GEMM before it: a layer starts
         right after the previous layer's last GEMM (and its residual add), not inside its own input norm. In flat
         positions: the GEMM before must lie in the layer's step."""
@@ -167,10 +168,10 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
         d = (lo - g[np.clip(k, 0, None)])[ok] if g.size else lo[:0]
         return float(np.median(d)) if d.size else math.inf
 
-    def key(a: _Assembly):
+    def key(a: Assembly):
         return (a.covered, -a.n_types, -after_gemm(a), -counts[a.token], -a.token)
 
-    def top_of(cands: list[_Assembly]) -> _Assembly:
+    def top_of(cands: list[Assembly]) -> Assembly:
         """max(cands, key=key), after_gemm measured only for those first in (covered, -n_types): the rest cannot be
         the (first) maximum."""
         head = max((a.covered, -a.n_types) for a in cands)
@@ -183,7 +184,7 @@ def _choose(ctx: _Ctx) -> _Assembly | None:
     return best
 
 
-def _region(p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
+def _region(p: Phased) -> tuple[np.ndarray, np.ndarray] | None:
     """Per step holding a phased segment, the first and last segment a layer can hold whole: runs start and end at
     phased segments, and a run's last layer takes the segment after it only when it lacks its last phase (phase
     k - 2) and that segment is unphased (_Runs._right). None: no phased segment, no run, no layer."""
@@ -202,7 +203,7 @@ def _region(p: _Phased) -> tuple[np.ndarray, np.ndarray] | None:
     return first, np.where(takes, after, last)
 
 
-def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -> int:
+def _cover_bound(ctx: Context, p: Phased, reg=False, limit: float | None = None) -> int:
     """At least the main-stream kernels the assembly covers (its ``covered``), from the phases alone: per step, the
     segments of ``_region``, and the segment before them when the run starting there can recover its first layer's
     start from it (_Runs._left: at a phase other than 0, and only when the missing labels, at least ``need`` kernels
@@ -225,7 +226,7 @@ def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -
     if limit is not None and (loose < limit or inner >= limit):
         return loose
     seq = p.label_seq
-    size = (seq._hi - seq._lo).astype(np.float64)  # each label's length
+    size = seq.lengths().astype(np.float64)  # each label's length
     key = np.where(p.phase_l >= 0, p.comp_l * K_MAX + p.phase_l, -1)
     shortest = np.full((len(p.k_of) + 1) * K_MAX, np.inf)
     np.minimum.at(shortest, key[key >= 0], size[key >= 0])
@@ -237,7 +238,7 @@ def _cover_bound(ctx: _Ctx, p: _Phased, reg=False, limit: float | None = None) -
     return inner + int(room[can].sum())
 
 
-def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
+def _no_agreement(ctx: Context, p: Phased, roles: _Roles, reg=False) -> bool:
     """Whether no layer of the assembly can hold exactly one mixer -> FFN transition (its ``agree`` is 0): every
     layer holds a whole segment of ``_region`` at phase 0 or k - 1, and every transition such a segment holds, so
     when each of those segments holds two or more, so does each layer. ``reg``: _region(p), when made."""
@@ -265,8 +266,8 @@ def _no_agreement(ctx: _Ctx, p: _Phased, roles: _Roles, reg=False) -> bool:
 
 
 class _Sure:
-    """What the decoder stacks assembled so far settle about ``_choose``'s answer, so that a candidate that cannot
-    change it waits, unassembled (the answer does not depend on the order the candidates are tried in).
+    """What the decoder stacks assembled so far settle about ``choose_boundary``'s answer, so that a candidate that
+    cannot change it waits, unassembled (the answer does not depend on the order the candidates are tried in).
 
     With ``top`` the best share so far and ``covered`` the most main-stream kernels any stack within
     STRUCTURE_SLACK of it covers: a candidate whose share cannot exceed ``top`` (at most 1; 0 when no layer can hold
@@ -277,13 +278,13 @@ class _Sure:
     waited while ``top`` was lower than the final one: they are assembled after all. A candidate that covers
     nothing is never a stack."""
 
-    def __init__(self, ctx: _Ctx, total: int):
+    def __init__(self, ctx: Context, total: int):
         self.ctx, self.total, self.roles = ctx, total, _roles(ctx)
         self.built: list[tuple[float, int, bool]] = []  # (share, covered, is a norm) of every stack so far
         self.top, self.covered, self.norm_covered, self.ended = None, -1, -1, False
         self.waiting: list[tuple[int, float]] = []  # (token, top when it began to wait)
 
-    def add(self, a: _Assembly, norm: bool) -> None:
+    def add(self, a: Assembly, norm: bool) -> None:
         share = _share(a)
         self.built.append((share, a.covered, norm))
         self.ended = self.ended or (
@@ -326,7 +327,7 @@ class _Sure:
 CHECK_COMPARED = "layers vs attention -> MLP/MoE transitions per step, one in every layer"
 
 
-def _structure_check(ctx: _Ctx, asm: _Assembly | None) -> dict:
+def structure_check(ctx: Context, asm: Assembly | None) -> dict:
     """The layers against the structure counted without them: per step the mixer -> FFN transitions on the main
     stream (one per decoder layer) and the layers found; ``agrees`` when every step has as many layers as
     transitions and every layer holds exactly one."""

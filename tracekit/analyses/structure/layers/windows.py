@@ -1,6 +1,6 @@
 """Automatic layers: the windows of every step (head, layers, between, tail) and each event's window.
 
-``_windows`` turns the chosen assembly into one row per window with its type name, the kernels of any stream that
+``step_windows`` turns the chosen assembly into one row per window with its type name, the kernels of any stream that
 start in it (the annotation engine's rule) and their time; ``layer_windows_by_event`` gives each event its window's
 type."""
 
@@ -11,24 +11,24 @@ from collections import defaultdict
 import numpy as np
 import pandas as pd
 
-from ... import intervals as iv
-from ...events import categorical_at
-from ...trace import Trace
-from .layer_assembly import _Assembly
-from .layer_context import _Ctx
-from .layer_names import _duration_split, _type_key, _type_names, _type_table
+from .... import intervals as iv
+from ....events import categorical_at
+from ....trace import Trace
+from .assembly import Assembly
+from .sequences import Context
+from .type_names import duration_split, name_types, type_key, type_table
 
 HEAD, TAIL, BETWEEN = "head", "tail", "between"
 
 
-def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.DataFrame, pd.DataFrame]:
+def step_windows(trace: Trace, ctx: Context, asm: Assembly | None, cr) -> tuple[pd.DataFrame, pd.DataFrame]:
     ev = trace.events
     ks = np.flatnonzero((ev["kind"] == "kernel").to_numpy())
     k_start = ev["start_ns"].to_numpy(np.int64)[ks]
     k_dur = ev["dur_ns"].to_numpy(np.int64)[ks]
     rows = []
     sigs: dict[tuple, int] = {}
-    key_of: dict[tuple, tuple] = {}  # a layer's segment labels -> its type key (_type_key), made once per labels
+    key_of: dict[tuple, tuple] = {}  # a layer's segment labels -> its type key (type_key), made once per labels
     inst: dict[int, list] = defaultdict(list)
     for seq in ctx.seqs:
         layers = asm.layers.get(seq.step, []) if asm is not None else []
@@ -49,7 +49,7 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
             e = at(lay.hi)
             key = key_of.get(lay.sig)
             if key is None:
-                key = key_of[lay.sig] = _type_key(ctx, asm, lay.sig)
+                key = key_of[lay.sig] = type_key(ctx, asm, lay.sig)
             tid = sigs.setdefault(key, len(sigs))
             rows.append([seq.step, "layer", li, tid, s, e, lay, row_at(lay.lo)])
             inst[tid].append((seq, lay))
@@ -58,8 +58,8 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
             rows.append([seq.step, HEAD, -1, HEAD, seq.start_ns, seq.end_ns, None, row_at(0)])
         elif pos < n or cursor < seq.end_ns:
             rows.append([seq.step, TAIL, -1, TAIL, cursor, seq.end_ns, None, row_at(pos)])
-    names = _type_names(ctx, sigs, inst, asm, cr)
-    split = _duration_split(ctx, inst, names)
+    names = name_types(ctx, sigs, inst, asm, cr)
+    split = duration_split(ctx, inst, names)
     out = pd.DataFrame(rows, columns=["step", "kind", "layer", "type_id", "start_ns", "end_ns", "obj", "first_kernel"])
     lt = []
     for r in out.itertuples(index=False):
@@ -81,7 +81,7 @@ def _windows(trace: Trace, ctx: _Ctx, asm: _Assembly | None, cr) -> tuple[pd.Dat
     out["note"] = [o.note if o is not None else "" for o in out["obj"]]
     out["main_kernels"] = [o.hi - o.lo if o is not None else 0 for o in out["obj"]]
     out = out.drop(columns=["obj", "type_id"])
-    types = _type_table(ctx, sigs, inst, names, split)
+    types = type_table(ctx, sigs, inst, names, split)
     return out[
         [
             "step",

@@ -1,11 +1,12 @@
-"""The boundary choice leaves unassembled the candidates that cannot change its answer (layer_choice._Sure, issue 30),
+"""The boundary choice leaves unassembled the candidates that cannot change its answer (boundary._Sure, issue 30),
 and the answer is the one of assembling every candidate.
 
 * ``_cover_bound`` is at least every candidate's ``covered``, and ``_no_agreement`` holds only for assemblies whose
   ``agree`` is 0, on the committed fixtures and a generated trace shaped like the benchmark (one step of identical
   layers, every kernel of a layer a candidate).
-* On those traces ``_choose`` with the waiting candidates picks the same assembly (token, layers, measures) as
-  ``_choose`` assembling every candidate, and on the generated trace candidates wait that the old code assembled.
+* On those traces ``choose_boundary`` with the waiting candidates picks the same assembly (token, layers, measures) as
+  ``choose_boundary`` assembling every candidate, and on the generated trace candidates wait that the old code
+  assembled.
 * Candidates that waited while the best share was lower than the final one are assembled after all (``late``).
 """
 
@@ -20,11 +21,12 @@ import pytest
 import tracekit
 from tracekit.analyses.categories import resolve_categories
 from tracekit.analyses.steps.resolve import get_steps
-from tracekit.analyses.structure import layer_choice as lc
-from tracekit.analyses.structure.layer_assembly import _assemble, _phased
-from tracekit.analyses.structure.layer_choice import _cover_bound, _no_agreement
-from tracekit.analyses.structure.layer_context import _context
-from tracekit.analyses.structure.layers import _auto_main
+from tracekit.analyses.structure.layers import auto_main_stream
+from tracekit.analyses.structure.layers import boundary as lc
+from tracekit.analyses.structure.layers.assembly import assemble
+from tracekit.analyses.structure.layers.boundary import _cover_bound, _no_agreement
+from tracekit.analyses.structure.layers.segments import phased_segments
+from tracekit.analyses.structure.layers.sequences import read_context
 
 ROOT = Path(__file__).resolve().parents[3]
 SYN = ROOT / "fixtures" / "synthetic"
@@ -46,7 +48,7 @@ def generated(tmp_path_factory) -> Path:
 
 def _ctx(path: Path):
     trace = tracekit.load(path, cache=False)
-    return _context(trace, get_steps(trace, None), _auto_main(trace), resolve_categories(None))
+    return read_context(trace, get_steps(trace, None), auto_main_stream(trace), resolve_categories(None))
 
 
 def _paths(generated: Path) -> list[Path]:
@@ -81,9 +83,9 @@ def test_bounds_hold_for_every_candidate(generated):
         ctx = _ctx(path)
         roles = lc._roles(ctx)
         for tok in sorted(lc._candidates(ctx)):
-            p = _phased(ctx, tok)
+            p = phased_segments(ctx, tok)
             bound, none_agree = _cover_bound(ctx, p), _no_agreement(ctx, p, roles)
-            a = lc._measure(ctx, _assemble(ctx, tok, p))
+            a = lc._measure(ctx, assemble(ctx, tok, p))
             assert a.covered <= bound, (path.name, tok)
             for limit in (a.covered, a.covered + 1, bound, bound + 1, 0.9 * bound, ctx.flat.codes.size):
                 loose = _cover_bound(ctx, p, limit=limit)  # looser, but deciding `< limit` alike
@@ -93,23 +95,23 @@ def test_bounds_hold_for_every_candidate(generated):
 
 def test_choice_with_waiting_candidates_is_the_choice_of_all(generated, monkeypatch):
     assembled = []
-    real = lc._assemble
+    real = lc.assemble
 
     def counting(ctx, tok, p=None):
         assembled.append(tok)
         return real(ctx, tok, p)
 
-    monkeypatch.setattr(lc, "_assemble", counting)
+    monkeypatch.setattr(lc, "assemble", counting)
     waited = {}
     for path in _paths(generated):
         ctx = _ctx(path)
         assembled.clear()
-        got = _summary(lc._choose(ctx))
+        got = _summary(lc.choose_boundary(ctx))
         n_new = len(assembled)
         with monkeypatch.context() as m:
             m.setattr(lc._Sure, "waits", lambda self, p, norm: False)  # every candidate assembled, as before
             assembled.clear()
-            want = _summary(lc._choose(ctx))
+            want = _summary(lc.choose_boundary(ctx))
         assert got == want, path.name
         assert got is not None
         waited[path.name] = len(assembled) - n_new
@@ -141,9 +143,9 @@ def test_cover_bound_of_a_token_without_runs_is_zero(generated):
     for path in [SYN / "dp16_bs4.trace.json.gz", generated]:
         ctx = _ctx(path)
         for tok in sorted(lc._candidates(ctx)):
-            p = _phased(ctx, tok)
+            p = phased_segments(ctx, tok)
             if not np.any(p.segs.ph >= 0):
                 seen += 1
                 assert _cover_bound(ctx, p) == 0
-                assert _assemble(ctx, tok, p).covered == 0
+                assert assemble(ctx, tok, p).covered == 0
     assert seen  # such tokens exist: they wait whatever the others do

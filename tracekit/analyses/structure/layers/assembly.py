@@ -1,8 +1,12 @@
-"""Automatic layers: assemble the layers of every step for one boundary kernel (steps 1-3 of docs/layers.md).
+"""Automatic layers, step 3 of docs/layers.md: the layers of every step for one boundary kernel (``assemble``).
 
-Segments cut at the boundary kernel and labelled by their kernel names; phases from the label graph (``_phases``);
-runs of linked segments with their edges recovered (``_best_left`` at a run's start, the next segment at its end,
-embedding kernels before a later run); each run cut into layers at phase 0."""
+From the phased segments (segments.py): runs of linked segments with their edges recovered (``_best_left`` at a
+run's start, the next segment at its end, embedding kernels before a later run); each run cut into layers at phase 0.
+
+Every candidate boundary kernel is assembled while the boundary is chosen, and all but one are dropped: their layers
+stay arrays (``_LayerTable``: bounds, signature ids, runs, made run by run by ``_LayerPieces``) that the choice
+measures in numpy passes; the ``Layer`` objects are made only for the chosen assembly (``Assembly.layers``). A
+signature (the labels of a layer's segments) is a tuple made once per distinct signature, not once per layer."""
 
 from __future__ import annotations
 
@@ -10,202 +14,152 @@ import bisect
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import chain
 
 import numpy as np
 
-from .layer_align import _align_suffix, _budget, _cost_floor, _edit, _edit_floor
-from .layer_context import _Ctx, _Flat, _Seq
-from .layer_table import _first_of, _groups, _Layer, _LayerPieces, _LayerTable
+from .alignment import align_suffix, cost_floor, edit_budget, edit_distance, edit_floor
+from .segments import LabelSeqs, Phased, Segs, first_of, groups, phased_segments
+from .sequences import Context, Seq
 
 MIN_RUN_LAYERS = 2  # a run of fewer layers is not a stack of layers
-K_MAX = 16  # at most this many segments per layer
 EMBEDDING_FAMILY = "embedding"
-HASH_LENGTH = 0xD6E8FEB86659FD93  # a segment's length enters its hash times this (odd) constant
 
 
 @dataclass
-class _Assembly:
+class Assembly:
     token: int
     step_ids: list[int]  # the step of each of ctx.seqs
     k: dict[int, int]  # component -> segments per layer
     n_labels: int  # distinct segment labels
-    label_seq: _LabelSeqs  # label id -> codes
+    label_seq: LabelSeqs  # label id -> codes
     covered: int = 0
     layers_n: int = 0  # layers over all steps
     agree: int = 0  # layers holding exactly one mixer -> FFN transition (the structure's period)
     decoder: bool = False  # a decoder stack: some layer holds a mixer, and every layer type a mixer or an FFN part
     n_types: int = 0
-    table: _LayerTable = None  # every layer, as arrays (layer_table)
+    table: _LayerTable = None  # every layer, as arrays (_LayerTable)
     _layers: dict = None
 
     @property
-    def layers(self) -> dict[int, list[_Layer]]:
+    def layers(self) -> dict[int, list[Layer]]:
         """step -> its layers (made from the table when first asked for: only the chosen assembly's are)."""
         if self._layers is None:
             self._layers = self.table.layers(self.step_ids)
         return self._layers
 
 
-def _phases(edges: set[tuple[int, int]]) -> tuple[dict[int, int], dict[int, int], dict[int, int]]:
-    """Per label: its component and its potential; per component: k (the gcd of the cycle lengths)."""
-    adj: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for a, b in edges:
-        adj[a].append((b, 1))
-        adj[b].append((a, -1))
-    comp: dict[int, int] = {}
-    pot: dict[int, int] = {}
-    gcds: dict[int, int] = {}
-    for root in sorted(adj):
-        if root in comp:
-            continue
-        cid = len(gcds)
-        comp[root], pot[root] = cid, 0
-        stack, g = [root], 0
-        while stack:
-            v = stack.pop()
-            for w, d in adj[v]:
-                if w not in comp:
-                    comp[w], pot[w] = cid, pot[v] + d
-                    stack.append(w)
-                else:
-                    g = math.gcd(g, abs(pot[v] + d - pot[w]))
-        gcds[cid] = g
-    return comp, pot, gcds
-
-
-class _LabelSeqs:
-    """Label id -> its kernel name codes (a tuple), read from the label's first segment when first asked for."""
-
-    def __init__(self, codes: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-        self._codes, self._lo, self._hi = codes, lo, hi
-        self._got: dict[int, tuple] = {}
-
-    def __getitem__(self, lid: int) -> tuple:
-        got = self._got.get(lid)
-        if got is None:
-            got = self._got[lid] = tuple(self._codes[self._lo[lid] : self._hi[lid]].tolist())
-        return got
-
-    def __len__(self) -> int:
-        return len(self._lo)
+@dataclass
+class Layer:
+    lo: int  # first main-stream kernel (index into the step's sequence)
+    hi: int  # one past the last
+    sig: tuple  # the labels of its segments (phase 0 first)
+    run: int
+    exact: bool = True  # every segment has a recurring label
+    note: str = ""
 
 
 @dataclass
-class _Segs:
-    """The segments of every step for one boundary kernel, in order: kernel bounds a:b (positions in ctx.flat),
-    the step (index into ctx.seqs), the label, whether the label recurs in the step, the phase (-1: none) and the
-    component and its k (-1 and 0: none) of the label."""
+class _LayerTable:
+    """Every layer of an assembly in order (by step, in the order of ctx.seqs, then by first kernel): the step (index
+    into ctx.seqs), the kernel bounds within the step's sequence, the signature id (sigs[id] is the tuple), the run,
+    whether it is exact and its note."""
 
-    a: np.ndarray
-    b: np.ndarray
     step: np.ndarray
-    ids: np.ndarray
-    rec: np.ndarray
-    n_labels: int
-    ph: np.ndarray = None
-    comp: np.ndarray = None
-    k: np.ndarray = None
-    first: np.ndarray = None  # label id -> its first segment
+    lo: np.ndarray
+    hi: np.ndarray
+    sig: np.ndarray
+    run: np.ndarray
+    exact: np.ndarray
+    note: list[str]
+    sigs: list[tuple]
+
+    @cached_property
+    def sig_first(self) -> np.ndarray:
+        """The first layer of each distinct signature (one per layer type)."""
+        return first_of(self.sig)
+
+    def layers(self, step_ids: list[int]) -> dict[int, list[Layer]]:
+        """step id -> its layers (every step, [] without layers)."""
+        out: dict[int, list[Layer]] = {s: [] for s in step_ids}
+        sigs = self.sigs
+        for st, lo, hi, sg, run, ex, note in zip(
+            self.step.tolist(),
+            self.lo.tolist(),
+            self.hi.tolist(),
+            self.sig.tolist(),
+            self.run.tolist(),
+            self.exact.tolist(),
+            self.note,
+        ):
+            out[step_ids[st]].append(Layer(lo, hi, sigs[sg], run, ex, note))
+        return out
 
 
-def _segments(ctx: _Ctx, token: int) -> _Segs:
-    """Every step cut at each occurrence of the token (and at its own ends), and each segment labelled by its exact
-    sequence of kernel names: label ids in order of first appearance (_labels)."""
-    fl = ctx.flat
-    bounds = np.concatenate([fl.lo, fl.positions(token)])  # np.union1d of the two, without its unique's overhead
-    bounds.sort(kind="stable")  # two sorted runs: merged in one pass (quicksort took 5-9x as long)
-    bounds = bounds[np.concatenate([[True], bounds[1:] != bounds[:-1]])] if bounds.size else bounds
-    a, b = bounds[:-1], bounds[1:]
-    step = np.searchsorted(fl.lo, a, side="right") - 1
-    ids, n_labels, first = _labels(fl, a, b)
-    # a label recurs when it occurs at least twice in the step
-    key = step * max(n_labels, 1) + ids
-    if len(ctx.seqs) * n_labels <= 4 * key.size + 4096:  # few enough (step, label) pairs to count in one array
-        rec = np.bincount(key, minlength=1)[key] >= 2
-    else:
-        _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
-        rec = counts[inv.reshape(-1)] >= 2
-    return _Segs(a, b, step, ids, rec, n_labels, first=first)
+class _LayerPieces:
+    """The layers of one assembly as they are cut, run by run (``add``), then one ``_LayerTable`` (``done``)."""
+
+    def __init__(self):
+        self.parts: list[tuple] = []
+        self.sig_of: dict[tuple, int] = {}
+        self.sigs: list[tuple] = []
+
+    def _intern(self, sig: tuple) -> int:
+        got = self.sig_of.get(sig)
+        if got is None:
+            got = self.sig_of[sig] = len(self.sigs)
+            self.sigs.append(sig)
+        return got
+
+    def sig_ids(self, lab: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix: tuple) -> np.ndarray:
+        """The signature ids of the layers lab[starts[i]:ends[i]] (the first one after ``prefix``): per length, the
+        rows keyed by one integer (the labels as digits, when they fit in 62 bits; else numpy's row unique), and
+        the distinct rows made into tuples once."""
+        lens = ends - starts
+        out = np.empty(lens.size, dtype=np.int64)
+        base = int(lab.max(initial=0)) + 1
+        for m in sorted(set(lens.tolist())):
+            rows = np.flatnonzero(lens == m)
+            mat = lab[starts[rows][:, None] + np.arange(m)]
+            if base**m < 1 << 62:  # exact in int64
+                key = mat @ (base ** np.arange(m - 1, -1, -1, dtype=np.int64))
+                first, inv, _, _ = groups(key)
+                uniq = mat[first]
+            else:
+                uniq, inv = np.unique(mat, axis=0, return_inverse=True)
+            ids = np.array([self._intern(tuple(r)) for r in uniq.tolist()], dtype=np.int64)
+            out[rows] = ids[inv.reshape(-1)]
+        if prefix:
+            out[0] = self._intern(tuple(prefix) + tuple(lab[starts[0] : ends[0]].tolist()))
+        return out
+
+    def add(
+        self, step: int, lo: np.ndarray, hi: np.ndarray, sig: np.ndarray, run: int, exact: np.ndarray, note: str
+    ) -> None:
+        self.parts.append((step, lo, hi, sig, run, exact, note))
+
+    def done(self) -> _LayerTable:
+        """The table, sorted by step and first kernel (stable: a run's layers in order)."""
+        if not self.parts:
+            z = np.zeros(0, np.int64)
+            return _LayerTable(z, z, z, z, z, np.zeros(0, bool), [], self.sigs)
+        sizes = [p[1].size for p in self.parts]
+        step = np.repeat(np.array([p[0] for p in self.parts], np.int64), sizes)
+        lo = np.concatenate([p[1] for p in self.parts]).astype(np.int64)
+        hi = np.concatenate([p[2] for p in self.parts]).astype(np.int64)
+        sig = np.concatenate([p[3] for p in self.parts])
+        run = np.repeat(np.array([p[4] for p in self.parts], np.int64), sizes)
+        exact = np.concatenate([p[5] for p in self.parts]).astype(bool)
+        note = np.full(lo.size, "", dtype=object)
+        note[np.cumsum([0] + sizes[:-1])] = [p[6] for p in self.parts]
+        order = np.lexsort((lo, step))
+        return _LayerTable(
+            step[order], lo[order], hi[order], sig[order], run[order], exact[order], note[order].tolist(), self.sigs
+        )
 
 
-def _labels(fl: _Flat, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
-    """Label ids 0.. in order of first appearance of the segments a:b (which tile fl.codes), equal ids for equal
-    name sequences: grouped by a hash of the codes and the length, then every segment checked against the one before it
-    in its group (_Flat.equal); a hash collision (never seen) falls back to a dict of the code bytes. Also the first
-    segment of each label."""
-    if not a.size:
-        return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
-    size = (b - a).astype(np.uint64)
-    # uint64 arrays wrap silently (no overflow check on integer arrays: no np.errstate needed)
-    key = (fl.h_pre[b] - fl.h_pre[a]) * fl.h_pow[a] + size * np.uint64(HASH_LENGTH)
-    first, inv, order, new = _groups(key)  # order: the segments grouped, in order within a group
-    rank = np.empty(first.size, np.int64)
-    rank[np.argsort(first)] = np.arange(first.size, dtype=np.int64)
-    ids = rank[inv]
-    if np.array_equal(size[first][inv], size):
-        # every segment equals the one before it in its group (and so the group's first): grouped, in order
-        later = np.flatnonzero(~new[1:]) + 1
-        j, before = order[later], order[later - 1]
-        if fl.equal(a[j], b[j] - a[j], a[j] - a[before]):
-            return ids, int(first.size), np.sort(first)
-    labels: dict[bytes, int] = {}
-    raw, width = fl.raw, fl.codes.itemsize
-    ids = np.fromiter(
-        (labels.setdefault(raw[x * width : y * width], len(labels)) for x, y in zip(a.tolist(), b.tolist())),
-        dtype=np.int64,
-        count=a.size,
-    )
-    return ids, len(labels), np.unique(ids, return_index=True)[1]
-
-
-def _label_seqs(ctx: _Ctx, segs: _Segs) -> _LabelSeqs:
-    first = segs.first  # label ids are 0.. in order of first appearance
-    return _LabelSeqs(ctx.flat.codes, segs.a[first], segs.b[first])
-
-
-def _edges(segs: _Segs) -> set[tuple[int, int]]:
-    """The label graph: consecutive recurring segments of a step, inserted in order of first occurrence (the set's
-    iteration order, and so the components' numbering, is that of inserting every pair in segment order: a pair
-    already in the set leaves it as it is, so every pair is inserted, repeats included)."""
-    ids = segs.ids
-    j = np.flatnonzero(segs.rec[:-1] & segs.rec[1:] & (segs.step[:-1] == segs.step[1:]))
-    if j.size > 256:  # many pairs: their first occurrences only (the same set), found by one sort
-        j = j[np.sort(_first_of(ids[j] * max(int(ids.max(initial=0)) + 1, 1) + ids[j + 1]))]
-    return set(zip(ids[j].tolist(), ids[j + 1].tolist()))
-
-
-def _label_phases(ctx: _Ctx, segs: _Segs, n_labels: int):
-    """Per label its component, k and phase (-1, 0, -1 outside every component with a period): the phase holding
-    the mixer kernels' time opens a layer (else the phase that comes first in most steps)."""
-    comp, pot, gcds = _phases(_edges(segs))
-    k_of = {c: (g if 1 <= g <= K_MAX else 0) for c, g in gcds.items()}
-    comp_l, pot_l = np.full(n_labels, -1, np.int64), np.zeros(n_labels, np.int64)
-    if comp:
-        lids = np.fromiter(comp.keys(), dtype=np.int64, count=len(comp))
-        comp_l[lids] = np.fromiter(comp.values(), dtype=np.int64, count=len(comp))
-        pot_l[lids] = np.fromiter((pot[x] for x in comp), dtype=np.int64, count=len(comp))
-    k_arr = np.array([k_of[c] for c in range(len(gcds))] + [0], dtype=np.int64)
-    k_l = k_arr[comp_l]  # comp -1 reads the trailing 0
-    ids = segs.ids
-    v = np.flatnonzero(segs.rec & (k_l[ids] > 0))
-    c_v, k_v = comp_l[ids[v]], k_l[ids[v]]
-    key = c_v * K_MAX + pot_l[ids[v]] % k_v
-    mixer = (ctx.flat.mixer_cumsum[segs.b[v]] - ctx.flat.mixer_cumsum[segs.a[v]]).astype(np.float64)
-    mixer_time = np.bincount(key, weights=mixer, minlength=len(gcds) * K_MAX)  # summed in segment order
-    first = _first_of(segs.step[v] * max(len(gcds), 1) + c_v)  # per step, each component's
-    first_phase = np.bincount(key[first], minlength=len(gcds) * K_MAX)  # first segment
-    start = np.zeros(len(gcds) + 1, dtype=np.int64)
-    for c, k in k_of.items():
-        if k:
-            times = mixer_time[c * K_MAX : c * K_MAX + k]
-            firsts = first_phase[c * K_MAX : c * K_MAX + k]
-            start[c] = int(np.argmax(times)) if times.max() > 0 else int(np.argmax(firsts))
-    phase_l = np.where(k_l > 0, (pot_l - start[comp_l]) % np.maximum(k_l, 1), -1)
-    return comp_l, k_l, phase_l, k_of
-
-
-def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tuple[int, int], list[int]]:
+def _top_labels(segs: Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tuple[int, int], list[int]]:
     """Per (component, phase) the four labels its recurring segments hold most often (ties: the first seen first),
     as Counter.most_common(4) of them in segment order."""
     phased = segs.ph >= 0
@@ -216,7 +170,7 @@ def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tu
     # first phased segments, which segment positions keep); else their positions in lids, by a sort
     first = segs.first[present] if segs.first is not None else None
     if first is None or not phased[first].all():
-        first, _, _, _ = _groups(lids)
+        first, _, _, _ = groups(lids)
     counts = counts[present]
     order = np.lexsort((first, -counts, phase_l[present], comp_l[present]))
     top: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -227,34 +181,12 @@ def _top_labels(segs: _Segs, comp_l: np.ndarray, phase_l: np.ndarray) -> dict[tu
     return top
 
 
-@dataclass
-class _Phased:
-    """One boundary kernel's segments with their labels and phases (steps 1-2): what ``_cover_bound`` reads and
-    ``_assemble`` goes on from."""
-
-    token: int
-    segs: _Segs
-    label_seq: _LabelSeqs
-    comp_l: np.ndarray
-    phase_l: np.ndarray
-    k_of: dict[int, int]
-
-
-def _phased(ctx: _Ctx, token: int) -> _Phased:
-    segs = _segments(ctx, token)
-    label_seq = _label_seqs(ctx, segs)
-    comp_l, k_l, phase_l, k_of = _label_phases(ctx, segs, segs.n_labels)
-    segs.ph = np.where(segs.rec, phase_l[segs.ids], -1)
-    segs.comp, segs.k = comp_l[segs.ids], k_l[segs.ids]
-    return _Phased(token, segs, label_seq, comp_l, phase_l, k_of)
-
-
-def _assemble(ctx: _Ctx, token: int, p: _Phased | None = None) -> _Assembly:
+def assemble(ctx: Context, token: int, p: Phased | None = None) -> Assembly:
     """The layers of every step for one boundary kernel: segments and labels, phases (``p`` when already made),
     then runs cut into layers."""
-    p = _phased(ctx, token) if p is None else p
+    p = phased_segments(ctx, token) if p is None else p
     segs, label_seq = p.segs, p.label_seq
-    asm = _Assembly(token, [seq.step for seq in ctx.seqs], p.k_of, segs.n_labels, label_seq)
+    asm = Assembly(token, [seq.step for seq in ctx.seqs], p.k_of, segs.n_labels, label_seq)
     pieces = _LayerPieces()
     if segs.a.size:
         _Runs(ctx, segs, _top_labels(segs, p.comp_l, p.phase_l), label_seq, pieces).layers_into()
@@ -268,7 +200,7 @@ class _Runs:
     the runs and each segment's phase are array passes; Python runs over the runs that can hold two layers and over
     the unique segments inside them."""
 
-    def __init__(self, ctx: _Ctx, segs: _Segs, top: dict, label_seq: _LabelSeqs, pieces: _LayerPieces):
+    def __init__(self, ctx: Context, segs: Segs, top: dict, label_seq: LabelSeqs, pieces: _LayerPieces):
         self.ctx, self.segs, self.top, self.label_seq, self.pieces = ctx, segs, top, label_seq, pieces
         self.last_hi, self.last_run = None, -1  # the step's last layer cut so far: its end and run (None: none yet)
         self.cat = ctx.cat_of_code
@@ -283,10 +215,10 @@ class _Runs:
             best = None
             for lid in self.top[(c, p)]:
                 lab = self.label_seq[lid]
-                budget = _budget(len(lab))
-                if _edit_floor(mine, lab, budget) > budget + 1e-6:  # the edit distance cannot be within budget
+                budget = edit_budget(len(lab))
+                if edit_floor(mine, lab, budget) > budget + 1e-6:  # the edit distance cannot be within budget
                     continue
-                d = _edit(mine, lab, self.cat)
+                d = edit_distance(mine, lab, self.cat)
                 if d <= budget and (best is None or d < best[0]):
                     best = (d, lid)
             self._similar[key] = best[1] if best else None
@@ -405,7 +337,7 @@ class _Runs:
         self.last_hi, self.last_run = int(hi[-1]), run_id
         return True
 
-    def _left(self, j0: int, seg_lo: int, used: _Used, c: int, phase: int, seq: _Seq, base: int):
+    def _left(self, j0: int, seg_lo: int, used: _Used, c: int, phase: int, seq: Seq, base: int):
         """The first layer's missing phase(s) at the end of the unique segment before the run, or None."""
         before = j0 - 1
         if before < seg_lo or before in used or self.segs.ph[before] >= 0:
@@ -424,9 +356,9 @@ class _Runs:
         nxt = self.label_seq[int(self.segs.ids[last + 1])]
         for lid in self.top[(c, k - 1)]:
             lab = self.label_seq[lid]
-            budget = _budget(len(lab))
+            budget = edit_budget(len(lab))
             if nxt[: len(lab)] == lab or (
-                _edit_floor(nxt, lab, budget) <= budget + 1e-6 and _edit(nxt, lab, self.cat) <= budget
+                edit_floor(nxt, lab, budget) <= budget + 1e-6 and edit_distance(nxt, lab, self.cat) <= budget
             ):
                 return lid
         return None
@@ -449,7 +381,7 @@ class _Used:
         return i >= 0 and j <= self.hi[i]
 
 
-def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat):
+def _best_left(expected: tuple, seq: Seq, seg: tuple[int, int], label_seq, cat):
     """The missing first phase(s) of a run's first layer, at the end of the segment before it: (start kernel,
     the labels used) when the end of that segment aligns with them within the edit budget."""
     a, b = seg
@@ -459,12 +391,12 @@ def _best_left(expected: tuple, seq: _Seq, seg: tuple[int, int], label_seq, cat)
         combos = [c + (x,) for c in combos for x in cands][:16]
     for combo in combos:
         exp = tuple(chain.from_iterable(map(label_seq.__getitem__, combo)))
-        budget = _budget(len(exp))
+        budget = edit_budget(len(exp))
         window = max(a, b - len(exp) - int(math.ceil(budget)) - 1)
         part = tuple(seq.codes[window:b].tolist())
-        if _cost_floor(exp, part) > budget + 1e-6:  # it cannot be within the budget: no need to align
+        if cost_floor(exp, part) > budget + 1e-6:  # it cannot be within the budget: no need to align
             continue
-        cost, j = _align_suffix(exp, part, cat)
+        cost, j = align_suffix(exp, part, cat)
         if cost <= budget and j < b - window and (best is None or cost < best[0]):
             best = (cost, window + j, combo)
     return None if best is None else (best[1], best[2])
