@@ -20,6 +20,8 @@ Two measurements, each against what tracekit uses today, best of ``--repeat``, i
 The ingest-side orjson measurement (decode the trace, then build the same columns) is a row of
 ``benchmarks/ingest.py``. orjson is a dependency of tracekit (for ``--format json``), intervaltree is not
 (``pip install intervaltree``, or ``pip install -e '.[bench]'``); a missing one is reported and skipped.
+The measured numbers, and what tracekit chose from them: benchmarks/README.md ("Would orjson or intervaltree do
+better?").
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ the run: the parent's share, measured in seconds rather than minutes.
 Each row runs in a fresh process tree, sampled every 20 ms (psutil) for the peak RSS of the parent and of each
 worker; wall time is the tree's. The issue's targets: imbalance wall ≤ 1.15 × the ingest alone, peak per worker
 ≤ 1.5 × the largest rank's unzipped JSON, the parent ≤ 0.5 GB. Prints a Markdown table; ``--out FILE`` writes the
-JSON too.
+JSON too. The measured runs and what changed between them: benchmarks/README.md ("Every rank of a run").
 """
 
 from __future__ import annotations

@@ -98,6 +98,15 @@ def load_events(tmp_path: Path, events: list, name: str = "t.json", **top):
     return tracekit.load(write_trace(tmp_path / name, events, **top), cache=False)
 
 
+def comparable_doc(result) -> dict:
+    """The ``--format json`` document of a Result (or of its printed text), without each input's ``from_cache`` —
+    the one field that differs between a run that read the cache and one that did not — so two runs compare equal."""
+    doc = json.loads(result if isinstance(result, str) else result.to_json())
+    for inp in doc.get("inputs", []):
+        inp.pop("from_cache", None)
+    return doc
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `tracekit ARGS...` in-process: returns (exit code, stdout, stderr)."""

@@ -6,7 +6,6 @@ the call with ``steps=`` / ``ag=`` / the one name. The only place in the suite t
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,17 +16,10 @@ from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.steps.model import step_options
 from tracekit.annotation import load_annotation
 from tracekit.errors import UsageError
-from tracekit.render import emit
+from tests.conftest import comparable_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 DP16 = ROOT / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
-
-
-def _doc(res) -> dict:
-    doc = json.loads(emit(res, "json"))
-    for inp in doc["inputs"]:
-        inp.pop("from_cache", None)
-    return doc
 
 
 def _old(call):
@@ -70,7 +62,7 @@ def test_findings(dp16, k3):
         steps=step_options(k3, step_name="scheduler.run_batch", min_step_ns=5_000_000, phase="all"),
         ag=AllGatherOptions(group_size=8, sizes=["X=1"], local_copy=k3.allgather.local_copy),
     )
-    assert _doc(old) == _doc(new)
+    assert comparable_doc(old) == comparable_doc(new)
     assert new.params["sizes"]["X"] == 1 and new.params["group_size"] == 8 and new.params["phase"] == "all"
 
 
@@ -80,13 +72,13 @@ def test_report(dp16, k3):
     new = tracekit.report(
         dp16, k3, steps=step_options(k3, min_step_ns=0, source="gpu"), ag=AllGatherOptions(group_size=8, sizes={"X": 1})
     )
-    assert _doc(old) == _doc(new)
+    assert comparable_doc(old) == comparable_doc(new)
     assert new.params["min_step_ns"] == 0 and list(new.params["sizes"]) == [*k3.allgather.sizes, "X"]
 
 
 @pytest.mark.slow
 def test_exposure_under_both_older_names(dp16, k3):
-    new = _doc(
+    new = comparable_doc(
         tracekit.exposure(
             dp16, k3, ag=AllGatherOptions(group_size=8, sizes=["X=1"], local_copy=k3.allgather.local_copy)
         )
@@ -97,7 +89,7 @@ def test_exposure_under_both_older_names(dp16, k3):
     older = _old(
         lambda: tracekit.exposure(dp16, k3, sizes=["X=1"], group_size=8, local_copy_pattern=k3.allgather.local_copy)
     )
-    assert _doc(cli_names) == _doc(older) == new
+    assert comparable_doc(cli_names) == comparable_doc(older) == new
     with pytest.raises(UsageError, match="one of them"), pytest.warns(DeprecationWarning):
         tracekit.exposure(dp16, k3, ag_size=["X=1"], sizes=["Y=2"])
     with pytest.raises(UsageError, match="pass ag= only"), pytest.warns(DeprecationWarning):
@@ -110,26 +102,32 @@ def test_roofline_and_hbm_aliases(dp16, k3):
     new = tracekit.roofline(
         dp16, k3, "b200", bs=4, q_len=1, variables=["context=100000"], steps=step_options(k3, phase="all")
     )
-    assert _doc(old) == _doc(new) and new.params["q_len"] == 1 and new.params["vars"] == {"context": 100000.0}
+    assert (
+        comparable_doc(old) == comparable_doc(new)
+        and new.params["q_len"] == 1
+        and new.params["vars"] == {"context": 100000.0}
+    )
     old = _old(lambda: tracekit.hbm_bytes(dp16, k3, "b200", bs=4, var="context=100000", min_step_ns=0))
     new = tracekit.hbm_bytes(
         dp16, k3, "b200", bs=4, variables={"context": 100000.0}, steps=step_options(k3, min_step_ns=0)
     )
-    assert _doc(old) == _doc(new)
+    assert comparable_doc(old) == comparable_doc(new)
 
 
 @pytest.mark.slow
 def test_layers_steps_and_comm(dp16, k3):
     old = _old(lambda: tracekit.layers(dp16, step_name="scheduler.run_batch", min_step_ns=0))
     new = tracekit.layers(dp16, steps=step_options(step_name="scheduler.run_batch", min_step_ns=0))
-    assert _doc(old) == _doc(new)
+    assert comparable_doc(old) == comparable_doc(new)
     old = _old(lambda: tracekit.steps_result(dp16, k3, phase="all"))
-    assert _doc(old) == _doc(tracekit.steps_result(dp16, k3, steps=step_options(k3, phase="all")))
+    assert comparable_doc(old) == comparable_doc(tracekit.steps_result(dp16, k3, steps=step_options(k3, phase="all")))
     old = _old(lambda: tracekit.communication(dp16, k3, main=7, local_copy_pattern="^memcpy128$"))
     new = tracekit.communication(dp16, k3, main_stream=7, ag=AllGatherOptions(local_copy="^memcpy128$"))
-    assert _doc(old) == _doc(new) and new.params["main_stream"] == 7
+    assert comparable_doc(old) == comparable_doc(new) and new.params["main_stream"] == 7
     old = _old(lambda: tracekit.wall(dp16, ag="ptop+local", min_step_ns=0))  # wall's ag= is another option
-    assert _doc(old) == _doc(tracekit.wall(dp16, ag="ptop+local", steps=step_options(min_step_ns=0)))
+    assert comparable_doc(old) == comparable_doc(
+        tracekit.wall(dp16, ag="ptop+local", steps=step_options(min_step_ns=0))
+    )
     with pytest.raises(TypeError), pytest.warns(DeprecationWarning):
         tracekit.wall(dp16, group_size=8)  # wall never took the AllGather options
 
@@ -153,7 +151,7 @@ def test_imbalance(tmp_path):
         cache=False,
         steps=step_options(step_name="scheduler.run_batch", min_step_ns=1000, source="cpu"),
     )
-    assert _doc(old) == _doc(new)
+    assert comparable_doc(old) == comparable_doc(new)
     assert (new.params["step_name"], new.params["min_step_ns"], new.params["step_source"]) == (
         "scheduler.run_batch",
         1000,

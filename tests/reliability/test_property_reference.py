@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
 import tracekit
-from tests.conftest import cpu_ann, gpu_ann, kernel, launch, memcpy, write_trace
+from tests.conftest import cpu_ann, gpu_ann, kernel, launch, load_events, memcpy, write_trace
 from tracekit.analyses.steps.resolve import find_steps
 from tracekit.errors import MissingDataError
 
@@ -341,11 +341,6 @@ def reference_wall(events, dev) -> list[dict]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _load(tmp_path, events):
-    path = write_trace(tmp_path / f"t{next(_names)}.json", events)
-    return path, tracekit.load(path, cache=False)
-
-
 def _rows(result) -> list[dict]:
     t = result.tables["per_step"]
     return [
@@ -370,7 +365,7 @@ def test_random_traces_decompose_like_the_reference_per_device(tmp_path, case):
     devices, events = case
     refs = {d: reference_wall(events, d) for d in devices}
     note(f"{len(devices)} device(s)")
-    _, t = _load(tmp_path, events)
+    t = load_events(tmp_path, events)
     for d in devices:
         assert _rows(tracekit.decompose(t.on_device(d))) == refs[d], d
     if len(devices) > 1:
@@ -386,7 +381,7 @@ def test_reused_correlation_ids_give_the_reference_steps(tmp_path, case):
     """Short GPU spans (ROCm-style) and ids reused by nearly every launch: the windows come from launch work,
     so which launch a kernel belongs to decides the steps."""
     devices, events = case
-    _, t = _load(tmp_path, events)
+    t = load_events(tmp_path, events)
     for d in devices:
         found = find_steps(t.on_device(d))
         assert found.table[["start_ns", "end_ns"]].values.tolist() == [list(w) for w in reference_steps(events, d)], d
@@ -398,7 +393,7 @@ def test_reused_correlation_ids_give_the_reference_steps(tmp_path, case):
 def test_cli_wall_device_equals_the_reference(tmp_path, cli, case):
     devices, events = case
     refs = {d: reference_wall(events, d) for d in devices}
-    path, _ = _load(tmp_path, events)
+    path = write_trace(tmp_path / f"t{next(_names)}.json", events)
     for d in devices:
         code, out, err = cli("wall", path, "--device", str(d), "--format", "json")
         assert code == 0, err
@@ -427,7 +422,7 @@ def test_the_latest_launch_before_a_kernel_decides_its_step(tmp_path):
     ]
     want = [(1_000_000, 2_000_000), (6_000_000, 9_000_000)]
     assert reference_steps(evs, 0) == want
-    _, t = _load(tmp_path, evs)
+    t = load_events(tmp_path, evs)
     found = find_steps(t)
     assert [tuple(w) for w in found.table[["start_ns", "end_ns"]].values.tolist()] == want
     assert any("reused" in w for w in found.warnings)
@@ -445,7 +440,7 @@ def test_the_reference_agrees_with_the_documented_nesting_example(tmp_path):
     evs += [kernel("k", float(t), 1_000.0) for t in (1_000, 6_000, 31_000, 46_000, 60_000)]
     want = [(0, 20_000_000), (30_000_000, 45_000_000), (45_000_000, 65_000_000)]
     assert reference_steps(evs, 0) == want
-    assert _rows(tracekit.decompose(_load(tmp_path, evs)[1])) == reference_wall(evs, 0)
+    assert _rows(tracekit.decompose(load_events(tmp_path, evs))) == reference_wall(evs, 0)
 
 
 def test_two_devices_alone_equal_their_part_of_the_file(tmp_path):
@@ -457,12 +452,12 @@ def test_two_devices_alone_equal_their_part_of_the_file(tmp_path):
         kernel("b", 10.0, 15_000.0, device=1),
         memcpy("Memcpy PtoP (Device -> Device)", 12_000.0, 6_000.0, nbytes=4096, device=1),
     ]
-    _, t = _load(tmp_path, evs)
+    t = load_events(tmp_path, evs)
     _refusal(t, [0, 1])
     alone = [ev for ev in evs if ev.get("pid") == 1]
     assert (
         _rows(tracekit.decompose(t.on_device(1)))
         == reference_wall(alone, 1)
-        == _rows(tracekit.decompose(_load(tmp_path, alone)[1]))
+        == _rows(tracekit.decompose(load_events(tmp_path, alone, name="alone.json")))
     )
     assert reference_wall(alone, 1)[0]["ag_only_ns"] == 2_990_000  # PtoP 12–18 ms, kernel b to 15.01 ms

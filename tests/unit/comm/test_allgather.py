@@ -13,7 +13,7 @@ from tracekit.analyses.comm.segments import segment_allgathers
 from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.steps.model import step_options
 from tracekit.errors import MissingDataError
-from tests.conftest import kernel, memcpy, write_trace
+from tests.conftest import comparable_doc, kernel, load_events, memcpy, write_trace
 
 PTOP = "Memcpy PtoP (Device -> Device)"
 G = 4  # one local copy + 3 PtoP copies per AllGather in these cases
@@ -54,13 +54,9 @@ def ag_events(
     return evs
 
 
-def load(tmp_path, events):
-    return tracekit.load(write_trace(tmp_path / "t.json", events), cache=False)
-
-
 def test_basic_segmentation_bytes_and_bandwidth(tmp_path):
     evs = [ann(0.0, 20_000.0)] + ag_events(100.0) + ag_events(200.0) + ag_events(300.0, shard=2 * SHARD)
-    ag = segment_allgathers(load(tmp_path, evs), ag=AllGatherOptions(sizes={"small": 4000, "big": 8000}))
+    ag = segment_allgathers(load_events(tmp_path, evs), ag=AllGatherOptions(sizes={"small": 4000, "big": 8000}))
     p = ag.per_ag
     assert ag.group_size == G
     assert p["type"].tolist() == ["small", "small", "big"]
@@ -83,7 +79,7 @@ def test_missing_copy_and_lonely_local_copy(tmp_path):
         + [kernel("memcpy128", 400.0, 5.0, stream=20)]  # nothing after
         + ag_events(500.0)
     )
-    ag = segment_allgathers(load(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}))
+    ag = segment_allgathers(load_events(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}))
     p = ag.per_ag
     assert ag.group_size == G
     assert p["copies"].tolist() == [3, 3, 2, 0, 3]
@@ -96,7 +92,7 @@ def test_missing_copy_and_lonely_local_copy(tmp_path):
 
 def test_run_without_local_copy_is_flagged(tmp_path):
     evs = [ann(0.0, 20_000.0)] + ag_events(100.0, stream=30, local=False) + ag_events(200.0, stream=30, local=False)
-    ag = segment_allgathers(load(tmp_path, evs), ag=AllGatherOptions(group_size=G, sizes={"layer": 4000}))
+    ag = segment_allgathers(load_events(tmp_path, evs), ag=AllGatherOptions(group_size=G, sizes={"layer": 4000}))
     assert ag.per_ag["local_copy"].tolist() == [False, False]
     assert ag.per_ag["type"].tolist() == ["layer", "layer"]
     assert any("no local copy" in w for w in ag.warnings)
@@ -104,7 +100,7 @@ def test_run_without_local_copy_is_flagged(tmp_path):
 
 def test_long_run_splits_into_allgathers_of_g_minus_1(tmp_path):
     evs = [ann(0.0, 20_000.0)] + ag_events(100.0) + ag_events(200.0) + ag_events(300.0, copies=6)
-    p = segment_allgathers(load(tmp_path, evs)).per_ag
+    p = segment_allgathers(load_events(tmp_path, evs)).per_ag
     assert p["copies"].tolist() == [3, 3, 3, 3]
     assert p["local_copy"].tolist() == [True, True, True, False]
 
@@ -117,7 +113,7 @@ def test_interleaved_streams_and_hoisted_prefetch(tmp_path):
         + ag_events(105.0, stream=30, local=False)
         + ag_events(200.0, stream=20)
     )
-    ag = segment_allgathers(load(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}))
+    ag = segment_allgathers(load_events(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}))
     p = ag.per_ag.sort_values("start_ns")
     assert p["stream"].tolist() == [20, 30, 20]
     assert p["local_copy"].tolist() == [True, False, True]
@@ -127,7 +123,7 @@ def test_interleaved_streams_and_hoisted_prefetch(tmp_path):
 def test_step_boundary_assigns_by_start_and_no_correlation_grouping(tmp_path):
     # every event shares correlation 1 (a CUDA-graph replay): grouping must not care
     evs = [ann(0.0, 10_200.0 / 1000 * 1000), ann(20_000.0, 20_000.0)] + ag_events(10_180.0) + ag_events(20_100.0)
-    ag = segment_allgathers(load(tmp_path, evs), steps=NO_FLOOR)
+    ag = segment_allgathers(load_events(tmp_path, evs), steps=NO_FLOOR)
     assert ag.per_ag["step"].tolist() == [0, 1]  # the first starts in step 0 and ends after it
 
 
@@ -138,7 +134,7 @@ def test_exposure_charged_to_running_allgather(tmp_path):
         + ag_events(50.0, stream=20)
         + ag_events(90.0, stream=30, local=False)
     )
-    r = exposure(load(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}), steps=NO_FLOOR)
+    r = exposure(load_events(tmp_path, evs), ag=AllGatherOptions(sizes={"layer": 4000}), steps=NO_FLOOR)
     per_ag = r.tables["per_ag"].sort_values("start_ns")
     # A: all of it under the kernel (ends at 88). B: copies 90-100 (hidden) 100-101 gap? no: 90-100, 101-111,
     # 112-122 → exposed 101-111 and 112-122 = 20 µs
@@ -155,7 +151,7 @@ def test_exposure_overlapping_allgathers_charge_earliest(tmp_path):
         + ag_events(0.0, stream=20, local=False, gap_us=0.0)
         + ag_events(5.0, stream=30, local=False, gap_us=0.0)
     )
-    r = exposure(load(tmp_path, evs), steps=NO_FLOOR)
+    r = exposure(load_events(tmp_path, evs), steps=NO_FLOOR)
     per_ag = r.tables["per_ag"].sort_values("start_ns")
     # A runs 0-30, B 5-35; nothing else runs: the union 0-35 is exposed, 0-30 charged to A, 30-35 to B
     assert per_ag["exposed_ns"].tolist() == [30_000, 5_000]
@@ -164,7 +160,7 @@ def test_exposure_overlapping_allgathers_charge_earliest(tmp_path):
 
 def test_no_ptop_is_exit_4(tmp_path):
     with pytest.raises(MissingDataError, match="no PtoP copies"):
-        segment_allgathers(load(tmp_path, [kernel("k", 0.0, 1.0)]))
+        segment_allgathers(load_events(tmp_path, [kernel("k", 0.0, 1.0)]))
 
 
 def test_comm_critical_vs_side(tmp_path):
@@ -176,7 +172,7 @@ def test_comm_critical_vs_side(tmp_path):
         kernel("void deep_ep::internode_ll::dispatch<1>", 600.0, 30.0, stream=24),
         memcpy(PTOP, 0.0, 100.0, stream=20),
     ]
-    r = communication(load(tmp_path, evs), steps=NO_FLOOR)
+    r = communication(load_events(tmp_path, evs), steps=NO_FLOOR)
     t = r.tables["per_step_class"].set_index("class")
     assert r.summary["main_stream"] == 7
     assert (t.loc["nccl", "critical_ns"], t.loc["nccl", "side_ns"], t.loc["nccl", "count"]) == (40_000, 0, 2)
@@ -190,7 +186,7 @@ def test_copies_without_bytes_make_sizes_and_rates_null_never_negative(tmp_path)
     evs = [ann(0.0, 20_000.0)] + ag_events(100.0)
     broken = ag_events(200.0)
     broken[2] = memcpy(PTOP, broken[2]["ts"], 10.0, nbytes=None, stream=20)
-    ag = segment_allgathers(load(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
+    ag = segment_allgathers(load_events(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
     p = ag.per_ag
     assert p["type"].tolist() == ["small", "unknown_size"] and p["copies_without_bytes"].tolist() == [0, 1]
     assert p["received_bytes"].isna().tolist() == [False, True] and p["full_bytes"].isna().tolist() == [False, True]
@@ -198,14 +194,8 @@ def test_copies_without_bytes_make_sizes_and_rates_null_never_negative(tmp_path)
     g = ag.copies["gbps"]
     assert g.isna().sum() == 1 and (g.dropna() > 0).all()
     assert any("carry no byte count" in w and "unknown_size" in w for w in ag.warnings)
-    res = tracekit.allgather_result(load(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
+    res = tracekit.allgather_result(load_events(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
     assert res.summary["median_copy_gbps"] > 0
-
-
-def _doc(res) -> str:
-    from tracekit.render import emit
-
-    return emit(res, "json")
 
 
 def test_exposure_reuses_the_segmentation_of_allgather(tmp_path, monkeypatch):
@@ -219,8 +209,8 @@ def test_exposure_reuses_the_segmentation_of_allgather(tmp_path, monkeypatch):
     )
     path = write_trace(tmp_path / "t.json", evs)
     small = AllGatherOptions(sizes={"small": 4000})
-    fresh_ag = _doc(allgather_result(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
-    fresh_ex = _doc(exposure(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
+    fresh_ag = comparable_doc(allgather_result(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
+    fresh_ex = comparable_doc(exposure(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
     calls = []
     cut = segments._segment
     monkeypatch.setattr(segments, "_segment", lambda *a, **k: calls.append(1) or cut(*a, **k))
@@ -231,8 +221,10 @@ def test_exposure_reuses_the_segmentation_of_allgather(tmp_path, monkeypatch):
     second = exposure(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)
     assert len(calls) == 1
     assert "a caller's own note" not in second.warnings
-    assert _doc(second) == fresh_ex
-    assert _doc(allgather_result(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)) == fresh_ag
+    assert comparable_doc(second) == fresh_ex
+    assert (
+        comparable_doc(allgather_result(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)) == fresh_ag
+    )
     assert len(calls) == 1
     # other options are another segmentation
     other = exposure(trace, ag=AllGatherOptions(sizes={"big": 8000}), steps=NO_FLOOR)
@@ -247,4 +239,6 @@ def test_group_size_below_two_is_a_usage_error(tmp_path):
     from tracekit.errors import UsageError
 
     with pytest.raises(UsageError, match="2 or more"):
-        segment_allgathers(load(tmp_path, [ann(0.0, 1000.0)] + ag_events(0.0)), ag=AllGatherOptions(group_size=1))
+        segment_allgathers(
+            load_events(tmp_path, [ann(0.0, 1000.0)] + ag_events(0.0)), ag=AllGatherOptions(group_size=1)
+        )

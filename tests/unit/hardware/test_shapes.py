@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import tracekit
 from tracekit.analyses.findings.of_trace import findings
 from tracekit.analyses.hardware.hbm import hbm_bytes
 from tracekit.analyses.hardware.roofline import roofline
@@ -13,15 +12,11 @@ from tracekit.analyses.hardware.shapes import evaluate, kernel_shapes, launching
 from tracekit.errors import MissingDataError, UsageError
 from tracekit.hardware import load_profile
 
-from conftest import BF16, cpu_ann, gemm_trace, gpu_ann, kernel, launch, op, write_trace
+from conftest import BF16, cpu_ann, gemm_trace, gpu_ann, kernel, launch, load_events, op
 
 H100 = load_profile("h100")
 H100_BW = H100.hbm_bytes_per_s
 H100_BF16 = H100.peak_flops("bf16")
-
-
-def _load(tmp_path, ev, name="s.json", **top):
-    return tracekit.load(write_trace(tmp_path / name, ev, **top), cache=False)
 
 
 def test_each_kernel_is_linked_to_the_innermost_op_that_launched_it(tmp_path):
@@ -152,7 +147,7 @@ def test_roofline_without_an_annotation_uses_the_recorded_shapes(tmp_path):
 
 def test_no_shapes_says_how_to_get_them(tmp_path):
     ev = [gpu_ann("ProfilerStep#1", 0.0, 100.0, ext=1), kernel("k", 0.0, 10.0)]
-    t = _load(tmp_path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
+    t = load_events(tmp_path, ev, deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
     with pytest.raises(MissingDataError, match=r"-a ANN.*record_shapes"):
         roofline(t, None, "h100")
     with pytest.raises(MissingDataError, match="record_shapes"):
@@ -180,7 +175,9 @@ def _eager_trace(tmp_path, n=40):
         launch("cudaLaunchKernel", 901.0, 1),
         kernel("gemm_small_m", 900.0, 99.0, corr=1),
     ]
-    return _load(tmp_path, ev, "e.json", deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}])
+    return load_events(
+        tmp_path, ev, "e.json", deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}]
+    )
 
 
 @pytest.mark.slow
@@ -275,7 +272,7 @@ def test_tail_waves_of_library_kernels_are_one_finding_and_full_waves_none(tmp_p
         kernel("mine", 800.0, 400.0, grid=[150, 1, 1], block=[128, 1, 1], **launch_cfg),
         kernel("nearly_full", 1200.0, 400.0, grid=[199, 1, 1], block=[128, 1, 1], **launch_cfg),
     ]  # 99.5 %
-    t = _load(tmp_path, ev, "w.json", deviceProperties=props)
+    t = load_events(tmp_path, ev, "w.json", deviceProperties=props)
     f = findings(t, min_ms=0).tables["findings"]
     w = f[f["kind"].str.startswith("wave_quantization")]
     assert sorted(w["kind"]) == ["wave_quantization", "wave_quantization_library"]

@@ -4,7 +4,6 @@ options are keywords with the CLI's names; a wrong type is one sentence."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from tracekit.analyses.hardware.waves import kernel_waves
 from tracekit.annotation import Annotation, as_annotation, load_annotation
 from tracekit.errors import MissingDataError, UsageError
 from tracekit.hardware import HardwareProfile, as_profile, load_profile, resolve_profile, with_hbm
+from tests.conftest import comparable_doc
 
 ROOT = Path(__file__).resolve().parents[3]
 DP16 = ROOT / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
@@ -31,13 +31,6 @@ ANN_PATH = ROOT / "annotations" / "k3_dp16.json"
 @pytest.fixture(scope="module")
 def trace():
     return tracekit.load(DP16, cache=False)
-
-
-def _doc(res) -> dict:
-    doc = json.loads(res.to_json())
-    for inp in doc.get("inputs", []):
-        inp.pop("from_cache", None)
-    return doc
 
 
 def _forms():
@@ -65,7 +58,7 @@ ANALYSES = {
 @pytest.mark.parametrize("name", sorted(ANALYSES))
 def test_a_name_a_path_and_an_annotation_give_the_same_result(trace, name):
     fn = ANALYSES[name]
-    docs = [_doc(fn(trace, a)) for a in _forms()]
+    docs = [comparable_doc(fn(trace, a)) for a in _forms()]
     assert all(d == docs[0] for d in docs[1:]), name
 
 
@@ -80,7 +73,7 @@ def test_compare_findings_and_the_helpers_take_names(trace):
     assert by_name.equals(exposure_points([PlotInput(trace=trace, deployment="d", bs=4, annotation=k3)]))
     a = compare_findings(trace, trace, ann_a="k3_dp16", ann_b=ANN_PATH)
     b = compare_findings(trace, trace, ann_a=k3, ann_b=k3)
-    assert _doc(a) == _doc(b)
+    assert comparable_doc(a) == comparable_doc(b)
 
 
 @pytest.mark.slow
@@ -90,12 +83,10 @@ def test_exposure_of_a_name_is_the_cli_result(trace, cli):
     k3 = load_annotation("k3_dp16")
     code, out, err = cli("exposure", DP16, "-a", "k3_dp16", "--no-cache", "--format", "json")
     assert code == 0, err
-    cli_doc = json.loads(out)
-    for inp in cli_doc["inputs"]:
-        inp.pop("from_cache", None)
-    api = _doc(tracekit.exposure(trace, "k3_dp16"))
+    cli_doc = comparable_doc(out)
+    api = comparable_doc(tracekit.exposure(trace, "k3_dp16"))
     assert api == cli_doc
-    old = _doc(tracekit.exposure(trace, ag=AllGatherOptions().with_annotation(k3), steps=step_options(k3)))
+    old = comparable_doc(tracekit.exposure(trace, ag=AllGatherOptions().with_annotation(k3), steps=step_options(k3)))
     assert api == old
     assert api["params"]["sizes"] == dict(k3.allgather.sizes)
     assert api["params"]["group_size"] == k3.allgather.group_size
@@ -107,26 +98,26 @@ def test_the_cli_options_are_objects_and_one_name_each(trace):
     dict or the CLI's NAME=NUMBER items), --hbm-gbps applies to a profile given by name or as the object. The
     keywords of earlier releases are tests/integration/test_old_keywords.py's."""
     k3 = load_annotation("k3_dp16")
-    base = _doc(
+    base = comparable_doc(
         tracekit.exposure(
             trace, k3, ag=AllGatherOptions(sizes=["X=1"], group_size=8, local_copy=k3.allgather.local_copy)
         )
     )
     assert base["params"]["sizes"]["X"] == 1 and base["params"]["group_size"] == 8
-    cli_like = _doc(tracekit.allgather_result(trace, "k3_dp16", ag=AllGatherOptions(sizes={"X": 1})))
+    cli_like = comparable_doc(tracekit.allgather_result(trace, "k3_dp16", ag=AllGatherOptions(sizes={"X": 1})))
     assert cli_like["params"]["sizes"] == {**k3.allgather.sizes, "X": 1}
     assert list(cli_like["params"]["sizes"]) == [*k3.allgather.sizes, "X"]  # the annotation's order, then the user's
     comm = tracekit.communication(trace, "k3_dp16", main_stream=7)
     assert comm.params["main_stream"] == 7
     hw = load_profile("b200")
-    assert _doc(roofline(trace, k3, "b200", bs=4, q_len=1, hbm_gbps=7000)) == _doc(
+    assert comparable_doc(roofline(trace, k3, "b200", bs=4, q_len=1, hbm_gbps=7000)) == comparable_doc(
         roofline(trace, k3, with_hbm(hw, 7000), bs=4, q_len=1)
     )
-    assert _doc(hbm_bytes(trace, k3, "b200", bs=4, variables="context=100000")) == _doc(
+    assert comparable_doc(hbm_bytes(trace, k3, "b200", bs=4, variables="context=100000")) == comparable_doc(
         hbm_bytes(trace, k3, hw, bs=4, variables={"context": 100000.0})
     )
-    st = _doc(kernel_selection_stats(trace, k3, select="kind:kernel", by="op_tag"))
-    assert st == _doc(kernel_selection_stats(trace, select_expr="kind:kernel", by="op_tag", ann=k3))
+    st = comparable_doc(kernel_selection_stats(trace, k3, select="kind:kernel", by="op_tag"))
+    assert st == comparable_doc(kernel_selection_stats(trace, select_expr="kind:kernel", by="op_tag", ann=k3))
 
 
 def test_a_wrong_type_is_one_sentence(trace):

@@ -6,15 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-import tracekit
 from tracekit.analyses import find_steps
 from tracekit.analyses.steps.resolve import step_options
 from tracekit.errors import UsageError
-from tests.conftest import cpu_ann, gpu_ann, kernel, launch, write_trace
-
-
-def load(tmp_path, events, name="t.json"):
-    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
+from tests.conftest import cpu_ann, gpu_ann, kernel, launch, load_events
 
 
 def _ahead_trace() -> list:
@@ -45,7 +40,7 @@ def _windows(st):
 
 
 def test_empty_marker_that_launches_work_mid_step_is_no_step_with_or_without_the_name(tmp_path):
-    t = load(tmp_path, _ahead_trace())
+    t = load_events(tmp_path, _ahead_trace())
     plain = find_steps(t)
     assert (
         _windows(plain) == [[0, 20_000_000], [30_050_000, 50_050_000]] and plain.empty == 0
@@ -62,7 +57,7 @@ def test_empty_marker_that_launches_work_mid_step_is_no_step_with_or_without_the
 
 
 def test_annotation_floor_filters_after_the_overlap_rule(tmp_path):
-    t = load(tmp_path, _ahead_trace())
+    t = load_events(tmp_path, _ahead_trace())
     # floor 20 ms: both steps are exactly 20 ms, 'longer than' is strict, so none is left and the named marker
     # gives nothing; with a 19 ms floor both stay
     assert _windows(find_steps(t, step_options(step_name="scheduler.run_batch", min_step_ns=19_000_000))) == [
@@ -92,7 +87,7 @@ def test_graph_capture_trace_is_not_trustworthy(tmp_path):
     ]
     ev += [launch("cudaLaunchKernel", 10.0 + i, 10 + i) for i in range(40)]
     ev += [launch("cudaStreamEndCapture", 60.0, 901), launch("cudaGraphInstantiate", 61.0, 902)]
-    st = find_steps(load(tmp_path, ev))
+    st = find_steps(load_events(tmp_path, ev))
     assert not st.trustworthy
     (reason,) = [r for r in st.reasons if r.startswith("launches_recorded")]
     assert "40 of 42" in reason and "capture" in reason
@@ -111,7 +106,7 @@ def test_profiler_buffer_overflow_is_not_trustworthy(tmp_path):
             ev.append(launch("cudaLaunchKernel", t0 + 10 + k, corr))
             if s < 5:
                 ev.append(kernel("k", t0 + 100 + 100 * k, 50.0, corr=corr))
-    st = find_steps(load(tmp_path, ev))
+    st = find_steps(load_events(tmp_path, ev))
     assert len(st.table) == 5 and not st.trustworthy
     (reason,) = [r for r in st.reasons if r.startswith("launches_recorded")]
     assert "15 of 30" in reason and "buffer" in reason and "15 launches came after the last GPU record" in reason
@@ -124,7 +119,7 @@ def test_a_few_unrecorded_launches_in_a_long_trace_stay_trustworthy(tmp_path):
         ev.append(launch("cudaLaunchKernel", 1.0 + i, i + 1))
         if i != 150:
             ev.append(kernel("k", 10.0 + 20 * i, 10.0, corr=i + 1))
-    st = find_steps(load(tmp_path, ev))
+    st = find_steps(load_events(tmp_path, ev))
     assert st.trustworthy, st.reasons
     row = st.health[(st.health["check"] == "launches_recorded") & (st.health["step"] == -1)].iloc[0]
     assert "1 of 200" in row["detail"]
@@ -132,7 +127,7 @@ def test_a_few_unrecorded_launches_in_a_long_trace_stay_trustworthy(tmp_path):
 
 def test_cpu_alone_step_health_has_no_nan_cover(tmp_path):
     ev = [cpu_ann("ProfilerStep#0", 0.0, 100.0), launch("cudaLaunchKernel", 10.0, 1), kernel("k", 50.0, 10.0, corr=1)]
-    st = find_steps(load(tmp_path, ev))
+    st = find_steps(load_events(tmp_path, ev))
     assert not any("nan" in str(d) for d in st.health["detail"])
 
 
@@ -145,7 +140,7 @@ def test_a_marker_past_the_end_of_the_recording_is_flagged(tmp_path):
         gpu_ann("scheduler.run_batch", 20_000.0, 40_000.0, ext=2),
         kernel("k", 20_005.0, 20_000.0),
     ]
-    st = find_steps(load(tmp_path, ev))
+    st = find_steps(load_events(tmp_path, ev))
     assert len(st.table) == 2 and not st.trustworthy
     bad = st.health[~st.health["ok"].astype(bool)]
     assert bad[["step", "check"]].values.tolist() == [[1, "within_recording"]]

@@ -10,7 +10,7 @@ from tracekit.analyses import decompose, find_steps, overlap, temporal
 from tracekit.analyses.select import SelectorError, select
 from tracekit.analyses.steps.model import step_options
 from tracekit.errors import MissingDataError
-from tests.conftest import kernel, memcpy, write_trace
+from tests.conftest import kernel, load_events, memcpy
 
 NO_FLOOR = step_options(min_step_ns=0)
 
@@ -47,14 +47,10 @@ def launch(name, ts, corr):
     }
 
 
-def load(tmp_path, events, name="t.json"):
-    return tracekit.load(write_trace(tmp_path / name, events), cache=False)
-
-
 def test_gpu_step_marker_empty_markers_go_by_content(tmp_path):
     # two real steps (20 ms), one empty annotation in between (4 µs): it holds no GPU work, so it is no step,
     # whatever the floor; the floor stays a user filter
-    t = load(
+    t = load_events(
         tmp_path,
         [
             gpu_ann("scheduler.run_batch", 0.0, 20_000.0),
@@ -85,7 +81,7 @@ def test_cpu_step_marker_maps_to_gpu_window_through_graph_correlation(tmp_path):
         kernel("outside", 400.0, 10.0, corr=78),
         launch("cudaLaunchKernel", 300.0, 78),
     ]
-    st = find_steps(load(tmp_path, evs))
+    st = find_steps(load_events(tmp_path, evs))
     row = st.table.iloc[0]
     assert st.marker == "step[MODE bs=N]" and st.match == "sglang_step" and row["source"] == "cpu_launch_window"
     assert (row["start_ns"], row["end_ns"], row["bs"], row["phase"], row["kernels"]) == (
@@ -104,7 +100,7 @@ def test_profiler_step_fallback_and_explicit_name(tmp_path):
         kernel("k", 50.0, 100.0, corr=5),
         gpu_ann("my_step", 0.0, 30_000.0),
     ]
-    t = load(tmp_path, evs)
+    t = load_events(tmp_path, evs)
     st = find_steps(t)
     assert st.marker == "ProfilerStep#N" and st.table["dur_ns"].tolist() == [100_000]
     st = find_steps(t, step_name="my_step")
@@ -112,7 +108,7 @@ def test_profiler_step_fallback_and_explicit_name(tmp_path):
 
 
 def test_no_steps_falls_back_to_the_whole_trace_naming_the_annotations_present(tmp_path):
-    t = load(
+    t = load_events(
         tmp_path,
         [
             gpu_ann("forward", 0.0, 5.0),
@@ -145,7 +141,7 @@ def test_wall_parts_sum_exactly(tmp_path):
         kernel("memcpy128", 5.0, 3.0, stream=20),
         kernel("after", 150.0, 10.0),
     ]
-    t = load(tmp_path, evs)
+    t = load_events(tmp_path, evs)
     r = decompose(t, steps=NO_FLOOR)
     row = r.tables["per_step"].iloc[0].to_dict()
     # busy = k1 ∪ k2 ∪ local copy (a kernel under --ag ptop) = 30 + 25 + 3
@@ -164,7 +160,7 @@ def test_wall_parts_sum_exactly(tmp_path):
 
 
 def test_wall_without_ptop_has_zero_ag_only(tmp_path):
-    t = load(tmp_path, [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), kernel("k", 10.0, 5.0)])
+    t = load_events(tmp_path, [gpu_ann("scheduler.run_batch", 0.0, 20_000.0), kernel("k", 10.0, 5.0)])
     r = decompose(t)
     assert r.tables["per_step"]["ag_only_ns"].tolist() == [0]
     assert any("no PtoP copies" in w for w in r.warnings)
@@ -197,7 +193,7 @@ def test_temporal_definitions(tmp_path):
             "args": {"stream": 0, "grid": "grid(100,)"},
         },  # a CPU op with a stream arg
     ]
-    s = temporal(load(tmp_path, evs)).summary
+    s = temporal(load_events(tmp_path, evs)).summary
     assert s == {
         "span_ns": 310_000,
         "busy_ns": 180_000,
@@ -215,13 +211,13 @@ def test_temporal_definitions(tmp_path):
 
 
 def test_temporal_no_comm_is_null_and_no_gpu_is_exit_4(tmp_path):
-    assert temporal(load(tmp_path, [kernel("k", 0.0, 1.0)])).summary["comm_compute_overlap_pct"] is None
+    assert temporal(load_events(tmp_path, [kernel("k", 0.0, 1.0)])).summary["comm_compute_overlap_pct"] is None
     with pytest.raises(MissingDataError):
-        temporal(load(tmp_path, [cpu_ann("x", 0.0, 1.0)], name="cpu.json"))
+        temporal(load_events(tmp_path, [cpu_ann("x", 0.0, 1.0)], name="cpu.json"))
 
 
 def test_selectors(tmp_path):
-    t = load(
+    t = load_events(
         tmp_path,
         [
             kernel("gemm_a", 0.0, 1.0),
@@ -250,7 +246,7 @@ def test_overlap_whole_trace_and_per_step(tmp_path):
         gpu_ann("scheduler.run_batch", 200.0, 100.0),
         memcpy(PTOP, 210.0, 10.0, stream=20),
     ]
-    r = overlap(load(tmp_path, evs), a="copy:PtoP", b="kind:kernel", steps=NO_FLOOR)
+    r = overlap(load_events(tmp_path, evs), a="copy:PtoP", b="kind:kernel", steps=NO_FLOOR)
     s = r.summary
     assert (s["a_ns"], s["b_ns"], s["a_and_b_ns"], s["a_minus_b_ns"]) == (30_000, 50_000, 10_000, 20_000)
     assert s["a_hidden_pct"] == pytest.approx(100 / 3)
