@@ -35,9 +35,11 @@ RANKS = {
 }
 # the one upward import allowed, each with its reason: (importing file, imported module) -> why
 UPWARD_ALLOWED = {
-    ("result.py", "render.notebook"): "a Result's notebook display (_repr_html_) is drawn by the notebook renderer,"
-    " imported only when a notebook shows one",
-    ("render/html_command.py", "cli"): "the page's 'how these numbers were obtained' command is spelled with the"
+    ("result.py", "render.html.page"): "a Result's notebook display (_repr_html_) is drawn by the HTML page's"
+    " notebook renderer, imported only when a notebook shows one",
+    ("result.py", "render.formats"): "Result.save writes a file as the CLI's -o does, with the renderer of its"
+    " format (which owns that format's file writing), imported only when a result is saved",
+    ("render/html/command.py", "cli"): "the page's 'how these numbers were obtained' command is spelled with the"
     " CLI's own options (its click command), imported only when a page is drawn,"
     " so that the printed command is one the CLI accepts",
 }

@@ -16,7 +16,7 @@ import tracekit
 from tests.integration.test_parity import _same, _takes_cache
 from tracekit.annotation import load_annotation
 from tracekit.cli.common import DEFAULT_ANNOTATION, bundled_sample
-from tracekit.render.formats import table_rows
+from tracekit.result import table_rows
 
 SAMPLE = bundled_sample()
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "synthetic" / "dp16.launch.log"
@@ -99,7 +99,7 @@ def test_the_plot_points_are_their_functions_and_every_plot_is_a_picture(cli, tm
 def test_compare_records_the_annotations_it_was_given(sweep):
     """The compare page's "how these numbers were obtained" command lacked --annotation-a/-b: the result did not
     record them. Now they are parameters, and the printed command carries them."""
-    from tracekit.render.html_command import command_args
+    from tracekit.render.html.command import command_args
 
     res = tracekit.compare_deployments(
         sweep / "a",

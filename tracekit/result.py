@@ -64,15 +64,37 @@ class Result:
     def frames(self) -> dict[str, pd.DataFrame]:
         """``{"summary": one-row frame, **tables}`` — copies, so editing them leaves the Result as it was.
         Summary values that are lists or dicts stay Python objects in their cell."""
-        summary = pd.DataFrame([{k: _scalar(v) for k, v in self.summary.items()}]) if self.summary else pd.DataFrame()
+        summary = (
+            pd.DataFrame([{k: plain_value(v) for k, v in self.summary.items()}]) if self.summary else pd.DataFrame()
+        )
         return {"summary": summary, **{name: df.copy() for name, df in self.tables.items()}}
 
+    def save(
+        self,
+        path: str | os.PathLike,
+        format: str | None = None,
+        *,
+        table: str | None = None,
+        all_rows: bool = False,
+        wide: bool = False,
+    ) -> list:
+        """Write the result to ``path`` byte for byte as ``tracekit COMMAND -f FORMAT -o PATH`` writes it, and return
+        the paths written. ``format`` (json, csv, md, table or html) defaults to the one the suffix names: ``.json``,
+        ``.csv``, ``.md``, ``.html`` (with its json sidecar, ``FILE.json``), ``.txt`` (the table format); csv into a
+        name without a suffix (or an existing folder) is a folder of one file per table. ``table``, ``all_rows`` and
+        ``wide`` are ``--table``, ``--all`` and ``--wide``. Written whole or not at all, never over an input."""
+        # the renderers own their formats' file writing (tracekit/render/formats.py, a higher layer): imported when
+        # a result is saved, never when tracekit is imported
+        from .render.formats import save
+
+        return save(self, path, format, table=table, all_rows=all_rows, wide=wide).paths
+
     def _repr_html_(self) -> str:
-        # the notebook display is a renderer (tracekit/render/notebook.py, a higher layer): imported when a
+        # the notebook display is a renderer (tracekit/render/html/page.py, a higher layer): imported when a
         # notebook asks for it, never when tracekit is imported
         from importlib import import_module
 
-        return import_module("tracekit.render.notebook").to_html(self)
+        return import_module("tracekit.render.html.page").notebook_html(self)
 
 
 # --------------------------------------------------------------------------- any file name, shown
@@ -134,7 +156,9 @@ def trace_input(trace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the JSON envelope
 
 
-def _scalar(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
+    """``v`` as a plain Python value for JSON and for people: numpy ints, floats and bools as Python's, NaN, infinity
+    and pandas' missing values as None, dicts (keys as text), lists, tuples and arrays value by value."""
     if v is None or v is pd.NA or v is pd.NaT:
         return None
     if isinstance(v, (np.integer,)):
@@ -145,14 +169,14 @@ def _scalar(v: Any) -> Any:
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, dict):
-        return {str(k): _scalar(x) for k, x in v.items()}
+        return {str(k): plain_value(x) for k, x in v.items()}
     if isinstance(v, (list, tuple, np.ndarray)):
-        return [_scalar(x) for x in v]
+        return [plain_value(x) for x in v]
     return v
 
 
 def column_values(s: pd.Series) -> list[Any]:
-    """One column as plain Python objects (``_scalar`` of each value). Plain numpy ints, bools and floats, and
+    """One column as plain Python objects (``plain_value`` of each value). Plain numpy ints, bools and floats, and
     strings, take a vectorised path: a 10^5-step report's sidecar is 6·10^6 values."""
     dt = s.dtype
     if isinstance(dt, np.dtype) and dt.kind in "iub":
@@ -170,7 +194,7 @@ def column_values(s: pd.Series) -> list[Any]:
         return vals
     if isinstance(dt, pd.CategoricalDtype):
         s = s.astype(object)
-    return [_scalar(x) for x in s.tolist()]
+    return [plain_value(x) for x in s.tolist()]
 
 
 def table_rows(df: pd.DataFrame, *, spread: bool = True) -> list[dict[str, Any]]:
@@ -369,9 +393,9 @@ def to_json_obj(result: Result, *, tables: bool = True) -> dict[str, Any]:
         "tracekit": __version__,
         "schema": result.schema,
         "command": result.command,
-        "inputs": _scalar(result.inputs),
-        "params": _scalar(result.params),
+        "inputs": plain_value(result.inputs),
+        "params": plain_value(result.params),
         "warnings": list(result.warnings),
-        "summary": _scalar(result.summary),
+        "summary": plain_value(result.summary),
         "tables": {name: table_rows(df) for name, df in result.tables.items()} if tables else {},
     }

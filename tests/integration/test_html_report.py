@@ -243,8 +243,8 @@ def many_steps_page(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_page_of_1e5_steps_is_bounded_and_says_it_sampled(many_steps_page):
-    from tracekit.render.html_svg import MAX_BARS
-    from tracekit.render.html_text import MAX_ROWS
+    from tracekit.render.html.svg import MAX_BARS
+    from tracekit.render.html.tables import MAX_ROWS
 
     page, took = many_steps_page
     assert took < LOOSE_BOUND_S, f"report -f html on {MAX_STEPS_TEXT} steps took {took:.0f} s"

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from tests.conftest import kernel, write_trace
 from tracekit.render import emit
-from tracekit.render.formats import neutralize, to_csv
+from tracekit.render.csv_text import neutralize, to_csv
 from tracekit.render.human import safe_text
-from tracekit.render.notebook import to_html
+from tracekit.render.html import notebook_html as to_html
 from tracekit.names import distinct_names
-from tracekit.render.tables import to_text
+from tracekit.render.terminal import to_text
 from tracekit.result import Result, to_json_obj
 
 RENDER_EXAMPLES = 150

@@ -6,7 +6,6 @@ imports them all and catches errors in one place.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from enum import Enum
@@ -376,82 +375,33 @@ def _load(trace: Optional[Path], no_cache: bool, cache_dir: Optional[Path]):
 
 
 def sidecar_of(out: Path) -> Path:
-    """The JSON companion of an html page written to ``out``: FILE.json beside FILE.html."""
-    return out.with_suffix(".json")
+    """The JSON companion of an html page written to ``out``: FILE.json beside FILE.html
+    (``tracekit.render.formats.sidecar_of``, whose html renderer writes it)."""
+    from ..render.formats import sidecar_of as sidecar
+
+    return sidecar(out)
 
 
 def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
-    """Warnings to stderr, then the result to stdout or to ``--out``, written whole or not at all
-    (``tracekit.render.files``: every target decided by ``output_target``). csv with ``--out NAME``: NAME with a
-    suffix is one file, NAME without one (or an existing folder) a folder of one file per table; a device, FIFO or
-    ``/dev/stdout`` is one stream (the first table; html without its json companion)."""
-    from ..render import emit
-    from ..render.files import is_stream, protect_result_inputs, write_file, write_files
-    from ..render.formats import write_csv_dir
+    """Warnings to stderr, then the result to stdout or to ``--out`` by its format's renderer
+    (``tracekit.render.formats``, which ``Result.save`` uses too: the same bytes), written whole or not at all
+    (``tracekit.render.files``: every target decided by ``output_target``)."""
+    from ..render.formats import renderer
+    from ..render.files import protect_result_inputs
     from ..render.human import safe_text
-    from ..render.tables import NOT_A_TERMINAL_WIDTH
-    from ..result import iter_json, shown_path
 
     phase.stop()
 
     if not _state["quiet"]:
         for w in result.warnings:
             typer.echo(f"warning: {safe_text(w)}", err=True)
-    all_rows = bool(_state.get("all"))
-    stream = out is not None and is_stream(out)
-    if out is not None:
-        protect_result_inputs(result)  # what the run read (a directory's traces, say): no output replaces them
-    if fmt is Fmt.csv and out is not None and not stream and (out.is_dir() or (not out.suffix and table is None)):
-        new = not out.exists()
-        paths = write_csv_dir(result, out, only=table)
-        typer.echo(
-            f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
-            f"{'one per table' if table is None else f'table {table}'}) into the folder {shown_path(out)}"
-            f"{' (created)' if new else ''}",
-            err=True,
-        )
-        return
-    columns = os.environ.get("COLUMNS", "")
-    width = None if out is None else (int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH)
-    if fmt is Fmt.json:  # streamed a table chunk at a time: a large table never stands whole as Python objects
-        text = _json_writer(result)
-        if out is None:
-            for piece in iter_json(result):
-                sys.stdout.write(piece)
-            return
-    else:
-        text = emit(result, fmt.value, table=table, all_rows=all_rows, width=width, wide=bool(_state.get("wide")))
+    r = renderer(fmt.value, table=table, all_rows=bool(_state.get("all")), wide=bool(_state.get("wide")))
     if out is None:
-        sys.stdout.write(text)
+        for piece in r.pieces(result):  # json a table chunk at a time: a large table never stands whole
+            sys.stdout.write(piece)
         return
-    if fmt is Fmt.html and not stream:
-        sidecar = sidecar_of(out)
-        write_files(
-            [(out, text, "html report"), (sidecar, _json_writer(result), f"json sidecar of {out}")], inputs=result
-        )
-        typer.echo(f"wrote {shown_path(out)} and its json sidecar {shown_path(sidecar)}", err=True)
-        return
-    write_file(out, text, what=f"{fmt.value} output", inputs=result)
-    note = ""
-    if fmt is Fmt.csv and table is None and len(result.tables) > 1:
-        note = (
-            f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
-            " and --out NAME without a suffix writes every table into a folder)"
-        )
-    if fmt is Fmt.html:
-        note = " (a device or stream: no json sidecar beside it)"
-    typer.echo(f"wrote {shown_path(out)}{note}", err=True)
-
-
-def _json_writer(result: Result):
-    """What writes the json document into an open binary file, piece by piece (``iter_json``)."""
-    from ..result import iter_json
-
-    def write(fh) -> None:
-        for piece in iter_json(result):
-            fh.write(piece.encode("utf-8"))
-
-    return write
+    protect_result_inputs(result)  # what the run read (a directory's traces, say): no output replaces them
+    typer.echo(r.save(result, out).message, err=True)
 
 
 def _ns(ms: float) -> int:

@@ -1,13 +1,15 @@
-"""Turn any :class:`~tracekit.result.Result` into text: terminal tables (``tables``), json, csv, md (``formats``), the
-HTML page (``html``, its parts in ``html_*``); ``files`` writes outputs whole or not at all (a directory of files:
-``outdir``), ``notebook`` is the HTML a notebook shows."""
+"""Turn any :class:`~tracekit.result.Result` into text or files: one renderer object per format (``formats``: json,
+csv, md, table, html), each drawing the text and owning its format's file writing, for the CLI and
+``Result.save`` alike; terminal tables (``terminal``, laid out by ``table_layout``), md (``markdown``), csv
+(``csv_text``), the HTML page and the notebook display (``html/``); ``files`` writes outputs whole or not at all (a
+directory of files: ``outdir``)."""
 
 from __future__ import annotations
 
 from ..result import Result
-from .formats import FORMATS, to_csv, to_markdown
+from .formats import FORMATS, RENDERERS, SUFFIXES, Renderer, Saved, format_of, renderer, save
 
-__all__ = ["FORMATS", "emit"]
+__all__ = ["FORMATS", "RENDERERS", "SUFFIXES", "Renderer", "Saved", "emit", "format_of", "renderer", "save"]
 
 
 def emit(
@@ -25,18 +27,4 @@ def emit(
     tables; json and csv always hold every row. ``wide`` shows kernel names whole in the human formats (table, md),
     which otherwise shorten them into what a person recognises (json and csv always hold the full name). ``width`` is
     the terminal's (default: ``COLUMNS``, the real width, or 100)."""
-    if fmt == "json":
-        return result.to_json()
-    if fmt == "csv":
-        return to_csv(result, table)
-    if fmt == "md":
-        return to_markdown(result, all_rows=all_rows, wide=wide)
-    if fmt == "table":
-        from .tables import to_text
-
-        return to_text(result, width=width, all_rows=all_rows, wide=wide)
-    if fmt == "html":
-        from .html import to_html
-
-        return to_html(result)
-    raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return renderer(fmt, table=table, all_rows=all_rows, width=width, wide=wide).text(result)

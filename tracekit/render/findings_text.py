@@ -1,5 +1,5 @@
 """Findings for people: a numbered list (title, gain, basis; then how, evidence, what to try and the command), not a
-grid of truncated cells; every line wraps at words (nothing is cut, so no number is). Any result's table with the findings columns is drawn this way by ``tables.to_text``."""
+grid of truncated cells; every line wraps at words (nothing is cut, so no number is). Any result's table with the findings columns is drawn this way by ``terminal.to_text``."""
 
 from __future__ import annotations
 

@@ -1,203 +1,252 @@
-"""Writers for every result: one envelope for JSON, one table per file for CSV, pipe tables for md.
+"""The output formats, one renderer object each, that both draw a result as text and own that format's file writing:
+the CLI (``-f FMT -o PATH``, ``tracekit.cli.common._output``) and the API (:meth:`tracekit.result.Result.save`) call
+the same object, so they write the same bytes.
 
-The JSON envelope is the stable contract documented in docs/json-contract.md (``tracekit.result.to_json_obj``):
-every string exactly as the trace has it. Human formats (table, md) show values with units, times relative to an
-origin and text made safe (``human.py``); machine formats (json, csv) keep integer nanoseconds and every row.
+* ``json`` — the document of ``Result.to_json``, written (and printed) a table chunk at a time
+  (``tracekit.result.iter_json``): a large table never stands whole as Python objects;
+* ``csv`` — one table as one file (the first, or ``table``); a path without a suffix (and no ``table``), or an
+  existing folder, is a folder of one file per table, the summary too (``csv_text.write_csv_dir``);
+* ``md`` — pipe tables (``markdown.py``); ``table`` — the terminal's text (``terminal.py``), in a file as wide as
+  ``COLUMNS`` or 100 columns;
+* ``html`` — the self-contained page (``html/``) and, beside ``FILE.html``, its json sidecar ``FILE.json`` (the
+  json document: every row the page leaves out), the two written together or neither.
 
-CSV is opened by spreadsheets, which run a cell that starts with ``=``, ``+``, ``-`` or ``@`` (or a tab or carriage
-return) as a formula. Text cells that start so are written with a leading ``'`` (OWASP's advice), and control,
-separator and invisible format characters (a terminal escape, a bidi override, a bare carriage return) are written as
-visible escapes (``\\x1b``, ``\\u202e``, ``\\r``); tab, newline and CR LF stay (csv quotes them). Numbers are
-never changed. ``TRACEKIT_CSV_RAW=1`` in the environment (or ``raw=True``) writes text exactly as it is (a file with
-a bare carriage return in a cell then ends its lines with CR LF, so that the cell is quoted).
-"""
+Every file goes through ``files.py`` (whole or not at all; :func:`tracekit.render.files.output_target`: never over an
+input of the run, links written through, a device, FIFO or ``/dev/stdout`` written to directly — then one stream: the
+first csv table, an html page without its sidecar)."""
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Callable, Protocol
 
-import pandas as pd
-
-from ..result import Result, _scalar, shown_text, table_rows, to_json_obj, utf8_text  # noqa: F401 - re-exported: the envelope's home
-from .human import (
-    _escape_char,
-    _unsafe,
-    ag_measures,
-    column,
-    display_frame,
-    glossary,
-    label_of,
-    origin_of,
-    safe_text,
-    short_names,
-    unit_of,
-    value_text,
-)
-
-FORMATS = ("table", "json", "csv", "md", "html")
-MD_ROWS = 25  # md shows this many rows of a table unless --all
-CSV_RAW_ENV = "TRACEKIT_CSV_RAW"
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
-_CSV_SAFE = re.compile(r"[\x20-\x7e\t\n]*\Z")
+from ..errors import UsageError
+from ..result import Result, iter_json, shown_path
+from .files import is_stream, write_file, write_files
 
 
-# --------------------------------------------------------------------------- md
+@dataclass(frozen=True)
+class Saved:
+    """What :meth:`Renderer.save` wrote: the paths, and the sentence that says so (the CLI prints it on stderr)."""
+
+    paths: list[Path]
+    message: str
 
 
-def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -> str:
-    """Pipe tables for people: the summary, then each table (its first ``MD_ROWS`` rows unless ``all_rows``), kernel
-    names shortened as in the terminal unless ``wide``, and the notes and warnings."""
-    origin = origin_of(result)
-    out = [f"## tracekit {_md_cell(safe_text(result.command))}", ""]
-    if result.summary:
-        out += ["| key | value |", "| --- | --- |"]
-        out += [
-            f"| {_md_cell(label_of(k, result.summary))} | {_md_cell(value_text(k, v, origin))} |"
-            for k, v in result.summary.items()
-        ]
-        out.append("")
-    measures = ag_measures(list(result.summary))
-    empty = []
-    for name, df in result.tables.items():
-        if not len(df):
-            empty.append(name)
-            continue
-        df = display_frame(df)
-        records = table_rows(df, spread=False)  # people read the fields as one JSON cell
-        cols = [column(c, [r[c] for r in records], origin) for c in df.columns]
-        shown = records if all_rows or len(records) <= MD_ROWS + 1 else records[:MD_ROWS]
-        shown = short_names(shown, list(df.columns), wide)  # kernel names as the terminal shows them
-        out += [
-            f"### {_md_cell(safe_text(name))}",
-            "",
-            "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
-            "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols),
-        ]
-        out += ["| " + " | ".join(_md_cell(c.fmt(r[c.name])) for c in cols) + " |" for r in shown]
-        if len(shown) < len(records):
-            out += [
-                "",
-                f"*… {len(records) - len(shown):,} more rows ({len(records):,} in all) — `--all` shows every row*",
-            ]
-        out.append("")
-        measures += [m for m in ag_measures(list(df.columns)) if m not in measures]
-    notes = []
-    if origin is not None and (
-        any(unit_of(k).kind == "abs" for k in result.summary)
-        or any(unit_of(c).kind == "abs" for df in result.tables.values() if len(df) for c in df.columns)
-    ):
-        notes.append(origin.note())
-    if len(measures) > 1:
-        notes.append(glossary(measures))
-    if empty:
-        notes.append("no rows: " + ", ".join(safe_text(e) for e in empty))
-    if notes:
-        out += [f"*{_md_text(n)}*  " for n in notes] + [""]
-    if result.warnings:
-        out += ["### warnings", ""] + [f"- {_md_text(safe_text(w))}" for w in result.warnings] + [""]
-    return utf8_text("\n".join(out))
+class Renderer(Protocol):
+    """One output format: ``text`` draws a result, ``pieces`` is the same text a piece at a time (for stdout),
+    ``save`` writes it to a path as ``-o`` does."""
+
+    name: str
+
+    def text(self, result: Result) -> str: ...
+
+    def pieces(self, result: Result) -> Iterator[str]: ...
+
+    def save(self, result: Result, path: str | Path) -> Saved: ...
 
 
-def _md_cell(text: str) -> str:
-    """A pipe-table cell: backslashes and pipes escaped (so no cell splits a row), line breaks already visible."""
-    return safe_text(text).replace("\\", "\\\\").replace("|", "\\|")
+class _OneFile:
+    """A format written as one file: its text, whole or not at all."""
+
+    name = ""
+
+    def text(self, result: Result) -> str:
+        raise NotImplementedError
+
+    def pieces(self, result: Result) -> Iterator[str]:
+        yield self.text(result)
+
+    def file_data(self, result: Result) -> str | Callable[[BinaryIO], None]:
+        return self.text(result)
+
+    def note(self, result: Result, path: Path) -> str:
+        return ""
+
+    def save(self, result: Result, path: str | Path) -> Saved:
+        path = Path(path)
+        write_file(path, self.file_data(result), what=f"{self.name} output", inputs=result)
+        return Saved([path], f"wrote {shown_path(path)}{self.note(result, path)}")
 
 
-def _md_text(text: str) -> str:
-    return safe_text(text).replace("\\", "\\\\")
+def json_writer(result: Result) -> Callable[[BinaryIO], None]:
+    """What writes the json document into an open binary file, piece by piece (``iter_json``)."""
+
+    def write(fh: BinaryIO) -> None:
+        for piece in iter_json(result):
+            fh.write(piece.encode("utf-8"))
+
+    return write
 
 
-# --------------------------------------------------------------------------- csv
+@dataclass(frozen=True)
+class JsonRenderer(_OneFile):
+    name = "json"
+
+    def text(self, result: Result) -> str:
+        return result.to_json()
+
+    def pieces(self, result: Result) -> Iterator[str]:
+        return iter_json(result)
+
+    def file_data(self, result: Result) -> Callable[[BinaryIO], None]:
+        return json_writer(result)
 
 
-def csv_raw() -> bool:
-    return os.environ.get(CSV_RAW_ENV, "").strip().lower() in ("1", "yes", "true", "on")
+@dataclass(frozen=True)
+class CsvRenderer(_OneFile):
+    table: str | None = None
+    name = "csv"
 
+    def text(self, result: Result) -> str:
+        from .csv_text import to_csv
 
-def neutralize(text: str) -> str:
-    """A text cell a spreadsheet will not run and a terminal will not obey: a leading ``'`` before a formula prefix;
-    control, separator and invisible format characters as visible escapes (tab, newline and CR LF stay: csv
-    quotes them)."""
-    if not _CSV_SAFE.match(text):
-        out = []
-        for i, ch in enumerate(text):
-            if ch == "\r":
-                out.append("\r" if text[i + 1 : i + 2] == "\n" else "\\r")  # CR LF is a line break; a bare CR is not
-            else:
-                out.append(ch if ch in "\t\n" or not _unsafe(ch) else _escape_char(ch))
-        text = "".join(out)
-    return "'" + text if text.startswith(_FORMULA) else text
+        return to_csv(result, self.table)
 
+    def is_folder(self, path: Path) -> bool:
+        """A folder of one file per table: an existing folder, or a name without a suffix and no ``table`` (never a
+        device, FIFO or ``/dev/stdout``: one stream)."""
+        return not is_stream(path) and (path.is_dir() or (not path.suffix and self.table is None))
 
-def _csv_frame(df: pd.DataFrame, raw: bool | None = None) -> pd.DataFrame:
-    """csv cells holding lists or dicts are written as JSON text, not Python reprs; text cells are neutralised."""
-    raw = csv_raw() if raw is None else raw
-    objects = [
-        c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.StringDtype, pd.CategoricalDtype))
-    ]
-    bad_names = any(isinstance(c, str) and (shown_text(c) if raw else neutralize(c)) != c for c in df.columns)
-    if not objects and not bad_names:
-        return df
-    out = df.copy()
-    for c in objects:
-        s = out[c].astype(object)
-        vals = [json.dumps(_scalar(v), ensure_ascii=False) if isinstance(v, (dict, list)) else v for v in s]
-        # raw text is kept exactly, but for what UTF-8 cannot hold (a file name's byte that is not UTF-8: shown_text)
-        vals = [(shown_text(v) if raw else neutralize(v)) if isinstance(v, str) else v for v in vals]
-        out[c] = pd.Series(vals, index=out.index, dtype=object)
-    if bad_names:
-        out.columns = [(shown_text(c) if raw else neutralize(c)) if isinstance(c, str) else c for c in out.columns]
-    return out
+    def note(self, result: Result, path: Path) -> str:
+        if self.table is None and len(result.tables) > 1:
+            return (
+                f" (table {result.primary_table}, the first of {len(result.tables)}: --table NAME picks another,"
+                " and --out NAME without a suffix writes every table into a folder)"
+            )
+        return ""
 
+    def save(self, result: Result, path: str | Path) -> Saved:
+        path = Path(path)
+        if not self.is_folder(path):
+            return super().save(result, path)
+        from .csv_text import write_csv_dir
 
-def to_csv(result: Result, table: str | None, *, raw: bool | None = None) -> str:
-    name = table or result.primary_table
-    if name is None:
-        df = pd.DataFrame([{k: _scalar(v) for k, v in result.summary.items()}])
-    else:
-        df = _table_or_error(result, name)
-    return _csv_text(df, raw)
-
-
-def _csv_text(df: pd.DataFrame, raw: bool | None) -> str:
-    frame = _csv_frame(df, raw)
-    buf = io.StringIO()
-    # a bare carriage return left in a cell (raw text) is quoted only when it ends lines: then CR LF line ends
-    # (RFC 4180) keep the file readable
-    bare_cr = any(
-        isinstance(v, str) and "\r" in v.replace("\r\n", "")
-        for c in frame.columns
-        if frame[c].dtype == object
-        for v in frame[c]
-    )
-    frame.to_csv(buf, index=False, lineterminator="\r\n" if bare_cr else "\n")
-    return utf8_text(buf.getvalue())
-
-
-def _table_or_error(result: Result, name: str) -> pd.DataFrame:
-    from ..errors import UsageError
-
-    if name == "summary":
-        return pd.DataFrame([{k: _scalar(v) for k, v in result.summary.items() if not isinstance(v, (list, dict))}])
-    if name not in result.tables:
-        raise UsageError(
-            f"{result.command} has no table '{name}'; its tables are: {', '.join(['summary', *result.tables])}"
+        new = not path.exists()
+        paths = write_csv_dir(result, path, only=self.table)
+        return Saved(
+            paths,
+            f"wrote {len(paths)} csv file{'s' if len(paths) != 1 else ''} ("
+            f"{'one per table' if self.table is None else f'table {self.table}'}) into the folder {shown_path(path)}"
+            f"{' (created)' if new else ''}",
         )
-    return result.tables[name]
 
 
-def write_csv_dir(result: Result, out: Path, *, only: str | None = None, raw: bool | None = None) -> list[Path]:
-    """One csv file per table (``COMMAND.TABLE.csv``, the summary too) in the directory ``out``, created when
-    missing; the set is written whole or not at all (``outdir.OutputDir``)."""
-    from .outdir import OutputDir
+@dataclass(frozen=True)
+class MarkdownRenderer(_OneFile):
+    all_rows: bool = False
+    wide: bool = False
+    name = "md"
 
-    names = [only] if only else ["summary", *result.tables]
-    frames = {n: _table_or_error(result, n) for n in names}  # a bad --table is a usage error before any writing
-    with OutputDir(out, what="csv file", manifest=None) as d:
-        for name, df in frames.items():
-            d.stage_bytes(f"{result.command}.{name}.csv", _csv_text(df, raw))
-        return d.commit()
+    def text(self, result: Result) -> str:
+        from .markdown import to_markdown
+
+        return to_markdown(result, all_rows=self.all_rows, wide=self.wide)
+
+
+def file_width() -> int:
+    """The width of the table format in a file: ``COLUMNS`` when it is a number, else 100 (not a terminal)."""
+    from .table_layout import NOT_A_TERMINAL_WIDTH
+
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() else NOT_A_TERMINAL_WIDTH
+
+
+@dataclass(frozen=True)
+class TableRenderer(_OneFile):
+    """The terminal's text; ``width`` None is the terminal's (``text``) or a file's (``save``: :func:`file_width`)."""
+
+    all_rows: bool = False
+    width: int | None = None
+    wide: bool = False
+    name = "table"
+
+    def text(self, result: Result, *, width: int | None = None) -> str:
+        from .terminal import to_text
+
+        return to_text(result, width=width if width is not None else self.width, all_rows=self.all_rows, wide=self.wide)
+
+    def file_data(self, result: Result) -> str:
+        return self.text(result, width=self.width if self.width is not None else file_width())
+
+
+def sidecar_of(out: str | Path) -> Path:
+    """The JSON companion of an html page written to ``out``: FILE.json beside FILE.html."""
+    return Path(out).with_suffix(".json")
+
+
+@dataclass(frozen=True)
+class HtmlRenderer(_OneFile):
+    name = "html"
+
+    def text(self, result: Result) -> str:
+        from .html import to_html
+
+        return to_html(result)
+
+    def note(self, result: Result, path: Path) -> str:
+        return " (a device or stream: no json sidecar beside it)"
+
+    def save(self, result: Result, path: str | Path) -> Saved:
+        """The page and its json sidecar (:func:`sidecar_of`), both or neither; a device or stream gets the page."""
+        path = Path(path)
+        if is_stream(path):
+            return super().save(result, path)
+        sidecar = sidecar_of(path)
+        page = self.text(result)
+        paths = write_files(
+            [(path, page, "html report"), (sidecar, json_writer(result), f"json sidecar of {path}")], inputs=result
+        )
+        return Saved(paths, f"wrote {shown_path(path)} and its json sidecar {shown_path(sidecar)}")
+
+
+RENDERERS: dict[str, type] = {
+    "table": TableRenderer,
+    "json": JsonRenderer,
+    "csv": CsvRenderer,
+    "md": MarkdownRenderer,
+    "html": HtmlRenderer,
+}
+FORMATS = tuple(RENDERERS)
+SUFFIXES = {".json": "json", ".csv": "csv", ".md": "md", ".html": "html", ".txt": "table"}  # a path's suffix -> format
+
+
+def renderer(
+    fmt: str, *, table: str | None = None, all_rows: bool = False, width: int | None = None, wide: bool = False
+) -> Renderer:
+    """The renderer of the format ``fmt`` with the options it takes: ``table`` (csv), ``all_rows`` and ``wide``
+    (table, md), ``width`` (table)."""
+    if fmt not in RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    options = {"table": table, "all_rows": all_rows, "width": width, "wide": wide}
+    cls = RENDERERS[fmt]
+    return cls(**{k: v for k, v in options.items() if k in cls.__dataclass_fields__})
+
+
+def format_of(path: str | Path) -> str:
+    """The format a path's suffix names (``.json``, ``.csv``, ``.md``, ``.html``, ``.txt``: the table format)."""
+    fmt = SUFFIXES.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise UsageError(
+            f"cannot tell the format of {shown_path(path)} from its suffix ({', '.join(SUFFIXES)}); pass format="
+            f" one of {', '.join(FORMATS)} (csv into a folder: format='csv' and a name without a suffix)"
+        )
+    return fmt
+
+
+def save(
+    result: Result,
+    path: str | Path,
+    fmt: str | None = None,
+    *,
+    table: str | None = None,
+    all_rows: bool = False,
+    wide: bool = False,
+) -> Saved:
+    """``result`` written to ``path`` in ``fmt`` (default: the one its suffix names), as ``-f FMT -o PATH`` writes it."""
+    if fmt is not None and fmt not in RENDERERS:
+        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return renderer(fmt or format_of(path), table=table, all_rows=all_rows, wide=wide).save(result, path)

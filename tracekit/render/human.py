@@ -1,7 +1,7 @@
 """What people read: units from key names, times relative to an origin, epochs as dates, safe text.
 
-Shared by the terminal tables (``tables.py``), markdown (``formats.py``) and the notebook HTML
-(``notebook.py``). None of this is a contract: scripts read ``--format json`` or ``csv``.
+Shared by the terminal tables (``terminal.py``), markdown (``markdown.py``) and the HTML page and notebook
+display (``html/``). None of this is a contract: scripts read ``--format json`` or ``csv``.
 
 * **Units come from the key's name**: a ``ns`` token (``wall_ns``, ``median_exposed_ns_per_step``,
   ``wall_ns_a``) is a duration, ``bytes`` a size, ``gbps`` GB/s, ``pct`` %, ``gib`` GiB, ``ms``/``us``
@@ -33,7 +33,7 @@ import pandas as pd
 from rich.cells import cell_len, set_cell_size
 
 from ..names import distinct_names, name_columns
-from ..result import Result, _scalar, escape_surrogate
+from ..result import Result, plain_value, escape_surrogate
 
 EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: any ns value past this counted from 1970 is a date
 EPOCH_MAX_NS = 4_102_444_800 * 10**9  # 2100-01-01
@@ -133,7 +133,7 @@ _UNIT_WORD = {
 
 
 def _num(v: Any) -> float | None:
-    v = _scalar(v)
+    v = plain_value(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
@@ -141,7 +141,7 @@ def _num(v: Any) -> float | None:
 
 def _exact(v: Any) -> int | float | None:
     """The value as a number without losing digits: ints stay ints (epoch ns exceed float precision)."""
-    v = _scalar(v)
+    v = plain_value(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return v
@@ -209,7 +209,7 @@ def _fmt_num(x: float, decimals: int) -> str:
 
 def plain_text(v: Any) -> str:
     """A value with no unit: yes/no, 1,234, 3.142, lists and dicts as compact text."""
-    v = _scalar(v)
+    v = plain_value(v)
     if v is None:
         return "–"
     if isinstance(v, bool):
@@ -269,7 +269,7 @@ def value_text(key: str, v: Any, origin: Origin | None = None) -> str:
     u = unit_of(key)
     x = _num(v)
     if x is None:
-        sv = _scalar(v)
+        sv = plain_value(v)
         if isinstance(sv, dict) and sv and all(not isinstance(y, (dict, list)) for y in sv.values()):
             base = str(key).split("_by_", 1)[0]
             return ", ".join(f"{safe_text(k)}: {value_text(base, y, origin)}" for k, y in sv.items())
@@ -326,7 +326,7 @@ def column(name: str, values: list[Any], origin: Origin | None = None) -> Column
     u = unit_of(name)
     label = safe_text(u.label or str(name))
     nums = [_num(v) for v in values]
-    numeric = all(x is not None or _scalar(v) is None for x, v in zip(nums, values)) and any(
+    numeric = all(x is not None or plain_value(v) is None for x, v in zip(nums, values)) and any(
         x is not None for x in nums
     )
     if not numeric:
@@ -354,12 +354,12 @@ def column(name: str, values: list[Any], origin: Origin | None = None) -> Column
     if u.kind == "pct":
         return Column(name, f"{label} %".strip(), True, _scaled(1.0, 1), "pct")
     if u.kind in _UNIT_WORD:
-        dec = _float_decimals(typical) if any(isinstance(_scalar(v), float) for v in values) else 0
+        dec = _float_decimals(typical) if any(isinstance(plain_value(v), float) for v in values) else 0
         return Column(name, f"{label} {_UNIT_WORD[u.kind]}".strip(), True, _scaled(1.0, dec), u.kind)
-    if any(isinstance(_scalar(v), float) for v in values):
+    if any(isinstance(plain_value(v), float) for v in values):
         whole = all(float(x).is_integer() for x in (_num(v) for v in values) if x is not None and math.isfinite(x))
         return Column(name, label, True, _scaled(1.0, 0 if whole else _float_decimals(typical)), "float")
-    if all(isinstance(_scalar(v), bool) or _scalar(v) is None for v in values):
+    if all(isinstance(plain_value(v), bool) or plain_value(v) is None for v in values):
         return Column(name, label, False, _cell_text, "bool")
     return Column(name, label, True, _cell_text, "int")
 
@@ -377,7 +377,7 @@ def _scaled(div: float, dec: int, *, nonneg: bool = False, epoch: bool = False) 
 
 
 def _cell_text(v: Any) -> str:
-    v = _scalar(v)
+    v = plain_value(v)
     if isinstance(v, (dict, list)):
         import json
 

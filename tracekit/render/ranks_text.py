@@ -1,7 +1,7 @@
 """The ranks section of `tracekit report RUN_DIR` for a terminal (issue 28), after the reference rank's report: one
 sentence — the DP imbalance per step and the straggler (who, how often last, its bs against the median's) — then
 the per-rank table (clock offset, steps, times last, total wait), drawn by the same renderer as `tracekit imbalance`
-(``tables.to_text``, passed in). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
+(``terminal.to_text``, passed in). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
 ``rank_per_collective``) are left to ``--all``, ``-f json`` and `tracekit imbalance`, and said so."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def ranks_sentence(r: dict) -> str:
 
 def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., str]) -> tuple[Result, list[str]]:
     """(``result`` without what the section draws, the section's lines) for a report of a run's ranks; any other
-    result comes back as it is, with no lines. ``draw`` is the terminal renderer (``tables.to_text``, which calls
+    result comes back as it is, with no lines. ``draw`` is the terminal renderer (``terminal.to_text``, which calls
     this: passed in, so that the two modules do not import each other)."""
     r = result.summary.get("ranks")
     if result.command != "report" or not isinstance(r, dict):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..result import Result, _scalar, utf8_text
+from ..result import Result, plain_value, utf8_text
 from .findings_text import findings_lines, is_findings
 from .human import label_of, origin_of, safe_text, value_text, wrap_prose
-from .blocks import _draw, _heights, _summary_lines, _table_block, _title, terminal_width
+from .table_layout import _draw, _heights, _summary_lines, _table_block, _title, terminal_width
 
 SCREEN_LINES = 50  # the report fits this many lines by default
 HEADLINE = (
@@ -38,7 +38,7 @@ def _one_step(result: Result) -> tuple[int | None, list[tuple[str, pd.DataFrame]
     df = result.tables.get("one_step")
     if df is None or not len(df) or not {"step", "group_by", *STEP_COLUMNS} <= set(df.columns):
         return None, []
-    step = _scalar(result.summary.get("timeline_step"))
+    step = plain_value(result.summary.get("timeline_step"))
     steps = df["step"].tolist()
     if step not in steps:
         step = steps[0]
@@ -56,7 +56,7 @@ def report_text(
     result: Result, width: int | None = None, *, wide: bool = False, lines: int = SCREEN_LINES
 ) -> str | None:
     """The report on one screen of ``lines`` lines (see the module's docstring); None without a one-step table
-    (``tables.to_text`` then draws the usual tables, held to the same number of lines)."""
+    (``terminal.to_text`` then draws the usual tables, held to the same number of lines)."""
     width = max(20, width or terminal_width())
     step, groups = _one_step(result)
     if step is None:
@@ -65,7 +65,7 @@ def report_text(
     items = [
         (label_of(k, result.summary), value_text(k, result.summary[k], origin))
         for k in HEADLINE
-        if k in result.summary and _scalar(result.summary[k]) is not None
+        if k in result.summary and plain_value(result.summary[k]) is not None
     ]
     head, notes = _summary_lines(items, width)
     out = [_title(result), *head, *notes]

@@ -11,7 +11,7 @@ import tracekit
 from tracekit.annotation import load_annotation
 from tracekit.render import emit
 from tracekit.render.colors import color_of
-from tracekit.render.html_text import MAX_ROWS
+from tracekit.render.html.tables import MAX_ROWS
 from tracekit.render.plots import type_colors
 from tracekit.result import Result
 
@@ -120,7 +120,7 @@ def test_a_page_of_many_steps_is_sampled_bounded_and_says_so():
     bound is loose for a loaded machine; listing every step for a picture of 60 took 13 s)."""
     import time
 
-    from tracekit.render.html_svg import MAX_BARS
+    from tracekit.render.html.svg import MAX_BARS
 
     n = 100_000
     res = _many_steps(n)
@@ -138,7 +138,7 @@ def test_a_page_of_many_steps_is_sampled_bounded_and_says_so():
 
 
 def test_a_picture_cut_at_max_bars_says_so():
-    from tracekit.render.html_svg import MAX_BARS, stacked_bars
+    from tracekit.render.html.svg import MAX_BARS, stacked_bars
 
     svg = stacked_bars([(f"p{i}", [("busy", 1.0)]) for i in range(MAX_BARS + 5)], "ms", 1.0)
     assert f"the first {MAX_BARS:,} of {MAX_BARS + 5:,} bars drawn" in svg

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 import re
 
-from tracekit.render.html_paths import relative_paths
-from tracekit.render.html_svg import ledger_waterfall_svg
+from tracekit.render.html.paths import relative_paths
+from tracekit.render.html.svg import ledger_waterfall_svg
 from tracekit.render.ledger_layout import ledger_bars
 
 LEDGER = {

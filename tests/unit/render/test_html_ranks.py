@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.synthlib.multirank import write_run
 from tracekit.render import emit
-from tracekit.render.html_ranks import MAX_CELLS, MAX_RANK_ROWS, MAX_STEP_COLS, MIN_STEP_COLS, wait_color
+from tracekit.render.html.ranks import MAX_CELLS, MAX_RANK_ROWS, MAX_STEP_COLS, MIN_STEP_COLS, wait_color
 from tracekit.result import Result
 from tracekit.sweeps import imbalance
 

@@ -13,8 +13,8 @@ import pandas as pd
 
 import tracekit
 from tracekit.render import emit
-from tracekit.render.html import CSS, sections
-from tracekit.render.html_layers import layer_section
+from tracekit.render.html.page import CSS, sections
+from tracekit.render.html.layers import layer_section
 
 SYN = Path(__file__).resolve().parents[3] / "fixtures" / "synthetic"
 

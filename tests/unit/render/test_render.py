@@ -19,7 +19,7 @@ from tracekit.annotation import load_annotation
 from tracekit.cli.common import bundled_sample
 from tracekit.render import emit
 from tracekit.render.human import column, epoch_text, safe_text, unit_of, value_text
-from tracekit.render.tables import to_text
+from tracekit.render.terminal import to_text
 from tracekit.result import Result, to_json_obj
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -20,7 +20,7 @@ from tracekit.analyses.structure.fit import (
 )
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation, shipped
-from tracekit.render.formats import to_json_obj
+from tracekit.result import to_json_obj
 
 ROOT = Path(__file__).resolve().parents[3]
 SYN = ROOT / "fixtures" / "synthetic"

@@ -1,35 +1,42 @@
 """Any result as one self-contained HTML page (``-f html``): no network — styles, the sorting script and every
 picture (plain SVG) are inline, so the file opens offline and from a mail attachment. This module is the page
-itself — its styles and scripts, the headline and the order of the sections; each part is drawn at its own home:
+itself — its styles and scripts, the headline and the order of the sections — and the HTML a notebook shows for a
+:class:`~tracekit.result.Result` (``Result._repr_html_``, :func:`notebook_html`: the same sections with the styles
+scoped to the cell and each table's first :data:`NOTEBOOK_ROWS` rows). Each part is drawn at its own home in this
+package:
 
-* ``html_text`` — escaping, the summary grid and the sortable tables;
-* ``html_svg`` — legends, stacked bars, evenly sampled rows, the memory ledger's waterfall;
-* ``html_pictures`` — the pictures a result's tables allow; ``html_timeline`` — the step timeline with its zoom;
-* ``html_layers`` — the layers of the median step; ``html_ranks`` — the rank × step picture of waits;
-* ``html_findings`` — the findings' cards; ``html_command`` — how the numbers were obtained (the CLI command);
-* ``html_paths`` — paths relative to where the command ran, and the title.
+* ``tables`` — escaping, the summary grid and the sortable tables;
+* ``svg`` — legends, stacked bars, evenly sampled rows, the memory ledger's waterfall;
+* ``pictures`` — the pictures a result's tables allow; ``timeline`` — the step timeline with its zoom;
+* ``layers`` — the layers of the median step; ``ranks`` — the rank × step picture of waits;
+* ``findings`` — the findings' cards; ``command`` — how the numbers were obtained (the CLI command);
+* ``paths`` — paths relative to where the command ran, and the title.
 
 What a page holds, in order: the headline and the one-step picture; the findings; for every rank of a run
 (``imbalance``) the rank × step picture of waits with the summary's sentence; the layers; the headline numbers; the
 pictures its tables allow (the wall decomposition per step, kernel time per block type, the step timeline, the
 memory ledger waterfall, step time per concurrency for two deployments, the decomposition per operating point of a
 sweep); every table (sortable, the first ``MAX_ROWS`` rows — the JSON sidecar holds all); the warnings and the step
-health checks; and how every number was obtained (command, tracekit version, parameters, inputs).
+health checks; and how every number was obtained (command, tracekit version, parameters, inputs). Every string is
+escaped after control characters are made visible, so a kernel name cannot inject markup or script.
 """
 
 from __future__ import annotations
 
-from .._version import __version__
-from ..result import Result, utf8_text
-from .html_command import provenance_html
-from .html_findings import findings_html
-from .html_layers import layer_section
-from .html_paths import names_title, path_fixes, relative_paths
-from .html_pictures import one_step_picture, pictures
-from .html_ranks import rank_step_waits
-from .html_text import MAX_ROWS, esc, num, summary_html, table_html
-from .html_timeline import TIMELINE_JS
-from .human import origin_of, value_text
+from ..._version import __version__
+from ...result import Result, utf8_text
+from .command import provenance_html
+from .findings import findings_html
+from .layers import layer_section
+from .paths import names_title, path_fixes, relative_paths
+from .pictures import one_step_picture, pictures
+from .ranks import rank_step_waits
+from .tables import MAX_ROWS, esc, num, summary_html, table_html
+from .timeline import TIMELINE_JS
+from ..human import origin_of, value_text
+
+NOTEBOOK_ROWS = 20  # rows of each table a notebook shows; ``result.frames()`` has every row
+NOTEBOOK_SCOPE = ".tracekit-result"
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -191,3 +198,10 @@ def to_html(result: Result) -> str:
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
         f"<script>{SORT_JS}{TIMELINE_JS}</script></body></html>\n"
     )  # valid UTF-8 whatever the names
+
+
+def notebook_html(result: Result, *, rows: int = NOTEBOOK_ROWS) -> str:
+    """The HTML a notebook shows for ``result`` (``Result._repr_html_``): the page's sections but how the numbers
+    were obtained, its styles scoped to the cell, each table's first ``rows`` rows."""
+    parts = sections(result, rows=rows, page=False, more="<code>result.frames()[NAME]</code> has every row")
+    return f'<div class="tracekit-result"><style>{scoped_css(NOTEBOOK_SCOPE)}</style>{"".join(parts)}</div>'

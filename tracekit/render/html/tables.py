@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..result import Result, _scalar, table_rows
-from .human import column, display_frame, label_of, origin_of, safe_text, value_text
+from ...result import Result, plain_value, table_rows
+from ..human import column, display_frame, label_of, origin_of, safe_text, value_text
 
 MAX_ROWS = 500  # rows of one table on the page; the JSON sidecar (and -f json) has every row
 
@@ -22,7 +22,7 @@ def esc(v: Any) -> str:
 
 
 def num(v: Any) -> float | None:
-    v = _scalar(v)
+    v = plain_value(v)
     if isinstance(v, bool) or v is None:
         return None
     try:
@@ -54,7 +54,7 @@ def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS
         tds = []
         for c in cols:
             v = r.get(c.name)
-            raw = _scalar(v)
+            raw = plain_value(v)
             sort = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else c.fmt(v)
             tds.append(f'<td{" class=n" if c.numeric else ""} data-v="{esc(sort)}">{esc(c.fmt(v))}</td>')
         body.append(f"<tr{cls}>{''.join(tds)}</tr>")

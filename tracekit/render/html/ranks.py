@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..result import Result, shown_path
-from .colors import color_of
-from .html_svg import CHART_W
-from .html_text import esc, num
+from ...result import Result, shown_path
+from ..colors import color_of
+from .svg import CHART_W
+from .tables import esc, num
 
 MAX_CELLS = 64 * 200  # cells of the rank × step picture: 64 ranks × 200 steps, or more ranks and fewer steps
 MAX_STEP_COLS = 200  # global steps drawn at most; beyond, evenly sampled (the first and the last among them)

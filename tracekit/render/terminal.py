@@ -23,8 +23,8 @@ terminal's width writing plain text, no colour):
 
 from __future__ import annotations
 
-from ..result import Result, _scalar, utf8_text
-from .blocks import (
+from ..result import Result, plain_value, utf8_text
+from .table_layout import (
     INLINE_KEYS,
     MAX_LINES,
     NOT_A_TERMINAL_WIDTH,  # noqa: F401
@@ -67,9 +67,9 @@ def to_text(
         max_lines = min(max_lines, SCREEN_LINES - 4)  # a report without a one-step table: its tables, as short
     origin = origin_of(result)
     scalars, dicts = [], []
-    keysets = [tuple(_scalar(v)) for v in result.summary.values() if isinstance(_scalar(v), dict)]
+    keysets = [tuple(plain_value(v)) for v in result.summary.values() if isinstance(plain_value(v), dict)]
     for k, v in result.summary.items():
-        sv = _scalar(v)
+        sv = plain_value(v)
         if isinstance(sv, dict) and sv and not (len(sv) <= INLINE_KEYS and keysets.count(tuple(sv)) == 1):
             dicts.append((k, sv))
         else:

@@ -1,8 +1,8 @@
-"""The pieces of a terminal table (``tables.py`` puts them together): a :class:`Block` (one table as text), the
+"""The pieces of a terminal table (``terminal.py`` puts them together): a :class:`Block` (one table as text), the
 width of each column (numbers whole, kernel names and paths at a least width, a table too wide split into column
 groups), drawing a block with ``rich`` (a ``Table`` of ``Text`` cells: nothing is read as markup; a plain
 ``Console``: no colour), the lines each row takes, the summary as a key / value grid, and how many rows each block
-shows. The rules are in ``tables.py``'s docstring.
+shows. The rules are in ``terminal.py``'s docstring.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..names import name_columns
-from ..result import Result, _scalar, table_rows
+from ..result import Result, plain_value, table_rows
 from .human import (
     Origin,
     _wrap_words,
@@ -391,7 +391,7 @@ def _sample(s: pd.Series, most: int = 20_000) -> list[Any]:
         s = s.iloc[:: -(-len(s) // most)]
     if isinstance(s.dtype, pd.CategoricalDtype):
         s = s.astype(object)
-    return [_scalar(x) for x in s.tolist()]
+    return [plain_value(x) for x in s.tolist()]
 
 
 def _too_wide(record: dict, names: list, origin: Origin | None, width: int) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..result import _scalar
-from .html_text import esc, num
+from ...result import plain_value
+from .tables import esc, num
 
 
 def _finding_html(r: dict) -> str:
@@ -16,7 +16,7 @@ def _finding_html(r: dict) -> str:
         gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
     else:
         gain = "no number (not measured)"
-    minor = bool(_scalar(r.get("minor")))
+    minor = bool(plain_value(r.get("minor")))
     title = str(r.get("title") or "")
     return (
         f'<div class="finding{" minor" if minor else ""}"><span class="gain">{esc(gain)}</span>'
@@ -32,8 +32,8 @@ def findings_html(df: pd.DataFrame) -> str:
     """The findings, ranked: the major ones as cards, the minor ones (``minor``: under the thresholds) behind one
     closed ``<details>`` after them. A long name wraps inside its card (its full text on hover)."""
     rows = df.to_dict("records")
-    major = [r for r in rows if not bool(_scalar(r.get("minor")))]
-    minor = [r for r in rows if bool(_scalar(r.get("minor")))]
+    major = [r for r in rows if not bool(plain_value(r.get("minor")))]
+    minor = [r for r in rows if bool(plain_value(r.get("minor")))]
     out = "".join(_finding_html(r) for r in major)
     if not major:
         out += '<p class="note">no finding above the thresholds (docs/findings.md: --min-pct)</p>'

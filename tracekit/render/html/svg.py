@@ -8,9 +8,9 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .colors import color_of, picture_colors
-from .html_text import esc
-from .ledger_layout import ledger_bars
+from ..colors import color_of, picture_colors
+from .tables import esc
+from ..ledger_layout import ledger_bars
 
 MAX_BARS = 60
 CHART_W = 900

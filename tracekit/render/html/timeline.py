@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .colors import picture_colors
-from .html_svg import CHART_W, legend
-from .html_text import esc
+from ..colors import picture_colors
+from .svg import CHART_W, legend
+from .tables import esc
 
 FIXED_LANES = ("step", "exposed")  # lanes drawn in their own fixed colour, whatever their label
 

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..result import Result
-from .colors import picture_colors
-from .html_svg import CHART_W, legend
-from .html_text import esc, table_html
-from .human import origin_of
+from ...result import Result
+from ..colors import picture_colors
+from .svg import CHART_W, legend
+from .tables import esc, table_html
+from ..human import origin_of
 
 
 def layer_section(result: Result) -> tuple[str, str, str] | None:

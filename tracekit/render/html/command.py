@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 
-from .._version import __version__
-from ..result import Result, shown_obj
-from .html_paths import relative
-from .html_text import esc, num
+from ..._version import __version__
+from ...result import Result, shown_obj
+from .paths import relative
+from .tables import esc, num
 
 # a result's parameter (the Python function's name) -> the CLI option that sets it, where the two names differ
 PARAM_OPTIONS = {"sizes": "ag_size", "ann": "annotation"}
@@ -24,7 +24,7 @@ def _click_command(result: Result):
     try:
         import typer.main
 
-        from ..cli import app
+        from ...cli import app
     except ImportError:  # pragma: no cover - the CLI's dependencies are part of tracekit
         return words, None
     cmd = typer.main.get_command(app)

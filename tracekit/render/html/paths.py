@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import re
 
-from ..result import Result
-from .html_text import esc
+from ...result import Result
+from .tables import esc
 
 
 def relative(path: str) -> str:

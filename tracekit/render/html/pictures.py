@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..result import Result
-from .html_svg import evenly, ledger_waterfall_svg, stacked_bars
-from .html_text import num
-from .html_timeline import step_timeline_svg
-from .human import ag_measures, display_frame, glossary
+from ...result import Result
+from .svg import evenly, ledger_waterfall_svg, stacked_bars
+from .tables import num
+from .timeline import step_timeline_svg
+from ..human import ag_measures, display_frame, glossary
 
 
 def _wall_rows(df: pd.DataFrame) -> list[tuple[str, list[tuple[str, float]]]]:
