@@ -117,7 +117,7 @@ def _child(kind: str, path: str, cache_dir: str | None) -> dict:
             import tracekit
         # `import tracekit` is lazy (issue 30): what a load needs (numpy, pandas, msgspec, pyarrow) is imported on
         # first use. Import it here, so that load s is the load alone, as it was when `import tracekit` loaded it.
-        import tracekit.ingest.cache  # noqa: F401
+        import tracekit.cache.trace_entries  # noqa: F401
 
         out["import_s"] = time.perf_counter() - t0
         out["tracekit_version"] = getattr(tracekit, "__version__", None)
@@ -1109,7 +1109,7 @@ def main(argv: list[str] | None = None) -> int:
                 rr,
                 stdout_devnull=True,
             )
-            # the same command again: its Result comes from the cache (tracekit.ingest.result_cache)
+            # the same command again: its Result comes from the cache (tracekit.cache.result_entries)
             measure(
                 "cli_report_gz_again",
                 "tracekit report .json.gz -f json again (its Result cached; CLI process)",

@@ -24,9 +24,10 @@ import pytest
 
 import tracekit
 from tests.conftest import kernel, write_trace
-from tracekit.ingest import cache as _cache
-from tracekit.ingest import cache_key
-from tracekit.ingest.cache_admin import cache_clear, cache_info
+from tracekit.cache import trace_entries as _cache
+from tracekit.cache import keys as cache_key
+from tracekit.cache.admin import cache_clear, cache_info
+from tracekit.cache.tempfiles import STALE_TMP_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,7 +238,7 @@ def test_a_fifo_at_the_entry_path_is_neither_opened_nor_replaced(tmp_path, caplo
     cdir.mkdir()
     entry = _cache.cache_path(p, cdir)
     os.mkfifo(entry)
-    with caplog.at_level(logging.WARNING, logger="tracekit.ingest.cache"):
+    with caplog.at_level(logging.WARNING, logger="tracekit.cache.trace_entries"):
         t, took = _load_within(p, 5, cache_dir=cdir)
     assert t.report.from_cache is False and _busy(t) == [10_000_000]
     assert took < 5
@@ -295,11 +296,11 @@ def test_a_cache_dir_that_is_a_file_is_a_warning_and_the_load_succeeds(tmp_path,
     p = _trace(tmp_path, "t.json", 10_000.0)
     not_a_dir = tmp_path / "cachefile"
     not_a_dir.write_bytes(b"user data")
-    with caplog.at_level(logging.WARNING, logger="tracekit.ingest.cache"):
+    with caplog.at_level(logging.WARNING, logger="tracekit.cache.trace_entries"):
         for _ in range(2):
             t = tracekit.load(p, cache_dir=not_a_dir)
             assert t.report.from_cache is False and _busy(t) == [10_000_000]
-    warned = [r.getMessage() for r in caplog.records if r.name == "tracekit.ingest.cache"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "tracekit.cache.trace_entries"]
     assert len(warned) == 1 and f"the cache folder {not_a_dir} is a file" in warned[0]  # once, not per load
     assert not_a_dir.read_bytes() == b"user data"
 
@@ -340,10 +341,10 @@ def test_permission_denied_on_the_cache_folder_is_a_warning(tmp_path, monkeypatc
 
     monkeypatch.setattr(_cache.os, "lstat", lstat)
     monkeypatch.setattr(Path, "mkdir", mkdir)
-    with caplog.at_level(logging.WARNING, logger="tracekit.ingest.cache"):
+    with caplog.at_level(logging.WARNING, logger="tracekit.cache.trace_entries"):
         t = tracekit.load(p, cache_dir=cdir)
     assert t.report.from_cache is False and _busy(t) == [10_000_000]
-    warned = [r.getMessage() for r in caplog.records if r.name == "tracekit.ingest.cache"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "tracekit.cache.trace_entries"]
     assert warned and all("permission denied" in w and str(cdir) in w and "--cache-dir" in w for w in warned)
 
 
@@ -540,7 +541,7 @@ def test_stale_temporary_files_are_removed_fresh_ones_left(tmp_path):
     users = cdir / ".tmp-notes.arrow"  # not a name tracekit writes
     users.write_bytes(b"ARROW1 but mine")
     for f in (legacy, killed, users):
-        _age(f, _cache.STALE_TMP_S + 60)
+        _age(f, STALE_TMP_S + 60)
     info = cache_info(cdir).summary
     assert (info["entries"], info["temporary_files"], info["stale_temporary_files"], info["other_files"]) == (
         0,
@@ -553,7 +554,7 @@ def test_stale_temporary_files_are_removed_fresh_ones_left(tmp_path):
     assert sorted(f.name for f in cdir.iterdir()) == sorted([fresh.name, users.name])
     # the next write sweeps too
     legacy.write_bytes(b"ARROW1\x00\x00partial")
-    _age(legacy, _cache.STALE_TMP_S + 60)
+    _age(legacy, STALE_TMP_S + 60)
     p = _trace(tmp_path, "t.json", 10_000.0)
     tracekit.load(p, cache_dir=cdir)
     assert not legacy.exists() and fresh.exists() and users.exists()

@@ -23,7 +23,7 @@ def cache_info_cmd(
 
     Its entries (the trace each came from) and their size; the temporary files of writes and every other file in
     the folder are counted, not listed."""
-    from ..ingest.cache_admin import cache_info
+    from ..cache.admin import cache_info
 
     _output(cache_info(cache_dir), format, out, table)
 
@@ -37,6 +37,6 @@ def cache_clear_cmd(
     Only tracekit's entries (recognised by their name and the key inside them) and the temporary files of writes
     killed more than 10 minutes ago; every other file in the folder is left as it is. The next load of each trace
     reads the file again."""
-    from ..ingest.cache_admin import cache_clear
+    from ..cache.admin import cache_clear
 
     _output(cache_clear(cache_dir), format, out, table)

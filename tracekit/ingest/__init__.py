@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
-from . import cache as _cache
-from . import cache_key as _cache_key
+from ..cache import trace_entries as _cache
+from ..cache import keys as _cache_key
 from .compression import HEAD_BYTES, compression_of, without_bom
 from .kineto.columns import NOT_EVENT_REASONS
 from .kineto.document import decode_slices, split_document

@@ -5,7 +5,8 @@ traces, plots) goes through here (a directory of files through :class:`tracekit.
 uses the same rule and the same temporary names):
 
 * it is written to a hidden temporary name beside its target (``.NAME.tmp-PID-XXXXXX``, a name no trace search
-  matches), flushed to disk, and renamed into place — a reader sees the old file or the new one, never a part;
+  matches), flushed to disk, and renamed into place — a reader sees the old file or the new one, never a part (the
+  temporary names, the flush and the held signals below are :mod:`tracekit.cache.tempfiles`, the cache's too);
 * a failure (full disk, read-only file system, no permission, a directory where a file should be) removes the
   temporary file and is one sentence, :class:`OutputError`, exit 3; an interrupt (Ctrl-C) removes it too;
 * an output **file** needs an existing folder: tracekit creates no folder for it (a typo in ``-o`` is an error, not
@@ -26,8 +27,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
-import signal
 import stat
 import sys
 from contextlib import contextmanager
@@ -35,10 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Union
 
+from ..cache.tempfiles import held_signals, remove_quietly, temp_path, write_synced
 from ..errors import OutputError, TracekitError  # noqa: F401 - OutputError is re-exported here
 from ..result import Result
-
-_HELD = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
 Data = Union[bytes, str, Callable[[BinaryIO], None]]
 
@@ -75,51 +73,6 @@ def os_error_sentence(exc: OSError, path: Path, what: str) -> str:
     if e == errno.ENAMETOOLONG:
         return f"{path}: the name is too long for the file system; choose a shorter --out"
     return f"{path} cannot be written ({exc.strerror or exc}); choose another --out"
-
-
-def temp_path(path: Path) -> Path:
-    """A hidden temporary name beside ``path`` (``.NAME.tmp-PID-XXXXXX``), for a file to be renamed into place."""
-    return path.with_name(f".{path.name[:180]}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-
-
-@contextmanager
-def held_signals() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait until the block is done (then they act as usual): for the renames that
-    must all happen or none. In the main thread their handlers only take note meanwhile (any thread may receive a
-    signal, so blocking it in one is not enough); elsewhere they are blocked in the calling thread."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        if not hasattr(signal, "pthread_sigmask") or not _HELD:
-            yield
-            return
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
-        try:
-            yield
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        return
-    got: list[int] = []
-    old = {}
-    for s in _HELD:
-        try:
-            old[s] = signal.signal(s, lambda signum, frame: got.append(signum))
-        except (ValueError, OSError):
-            pass
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        for s in dict.fromkeys(got):
-            signal.raise_signal(s)
-
-
-def remove_quietly(p: Path) -> None:
-    try:
-        p.unlink()
-    except OSError:
-        pass
 
 
 # --------------------------------------------------------------------------- where an output goes: the one rule
@@ -359,10 +312,7 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
             tmp = temp_path(t.dest)
             temps.append(tmp)
             try:
-                with open(tmp, "xb") as fh:
-                    _write_to(fh, data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                write_synced(tmp, lambda fh, data=data: _write_to(fh, data))
             except OSError as exc:
                 raise OutputError(os_error_sentence(exc, t.path, what)) from None
         with held_signals():

@@ -13,26 +13,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
+from ..cache.tempfiles import OUTPUT_TMP_NAME as _TMP  # temp_path's names, to find those a killed writer left
+from ..cache.tempfiles import held_signals, remove_quietly, temp_path
 from ..errors import OutputError
 from ..result import Result, to_json_obj
 from .files import (
     Target,
     check_dir_target,
-    held_signals,
     os_error_sentence,
     output_target,
-    remove_quietly,
-    temp_path,
     write_stream,
 )
 
 LOCK_NAME = ".tracekit.lock"
-# the temporary names of files.temp_path, to find those a killed writer left behind
-_TMP = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{6}$")
 
 
 class OutputDir:

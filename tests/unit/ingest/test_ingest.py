@@ -11,7 +11,7 @@ import pytest
 
 import tracekit
 from tracekit.errors import InputError
-from tracekit.ingest import cache as tk_cache
+from tracekit.cache import trace_entries as tk_cache
 from tests.conftest import kernel, memcpy, write_trace
 
 

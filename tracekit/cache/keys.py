@@ -1,4 +1,10 @@
-"""Whether a cache entry is current: the key of a source file, which the entry stores and must agree on.
+"""Which cache entries are a source file's, and whether one is current: the key of the file, which the entry
+stores and must agree on.
+
+Entries live in ``$TRACEKIT_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tracekit`` or ``~/.cache/tracekit``), named by
+the source's name and a hash of its absolute path (:func:`entry_file`), so read-only trace folders work and trace
+folders are not littered; a trace's entry (``NAME.<20 hex>.arrow``) and its commands' Results
+(``NAME.<20 hex>.<command>.result``) share the name.
 
 The key is the file's size, mtime, ctime and inode, tracekit's version and the cache format, and a CRC-32 of its
 content: of every byte of a small file (or one changed a moment ago), else of blocks spread over all of it, a
@@ -8,6 +14,7 @@ change elsewhere being caught by ctime. The stat fields are compared first, the 
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 import time
@@ -32,6 +39,22 @@ SAMPLES = 256
 _BLOCK = 1 << 12
 RACY_NS = 2_000_000_000
 _READ = 4 << 20
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("TRACEKIT_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tracekit"
+
+
+def entry_file(source: Path, tail: str, cache_dir: Path | None = None) -> Path:
+    """The cache file of ``source`` that ends with ``tail`` (``.arrow``, ``.report.result``): its name (60 characters
+    at most) and a hash of its absolute path, in ``cache_dir`` (default :func:`default_cache_dir`)."""
+    source = Path(source)
+    digest = hashlib.sha1(os.fsencode(source.resolve())).hexdigest()[:20]  # any name: bytes, not str.encode()
+    return (cache_dir or default_cache_dir()) / f"{source.name[:60]}.{digest}{tail}"
 
 
 _crc32 = None

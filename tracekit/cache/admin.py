@@ -1,12 +1,13 @@
 """What the cache holds, and clearing it (``tracekit cache info|clear``).
 
 Only what tracekit wrote counts: an entry is a regular file named ``NAME.<20 hex>.arrow`` (or ``.parquet``, formats
-1-3, which a load never reads) whose schema holds tracekit's key (``tracekit.ingest.cache.stored_metadata``); a
-temporary file is ``.tmp-…`` of a write, empty or started as an entry. A result entry is ``NAME.<20 hex>.<command>.result`` starting with its own header
-(``tracekit.ingest.result_cache``): a command's Result kept for the same inputs. Everything else in the folder — a user's
-``notes.parquet``, tracekit's own exports, links, FIFOs — is left as it is and only counted (``other_files``).
-Entries of every format are listed and cleared (their ``format`` column says which is which); temporary files are
-removed by ``clear`` once no write has touched them for ``STALE_TMP_S`` (a write in progress is left alone)."""
+1-3, which a load never reads) whose schema holds tracekit's key (``tracekit.cache.trace_entries.stored_metadata``);
+a temporary file is ``.tmp-…`` of a write, empty or started as an entry. A result entry is
+``NAME.<20 hex>.<command>.result`` starting with its own header (``tracekit.cache.result_entries``): a command's
+Result kept for the same inputs. Everything else in the folder — a user's ``notes.parquet``, tracekit's own exports,
+links, FIFOs — is left as it is and only counted (``other_files``). Entries of every format are listed and cleared
+(their ``format`` column says which is which); temporary files are removed by ``clear`` once no write has touched
+them for ``STALE_TMP_S`` (``tracekit.cache.tempfiles``; a write in progress is left alone)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ import pandas as pd
 
 from ..errors import InputError
 from ..result import Result, shown_text
-from .cache import STALE_TMP_S, default_cache_dir, is_stale, is_temporary, stored_metadata, ENTRY_NAME
-from .result_cache import RESULT_NAME, is_result_temporary, stored_head
+from .keys import default_cache_dir
+from .result_entries import RESULT_NAME, is_result_temporary, stored_head
+from .tempfiles import CACHE_TMP_PREFIX, STALE_TMP_S, is_stale
+from .trace_entries import ENTRY_NAME, is_temporary, stored_metadata
 
-# holds: "events" (a trace read, tracekit.ingest.cache) or "<command> result" (tracekit.ingest.result_cache)
+# holds: "events" (a trace read, tracekit.cache.trace_entries) or "<command> result" (tracekit.cache.result_entries)
 CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format", "holds"]
 
 
@@ -75,7 +78,7 @@ def _scan(root: Path) -> tuple[list[dict], list[tuple[Path, os.stat_result]], in
                     _row(p, st, head.get("source"), key, head.get("format"), f"{head.get('command')} result")
                 )
                 continue
-        elif name.startswith(".tmp-") and (is_temporary(p, st) or is_result_temporary(p, st)):
+        elif name.startswith(CACHE_TMP_PREFIX) and (is_temporary(p, st) or is_result_temporary(p, st)):
             temporaries.append((p, st))
             continue
         others += 1

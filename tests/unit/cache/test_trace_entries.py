@@ -17,9 +17,9 @@ import pytest
 
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
-from tracekit.ingest import cache as _cache
-from tracekit.ingest import cache_key
-from tracekit.ingest.cache_admin import cache_clear, cache_info
+from tracekit.cache import trace_entries as _cache
+from tracekit.cache import keys as cache_key
+from tracekit.cache.admin import cache_clear, cache_info
 
 SYN = Path(__file__).resolve().parents[3] / "fixtures" / "synthetic"
 

@@ -1,13 +1,14 @@
-"""The cache's second kind of entry: a command's whole Result, so that running it again costs what reading it costs.
+"""The cache's result entries: a command's whole Result, so that running it again costs what reading it costs.
 
 ``tracekit report`` re-run on the same trace with the same options (to see it as ``-f html``, ``-f json`` or
 ``--all`` after the table) gives the same Result: the analyses ran once. An entry is stored beside the trace's
-own entry (``tracekit.ingest.cache``), one per source file and command, and holds the key it was made under; it
-is used only when the key the command makes now is equal to it, whole. The key (made by the caller,
-``tracekit.cli.reuse``) holds everything the Result depends on: the trace file's cache key (size, mtime, ctime,
-inode and a checksum, ``cache_key.key_of``), every option, the annotation's content, the content of every other
-file the command reads, the library versions, and :func:`code_fingerprint` — a checksum of tracekit's own code
-and data files — so that a changed rule, annotation or analysis is never answered with an old Result.
+own entry (:mod:`tracekit.cache.trace_entries`), one per source file and command, and holds the key it was made
+under; it is used only when the key the command makes now is equal to it, whole. The key
+(:func:`tracekit.cache.reuse_key.result_key`, made by the CLI's ``tracekit.cli.reuse``) holds everything the Result
+depends on: the trace file's cache key (size, mtime, ctime, inode and a checksum, ``keys.key_of``), every option,
+the annotation's content, the content of every other file the command reads, the library versions, and
+``reuse_key.code_fingerprint`` — a checksum of tracekit's own code and data files — so that a changed rule,
+annotation or analysis is never answered with an old Result.
 
 Entries are Python pickles (a Result of pandas tables round-trips exactly; Arrow would change some dtypes). A
 pickle runs code when it is read, so an entry is read only when it is a regular file owned by this user that no
@@ -17,7 +18,6 @@ else is ignored and recomputed. A damaged or unreadable entry is never fatal: th
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
@@ -25,14 +25,12 @@ import os
 import pickle
 import re
 import stat
-import tempfile
-import zlib
 from pathlib import Path
 from typing import Any
 
-from .._version import __version__
 from ..result import Result
-from .cache import default_cache_dir, remove_stale_temporaries
+from .keys import entry_file
+from .tempfiles import is_temporary_of, remove_stale_temporaries, replaced
 
 log = logging.getLogger(__name__)
 
@@ -41,40 +39,11 @@ RESULT_FORMAT = 1
 MAGIC = b"TRACEKIT-RESULT\n"
 RESULT_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.[a-z_]{1,20}\.result$")
 RESULT_TMP_NAME = re.compile(r"^\.tmp-tracekit-\d+-[a-z0-9_]{8}\.result$")
-_FINGERPRINT_SUFFIXES = (".py", ".json", ".toml", ".yaml", ".yml", ".csv", ".txt")
-_fingerprint: str | None = None
-
-
-def code_fingerprint() -> str:
-    """A fingerprint of every code and data file of the installed tracekit package (its modules, rules, shipped
-    annotations and hardware tables): each file's name, size and modification time, with tracekit's version — the
-    rule Python's own bytecode cache trusts. Any edit, reinstall or checkout gives another fingerprint. Computed once
-    per process (a stat per file, a few ms)."""
-    global _fingerprint
-    if _fingerprint is None:
-        root = Path(__file__).resolve().parents[1]
-        crc = zlib.crc32(__version__.encode())
-        n = 0
-        for folder, dirs, names in sorted(os.walk(root)):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in sorted(names):
-                if name.endswith(_FINGERPRINT_SUFFIXES):
-                    p = os.path.join(folder, name)
-                    try:
-                        st = os.stat(p)
-                        item = f"{os.path.relpath(p, root)}:{st.st_size}:{st.st_mtime_ns}"
-                    except OSError:
-                        item = f"{p}:?"
-                    crc = zlib.crc32(os.fsencode(item), crc)
-                    n += 1
-        _fingerprint = f"{__version__}:{n}:{crc:08x}"
-    return _fingerprint
 
 
 def entry_path(source: Path, command: str, cache_dir: Path | None = None) -> Path:
     """Where ``command``'s Result for ``source`` is kept: one entry per source file and command."""
-    digest = hashlib.sha1(os.fsencode(Path(source).resolve())).hexdigest()[:20]
-    return (cache_dir or default_cache_dir()) / f"{Path(source).name[:60]}.{digest}.{command}{RESULT_SUFFIX}"
+    return entry_file(source, f".{command}{RESULT_SUFFIX}", cache_dir)
 
 
 def _trusted(st: os.stat_result) -> bool:
@@ -132,7 +101,6 @@ def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_d
     """Store ``result`` under ``key``, atomically (a temporary file renamed over the entry). A folder that cannot be
     written, or a Result that cannot be pickled, leaves the command as it was: nothing is stored."""
     path = entry_path(source, command, cache_dir)
-    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -144,35 +112,18 @@ def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_d
             {"format": RESULT_FORMAT, "command": command, "source": str(source), "key": json.loads(_canonical(key))}
         ).encode()
         body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-tracekit-{os.getpid()}-", suffix=RESULT_SUFFIX, dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
+        with replaced(path, RESULT_SUFFIX) as tmp, open(tmp, "wb") as fh:
             fh.write(MAGIC + head + b"\n" + body)
-        os.replace(tmp, path)
-        tmp = None
     except (OSError, pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:
         log.info("not storing the %s result of %s: %s", command, source, exc)
         return None
-    finally:
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     remove_stale_temporaries(path.parent, is_result_temporary)  # of result writes killed before their rename
     return path
 
 
 def is_result_temporary(path: Path, st: os.stat_result) -> bool:
     """A temporary file of a result write: its name, a regular file, and empty or starting as an entry does."""
-    if not (RESULT_TMP_NAME.match(path.name) and stat.S_ISREG(st.st_mode)):
-        return False
-    if st.st_size == 0:
-        return True
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
+    return is_temporary_of(path, st, RESULT_TMP_NAME, (MAGIC,))
 
 
 def stored_head(path: Path) -> dict[str, Any] | None:

@@ -15,8 +15,8 @@ import pytest
 import tracekit.analyses.findings.of_trace as findings_mod
 import tracekit.analyses.report.of_trace as report_mod
 from tracekit.cli.common import bundled_sample
-from tracekit.ingest import result_cache
-from tracekit.ingest.result_cache import entry_path
+from tracekit.cache import result_entries, reuse_key
+from tracekit.cache.result_entries import entry_path
 from tests.conftest import comparable_doc
 
 SAMPLE = bundled_sample()
@@ -80,7 +80,7 @@ def test_whatever_the_result_depends_on_changed_computes_again(cli, calls, trace
         doc["description"] = doc.get("description", "") + " (edited)"
         ann.write_text(json.dumps(doc))
     elif change == "code":
-        monkeypatch.setattr(result_cache, "_fingerprint", "another tracekit")
+        monkeypatch.setattr(reuse_key, "_fingerprint", "another tracekit")
     elif change == "device":
         args = ["--device", "0", *args]
     code, again, err = cli(*args)
@@ -117,14 +117,14 @@ def test_a_bad_entry_is_recomputed_never_fatal(cli, calls, trace, damage):
     if damage == "truncated":
         entry.write_bytes(data[: len(data) // 2])
     elif damage == "garbage":
-        entry.write_bytes(result_cache.MAGIC + b"{not json\n" + os.urandom(64))
+        entry.write_bytes(result_entries.MAGIC + b"{not json\n" + os.urandom(64))
     elif damage == "group_writable":
         os.chmod(entry, 0o664)
     elif damage == "another_key":
-        head_end = data.index(b"\n", len(result_cache.MAGIC))
-        head = json.loads(data[len(result_cache.MAGIC) : head_end])
+        head_end = data.index(b"\n", len(result_entries.MAGIC))
+        head = json.loads(data[len(result_entries.MAGIC) : head_end])
         head["key"]["options"]["steps"]["min_step_ns"] += 1
-        entry.write_bytes(result_cache.MAGIC + json.dumps(head).encode() + data[head_end:])
+        entry.write_bytes(result_entries.MAGIC + json.dumps(head).encode() + data[head_end:])
     code, again, err = cli("report", trace, "-f", "json")
     assert code == 0 and "Traceback" not in err
     assert calls["report"] == 2
@@ -159,8 +159,8 @@ def test_a_killed_result_write_is_removed_once_stale_and_a_recent_one_is_left(cl
     cache.mkdir(parents=True, exist_ok=True)
     old, new = cache / ".tmp-tracekit-1-abcdefgh.result", cache / ".tmp-tracekit-2-ijklmnop.result"
     for p in (old, new):
-        p.write_bytes(result_cache.MAGIC + b"{}\n")
-    os.utime(old, (1, 1))  # not touched for far longer than cache.STALE_TMP_S
+        p.write_bytes(result_entries.MAGIC + b"{}\n")
+    os.utime(old, (1, 1))  # not touched for far longer than tempfiles.STALE_TMP_S
     code, out, _ = cli("cache", "info", "-f", "json")
     assert json.loads(out)["summary"]["temporary_files"] == 2
     assert cli("report", trace)[0] == 0  # the write of its Result cleans up

@@ -1,11 +1,11 @@
-"""Cache of a normalised events table, as an uncompressed Arrow IPC file (Feather v2).
+"""The cache's trace entries: a trace's normalised events table, as an uncompressed Arrow IPC file (Feather v2).
 
 A cache entry is valid while the source file has the same size, mtime, ctime, inode and content checksum and was
-written by the same tracekit version and cache format (the key, ``cache_key.py``). Entries live in
+written by the same tracekit version and cache format (the key, :mod:`tracekit.cache.keys`). Entries live in
 ``$TRACEKIT_CACHE_DIR`` (default ``~/.cache/tracekit``), named by a hash of the source's absolute path, so
 read-only trace directories work and trace folders are not littered. Writes go to a unique temporary file in the
-cache directory and are renamed into place, so concurrent loads never see a partial file (a reader that has the
-old file mapped keeps it).
+cache directory and are renamed into place (:func:`tracekit.cache.tempfiles.replaced`), so concurrent loads never
+see a partial file (a reader that has the old file mapped keeps it).
 
 The cache owns only what it wrote: an entry is a regular file whose name is ``NAME.<20 hex>.arrow`` and whose Arrow
 schema (stored at the start of the file and again in its footer) holds tracekit's key; a temporary file is
@@ -23,17 +23,12 @@ takes ~130 bytes an event on disk (87 MB for a 300 MB JSON / 19 MB .json.gz trac
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import mmap
 import os
 import re
-import signal
 import stat
-import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +36,8 @@ import pandas as pd
 
 from ..schema import EVENT_COLUMNS
 from ..trace import IngestReport, Trace
-from .cache_key import key_of, matches, pread
+from .keys import entry_file, key_of, matches
+from .tempfiles import is_temporary_of, remove_stale_temporaries, replaced
 
 log = logging.getLogger(__name__)
 SUFFIX = ".arrow"
@@ -53,25 +49,16 @@ _ARROW_MAGIC = b"ARROW1"
 # names the cache writes; anything else in the folder is not tracekit's
 ENTRY_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.(?:arrow|parquet)$")
 TMP_NAME = re.compile(r"^\.tmp-(?:tracekit-\d+-)?[a-z0-9_]{8}\.(?:arrow|parquet)$")
-STALE_TMP_S = 600  # a temporary file not modified for this long belongs to a process that was killed
 
 _warned: set[str] = set()
-
-
-def default_cache_dir() -> Path:
-    env = os.environ.get("TRACEKIT_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tracekit"
 
 
 # --------------------------------------------------------------------------- paths, and what is tracekit's
 
 
 def cache_path(source: Path, cache_dir: Path | None = None, suffix: str = SUFFIX) -> Path:
-    digest = hashlib.sha1(os.fsencode(source.resolve())).hexdigest()[:20]  # any name: bytes, not str.encode()
-    return (cache_dir or default_cache_dir()) / f"{source.name[:60]}.{digest}{suffix}"
+    """Where the trace entry of ``source`` is kept (``NAME.<20 hex>.arrow``; ``.parquet`` of formats 1-3)."""
+    return entry_file(source, suffix, cache_dir)
 
 
 def _warn_once(what: str, message: str) -> None:
@@ -270,47 +257,6 @@ def _restore_dtypes(events):
 # --------------------------------------------------------------------------- write
 
 
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived while a temporary file existed (raised so that it is removed)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum, frame):  # noqa: ARG001
-    raise _Terminated(signum)
-
-
-_TERMINATING = tuple(s for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP")) if s is not None)
-
-
-def _catch_termination(old: dict) -> None:
-    """While a temporary file exists, SIGTERM and SIGHUP (when they would kill the process outright, i.e. their
-    handler is the default) raise :class:`_Terminated`, as SIGINT raises KeyboardInterrupt, so the ``finally`` that
-    removes the file runs. Only in the main thread, where Python runs signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for s in _TERMINATING:
-        try:
-            if signal.getsignal(s) == signal.SIG_DFL:
-                old[s] = signal.signal(s, _raise_terminated)
-        except (ValueError, OSError):
-            pass
-
-
-def _restore(old: dict) -> None:
-    """Back to the handlers before (the default where ours went in before ``old`` could note it)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for s in _TERMINATING:
-        try:
-            if signal.getsignal(s) is _raise_terminated:
-                signal.signal(s, old.get(s, signal.SIG_DFL))
-        except (ValueError, OSError):
-            pass
-
-
 def _write_table(tmp_name: str, table) -> None:
     from pyarrow import ipc
 
@@ -358,33 +304,12 @@ def write(
     except (pa.ArrowException, TypeError, ValueError) as exc:
         log.info("could not write cache %s: %s", path, exc)
         return None
-    tmp_name = None
-    terminated = None
-    old: dict = {}
     try:
-        _catch_termination(old)
-        try:
-            fd, tmp_name = tempfile.mkstemp(prefix=f".tmp-tracekit-{os.getpid()}-", suffix=SUFFIX, dir=path.parent)
-            os.close(fd)
+        with replaced(path, SUFFIX) as tmp_name:
             _write_table(tmp_name, table)
-            os.replace(tmp_name, path)
-            tmp_name = None
-        except (OSError, pa.ArrowException) as exc:
-            err = exc if isinstance(exc, OSError) else _arrow_os_error(exc)
-            _not_usable(path, err, "written")
-            return None
-        finally:
-            if tmp_name:
-                try:
-                    os.unlink(tmp_name)
-                except OSError:
-                    pass
-    except _Terminated as exc:
-        terminated = exc.signum
-    finally:
-        _restore(old)
-    if terminated is not None:
-        signal.raise_signal(terminated)  # the default action now: the process ends as it would have
+    except (OSError, pa.ArrowException) as exc:
+        err = exc if isinstance(exc, OSError) else _arrow_os_error(exc)
+        _not_usable(path, err, "written")
         return None
     for suffix in LEGACY_SUFFIXES:  # this source's entry in an older format is dead weight now
         try:
@@ -393,7 +318,7 @@ def write(
                 legacy.unlink()
         except OSError:
             pass
-    remove_stale_temporaries(path.parent)
+    remove_stale_temporaries(path.parent, is_temporary)
     return path
 
 
@@ -406,45 +331,6 @@ def _arrow_os_error(exc: Exception) -> OSError:
 
 
 def is_temporary(path: Path, st: os.stat_result) -> bool:
-    """A temporary file of a cache write: its name, a regular file, and empty or starting as an entry does."""
-    if not (TMP_NAME.match(path.name) and stat.S_ISREG(st.st_mode)):
-        return False
-    if st.st_size == 0:
-        return True
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            head = pread(fd, 6, 0)
-        finally:
-            os.close(fd)
-    except OSError:
-        return False
-    return head.startswith(_ARROW_MAGIC) or head.startswith(b"PAR1")
-
-
-def is_stale(st: os.stat_result) -> bool:
-    return time.time() - st.st_mtime > STALE_TMP_S
-
-
-def remove_stale_temporaries(folder: Path, recognise=None) -> int:
-    """Remove the temporary files of writes killed before they could (SIGKILL, power loss): those not modified for
-    STALE_TMP_S. A write in progress modifies its file all the time, so it is left alone. ``recognise(path, st)``
-    says which ``.tmp-`` files are the writer's (default :func:`is_temporary`, the trace entries' writes)."""
-    recognise = recognise or is_temporary
-    removed = 0
-    try:
-        it = os.scandir(folder)
-    except OSError:
-        return 0
-    with it:
-        for e in it:
-            if not e.name.startswith(".tmp-"):
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-                if recognise(Path(e.path), st) and is_stale(st):
-                    os.unlink(e.path)
-                    removed += 1
-            except OSError:
-                pass
-    return removed
+    """A temporary file of a trace entry's write: its name, a regular file, and empty or starting as an entry does
+    (Arrow IPC, or parquet in formats 1-3)."""
+    return is_temporary_of(path, st, TMP_NAME, (_ARROW_MAGIC, b"PAR1"))
