@@ -78,7 +78,7 @@ print(f"tracekit {os.path.dirname(tracekit.__file__)} analysis_s {wa:.2f} analys
 REDUCE = """
 import pickle, sys
 from tracekit.analyses.fleet.multirank import plan_run, reduce_point
-from tracekit.sweeps import map_points
+from tracekit.fan_out import map_points
 plan = plan_run(sys.argv[2], cache=False)
 results = map_points(reduce_point, [str(f) for _, f in plan.files], plan.opts, jobs=2)
 with open(sys.argv[1], "xb") as f:  # never over a file that is there

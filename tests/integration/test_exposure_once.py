@@ -9,7 +9,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.comm import exposure as E
-from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.report.trace_report import report
 
 DP16 = Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "dp16_bs4.trace.json.gz"
 

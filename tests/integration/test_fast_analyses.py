@@ -12,7 +12,7 @@ import pytest
 import tracekit
 from tracekit import intervals
 from tracekit.analyses.comm import communication as C
-from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.report.trace_report import report
 from tracekit.analyses.time import onestep as O
 from tracekit.analyses.time import timeline as T
 from tracekit.analyses.time.info import trace_info

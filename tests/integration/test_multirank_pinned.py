@@ -11,7 +11,7 @@ import json
 import pytest
 
 from fixtures.synthlib.multirank import write_run
-from tracekit.sweeps import imbalance
+from tracekit.fan_out import imbalance
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from fixtures.synthlib.multirank import write_run
-from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
+from tracekit.fan_out import imbalance as multirank_imbalance  # `tracekit imbalance`
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 

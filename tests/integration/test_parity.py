@@ -18,7 +18,7 @@ from tracekit.annotation import load_annotation
 from tracekit.cli import app
 from tracekit.cli.common import bundled_sample
 from tracekit.cli.registry import COMMANDS, api_function
-from tracekit.hardware import resolve_profile, with_hbm
+from tracekit.gpu_specs import resolve_profile, with_hbm
 from tracekit.result import table_rows, to_json_obj
 
 ROOT = Path(__file__).resolve().parents[2]

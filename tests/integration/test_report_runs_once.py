@@ -10,7 +10,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.structure.layers import finding as L
-from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.report.trace_report import report
 from tracekit.annotation import as_annotation
 from tracekit.annotation import blocks as B
 

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.findings.of_trace import findings
+from tracekit.analyses.findings.trace_findings import findings
 from tracekit.analyses.hardware.roofline import roofline
 from tracekit.analyses.hardware.shapes import kernel_shapes
 

@@ -15,7 +15,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses import decompose
-from tracekit.analyses.report.of_trace import report
+from tracekit.analyses.report.trace_report import report
 from tracekit.analyses.steps.resolve import find_steps, step_options
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import shipped

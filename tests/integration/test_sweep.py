@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.analyses.fleet.compare import compare, config_diff, graph_bucket
+from tracekit.analyses.fleet.deployment_compare import compare, config_diff, graph_bucket
 from tracekit.ingest.launch_script import launch_config
-from tracekit.sweeps import load_side
-from tracekit.analyses.fleet.ranks import rank_map
+from tracekit.fan_out import load_side
+from tracekit.analyses.fleet.rank_map import rank_map
 from tracekit.errors import UsageError
-from tracekit.sweeps import analyze
+from tracekit.fan_out import analyze
 from tracekit.render.outdir import write_outputs
 from tracekit.ingest.bench import read_bench
 from tracekit.ingest.discover import discover, parse_context, rank_tags
@@ -305,7 +305,7 @@ def test_a_sweep_with_no_usable_point_exits_3(tmp_path, cli):
 def test_compare_says_which_points_a_side_dropped(tmp_path):
     """A point dropped from a side's sweep is said by compare too, whether the side is analysed now or read from an
     analyze -o directory."""
-    from tracekit.sweeps import compare_deployments
+    from tracekit.fan_out import compare_deployments
 
     a = _points(tmp_path / "a", {"d_bs8_100k": b""})
     b = _points(tmp_path / "b", {})
@@ -316,3 +316,27 @@ def test_compare_says_which_points_a_side_dropped(tmp_path):
     assert any(w.startswith("a_out: 1 point(s) were dropped when") and "is empty" in w for w in later.warnings), (
         later.warnings
     )
+
+
+# --------------------------------------------------------------------------- Dask's daemonic workers
+
+
+def test_analyze_dask_on_processes_decodes_a_helper_sized_trace(tmp_path, cli, monkeypatch):
+    """`analyze --dask` on a LocalCluster of processes, with the point's trace at the size that starts the ingest's
+    decode helper (TRACEKIT_WORKERS=2: the helper whatever the size; the workers inherit it): a Dask worker is
+    daemonic and may not fork, so the sweep's point decodes there without the helper, as a run's ranks do
+    (``load_in_worker``). It once died in the worker: "daemonic processes are not allowed to have children"."""
+    distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is an optional extra")
+    root = tmp_path / "sw"
+    (root / "d_bs4_100k").mkdir(parents=True)
+    (root / "d_bs4_100k" / "1-TP-0.trace.json.gz").write_bytes(SYN_TRACE.read_bytes())
+    monkeypatch.setenv("TRACEKIT_WORKERS", "2")
+    here = analyze(root, annotation="k3_dp16", jobs=1, cache=False)  # this process may fork: the helper decodes
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as lc:
+        code, out, err = cli(
+            "analyze", root, "-a", "k3_dp16", "--dask", lc.scheduler_address, "--no-cache", "-f", "json"
+        )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["summary"]["traces"] == 1 and doc["summary"]["points_dropped"] == 0
+    assert doc["tables"]["sweep"] == json.loads(here.to_json())["tables"]["sweep"]

@@ -78,7 +78,7 @@ def test_duplicate_correlation_ids_do_not_merge_steps(tmp_path):
 
 def test_hw_names_a_file_first(tmp_path, cli):
     """`--hw b200.json` read the shipped b200 profile, not the user's file of that name."""
-    from tracekit.hardware import load_profile
+    from tracekit.gpu_specs import load_profile
 
     doc = json.loads(load_profile("b200").path and open(load_profile("b200").path).read())
     doc["name"], doc["hbm_gbps"] = "my_b200", 1234.0

@@ -281,7 +281,7 @@ def report_cmd(
     )
 
     def compute():
-        from ..analyses.report.of_trace import report
+        from ..analyses.report.trace_report import report
         from ..ingest.sglang_log import read_log
 
         return report(

@@ -75,7 +75,7 @@ def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] 
 
 def run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
     """tracekit imbalance of the run (a directory or its files) with the command's step options."""
-    from ..sweeps import imbalance
+    from ..fan_out import imbalance
 
     return imbalance(
         run, steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file), cache=not no_cache
@@ -155,7 +155,7 @@ def findings_cmd(
 
     trace, run = one_trace_or_run(trace)
     if compare is not None or run is not None:  # (one trace's findings from the cache import no analysis)
-        from ..analyses.findings.of_trace import findings
+        from ..analyses.findings.trace_findings import findings
         from ..ingest.launch_script import launch_config
     if compare is not None:
         if trace is not None or run is not None:
@@ -220,8 +220,8 @@ def findings_cmd(
 def _findings_of_one(trace, ann, log, hw, **options):
     """``findings`` of one trace, with the launch log and hardware profile the options name (read here: a Result from
     the cache reads neither)."""
-    from ..analyses.findings.of_trace import findings
-    from ..hardware import load_profile
+    from ..analyses.findings.trace_findings import findings
+    from ..gpu_specs import load_profile
     from ..ingest.sglang_log import read_log
 
     return findings(trace, ann, log=read_log(log) if log else None, hw=load_profile(hw) if hw else None, **options)

@@ -69,7 +69,7 @@ VarOpt = Annotated[
 
 
 def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
-    from ..hardware import resolve_profile, with_hbm
+    from ..gpu_specs import resolve_profile, with_hbm
 
     return with_hbm(resolve_profile(hw, meta, what=what), hbm)
 
@@ -194,7 +194,7 @@ def hw_cmd(
     """The hardware profiles tracekit knows, or one of them.
 
     SMs, HBM, dense peaks per dtype, link bandwidth, and where each figure comes from."""
-    from ..hardware import hw_profiles
+    from ..gpu_specs import hw_profiles
 
     _output(hw_profiles(name), format, out, table)
 
@@ -292,7 +292,7 @@ def waves_trace(
 
     Every kernel with a launch grid: CTAs, waves, wave efficiency and the time lost to the tail wave."""
     from ..analyses.hardware.waves import kernel_waves
-    from ..hardware import load_profile
+    from ..gpu_specs import load_profile
 
     t = _load(trace, no_cache, cache_dir)
     profile = load_profile(hw) if hw else None
@@ -344,7 +344,7 @@ def waves_calc_cmd(
     CTAs, waves and wave efficiency of a grid (--grid, or from --batch and --qlen); with --time-us the estimated
     time with full waves, and with --layers the saving per step."""
     from ..analyses.hardware.waves import waves_calc
-    from ..hardware import load_profile
+    from ..gpu_specs import load_profile
 
     parsed = _grid(grid)
     n_sms = sms

@@ -87,7 +87,7 @@ def analyze_cmd(
     from ..ingest.discover import discover
     from ..render.files import check_dir_target
     from ..render.outdir import write_outputs
-    from ..sweeps import analyze, default_jobs
+    from ..fan_out import analyze, default_jobs
 
     if out is not None:
         check_dir_target(out, "analyze output")  # before the work
@@ -180,7 +180,7 @@ def compare_cmd(
 
     With --log-a/--log-b the launch logs also give the memory ledger difference, the server-argument difference,
     and (unless given) dp and the captured CUDA-graph batch sizes."""
-    from ..sweeps import compare_deployments
+    from ..fan_out import compare_deployments
 
     _graph_bs(cuda_graph_bs_a), _graph_bs(cuda_graph_bs_b)  # usage errors name the option
     res = compare_deployments(
@@ -224,7 +224,7 @@ def bench_cmd(
 
     Reads tracekit's own columns, sglang bench_serving and bench_one_batch_server results, and adds the estimated
     throughput."""
-    from ..sweeps import bench_result
+    from ..fan_out import bench_result
 
     _output(bench_result(files, accept_len=accept_len), format, out, table)
 
@@ -261,7 +261,7 @@ def ranks_cmd(
 
     Attention TP size, and the attention TP rank, CP rank, DP rank, DCP rank and expert-parallel rank of every TP
     rank."""
-    from ..analyses.fleet.ranks import rank_map
+    from ..analyses.fleet.rank_map import rank_map
 
     _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep), format, out, table)
 
@@ -299,7 +299,7 @@ def imbalance_cmd(
     Every rank on the reference rank's clock (offsets from the ends of blocking collectives), each collective
     (DeepEP dispatch/combine, NCCL all-reduce, all-gather, …) matched across the ranks: per step the waits, the
     imbalance (last − median arrival) and the straggler with its batch and the work it did before arriving."""
-    from ..sweeps import imbalance
+    from ..fan_out import imbalance
 
     root = directory[0] if len(directory) == 1 else directory
     kwargs = dict(

@@ -1,8 +1,9 @@
 """Trace directories: which files are traces, which rank each is, and the batch size and context of each run.
 
 sglang names trace files ``<profile_id>-TP-<tp>[-DP-<dp>][-PP-<pp>][-EP-<ep>][-<stage>].trace.json.gz`` and a
-sweep keeps one directory per operating point (``d_bs16_100k``). The patterns are parameters with
-documented defaults, not hard-wired assumptions.
+sweep keeps one directory per operating point (``d_bs16_100k``). The point pattern is a parameter with a
+documented default, not a hard-wired assumption. :func:`rank_tags` is the one reader of rank tags in file names:
+the sweep's ``--rank`` filter here and the ranks of one run (``analyses/fleet/multirank/discover.py``) use it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES
 from ..regexes import bounded
 
-RANK_TAG = re.compile(r"-(TP|DP|PP|EP)-(\d+)")
+# a rank tag: a parallelism kind and its rank, not glued to a letter before or a digit after, ``-`` or ``_`` between
+RANK_TAG = re.compile(r"(?<![A-Za-z])(ATTN[-_]?CP|TP|DP|EP|PP|DCP|CP)[-_](\d+)(?![0-9])")
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ class TraceRef:
 
     @property
     def rank_label(self) -> str:
-        return "-".join(f"{k}-{v}" for k, v in self.ranks.items()) or "rank-?"
+        return rank_tags_text(self.ranks) or "rank-?"
 
 
 def parse_context(text: str | None) -> int | None:
@@ -46,7 +48,20 @@ def parse_context(text: str | None) -> int | None:
 
 
 def rank_tags(name: str) -> dict[str, int]:
-    return {k: int(v) for k, v in RANK_TAG.findall(name)}
+    """The rank tags in a file name, in the order they appear: ``…-TP-3-DP-1-EP-3-DECODE…`` →
+    ``{"TP": 3, "DP": 1, "EP": 3}``. Kinds: TP, DP, EP, PP, DCP, CP and ATTN_CP (written ``ATTN_CP``, ``ATTN-CP`` or
+    ``ATTNCP``); ``-`` or ``_`` between a kind and its number (``TP_3``); a tag glued to a letter before it
+    (``XTP-3``) is none."""
+    out = {}
+    for kind, number in RANK_TAG.findall(name):
+        kind = kind.upper().replace("-", "_")
+        out["ATTN_CP" if kind in ("ATTNCP", "ATTN_CP") else kind] = int(number)
+    return out
+
+
+def rank_tags_text(tags: dict[str, int]) -> str:
+    """``{"TP": 3, "DP": 1}`` → ``"TP-3-DP-1"`` (``""`` for none): the tags as a file name and ``--rank`` write them."""
+    return "-".join(f"{k}-{v}" for k, v in tags.items())
 
 
 def _is_trace(p: Path) -> bool:
@@ -159,10 +174,6 @@ def discover_all(
     if not refs:
         raise InputError(
             f"{root} has traces but none for rank {rank}; pass --rank with a tag that exists"
-            f" (e.g. {sorted({r for f in files for r in [_tag_str(f)] if r})[:5]})"
+            f" (e.g. {sorted({r for f in files for r in [rank_tags_text(rank_tags(f.name))] if r})[:5]})"
         )
     return sorted(refs, key=lambda r: (r.bs if r.bs is not None else -1, r.context or 0, str(r.path))), skipped
-
-
-def _tag_str(f: Path) -> str:
-    return "-".join(f"{k}-{v}" for k, v in rank_tags(f.name).items())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-import tracekit.analyses.findings.of_trace as findings_mod
-import tracekit.analyses.report.of_trace as report_mod
+import tracekit.analyses.findings.trace_findings as findings_mod
+import tracekit.analyses.report.trace_report as report_mod
 from tracekit.cli.common import bundled_sample
 from tracekit.cache import result_entries, reuse_key
 from tracekit.cache.result_entries import entry_path

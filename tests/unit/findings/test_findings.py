@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 import tracekit
-from tracekit.analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, compare
+from tracekit.analyses.fleet.deployment_compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, compare
 from tracekit.analyses.findings.rules import FINDING_COLUMNS, rank_findings
-from tracekit.analyses.findings.of_trace import findings
-from tracekit.hardware import ctas_per_sm, load_profile, sm_limits
+from tracekit.analyses.findings.trace_findings import findings
+from tracekit.gpu_specs import ctas_per_sm, load_profile, sm_limits
 from tracekit.errors import UsageError
 from tracekit.ingest.sglang_log import read_log
 
@@ -199,7 +199,7 @@ def test_cli_refuses_trace_and_compare_together(tmp_path, cli):
 
 
 def _ops(mean_a, mean_b, calls=10.0):
-    from tracekit.analyses.findings.compare import OP_COLUMNS
+    from tracekit.analyses.findings.op_compare import OP_COLUMNS
 
     row = dict.fromkeys(OP_COLUMNS)
     row.update(
@@ -216,7 +216,7 @@ def _ops(mean_a, mean_b, calls=10.0):
 
 
 def test_compare_normalises_by_the_batch_or_refuses():
-    from tracekit.analyses.findings.compare import normalise
+    from tracekit.analyses.findings.op_compare import normalise
 
     labels = ("A", "B")
     # B runs 128 requests per call against A's 24 and is 2.5x slower per call: per request it is 2.5 × 24 / 128 =

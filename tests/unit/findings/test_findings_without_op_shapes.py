@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses.findings.of_trace import findings
+from tracekit.analyses.findings.trace_findings import findings
 from tracekit.annotation.spec import parse_annotation
 
 from conftest import gemm_trace

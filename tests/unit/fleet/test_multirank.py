@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import kernel, write_trace
-from tracekit.sweeps import imbalance as multirank_imbalance  # `tracekit imbalance`
+from tracekit.fan_out import imbalance as multirank_imbalance  # `tracekit imbalance`
 from tracekit.analyses.fleet.multirank.align import coarse_offsets, robust_fit
-from tracekit.analyses.fleet.multirank.discover import find_ranks, name_rank, sglang_tags, stage_of
+from tracekit.analyses.fleet.multirank.discover import find_ranks, name_rank, stage_of
 from tracekit.analyses.fleet.multirank.mapper import load_collectives
 from tracekit.errors import MissingDataError, UsageError
+from tracekit.ingest.discover import rank_tags
 
 DISPATCH = "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*)"
 COMBINE = "void deep_ep::internode_ll::combine<3, 10, 7168, 9>(void*, void*)"
@@ -24,11 +25,11 @@ BASE_US = 1_000_000.0
 # --------------------------------------------------------------------------- identity
 
 
-def test_sglang_tags_in_any_order_and_stages():
-    assert sglang_tags("1758612345.12-TP-3-DP-1-EP-3-DECODE.trace.json.gz") == {"TP": 3, "DP": 1, "EP": 3}
-    assert sglang_tags("p-DP-1-TP-3.trace.json.gz") == {"DP": 1, "TP": 3}
-    assert sglang_tags("p-TP-5-ATTN_CP-2-PP-1.trace.json.gz") == {"TP": 5, "ATTN_CP": 2, "PP": 1}
-    assert sglang_tags("d_bs16_100k.trace.json.gz") == {}
+def test_rank_tags_in_any_order_and_stages():
+    assert rank_tags("1758612345.12-TP-3-DP-1-EP-3-DECODE.trace.json.gz") == {"TP": 3, "DP": 1, "EP": 3}
+    assert rank_tags("p-DP-1-TP-3.trace.json.gz") == {"DP": 1, "TP": 3}
+    assert rank_tags("p-TP-5-ATTN_CP-2-PP-1.trace.json.gz") == {"TP": 5, "ATTN_CP": 2, "PP": 1}
+    assert rank_tags("d_bs16_100k.trace.json.gz") == {}
     assert stage_of("x-TP-0-EXTEND.trace.json.gz") == "EXTEND" and stage_of("x-TP-0.trace.json.gz") is None
 
 

@@ -1,4 +1,4 @@
-"""CTAs per SM from the launch configuration (tracekit.hardware.ctas_per_sm, issue 25): one test per limit with the
+"""CTAs per SM from the launch configuration (tracekit.gpu_specs.ctas_per_sm, issue 25): one test per limit with the
 value worked out by hand in the comments, the waves that follow, and on the corpus the count Kineto's own
 'est. achieved occupancy %' implies, read from the raw JSON."""
 
@@ -14,8 +14,8 @@ import tracekit
 from tracekit.analyses.hardware.waves import kernel_waves
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import MissingDataError
-from tracekit.hardware import load_profile, sm_limits
-from tracekit.hardware import ctas_per_sm as cps_of
+from tracekit.gpu_specs import load_profile, sm_limits
+from tracekit.gpu_specs import ctas_per_sm as cps_of
 from tests.conftest import CORPUS, kernel, launch, write_trace
 
 # deviceProperties as torch.profiler writes them for an H100 (corpus: tracelens/h100)

@@ -20,7 +20,7 @@ from tracekit.analyses.hardware.roofline import (
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError
-from tracekit.hardware import load_profile, with_hbm
+from tracekit.gpu_specs import load_profile, with_hbm
 from tests.conftest import kernel, write_trace
 
 B200 = load_profile("b200")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.analyses.findings.of_trace import findings
+from tracekit.analyses.findings.trace_findings import findings
 from tracekit.analyses.hardware.hbm import hbm_bytes
 from tracekit.analyses.hardware.roofline import roofline
 from tracekit.analyses.hardware.shapes import evaluate, kernel_shapes, launching_ops
 from tracekit.errors import MissingDataError, UsageError
-from tracekit.hardware import load_profile
+from tracekit.gpu_specs import load_profile
 
 from conftest import BF16, cpu_ann, gemm_trace, gpu_ann, kernel, launch, load_events, op
 

@@ -15,7 +15,7 @@ from tracekit.analyses.hardware.waves import (
 )
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError, InputError, MissingDataError
-from tracekit.hardware import load_profile
+from tracekit.gpu_specs import load_profile
 from tests.conftest import kernel, write_trace
 
 US = 1000

@@ -14,7 +14,7 @@ from fixtures.synthlib.multirank import write_run
 from tracekit.render import emit
 from tracekit.render.html.ranks import MAX_CELLS, MAX_RANK_ROWS, MAX_STEP_COLS, MIN_STEP_COLS, wait_color
 from tracekit.result import Result
-from tracekit.sweeps import imbalance
+from tracekit.fan_out import imbalance
 
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
 CELL = re.compile(

@@ -12,7 +12,7 @@ import tracekit
 from tracekit.analyses.comm.segments import allgather_options
 from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.structure.blocks import annotated, kernel_selection_stats
-from tracekit.analyses.findings.compare import compare_findings
+from tracekit.analyses.findings.op_compare import compare_findings
 from tracekit.analyses.hardware.hbm import hbm_bytes
 from tracekit.analyses.fleet.plot_data import PlotInput, exposure_points
 from tracekit.analyses.hardware.roofline import roofline
@@ -20,7 +20,7 @@ from tracekit.analyses.steps.resolve import step_options
 from tracekit.analyses.hardware.waves import kernel_waves
 from tracekit.annotation import Annotation, as_annotation, load_annotation
 from tracekit.errors import MissingDataError, UsageError
-from tracekit.hardware import HardwareProfile, as_profile, load_profile, resolve_profile, with_hbm
+from tracekit.gpu_specs import HardwareProfile, as_profile, load_profile, resolve_profile, with_hbm
 from tests.conftest import comparable_doc
 
 ROOT = Path(__file__).resolve().parents[3]

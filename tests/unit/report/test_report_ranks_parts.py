@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.analyses.findings.rules import FINDING_COLUMNS
-from tracekit.analyses.report.ranks import merge_findings
+from tracekit.analyses.report.ranks_part import merge_findings
 from tracekit.render.ranks_text import ranks_sentence
 
 

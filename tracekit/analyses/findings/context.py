@@ -1,5 +1,5 @@
 """The one input every findings source of a trace reads: :class:`Context` (the trace, its steps, the hardware
-profile, the launch log and the options, resolved once by :func:`.of_trace.findings`)."""
+profile, the launch log and the options, resolved once by :func:`.trace_findings.findings`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...annotation import Annotation
-from ...hardware import HardwareProfile
+from ...gpu_specs import HardwareProfile
 from ...trace import Trace
 from ..options import AllGatherOptions
 from .rules import words

@@ -17,7 +17,7 @@ from ...errors import MissingDataError
 from ...events import gpu_mask, kinds_mask, launch_index
 from ..comm.communication import communication
 from ..comm.exposure import exposure
-from ..fleet.compare import graph_bucket
+from ..fleet.deployment_compare import graph_bucket
 from ..steps.model import step_rules
 from .context import Context
 from .rules import _short_name, finding, finding_rules, log_server_args, ms_text

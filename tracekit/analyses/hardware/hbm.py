@@ -23,7 +23,7 @@ import pandas as pd
 
 from ...annotation import Annotation, as_annotation
 from ...errors import DataFileError, MissingDataError
-from ...hardware import HardwareProfile, resolve_profile, with_hbm
+from ...gpu_specs import HardwareProfile, resolve_profile, with_hbm
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..comm.segments import segment_allgathers

@@ -22,7 +22,7 @@ import pandas as pd
 from ...annotation import Annotation, as_annotation, required_annotation
 from ...annotation.spec import OpShape, OpTraffic
 from ...errors import DataFileError, InputError, MissingDataError
-from ...hardware import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
+from ...gpu_specs import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from .shapes import kernel_shapes, names_at
 from ...result import Result, trace_input
 from ...trace import Trace

@@ -3,7 +3,7 @@
 A kernel launches C = grid_x·grid_y·grid_z CTAs onto S SMs that hold r CTAs each at once, so it runs in
 W = ceil(C / (S·r)) waves. r comes from the kernel's launch configuration (threads per block, registers per
 thread, shared memory per block) against the SM's limits, as CUDA's occupancy calculator counts it
-(:func:`tracekit.hardware.ctas_per_sm`; the limits from the trace's deviceProperties and
+(:func:`tracekit.gpu_specs.ctas_per_sm`; the limits from the trace's deviceProperties and
 ``tracekit/data/hardware/_occupancy.json``); an annotation's ``ctas_per_sm`` rule or the ``ctas_per_sm`` option
 overrides it. Every wave
 takes about as long as the others, but the last one holds only C − (W−1)·S·r CTAs. Wave efficiency is
@@ -30,7 +30,7 @@ from ...annotation import Annotation, as_annotation
 from ...defaults import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ...errors import DataFileError, InputError, MissingDataError
 from ...events import launch_index
-from ...hardware import (
+from ...gpu_specs import (
     HardwareProfile,
     SmLimits,
     as_profile,

@@ -9,7 +9,7 @@ from typing import Any
 
 
 from ...errors import InputError, MissingDataError
-from ...hardware import dtype_bytes as hw_dtype_bytes
+from ...gpu_specs import dtype_bytes as hw_dtype_bytes
 from ...ingest.sglang_log import Grammar, Record, SglangLog, grammar_default, rank_label
 from ...result import Result
 from .ledger_engine import (

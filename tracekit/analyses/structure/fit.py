@@ -85,7 +85,7 @@ def _text(ann: Annotation) -> str:
 def declared_hardware(ann: Annotation) -> list[str]:
     """The GPU vendors the annotation's name, aliases and description name (fit.json ``hardware`` and the shipped
     hardware profile names)."""
-    from ...hardware import shipped_profiles
+    from ...gpu_specs import shipped_profiles
 
     text = _text(ann)
     found = [r["vendor"] for r in fit_rules()["hardware"] if re.search(r["pattern"], text, re.I)]
@@ -164,7 +164,7 @@ def _listing(cands) -> pd.DataFrame:
 
 def trace_vendor(trace: Trace) -> str | None:
     """The GPU vendor of a trace: its detected hardware profile's, else from its runtime calls (hipLaunchKernel)."""
-    from ...hardware import detect_profile
+    from ...gpu_specs import detect_profile
 
     prof = detect_profile(trace.meta)
     if prof is not None:

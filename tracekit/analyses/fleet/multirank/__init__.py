@@ -1,6 +1,6 @@
 """Every rank of a run (issue 28): which files are which rank (:mod:`.discover`), each rank reduced to small
 tables in a worker (:mod:`.mapper`), global steps and clock offsets (:mod:`.align`), who waits for whom
-(:mod:`.attribute`), and the analysis of the reduced tables (:mod:`.api`; ``tracekit.sweeps.imbalance`` maps the files). docs/multirank.md says how."""
+(:mod:`.attribute`), and the analysis of the reduced tables (:mod:`.api`; ``tracekit.fan_out.imbalance`` maps the files). docs/multirank.md says how."""
 
 from __future__ import annotations
 

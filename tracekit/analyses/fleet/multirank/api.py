@@ -2,7 +2,7 @@
 docs/json-contract.md; how, docs/multirank.md).
 
 Map, then reduce: :func:`plan_run` finds the ranks and their files; each file is reduced by :func:`reduce_point`
-to a few small tables (:mod:`.mapper`) — in a worker: ``tracekit.sweeps.imbalance`` fans the files out to worker
+to a few small tables (:mod:`.mapper`) — in a worker: ``tracekit.fan_out.imbalance`` fans the files out to worker
 processes or a Dask cluster, as it does a sweep's points (analyses start no process); :func:`imbalance_of_run`
 only aligns and attributes those tables, so the parent never holds two ranks' events.
 """

@@ -1,10 +1,11 @@
 """Which files are the ranks of one run, and which rank each is (docs/multirank.md).
 
 A rank is named by, in this order: sglang's tags in the file name (``TP-3``, ``DP-1``, ``EP-3``, ``PP-0``,
-``ATTN_CP-2`` in any order), ``rank[-_]?N`` in the file name or in the name of a folder between the run's root and
-the file (nearest first), or the trace's own ``distributedInfo.rank`` (read when the file is reduced). sglang's
-per-stage files of one rank (``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``) are merged into that rank. Two files that
-claim one rank without being its stages are a conflict, said in one sentence (exit 4).
+``ATTN_CP-2`` in any order; read by :func:`tracekit.ingest.discover.rank_tags`, the sweep's reader too),
+``rank[-_]?N`` in the file name or in the name of a folder between the run's root and the file (nearest first), or
+the trace's own ``distributedInfo.rank`` (read when the file is reduced). sglang's per-stage files of one rank
+(``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``) are merged into that rank. Two files that claim one rank without being its
+stages are a conflict, said in one sentence (exit 4).
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ....errors import InputError, MissingDataError
-from ....ingest.discover import discover_all
+from ....ingest.discover import discover_all, rank_tags, rank_tags_text
 from ....result import shown_path
 
-TAG = re.compile(r"(?<![A-Za-z])(ATTN[-_]?CP|TP|DP|EP|PP|DCP|CP)[-_](\d+)(?![0-9])")
 RANK = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?![0-9])")
 STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND(?:_V2)?)(?![A-Za-z])")
 # PyTorch's tensorboard_trace_handler names a file <hostname>_<pid>.<ms>.pt.trace.json: the host is the node
@@ -44,15 +44,6 @@ class RankFiles:
     @property
     def label(self) -> str:
         return "; ".join(shown_path(f) for f in self.files)
-
-
-def sglang_tags(name: str) -> dict[str, int]:
-    """``…-TP-3-DP-1-EP-3…`` → ``{"TP": 3, "DP": 1, "EP": 3}`` (any order; ``ATTN_CP`` and ``ATTN-CP`` alike)."""
-    out = {}
-    for k, v in TAG.findall(name):
-        k = k.upper().replace("-", "_")
-        out["ATTN_CP" if k in ("ATTNCP", "ATTN_CP") else k] = int(v)
-    return out
 
 
 def stage_of(name: str) -> str | None:
@@ -106,7 +97,7 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
     """The ranks of one run from the files' names (see the module's doc). Ranks whose files name none come back
     with ``rank=None`` and one file each: :func:`settle` names them from the traces' ``distributedInfo``."""
     files, root, skipped = trace_files(paths_or_dir)
-    tagged = {f: sglang_tags(f.name) for f in files}
+    tagged = {f: rank_tags(f.name) for f in files}
     with_tp = [t for t in tagged.values() if "TP" in t]
     tp_world = max((t["TP"] for t in with_tp), default=-1) + 1
     ranks: dict[int, RankFiles] = {}
@@ -191,5 +182,4 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
 
 
 def _what(p: Path) -> str:
-    tags = sglang_tags(p.name)
-    return "-".join(f"{k}-{v}" for k, v in tags.items()) if tags else p.name
+    return rank_tags_text(rank_tags(p.name)) or p.name

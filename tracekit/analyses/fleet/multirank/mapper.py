@@ -86,11 +86,14 @@ class MapOptions:
     cache: bool = True
 
 
-def _load(path: str, cache: bool):
-    # a daemonic worker (Dask's nanny processes, multiprocessing.Pool) may not have children: the ingest's decode
-    # helper is a forked process, so there it decodes in this process — in a thread of its own: a Dask worker's
-    # profiler samples the frames of its task threads every few ms, and a sampled frame holds the decoder's views of
-    # the text it then releases ("BufferError: memoryview has N exported buffers", on real-size traces only)
+def load_in_worker(path: str, cache: bool):
+    """``tracekit.ingest.load`` where a fanned-out file is analysed: this process, a process-pool worker or a Dask
+    worker (the ranks of a run here, the points of a sweep in ``tracekit.fan_out``), one trace at a time per process.
+
+    A daemonic worker (Dask's nanny processes, multiprocessing.Pool) may not have children: the ingest's decode
+    helper is a forked process, so there it decodes in this process — in a thread of its own: a Dask worker's
+    profiler samples the frames of its task threads every few ms, and a sampled frame holds the decoder's views of
+    the text it then releases ("BufferError: memoryview has N exported buffers", on real-size traces only)."""
     if multiprocessing.current_process().daemon:
         os.environ["TRACEKIT_WORKERS"] = "1"
         with _LOAD_LOCK:
@@ -121,7 +124,7 @@ def reduce_file(path: str, opts: MapOptions = MapOptions()) -> dict:
     """One file of one rank, reduced: ``{"path", "meta", "steps", "collectives", "warnings"}`` (see
     :func:`reduce_trace`). Times are on the file's own clock (``baseTimeNanoseconds`` added where the file has
     one)."""
-    trace = _load(str(path), opts.cache)
+    trace = load_in_worker(str(path), opts.cache)
     return reduce_trace(trace, opts, path=str(path))
 
 

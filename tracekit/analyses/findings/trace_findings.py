@@ -18,7 +18,7 @@ import pandas as pd
 
 from ...annotation import Annotation, as_annotation
 from ...errors import TracekitError, UsageError
-from ...hardware import HardwareProfile, resolve_profile
+from ...gpu_specs import HardwareProfile, resolve_profile
 from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
@@ -93,14 +93,14 @@ def findings(
     if ranks is not None:  # `findings RUN_DIR`: the ranks of one run (a tracekit.imbalance result)
         if trace is not None or compare is not None:
             raise UsageError("give one TRACE, two deployments with --compare A B, or the ranks of one run, not two")
-        from .ranks import rank_findings_of
+        from .imbalance_findings import rank_findings_of
 
         return rank_findings_of(ranks, min_ms=min_ms, min_pct=min_pct)
     ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
         if trace is not None:
             raise UsageError("give one TRACE, or two deployments with --compare A B, not both")
-        from .compare import compare_findings
+        from .op_compare import compare_findings
 
         a, b = compare
         return compare_findings(

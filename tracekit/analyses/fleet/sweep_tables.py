@@ -1,4 +1,4 @@
-"""A13 — the sweep tables of one deployment from the per-point analyses (``tracekit.sweeps`` runs those over
+"""A13 — the sweep tables of one deployment from the per-point analyses (``tracekit.fan_out`` runs those over
 the files, serially, in a process pool or on Dask, and calls :func:`sweep_tables` on the results in a fixed
 order, so every way of running gives identical output)."""
 

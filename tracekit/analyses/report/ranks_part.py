@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ...result import Result
-from ..findings.ranks import rank_findings_of, straggler_batch
+from ..findings.imbalance_findings import rank_findings_of, straggler_batch
 
 # report's table name -> the imbalance table it is (report has its own `steps`, the reference rank's)
 RANK_TABLES = {

@@ -1,6 +1,6 @@
 """A13 — two deployments side by side: step time per instance concurrency, throughput, and where it differs.
 
-Each side is a :class:`Side`: a sweep's tables (``tracekit.sweeps.load_side`` reads an ``analyze`` output or
+Each side is a :class:`Side`: a sweep's tables (``tracekit.fan_out.load_side`` reads an ``analyze`` output or
 analyses a trace directory).
 Instance concurrency = per-rank (per-DP) bs × dp; est_throughput = bs × dp × accept_len ÷ step time.
 A batch size that was not captured as a CUDA graph runs the next captured one (``cuda_graph_bs``).

@@ -19,12 +19,20 @@ from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover_all
 from .ingest.launch_script import launch_config
 from .result import Result, shown_path, shown_text
-from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
+from .analyses.fleet.deployment_compare import (
+    DEFAULT_ACCEPT_LEN,
+    Side,
+    accept_len_of,
+    bench_table,
+    compare,
+    config_diff,
+)
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
+from .analyses.fleet.multirank.mapper import load_in_worker
 from .analyses.options import AllGatherOptions
 from .analyses.steps.keywords import options_as_objects
 from .analyses.steps.resolve import StepOptions, step_options
-from .analyses.fleet.sweep import per_trace, sweep_tables
+from .analyses.fleet.sweep_tables import per_trace, sweep_tables
 
 __all__ = [
     "SweepOptions",
@@ -67,11 +75,12 @@ def given_step_options(steps: StepOptions | None, ann=None) -> dict:
 
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     """Every per-trace analysis of one operating point (a pure function of a file and plain options: it runs the
-    same in this process, a worker process or a Dask worker)."""
+    same in this process, a worker process or a Dask worker, whose daemonic processes decode without the ingest's
+    helper process, as the ranks of a run do)."""
     from .annotation import load_annotation
 
     ann = load_annotation(opts.annotation) if opts.annotation else None
-    trace = load(path, cache=opts.cache)
+    trace = load_in_worker(path, opts.cache)
     return per_trace(trace, ann=ann, steps=opts.steps or step_options(ann), ag=opts.ag)
 
 
@@ -316,7 +325,7 @@ def compare_deployments(
     logs when given (server-argument difference, dp and captured CUDA-graph sizes, the ledger difference).
 
     ``accept_len`` (tokens accepted per request per step) given applies to both; else each side's comes from its
-    launch log (:func:`tracekit.analyses.fleet.compare.accept_len_of`), and the summary says where from."""
+    launch log (:func:`tracekit.analyses.fleet.deployment_compare.accept_len_of`), and the summary says where from."""
     from .ingest.sglang_log import read_log
 
     conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
@@ -372,7 +381,7 @@ def compare_deployments(
 def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, conf_a: dict, conf_b: dict) -> list[str]:
     """The findings of the two traces at the highest instance concurrency both deployments ran (tables.findings),
     when both traces are at hand (an analyze output keeps only its tables)."""
-    from .analyses.findings.compare import compare_findings
+    from .analyses.findings.op_compare import compare_findings
     from .annotation import load_annotation
 
     m = res.tables["matched"]

@@ -86,7 +86,7 @@ def report(
     tables["comm"] = comm.tables["per_step"]
     tables["health"] = st.health
     warnings = merge_warnings(warnings, part[2])
-    from ..findings.of_trace import findings
+    from ..findings.trace_findings import findings
 
     fnd = findings(trace, ann, log=log, steps=st, ag=ag)
     tables["findings"] = fnd.tables["findings"]
@@ -118,7 +118,7 @@ def report(
         "sizes": agopts["sizes"],
     }
     if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
-        from .ranks import add_ranks
+        from .ranks_part import add_ranks
 
         inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
     return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from tracekit.errors import MissingDataError, DataFileError, InputError
-from tracekit.hardware import DTYPES, detect_profile, load_profile, resolve_profile, shipped_profiles, with_hbm
+from tracekit.gpu_specs import DTYPES, detect_profile, load_profile, resolve_profile, shipped_profiles, with_hbm
 
 NAMES = {"b200", "b300", "gb200", "h100", "h200", "h20", "a100", "mi300x", "mi355x"}
 
@@ -145,7 +145,7 @@ def test_peak_flops_maps_dtypes():
 
 def test_a_device_without_a_name_is_found_by_its_sm_count_and_memory():
     """The vLLM MI300 trace's deviceProperties name is empty: 'no deviceProperties' was the error."""
-    from tracekit.hardware import detect_profile
+    from tracekit.gpu_specs import detect_profile
 
     meta = {
         "device_properties": [{"id": 0, "name": "", "numSms": 304, "totalGlobalMem": 206141652992}],

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ...annotation import Annotation, as_annotation
 from ...errors import TracekitError, UsageError
-from ...hardware import SmLimits, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, sm_limits
+from ...gpu_specs import SmLimits, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, sm_limits
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.annotated import annotated_steps
@@ -140,7 +140,7 @@ def ops_compared(
     limits: tuple[SmLimits | None, SmLimits | None],
 ) -> pd.DataFrame:
     """The ops both deployments run, side by side, with the launch configurations and what follows from them: CTAs,
-    CTAs per SM (tracekit.hardware.ctas_per_sm against each side's own SM limits) and what limited it, CTAs per wave
+    CTAs per SM (tracekit.gpu_specs.ctas_per_sm against each side's own SM limits) and what limited it, CTAs per wave
     and waves. ``ratio_per_request``, ``normalised_by`` and ``compare_note`` are filled by :func:`normalise`."""
     both = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="inner")
     out = pd.DataFrame(
