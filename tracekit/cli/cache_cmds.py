@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .common import app
-from .options import OUTPUT, App, CacheDirOpt, Output
+from .groups import App
+from .options import OUTPUT, CacheDirOpt, Output
 
 cache_app = App(
     help="What the cache holds, and clearing it. The cache keeps the traces already read,"

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from enum import Enum
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from .options import App, Fmt
+from .groups import App
 
 if TYPE_CHECKING:  # the API is imported inside the functions that run it: --help and --version load no pandas
     from ..result import Result
@@ -29,6 +30,14 @@ app = App(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+class Fmt(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    md = "md"
+    html = "html"
 
 
 SAMPLE_TRACE = "decode_sample.json.gz"

@@ -11,7 +11,8 @@ import typer
 
 from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import AgSizeOpt, AnnotationOpt, GroupOpt, ag_opts, app, show_progress
-from .options import NO_CACHE, OUTPUT, PRINTED, RANK_STEP_FLAGS, STEP_FLAGS, CacheFlags, Fmt, Output, StepFlags
+from .common import Fmt
+from .options import NO_CACHE, OUTPUT, PRINTED, RANK_STEP_FLAGS, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 RankOpt = Annotated[
     Optional[str],

@@ -14,7 +14,8 @@ from typer.core import TyperGroup
 from ..defaults import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
 from .common import AnnotationOpt, TraceArg, annotation_for, app
-from .options import CACHE, OUTPUT, STEP_FLAGS, App, CacheFlags, Output, StepFlags
+from .groups import App
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 HwOpt = Annotated[
     Optional[str],

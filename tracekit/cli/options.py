@@ -1,9 +1,8 @@
 """The option groups every command shares, each declared once: the step flags, the cache flags, the output flags.
 
 A command names a group in one line of its signature, ``step_flags: StepFlags = STEP_FLAGS``, and receives one
-object; :class:`App` (the typer app of ``tracekit/cli/common.py`` and of every command group) spreads the group's
-options into the command's signature in that place, so ``--help`` lists them there, parses them as its own options,
-and hands the command the object the group makes of them:
+object: ``tracekit.cli.groups.App`` (the typer app of every command) spreads the group's options into the command's
+signature in that place, so ``--help`` lists them there, and hands the command the object the group makes of them:
 
 - ``STEP_FLAGS`` (``--step-name``, ``--min-step-ms``, ``--phase``, ``--step-source``, ``--steps-file``) and
   ``RANK_STEP_FLAGS`` (the same but ``--phase``: the ranks of a run are matched over every step) make a
@@ -13,27 +12,21 @@ and hands the command the object the group makes of them:
 - ``OUTPUT`` (``--format``, ``--out``, ``--table``) and ``PRINTED`` (``--format``, ``--table``: the command's own
   ``--out`` writes its files) make an :class:`Output`, which writes a result (``_output``).
 
-This module imports typer and the standard library only: ``--help`` loads no pandas.
+Like every module here, it imports typer, the standard library and the CLI's own modules at its top, and the API
+inside the functions that call it: ``--help`` loads no pandas.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-
-class Fmt(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    md = "md"
-    html = "html"
+from .common import Fmt, _load, _output
+from .groups import OptionGroup
 
 
 class PhaseChoice(str, Enum):
@@ -176,8 +169,6 @@ class CacheFlags:
 
     def load(self, trace: Optional[Path]):
         """The trace (the bundled sample when None), read through the cache unless ``--no-cache``."""
-        from .common import _load
-
         return _load(trace, not self.cache, self.cache_dir)
 
 
@@ -191,31 +182,11 @@ class Output:
 
     def write(self, result) -> None:
         """Warnings to stderr, the result to stdout or ``--out`` (``tracekit.cli.common._output``)."""
-        from .common import _output
-
         _output(result, self.format, self.out, self.table)
 
 
 def _value(v: Any) -> Any:
     return v.value if isinstance(v, Enum) else v
-
-
-class OptionGroup:
-    """Options declared once, taken by a command as one object: ``members`` are (name, declaration, default) in the
-    order ``--help`` lists them, ``make`` turns their parsed values (keywords) into the object."""
-
-    def __init__(self, make: Callable[..., Any], *members: tuple[str, Any, Any]):
-        self.make, self.members = make, members
-
-    def with_option(self, name: str, declaration: Any, default: Any = None) -> OptionGroup:
-        """The group with member ``name`` declared otherwise (its own help, say)."""
-        return OptionGroup(self.make, *((n, declaration, default) if n == name else (n, d, v) for n, d, v in self))
-
-    def __iter__(self):
-        return iter(self.members)
-
-    def parameters(self) -> list[inspect.Parameter]:
-        return [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=d, default=v) for n, d, v in self]
 
 
 STEP_FLAGS = OptionGroup(
@@ -237,39 +208,3 @@ CACHE = OptionGroup(
 NO_CACHE = OptionGroup(CACHE.make, ("no_cache", NoCacheOpt, False))
 OUTPUT = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("out", OutOpt, None), ("table", TableOpt, None))
 PRINTED = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None))
-
-
-def with_groups(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` as typer sees it: each parameter whose default is an :class:`OptionGroup` replaced by the group's
-    options, in its place; called with them parsed, it calls ``fn`` with the group's object instead."""
-    sig = inspect.signature(fn, eval_str=True)
-    groups = {n: p.default for n, p in sig.parameters.items() if isinstance(p.default, OptionGroup)}
-    if not groups:
-        return fn
-    params: list[inspect.Parameter] = []
-    for p in sig.parameters.values():
-        params += groups[p.name].parameters() if p.name in groups else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
-
-    @functools.wraps(fn)
-    def command(**kwargs: Any) -> Any:
-        for name, group in groups.items():
-            kwargs[name] = group.make(**{n: kwargs.pop(n) for n, _, _ in group})
-        return fn(**kwargs)
-
-    command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    return command
-
-
-class App(typer.Typer):
-    """A typer app whose commands may take option groups (:func:`with_groups`); the command functions stay as
-    written (callable with the groups' objects)."""
-
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        register = super().command(*args, **kwargs)
-
-        def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
-            register(with_groups(fn))
-            return fn
-
-        return decorator

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 from ..errors import UsageError
 from .common import DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, TraceArg, ag_opts, annotation_for, app
 from .export_cmds import AgMode, AgOpt
-from .options import CACHE, PRINTED, STEP_FLAGS, App, CacheFlags, Output, StepFlags
+from .groups import App
+from .options import CACHE, PRINTED, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 plot_app = App(
     help="Pictures of the analyses, as PNG or SVG. Decomposition, blocks and exposure per batch"
