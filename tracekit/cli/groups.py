@@ -50,6 +50,7 @@ def with_groups(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     command.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
+    del command.__wrapped__  # (set by functools.wraps) what typer calls is this signature, not fn's
     return command
 
 
