@@ -17,7 +17,7 @@ from tracekit.analyses.steps.resolve import step_options
 from tracekit.annotation import load_annotation
 from tracekit.cli import app
 from tracekit.cli.common import bundled_sample
-from tracekit.cli.registry import COMMANDS, api_function
+from tracekit.registry import COMMANDS, api_function
 from tracekit.gpu_specs import resolve_profile, with_hbm
 from tracekit.result import table_rows, to_json_obj
 

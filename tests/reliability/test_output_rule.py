@@ -28,7 +28,7 @@ import pytest
 
 from tracekit.cli import command
 from tracekit.cli.common import bundled_sample
-from tracekit.cli.registry import COMMANDS
+from tracekit.registry import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SYN = ROOT / "fixtures" / "synthetic"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import typer
+from .common import app
+from .groups import App
+from .options import OUTPUT, CacheDirOpt, Output
 
-from .common import CacheDirOpt, Fmt, FormatOpt, OutOpt, TableOpt, _output, app
-
-cache_app = typer.Typer(
+cache_app = App(
     help="What the cache holds, and clearing it. The cache keeps the traces already read,"
     " in $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit.",
     no_args_is_help=True,
@@ -17,7 +17,8 @@ app.add_typer(cache_app, name="cache")
 
 @cache_app.command(name="info")
 def cache_info_cmd(
-    cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None
+    cache_dir: CacheDirOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Where the cache is, what it holds and how big it is.
 
@@ -25,12 +26,13 @@ def cache_info_cmd(
     the folder are counted, not listed."""
     from ..cache.admin import cache_info
 
-    _output(cache_info(cache_dir), format, out, table)
+    output.write(cache_info(cache_dir))
 
 
 @cache_app.command(name="clear")
 def cache_clear_cmd(
-    cache_dir: CacheDirOpt = None, format: FormatOpt = Fmt.table, out: OutOpt = None, table: TableOpt = None
+    cache_dir: CacheDirOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Remove every cache entry.
 
@@ -39,4 +41,4 @@ def cache_clear_cmd(
     reads the file again."""
     from ..cache.admin import cache_clear
 
-    _output(cache_clear(cache_dir), format, out, table)
+    output.write(cache_clear(cache_dir))

@@ -1,7 +1,8 @@
-"""Shared CLI pieces: the typer app, the options every command takes, loading and output.
+"""Shared CLI pieces: the typer app, the arguments and options many commands take, loading and output.
 
 Each command module (``tracekit/cli/*.py``) registers its commands on ``app``; ``tracekit/cli/__init__.py``
-imports them all and catches errors in one place.
+imports them all and catches errors in one place. The option groups (step, cache and output flags, each taken as
+one object) are declared in ``tracekit/cli/options.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from .groups import App
+
 if TYPE_CHECKING:  # the API is imported inside the functions that run it: --help and --version load no pandas
     from ..result import Result
 
-app = typer.Typer(
+app = App(
     name="tracekit",
     help="Where each millisecond of an LLM decode step goes: analyses of torch-profiler traces.",
     no_args_is_help=False,
@@ -60,111 +63,6 @@ RunArg = Annotated[
         show_default=False,
     ),
 ]
-FormatOpt = Annotated[
-    Fmt,
-    typer.Option(
-        "--format",
-        "-f",
-        help="Output format: table (for people), json, csv, md, or html (one self-contained page; with"
-        " --out FILE.html the -f json document is written beside it as FILE.json).",
-    ),
-]
-OutOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--out",
-        "-o",
-        help="Write to this file instead of stdout; its folder must exist. csv: a name with a suffix"
-        " (x.csv) is one file (the first table, or --table); a name without one is a folder"
-        " (created) with one file per table.",
-    ),
-]
-TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-cache",
-        help="Neither read nor write the cache (of traces already read, and of report and findings results).",
-    ),
-]
-CacheDirOpt = Annotated[
-    Optional[Path],
-    typer.Option("--cache-dir", help="Cache directory (default $TRACEKIT_CACHE_DIR or ~/.cache/tracekit)."),
-]
-
-StepNameOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--step-name",
-        help="The annotation that marks a step: its exact name, or a regex matching whole names"
-        " (default: the dialects of tracekit/data/steps.json, in order; docs/steps.md).",
-    ),
-]
-MAX_STEP_MS = 9.2e12  # int64 nanoseconds, in ms: a longer filter cannot be a time tracekit holds
-
-
-def _step_ms(value: Optional[float]) -> Optional[float]:
-    """--min-step-ms is a finite number of ms that fits int64 ns (1e308 or nan is a usage error here, not later)."""
-    if value is not None and not (0 <= value <= MAX_STEP_MS):  # nan fails both comparisons
-        raise typer.BadParameter(
-            f"{value!r} is not a step length: give milliseconds from 0 to {MAX_STEP_MS:.3g}", param_hint="--min-step-ms"
-        )
-    return value
-
-
-MinStepOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--min-step-ms",
-        min=0,
-        callback=_step_ms,
-        help="Keep only steps longer than this, in ms (a filter; default: the annotation's"
-        " step.min_ms, else 0). Empty markers are dropped by their content anyway.",
-    ),
-]
-
-
-class PhaseChoice(str, Enum):
-    auto = "auto"
-    all = "all"
-    decode = "decode"
-    prefill = "prefill"
-    verify = "verify"
-    draft = "draft"
-    mixed = "mixed"
-    idle = "idle"
-    unknown = "unknown"
-
-
-class SourceChoice(str, Enum):
-    auto = "auto"
-    gpu = "gpu"
-    cpu = "cpu"
-
-
-PhaseOpt = Annotated[
-    PhaseChoice,
-    typer.Option(
-        "--phase",
-        help="Which steps: decode, prefill, verify, draft, mixed, idle, unknown or all (default auto:"
-        " the decode steps when there are any, else all).",
-    ),
-]
-StepSourceOpt = Annotated[
-    SourceChoice,
-    typer.Option(
-        "--step-source",
-        help="Step windows from GPU marker spans (gpu), from the GPU work launched inside CPU marker"
-        " spans (cpu), or auto: the GPU span unless it covers under half of that work.",
-    ),
-]
-StepsFileOpt = Annotated[
-    Optional[Path],
-    typer.Option(
-        "--steps-file", help="A JSON file of extra step dialects, tried before the shipped ones (docs/steps.md)."
-    ),
-]
-
 _state = {"debug": False, "quiet": False, "verbose": False, "device": None, "reading": None, "analysing": None}
 AllOpt = Annotated[
     bool,
@@ -404,10 +302,6 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     typer.echo(r.save(result, out).message, err=True)
 
 
-def _ns(ms: float) -> int:
-    return int(round(ms * 1_000_000))
-
-
 GroupOpt = Annotated[
     Optional[int],
     typer.Option("--group-size", "-g", min=2, help="Shard group size G (default: most common copy count + 1)."),
@@ -461,20 +355,6 @@ def need_annotation(ann, what: str):
             f" FILE (shipped: {', '.join(names)}; docs/annotations.md)"
         )
     return ann
-
-
-def step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file):
-    """CLI flags + the annotation's defaults → the one StepOptions every analysis of the command shares."""
-    from ..analyses.steps.resolve import step_options
-
-    return step_options(
-        ann,
-        step_name=step_name,
-        min_step_ns=_ns(min_step_ms) if min_step_ms is not None else None,
-        phase=getattr(phase, "value", phase),
-        source=getattr(step_source, "value", step_source),
-        steps_file=steps_file,
-    )
 
 
 def ag_opts(group_size, ag_size, local_copy):

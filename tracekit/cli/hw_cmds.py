@@ -13,28 +13,9 @@ from typer.core import TyperGroup
 
 from ..defaults import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
-from .common import (
-    AnnotationOpt,
-    CacheDirOpt,
-    Fmt,
-    FormatOpt,
-    MinStepOpt,
-    NoCacheOpt,
-    OutOpt,
-    PhaseChoice,
-    PhaseOpt,
-    SourceChoice,
-    StepNameOpt,
-    StepSourceOpt,
-    StepsFileOpt,
-    TableOpt,
-    TraceArg,
-    _load,
-    _output,
-    annotation_for,
-    app,
-    step_opts,
-)
+from .common import AnnotationOpt, TraceArg, annotation_for, app
+from .groups import App
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 HwOpt = Annotated[
     Optional[str],
@@ -75,13 +56,13 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
 
 
 def _shape_analysis(
-    fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, steps, format, out, table, no_cache, cache_dir
+    fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, step_flags: StepFlags, output: Output, cache: CacheFlags
 ) -> None:
     """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
     from ..analyses.hardware.roofline import parse_vars
 
     ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
-    t = _load(trace, no_cache, cache_dir)
+    t = cache.load(trace)
     res = fn(
         t,
         ann,
@@ -89,9 +70,9 @@ def _shape_analysis(
         bs=bs,
         q_len=qlen,
         variables=parse_vars(var),
-        steps=step_opts(ann, *steps),
+        steps=step_flags.options(ann),
     )
-    _output(res, format, out, table)
+    output.write(res)
 
 
 @app.command(name="roofline")
@@ -103,16 +84,9 @@ def roofline_cmd(
     bs: BsOpt = None,
     qlen: QlenOpt = None,
     var: VarOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """How close each op runs to the GPU's memory and compute peaks.
 
@@ -130,12 +104,9 @@ def roofline_cmd(
         bs,
         qlen,
         var,
-        (step_name, min_step_ms, phase, step_source, steps_file),
-        format,
-        out,
-        table,
-        no_cache,
-        cache_dir,
+        step_flags,
+        output,
+        cache,
     )
 
 
@@ -148,16 +119,9 @@ def hbm_cmd(
     bs: BsOpt = None,
     qlen: QlenOpt = None,
     var: VarOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """HBM bytes per GPU per step: state, KV, weights, experts.
 
@@ -175,28 +139,23 @@ def hbm_cmd(
         bs,
         qlen,
         var,
-        (step_name, min_step_ms, phase, step_source, steps_file),
-        format,
-        out,
-        table,
-        no_cache,
-        cache_dir,
+        step_flags,
+        output,
+        cache,
     )
 
 
 @app.command(name="hw")
 def hw_cmd(
     name: Annotated[Optional[str], typer.Argument(help="A profile name or JSON file (default: list all).")] = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """The hardware profiles tracekit knows, or one of them.
 
     SMs, HBM, dense peaks per dtype, link bandwidth, and where each figure comes from."""
     from ..gpu_specs import hw_profiles
 
-    _output(hw_profiles(name), format, out, table)
+    output.write(hw_profiles(name))
 
 
 class _DefaultTraceGroup(TyperGroup):
@@ -222,7 +181,7 @@ class _DefaultTraceGroup(TyperGroup):
                 formatter.write(f"\n{title}\n\n{cmd.get_help(sub)}\n")
 
 
-waves_app = typer.Typer(
+waves_app = App(
     cls=_DefaultTraceGroup,
     add_completion=False,
     rich_markup_mode=None,
@@ -277,16 +236,9 @@ def waves_trace(
         ),
     ] = 1,
     top: Annotated[Optional[int], typer.Option("--top", min=1, help="Show only the N kernels that lose most.")] = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Kernels of a trace ranked by time lost to the tail wave (default).
 
@@ -294,7 +246,7 @@ def waves_trace(
     from ..analyses.hardware.waves import kernel_waves
     from ..gpu_specs import load_profile
 
-    t = _load(trace, no_cache, cache_dir)
+    t = cache.load(trace)
     profile = load_profile(hw) if hw else None
     ann = annotation_for(trace, annotation)
     res = kernel_waves(
@@ -305,9 +257,9 @@ def waves_trace(
         ctas_per_sm=ctas_per_sm,
         min_waves=min_waves,
         top=top,
-        steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+        steps=step_flags.options(ann),
     )
-    _output(res, format, out, table)
+    output.write(res)
 
 
 @waves_app.command(name="calc")
@@ -335,9 +287,7 @@ def waves_calc_cmd(
         str, typer.Option("--split", help=f"Split rule for the grid from --batch/--qlen: {' or '.join(SPLIT_RULES)}.")
     ] = "mla-simplified",
     max_split: Annotated[int, typer.Option("--max-split", min=1, help="Largest KV split considered.")] = MAX_SPLIT,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Waves of one launch grid, and what full waves would save.
 
@@ -363,4 +313,4 @@ def waves_calc_cmd(
         layers=layers,
         max_split=max_split,
     )
-    _output(res, format, out, table)
+    output.write(res)

@@ -7,39 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (
-    AnnotationOpt,
-    CacheDirOpt,
-    CategoriesOpt,
-    Fmt,
-    FormatOpt,
-    MinStepOpt,
-    NoCacheOpt,
-    OutOpt,
-    PhaseChoice,
-    PhaseOpt,
-    SourceChoice,
-    StepNameOpt,
-    StepSourceOpt,
-    StepsFileOpt,
-    TableOpt,
-    TraceArg,
-    _load,
-    _output,
-    annotation_for,
-    app,
-    step_opts,
-)
+from .common import AnnotationOpt, CategoriesOpt, TraceArg, annotation_for, app
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 
 @app.command()
 def info(
     trace: TraceArg = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """What a trace holds: rank, devices, SMs, GPU time span.
 
@@ -47,7 +23,7 @@ def info(
     records lost or skipped while reading it."""
     from ..analyses import trace_info
 
-    _output(trace_info(_load(trace, no_cache, cache_dir)), format, out, table)
+    output.write(trace_info(cache.load(trace)))
 
 
 class KernelBy(str, Enum):
@@ -72,28 +48,22 @@ def kernels(
         ),
     ] = None,
     categories: CategoriesOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Which kernels take the GPU time, largest total first.
 
     Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
     from ..analyses import kernel_stats
 
-    _output(
+    output.write(
         kernel_stats(
-            _load(trace, no_cache, cache_dir),
+            cache.load(trace),
             match=match,
             top=top,
             by=(by or KernelBy.name).value,
             categories=categories,
-        ),
-        format,
-        out,
-        table,
+        )
     )
 
 
@@ -101,25 +71,18 @@ def kernels(
 def steps(
     trace: TraceArg = None,
     annotation: AnnotationOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Where the steps are, and how long each one takes.
 
     Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
     from ..analyses import steps_result
 
-    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
-    res = steps_result(_load(trace, no_cache, cache_dir), steps=opts)
-    _output(res, format, out, table)
+    opts = step_flags.options(annotation_for(trace, annotation))
+    res = steps_result(cache.load(trace), steps=opts)
+    output.write(res)
 
 
 class AgChoice(str, Enum):
@@ -138,16 +101,9 @@ def wall(
         ),
     ] = AgChoice.ptop,
     annotation: AnnotationOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Where each step's wall time goes: busy, AllGather-only, idle.
 
@@ -155,27 +111,24 @@ def wall(
     (idle); the three sum exactly to the step's wall time."""
     from ..analyses import decompose
 
-    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
-    res = decompose(_load(trace, no_cache, cache_dir), ag=ag.value, steps=opts)
-    _output(res, format, out, table)
+    opts = step_flags.options(annotation_for(trace, annotation))
+    res = decompose(cache.load(trace), ag=ag.value, steps=opts)
+    output.write(res)
 
 
 @app.command(name="temporal")
 def temporal_cmd(
     trace: TraceArg = None,
     per_stream: Annotated[bool, typer.Option("--per-stream", help="Add the same numbers per stream.")] = False,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """How the GPU time of the whole trace splits, without steps.
 
     Span, busy, idle, compute, communication and memory time, and how much of them overlaps."""
     from ..analyses import temporal
 
-    _output(temporal(_load(trace, no_cache, cache_dir), per_stream=per_stream), format, out, table)
+    output.write(temporal(cache.load(trace), per_stream=per_stream))
 
 
 @app.command(name="overlap")
@@ -184,22 +137,15 @@ def overlap_cmd(
     a: Annotated[str, typer.Option("--a", help="Selection A, e.g. 'copy:PtoP' (see docs/selectors.md).")] = "copy:PtoP",
     b: Annotated[str, typer.Option("--b", help="Selection B, e.g. 'kind:kernel;!comm:any'.")] = "gpu;!copy:PtoP",
     annotation: AnnotationOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """How much of one selection runs hidden under another.
 
     Per step |A|, |B|, |A∩B|, |A−B| and the share of A hidden under B (selections: docs/selectors.md)."""
     from ..analyses import overlap
 
-    opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
-    res = overlap(_load(trace, no_cache, cache_dir), a=a, b=b, steps=opts)
-    _output(res, format, out, table)
+    opts = step_flags.options(annotation_for(trace, annotation))
+    res = overlap(cache.load(trace), a=a, b=b, steps=opts)
+    output.write(res)

@@ -1,18 +1,16 @@
-"""Commands over sglang launch logs: log (the records), ledger (memory) and capacity (KV tokens)."""
+"""Commands over sglang launch logs: log (the records), ledger (memory), capacity (KV tokens) and whatif (the ledger
+replayed with changed launch settings, docs/whatif.md)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from ..result import Result
-
-from .common import Fmt, FormatOpt, OutOpt, TableOpt, _output, app
+from .common import app
+from .options import OUTPUT, Output
 
 LogArg = Annotated[
     Path,
@@ -41,11 +39,6 @@ PatternsOpt = Annotated[
 ]
 
 
-def _emit(result: Result, fmt: Fmt, out: Path | None, table: str | None) -> None:
-    """The shared writer: ``render.formats`` merges the records' ``fields`` into their JSON rows."""
-    _output(result, fmt, out, table)
-
-
 @app.command(name="log")
 def log_cmd(
     log: LogArg,
@@ -58,9 +51,7 @@ def log_cmd(
     ] = None,
     kind: Annotated[list[str] | None, typer.Option("--kind", help="Keep records of this kind (repeatable).")] = None,
     patterns: PatternsOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """The records tracekit recognises in an sglang launch log.
 
@@ -68,7 +59,7 @@ def log_cmd(
     from ..analyses.memory.launch_log import log_result
     from ..ingest.sglang_log import read_log
 
-    _emit(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind), format, out, table)
+    output.write(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind))
 
 
 @app.command(name="ledger")
@@ -81,9 +72,7 @@ def ledger_cmd(
     rank: RankOpt = None,
     patterns: PatternsOpt = None,
     launch: LaunchOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Where each GPU's memory goes, from a launch log (GiB).
 
@@ -94,7 +83,7 @@ def ledger_cmd(
 
     a = read_log(log, patterns=patterns or ())
     b = read_log(log2, patterns=patterns or ()) if log2 is not None else None
-    _emit(ledger(a, b, rank=rank, launch=launch, launch_b=launch), format, out, table)
+    output.write(ledger(a, b, rank=rank, launch=launch, launch_b=launch))
 
 
 def _count(text: str | None, name: str) -> int | None:
@@ -143,9 +132,7 @@ def capacity_cmd(
     ] = None,
     patterns: PatternsOpt = None,
     launch: LaunchOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """How many KV-cache tokens fit, and how many requests at once.
 
@@ -168,4 +155,45 @@ def capacity_cmd(
         context=_count(context, "--context"),
         launch=launch,
     )
-    _emit(res, format, out, table)
+    output.write(res)
+
+
+SetOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="NAME=VALUE, repeatable (the API's `settings`): max_running_requests, "
+        "disaggregation_decode_extra_slots, mem_fraction_static, cuda_graph_bs (1,2,4 or [1, 2, 4]), "
+        "cuda_graph_max_bs, deepep_max_dispatch_tokens (= SGLANG_DEEPEP_NUM_MAX_DISPATCH_TOKENS_PER_RANK), "
+        "speculative_num_draft_tokens; dashes or underscores, a leading -- is fine.",
+    ),
+]
+DimOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dim",
+        help="NAME=N, repeatable (the API's `dims`): hidden_size, num_experts, num_max_dispatch_tokens_per_rank "
+        "— DeepEP's layout formula when the log has no DeepEP buffer line.",
+    ),
+]
+
+
+@app.command(name="whatif")
+def whatif_cmd(
+    log: LogArg,
+    settings: SetOpt,
+    rank: RankOpt = None,
+    patterns: PatternsOpt = None,
+    launch: LaunchOpt = None,
+    dims: DimOpt = None,
+    output: Output = OUTPUT,
+) -> None:
+    """What changed launch settings would do to memory.
+
+    Replays a launch log's memory ledger with the --set values: what moves into the KV pool, and the margin
+    left."""
+    from ..analyses.memory.whatif import whatif
+    from ..ingest.sglang_log import read_log
+
+    res = whatif(read_log(log, patterns=patterns or ()), settings=settings, rank=rank, launch=launch, dims=dims or None)
+    output.write(res)

@@ -1,4 +1,5 @@
-"""`tracekit findings`: a ranked list of what to change, for one trace or for two deployments (--compare A B)."""
+"""`tracekit report` (one trace end to end) and `tracekit findings` (a ranked list of what to change), for one trace,
+the ranks of one run, or (findings) two deployments (--compare A B)."""
 
 from __future__ import annotations
 
@@ -8,33 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .common import (
-    AgSizeOpt,
-    AnnotationOpt,
-    CacheDirOpt,
-    Fmt,
-    FormatOpt,
-    GroupOpt,
-    LocalOpt,
-    MinStepOpt,
-    NoCacheOpt,
-    OutOpt,
-    PhaseChoice,
-    PhaseOpt,
-    SourceChoice,
-    StepNameOpt,
-    StepSourceOpt,
-    StepsFileOpt,
-    RunArg,
-    TableOpt,
-    _load,
-    _output,
-    ag_opts,
-    annotation_for,
-    app,
-    step_opts,
-)
+from .common import AgSizeOpt, AnnotationOpt, CategoriesOpt, GroupOpt, LocalOpt, RunArg, ag_opts, annotation_for, app
 from .hw_cmds import BsOpt, HwOpt
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 MinMsOpt = Annotated[
     Optional[float],
@@ -73,21 +50,87 @@ def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] 
     return (None, path) if len(ranks) >= 2 else (path, None)
 
 
-def run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
+def run_imbalance(run, step_flags: StepFlags, cache: CacheFlags):
     """tracekit imbalance of the run (a directory or its files) with the command's step options."""
     from ..fan_out import imbalance
 
-    return imbalance(
-        run, steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file), cache=not no_cache
-    )
+    return imbalance(run, steps=step_flags.of_ranks(), cache=cache.cache)
 
 
-def run_of_ranks_report(run, step_name, min_step_ms, step_source, steps_file, no_cache: bool):
+def run_of_ranks_report(run, step_flags: StepFlags, cache: CacheFlags):
     """(the reference rank's file, the run's imbalance result) for `tracekit report RUN`."""
     from ..analyses.fleet.multirank.api import reference_files
 
-    imb = run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache)
+    imb = run_imbalance(run, step_flags, cache)
     return reference_files(run, imb)[0], imb
+
+
+@app.command(name="report")
+def report_cmd(
+    trace: RunArg = None,
+    annotation: AnnotationOpt = None,
+    categories: CategoriesOpt = None,
+    group_size: GroupOpt = None,
+    ag_size: AgSizeOpt = None,
+    local_copy: LocalOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    log: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--log",
+            help="The deployment's sglang launch log: adds the memory ledger and the memory"
+            " findings (and the ledger waterfall to -f html).",
+        ),
+    ] = None,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
+) -> None:
+    """One trace's decode step end to end: the main report.
+
+    Wall time decomposition, block types, AllGathers, exposure, communication and findings. With no TRACE: the
+    bundled sample and its annotation. TRACE may be the ranks of one run (their directory, or two or more files): then the report of
+    the reference rank (the lowest rank id) with the ranks section — imbalance per step, the straggler and its
+    batch, every rank's clock offset and waits (tracekit imbalance)."""
+    from .reuse import reused_or_run
+
+    trace, run = one_trace_or_run(trace)
+    ranks = run_of_ranks_report(run, step_flags, cache) if run is not None else None
+    if ranks is not None:
+        trace = ranks[0]
+    ann = annotation_for(trace, annotation)
+    steps, ag = (
+        step_flags.options(ann),
+        ag_opts(group_size, ag_size, local_copy),
+    )
+
+    def compute():
+        from ..analyses.report.trace_report import report
+        from ..ingest.sglang_log import read_log
+
+        return report(
+            cache.load(trace),
+            ann,
+            steps=steps,
+            ag=ag,
+            categories=categories,
+            log=read_log(log) if log is not None else None,
+            ranks=ranks[1] if ranks is not None else None,
+        )
+
+    if ranks is not None:
+        res = compute()
+    else:
+        res = reused_or_run(
+            "report",
+            trace,
+            options={"steps": steps, "ag": ag},
+            ann=ann,
+            files={"categories": categories, "log": log, "steps_file": steps.steps_file},
+            no_cache=not cache.cache,
+            cache_dir=cache.cache_dir,
+            compute=compute,
+        )
+    output.write(res)
 
 
 @app.command(name="findings")
@@ -135,16 +178,9 @@ def findings_cmd(
     group_size: GroupOpt = None,
     ag_size: AgSizeOpt = None,
     local_copy: LocalOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """What to change, ranked by what it would gain.
 
@@ -164,7 +200,7 @@ def findings_cmd(
         ann = annotation_for(a_path, annotation)
         ann_b = annotation_for(b_path, annotation_b) if annotation_b else ann
         res = findings(
-            compare=(_load(a_path, no_cache, cache_dir), _load(b_path, no_cache, cache_dir)),
+            compare=(cache.load(a_path), cache.load(b_path)),
             ann=ann,
             ann_b=ann_b,
             min_ms=min_ms,
@@ -173,11 +209,11 @@ def findings_cmd(
             bs_b=bs_b,
             config=launch_config(log) if log else None,
             config_b=launch_config(log_b) if log_b else None,
-            steps=step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+            steps=step_flags.options(ann),
         )
     elif run is not None:  # the ranks of one run: who makes the others wait
         res = findings(
-            ranks=run_imbalance(run, step_name, min_step_ms, step_source, steps_file, no_cache),
+            ranks=run_imbalance(run, step_flags, cache),
             min_ms=min_ms,
             min_pct=min_pct,
         )
@@ -186,7 +222,7 @@ def findings_cmd(
             raise UsageError("--annotation-b, --log-b and --bs-b go with --compare A B")
         ann = annotation_for(trace, annotation)
         steps, ag = (
-            step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
+            step_flags.options(ann),
             ag_opts(group_size, ag_size, local_copy),
         )
         res = reused_or_run(
@@ -199,10 +235,10 @@ def findings_cmd(
                 "hw": hw if hw is not None and Path(hw).is_file() else None,
                 "steps_file": steps.steps_file,
             },
-            no_cache=no_cache,
-            cache_dir=cache_dir,
+            no_cache=not cache.cache,
+            cache_dir=cache.cache_dir,
             compute=lambda: _findings_of_one(
-                _load(trace, no_cache, cache_dir),
+                cache.load(trace),
                 ann,
                 log,
                 hw,
@@ -214,7 +250,7 @@ def findings_cmd(
                 ag=ag,
             ),
         )
-    _output(res, format, out, table)
+    output.write(res)
 
 
 def _findings_of_one(trace, ann, log, hw, **options):

@@ -1,35 +1,18 @@
-"""Commands over deployments: analyze (a sweep), compare (two deployments), bench, ranks."""
+"""Commands over deployments and runs: analyze (a sweep), compare (two deployments), bench, ranks (the rank map),
+imbalance (the ranks of one run)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
-from .common import (
-    AgSizeOpt,
-    AnnotationOpt,
-    Fmt,
-    FormatOpt,
-    GroupOpt,
-    MinStepOpt,
-    NoCacheOpt,
-    OutOpt,
-    PhaseChoice,
-    PhaseOpt,
-    SourceChoice,
-    StepNameOpt,
-    StepSourceOpt,
-    StepsFileOpt,
-    TableOpt,
-    _output,
-    ag_opts,
-    app,
-    show_progress,
-    step_opts,
-)
+from .common import AgSizeOpt, AnnotationOpt, GroupOpt, ag_opts, app, show_progress
+from .common import Fmt
+from .options import NO_CACHE, OUTPUT, PRINTED, RANK_STEP_FLAGS, STEP_FLAGS, CacheFlags, Output, StepFlags
 
 RankOpt = Annotated[
     Optional[str],
@@ -67,18 +50,13 @@ def analyze_cmd(
     point_pattern: Annotated[
         str, typer.Option("--point-pattern", help="Regex with groups bs and ctx.")
     ] = DEFAULT_POINT_PATTERN,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
     group_size: GroupOpt = None,
     ag_size: AgSizeOpt = None,
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
+    cache: CacheFlags = NO_CACHE,
+    output: Output = PRINTED,
 ) -> None:
     """A sweep: the analyses at every point of a directory.
 
@@ -98,9 +76,9 @@ def analyze_cmd(
         point_pattern=point_pattern,
         jobs=jobs or default_jobs(n),
         dask=dask,
-        cache=not no_cache,
+        cache=cache.cache,
         ag=ag_opts(group_size, ag_size, None),
-        steps=step_opts(annotation, step_name, min_step_ms, phase, step_source, steps_file),
+        steps=step_flags.options(annotation),
     )
     if show_progress() and n > 1:
         from rich.console import Console
@@ -120,10 +98,10 @@ def analyze_cmd(
         res = analyze(directory, **kwargs)
     if out is not None:
         typer.echo(f"wrote {write_outputs(res, out)}", err=True)
-        if format is Fmt.html:  # the page beside the tables, whose JSON the manifest lists
-            _output(res, format, out / "analyze.html", table)
+        if output.format is Fmt.html:  # the page beside the tables, whose JSON the manifest lists
+            dataclasses.replace(output, out=out / "analyze.html").write(res)
             return
-    _output(res, format, None, table)
+    output.write(res)
 
 
 @app.command(name="compare")
@@ -170,9 +148,7 @@ def compare_cmd(
     log_b: Annotated[Optional[Path], typer.Option("--log-b", help="sglang launch log of B.")] = None,
     rank: RankOpt = "TP-0",
     jobs: JobsOpt = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Two deployments compared: B against A, and where they differ.
 
@@ -201,7 +177,7 @@ def compare_cmd(
         rank=rank,
         jobs=jobs,
     )
-    _output(res, format, out, table)
+    output.write(res)
 
 
 @app.command(name="bench")
@@ -216,9 +192,7 @@ def bench_cmd(
             " (the default assumes speculative decoding; pass 1 without it).",
         ),
     ] = DEFAULT_ACCEPT_LEN,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Benchmark result files as one performance table.
 
@@ -226,7 +200,7 @@ def bench_cmd(
     throughput."""
     from ..fan_out import bench_result
 
-    _output(bench_result(files, accept_len=accept_len), format, out, table)
+    output.write(bench_result(files, accept_len=accept_len))
 
 
 @app.command(name="ranks")
@@ -253,9 +227,7 @@ def ranks_cmd(
     ep: Annotated[
         Optional[int], typer.Option("--ep", min=1, help="Expert-parallel size of the MoE (default: --tp).")
     ] = None,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    output: Output = OUTPUT,
 ) -> None:
     """Each GPU's attention group and rank under DP attention.
 
@@ -263,7 +235,7 @@ def ranks_cmd(
     rank."""
     from ..analyses.fleet.rank_map import rank_map
 
-    _output(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep), format, out, table)
+    output.write(rank_map(tp=tp, dp=dp, attn_cp=attn_cp, dp_attention=dp_attention, dcp=dcp, ep=ep))
 
 
 @app.command(name="imbalance")
@@ -285,14 +257,9 @@ def imbalance_cmd(
             help="Ranks per node (one clock per node; default: the hosts in the file names, else 8).",
         ),
     ] = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    no_cache: NoCacheOpt = False,
-    format: FormatOpt = Fmt.table,
-    out: OutOpt = None,
-    table: TableOpt = None,
+    step_flags: StepFlags = RANK_STEP_FLAGS,
+    cache: CacheFlags = NO_CACHE,
+    output: Output = OUTPUT,
 ) -> None:
     """Who waits for whom across the ranks of one run.
 
@@ -306,8 +273,8 @@ def imbalance_cmd(
         jobs=jobs,
         dask=dask,
         gpus_per_node=gpus_per_node,
-        cache=not no_cache,
-        steps=step_opts(None, step_name, min_step_ms, "all", step_source, steps_file),
+        cache=cache.cache,
+        steps=step_flags.of_ranks(),
     )
     if show_progress():
         from rich.console import Console
@@ -325,4 +292,4 @@ def imbalance_cmd(
             res = imbalance(root, progress=lambda done, total: bar.update(task, completed=done, total=total), **kwargs)
     else:
         res = imbalance(root, **kwargs)
-    _output(res, format, out, table)
+    output.write(res)

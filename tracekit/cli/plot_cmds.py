@@ -1,158 +1,23 @@
-"""Commands that write files people use: export (parquet), annotate (Perfetto trace), plot (PNG/SVG)."""
+"""`tracekit plot`: pictures of the analyses as PNG or SVG (decomposition, blocks and exposure per batch size, one
+step's timeline, the memory ledger)."""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 if TYPE_CHECKING:
     from ..result import Result
 
-from ..errors import OutputError, UsageError
-from .common import (
-    DEFAULT_ANNOTATION,
-    AgSizeOpt,
-    AnnotationOpt,
-    CacheDirOpt,
-    Fmt,
-    FormatOpt,
-    GroupOpt,
-    LocalOpt,
-    MinStepOpt,
-    NoCacheOpt,
-    PhaseChoice,
-    PhaseOpt,
-    SourceChoice,
-    StepNameOpt,
-    StepSourceOpt,
-    StepsFileOpt,
-    TableOpt,
-    TraceArg,
-    _load,
-    _output,
-    ag_opts,
-    annotation_for,
-    app,
-    step_opts,
-)
+from ..errors import UsageError
+from .common import DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, TraceArg, ag_opts, annotation_for, app
+from .export_cmds import AgMode, AgOpt
+from .groups import App
+from .options import CACHE, PRINTED, STEP_FLAGS, CacheFlags, Output, StepFlags
 
-
-class AgMode(str, Enum):
-    ptop = "ptop"
-    ptop_local = "ptop+local"
-
-
-AgOpt = Annotated[
-    AgMode,
-    typer.Option(
-        "--ag",
-        help="AllGather copies in the steps' decomposition: PtoP only, or PtoP + the local copy kernel (as `wall`).",
-    ),
-]
-
-
-def _overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file) -> dict:
-    """The keywords of export.collect: the AllGatherOptions (``allgather=``, its ``ag=`` being which copies count)
-    and the one StepOptions."""
-    return {
-        "allgather": ag_opts(group_size, ag_size, local_copy),
-        "steps": step_opts(ann, step_name, min_step_ms, phase, step_source, steps_file),
-    }
-
-
-@app.command(name="export")
-def export_cmd(
-    trace: TraceArg = None,
-    out: Annotated[
-        Path,
-        typer.Option("--out", "-o", help="Directory for the parquet files and manifest.json (created if missing)."),
-    ] = ...,
-    annotation: AnnotationOpt = None,
-    ag: AgOpt = AgMode.ptop,
-    group_size: GroupOpt = None,
-    ag_size: AgSizeOpt = None,
-    local_copy: LocalOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    log: Annotated[
-        Optional[Path], typer.Option("--log", help="An sglang launch log: adds the memory ledger tables.")
-    ] = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
-) -> None:
-    """The analyses' tables as Parquet files, for DuckDB or pandas.
-
-    The annotated events, steps, blocks, AllGathers, copies, exposed intervals, communication and (with --log)
-    the ledger, plus manifest.json; prints the files written."""
-    from ..exporters import export_parquet
-    from ..render.files import check_dir_target
-
-    try:
-        check_dir_target(out, "export")  # before the work
-    except OutputError as exc:  # export has always called a non-directory -o a usage error (exit 2; test_export.py)
-        raise UsageError(str(exc)) from None
-    ann = annotation_for(trace, annotation)
-    res = export_parquet(
-        _load(trace, no_cache, cache_dir),
-        ann,
-        out,
-        ag=ag.value,
-        log=log,
-        **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file),
-    )
-    _output(res, format, None, table)
-
-
-@app.command(name="annotate")
-def annotate_cmd(
-    trace: TraceArg = None,
-    out: Annotated[
-        Path, typer.Option("--out", "-o", help="The annotated trace to write (.json, .json.gz or .json.zst).")
-    ] = ...,
-    annotation: AnnotationOpt = None,
-    ag: AgOpt = AgMode.ptop,
-    group_size: GroupOpt = None,
-    ag_size: AgSizeOpt = None,
-    local_copy: LocalOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
-) -> None:
-    """The trace with extra tracks for steps, blocks and AllGathers.
-
-    The trace plus tracks for steps, blocks, AllGathers and exposed time, for Perfetto UI or chrome://tracing;
-    tracekit reads it back with the same results (docs/export.md)."""
-    from ..exporters import annotate_trace
-
-    ann = annotation_for(trace, annotation)
-    res = annotate_trace(
-        _load(trace, no_cache, cache_dir),
-        ann,
-        out,
-        ag=ag.value,
-        **_overrides(ann, group_size, ag_size, local_copy, step_name, min_step_ms, phase, step_source, steps_file),
-    )
-    _output(res, format, None, table)
-
-
-# --------------------------------------------------------------------------- plot
-
-plot_app = typer.Typer(
+plot_app = App(
     help="Pictures of the analyses, as PNG or SVG. Decomposition, blocks and exposure per batch"
     " size, one step's timeline and the memory ledger; the --out suffix picks PNG or SVG.",
     no_args_is_help=True,
@@ -197,7 +62,7 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
     return out
 
 
-def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annotation: bool):
+def _plot_inputs(traces, annotations, labels, cache: CacheFlags, *, need_annotation: bool):
     from ..annotation import load_annotation
 
     from ..analyses.steps.resolve import get_steps
@@ -227,7 +92,7 @@ def _plot_inputs(traces, annotations, labels, no_cache, cache_dir, *, need_annot
         ann = load_annotation(ref) if ref else (load_annotation(DEFAULT_ANNOTATION) if p is None else None)
         if ann is None and need_annotation:
             raise _usage(f"this plot needs an annotation for {p}: pass -a ANNOTATION (or -a {label}=ANNOTATION)")
-        trace = _load(p, no_cache, cache_dir)
+        trace = cache.load(p)
         steps = get_steps(trace, ann=ann).table
         bs = batch_size(trace, steps)
         if bs is None:
@@ -259,11 +124,11 @@ def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, war
     )
 
 
-def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_cache, cache_dir, **kw) -> None:
+def _bs_plot(kind: str, traces, annotation, label, out, title, output: Output, cache: CacheFlags, **kw) -> None:
     from ..analyses.fleet import plot_data
     from ..render import plots
 
-    inputs, warnings = _plot_inputs(traces, annotation, label, no_cache, cache_dir, need_annotation=kind == "blocks")
+    inputs, warnings = _plot_inputs(traces, annotation, label, cache, need_annotation=kind == "blocks")
     if kind == "decomposition":
         points = plot_data.decomposition_points(inputs, ag=kw["ag"])
         fig = plots.decomposition_figure(points, title=title)
@@ -275,7 +140,7 @@ def _bs_plot(kind: str, traces, annotation, label, out, title, fmt, table, no_ca
         fig = plots.exposure_figure(points, title=title)
     saved = plots.save_figure(fig, out)
     params = {"labels": label or [], "annotations": annotation or [], **{k: v for k, v in kw.items()}}
-    _output(_plot_result(kind, [i.trace for i in inputs], points, saved, params, warnings), fmt, None, table)
+    output.write(_plot_result(kind, [i.trace for i in inputs], points, saved, params, warnings))
 
 
 @plot_app.command(name="decomposition")
@@ -286,15 +151,13 @@ def plot_decomposition(
     label: LabelOpt = None,
     ag: AgOpt = AgMode.ptop,
     title: TitleOpt = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = PRINTED,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Busy, AllGather-only and idle time per batch size, as bars.
 
     Stacked bars per bs (one or more deployments): the median step's busy / only-AllGather / idle time."""
-    _bs_plot("decomposition", traces, annotation, label, out, title, format, table, no_cache, cache_dir, ag=ag.value)
+    _bs_plot("decomposition", traces, annotation, label, out, title, output, cache, ag=ag.value)
 
 
 @plot_app.command(name="blocks")
@@ -304,15 +167,13 @@ def plot_blocks(
     annotation: AnnotationsOpt = None,
     label: LabelOpt = None,
     title: TitleOpt = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = PRINTED,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Kernel time per block type per batch size, as bars.
 
     Stacked bars per bs: the median step's kernel time per block type (needs an annotation)."""
-    _bs_plot("blocks", traces, annotation, label, out, title, format, table, no_cache, cache_dir)
+    _bs_plot("blocks", traces, annotation, label, out, title, output, cache)
 
 
 @plot_app.command(name="exposure")
@@ -323,10 +184,8 @@ def plot_exposure(
     label: LabelOpt = None,
     ag_size: AgSizeOpt = None,
     title: TitleOpt = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = PRINTED,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """Exposed AllGather time per type per batch size, as bars.
 
@@ -340,10 +199,8 @@ def plot_exposure(
         label,
         out,
         title,
-        format,
-        table,
-        no_cache,
-        cache_dir,
+        output,
+        cache,
         sizes=parse_sizes(ag_size),
     )
 
@@ -355,16 +212,10 @@ def plot_timeline(
     annotation: AnnotationOpt = None,
     step: Annotated[Optional[int], typer.Option("--step", help="Step to draw (default: the median step).")] = None,
     ag_size: AgSizeOpt = None,
-    step_name: StepNameOpt = None,
-    min_step_ms: MinStepOpt = None,
-    phase: PhaseOpt = PhaseChoice.auto,
-    step_source: StepSourceOpt = SourceChoice.auto,
-    steps_file: StepsFileOpt = None,
+    step_flags: StepFlags = STEP_FLAGS,
     title: TitleOpt = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
-    no_cache: NoCacheOpt = False,
-    cache_dir: CacheDirOpt = None,
+    output: Output = PRINTED,
+    cache: CacheFlags = CACHE,
 ) -> None:
     """One step as a timeline of its streams.
 
@@ -373,16 +224,16 @@ def plot_timeline(
     from ..exporters import collect
     from ..render import plots
 
-    t = _load(trace, no_cache, cache_dir)
+    t = cache.load(trace)
     ann = annotation_for(trace, annotation)
-    ex = collect(t, ann, **_overrides(ann, None, ag_size, None, step_name, min_step_ms, phase, step_source, steps_file))
+    ex = collect(t, ann, allgather=ag_opts(None, ag_size, None), steps=step_flags.options(ann))
     chosen = step if step is not None else plot_data.median_step(ex.tables["steps"])
     fig = plots.timeline_figure(ex.tables, step=chosen, main_stream=ex.main_stream, title=title)
     saved = plots.save_figure(fig, out)
     ev = ex.tables["events"]
     gpu = ev[(ev["step"] == chosen) & ev["kind"].isin(("kernel", "memcpy", "memset"))]
     lanes = gpu.groupby(["device", "stream"]).agg(events=("dur_ns", "size"), total_ns=("dur_ns", "sum")).reset_index()
-    _output(
+    output.write(
         _plot_result(
             "timeline",
             [t],
@@ -392,9 +243,6 @@ def plot_timeline(
             ex.warnings,
             step=chosen,
         ),
-        format,
-        None,
-        table,
     )
 
 
@@ -406,8 +254,7 @@ def plot_ledger(
     rank: Annotated[
         Optional[str], typer.Option("--rank", help="Rank tags, e.g. 'DP0 TP0' (default: the lowest present).")
     ] = None,
-    format: FormatOpt = Fmt.table,
-    table: TableOpt = None,
+    output: Output = PRINTED,
 ) -> None:
     """The memory ledger of launch logs, as a waterfall.
 
@@ -441,7 +288,7 @@ def plot_ledger(
         "height_px": saved["height_px"],
         "logs": len(logs),
     }
-    _output(
+    output.write(
         Result(
             command="plot",
             inputs=[{"path": str(p)} for p in logs],
@@ -450,7 +297,4 @@ def plot_ledger(
             tables={"points": pd.DataFrame(rows_out, columns=["log", "row", "gib"])},
             warnings=warnings,
         ),
-        format,
-        None,
-        table,
     )
