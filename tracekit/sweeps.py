@@ -22,7 +22,7 @@ from .result import Result, shown_path, shown_text
 from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
 from .analyses.options import AllGatherOptions
-from .analyses.steps.keywords import options_as_objects
+from .analyses.options import options_as_objects
 from .analyses.steps.resolve import StepOptions, step_options
 from .analyses.fleet.sweep import per_trace, sweep_tables
 
@@ -47,22 +47,6 @@ class SweepOptions:
     steps: StepOptions | None = None  # None: the annotation's step options
     cache: bool = True
     ag: AllGatherOptions = AllGatherOptions()  # over the annotation's
-
-
-def given_step_options(steps: StepOptions | None, ann=None) -> dict:
-    """The step options as the user gave them, the ``params`` of a sweep: None where the annotation's (or the
-    default) applies — no step name of its own (``strict``), the annotation's floor — and every field None when
-    ``steps`` is None."""
-    if steps is None:
-        return {"step_name": None, "min_step_ns": None, "phase": None, "step_source": None, "steps_file": None}
-    floor = step_options(ann).min_step_ns
-    return {
-        "step_name": steps.name if steps.strict else None,
-        "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns,
-        "phase": steps.phase,
-        "step_source": steps.source,
-        "steps_file": steps.steps_file,
-    }
 
 
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
@@ -158,7 +142,7 @@ def analyze(
             "annotation": annotation,
             "rank": rank,
             "point_pattern": point_pattern,
-            **given_step_options(steps, annotation),
+            **StepOptions.given_params(steps, annotation),
         },
         summary=summary,
         tables=tables,
@@ -436,7 +420,7 @@ def imbalance(
         raise UsageError(
             f"imbalance(steps=…) takes StepOptions (each rank finds its own steps), not {type(steps).__name__}"
         )
-    given = given_step_options(steps)
+    given = StepOptions.given_params(steps)
     plan = plan_run(
         root,
         gpus_per_node=gpus_per_node,

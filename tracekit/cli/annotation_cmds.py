@@ -61,10 +61,10 @@ def allgather(
 
     Each AllGather is a local copy kernel and the PtoP copies from its peers, typed by its size; per step and type
     the counts and bytes, and the copies' bandwidth."""
-    from ..analyses import allgather_result
+    from ..analyses import allgathers
 
     ann = annotation_for(trace, annotation)
-    res = allgather_result(
+    res = allgathers(
         _load(trace, no_cache, cache_dir),
         ann,
         ag=ag_opts(group_size, ag_size, local_copy),
@@ -222,7 +222,7 @@ def stats(
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(
         _load(trace, no_cache, cache_dir),
-        select_expr=select,
+        select=select,
         overlap_with=overlap_with,
         by=by.value,
         ann=ann,

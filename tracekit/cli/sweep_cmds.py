@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
+from ..data import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import (
     AgSizeOpt,
     AnnotationOpt,

@@ -115,10 +115,10 @@ def steps(
     """Where the steps are, and how long each one takes.
 
     Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
-    from ..analyses import steps_result
+    from ..analyses import step_windows
 
     opts = step_opts(annotation_for(trace, annotation), step_name, min_step_ms, phase, step_source, steps_file)
-    res = steps_result(_load(trace, no_cache, cache_dir), steps=opts)
+    res = step_windows(_load(trace, no_cache, cache_dir), steps=opts)
     _output(res, format, out, table)
 
 

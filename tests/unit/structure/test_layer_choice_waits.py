@@ -19,7 +19,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.categories import resolve_categories
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.analyses.structure import layer_choice as lc
 from tracekit.analyses.structure.layer_assembly import _assemble, _phased
 from tracekit.analyses.structure.layer_choice import _cover_bound, _no_agreement
@@ -46,7 +46,7 @@ def generated(tmp_path_factory) -> Path:
 
 def _ctx(path: Path):
     trace = tracekit.load(path, cache=False)
-    return _context(trace, get_steps(trace, None), _auto_main(trace), resolve_categories(None))
+    return _context(trace, find_steps(trace, None), _auto_main(trace), resolve_categories(None))
 
 
 def _paths(generated: Path) -> list[Path]:

@@ -69,8 +69,9 @@ from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
-from ..steps.keywords import options_as_objects
-from ..steps.resolve import Steps, get_steps, median_ns, median_step, merge_warnings, step_params
+from ..options import options_as_objects
+from ..steps.resolve import Steps, find_steps, median_ns, median_step
+from ...result import merge_warnings
 from ..time.onestep import one_step_tables
 from .layer_choice import _choose, _structure_check
 from .layer_context import _context
@@ -111,7 +112,7 @@ def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
 def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, int] | None = None) -> LayerFinding:
     """The automatic layers of every step (see the module docstring; ``steps``: StepOptions, Steps or a table);
     raises MissingDataError without kernels."""
-    st = get_steps(trace, steps)
+    st = find_steps(trace, steps)
     ev = trace.events
     if main is None:
         main = _auto_main(trace)
@@ -231,7 +232,7 @@ def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = Fals
     return Result(
         command="layers",
         inputs=[trace_input(trace)],
-        params={**step_params(st), "categories": list(cr.sources[:-1]) or None},
+        params={**st.options.as_params(), "categories": list(cr.sources[:-1]) or None},
         summary=summary,
         tables={"layers": lay, "layer_types": per_type, "one_step": one, "windows": win.drop(columns=["first_kernel"])},
         warnings=warnings,
