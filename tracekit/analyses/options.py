@@ -26,7 +26,7 @@ from typing import Iterable, Mapping
 from ..annotation.spec import as_annotation
 from ..errors import UsageError
 
-__all__ = ["AllGatherOptions", "options_as_objects", "parse_sizes"]
+__all__ = ["AllGatherOptions", "ArgumentTypeError", "options_as_objects", "parse_sizes"]
 
 
 def parse_sizes(items: Iterable[str] | Mapping[str, int] | None) -> dict[str, int]:
@@ -154,6 +154,11 @@ TAKES_ANNOTATION = "an annotation name, a path to an annotation file or an Annot
 TAKES_LOG = "a path to a launch log or a parsed log (tracekit.read_log)"
 
 
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument of a type the function does not take: one sentence naming what was given and what is taken (a
+    TypeError for Python, a usage error for the CLI's exit code)."""
+
+
 @dataclass(frozen=True)
 class _Plan:
     """What the decorator needs to know of one function's signature, read once."""
@@ -199,15 +204,14 @@ def options_as_objects(fn):
     name = fn.__name__
 
     order = list(takes)
-    checked = [
-        (order.index(k), k) for k in (*plan.traces, *plan.anns) if takes[k].kind != inspect.Parameter.KEYWORD_ONLY
-    ]
+    read = (*plan.traces, *plan.anns, *plan.logs)  # what a path may be given for
+    checked = [(order.index(k), k) for k in read if takes[k].kind != inspect.Parameter.KEYWORD_ONLY]
 
     @functools.wraps(fn)
     def call(*args, **kw):
         plain = all(k in takes for k in kw) and all(_plain(args[i] if i < len(args) else kw.get(k)) for i, k in checked)
         if plain:
-            plain = all(_plain(kw[k]) for k in (*plan.traces, *plan.anns) if k in kw)
+            plain = all(_plain(kw[k]) for k in read if k in kw)
         if not plain:
             args, kw = _as_objects(name, plan, args, kw)
         return fn(*args, **kw)
@@ -217,7 +221,7 @@ def options_as_objects(fn):
 
 
 def _plain(value) -> bool:
-    """A value the function takes as it is: None, a Trace, an Annotation (or anything else that is no path)."""
+    """A value the function takes as it is, with nothing to read or check: None, a Trace, an Annotation."""
     from ..annotation.spec import Annotation
     from ..trace import Trace
 
@@ -331,7 +335,7 @@ def _trace(name: str, param: str, value, reading: dict):
         return load(value, cache=not reading.get("no_cache"), cache_dir=reading.get("cache_dir"))
     if isinstance(value, (tuple, list)):
         return tuple(_trace(name, param, v, reading) for v in value)
-    raise TypeError(f"{name}(): {param}= takes {TAKES_TRACE}, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {type(value).__name__}")
 
 
 def _annotation(name: str, param: str, value):
@@ -341,4 +345,4 @@ def _annotation(name: str, param: str, value):
         return value
     if isinstance(value, (str, os.PathLike)):
         return as_annotation(value, name=param)
-    raise TypeError(f"{name}(): {param}= takes {TAKES_ANNOTATION}, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_ANNOTATION}, not {type(value).__name__}")

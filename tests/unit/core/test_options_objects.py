@@ -106,9 +106,11 @@ def test_one_option_twice_is_a_type_error():
 
 
 def test_a_wrong_type_is_one_sentence_naming_what_was_given():
-    with pytest.raises(TypeError, match=r"trace= takes a path \(str or Path\) or a loaded Trace.*not int"):
+    with pytest.raises(
+        TypeError, match=r"^trace must be a path \(str or Path\) or a loaded Trace \(tracekit.load\), not int$"
+    ):
         _analysis(3)
-    with pytest.raises(TypeError, match=r"ann= takes an annotation name.*not float"):
+    with pytest.raises(TypeError, match=r"^ann must be an annotation name.*not float$"):
         _analysis(None, annotation=1.5)
 
 

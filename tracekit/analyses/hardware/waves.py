@@ -114,6 +114,7 @@ def split_table(
     return pd.DataFrame(rows, columns=["split", "grid", "ctas", "waves", "wave_efficiency", "est_time_ns"])
 
 
+@options_as_objects
 def waves_calc(
     *,
     sms: int,
