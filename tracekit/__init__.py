@@ -12,7 +12,7 @@ Every command is a public function of the same name (``tracekit wall`` is ``trac
 is ``tracekit.waves_trace``), also reachable by the function's own name (``tracekit.decompose``); those names are
 generated from the one list of commands, ``tracekit/registry.py``. Each takes what its command takes, spelled as the
 CLI spells it: a trace as a path or a loaded Trace, ``annotation=`` a name, a path or an Annotation, and the long
-options as keywords (``--step-name`` is ``step_name=``; tracekit/analyses/options.py). The few names that are not commands (``load``,
+options as keywords (``--step-name`` is ``step_name=``; tracekit/analyses/steps/keywords.py). The few names that are not commands (``load``,
 ``load_annotation``, ``StepOptions``, …) are the one explicit list ``_API`` below. Everything is imported on first
 use, so ``import tracekit`` (and ``tracekit --version``) loads neither pandas nor numpy.
 """

@@ -22,7 +22,7 @@ from .result import Result, shown_path, shown_text
 from .analyses.fleet.compare import DEFAULT_ACCEPT_LEN, Side, accept_len_of, bench_table, compare, config_diff
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
 from .analyses.options import AllGatherOptions
-from .analyses.options import options_as_objects
+from .analyses.steps.keywords import options_as_objects
 from .analyses.steps.resolve import StepOptions, step_options
 from .analyses.fleet.sweep import per_trace, sweep_tables
 

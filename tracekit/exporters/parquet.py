@@ -24,7 +24,7 @@ import pandas as pd
 from .._version import __version__
 from ..analyses import allgathers, communication, decompose, exposure
 from ..analyses.options import AllGatherOptions
-from ..analyses.options import options_as_objects
+from ..analyses.steps.keywords import options_as_objects
 from ..analyses.steps.resolve import find_steps
 from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError

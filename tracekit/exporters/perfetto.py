@@ -30,7 +30,7 @@ from ..ingest.whole_text import read_text
 from ..result import Result, trace_input
 from ..trace import Trace
 from ..analyses.options import AllGatherOptions
-from ..analyses.options import options_as_objects
+from ..analyses.steps.keywords import options_as_objects
 from .parquet import ExportTables, collect
 
 CATEGORY = "tracekit"

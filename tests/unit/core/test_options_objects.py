@@ -8,7 +8,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.options import AllGatherOptions, parse_sizes
-from tracekit.analyses.options import options_as_objects
+from tracekit.analyses.steps.keywords import options_as_objects
 from tracekit.analyses.steps.model import StepOptions, step_options
 from tracekit.errors import UsageError
 from tracekit.trace import Trace

@@ -13,7 +13,7 @@ from ... import intervals as iv
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_ns
 from ...result import merge_warnings
 from .segments import UNMATCHED, AllGathers, allgather_params, segment_for_command

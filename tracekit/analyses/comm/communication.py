@@ -20,7 +20,7 @@ from ...events import weight_ag_mask
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, find_steps, median_ns
 from ...result import merge_warnings
 

@@ -17,7 +17,7 @@ from ...events import gpu_mask, lane_key
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_ns
 from ...result import merge_warnings
 from .segments import allgather_params, segment_for_command

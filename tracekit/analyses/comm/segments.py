@@ -25,7 +25,7 @@ from ...errors import MissingDataError
 from ...regexes import bounded
 from ...trace import Trace
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, find_steps
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)

@@ -22,7 +22,7 @@ from ...hardware import HardwareProfile, resolve_profile
 from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from .context import Context

@@ -17,7 +17,7 @@ from ...errors import TracekitError
 from ...trace import Trace
 from ...result import shown_path  # a trace name that is not UTF-8 shows as \xNN
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import median_step as _median_step
 
 PARTS = ("busy", "ag_only", "idle")

@@ -28,7 +28,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..comm.segments import segment_allgathers
 from ..options import AllGatherOptions
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
 from .shapes import kernel_shapes

@@ -28,7 +28,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..formulas import as_number, eval_formula, parse_vars  # noqa: F401 (re-exported for hbm and callers)
 from ..steps.resolve import annotated_steps
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.model import StepOptions
 
 

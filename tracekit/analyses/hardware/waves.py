@@ -41,7 +41,7 @@ from ...hardware import (
 )
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps
 from ...result import merge_warnings
 from .wave_tables import per_grid as _per_grid, per_kernel as _per_kernel

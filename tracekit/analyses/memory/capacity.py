@@ -24,7 +24,7 @@ from .ledger_engine import (
     server_arg,
 )
 from .ledger_rows import rank_ledger
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 
 
 @dataclass(frozen=True)

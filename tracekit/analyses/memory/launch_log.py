@@ -24,7 +24,7 @@ from ...ingest.sglang_log import Record, SglangLog, rank_label
 from ...result import Result
 from .ledger_engine import GIB, OptionError, RankLedger, completeness, frame, one_launch, resolve_rank, round_gib
 from .ledger_rows import graph_buckets, rank_ledger
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 
 __all__ = ["GIB", "OptionError", "records_frame", "log_result", "ledger"]
 

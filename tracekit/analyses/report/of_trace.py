@@ -21,7 +21,7 @@ from ..time.decompose import decompose
 from ..structure.fit import best_fit
 from ...events import kinds_mask
 from ..memory.launch_log import ledger
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps, median_step
 from ...result import merge_warnings
 from ..time.timeline import step_timeline

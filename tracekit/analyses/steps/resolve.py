@@ -29,7 +29,7 @@ from ...annotation.blocks import AnnotatedEvents
 from ...errors import UsageError
 from ...result import Result, merge_warnings, trace_input
 from ...trace import Trace
-from ..options import options_as_objects
+from .keywords import options_as_objects
 from .finder import scan
 from .model import (
     DEFAULT_MIN_STEP_NS,

@@ -12,7 +12,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..select import select as select_events
 from ..steps.resolve import annotated, annotated_steps  # noqa: F401
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, median_ns
 from ...result import merge_warnings
 

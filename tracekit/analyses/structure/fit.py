@@ -40,7 +40,7 @@ from ...trace import Trace
 from ..steps.resolve import annotated_steps
 from ..steps.resolve import Steps, find_steps
 from ...result import merge_warnings
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 
 RULES_FILE = "tracekit/data/fit.json"
 PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "hardware", "framework")

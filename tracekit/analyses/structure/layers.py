@@ -69,7 +69,7 @@ from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, find_steps, median_ns, median_step
 from ...result import merge_warnings
 from ..time.onestep import one_step_tables

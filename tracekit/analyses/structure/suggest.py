@@ -41,7 +41,7 @@ from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
 from .layer_windows import BETWEEN, HEAD, TAIL
 from .layers import LayerFinding, find_layers
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ...result import merge_warnings
 
 MAX_ROUNDS = 3

@@ -16,7 +16,7 @@ from ...events import gpu_mask, kinds_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 

@@ -10,7 +10,7 @@ from ...events import gpu_mask, kinds_mask
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 
 
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:

@@ -11,7 +11,7 @@ from ...regexes import bounded
 from ...result import Result, trace_input
 from ...trace import Trace
 from .info import gpu_span_and_busy
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 
 KERNEL_COLUMNS = [
     "name",

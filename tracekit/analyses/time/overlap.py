@@ -10,7 +10,7 @@ from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..select import select
-from ..options import options_as_objects
+from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps
 from ...result import merge_warnings
 
