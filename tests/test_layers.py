@@ -18,7 +18,6 @@ RANKS = {
     "regexes": 1,
     "schema": 1,
     "intervals": 1,
-    "defaults": 1,
     "gpu_specs": 1,
     "result": 1,
     "trace": 1,

@@ -4,12 +4,15 @@ The Python API the CLI is a thin layer over::
 
     import tracekit
     trace = tracekit.load("trace.json.gz")
-    tracekit.wall(trace, ag="ptop+local").tables["per_step"]
-    tracekit.blocks(trace, tracekit.load_annotation("k3_dp16")).summary
+    tracekit.report(trace, annotation="k3_dp16")
+    tracekit.wall("trace.json.gz", ag="ptop+local", step_name="...").tables["per_step"]
+    tracekit.kernels(trace, top=10).tables["kernels"]
 
 Every command is a public function of the same name (``tracekit wall`` is ``tracekit.wall``, ``tracekit waves trace``
 is ``tracekit.waves_trace``), also reachable by the function's own name (``tracekit.decompose``); those names are
-generated from the one list of commands, ``tracekit/registry.py``. The few names that are not commands (``load``,
+generated from the one list of commands, ``tracekit/registry.py``. Each takes what its command takes, spelled as the
+CLI spells it: a trace as a path or a loaded Trace, ``annotation=`` a name, a path or an Annotation, and the long
+options as keywords (``--step-name`` is ``step_name=``; tracekit/analyses/steps/keywords.py). The few names that are not commands (``load``,
 ``load_annotation``, ``StepOptions``, …) are the one explicit list ``_API`` below. Everything is imported on first
 use, so ``import tracekit`` (and ``tracekit --version``) loads neither pandas nor numpy.
 """
@@ -31,15 +34,14 @@ _API: dict[str, str] = {
     "resolve_profile": "gpu_specs",
     "as_profile": "gpu_specs",
     "find_steps": "analyses.steps.resolve",
-    "get_steps": "analyses.steps.resolve",
     "step_options": "analyses.steps.resolve",
     "StepOptions": "analyses.steps.resolve",
     "Steps": "analyses.steps.resolve",
     "AllGatherOptions": "analyses.options",
     "segment_allgathers": "analyses.comm.segments",
     "allgather_options": "analyses.comm.segments",
-    "annotated": "analyses.structure.blocks",
-    "annotated_steps": "analyses.structure.blocks",
+    "annotated": "analyses.steps.resolve",
+    "annotated_steps": "analyses.steps.resolve",
     "find_layers": "analyses.structure.layers",
     "one_step_table": "analyses.time.onestep",
     "one_step_tables": "analyses.time.onestep",

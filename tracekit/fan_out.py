@@ -57,22 +57,6 @@ class SweepOptions:
     ag: AllGatherOptions = AllGatherOptions()  # over the annotation's
 
 
-def given_step_options(steps: StepOptions | None, ann=None) -> dict:
-    """The step options as the user gave them, the ``params`` of a sweep: None where the annotation's (or the
-    default) applies — no step name of its own (``strict``), the annotation's floor — and every field None when
-    ``steps`` is None."""
-    if steps is None:
-        return {"step_name": None, "min_step_ns": None, "phase": None, "step_source": None, "steps_file": None}
-    floor = step_options(ann).min_step_ns
-    return {
-        "step_name": steps.name if steps.strict else None,
-        "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns,
-        "phase": steps.phase,
-        "step_source": steps.source,
-        "steps_file": steps.steps_file,
-    }
-
-
 def analyze_trace(path: str, opts: SweepOptions) -> dict[str, Any]:
     """Every per-trace analysis of one operating point (a pure function of a file and plain options: it runs the
     same in this process, a worker process or a Dask worker, whose daemonic processes decode without the ingest's
@@ -167,7 +151,7 @@ def analyze(
             "annotation": annotation,
             "rank": rank,
             "point_pattern": point_pattern,
-            **given_step_options(steps, annotation),
+            **StepOptions.given_params(steps, annotation),
         },
         summary=summary,
         tables=tables,
@@ -445,7 +429,7 @@ def imbalance(
         raise UsageError(
             f"imbalance(steps=…) takes StepOptions (each rank finds its own steps), not {type(steps).__name__}"
         )
-    given = given_step_options(steps)
+    given = StepOptions.given_params(steps)
     plan = plan_run(
         root,
         gpus_per_node=gpus_per_node,

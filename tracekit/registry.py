@@ -13,11 +13,11 @@ from __future__ import annotations
 COMMANDS: dict[str, str] = {
     "info": "analyses.time.info:trace_info",
     "kernels": "analyses.time.kernels:kernel_stats",
-    "steps": "analyses.steps.resolve:steps_result",
+    "steps": "analyses.steps.resolve:step_windows",
     "wall": "analyses.time.decompose:decompose",
     "temporal": "analyses.time.decompose:temporal",
     "overlap": "analyses.time.overlap:overlap",
-    "allgather": "analyses.comm.allgather:allgather_result",
+    "allgather": "analyses.comm.allgather:allgathers",
     "exposure": "analyses.comm.exposure:exposure",
     "comm": "analyses.comm.communication:communication",
     "blocks": "analyses.structure.blocks:block_stats",

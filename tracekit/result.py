@@ -103,6 +103,16 @@ class Result:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def merge_warnings(*groups) -> list[str]:
+    """The warnings of a result's parts, each once, in order."""
+    out: list[str] = []
+    for g in groups:
+        for w in g:
+            if w not in out:
+                out.append(w)
+    return out
+
+
 def shown_text(text: Any) -> str:
     """``text`` as a string every output can hold (valid UTF-8), the one rule for names that are not valid Unicode:
     a byte of a file name that is not UTF-8 (which Python gives as U+DC80–U+DCFF, ``os.fsdecode``'s

@@ -11,7 +11,7 @@ import pytest
 import tracekit
 from tests.conftest import CORPUS
 from tracekit.analyses.structure.fit import annotation_fit, best_fit, fits_above
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.errors import MissingDataError
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
@@ -53,7 +53,7 @@ def test_the_sglang_qwen3_8b_decode_trace_picks_the_qwen3_annotation():
     assert top["typed"] > 0.9 and top["hardware"] == 1 and top["framework"] == 1
     assert top["body_blocks_per_step"] == 72 and top["auto_layers_per_step"] == 36
     assert t["fits"].sum() == 1  # the NVIDIA annotations do not
-    assert best_fit(tr, get_steps(tr))[0] == "qwen3_dense_sglang_rocm"
+    assert best_fit(tr, find_steps(tr))[0] == "qwen3_dense_sglang_rocm"
 
 
 @pytest.mark.parametrize("path", _params())
@@ -70,4 +70,4 @@ def test_no_annotation_fits_a_model_none_covers(path):
     assert res.summary["best"] is None and res.summary["best_score"] < fits_above(), res.tables["annotations"]
     assert not res.tables["annotations"]["fits"].any()
     assert any("no annotation fits" in w for w in res.warnings)
-    assert best_fit(tr, get_steps(tr)) is None
+    assert best_fit(tr, find_steps(tr)) is None

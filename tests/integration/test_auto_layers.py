@@ -23,7 +23,7 @@ import tracekit
 from tracekit.analyses.structure.blocks import block_stats
 from tracekit.analyses.structure.layers import find_layers, layers
 from tracekit.analyses.time.onestep import one_step_table
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.analyses.structure.suggest import strip_docs, suggest
 from tracekit.annotation import load_annotation
 from tracekit.annotation.spec import parse_annotation
@@ -187,7 +187,7 @@ def test_layers_result_contract(synthetic):
         "kernel_ns",
     ]
     assert list(res.tables["layer_types"].columns) == ["step", "layer_type", "layers", "kernel_ns", "wall_ns"]
-    walls = get_steps(trace).table.set_index("step")["dur_ns"]
+    walls = find_steps(trace).table.set_index("step")["dur_ns"]
     lt = res.tables["layer_types"].groupby("step")["wall_ns"].sum()
     assert (lt == walls.loc[lt.index]).all()  # head + layers + between + tail windows partition each step
     one = res.tables["one_step"]
@@ -201,7 +201,7 @@ def test_one_step_idle_equals_the_truths_idle(synthetic):
     preset, trace, sch, truth = synthetic
     if truth is None:
         pytest.skip("only the committed fixtures carry a truth file")
-    t = one_step_table(trace.events, get_steps(trace))
+    t = one_step_table(trace.events, find_steps(trace))
     idle = t[t["name"] == "idle"].set_index("step")["wall_ns"]
     for row in truth["steps"]:
         assert idle[row["step"]] == row["ptop"]["idle_ns"]
@@ -321,7 +321,7 @@ def test_corpus_layers_counts_and_the_one_step_table(path):
         pytest.skip(f"{rel}: {exc}")
     s = res.summary
     print(f"{rel}: {s['layers_per_step']} layers per step, types {s['types']}")
-    walls = get_steps(trace).table.set_index("step")["dur_ns"]
+    walls = find_steps(trace).table.set_index("step")["dur_ns"]
     sums = res.tables["one_step"].groupby(["step", "group_by"])["wall_ns"].sum()
     assert all(v == walls[st] for (st, _), v in sums.items())
     if rel in KNOWN:

@@ -89,7 +89,7 @@ def _new_table(ev, steps, pattern=None):
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
 def test_per_step_class_is_the_old_table_on_the_fixtures(path):
     tr = tracekit.load(path)
-    st = tracekit.get_steps(tr)
+    st = tracekit.find_steps(tr)
     want = _old_table(tr.events, st)
     assert len(want) > 5
     pd.testing.assert_frame_equal(_new_table(tr.events, st), want)
@@ -97,7 +97,7 @@ def test_per_step_class_is_the_old_table_on_the_fixtures(path):
 
 def test_per_step_class_with_a_class_named_weight_ag_and_a_missing_name():
     tr = tracekit.load(FIXTURES[0])
-    st = tracekit.get_steps(tr)
+    st = tracekit.find_steps(tr)
     ev = tr.events.copy()
     cc = ev["comm_class"].cat.add_categories([C.WEIGHT_AG_CLASS, "zz unused"])
     rows = np.flatnonzero(cc.notna().to_numpy())

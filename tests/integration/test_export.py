@@ -12,7 +12,7 @@ import pytest
 
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
-from tracekit.analyses import allgather_result, communication, decompose, exposure
+from tracekit.analyses import allgathers, communication, decompose, exposure
 from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.steps.model import step_options
 from tracekit.analyses.structure.blocks import block_stats
@@ -210,7 +210,7 @@ def _analyses(trace, ann) -> dict:
     results = {
         "wall": decompose(trace, steps=steps),
         "wall_local": decompose(trace, ag="ptop+local", steps=steps),
-        "allgather": allgather_result(trace, **kw),
+        "allgather": allgathers(trace, **kw),
         "exposure": exposure(trace, **kw),
         "comm": communication(trace, ag=AllGatherOptions(local_copy=ann.allgather.local_copy), steps=steps),
         "blocks": block_stats(trace, ann),

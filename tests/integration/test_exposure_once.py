@@ -23,7 +23,7 @@ def test_report_computes_the_exposure_once_for_itself_and_its_finding(monkeypatc
     ann = tracekit.load_annotation("k3_dp16")
     res = report(tr, ann)
     assert len(calls) == 1
-    again = E.exposure(tr, ann, steps=tracekit.get_steps(tr, ann=ann))
+    again = E.exposure(tr, ann, steps=tracekit.find_steps(tr, ann=ann))
     assert len(calls) == 1  # the same segmentation: the kept result
     assert again.tables["per_step"]["exposed_ns"].sum() > 0
     assert again.summary["median_exposed_ns_per_step"] == res.summary.get(
@@ -31,7 +31,7 @@ def test_report_computes_the_exposure_once_for_itself_and_its_finding(monkeypatc
     )
     again.warnings.append("x")
     again.summary["allgathers"] = -1
-    fresh = E.exposure(tr, ann, steps=tracekit.get_steps(tr, ann=ann))
+    fresh = E.exposure(tr, ann, steps=tracekit.find_steps(tr, ann=ann))
     assert "x" not in fresh.warnings and fresh.summary["allgathers"] != -1  # each caller gets its own copy
-    other = E.exposure(tr, ann, ag=tracekit.AllGatherOptions(group_size=2), steps=tracekit.get_steps(tr, ann=ann))
+    other = E.exposure(tr, ann, ag=tracekit.AllGatherOptions(group_size=2), steps=tracekit.find_steps(tr, ann=ann))
     assert len(calls) == 2 and other.params["group_size"] == 2  # other options: computed, not the kept one

@@ -29,12 +29,12 @@ def test_report_computes_the_communication_once_for_itself_and_its_finding(monke
     monkeypatch.setattr(C, "_communication", lambda *a, **k: calls.append(1) or real(*a, **k))
     res = report(tr)
     assert len(calls) == 1
-    again = C.communication(tr, steps=tracekit.get_steps(tr))
+    again = C.communication(tr, steps=tracekit.find_steps(tr))
     assert len(calls) == 1  # the same steps and options: the kept result
     assert again.tables["per_step"].equals(res.tables["comm"])
     again.warnings.append("x")
     again.summary["main_stream"] = -1
-    fresh = C.communication(tr, steps=tracekit.get_steps(tr))
+    fresh = C.communication(tr, steps=tracekit.find_steps(tr))
     assert "x" not in fresh.warnings and fresh.summary["main_stream"] != -1  # each caller gets its own copy
 
 
@@ -120,7 +120,7 @@ def test_timeline_merges_touching_activities_as_the_groupby_did():
 
 def test_timeline_of_a_fixture_step_with_merging(monkeypatch):
     tr = tracekit.load(DP16, cache=False)
-    st = tracekit.get_steps(tr)
+    st = tracekit.find_steps(tr)
     full = T.step_timeline(tr, st, 1)
     acts = full[full["lane"].str.startswith("stream ")]
     assert len(acts) > 1000 and acts["label"].nunique() > 3 and acts["lane"].nunique() > 1
@@ -147,7 +147,7 @@ def test_one_step_union_per_name_is_measure_by_group():
 
 def test_one_step_tables_charge_once_and_match_each_table_alone():
     tr = tracekit.load(DP16, cache=False)
-    st = tracekit.get_steps(tr)
+    st = tracekit.find_steps(tr)
     ev = tr.events.assign(category=tracekit.trace_categories(tr), kname=tr.events["name"])
     both = O.one_step_tables(ev, st, by=("category", "kname", "absent_column"))
     alone = pd.concat([O.one_step_table(ev, st, by=b) for b in ("category", "kname")], ignore_index=True)

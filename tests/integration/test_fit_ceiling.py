@@ -13,7 +13,7 @@ import tracekit
 from tests.conftest import CORPUS
 from tracekit.analyses.structure import fit as F
 from tracekit.analyses.structure.layers import layers
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.errors import TracekitError
 
 pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
@@ -37,7 +37,7 @@ def _params():
 def test_the_ceiling_bounds_the_score_and_best_fit_is_the_full_rankings_top(path):
     tr = tracekit.load(path, cache=False)
     try:
-        st = get_steps(tr)
+        st = find_steps(tr)
     except TracekitError:
         pytest.skip("no steps: report refuses this trace")
     lay = layers(tr, steps=st, missing_ok=True)
@@ -54,5 +54,5 @@ def test_the_ceiling_bounds_the_score_and_best_fit_is_the_full_rankings_top(path
             "hardware": None if row["hardware"] != row["hardware"] else row["hardware"],
             "framework": None if row["framework"] != row["framework"] else row["framework"],
         }
-        top = F._ceiling(tr, ann, get_steps(tr, st, ann=ann), parts, auto)
+        top = F._ceiling(tr, ann, find_steps(tr, st, ann=ann), parts, auto)
         assert top + 1e-9 >= row["score"], (name, top, row["score"])

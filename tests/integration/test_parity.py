@@ -88,7 +88,7 @@ def _cases(d):
         (
             "steps",
             [dp16, "-a", "k3_dp16", "--phase", "all"],
-            lambda: tracekit.steps_result(_load(dp16), steps=step_options(k3, phase="all")),
+            lambda: tracekit.step_windows(_load(dp16), steps=step_options(k3, phase="all")),
         ),
         ("wall", [dp16, "--ag", "ptop+local"], lambda: tracekit.decompose(_load(dp16), ag="ptop+local")),
         ("temporal", [dp16, "--per-stream"], lambda: tracekit.temporal(_load(dp16), per_stream=True)),
@@ -97,7 +97,7 @@ def _cases(d):
             [dp16, "--a", "copy:PtoP", "--b", "kind:kernel"],
             lambda: tracekit.overlap(_load(dp16), a="copy:PtoP", b="kind:kernel"),
         ),
-        ("allgather", [dp16, "-a", "k3_dp16"], lambda: tracekit.allgather_result(_load(dp16), k3, steps=k3_steps)),
+        ("allgather", [dp16, "-a", "k3_dp16"], lambda: tracekit.allgathers(_load(dp16), k3, steps=k3_steps)),
         (
             "exposure",
             [dp16, "-a", "k3_dp16", "--ag-size", "X=1"],
@@ -109,7 +109,7 @@ def _cases(d):
             "stats",
             [dp16, "-a", "k3_dp16", "--by", "op_tag"],
             lambda: tracekit.kernel_selection_stats(
-                _load(dp16), select_expr="kind:kernel", by="op_tag", ann=k3, steps=k3_steps
+                _load(dp16), select="kind:kernel", by="op_tag", ann=k3, steps=k3_steps
             ),
         ),
         (

@@ -129,8 +129,8 @@ def test_report_and_export_find_the_steps_once(styled, tmp_path, monkeypatch):
     from tracekit.exporters import export_parquet
 
     calls = []
-    real = steps_mod.compute_steps
-    monkeypatch.setattr(steps_mod, "compute_steps", lambda tr, o: calls.append(tr.path) or real(tr, o))
+    real = steps_mod.scan
+    monkeypatch.setattr(steps_mod, "scan", lambda tr, o: calls.append(tr.path) or real(tr, o))
     tr, _ = build("dsv3", 4, steps=3, step_marker="run_batch")
     for i, run in enumerate(
         (

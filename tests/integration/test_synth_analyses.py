@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tracekit
-from tracekit.analyses import allgather_result, communication, exposure
+from tracekit.analyses import allgathers, communication, exposure
 from tracekit.analyses.options import AllGatherOptions
 from tracekit.analyses.structure.blocks import block_stats
 from tracekit.annotation import load_annotation
@@ -67,7 +67,7 @@ def test_dp16_mla_blocks_are_typed_by_position():
 
 
 def test_allgather_counts_and_bytes_per_type_equal_truth(case):
-    r = allgather_result(case["trace"], **case["kw"])
+    r = allgathers(case["trace"], **case["kw"])
     assert r.summary["unmatched"] == 0 and r.summary["group_size"] == 8
     got = {
         (row.step, row.type): (row.count, row.received_bytes, row.full_bytes)
@@ -90,7 +90,7 @@ def test_allgather_counts_and_bytes_per_type_equal_truth(case):
 
 
 def test_per_copy_bandwidth_equals_truth(case):
-    r = allgather_result(case["trace"], **case["kw"])
+    r = allgathers(case["trace"], **case["kw"])
     cols = case["truth"]["copies"]["columns"]
     rows = [dict(zip(cols, r_)) for r_ in case["truth"]["copies"]["rows"]]
     copies = r.tables["copies"].sort_values("start_ns")

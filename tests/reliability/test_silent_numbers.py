@@ -64,7 +64,7 @@ def test_copies_without_bytes_never_count_as_zero(tmp_path):
     for i in range(6):
         evs.append(memcpy(PTOP, t, 10.0, nbytes=None if i % 2 else 1000, stream=20))
         t += 11.0
-    res = tracekit.allgather_result(tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False))
+    res = tracekit.allgathers(tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False))
     s = res.summary
     assert s["median_received_bytes_per_step"] is None
     assert s["copies_without_bytes"] == 3 and s["steps_without_bytes"] == 1
@@ -74,7 +74,7 @@ def test_copies_without_bytes_never_count_as_zero(tmp_path):
     # every copy with its bytes: the number is there, and nothing is said
     for e in evs[2:]:
         e["args"]["bytes"] = 1000
-    ok = tracekit.allgather_result(tracekit.load(write_trace(tmp_path / "ok.json", evs), cache=False))
+    ok = tracekit.allgathers(tracekit.load(write_trace(tmp_path / "ok.json", evs), cache=False))
     assert ok.summary["median_received_bytes_per_step"] == 6000 and ok.summary["copies_without_bytes"] == 0
     assert not any("without bytes" in w for w in ok.warnings)
 

@@ -1,6 +1,6 @@
 """Analyses: pure functions from a Trace (and explicit parameters) to a Result."""
 
-from .comm.allgather import allgather_result
+from .comm.allgather import allgathers
 from .comm.communication import communication
 from .comm.exposure import exposure
 from .comm.segments import segment_allgathers
@@ -8,17 +8,17 @@ from .time.decompose import decompose, temporal
 from .time.info import trace_info
 from .time.kernels import kernel_stats
 from .time.overlap import overlap
-from .steps.resolve import find_steps, steps_result
+from .steps.resolve import find_steps, step_windows
 
 __all__ = [
     "segment_allgathers",
-    "allgather_result",
+    "allgathers",
     "exposure",
     "communication",
     "trace_info",
     "kernel_stats",
     "find_steps",
-    "steps_result",
+    "step_windows",
     "decompose",
     "temporal",
     "overlap",

@@ -1,11 +1,12 @@
 """Options as objects: the AllGather options that several analyses share, in one frozen value.
 
 A public analysis takes ``steps=`` (a ``StepOptions`` or the ``Steps`` themselves, analyses/steps/model.py),
-``ag=`` (an :class:`AllGatherOptions`) and ``hw=`` (a hardware profile or its name) instead of a flat keyword per
-option; the flat keywords of earlier releases still work for one release, with a DeprecationWarning
-(analyses/steps/keywords.py turns them into these objects). An ``AllGatherOptions`` holds what the user asked for;
-the annotation's ``allgather`` section fills what it leaves unset (:meth:`AllGatherOptions.with_annotation`, the one
-place they merge; ``allgather_options`` in analyses/comm is that merge as keywords).
+``ag=`` (an :class:`AllGatherOptions`) and ``hw=`` (a hardware profile or its name). An ``AllGatherOptions`` holds
+what the user asked for; the annotation's ``allgather`` section fills what it leaves unset
+(:meth:`AllGatherOptions.with_annotation`, the one place they merge; ``allgather_options`` in analyses/comm is that
+merge as keywords).
+
+:func:`~tracekit.analyses.steps.keywords.options_as_objects` turns the CLI's spellings into these objects.
 """
 
 from __future__ import annotations

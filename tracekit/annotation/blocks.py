@@ -26,7 +26,7 @@ UNTYPED = "untyped"
 
 
 @dataclass(frozen=True)
-class Annotated:
+class AnnotatedEvents:
     """The events with annotation columns, and one row per block."""
 
     events: pd.DataFrame
@@ -41,7 +41,7 @@ def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int
     return main_stream(events, ann.main_stream if isinstance(ann.main_stream, int) else None)
 
 
-def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame, *, keep: bool = True) -> Annotated:
+def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame, *, keep: bool = True) -> AnnotatedEvents:
     """Add the block columns to the events (a new table sharing the input's columns, copy-on-write: the input is not
     changed). Computed once per trace, annotation and steps (kept in ``trace.derived``: a report asks for it three
     times); ``keep=False`` (the annotation fit, which judges one annotation after the other) uses a kept result but
@@ -59,12 +59,12 @@ def annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame, *, keep: bool =
         if keep:
             trace.derived[key] = hit
     a = hit[1]
-    return Annotated(
+    return AnnotatedEvents(
         events=a.events, blocks=a.blocks, main_stream=a.main_stream, annotation=ann, warnings=list(a.warnings)
     )
 
 
-def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
+def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> AnnotatedEvents:
     if ann.blocks is None:
         raise MissingDataError(f"annotation {ann.source or ann.name} has no 'blocks' section, so blocks cannot be cut")
     ev = trace.events
@@ -139,7 +139,7 @@ def _annotate(trace: Trace, ann: Annotation, steps: pd.DataFrame) -> Annotated:
         warnings.append(
             f"{n_untyped} block(s) match no type rule and no position (untyped); first (step, block): {sample}"
         )
-    return Annotated(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
+    return AnnotatedEvents(events=out, blocks=blocks, main_stream=(dev, stream), annotation=ann, warnings=warnings)
 
 
 def _block_types(

@@ -26,10 +26,10 @@ def allgather(
 
     Each AllGather is a local copy kernel and the PtoP copies from its peers, typed by its size; per step and type
     the counts and bytes, and the copies' bandwidth."""
-    from ..analyses import allgather_result
+    from ..analyses import allgathers
 
     ann = annotation_for(trace, annotation)
-    res = allgather_result(
+    res = allgathers(
         cache.load(trace),
         ann,
         ag=ag_opts(group_size, ag_size, local_copy),

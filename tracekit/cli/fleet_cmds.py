@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..defaults import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
+from ..data import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import AgSizeOpt, AnnotationOpt, GroupOpt, ag_opts, app, show_progress
 from .common import Fmt
 from .options import NO_CACHE, OUTPUT, PRINTED, RANK_STEP_FLAGS, STEP_FLAGS, CacheFlags, Output, StepFlags

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from ..defaults import MAX_SPLIT, SPLIT_RULES
+from ..data import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
 from .common import AnnotationOpt, TraceArg, annotation_for, app
 from .groups import App

@@ -65,7 +65,7 @@ def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
 def _plot_inputs(traces, annotations, labels, cache: CacheFlags, *, need_annotation: bool):
     from ..annotation import load_annotation
 
-    from ..analyses.steps.resolve import get_steps
+    from ..analyses.steps.resolve import find_steps
     from ..analyses.fleet.plot_data import PlotInput, batch_size
 
     label_rules = _pairs(labels, "--label")
@@ -93,7 +93,7 @@ def _plot_inputs(traces, annotations, labels, cache: CacheFlags, *, need_annotat
         if ann is None and need_annotation:
             raise _usage(f"this plot needs an annotation for {p}: pass -a ANNOTATION (or -a {label}=ANNOTATION)")
         trace = cache.load(p)
-        steps = get_steps(trace, ann=ann).table
+        steps = find_steps(trace, ann=ann).table
         bs = batch_size(trace, steps)
         if bs is None:
             warnings.append(f"{trace.path}: no bs in its step markers or path (bs<N>); it is drawn under its file name")

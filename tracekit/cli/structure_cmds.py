@@ -77,7 +77,7 @@ def stats(
     ann = annotation_for(trace, annotation)
     res = kernel_selection_stats(
         cache.load(trace),
-        select_expr=select,
+        select=select,
         overlap_with=overlap_with,
         by=by.value,
         ann=ann,

@@ -78,10 +78,10 @@ def steps(
     """Where the steps are, and how long each one takes.
 
     Each step's window, phase, batch size and health; which step marker was used; the median step wall time."""
-    from ..analyses import steps_result
+    from ..analyses import step_windows
 
     opts = step_flags.options(annotation_for(trace, annotation))
-    res = steps_result(cache.load(trace), steps=opts)
+    res = step_windows(cache.load(trace), steps=opts)
     output.write(res)
 
 

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from .._version import __version__
-from ..analyses import allgather_result, communication, decompose, exposure
+from ..analyses import allgathers, communication, decompose, exposure
 from ..analyses.options import AllGatherOptions
 from ..analyses.steps.keywords import options_as_objects
-from ..analyses.steps.resolve import get_steps, step_params
+from ..analyses.steps.resolve import find_steps
 from ..annotation import Annotation, annotate
 from ..errors import MissingDataError, TracekitError, UsageError
 from ..result import Result, trace_input
@@ -162,7 +162,7 @@ def collect(
     place they go by that name); ``steps``: StepOptions, Steps or a table (None: the annotation's)."""
     merged = (allgather or AllGatherOptions()).with_annotation(ann)
     kw = merged.as_keywords()
-    steps = get_steps(trace, steps, ann=ann)
+    steps = find_steps(trace, steps, ann=ann)
     warnings = list(trace.report.warnings)
     dec = decompose(trace, ag=ag, steps=steps)
     warnings += [w for w in dec.warnings if w not in warnings]
@@ -179,7 +179,7 @@ def collect(
             + ", so the events carry steps but no blocks or op tags"
         )
     try:
-        ag_res = allgather_result(trace, ag=merged, steps=steps)
+        ag_res = allgathers(trace, ag=merged, steps=steps)
         ex_res = exposure(trace, ag=merged, steps=steps)
         warnings += [w for w in ag_res.warnings if w not in warnings]
         per_ag = ag_res.tables["per_ag"].merge(ex_res.tables["per_ag"][["ag", "exposed_ns"]], on="ag", how="left")
@@ -214,7 +214,7 @@ def collect(
         "group_size": kw["group_size"],
         "sizes": kw["sizes"],
         "local_copy": kw["local_copy_pattern"],
-        **step_params(steps),
+        **steps.options.as_params(),
     }
     return ExportTables(
         trace=trace,

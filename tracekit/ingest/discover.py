@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..defaults import DEFAULT_POINT_PATTERN  # noqa: F401 - re-exported
+from ..data import DEFAULT_POINT_PATTERN  # noqa: F401 - re-exported
 from ..errors import InputError
 from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES

@@ -23,7 +23,7 @@ import msgspec
 import pytest
 
 from tests.conftest import gpu_ann, kernel, load_events
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.annotation import annotate, spec
 from tracekit.annotation.spec import parse_annotation
 from tracekit.errors import DataFileError
@@ -58,7 +58,7 @@ def step(t0: float, kernels: list, ext: int = 1) -> list:
 
 def run(tmp_path, events, annotation):
     trace = load_events(tmp_path, events)
-    a = annotate(trace, annotation, get_steps(trace, ann=annotation).table)
+    a = annotate(trace, annotation, find_steps(trace, ann=annotation).table)
     return a
 
 
@@ -419,4 +419,4 @@ def run_doc(trace, blocks: dict):
         json.dumps({"name": "synthetic", "step": {"name": "scheduler.run_batch"}, "blocks": blocks}).encode(),
         "synthetic.json",
     )
-    return annotate(trace, annotation, get_steps(trace, ann=annotation).table)
+    return annotate(trace, annotation, find_steps(trace, ann=annotation).table)

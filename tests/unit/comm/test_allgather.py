@@ -6,7 +6,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.comm import segments
-from tracekit.analyses.comm.allgather import allgather_result
+from tracekit.analyses.comm.allgather import allgathers
 from tracekit.analyses.comm.communication import communication
 from tracekit.analyses.comm.exposure import exposure
 from tracekit.analyses.comm.segments import segment_allgathers
@@ -194,7 +194,7 @@ def test_copies_without_bytes_make_sizes_and_rates_null_never_negative(tmp_path)
     g = ag.copies["gbps"]
     assert g.isna().sum() == 1 and (g.dropna() > 0).all()
     assert any("carry no byte count" in w and "unknown_size" in w for w in ag.warnings)
-    res = tracekit.allgather_result(load_events(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
+    res = tracekit.allgathers(load_events(tmp_path, evs + broken), ag=AllGatherOptions(sizes={"small": 4000}))
     assert res.summary["median_copy_gbps"] > 0
 
 
@@ -209,22 +209,20 @@ def test_exposure_reuses_the_segmentation_of_allgather(tmp_path, monkeypatch):
     )
     path = write_trace(tmp_path / "t.json", evs)
     small = AllGatherOptions(sizes={"small": 4000})
-    fresh_ag = comparable_doc(allgather_result(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
+    fresh_ag = comparable_doc(allgathers(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
     fresh_ex = comparable_doc(exposure(tracekit.load(path, cache=False), ag=small, steps=NO_FLOOR))
     calls = []
     cut = segments._segment
     monkeypatch.setattr(segments, "_segment", lambda *a, **k: calls.append(1) or cut(*a, **k))
     trace = tracekit.load(path, cache=False)
-    first = allgather_result(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)
+    first = allgathers(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)
     first.warnings.append("a caller's own note")
     first.tables["per_ag"]["type"] = "changed by a caller"
     second = exposure(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)
     assert len(calls) == 1
     assert "a caller's own note" not in second.warnings
     assert comparable_doc(second) == fresh_ex
-    assert (
-        comparable_doc(allgather_result(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)) == fresh_ag
-    )
+    assert comparable_doc(allgathers(trace, ag=AllGatherOptions(sizes={"small": 4000}), steps=NO_FLOOR)) == fresh_ag
     assert len(calls) == 1
     # other options are another segmentation
     other = exposure(trace, ag=AllGatherOptions(sizes={"big": 8000}), steps=NO_FLOOR)

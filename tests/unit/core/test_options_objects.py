@@ -1,5 +1,5 @@
-"""Options as objects (issue 27): AllGatherOptions is one hashable value, and the flat keywords of earlier
-releases still work through options_as_objects, with a DeprecationWarning and the same meaning."""
+"""Options as objects: AllGatherOptions is one hashable value, and options_as_objects takes the CLI's spellings
+(paths, annotation names, the long options as keywords) and turns them into the objects, with no warning."""
 
 import inspect
 import warnings
@@ -11,6 +11,7 @@ from tracekit.analyses.options import AllGatherOptions, parse_sizes
 from tracekit.analyses.steps.keywords import options_as_objects
 from tracekit.analyses.steps.model import StepOptions, step_options
 from tracekit.errors import UsageError
+from tracekit.trace import Trace
 
 from pathlib import Path
 
@@ -59,54 +60,69 @@ def test_parse_sizes_forms():
 
 
 @options_as_objects
-def _analysis(trace, ann=None, *, steps=None, ag=None, q_len=None):
-    return {"steps": steps, "ag": ag, "q_len": q_len}
+def _analysis(trace: Trace, ann=None, *, steps=None, ag=None, q_len=None):
+    return {"trace": trace, "ann": ann, "steps": steps, "ag": ag, "q_len": q_len}
 
 
-def test_signature_is_the_new_one():
+def test_signature_is_the_functions_own():
     assert list(inspect.signature(_analysis).parameters) == ["trace", "ann", "steps", "ag", "q_len"]
 
 
-def test_new_keywords_pass_through_without_a_warning():
+def test_objects_pass_through_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = _analysis("t", steps=StepOptions(name="x"), ag=AllGatherOptions(group_size=4), q_len=2)
+        out = _analysis(None, steps=StepOptions(name="x"), ag=AllGatherOptions(group_size=4), q_len=2)
     assert out["steps"] == StepOptions(name="x") and out["ag"].group_size == 4 and out["q_len"] == 2
 
 
-def test_old_keywords_warn_and_become_the_objects():
-    with pytest.warns(DeprecationWarning, match=r"step_name=, min_step_ns=, group_size=, ag_size=, qlen="):
-        out = _analysis("t", step_name="decode", min_step_ns=5, group_size=8, ag_size=["KDA=7"], qlen=3)
-    assert out["steps"] == step_options(None, step_name="decode", min_step_ns=5)
+def test_the_clis_spellings_become_the_objects_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = _analysis(None, step_name="decode", min_step_ms=5, group_size=8, ag_size=["KDA=7"], qlen=3)
+    assert out["steps"] == step_options(None, step_name="decode", min_step_ns=5_000_000)
     assert out["ag"] == AllGatherOptions(group_size=8, sizes={"KDA": 7})
     assert out["q_len"] == 3
 
 
-def test_old_step_keywords_merge_with_the_annotation_as_before():
-    with pytest.warns(DeprecationWarning):
-        out = _analysis("t", "k3_dp16", min_step_ns=7)
-    assert out["steps"] == step_options("k3_dp16", min_step_ns=7)
+def test_step_flags_merge_with_the_annotation_given_by_name():
+    out = _analysis(None, annotation="k3_dp16", min_step_ms=7)
+    assert out["ann"].name == "k3_dp16"
+    assert out["steps"] == step_options("k3_dp16", min_step_ns=7_000_000)
     assert out["steps"].name == step_options("k3_dp16").name  # the annotation's marker kept
 
 
-def test_old_and_new_for_one_option_is_a_usage_error():
-    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
-        _analysis("t", steps=StepOptions(), step_name="x")
-    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
-        _analysis("t", ag=AllGatherOptions(), group_size=8)
-    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
-        _analysis("t", q_len=1, qlen=2)
-    with pytest.raises(UsageError), pytest.warns(DeprecationWarning):
-        _analysis("t", ag_size=["A=1"], sizes=["A=2"])
+def test_a_path_is_loaded_as_the_cli_loads_it():
+    out = _analysis(str(SAMPLE_TRACE), no_cache=True)
+    assert isinstance(out["trace"], tracekit.Trace) and out["trace"].report.from_cache is False
 
 
-def test_an_old_keyword_the_function_never_had_is_a_type_error():
+def test_one_option_twice_is_a_type_error():
+    with pytest.raises(TypeError, match="same option"):
+        _analysis(None, steps=StepOptions(), step_name="x")
+    with pytest.raises(TypeError, match="same option"):
+        _analysis(None, ag=AllGatherOptions(), group_size=8)
+    with pytest.raises(TypeError, match="same option"):
+        _analysis(None, q_len=1, qlen=2)
+
+
+def test_a_wrong_type_is_one_sentence_naming_what_was_given():
+    with pytest.raises(
+        TypeError, match=r"^trace must be a path \(str or Path\) or a loaded Trace \(tracekit.load\), not int$"
+    ):
+        _analysis(3)
+    with pytest.raises(TypeError, match=r"^ann must be an annotation name.*not float$"):
+        _analysis(None, annotation=1.5)
+
+
+def test_a_keyword_the_function_never_had_is_a_type_error():
     @options_as_objects
     def f(trace, *, steps=None):
         return steps
 
-    with pytest.raises(TypeError), pytest.warns(DeprecationWarning):
+    with pytest.raises(TypeError):
         f("t", group_size=8)
+    with pytest.raises(TypeError):
+        f("t", nonsense=1)
 
 
 def test_with_annotation_is_the_old_merge():

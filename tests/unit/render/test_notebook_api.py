@@ -40,8 +40,8 @@ def _forms():
 
 # each analysis that takes an annotation, called with it in the place a notebook puts it
 ANALYSES = {
-    "steps_result": lambda t, a: tracekit.steps_result(t, a),
-    "allgather_result": lambda t, a: tracekit.allgather_result(t, a),
+    "step_windows": lambda t, a: tracekit.step_windows(t, a),
+    "allgathers": lambda t, a: tracekit.allgathers(t, a),
     "exposure": lambda t, a: tracekit.exposure(t, a),
     "communication": lambda t, a: tracekit.communication(t, a),
     "block_stats": lambda t, a: tracekit.block_stats(t, a),
@@ -104,7 +104,7 @@ def test_the_cli_options_are_objects_and_one_name_each(trace):
         )
     )
     assert base["params"]["sizes"]["X"] == 1 and base["params"]["group_size"] == 8
-    cli_like = comparable_doc(tracekit.allgather_result(trace, "k3_dp16", ag=AllGatherOptions(sizes={"X": 1})))
+    cli_like = comparable_doc(tracekit.allgathers(trace, "k3_dp16", ag=AllGatherOptions(sizes={"X": 1})))
     assert cli_like["params"]["sizes"] == {**k3.allgather.sizes, "X": 1}
     assert list(cli_like["params"]["sizes"]) == [*k3.allgather.sizes, "X"]  # the annotation's order, then the user's
     comm = tracekit.communication(trace, "k3_dp16", main_stream=7)
@@ -117,7 +117,7 @@ def test_the_cli_options_are_objects_and_one_name_each(trace):
         hbm_bytes(trace, k3, hw, bs=4, variables={"context": 100000.0})
     )
     st = comparable_doc(kernel_selection_stats(trace, k3, select="kind:kernel", by="op_tag"))
-    assert st == comparable_doc(kernel_selection_stats(trace, select_expr="kind:kernel", by="op_tag", ann=k3))
+    assert st == comparable_doc(kernel_selection_stats(trace, select="kind:kernel", by="op_tag", ann=k3))
 
 
 def test_a_wrong_type_is_one_sentence(trace):

@@ -124,8 +124,8 @@ def results():
     return {
         "hand": _hand_built(),
         "info": tracekit.trace_info(t),
-        "steps": tracekit.steps_result(t, steps=st),
-        "allgather": tracekit.allgather_result(t, k3, steps=st),
+        "steps": tracekit.step_windows(t, steps=st),
+        "allgather": tracekit.allgathers(t, k3, steps=st),
         "exposure": tracekit.exposure(t, k3, steps=st),
         "report": tracekit.report(t, k3, steps=st),
         "hw": tracekit.hw_profiles("b200"),

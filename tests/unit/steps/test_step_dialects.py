@@ -14,9 +14,8 @@ import tracekit
 from tracekit.analyses.steps.resolve import (
     Steps,
     StepOptions,
-    compute_steps,
+    scan,
     find_steps,
-    get_steps,
     step_options,
     step_rules,
 )
@@ -273,7 +272,7 @@ def test_an_annotations_marker_absent_falls_back_to_the_dialects(tmp_path):
     from tracekit.annotation import load_annotation
 
     t = _mixed_sglang(tmp_path)
-    st = get_steps(t, ann=load_annotation("k3_dp16"), min_step_ns=0)  # names scheduler.run_batch, absent here
+    st = find_steps(t, ann=load_annotation("k3_dp16"), min_step_ms=0)  # names scheduler.run_batch, absent here
     assert st.match == "sglang_step" and len(st.table) == 2
     assert "scheduler.run_batch" in st.warnings[0] and "not in the trace" in st.warnings[0]
 
@@ -282,11 +281,11 @@ def test_steps_are_found_once_per_trace_and_options(tmp_path, monkeypatch):
     import tracekit.analyses.steps.resolve as steps_mod
 
     calls = []
-    real = steps_mod.compute_steps
-    monkeypatch.setattr(steps_mod, "compute_steps", lambda tr, o: calls.append(o) or real(tr, o))
+    real = steps_mod.scan
+    monkeypatch.setattr(steps_mod, "scan", lambda tr, o: calls.append(o) or real(tr, o))
     t = _mixed_sglang(tmp_path)
     a = find_steps(t)
-    assert find_steps(t) is a and get_steps(t) is a and len(calls) == 1
+    assert find_steps(t) is a and find_steps(t) is a and len(calls) == 1
     find_steps(t, step_options(phase="all"))
     assert len(calls) == 2
 
@@ -301,13 +300,13 @@ def test_user_steps_table(tmp_path):
         [0, 200_000, 100_000],
         [1_100_000, 100_000, 100_000],
     ]
-    assert isinstance(get_steps(t, mine), Steps)
+    assert isinstance(find_steps(t, mine), Steps)
     with pytest.raises(UsageError):
-        get_steps(t, pd.DataFrame({"t": [1]}))
+        find_steps(t, pd.DataFrame({"t": [1]}))
 
 
 def test_compute_is_exported_for_the_count():
-    assert callable(compute_steps)
+    assert callable(scan)
 
 
 def test_cpu_markers_without_any_runtime_launch_event(tmp_path):

@@ -61,14 +61,14 @@ def test_gpu_step_marker_empty_markers_go_by_content(tmp_path):
         ],
     )
     for floor in (None, 0):
-        st = find_steps(t, min_step_ns=floor)
+        st = find_steps(t, min_step_ms=floor)
         assert st.marker == "scheduler.run_batch" and st.empty == 1 and st.candidates == 3
         assert st.table[["step", "start_ns", "dur_ns"]].values.tolist() == [
             [0, 0, 20_000_000],
             [1, 30_000_000, 20_000_000],
         ]
     with pytest.raises(MissingDataError):  # a floor above every step leaves none of the marker's steps
-        find_steps(t, step_name="scheduler.run_batch", min_step_ns=20_000_000)
+        find_steps(t, step_name="scheduler.run_batch", min_step_ms=20)
 
 
 def test_cpu_step_marker_maps_to_gpu_window_through_graph_correlation(tmp_path):

@@ -119,9 +119,9 @@ def test_a_path_and_a_name_give_the_same_fit(dp16):
 
 
 def test_the_same_steps_for_every_annotation(dp16):
-    from tracekit.analyses.steps.resolve import get_steps
+    from tracekit.analyses.steps.resolve import find_steps
 
-    st = get_steps(dp16)
+    st = find_steps(dp16)
     res = annotation_fit(dp16, steps=st)
     assert res.summary["best"] == "k3_dp16" and res.params["phase"] == st.options.phase
 
@@ -129,10 +129,10 @@ def test_the_same_steps_for_every_annotation(dp16):
 @pytest.mark.slow
 def test_best_fit_reuses_the_layers_and_says_none_when_nothing_fits(dp16, tmp_path):
     from tracekit.analyses.structure.layers import layers
-    from tracekit.analyses.steps.resolve import get_steps
+    from tracekit.analyses.steps.resolve import find_steps
     from tests.conftest import kernel, load_events
 
-    st = get_steps(dp16)
+    st = find_steps(dp16)
     name, score = best_fit(dp16, st, layers=layers(dp16, steps=st))
     assert name == "k3_dp16" and score > fits_above()
     assert best_fit(dp16, st) == (name, score)

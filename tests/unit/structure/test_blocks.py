@@ -123,22 +123,20 @@ def test_stats_overlap_split_is_exact(tmp_path):
         memcpy("Memcpy PtoP (Device -> Device)", 50.0, 10.0, stream=20),
     ]  # ends exactly where #3 starts
     trace = tracekit.load(write_trace(tmp_path / "t.json", evs), cache=False)
-    r = kernel_selection_stats(trace, select_expr="name:kda_state", overlap_with="copy:PtoP")
+    r = kernel_selection_stats(trace, select="name:kda_state", overlap_with="copy:PtoP")
     s = r.summary
     assert (s["overlapping_events"], s["overlapping_mean_ns"]) == (1, 10_000.0)
     assert (s["alone_events"], s["alone_mean_ns"]) == (2, 25_000.0)
     assert r.tables["stats"]["p90_ns"].iloc[0] == pytest.approx(28_000.0)
-    same = kernel_selection_stats(trace, select_expr="kind:kernel", overlap_with="kind:kernel")
+    same = kernel_selection_stats(trace, select="kind:kernel", overlap_with="kind:kernel")
     assert same.summary["overlapping_events"] == 0  # a kernel never overlaps itself
 
 
 def test_block_and_tag_selectors_need_an_annotation(tmp_path):
     trace = tracekit.load(write_trace(tmp_path / "t.json", step_events(0.0)), cache=False)
     with pytest.raises(MissingDataError, match="annotation"):
-        kernel_selection_stats(trace, select_expr="block:KDA")
-    r = kernel_selection_stats(
-        trace, select_expr="block:KDA;kind:kernel", by="op_tag", ann=load_ann(tmp_path, ann_doc())
-    )
+        kernel_selection_stats(trace, select="block:KDA")
+    r = kernel_selection_stats(trace, select="block:KDA;kind:kernel", by="op_tag", ann=load_ann(tmp_path, ann_doc()))
     t = r.tables["stats"].set_index("op_tag")
     assert set(t.index) == {"qkv_proj", "o_proj", "(none)"}
     assert t.loc["(none)", "count"] == 3  # the norm, the local copy and the state kernel carry no tag

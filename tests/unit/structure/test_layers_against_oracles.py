@@ -139,14 +139,14 @@ def test_signature_ids_name_the_tuples(big):
 def _context_of(path):
     import tracekit
     from tracekit.analyses.categories import resolve_categories
-    from tracekit.analyses.steps.resolve import get_steps
+    from tracekit.analyses.steps.resolve import find_steps
     from tracekit.analyses.structure.layers.sequences import read_context
     from tracekit.annotation import Annotation
     from tracekit.annotation.blocks import resolve_main_stream
 
     trace = tracekit.load(path, cache=False)
     main = resolve_main_stream(trace.events, Annotation(name="auto"))
-    return trace, read_context(trace, get_steps(trace, None), main, resolve_categories(None))
+    return trace, read_context(trace, find_steps(trace, None), main, resolve_categories(None))
 
 
 def _measure_by_objects(ctx, asm):

@@ -20,7 +20,7 @@ import pytest
 
 import tracekit
 from tracekit.analyses.categories import resolve_categories
-from tracekit.analyses.steps.resolve import get_steps
+from tracekit.analyses.steps.resolve import find_steps
 from tracekit.analyses.structure.layers import auto_main_stream
 from tracekit.analyses.structure.layers import boundary as lc
 from tracekit.analyses.structure.layers.assembly import assemble
@@ -48,7 +48,7 @@ def generated(tmp_path_factory) -> Path:
 
 def _ctx(path: Path):
     trace = tracekit.load(path, cache=False)
-    return read_context(trace, get_steps(trace, None), auto_main_stream(trace), resolve_categories(None))
+    return read_context(trace, find_steps(trace, None), auto_main_stream(trace), resolve_categories(None))
 
 
 def _paths(generated: Path) -> list[Path]:

@@ -18,7 +18,7 @@ from tracekit.analyses.time.onestep import (
     ONE_STEP_COLUMNS,
     one_step_table,
 )
-from tracekit.analyses.steps.resolve import get_steps, median_step
+from tracekit.analyses.steps.resolve import find_steps, median_step
 
 SYN = Path(__file__).resolve().parents[3] / "fixtures" / "synthetic"
 MAIN = (0, 7)
@@ -181,7 +181,7 @@ def test_rows_sum_to_the_wall_and_equal_the_reference(acts, cuts):
 @pytest.mark.parametrize("fixture", ["dp16_bs4", "dp2dcp8_bs128", "dsv3_bs32"])
 def test_sums_exactly_to_the_wall_on_the_synthetic_fixtures(fixture):
     trace = tracekit.load(SYN / f"{fixture}.trace.json.gz", cache=False)
-    st_ = get_steps(trace)
+    st_ = find_steps(trace)
     t = one_step_table(trace.events, st_)
     walls = dict(zip(st_.table["step"], st_.table["dur_ns"]))
     assert t.groupby("step")["wall_ns"].sum().to_dict() == walls

@@ -14,12 +14,13 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import median_ns, merge_warnings
+from ..steps.resolve import median_ns
+from ...result import merge_warnings
 from .segments import UNMATCHED, AllGathers, allgather_params, segment_for_command
 
 
 @options_as_objects
-def allgather_result(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, steps=None) -> Result:
+def allgathers(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, steps=None) -> Result:
     """`tracekit allgather`: every AllGather, per step and type counts and bytes, copy bandwidth (A5, A8).
 
     ``ann`` (a name, a path or an Annotation) gives the AllGather and step options that ``ag``

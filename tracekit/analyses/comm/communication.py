@@ -21,7 +21,8 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import Steps, get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import Steps, find_steps, median_ns
+from ...result import merge_warnings
 
 
 WEIGHT_AG_CLASS = "weight_ag"
@@ -51,7 +52,7 @@ def communication(
         if isinstance(steps, Steps)
         else (find_main_stream(trace.events, main), weight_ag_mask(trace.events, local_copy_pattern))
     )
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     # once per trace, steps and options: report asks, and so does its critical-communication finding
     key = ("communication", id(st), main, local_copy_pattern)
     hit = trace.derived.get(key)
@@ -100,7 +101,7 @@ def _communication(trace: Trace, main: int | None, local_copy_pattern, steps: St
     return Result(
         command="comm",
         inputs=[trace_input(trace)],
-        params={"main_stream": main, **step_params(steps)},
+        params={"main_stream": main, **steps.options.as_params()},
         summary=summary,
         tables={"per_step_class": table, "per_step": per_step},
         warnings=warnings,

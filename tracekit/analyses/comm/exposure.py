@@ -18,7 +18,8 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import median_ns, merge_warnings
+from ..steps.resolve import median_ns
+from ...result import merge_warnings
 from .segments import allgather_params, segment_for_command
 
 
@@ -30,7 +31,7 @@ def exposure(trace: Trace, ann=None, *, ag: AllGatherOptions | None = None, step
     and memset on any stream. Each exposed instant is charged to the AllGather whose copy is running then
     (the earliest-started one when AllGathers of two streams run together); per step and type by the
     AllGather's step. ``tables.intervals`` holds the exposed intervals themselves. The options are
-    :func:`allgather_result`'s.
+    :func:`allgathers`'s.
     """
     ag, kw = segment_for_command(trace, ann, ag=ag, steps=steps)
     # once per trace, steps and AllGather options (what the segmentation is kept by): report asks, and so do its

@@ -26,7 +26,7 @@ from ...regexes import bounded
 from ...trace import Trace
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import Steps, get_steps, step_params
+from ..steps.resolve import Steps, find_steps
 
 SIZE_TOLERANCE_REL = 1e-4  # a full size matches a table entry within max(G bytes, 0.01 %)
 UNMATCHED = "unmatched"
@@ -102,7 +102,7 @@ def segment_allgathers(trace: Trace, *, ag: AllGatherOptions | None = None, step
     ptop = (ev["copy_kind"] == "PtoP").to_numpy()
     if not ptop.any():
         raise MissingDataError(f"{trace.path} has no PtoP copies (Memcpy PtoP), so no weight AllGather to segment")
-    st = get_steps(trace, steps)
+    st = find_steps(trace, steps)
     key = ("allgathers", id(st), group_size, tuple(sizes.items()), local_copy_pattern)  # in order: it types ties
     hit = trace.derived.get(key)
     if hit is None or hit[0] is not st:  # the entry holds the steps, so their id cannot be reused meanwhile
@@ -282,7 +282,7 @@ def segment_for_command(trace: Trace, ann, *, ag: AllGatherOptions | None, steps
     once for both); with the merged options as the keywords the result's ``params`` record."""
     ann = as_annotation(ann)
     opts = AllGatherOptions.of(ag).with_annotation(ann)
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     return segment_allgathers(trace, ag=opts, steps=st), opts.as_keywords()
 
 
@@ -293,5 +293,5 @@ def allgather_params(ag: AllGathers, kw: dict) -> dict:
         "group_size_used": ag.group_size,
         "sizes": kw.get("sizes") or {},
         "local_copy_pattern": kw.get("local_copy_pattern"),
-        **step_params(ag.steps),
+        **ag.steps.options.as_params(),
     }

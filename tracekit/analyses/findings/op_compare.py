@@ -15,11 +15,12 @@ from ...errors import TracekitError, UsageError
 from ...gpu_specs import SmLimits, ctas_per_sm as occupancy_ctas_per_sm, detect_profile, sm_limits
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..steps.annotated import annotated_steps
+from ..steps.resolve import annotated_steps
 from ..categories import categorize
 from .rules import _short_name, finding, finding_rules, ms_text, rank_findings
 from .rules import words as _words
-from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import find_steps, median_ns
+from ...result import merge_warnings
 from ..hardware.waves import resolve_sms
 
 OP_COLUMNS = [
@@ -321,7 +322,7 @@ def compare_findings(
     la, lb = labels or (_label(a), _label(b))
     if la == lb:
         la, lb = f"A ({la})", f"B ({lb})"
-    sa, sb = get_steps(a, steps_a, ann=ann_a), get_steps(b, steps_b, ann=ann_b)
+    sa, sb = find_steps(a, steps_a, ann=ann_a), find_steps(b, steps_b, ann=ann_b)
     warnings = merge_warnings(a.report.warnings, b.report.warnings, sa.warnings, sb.warnings)
     use_tags = ann_a is not None and ann_b is not None and ann_a.blocks is not None and ann_b.blocks is not None
     sms = (_sms(a, warnings), _sms(b, warnings))
@@ -398,7 +399,7 @@ def compare_findings(
             "min_pct": min_pct,
             "bs_a": bs_a,
             "bs_b": bs_b,
-            **{f"a_{k}": v for k, v in step_params(sa).items()},
+            **{f"a_{k}": v for k, v in sa.options.as_params().items()},
         },
         summary=summary,
         tables={"findings": table, "ops": ops_out, "config": pd.DataFrame(diffs, columns=["key", "a", "b"])},

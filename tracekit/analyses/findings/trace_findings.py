@@ -23,7 +23,8 @@ from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import find_steps, median_ns
+from ...result import merge_warnings
 from .context import Context
 from .kernel_sources import dominance, roofline_gaps, shape_rooflines, wave_losses
 from .rules import SOURCE_COLUMNS, finding_rules, rank_findings
@@ -114,14 +115,14 @@ def findings(
             min_pct=min_pct,
             bs_a=bs,
             bs_b=bs_b,
-            steps_a=get_steps(a, steps, ann=ann),
-            steps_b=get_steps(b, steps, ann=ann_b if ann_b is not None else ann),
+            steps_a=find_steps(a, steps, ann=ann),
+            steps_b=find_steps(b, steps, ann=ann_b if ann_b is not None else ann),
         )
     if trace is None:
         raise UsageError("findings needs a TRACE (or --compare A B)")
     rules = finding_rules()
     min_ms, min_pct = _thresholds(rules, min_ms, min_pct)
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     wall = (st.ends - st.starts).astype(np.int64)
     step_ns = float(median_ns(wall)) if wall.size else 0.0
     profile = hw if isinstance(hw, HardwareProfile) else _profile(hw, trace)
@@ -159,7 +160,7 @@ def findings(
             "sms": sms,
             "min_ms": min_ms,
             "min_pct": min_pct,
-            **step_params(st),
+            **st.options.as_params(),
             "group_size": ctx.ag.group_size,
             "sizes": ctx.ag.size_map,
         },

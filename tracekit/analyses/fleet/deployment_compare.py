@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...defaults import DEFAULT_ACCEPT_LEN  # noqa: F401 - re-exported
+from ...data import DEFAULT_ACCEPT_LEN  # noqa: F401 - re-exported
 from ...result import Result
 from ..memory.ledger_engine import global_record
 

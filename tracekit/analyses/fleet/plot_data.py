@@ -64,9 +64,9 @@ def median_step(steps: pd.DataFrame) -> int:
 def _steps(inp: PlotInput, steps):
     """The trace's steps: ``steps`` (StepOptions, the same for every input) or its annotation's step options (found
     once per trace; see find_steps)."""
-    from ..steps.resolve import get_steps
+    from ..steps.resolve import find_steps
 
-    return get_steps(inp.trace, steps, ann=inp.annotation)
+    return find_steps(inp.trace, steps, ann=inp.annotation)
 
 
 def _base_row(inp: PlotInput, step: int) -> dict[str, Any]:

@@ -13,12 +13,12 @@ from ... import intervals as iv
 from ...annotation import as_annotation
 from ...ingest.discover import TraceRef
 from ...result import shown_path
-from ..comm.allgather import allgather_result
+from ..comm.allgather import allgathers
 from ..comm.exposure import exposure
 from ..options import AllGatherOptions
 from ..structure.blocks import block_stats
 from ..time.decompose import decompose
-from ..steps.resolve import get_steps, median_ns
+from ..steps.resolve import find_steps, median_ns
 
 SWEEP_COLUMNS = [
     "point",
@@ -86,7 +86,7 @@ def per_trace(trace, *, ann=None, steps=None, ag: AllGatherOptions | None = None
     """Every per-trace analysis of one operating point, as plain tables (picklable). ``steps``: StepOptions, Steps
     or a table (None: the annotation's); ``ag``: the AllGather options over the annotation's."""
     ann = as_annotation(ann)
-    steps = get_steps(trace, steps, ann=ann)
+    steps = find_steps(trace, steps, ann=ann)
     out: dict[str, Any] = {"path": trace.path, "warnings": list(trace.report.warnings)}
     wall = decompose(trace, ag="ptop", steps=steps)
     wall_local = decompose(trace, ag="ptop+local", steps=steps)
@@ -113,7 +113,7 @@ def per_trace(trace, *, ann=None, steps=None, ag: AllGatherOptions | None = None
     out["exposure"] = pd.DataFrame(columns=["step", "type", "exposed_ns"])
     if ptop.any():
         merged = AllGatherOptions.of(ag).with_annotation(ann)
-        out["allgather"] = allgather_result(trace, ag=merged, steps=steps).tables["per_step_type"]
+        out["allgather"] = allgathers(trace, ag=merged, steps=steps).tables["per_step_type"]
         out["exposure"] = exposure(trace, ag=merged, steps=steps).tables["per_step_type"]
     return out
 

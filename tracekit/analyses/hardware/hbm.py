@@ -29,10 +29,11 @@ from ...trace import Trace
 from ..comm.segments import segment_allgathers
 from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
-from ..steps.annotated import annotated_steps
+from ..steps.resolve import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
 from .shapes import kernel_shapes
-from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import find_steps, median_ns
+from ...result import merge_warnings
 
 
 def _rule(row, src: str, i: int) -> str:
@@ -73,7 +74,7 @@ def hbm_bytes(
     :func:`tracekit.roofline`'s)."""
     if as_annotation(ann) is None:
         profile = with_hbm(resolve_profile(hw, trace.meta, what="hbm"), hbm_gbps)
-        return shapes_hbm(trace, profile, steps=get_steps(trace, steps))
+        return shapes_hbm(trace, profile, steps=find_steps(trace, steps))
     ann, hw, variables = shape_options(trace, ann, hw, what="hbm", hbm_gbps=hbm_gbps, variables=variables)
     src = ann.source or ann.name
     if not ann.hbm:
@@ -116,7 +117,7 @@ def hbm_bytes(
             "bs": bs,
             "q_len": q_len,
             "vars": dict(variables or {}),
-            **step_params(st),
+            **st.options.as_params(),
         },
         summary=summary,
         tables={"per_row": per_row, "per_step": per_step},
@@ -295,7 +296,7 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
             "bs": None,
             "q_len": None,
             "vars": {},
-            **step_params(st),
+            **st.options.as_params(),
         },
         summary=summary,
         tables={"per_row": per_row, "per_step": per_step},

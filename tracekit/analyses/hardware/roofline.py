@@ -27,10 +27,9 @@ from .shapes import kernel_shapes, names_at
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..formulas import as_number, eval_formula, parse_vars  # noqa: F401 (re-exported for hbm and callers)
-from ..steps.annotated import annotated_steps
+from ..steps.resolve import annotated_steps
 from ..steps.keywords import options_as_objects
 from ..steps.model import StepOptions
-from ..steps.resolve import step_params
 
 
 def formula_env(
@@ -271,7 +270,7 @@ def roofline(
             "bs": bs,
             "q_len": q_len,
             "vars": dict(variables or {}),
-            **step_params(st),
+            **st.options.as_params(),
         },
         summary=summary,
         tables={"per_tag": per_tag, "per_kernel": per_kernel},

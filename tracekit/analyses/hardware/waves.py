@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ...annotation import Annotation, as_annotation
-from ...defaults import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
+from ...data import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ...errors import DataFileError, InputError, MissingDataError
 from ...events import launch_index
 from ...gpu_specs import (
@@ -42,7 +42,8 @@ from ...gpu_specs import (
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import get_steps, merge_warnings, step_params
+from ..steps.resolve import find_steps
+from ...result import merge_warnings
 from .wave_tables import per_grid as _per_grid, per_kernel as _per_kernel
 from ...regexes import bounded
 
@@ -113,6 +114,7 @@ def split_table(
     return pd.DataFrame(rows, columns=["split", "grid", "ctas", "waves", "wave_efficiency", "est_time_ns"])
 
 
+@options_as_objects
 def waves_calc(
     *,
     sms: int,
@@ -527,7 +529,7 @@ def kernel_waves(
     eff = ctas / (waves * cap)
     dur = k["dur_ns"].to_numpy()
     lost = (dur - np.rint(dur * eff)).astype(np.int64)
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
     keep = waves >= min_waves
@@ -585,7 +587,7 @@ def kernel_waves(
             "ctas_per_sm": ctas_per_sm,
             "min_waves": min_waves,
             "top": top,
-            **step_params(st),
+            **st.options.as_params(),
         },
         summary=summary,
         tables={

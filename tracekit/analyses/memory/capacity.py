@@ -24,6 +24,7 @@ from .ledger_engine import (
     server_arg,
 )
 from .ledger_rows import rank_ledger
+from ..steps.keywords import options_as_objects
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def _num(x: float) -> int | float:
     return int(x) if float(x).is_integer() else x
 
 
+@options_as_objects
 def capacity(
     *,
     log: SglangLog | None = None,

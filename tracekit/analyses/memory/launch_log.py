@@ -24,6 +24,7 @@ from ...ingest.sglang_log import Record, SglangLog, rank_label
 from ...result import Result
 from .ledger_engine import GIB, OptionError, RankLedger, completeness, frame, one_launch, resolve_rank, round_gib
 from .ledger_rows import graph_buckets, rank_ledger
+from ..steps.keywords import options_as_objects
 
 __all__ = ["GIB", "OptionError", "records_frame", "log_result", "ledger"]
 
@@ -52,6 +53,7 @@ def _unrecognised_rows(log: SglangLog, tag: str | None = None) -> list[dict[str,
     ]
 
 
+@options_as_objects
 def log_result(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] | None = None) -> Result:
     """``tracekit log``: every recognised record with its line number and rank tags, and the unrecognised
     lines that mention memory."""
@@ -234,6 +236,7 @@ def _warnings_for(log: SglangLog, led: RankLedger) -> list[str]:
     return w
 
 
+@options_as_objects
 def ledger(
     log: SglangLog,
     log_b: SglangLog | None = None,

@@ -19,6 +19,7 @@ from .ledger_engine import GIB, OptionError, frame, one_launch, resolve_rank, ro
 from .ledger_rows import rank_ledger
 from .replay import Replay, sink_rows
 from .whatif_rules import parse_dims, parse_settings
+from ..steps.keywords import options_as_objects
 
 ROW_COLUMNS = [
     "item",
@@ -129,6 +130,7 @@ def _capacity_rows(
     return before_cap, sa, rows
 
 
+@options_as_objects
 def whatif(
     log: SglangLog,
     *,

@@ -11,7 +11,7 @@ from ...annotation import Annotation, annotate, as_annotation
 from ...errors import UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..comm.allgather import allgather_result
+from ..comm.allgather import allgathers
 from ..comm.communication import communication
 from ..comm.exposure import exposure
 from ..options import AllGatherOptions
@@ -22,7 +22,8 @@ from ..structure.fit import best_fit
 from ...events import kinds_mask
 from ..memory.launch_log import ledger
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import get_steps, median_step, merge_warnings, step_params
+from ..steps.resolve import find_steps, median_step
+from ...result import merge_warnings
 from ..time.timeline import step_timeline
 
 
@@ -46,7 +47,7 @@ def report(
     if ranks is not None and getattr(ranks, "command", None) != "imbalance":
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     ann = as_annotation(ann)
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     kernels = int(kinds_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here
     wall = decompose(trace, ag="ptop", steps=st)
     wall_local = decompose(trace, ag="ptop+local", steps=st)
@@ -113,7 +114,7 @@ def report(
     params = {
         "annotation": ann.ref if ann else None,
         "log": log.path if log is not None else None,
-        **step_params(st),
+        **st.options.as_params(),
         "group_size": agopts["group_size"],
         "sizes": agopts["sizes"],
     }
@@ -182,7 +183,7 @@ def _layer_part(trace: Trace, st, categories) -> tuple[Part, tuple]:
 def _allgather_part(trace: Trace, st, ag: AllGatherOptions) -> tuple[Part, Result]:
     """When the trace has PtoP copies: every weight AllGather, its bandwidth and its exposure (the exposure result
     too: the timeline draws its AllGathers and exposed intervals)."""
-    res = allgather_result(trace, ag=ag, steps=st)
+    res = allgathers(trace, ag=ag, steps=st)
     ex = exposure(trace, ag=ag, steps=st)
     summary = {
         "allgathers": res.summary["allgathers"],

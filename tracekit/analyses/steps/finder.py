@@ -1,4 +1,4 @@
-"""Finding the steps of a trace (uncached; :func:`tracekit.analyses.steps.resolve.find_steps` caches): the dialects
+"""Finding the steps of a trace (uncached, :func:`scan`; :func:`tracekit.analyses.steps.resolve.find_steps` caches): the dialects
 tried in order, GPU spans paired with their CPU spans, launch windows, empty markers, overlaps, phases, and the
 whole trace as one step when no marker is found. The trace's activity and launches are :mod:`.activity`'s; whether
 the steps can be trusted, :mod:`.health`'s."""
@@ -93,8 +93,8 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
     return how, match
 
 
-def compute_steps(trace: Trace, options: StepOptions) -> Steps:
-    """Find the steps (uncached; call :func:`find_steps`)."""
+def scan(trace: Trace, options: StepOptions) -> Steps:
+    """Search the trace for its steps (uncached: call :func:`~tracekit.analyses.steps.resolve.find_steps`)."""
     devices = sorted(int(d) for d in np.unique(trace.events["device"].to_numpy()[gpu_mask(trace.events)]))
     if len(devices) > 1:  # one timeline per GPU: pooling two would call one GPU's idle time the other's busy time
         raise MissingDataError(

@@ -1,120 +1,251 @@
-"""The keywords of earlier releases, accepted for one more release: the one place they become objects.
+"""The one decorator on every command's function: it takes what the CLI takes, spelled as the CLI spells it.
 
-Public analyses take ``steps=`` (``StepOptions`` or ``Steps``) and ``ag=`` (``AllGatherOptions``) where they used to
-take a flat keyword per option (``step_name=``, ``min_step_ns=``, ``phase=``, ``step_source=``, ``steps_file=``;
-``group_size=``, ``ag_size=``/``sizes=``, ``local_copy=``/``local_copy_pattern=``), and one name per option where
-they took two (``qlen=`` → ``q_len=``, ``var=`` → ``variables=``, ``main=`` → ``main_stream=``). A call with an
-old keyword still works, says so with a DeprecationWarning, and gets exactly what it got before: the step keywords
-merge with the annotation's ``step`` section as they did (``step_options``).
+A trace as a path (loaded with :func:`tracekit.load`, cached unless ``no_cache=True``, as the CLI does) or a loaded
+Trace; an annotation as a name, a path or an Annotation, positionally or as ``annotation=``; a launch log as a path;
+and the CLI's long options as keywords (``--step-name`` is ``step_name=``, ``--min-step-ms`` is ``min_step_ms=``,
+``--ag-size`` is ``ag_size=``, ``--qlen`` is ``qlen=``), which become the objects the function's signature names
+(``steps=`` a StepOptions, ``ag=`` an AllGatherOptions, capacity's ``dims=``). A wrong type is one sentence.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-import warnings
+import os
+from dataclasses import dataclass
 
+from ...annotation.spec import as_annotation
 from ...errors import UsageError
 from ..options import AllGatherOptions
-from .model import step_options
 
-__all__ = ["options_as_objects", "STEP_KEYWORDS", "AG_KEYWORDS", "RENAMED"]
+__all__ = ["ArgumentTypeError", "options_as_objects", "STEP_FLAGS", "AG_FLAGS", "SPELLINGS"]
 
-# old keyword -> step_options' keyword
-STEP_KEYWORDS = {
+
+# --------------------------------------------------------------------------------------------------
+# the CLI's spellings as keywords
+# --------------------------------------------------------------------------------------------------
+
+# the step flags (every command that finds steps): the CLI's name -> step_options' keyword
+STEP_FLAGS = {
     "step_name": "step_name",
-    "min_step_ns": "min_step_ns",
+    "min_step_ms": "min_step_ns",
     "phase": "phase",
     "step_source": "source",
     "steps_file": "steps_file",
 }
-# old keyword -> AllGatherOptions' field
-AG_KEYWORDS = {
-    "group_size": "group_size",
-    "ag_size": "sizes",
-    "sizes": "sizes",
-    "local_copy": "local_copy",
-    "local_copy_pattern": "local_copy",
+# the AllGather flags: the CLI's name -> AllGatherOptions' field
+AG_FLAGS = {"group_size": "group_size", "ag_size": "sizes", "local_copy": "local_copy"}
+# a CLI option whose parameter has another name: the CLI's name -> the parameter names it may be, in order
+SPELLINGS = {
+    "annotation": ("ann", "annotations"),
+    "annotation_b": ("ann_b",),
+    "qlen": ("q_len",),
+    "var": ("variables",),
+    "kind": ("kinds",),
+    "set": ("settings",),
+    "dim": ("dims",),
+    "log2": ("log_b",),
+    "out": ("out_dir",),
 }
-# old alias -> the one name kept
-RENAMED = {"qlen": "q_len", "var": "variables", "main": "main_stream"}
+# a CLI option in another unit: the CLI's name -> (the parameter, the factor)
+UNITS = {"time_us": ("time_ns", 1000)}
+# how a path given for a trace or a log is read: the CLI's --no-cache, --cache-dir and --patterns
+READING = ("no_cache", "cache_dir", "patterns")
+TAKES_TRACE = "a path (str or Path) or a loaded Trace (tracekit.load)"
+TAKES_ANNOTATION = "an annotation name, a path to an annotation file or an Annotation"
+TAKES_LOG = "a path to a launch log or a parsed log (tracekit.read_log)"
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument of a type the function does not take: one sentence naming what was given and what is taken (a
+    TypeError for Python, a usage error for the CLI's exit code)."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the decorator needs to know of one function's signature, read once."""
+
+    sig: inspect.Signature
+    traces: tuple[str, ...]  # parameters that hold a Trace (or a tuple of them)
+    logs: tuple[str, ...]  # parameters that hold a parsed launch log
+    anns: tuple[str, ...]  # parameters that hold an annotation (ann, ann_b)
+    ann: str | None  # the parameter the step options read the annotation from
+    ag: str | None  # where the AllGatherOptions go
+    groups: tuple[tuple[str, type], ...]  # parameters whose default is an options dataclass (capacity's dims)
+
+    @classmethod
+    def of(cls, fn) -> "_Plan":
+        sig = inspect.signature(fn)
+        ps = sig.parameters
+
+        def text(p):
+            return str(p.annotation) if p.annotation is not inspect.Parameter.empty else ""
+
+        traces = tuple(n for n, p in ps.items() if "Trace" in text(p))
+        logs = tuple(n for n in ("log", "log_b") if n in ps and "Path" not in text(ps[n]))
+        anns = tuple(n for n in ("ann", "ann_b") if n in ps)
+        ann = "ann" if "ann" in ps else ("annotation" if "annotation" in ps else None)
+        if "ag" in ps and ps["ag"].default is None:
+            ag = "ag"
+        else:  # ag= is wall's and the exports' other option (which copies count): the objects go to allgather=
+            ag = "allgather" if "allgather" in ps else None
+        groups = tuple(
+            (n, type(p.default))
+            for n, p in ps.items()
+            if dataclasses.is_dataclass(p.default) and not isinstance(p.default, type)
+        )
+        return cls(sig, traces, logs, anns, ann, ag, groups)
 
 
 def options_as_objects(fn):
-    """Decorate a public analysis whose signature takes ``steps=`` / ``ag=``: the old flat keywords it no longer
-    names are turned into those objects, with a DeprecationWarning. Its signature (``help()``, the CLI parity
-    test) is the new one."""
-    sig = inspect.signature(fn)
-    takes = sig.parameters
+    """Decorate a public function so that it takes what the CLI takes (see the module's doc): paths for traces and
+    logs, an annotation by name as ``annotation=``, the CLI's long options as keywords, which become the objects its
+    signature names (``steps=``, ``ag=``, ``dims=``). Its signature (``help()``) is the function's own."""
+    plan = _Plan.of(fn)
+    takes = plan.sig.parameters
+    name = fn.__name__
+
+    order = list(takes)
+    read = (*plan.traces, *plan.anns, *plan.logs)  # what a path may be given for
+    checked = [(order.index(k), k) for k in read if takes[k].kind != inspect.Parameter.KEYWORD_ONLY]
 
     @functools.wraps(fn)
     def call(*args, **kw):
-        old = [k for k in kw if k not in takes and (k in STEP_KEYWORDS or k in AG_KEYWORDS or k in RENAMED)]
-        if old:
-            warnings.warn(
-                f"{fn.__name__}(): {', '.join(f'{k}=' for k in old)} {'is a keyword' if len(old) == 1 else 'are keywords'}"
-                f" of earlier releases, removed in the next; {_instead(old)}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            kw = _as_objects(fn.__name__, sig, args, kw, old)
+        plain = all(k in takes for k in kw) and all(_plain(args[i] if i < len(args) else kw.get(k)) for i, k in checked)
+        if plain:
+            plain = all(_plain(kw[k]) for k in read if k in kw)
+        if not plain:
+            args, kw = _as_objects(name, plan, args, kw)
         return fn(*args, **kw)
 
-    call.__signature__ = sig
+    call.__signature__ = plan.sig
     return call
 
 
-def _instead(old: list[str]) -> str:
-    parts = []
-    if any(k in STEP_KEYWORDS for k in old):
-        parts.append("pass steps=tracekit.step_options(ann, step_name=..., min_step_ns=...)")
-    if any(k in AG_KEYWORDS for k in old):
-        parts.append("pass ag=tracekit.AllGatherOptions(group_size=..., sizes=..., local_copy=...)")
-    parts += [f"pass {RENAMED[k]}=" for k in old if k in RENAMED]
-    return "; ".join(parts)
+def _plain(value) -> bool:
+    """A value the function takes as it is, with nothing to read or check: None, a Trace, an Annotation."""
+    from ...annotation.spec import Annotation
+    from ...trace import Trace
+
+    return value is None or isinstance(value, (Trace, Annotation))
 
 
-def _as_objects(name: str, sig: inspect.Signature, args: tuple, kw: dict, old: list[str]) -> dict:
+def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict) -> tuple[tuple, dict]:
+    """The CLI's spellings as the function's parameters, its paths read."""
+    takes = plan.sig.parameters
     kw = dict(kw)
-    step_kw = {STEP_KEYWORDS[k]: kw.pop(k) for k in old if k in STEP_KEYWORDS}
-    ag_kw: dict = {}
-    for k in [k for k in old if k in AG_KEYWORDS]:
-        field, value = AG_KEYWORDS[k], kw.pop(k)
-        if value is not None and ag_kw.get(field) is not None and ag_kw[field] != value:
-            raise UsageError(f"{name}(): {k}= repeats an option given under another keyword; pass one of them")
-        ag_kw[field] = value if value is not None else ag_kw.get(field)
-    for k in [k for k in old if k in RENAMED]:
-        new, value = RENAMED[k], kw.pop(k)
-        if new not in sig.parameters:
-            raise TypeError(f"{name}() got an unexpected keyword argument {k!r}")
-        if kw.get(new) is not None and value is not None and kw[new] != value:
-            raise UsageError(f"{name}(): {new}= and {k}= are the same option; pass {new}=")
-        kw[new] = kw.get(new) if value is None else value
-    if step_kw:
-        if "steps" not in sig.parameters:
-            raise TypeError(f"{name}() got an unexpected keyword argument {next(iter(step_kw))!r}")
-        if kw.get("steps") is not None:
-            raise UsageError(f"{name}(): steps= and the step keywords are the same options; pass steps= only")
-        bound = sig.bind_partial(*args, **{k: v for k, v in kw.items() if k in sig.parameters}).arguments
-        ann = bound.get("ann", bound.get("annotation"))  # a sweep names it annotation=
-        kw["steps"] = step_options(ann, **step_kw)
+    reading = {k: kw.pop(k) for k in READING if k in kw and k not in takes}
+    steps_ann = None  # an annotation that only gives the step options (wall, overlap, layers: no ann parameter)
+    for cli, params in SPELLINGS.items():
+        if cli in kw and cli not in takes:
+            target = next((p for p in params if p in takes), None)
+            if target is None and cli == "annotation" and "steps" in takes:
+                steps_ann = kw.pop(cli)
+                if steps_ann is not None and not isinstance(steps_ann, (str, os.PathLike)):
+                    steps_ann = _annotation(name, cli, steps_ann)
+                continue
+            if target is None:
+                raise TypeError(f"{name}() takes no {cli}= (the CLI's --{cli.replace('_', '-')} is another command's)")
+            if target in kw:
+                raise TypeError(f"{name}(): {cli}= and {target}= are the same option; pass one of them")
+            kw[target] = kw.pop(cli)
+    for cli, (param, factor) in UNITS.items():
+        if cli in kw and cli not in takes and param in takes:
+            value = kw.pop(cli)
+            kw[param] = None if value is None else int(round(value * factor))
+    step_kw = {STEP_FLAGS[k]: kw.pop(k) for k in list(kw) if k in STEP_FLAGS and k not in takes}
+    ag_kw = {AG_FLAGS[k]: kw.pop(k) for k in list(kw) if k in AG_FLAGS and k not in takes}
+    group_kw = {}
+    for param, cls in plan.groups:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        group_kw[param] = {k: kw.pop(k) for k in list(kw) if k in fields and k not in takes}
+    unknown = [k for k in kw if k not in takes]
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
+    args = _positional(plan, args, kw)
+    try:
+        bound = plan.sig.bind_partial(*args, **kw)
+    except TypeError as exc:
+        raise TypeError(f"{name}(): {exc}") from None
+    given = bound.arguments
+    for k in plan.traces:
+        if k in given:
+            given[k] = _trace(name, k, given[k], reading)
+    for k in plan.anns:
+        if given.get(k) is not None:
+            given[k] = _annotation(name, k, given[k])
+    for k in plan.logs:
+        if isinstance(given.get(k), (str, os.PathLike)):
+            from ...ingest.sglang_log import read_log
+
+            given[k] = read_log(given[k], patterns=reading.get("patterns") or ())
+    if "cache" in takes and "cache" not in given and reading.get("no_cache"):
+        given["cache"] = False
+    for param, values in group_kw.items():
+        if values:
+            base = given.get(param, takes[param].default)
+            given[param] = dataclasses.replace(base, **values)
+    ann = given.get(plan.ann) if plan.ann else steps_ann
+    if "steps" in takes and given.get("steps") is None and (step_kw or ann is not None):
+        if step_kw.get("min_step_ns") is not None:
+            step_kw["min_step_ns"] = int(round(step_kw["min_step_ns"] * 1_000_000))
+        from .model import step_options
+
+        given["steps"] = step_options(ann, **step_kw)
+    elif step_kw:
+        flags = ", ".join(f"{k}=" for k in step_kw)
+        if "steps" in takes:
+            raise TypeError(f"{name}(): steps= and {flags} are the same options; pass one of them")
+        raise TypeError(f"{name}() finds no steps: it takes no {flags}")
     if ag_kw:
-        target = _ag_parameter(sig)
-        if target is None:
-            raise TypeError(f"{name}() got an unexpected keyword argument {next(k for k in old if k in AG_KEYWORDS)!r}")
-        if kw.get(target) is not None:
-            raise UsageError(
-                f"{name}(): {target}= and the AllGather keywords are the same options; pass {target}= only"
-            )
-        kw[target] = AllGatherOptions(
+        if plan.ag is None:
+            raise TypeError(f"{name}() takes no AllGather options ({', '.join(f'{k}=' for k in ag_kw)})")
+        if given.get(plan.ag) is not None:
+            raise TypeError(f"{name}(): {plan.ag}= and the AllGather flags are the same options; pass one of them")
+        given[plan.ag] = AllGatherOptions(
             group_size=ag_kw.get("group_size"), sizes=ag_kw.get("sizes") or (), local_copy=ag_kw.get("local_copy")
         )
-    return kw
+    return bound.args, bound.kwargs
 
 
-def _ag_parameter(sig: inspect.Signature) -> str | None:
-    """Where a function takes its AllGatherOptions: ``ag=``, or ``allgather=`` where ``ag=`` is the other option of
-    that name (which copies count as AllGather: wall, export, annotate)."""
-    if "ag" in sig.parameters and sig.parameters["ag"].default is None:
-        return "ag"
-    return "allgather" if "allgather" in sig.parameters else None
+def _positional(plan: _Plan, args: tuple, kw: dict) -> tuple:
+    """An annotation given by keyword frees its positional place: ``export(trace, "out_dir", annotation="k3")``
+    binds "out_dir" to the parameter after ``ann``."""
+    ps = list(plan.sig.parameters)
+    if not plan.anns or "ann" not in kw or not args:
+        return args
+    at = ps.index("ann")
+    if len(args) <= at:
+        return args
+    rest = [p for p in ps if p != "ann"]
+    for p, value in zip(rest[at : len(args)], args[at:]):
+        if p in kw:
+            raise TypeError(f"got multiple values for argument {p!r}")
+        kw[p] = value
+    return args[:at]
+
+
+def _trace(name: str, param: str, value, reading: dict):
+    """A path loaded as the CLI loads it (cached unless no_cache), a Trace as it is, a pair for a pair."""
+    from ...trace import Trace
+
+    if value is None or isinstance(value, Trace):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        from ...ingest import load
+
+        return load(value, cache=not reading.get("no_cache"), cache_dir=reading.get("cache_dir"))
+    if isinstance(value, (tuple, list)):
+        return tuple(_trace(name, param, v, reading) for v in value)
+    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {type(value).__name__}")
+
+
+def _annotation(name: str, param: str, value):
+    from ...annotation.spec import Annotation
+
+    if isinstance(value, Annotation):
+        return value
+    if isinstance(value, (str, os.PathLike)):
+        return as_annotation(value, name=param)
+    raise ArgumentTypeError(f"{param} must be {TAKES_ANNOTATION}, not {type(value).__name__}")

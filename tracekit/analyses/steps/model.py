@@ -54,6 +54,32 @@ class StepOptions:
     steps_file: str | None = None  # a user dialect file, tried before the shipped dialects
     strict: bool = True  # False: the name came from an annotation, and the dialects are tried when it is absent
 
+    def as_params(self) -> dict:
+        """The ``params`` entries of a result that say how the steps were found (the same in every command)."""
+        return {
+            "step_name": self.name,
+            "min_step_ns": self.min_step_ns,
+            "phase": self.phase,
+            "step_source": self.source,
+            "steps_file": self.steps_file,
+        }
+
+    @staticmethod
+    def given_params(steps: "StepOptions | None", ann=None) -> dict:
+        """The step options as the user gave them, the ``params`` of a sweep: None where the annotation's (or the
+        default) applies — no step name of its own (``strict``), the annotation's floor — and every field None when
+        ``steps`` is None."""
+        if steps is None:
+            return {"step_name": None, "min_step_ns": None, "phase": None, "step_source": None, "steps_file": None}
+        floor = step_options(ann).min_step_ns
+        return {
+            "step_name": steps.name if steps.strict else None,
+            "min_step_ns": None if steps.min_step_ns == floor else steps.min_step_ns,
+            "phase": steps.phase,
+            "step_source": steps.source,
+            "steps_file": steps.steps_file,
+        }
+
 
 def step_options(
     ann=None,

@@ -14,8 +14,9 @@ far less than its siblings, is an empty marker, not a step. No marker at all: on
 whole GPU span, with a warning. Each step is checked (``health``) and a step set says whether its numbers
 can be trusted.
 
-Every command resolves its options once (:func:`step_options`) and calls :func:`find_steps`, which
-computes the steps once per (trace, options) and caches them on the trace.
+Every command resolves its options once (:func:`step_options`) and calls :func:`find_steps` once, which computes
+the steps once per (trace, options) and caches them on the trace; a report passes the Steps it found to each part.
+:func:`annotated_steps` runs the block engine (:func:`tracekit.annotation.annotate`) over those steps.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...result import Result, trace_input
+from ...annotation import Annotation, annotate, required_annotation
+from ...annotation.blocks import AnnotatedEvents
+from ...errors import UsageError
+from ...result import Result, merge_warnings, trace_input
 from ...trace import Trace
-from .finder import compute_steps
 from .keywords import options_as_objects
+from .finder import scan
 from .model import (
     DEFAULT_MIN_STEP_NS,
     HEALTH_COLUMNS,
@@ -43,7 +47,6 @@ from .model import (
     step_options,
     step_rules,
 )
-from ...errors import UsageError
 
 __all__ = [
     "DEFAULT_MIN_STEP_NS",
@@ -57,58 +60,54 @@ __all__ = [
     "StepOptions",
     "StepRules",
     "Steps",
-    "compute_steps",
+    "annotated",
+    "annotated_steps",
     "find_steps",
-    "get_steps",
     "median_ns",
     "median_step",
-    "merge_warnings",
     "step_options",
-    "step_params",
     "step_rules",
-    "steps_result",
+    "step_windows",
 ]
 
 
-def find_steps(
-    trace: Trace, options: StepOptions | None = None, *, step_name: str | None = None, min_step_ns: int | None = None
-) -> Steps:
-    """The steps of a trace under these options, computed once per (trace, options)."""
-    if options is None:
-        options = step_options(step_name=step_name, min_step_ns=min_step_ns)
-    key = ("steps", options)
+@options_as_objects
+def find_steps(trace: Trace, steps=None, *, ann=None) -> Steps:
+    """The steps of a trace, found once per (trace, options) and cached on the trace. ``steps``: Steps (returned as
+    given), StepOptions, a table with start_ns and end_ns (:meth:`Steps.from_table`), or None: the options of
+    ``ann`` (an Annotation, a name or a path; :func:`step_options`), else the defaults."""
+    if isinstance(steps, Steps):
+        return steps
+    if isinstance(steps, pd.DataFrame):
+        return Steps.from_table(steps)
+    if steps is None:
+        steps = step_options(ann)
+    elif not isinstance(steps, StepOptions):
+        raise UsageError(f"steps= takes Steps, StepOptions or a table, not {type(steps).__name__}")
+    key = ("steps", steps)
     cached = trace.derived.get(key)
     if cached is None:
-        cached = trace.derived[key] = compute_steps(trace, options)
+        cached = trace.derived[key] = scan(trace, steps)
     return cached
 
 
-def get_steps(
-    trace: Trace,
-    steps=None,
-    *,
-    ann=None,
-    step_name: str | None = None,
-    min_step_ns: int | None = None,
-    phase: str | None = None,
-    source: str | None = None,
-    steps_file=None,
-) -> Steps:
-    """What an analysis calls: ``steps`` as given (Steps, StepOptions or a table), else resolved from the rest."""
-    if isinstance(steps, Steps):
-        return steps
-    if isinstance(steps, StepOptions):
-        return find_steps(trace, steps)
-    if isinstance(steps, pd.DataFrame):
-        return Steps.from_table(steps)
-    if steps is not None:
-        raise UsageError(f"steps= takes Steps, StepOptions or a table, not {type(steps).__name__}")
-    return find_steps(
-        trace,
-        step_options(
-            ann, step_name=step_name, min_step_ns=min_step_ns, phase=phase, source=source, steps_file=steps_file
-        ),
-    )
+def annotated_steps(
+    trace: Trace, ann: Annotation | str, *, steps=None, what: str = "blocks", keep: bool = True
+) -> tuple[Steps, AnnotatedEvents]:
+    """The steps (``steps``: as :func:`find_steps` takes them; None: the annotation's step options), then the events
+    with the annotation's block columns. ``ann``: an Annotation, or a name or path
+    (:func:`tracekit.annotation.as_annotation`). ``keep``: keep the block columns on the trace for the next caller
+    (:func:`tracekit.annotation.annotate`)."""
+    ann = required_annotation(ann, what)
+    st = find_steps(trace, steps, ann=ann)
+    a = annotate(trace, ann, st.table, keep=keep)
+    a.warnings[:0] = [w for w in st.warnings if w not in a.warnings]
+    return st, a
+
+
+def annotated(trace: Trace, ann: Annotation | str, *, steps=None) -> AnnotatedEvents:
+    """The events with the block columns (see :func:`annotated_steps`)."""
+    return annotated_steps(trace, ann, steps=steps, what="annotated")[1]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -117,10 +116,10 @@ def get_steps(
 
 
 @options_as_objects
-def steps_result(trace: Trace, ann=None, *, steps=None) -> Result:
+def step_windows(trace: Trace, ann=None, *, steps=None) -> Result:
     """`tracekit steps`: every step window with its phase and health, and the median wall. ``ann`` (a name, a
     path or an Annotation) gives the step options when ``steps`` (StepOptions, Steps or a table) is None."""
-    st = get_steps(trace, steps, ann=ann)
+    st = find_steps(trace, steps, ann=ann)
     durs = st.table["dur_ns"].to_numpy()
     summary = {
         "marker": st.marker,
@@ -147,7 +146,7 @@ def steps_result(trace: Trace, ann=None, *, steps=None) -> Result:
     return Result(
         command="steps",
         inputs=[trace_input(trace)],
-        params=step_params(st),
+        params=st.options.as_params(),
         summary=summary,
         tables={"steps": st.table, "health": st.health},
         warnings=warnings,
@@ -165,25 +164,3 @@ def median_step(steps) -> int | None:
         ["dur", "step"], kind="stable"
     )
     return int(order["step"].iloc[(len(order) - 1) // 2])
-
-
-def step_params(st: Steps) -> dict:
-    """The ``params`` entries that say how the steps were found (the same in every command)."""
-    o = st.options
-    return {
-        "step_name": o.name,
-        "min_step_ns": o.min_step_ns,
-        "phase": o.phase,
-        "step_source": o.source,
-        "steps_file": o.steps_file,
-    }
-
-
-def merge_warnings(*groups) -> list[str]:
-    """Warnings of several parts, each once, in order."""
-    out: list[str] = []
-    for g in groups:
-        for w in g:
-            if w not in out:
-                out.append(w)
-    return out

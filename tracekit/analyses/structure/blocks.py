@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 
 from ...annotation import Annotation, as_annotation, required_annotation
-from ...annotation.blocks import Annotated
+from ...annotation.blocks import AnnotatedEvents
 from ...errors import MissingDataError
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..aliases import one_of
 from ..select import select as select_events
-from ..steps.annotated import annotated, annotated_steps  # noqa: F401
+from ..steps.resolve import annotated, annotated_steps  # noqa: F401
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import Steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import Steps, median_ns
+from ...result import merge_warnings
 
 
 @options_as_objects
@@ -58,7 +58,7 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=N
     return Result(
         command="blocks",
         inputs=[trace_input(trace)],
-        params={"annotation": ann.ref, **step_params(st)},
+        params={"annotation": ann.ref, **st.options.as_params()},
         summary=summary,
         tables={
             "per_step_type": per_step_type[["step", "block_type", "blocks", "kernel_ns", "kernels"]],
@@ -70,7 +70,7 @@ def block_stats(trace: Trace, ann: Annotation | str, *, steps=None, categories=N
     )
 
 
-def _one_step(trace: Trace, a: Annotated, st: Steps, categories=None) -> pd.DataFrame:
+def _one_step(trace: Trace, a: AnnotatedEvents, st: Steps, categories=None) -> pd.DataFrame:
     """Every ns of each step charged to one kernel category, one block type and one op tag (docs/layers.md)."""
     from ..categories import trace_categories
     from ..time.onestep import one_step_tables
@@ -107,16 +107,15 @@ def kernel_selection_stats(
     select: str | None = None,
     overlap_with: str | None = None,
     by: str = "name",
-    select_expr: str | None = None,
     steps=None,
     categories=None,
 ) -> Result:
     """`tracekit stats` (A4): count, total, mean, median, p90 of the selected events by name or tag; with
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not.
-    ``select`` is the CLI's ``--select`` (default ``kind:kernel``; ``select_expr`` is its older name); ``ann``
+    ``select`` is the CLI's ``--select`` (default ``kind:kernel``); ``ann``
     (a name, a path or an Annotation) adds the block and tag columns, over ``steps`` (StepOptions, Steps or a
     table; None: the annotation's)."""
-    select_expr = one_of(select, select_expr, "select", "select_expr") or "kind:kernel"
+    select_expr = select or "kind:kernel"
     ann = as_annotation(ann)
     ev = trace.events
     warnings = list(trace.report.warnings)

@@ -37,8 +37,10 @@ from ...errors import TracekitError, UsageError
 from ...events import kinds_mask
 from ...result import Result, trace_input
 from ...trace import Trace
-from ..steps.annotated import annotated_steps
-from ..steps.resolve import Steps, get_steps, merge_warnings, step_params
+from ..steps.resolve import annotated_steps
+from ..steps.resolve import Steps, find_steps
+from ...result import merge_warnings
+from ..steps.keywords import options_as_objects
 
 RULES_FILE = "tracekit/data/fit.json"
 PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "hardware", "framework")
@@ -396,7 +398,7 @@ def _cannot_fit(trace: Trace, ann: Annotation, steps, row: dict, auto) -> str:
     if ann.blocks is None:
         return ""
     try:
-        st = get_steps(trace, steps, ann=ann)  # what the engine would use (found once per options)
+        st = find_steps(trace, steps, ann=ann)  # what the engine would use (found once per options)
         if not len(st.table):
             return ""
         top = _ceiling(trace, ann, st, row, auto)
@@ -422,7 +424,7 @@ def _score(parts: dict) -> float:
 def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False) -> tuple[pd.DataFrame, Steps]:
     """``only_fitting``: run the engine only on annotations that could fit (:func:`_cannot_fit`); the others score 0
     with the reason. The top annotation, when it fits, is the same."""
-    base = get_steps(trace, steps)
+    base = find_steps(trace, steps)
     auto = _auto_layers(trace, base, layers)
     vendor = trace_vendor(trace)
     framework = trace_framework(base)
@@ -472,6 +474,7 @@ def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False
     return df[FIT_COLUMNS], base
 
 
+@options_as_objects
 def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, layers=None) -> Result:
     """`tracekit annotations [TRACE]`: the shipped annotations (or ``annotations``: names, paths or Annotations) and
     what each covers; with a trace, how well each fits it, ranked (module docstring; docs/annotation-fit.md).
@@ -505,7 +508,7 @@ def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, 
     return Result(
         command="annotations",
         inputs=[trace_input(trace)],
-        params={"annotations": _names(annotations), **(step_params(base) if steps is not None else {})},
+        params={"annotations": _names(annotations), **(base.options.as_params() if steps is not None else {})},
         summary={
             "best": best,
             "best_score": float(top["score"]) if top is not None else None,

@@ -41,7 +41,7 @@ from ...trace import Trace
 from ..categories import resolve_categories, trace_categories
 from .layers import BETWEEN, HEAD, TAIL, LayerFinding, find_layers
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import merge_warnings, step_params
+from ...result import merge_warnings
 
 MAX_ROUNDS = 3
 HEAD_TYPE, TAIL_TYPE, BETWEEN_TYPE = HEAD, TAIL, BETWEEN
@@ -440,7 +440,7 @@ def suggest(
     res = Result(
         command="suggest",
         inputs=[trace_input(trace)],
-        params={**step_params(st), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
+        params={**st.options.as_params(), "name": ann["name"], "categories": list(cr.sources[:-1]) or None},
         summary=summary,
         tables={"check": check, "types": types_table, "inferred": _inferred(ann, type_rules, position, op_tags, ag)},
         warnings=merge_warnings(trace.report.warnings, warnings),

@@ -17,7 +17,8 @@ from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import get_steps, median_ns, merge_warnings, step_params
+from ..steps.resolve import find_steps, median_ns
+from ...result import merge_warnings
 
 AG_CHOICES = ("ptop", "ptop+local")
 
@@ -37,7 +38,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     """`tracekit wall`: per-step busy / only-AllGather / idle, summing exactly to the wall. ``ag``: which copies
     count as AllGather (``ptop`` or ``ptop+local``); ``steps``: StepOptions, Steps or a table."""
     ev = trace.events
-    steps = get_steps(trace, steps)
+    steps = find_steps(trace, steps)
     gpu_mask = kinds_mask(ev, schema.GPU_ACTIVITY_KINDS)
     ag_mask = ag_copy_mask(ev, ag) & gpu_mask
     s, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
@@ -77,7 +78,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     return Result(
         command="wall",
         inputs=[trace_input(trace)],
-        params={"ag": ag, **step_params(steps)},
+        params={"ag": ag, **steps.options.as_params()},
         summary=summary,
         tables={"per_step": per_step},
         warnings=warnings,
@@ -144,6 +145,7 @@ def _temporal_window(trace: Trace, gpu: pd.DataFrame) -> dict:
     }
 
 
+@options_as_objects
 def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     """`tracekit temporal`: span, busy, idle, compute, communication and memory time of the whole trace."""
     from ...errors import MissingDataError

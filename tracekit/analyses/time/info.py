@@ -10,6 +10,7 @@ from ...events import gpu_mask, kinds_mask
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..steps.keywords import options_as_objects
 
 
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
@@ -56,6 +57,7 @@ def _span_and_busy(ev: pd.DataFrame, gpu: np.ndarray) -> tuple[int, int, int, in
     return first, last, last - first, intervals.total(intervals.normalize(s, e))
 
 
+@options_as_objects
 def trace_info(trace: Trace) -> Result:
     """Counts by kind, category, stream, copy kind and communication class, plus ingest losses."""
     ev = trace.events

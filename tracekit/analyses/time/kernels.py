@@ -11,6 +11,7 @@ from ...regexes import bounded
 from ...result import Result, trace_input
 from ...trace import Trace
 from .info import gpu_span_and_busy
+from ..steps.keywords import options_as_objects
 
 KERNEL_COLUMNS = [
     "name",
@@ -26,6 +27,7 @@ KERNEL_COLUMNS = [
 BY_CHOICES = ("name", "category", "family")
 
 
+@options_as_objects
 def kernel_stats(
     trace: Trace, *, match: str | None = None, top: int | None = None, by: str = "name", categories=None
 ) -> Result:

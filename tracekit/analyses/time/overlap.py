@@ -11,7 +11,8 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..select import select
 from ..steps.keywords import options_as_objects
-from ..steps.resolve import get_steps, merge_warnings, step_params
+from ..steps.resolve import find_steps
+from ...result import merge_warnings
 
 OVERLAP_KEYS = ["a_ns", "b_ns", "a_and_b_ns", "a_minus_b_ns", "a_hidden_pct"]
 
@@ -48,9 +49,9 @@ def overlap(trace: Trace, *, a: str, b: str, steps=None, per_step: bool = True) 
     warnings = list(trace.report.warnings)
     params = {"a": a, "b": b}
     if per_step:
-        st = get_steps(trace, steps)
+        st = find_steps(trace, steps)
         warnings = merge_warnings(warnings, st.warnings)
-        params.update(step_params(st))
+        params.update(st.options.as_params())
         per = _measures(set_a, set_b, st.starts, st.ends)
         df = pd.DataFrame({"step": st.table["step"].to_numpy(), "start_ns": st.starts, **per})
         with np.errstate(invalid="ignore", divide="ignore"):

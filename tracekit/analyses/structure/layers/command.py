@@ -14,7 +14,8 @@ from ....result import Result, trace_input
 from ....trace import Trace
 from ...categories import resolve_categories, trace_categories
 from ...steps.keywords import options_as_objects
-from ...steps.resolve import median_ns, median_step, merge_warnings, step_params
+from ....result import merge_warnings
+from ...steps.resolve import median_ns, median_step
 from ...time.onestep import one_step_tables
 from .finding import find_layers, no_stack_message
 from .windows import BETWEEN, HEAD, TAIL, layer_windows_by_event
@@ -91,7 +92,7 @@ def layers(trace: Trace, *, steps=None, categories=None, missing_ok: bool = Fals
     return Result(
         command="layers",
         inputs=[trace_input(trace)],
-        params={**step_params(st), "categories": list(cr.sources[:-1]) or None},
+        params={**st.options.as_params(), "categories": list(cr.sources[:-1]) or None},
         summary=summary,
         tables={"layers": lay, "layer_types": per_type, "one_step": one, "windows": win.drop(columns=["first_kernel"])},
         warnings=warnings,

@@ -16,7 +16,7 @@ import pandas as pd
 from ....trace import Trace
 from ...categories import resolve_categories
 from ...steps.keywords import options_as_objects
-from ...steps.resolve import Steps, get_steps
+from ...steps.resolve import Steps, find_steps
 from .boundary import choose_boundary, structure_check
 from .sequences import read_context
 from .windows import step_windows
@@ -55,7 +55,7 @@ def no_stack_message(trace: Trace, main: tuple[int, int]) -> str:
 def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, int] | None = None) -> LayerFinding:
     """The automatic layers of every step (see the package docstring; ``steps``: StepOptions, Steps or a table);
     raises MissingDataError without kernels."""
-    st = get_steps(trace, steps)
+    st = find_steps(trace, steps)
     ev = trace.events
     if main is None:
         main = auto_main_stream(trace)
