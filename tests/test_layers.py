@@ -9,45 +9,12 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "tracekit"
-# layer rank: a module may import only from its own rank or lower ones
-RANKS = {
-    "errors": 0,
-    "_version": 0,
-    "events": 1,
-    "names": 1,
-    "regexes": 1,
-    "schema": 1,
-    "intervals": 1,
-    "gpu_specs": 1,
-    "result": 1,
-    "trace": 1,
-    "data": 1,
-    "ingest": 2,
-    # the cache (trace and result entries, their keys, `cache info|clear`, the temporary files every writer uses)
-    # sits beside ingest, which loads through it: it imports the core alone (rank 0-1), never ingest (checked
-    # below), so imports point one way. The CLI's reuse key needs no higher rank: it keys the option objects and
-    # the annotation it is given (no import of annotation/), and the CLI passes --device in; what reads the CLI's
-    # state (the trace as given, --verbose, the timing) stays in cli/reuse.py.
-    "cache": 2,
-    "annotation": 3,
-    "analyses": 4,
-    "render": 5,
-    "exporters": 5,
-    "fan_out": 5,
-    "cli": 6,
-    "__init__": 6,
-    "__main__": 6,
-    "registry": 6,
-}
-# the one upward import allowed, each with its reason: (importing file, imported module) -> why
+PYPROJECT = PKG.parent / "pyproject.toml"
+# upward imports by module name given to import_module as a string (lint-imports cannot see them), each with its
+# reason: (importing file, imported module) -> why. Upward import statements are ignore_imports of the contracts.
 UPWARD_ALLOWED = {
     ("result.py", "render.html.page"): "a Result's notebook display (_repr_html_) is drawn by the HTML page's"
     " notebook renderer, imported only when a notebook shows one",
-    ("result.py", "render.formats"): "Result.save writes a file as the CLI's -o does, with the renderer of its"
-    " format (which owns that format's file writing), imported only when a result is saved",
-    ("render/html/command.py", "cli"): "the page's 'how these numbers were obtained' command is spelled with the"
-    " CLI's own options (its click command), imported only when a page is drawn,"
-    " so that the printed command is one the CLI accepts",
 }
 MODEL_STRINGS = [
     "memcpy128",
@@ -71,6 +38,29 @@ MODEL_STRINGS = [
 def _layer(path: Path) -> str:
     rel = path.relative_to(PKG).parts
     return rel[0].removesuffix(".py")
+
+
+def _contracts() -> list[dict]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def test_the_import_contracts_hold():
+    """The layers and the rooms of analyses/ (pyproject.toml's [tool.importlinter] contracts): lint-imports, the
+    tool, checks every import statement, function-level ones included."""
+    import subprocess
+    import sys
+    from pathlib import Path as P
+
+    exe = P(sys.executable).with_name("lint-imports")
+    run = subprocess.run([str(exe)], cwd=PKG.parent, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _ranks() -> dict[str, int]:
+    """Each top-level module or package of tracekit -> its layer (0 the lowest), from the layers contract."""
+    layers = next(c for c in _contracts() if c.get("containers") == ["tracekit"])["layers"]
+    return {m.strip(): len(layers) - i for i, layer in enumerate(layers) for m in re.split(r"[:|]", layer)}
 
 
 def _import_module_target(node: ast.AST, path: Path, pkg: Path) -> tuple[str, ...] | None:
@@ -102,73 +92,33 @@ def _import_module_target(node: ast.AST, path: Path, pkg: Path) -> tuple[str, ..
     return tuple(base + [p for p in name[level:].split(".") if p])
 
 
-def _targets(path: Path, pkg: Path = PKG) -> set[tuple[str, ...]]:
-    """The tracekit modules a file imports, as path parts under the package (``()`` is the package root): its
-    import statements and its ``import_module`` calls with a constant name."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        target = _import_module_target(node, path, pkg)
-        if target is not None:
-            out.add(target)
-        elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            base = list(path.relative_to(pkg).parts[:-1])
-            base = base[: len(base) - (node.level - 1)]
-            mod = base + (node.module.split(".") if node.module else [])
-            for a in node.names:  # `from .. import x`: x is a module or subpackage, or a name of the package
-                sub = [*mod, a.name]
-                is_mod = pkg.joinpath(*sub).with_suffix(".py").exists() or pkg.joinpath(*sub).is_dir()
-                out.add(tuple(sub) if is_mod else tuple(mod))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tracekit":
-            out.add(tuple(node.module.split(".")[1:]))
-    return out
-
-
-def _imports(path: Path, pkg: Path = PKG, allowed: dict = UPWARD_ALLOWED) -> set[str]:
-    """The layers a file imports (less its allowed upward imports); the package root itself is layer ``__init__``."""
-    rel = path.relative_to(pkg).as_posix()
-    return {
-        t[0].removesuffix(".py") if t else "__init__" for t in _targets(path, pkg) if (rel, ".".join(t)) not in allowed
-    }
-
-
-def _violations(pkg: Path, allowed: dict = UPWARD_ALLOWED) -> list[str]:
-    bad = []
-    for path in pkg.rglob("*.py"):
-        me = path.relative_to(pkg).parts[0].removesuffix(".py")
-        if me not in RANKS:
-            continue
-        for dep in _imports(path, pkg, allowed):
-            if dep in RANKS and RANKS[dep] > RANKS[me]:
-                bad.append(f"{path.relative_to(pkg)} imports {dep}")
-    return bad
-
-
-def test_imports_point_one_way():
-    bad = _violations(PKG)
-    assert not bad, bad
-
-
-def test_the_cache_imports_the_core_alone():
-    """cache/ and ingest/ share a rank; ingest loads through the cache, so the cache never imports ingest."""
-    bad = [
-        f"{p.relative_to(PKG)} imports {dep}"
-        for p in (PKG / "cache").rglob("*.py")
-        for dep in _imports(p)
-        if dep in RANKS and dep != "cache" and RANKS[dep] >= RANKS["cache"]
+def _import_module_strings(pkg: Path = PKG) -> list[tuple[Path, tuple[str, ...]]]:
+    return [
+        (path, target)
+        for path in pkg.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (target := _import_module_target(node, path, pkg)) is not None
     ]
-    assert not bad, bad
 
 
-def test_every_allowed_upward_import_is_still_made():
-    """An allowance whose import is gone is removed, so that the list says only what is true."""
-    made = {(f, m) for f, m in UPWARD_ALLOWED if tuple(m.split(".")) in _targets(PKG / f)}
-    assert made == set(UPWARD_ALLOWED)
-    unallowed = _violations(PKG, allowed={})
-    assert all(f"{f} imports {m.split('.')[0]}" in unallowed for f, m in UPWARD_ALLOWED), unallowed
+def _string_violations(pkg: Path, ranks: dict[str, int], allowed: dict) -> list[str]:
+    bad = []
+    for path, target in _import_module_strings(pkg):
+        me, dep = path.relative_to(pkg).parts[0].removesuffix(".py"), target[0].removesuffix(".py") if target else ""
+        rel = path.relative_to(pkg).as_posix()
+        if me in ranks and ranks.get(dep, 0) > ranks[me] and (rel, ".".join(target)) not in allowed:
+            bad.append(f"{rel} imports {dep}")
+    return sorted(bad)
 
 
-def test_the_layer_check_reads_import_module_strings(tmp_path):
-    """A module name in an ``import_module`` string is an import like any other: planted upward ones are caught."""
+def test_import_module_strings_point_one_way_too():
+    """A module name in an ``import_module`` string is an import like any other (lint-imports does not read them)."""
+    assert _string_violations(PKG, _ranks(), UPWARD_ALLOWED) == []
+    made = {(p.relative_to(PKG).as_posix(), ".".join(t)) for p, t in _import_module_strings()}
+    assert set(UPWARD_ALLOWED) <= made  # an allowance whose import is gone is removed
+
+
+def test_the_string_check_catches_planted_upward_imports(tmp_path):
     pkg = tmp_path / "tracekit"
     (pkg / "analyses").mkdir(parents=True)
     (pkg / "render").mkdir()
@@ -181,35 +131,27 @@ def test_the_layer_check_reads_import_module_strings(tmp_path):
     (pkg / "analyses" / "__init__.py").write_text(
         "from importlib import import_module\nimport_module('..render', __name__)\n"
     )
-    assert sorted(_violations(pkg, allowed={})) == [
+    ranks = {"schema": 1, "analyses": 4, "render": 5}
+    assert _string_violations(pkg, ranks, {}) == [
         "analyses/__init__.py imports render",
         "analyses/absolute.py imports render",
     ]
 
 
-def test_the_layer_check_sees_relative_imports_of_the_package_root(tmp_path):
-    """`from .. import __version__` in an analysis reaches up to the package root (the top layer)."""
-    pkg = tmp_path / "tracekit"
-    (pkg / "analyses").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("__version__ = '0'\n")
-    (pkg / "schema.py").write_text("")
-    (pkg / "analyses" / "__init__.py").write_text("")
-    (pkg / "analyses" / "fine.py").write_text("from .. import schema\nfrom ..schema import x\n")
-    (pkg / "analyses" / "planted.py").write_text("from .. import __version__\n")
-    assert _violations(pkg) == ["analyses/planted.py imports __init__"]
-
-
 def test_no_two_modules_import_each_other():
-    mods = {p.relative_to(PKG).with_suffix("").parts: p for p in PKG.rglob("*.py")}
-    allowed = {(tuple(Path(f).with_suffix("").parts), tuple(m.split("."))) for f, m in UPWARD_ALLOWED}
-    edges = {m: {t for t in _targets(p) if t in mods and t != m and (m, t) not in allowed} for m, p in mods.items()}
+    import grimp
+
+    graph = grimp.build_graph("tracekit")
+    contract = next(c for c in _contracts() if c.get("containers") == ["tracekit"])
+    allowed = {tuple(sorted(i.split("#")[0].replace(" ", "").split("->"))) for i in contract["ignore_imports"]}
     pairs = sorted(
         {
-            tuple(sorted((".".join(a), ".".join(b))))
-            for a, deps in edges.items()
-            for b in deps
-            if a in edges.get(b, set())
+            tuple(sorted((m, d)))
+            for m in graph.modules
+            for d in graph.find_modules_directly_imported_by(m)
+            if m in graph.find_modules_directly_imported_by(d)
         }
+        - allowed
     )
     assert not pairs, pairs
 
@@ -264,68 +206,6 @@ def test_no_import_of_packages_we_do_not_depend_on():
                 if top not in stdlib and top not in declared and top not in optional and top != "tracekit":
                     bad.append(f"{path.relative_to(PKG)}: {m}")
     assert not bad, bad
-
-
-# Rooms of tracekit/analyses by theme (docs/architecture.md): a room imports the core modules (the files directly in
-# analyses/), its own modules and rooms of a lower rank, never a room of its own rank or above. Rooms of one rank are
-# siblings: they never import each other.
-ROOM_RANKS = {
-    "steps": 1,
-    "time": 2,
-    "comm": 2,
-    "memory": 2,
-    "structure": 3,
-    "hardware": 3,
-    "fleet": 4,
-    "findings": 5,
-    "report": 6,
-}
-
-
-def _room_violations(pkg: Path) -> list[str]:
-    an = pkg / "analyses"
-    rooms = {p.name for p in an.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    bad = [f"analyses/{r}/ is a room without a rank" for r in sorted(rooms - set(ROOM_RANKS))]
-    for path in an.rglob("*.py"):
-        rel = path.relative_to(an).parts
-        if rel == ("__init__.py",):
-            continue  # the analyses package's own exports
-        mine = rel[0] if len(rel) > 1 else None  # None: a core module
-        for t in _targets(path, pkg):
-            if len(t) < 2 or t[0] != "analyses" or t[1].removesuffix(".py") not in rooms:
-                continue
-            other = t[1]
-            if other == mine:
-                continue
-            if mine is None:
-                bad.append(f"core module analyses/{rel[0]} imports the room {other}")
-            elif ROOM_RANKS.get(other, 99) >= ROOM_RANKS.get(mine, 0):
-                bad.append(f"analyses/{'/'.join(rel)} ({mine}) imports the room {other}")
-    return sorted(set(bad))
-
-
-def test_rooms_import_only_lower_rooms_and_the_core():
-    assert _room_violations(PKG) == []
-
-
-def test_the_room_check_catches_siblings_upward_rooms_and_core_imports(tmp_path):
-    pkg = tmp_path / "tracekit"
-    for room in ("time", "comm", "findings"):
-        (pkg / "analyses" / room).mkdir(parents=True)
-        (pkg / "analyses" / room / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "analyses" / "__init__.py").write_text("from .time import a\n")
-    (pkg / "analyses" / "core.py").write_text("from .comm import b\n")
-    (pkg / "analyses" / "time" / "a.py").write_text("from ..comm import b\nfrom .. import core\n")
-    (pkg / "analyses" / "comm" / "b.py").write_text(
-        "from importlib import import_module\nimport_module('tracekit.analyses.findings.c')\n"
-    )
-    (pkg / "analyses" / "findings" / "c.py").write_text("from ..time.a import x\nfrom ..comm import b\n")
-    assert _room_violations(pkg) == [
-        "analyses/comm/b.py (comm) imports the room findings",
-        "analyses/time/a.py (time) imports the room comm",
-        "core module analyses/core.py imports the room comm",
-    ]
 
 
 def test_no_room_attribute_hides_one_of_its_modules():

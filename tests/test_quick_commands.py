@@ -40,7 +40,7 @@ def _cases(d: Path):
     return [
         ("hw", ["b200"], lambda: tracekit.hw_profiles("b200")),
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
-        ("suggest", [SAMPLE], lambda: tracekit.suggest_result(_load(SAMPLE))),
+        ("suggest", [SAMPLE], lambda: tracekit.suggested_annotation(_load(SAMPLE))),
         (
             "analyze",
             [d / "a", "-a", DEFAULT_ANNOTATION, "-j", "1"],

@@ -43,7 +43,7 @@ __all__ = [
     "load_side",
     "compare_deployments",
     "imbalance",
-    "bench_result",
+    "benchmark_table",
 ]
 
 
@@ -474,7 +474,7 @@ def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, progress
     return out
 
 
-def bench_result(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
+def benchmark_table(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
     """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
     files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
     df, warnings = bench_table(read_bench(files), accept_len=accept_len)

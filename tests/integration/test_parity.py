@@ -1,4 +1,4 @@
-"""One list of commands (tracekit/cli/registry.py): the CLI has exactly those commands, each function is public,
+"""One list of commands (tracekit/registry.py): the CLI has exactly those commands, each function is public,
 and every command gives the same JSON through the CLI as through its Python function with the same options."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _cases(d):
                 layers=None,
             ),
         ),
-        ("log", [log], lambda: tracekit.log_result(tracekit.read_log(log))),
+        ("log", [log], lambda: tracekit.log_records(tracekit.read_log(log))),
         ("ledger", [log, d["log2"]], lambda: tracekit.ledger(tracekit.read_log(log), tracekit.read_log(d["log2"]))),
         ("capacity", ["--log", log], lambda: tracekit.capacity(log=tracekit.read_log(log), dims=_dims(), context=None)),
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
@@ -167,10 +167,10 @@ def _cases(d):
             [d["dir"] / "a", d["dir"] / "b", "--dp-a", "16", "--dp-b", "2", "-j", "1"],
             lambda: tracekit.compare_deployments(d["dir"] / "a", d["dir"] / "b", dp_a=16, dp_b=2, jobs=1),
         ),
-        ("bench", [d["dir"] / "bench.csv"], lambda: tracekit.bench_result([d["dir"] / "bench.csv"])),
+        ("bench", [d["dir"] / "bench.csv"], lambda: tracekit.benchmark_table([d["dir"] / "bench.csv"])),
         ("layers", [dp16], lambda: tracekit.layers(_load(dp16))),
         ("cache info", [], lambda: tracekit.cache_info()),
-        ("suggest", [dp16], lambda: tracekit.suggest_result(_load(dp16))),
+        ("suggest", [dp16], lambda: tracekit.suggested_annotation(_load(dp16))),
         ("annotations", [dp16], lambda: tracekit.annotation_fit(_load(dp16))),
         (
             "whatif",

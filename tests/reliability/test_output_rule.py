@@ -7,7 +7,7 @@
   through to its target, never replaced.
 * An input that cannot be read is exit 3, one sentence (not the argument parser's usage error).
 
-The commands come from the registry (``tracekit/cli/registry.py``) and their parameters from the CLI itself, so a new
+The commands come from the registry (``tracekit/registry.py``) and their parameters from the CLI itself, so a new
 command is covered without a line here — except the arguments a real run needs (``RUN``), which the test asks for.
 """
 

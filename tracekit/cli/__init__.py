@@ -38,7 +38,7 @@ sys.excepthook = _startup_hook
 
 import logging  # noqa: E402
 
-from .._version import __version__  # noqa: E402
+from .._version import version_line  # noqa: E402
 from ..errors import TracekitError  # noqa: E402
 
 __all__ = ["app", "command", "run", "main", "bundled_sample", "SAMPLE_TRACE"]
@@ -66,11 +66,6 @@ def __getattr__(name: str):
 
         return getattr(common, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def version_line() -> str:
-    """What ``tracekit --version`` prints."""
-    return f"tracekit {__version__}"
 
 
 GLOBAL_FLAGS = ("--debug", "--quiet", "-q", "--verbose", "-v", "--all", "--wide")

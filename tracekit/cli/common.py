@@ -86,7 +86,7 @@ PHASE_AFTER_S = 2.0  # the "analysing …" line appears once the analysis after 
 
 def _print_version(value: bool) -> None:
     if value:
-        from . import version_line
+        from .._version import version_line
 
         typer.echo(version_line())
         raise typer.Exit(0)

@@ -198,9 +198,9 @@ def bench_cmd(
 
     Reads tracekit's own columns, sglang bench_serving and bench_one_batch_server results, and adds the estimated
     throughput."""
-    from ..fan_out import bench_result
+    from ..fan_out import benchmark_table
 
-    output.write(bench_result(files, accept_len=accept_len))
+    output.write(benchmark_table(files, accept_len=accept_len))
 
 
 @app.command(name="ranks")

@@ -56,10 +56,10 @@ def log_cmd(
     """The records tracekit recognises in an sglang launch log.
 
     Each record with its line and rank tags; also the memory lines that no pattern knows."""
-    from ..analyses.memory.launch_log import log_result
+    from ..analyses.memory.launch_log import log_records
     from ..ingest.sglang_log import read_log
 
-    output.write(log_result(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind))
+    output.write(log_records(read_log(log, patterns=patterns or ()), rank=rank, kinds=kind))
 
 
 @app.command(name="ledger")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyses.memory.capacity import ModelDims, bytes_per_token, capacity
-from tracekit.analyses.memory.launch_log import OptionError, ledger, log_result
+from tracekit.analyses.memory.launch_log import OptionError, ledger, log_records
 from tracekit.errors import DataFileError, InputError, MissingDataError
 from tracekit.ingest.sglang_fields import parse_pyargs
 from tracekit.ingest.sglang_grammar import grammar_default, load_grammar, parse_pattern_set
@@ -750,11 +750,11 @@ def test_two_logs_side_by_side():
 
 def test_log_result_records_and_filters():
     log = _log(*LAUNCH)
-    res = log_result(log, rank="TP1")
+    res = log_records(log, rank="TP1")
     df = res.tables["records"]
     assert list(df.columns) == ["line", "ranks", "kind", "fields"] and df.attrs["spread"] == "fields"
     assert df["kind"].tolist() == ["weight_begin", "weight_end"]
-    only = log_result(log, kinds=["pool_end"])
+    only = log_records(log, kinds=["pool_end"])
     assert only.tables["records"]["fields"].tolist() == [{"avail_gib": 18.5}]
     assert res.summary["complete"] and res.summary["ranks_present"] == ["TP0", "TP1", "untagged"]
 
@@ -826,7 +826,7 @@ def test_read_log_on_random_bytes_raises_only_tracekit_errors(tmp_path_factory, 
     except (InputError, MissingDataError):
         return
     ledger(log)
-    log_result(log)
+    log_records(log)
 
 
 @pytest.mark.slow
@@ -847,7 +847,7 @@ def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
         return
     res = ledger(log)
     assert res.summary["rank"] in res.summary["ranks_present"]
-    for r in (res, log_result(log)):
+    for r in (res, log_records(log)):
         json.loads(emit(r, "json"))
     try:
         capacity(log=log, context=1000)
@@ -859,7 +859,7 @@ def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
 def test_a_flood_of_unrecognised_memory_lines_is_counted_not_kept(tmp_path):
     import gzip as gz
 
-    from tracekit.analyses.memory.launch_log import log_result
+    from tracekit.analyses.memory.launch_log import log_records
     from tracekit.ingest.sglang_log import UNRECOGNISED_KEEP
 
     base = (Path(__file__).resolve().parents[3] / "fixtures" / "synthetic" / "dp16.launch.log").read_text()
@@ -873,5 +873,5 @@ def test_a_flood_of_unrecognised_memory_lines_is_counted_not_kept(tmp_path):
         assert log.unrecognised_total == n and len(log.unrecognised) == UNRECOGNISED_KEEP
         assert log.lines == base.count("\n") + n
         assert any(f"{n:,} lines mention memory" in w for w in log.warnings)
-        res = log_result(log)
+        res = log_records(log)
         assert res.summary["unrecognised"] == n and len(res.tables["unrecognised"]) == UNRECOGNISED_KEEP

@@ -26,7 +26,7 @@ from .ledger_engine import GIB, OptionError, RankLedger, completeness, frame, on
 from .ledger_rows import graph_buckets, rank_ledger
 from ..steps.keywords import options_as_objects
 
-__all__ = ["GIB", "OptionError", "records_frame", "log_result", "ledger"]
+__all__ = ["GIB", "OptionError", "records_frame", "log_records", "ledger"]
 
 
 def records_frame(records: Sequence[Record]) -> pd.DataFrame:
@@ -54,7 +54,7 @@ def _unrecognised_rows(log: SglangLog, tag: str | None = None) -> list[dict[str,
 
 
 @options_as_objects
-def log_result(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] | None = None) -> Result:
+def log_records(log: SglangLog, *, rank: str | None = None, kinds: Sequence[str] | None = None) -> Result:
     """``tracekit log``: every recognised record with its line number and rank tags, and the unrecognised
     lines that mention memory."""
     recs = log.records

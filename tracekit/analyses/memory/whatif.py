@@ -17,7 +17,7 @@ from ...result import Result
 from .capacity import capacity
 from .ledger_engine import GIB, OptionError, frame, one_launch, resolve_rank, round_gib
 from .ledger_rows import rank_ledger
-from .replay import Replay, sink_rows
+from .whatif_replay import Replay, sink_rows
 from .whatif_rules import parse_dims, parse_settings
 from ..steps.keywords import options_as_objects
 

@@ -589,6 +589,6 @@ def _suggest_summary(
 
 
 @options_as_objects
-def suggest_result(trace: Trace, *, steps=None, categories=None, name: str | None = None) -> Result:
+def suggested_annotation(trace: Trace, *, steps=None, categories=None, name: str | None = None) -> Result:
     """`tracekit suggest` as one Result (the annotation itself is what :func:`suggest` returns first)."""
     return suggest(trace, steps=steps, categories=categories, name=name)[1]
