@@ -12,8 +12,8 @@ from tests.integration.test_parity import SYN, _same, _same_docs, _takes_cache, 
 from tracekit.registry import COMMANDS
 from tracekit.result import table_rows, to_json_obj
 
-# the figure commands' functions draw tables already made (``tracekit.collect``, PlotInput), not a trace: their points
-# are checked against the CLI in test_parity.py
+# the figure commands draw a picture; their functions give its points (the bar plots, from paths: below) or the figure
+# of a table already made (timeline, ledger: test_parity.py)
 FIGURES = {"plot decomposition", "plot blocks", "plot exposure", "plot timeline", "plot ledger"}
 
 
@@ -158,3 +158,21 @@ def test_a_wrong_argument_is_one_type_error():
         tracekit.blocks(SYN / "dp16_bs4.trace.json.gz", annotation=4.5)
     with pytest.raises(TypeError):
         tracekit.wall(SYN / "dp16_bs4.trace.json.gz", nonsense=1)
+
+
+@pytest.mark.slow
+def test_the_bar_plots_take_paths_annotations_and_labels_as_the_cli_does(data, cli, tmp_path):  # noqa: F811
+    a = sorted(str(p) for p in (data["dir"] / "a").rglob("*.trace.json.gz"))
+    labels = ["A=d_bs"]
+    for kind, fn, extra in (
+        ("decomposition", tracekit.plot_decomposition, {"ag": "ptop"}),
+        ("blocks", tracekit.plot_blocks, {}),
+        ("exposure", tracekit.plot_exposure, {}),
+    ):
+        code, out, err = cli(
+            "plot", kind, *a, "-a", "k3_dp16", "--label", *labels, "-o", tmp_path / f"{kind}.png", "--format", "json"
+        )
+        assert code == 0, err
+        api = fn(a, annotation="k3_dp16", label=labels, **extra)
+        assert json.loads(out)["tables"]["points"] == json.loads(json.dumps(table_rows(api)))
+        assert set(api["deployment"]) == {"A"} and sorted(api["bs"].unique()) == [4, 8]

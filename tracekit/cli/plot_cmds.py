@@ -11,7 +11,6 @@ import typer
 if TYPE_CHECKING:
     from ..result import Result
 
-from ..errors import UsageError
 from .common import DEFAULT_ANNOTATION, AgSizeOpt, AnnotationOpt, TraceArg, ag_opts, annotation_for, app
 from .export_cmds import AgMode, AgOpt
 from .groups import App
@@ -48,57 +47,17 @@ LabelOpt = Annotated[
 TitleOpt = Annotated[Optional[str], typer.Option("--title", help="Figure title.")]
 
 
-def _usage(msg: str) -> UsageError:
-    return UsageError(msg)
-
-
-def _pairs(items: Optional[list[str]], what: str) -> list[tuple[str, str]]:
-    out = []
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip() or not value:
-            raise _usage(f"{what} {item!r} is not NAME=VALUE")
-        out.append((name.strip(), value))
-    return out
-
-
 def _plot_inputs(traces, annotations, labels, cache: CacheFlags, *, need_annotation: bool):
-    from ..annotation import load_annotation
+    from ..analyses.fleet.plot_data import plot_inputs
 
-    from ..analyses.steps.resolve import find_steps
-    from ..analyses.fleet.plot_data import PlotInput, batch_size
-
-    label_rules = _pairs(labels, "--label")
-    names = {n for n, _ in label_rules}
-    per_label: dict[str, str] = {}
-    common: Optional[str] = None
-    for a in annotations or []:
-        name, sep, ref = a.partition("=")
-        if sep and name in names:
-            per_label[name] = ref
-        elif common is None:
-            common = a
-        else:
-            raise _usage(f"-a {a!r}: give one annotation for all traces, or LABEL=ANNOTATION with a --label NAME")
-    paths = list(traces) if traces else [None]
-    inputs, warnings = [], []
-    for p in paths:
-        label = next((n for n, text in label_rules if p is not None and text in str(p)), None)
-        if label is None:
-            if label_rules:
-                raise _usage(f"{p} matches no --label; every trace needs a deployment when labels are given")
-            label = "all"
-        ref = per_label.get(label, common)
-        ann = load_annotation(ref) if ref else (load_annotation(DEFAULT_ANNOTATION) if p is None else None)
-        if ann is None and need_annotation:
-            raise _usage(f"this plot needs an annotation for {p}: pass -a ANNOTATION (or -a {label}=ANNOTATION)")
-        trace = cache.load(p)
-        steps = find_steps(trace, ann=ann).table
-        bs = batch_size(trace, steps)
-        if bs is None:
-            warnings.append(f"{trace.path}: no bs in its step markers or path (bs<N>); it is drawn under its file name")
-        inputs.append(PlotInput(trace=trace, deployment=label, bs=bs, annotation=ann))
-    return inputs, warnings
+    return plot_inputs(
+        traces or None,
+        annotations,
+        labels,
+        need_annotation=need_annotation,
+        load=cache.load,
+        default_annotation=DEFAULT_ANNOTATION,
+    )
 
 
 def _plot_result(kind: str, traces: list, points, saved: dict, params: dict, warnings: list[str], **extra) -> Result:

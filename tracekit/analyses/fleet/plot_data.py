@@ -61,6 +61,78 @@ def median_step(steps: pd.DataFrame) -> int:
     return _median_step(steps)
 
 
+def _pairs(items, what: str) -> list[tuple[str, str]]:
+    from ...errors import UsageError
+
+    out = []
+    for item in [items] if isinstance(items, str) else items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value:
+            raise UsageError(f"{what} {item!r} is not NAME=VALUE")
+        out.append((name.strip(), value))
+    return out
+
+
+def plot_inputs(
+    traces, annotation=None, label=None, *, need_annotation: bool = False, load=None, default_annotation=None
+) -> tuple[list[PlotInput], list[str]]:
+    """The traces of a per-bs plot as :class:`PlotInput` (and the warnings): ``traces`` are paths, loaded Traces or
+    PlotInputs (kept as they are); ``annotation`` one annotation (a name, path or object) for every trace, or
+    ``LABEL=ANNOTATION`` items for one deployment each; ``label`` ``NAME=TEXT`` items: traces whose path contains
+    TEXT form deployment NAME (first match wins; else every trace is deployment "all"). ``load`` loads a path
+    (default :func:`tracekit.load`); ``default_annotation`` is the one of a trace given as None (the CLI's bundled
+    sample). The batch size comes from the step markers, else from the path (``bs<N>``)."""
+    from ...errors import UsageError
+    from ...ingest import load as load_trace
+    from ..steps.resolve import find_steps
+
+    load = load or load_trace
+    label_rules = _pairs(label, "--label")
+    names = {n for n, _ in label_rules}
+    per_label: dict[str, Any] = {}
+    common = None
+    for a in [annotation] if annotation is None or not isinstance(annotation, (list, tuple)) else annotation:
+        name, sep, ref = a.partition("=") if isinstance(a, str) else ("", "", a)
+        if sep and name in names:
+            per_label[name] = ref
+        elif a is None:
+            continue
+        elif common is None:
+            common = a
+        else:
+            raise UsageError(f"-a {a!r}: give one annotation for all traces, or LABEL=ANNOTATION with a --label NAME")
+    inputs, warnings = [], []
+    for p in list(traces) if traces is not None else [None]:
+        if isinstance(p, PlotInput):
+            inputs.append(p)
+            continue
+        where = p.path if isinstance(p, Trace) else p
+        name = next((n for n, text in label_rules if where is not None and text in str(where)), None)
+        if name is None:
+            if label_rules:
+                raise UsageError(f"{where} matches no --label; every trace needs a deployment when labels are given")
+            name = "all"
+        ref = per_label.get(name, common)
+        ann = as_annotation(ref if ref is not None else (default_annotation if p is None else None), name="annotation")
+        if ann is None and need_annotation:
+            raise UsageError(f"this plot needs an annotation for {where}: pass -a ANNOTATION (or -a {name}=ANNOTATION)")
+        trace = p if isinstance(p, Trace) else load(p)
+        bs = batch_size(trace, find_steps(trace, ann=ann).table)
+        if bs is None:
+            warnings.append(f"{trace.path}: no bs in its step markers or path (bs<N>); it is drawn under its file name")
+        inputs.append(PlotInput(trace=trace, deployment=name, bs=bs, annotation=ann))
+    return inputs, warnings
+
+
+def _as_inputs(inputs, annotation, label, need_annotation: bool = False) -> list[PlotInput]:
+    """What the points functions take: PlotInputs as they are, paths and Traces made ones (:func:`plot_inputs`)."""
+    if isinstance(inputs, (str, Path, Trace, PlotInput)):
+        inputs = [inputs]
+    if all(isinstance(i, PlotInput) for i in inputs) and annotation is None and label is None:
+        return list(inputs)
+    return plot_inputs(inputs, annotation, label, need_annotation=need_annotation)[0]
+
+
 def _steps(inp: PlotInput, steps):
     """The trace's steps: ``steps`` (StepOptions, the same for every input) or its annotation's step options (found
     once per trace; see find_steps)."""
@@ -74,12 +146,13 @@ def _base_row(inp: PlotInput, step: int) -> dict[str, Any]:
 
 
 @options_as_objects
-def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", steps=None) -> pd.DataFrame:
-    """Per trace, the median step's wall split into busy / ag_only / idle (as `tracekit wall`)."""
+def decomposition_points(inputs, *, ag: str = "ptop", steps=None, annotation=None, label=None) -> pd.DataFrame:
+    """Per trace, the median step's wall split into busy / ag_only / idle (as `tracekit wall`). ``inputs``: paths,
+    Traces or :class:`PlotInput`; ``annotation``/``label`` as the CLI's ``-a``/``--label`` (:func:`plot_inputs`)."""
     from .. import decompose
 
     rows = []
-    for inp in inputs:
+    for inp in _as_inputs(inputs, annotation, label):
         res = decompose(inp.trace, ag=ag, steps=_steps(inp, steps))
         per = res.tables["per_step"].rename(columns={"wall_ns": "dur_ns"})
         r = per[per["step"] == median_step(per)].iloc[0]
@@ -96,12 +169,13 @@ def decomposition_points(inputs: list[PlotInput], *, ag: str = "ptop", steps=Non
 
 
 @options_as_objects
-def blocks_points(inputs: list[PlotInput], *, steps=None) -> pd.DataFrame:
-    """Per trace and block type, the median step's block kernel time (as `tracekit blocks`)."""
+def blocks_points(inputs, *, steps=None, annotation=None, label=None) -> pd.DataFrame:
+    """Per trace and block type, the median step's block kernel time (as `tracekit blocks`); ``inputs`` as
+    :func:`decomposition_points`' (an annotation is needed)."""
     from ...annotation import annotate
 
     rows = []
-    for inp in inputs:
+    for inp in _as_inputs(inputs, annotation, label, need_annotation=True):
         if inp.annotation is None:
             raise TracekitError(f"{inp.trace.path}: the blocks plot needs an annotation (-a ANNOTATION)")
         table = _steps(inp, steps).table
@@ -128,13 +202,15 @@ def blocks_points(inputs: list[PlotInput], *, steps=None) -> pd.DataFrame:
 
 
 @options_as_objects
-def exposure_points(inputs: list[PlotInput], *, steps=None, ag: AllGatherOptions | None = None) -> pd.DataFrame:
+def exposure_points(
+    inputs, *, steps=None, ag: AllGatherOptions | None = None, annotation=None, label=None
+) -> pd.DataFrame:
     """Per trace and AllGather type, the median step's exposed AllGather time (as `tracekit exposure`; ``ag`` over
-    each input's annotation)."""
+    each input's annotation); ``inputs`` as :func:`decomposition_points`'."""
     from ..comm.exposure import exposure
 
     rows = []
-    for inp in inputs:
+    for inp in _as_inputs(inputs, annotation, label):
         st = _steps(inp, steps)
         step = median_step(st.table)
         res = exposure(inp.trace, ag=AllGatherOptions.of(ag).with_annotation(inp.annotation), steps=st)
