@@ -2,14 +2,19 @@
 
 ``short_name`` turns ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<long>, …>(…)`` into
 ``vectorized_elementwise_kernel<FillFunctor>``, an attention kernel into its name and head dimension, a
-CUTLASS or cuBLAS GEMM into its tile (``cutlass s1688gemm<128x128_16x4_nt>``). The rules are data
+CUTLASS or cuBLAS GEMM into its tile (``cutlass s1688gemm<128x128_16x4_nt>``); on AMD a Tensile/hipBLASLt GEMM
+(``Cijk_Alik_Bljk_BBS_BH_…_MT256x32x64_MI16x16x1_…``) into ``hipBLASLt Alik_Bljk BBS_BH MT256x32x64 MI16x16x1``, a
+mangled aiter or ck_tile kernel (``_ZN5aiter24add_rmsnorm_quant_kernelI…``) into its op. The rules are data
 (``tracekit/data/kernel_names.json``). ``distinct_names`` shortens a column so that different names never read
 the same: a name whose short form collides with another's gets a longer one (its template arguments, then its whole
-name). json and csv always carry the full name; so does the terminal with ``--wide``.
+name); where that longer form is wider than ``WIDTH`` (a Tensile name is ~450 characters), the short form with the
+parts of the name that tell it from the others comes first (``… MT32x32x256 MI16x16x1 [NTA4 NEPBS16]``). json and csv
+always carry the full name; so does the terminal with ``--wide``.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from functools import lru_cache
@@ -18,13 +23,16 @@ from typing import Iterable
 
 _NAMESPACE = re.compile(r"\b[A-Za-z_]\w*::")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
+_TOKEN = re.compile(r"L[a-z]\d+|[A-Za-z0-9]+?(?=L[a-z]\d|[^A-Za-z0-9]|$)")  # a word, or a mangled literal (Li256)
+_LITERAL = re.compile(r"L[a-z](\d+)")
+WIDTH = 60  # the widest short form a rule may make (tests/unit/render/test_amd_kernel_names.py holds every rule to it)
 
 
 @lru_cache(maxsize=1)
 def _rules() -> dict:
     spec = json.loads(resources.files("tracekit.data").joinpath("kernel_names.json").read_text(encoding="utf-8"))
     return {
-        "rules": [(re.compile(r["pattern"]), r["label"]) for r in spec["rules"]],
+        "rules": [(re.compile(r["pattern"]), r["label"], bool(r.get("apart"))) for r in spec["rules"]],
         "what": re.compile(spec["what"]),
         "generic": frozenset(spec["generic"]),
         "wrappers": frozenset(spec["wrappers"]),
@@ -35,6 +43,42 @@ def _rules() -> dict:
 def name_columns() -> tuple[str, ...]:
     """The table columns that hold kernel (or op) names: shortened in terminal tables unless ``--wide``."""
     return _rules()["name_columns"]
+
+
+def _mangled_ids(name: str, i: int) -> tuple[list[str], int]:
+    """The length-prefixed identifiers of a mangled nested name from ``i`` (``std::`` and substitutions skipped),
+    and where they end."""
+    ids: list[str] = []
+    while i < len(name):
+        m = re.compile(r"St|S[0-9A-Z]*_|\d+").match(name, i)
+        if not m:
+            break
+        if not m.group().isdigit():
+            i = m.end()
+            continue
+        end = m.end() + int(m.group())
+        if end > len(name) or not _IDENT.fullmatch(name[m.end() : end]):
+            break
+        ids.append(name[m.end() : end])
+        i = end
+    return ids, i
+
+
+def _mangled(name: str) -> tuple[str, str]:
+    """(identifier, the rest as written) of an Itanium-mangled name (``_ZN5aiter24add_rmsnorm_quant_kernelI…``: its
+    nested name read exactly by the lengths; the template arguments stay mangled); for a launcher (``wrappers``:
+    ``ck_tile::kentry<…>``) the identifier of its first template argument. ('', name) when it is not one."""
+    if not name.startswith("_Z"):
+        return "", name
+    ids, i = _mangled_ids(name, 3 if name.startswith("_ZN") else 2)
+    if not ids:
+        return "", name
+    if ids[-1] in _rules()["wrappers"] and name.startswith("I", i):
+        m = re.compile(r"I(?:L[a-z]+\d+E)*N?").match(name, i)
+        inner, _ = _mangled_ids(name, m.end())
+        if inner:
+            return inner[-1], name[i:]
+    return ids[-1], name[i:]
 
 
 def _split(name: str) -> tuple[str, str, str]:
@@ -89,29 +133,50 @@ def _top_args(args: str) -> list[str]:
 def short_name(name: str) -> str:
     """A kernel name a person recognises (see the module's docstring); a plain name, or one that is not a C++
     identifier, is kept as it is."""
-    text = str(name)
-    short = _short(text)
-    return short if _IDENT.fullmatch(short.split("<")[0].replace("cutlass ", "")) else text
+    return _shortened(str(name))[0]
 
 
-def _short(text: str) -> str:
+@lru_cache(maxsize=65536)
+def _shortened(text: str) -> tuple[str, bool]:
+    """The short form, and whether colliding names of its kind are told apart by their words (a mangled name, or
+    one a rule marked ``apart`` shortened) before their longer forms."""
+    short, rule = _short(text)
+    if rule is None and not _IDENT.fullmatch(short.split("<")[0].replace("cutlass ", "")):
+        return text, False
+    return short, text.startswith("_Z") or bool(rule and rule[2])
+
+
+def _label(label: str, m: re.Match, base: str) -> str:
+    """A rule's label filled from its match: a group that did not take part reads as nothing."""
+    return re.sub(" {2,}", " ", label.format(None, *(g or "" for g in m.groups()), base=base)).strip()
+
+
+def _short(text: str) -> tuple[str, tuple | None]:
+    """The short form, and the rule that made it (None: none did)."""
+    r = _rules()
+    ident, rest = _mangled(text)
+    if ident:  # a mangled name: its rules see it as written; else its identifier
+        for rule in r["rules"]:
+            m = rule[0].search(text)
+            if m:
+                return _label(rule[1], m, ident), rule
+        return ident, None
     if "<" not in text and "(" not in text and "::" not in text and not text.startswith("void "):
         base, args = text, ""
     else:
         base, args, _ = _split(text)
-    r = _rules()
     core = f"{base}<{_NAMESPACE.sub('', args)}>" if args else base
     if base in r["wrappers"] and args:
         first = _IDENT.search(_NAMESPACE.sub("", args))
         if first:
             inner = _NAMESPACE.sub("", args)[first.start() :]
             base, core = first.group(), inner
-    for pattern, label in r["rules"]:
-        m = pattern.search(core)
+    for rule in r["rules"]:
+        m = rule[0].search(core)
         if m:
-            return label.format(None, *m.groups(), base=base)
+            return _label(rule[1], m, base), rule
     if not args:
-        return base
+        return base, None
     what = next(
         (
             m.group(1)
@@ -120,7 +185,7 @@ def _short(text: str) -> str:
         ),
         None,
     )
-    return f"{base}<{what}>" if what else base
+    return (f"{base}<{what}>" if what else base), None
 
 
 def _medium(name: str) -> str:
@@ -134,19 +199,55 @@ def _whole(name: str) -> str:
     return _NAMESPACE.sub("", f"{base}<{args}>{params}" if args else f"{base}{params}")
 
 
+def _tokens(name: str) -> list[str]:
+    """The words of a name (``_`` splits them; a mangled literal ``Li256`` is its own word)."""
+    return _TOKEN.findall(name.replace("_", " "))
+
+
+def _apart(name: str, others: list[str]) -> str:
+    """The short form and, in brackets, words of ``name`` that tell it from each of ``others``: for each other name
+    the first word where the two differ, unless a word already shown does (in the name's order; a mangled name by
+    its numbers, a literal ``Li256`` as ``256``)."""
+    mangled = name.startswith("_Z") and any(_LITERAL.fullmatch(w) for w in _tokens(name))
+
+    def words_of(n: str) -> list[str]:
+        return [w for w in _tokens(n) if _LITERAL.fullmatch(w)] if mangled else _tokens(n)
+
+    words, chosen = words_of(name), set()
+    for other in others:
+        sm = difflib.SequenceMatcher(a=words, b=words_of(other), autojunk=False)
+        differ = [i for tag, i1, i2, _, _ in sm.get_opcodes() if tag != "equal" for i in range(i1, i2)]
+        if differ and not chosen.intersection(differ):
+            chosen.add(differ[0])
+    shown = " ".join(_LITERAL.sub(r"\1", words[i]) for i in sorted(chosen))
+    return f"{short_name(name)} [{shown}]" if shown else short_name(name)
+
+
 def distinct_names(names: Iterable[str]) -> list[str]:
     """Each name's short form; where two different names would read the same, longer forms for those (their
-    template arguments, then the whole name without namespaces, then the name as it is)."""
+    template arguments, then the whole name without namespaces, then the name as it is). A name whose template
+    arguments are wider than ``WIDTH`` first gets its short form with the words that tell it from the names it
+    collides with (``_apart``)."""
     names = [str(n) for n in names]
-    levels = (short_name, _medium, _whole, str)
-    level = {n: 0 for n in names}
-    for _ in levels:
+    by_short: dict[str, list[str]] = {}
+    for n in dict.fromkeys(names):
+        by_short.setdefault(short_name(n), []).append(n)
+
+    def forms(n: str) -> tuple:
+        if not _shortened(n)[1]:
+            return (short_name, _medium, _whole, str)
+        others = [o for o in by_short[short_name(n)] if o != n]
+        return (short_name, lambda x: _apart(x, others), _medium, _whole, str)
+
+    levels = {n: forms(n) for n in dict.fromkeys(names)}
+    level = {n: 0 for n in levels}
+    for _ in range(max((len(f) for f in levels.values()), default=0)):
         shown: dict[str, set[str]] = {}
         for n in level:
-            shown.setdefault(levels[level[n]](n), set()).add(n)
-        clash = [n for group in shown.values() if len(group) > 1 for n in group if level[n] < len(levels) - 1]
+            shown.setdefault(levels[n][level[n]](n), set()).add(n)
+        clash = [n for group in shown.values() if len(group) > 1 for n in group if level[n] < len(levels[n]) - 1]
         if not clash:
             break
         for n in clash:
             level[n] += 1
-    return [levels[level[n]](n) for n in names]
+    return [levels[n][level[n]](n) for n in names]

@@ -43,3 +43,14 @@ def test_different_tiles_stay_distinct():
     a = CUTLASS3_TEMPLATE
     b = a.replace("cute::C<256>, cute::C<64>", "cute::C<128>, cute::C<64>")
     assert len(set(distinct_names([a, b]))) == 2
+
+
+def test_colliding_cxx_templates_still_get_their_template_arguments():
+    """The AMD 'apart' form (short form + differing words) is only for rules marked so and mangled names: two
+    PyTorch kernels that read the same still show their template arguments, as before."""
+    a = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >(int)"
+    b = a.replace("FillFunctor<int>", "FillFunctor<long>")
+    assert distinct_names([a, b]) == [
+        "vectorized_elementwise_kernel<4, FillFunctor<int>, array<char*, 1ul>>",
+        "vectorized_elementwise_kernel<4, FillFunctor<long>, array<char*, 1ul>>",
+    ]
