@@ -3,7 +3,7 @@
 ``short_name`` turns ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<long>, …>(…)`` into
 ``vectorized_elementwise_kernel<FillFunctor>``, an attention kernel into its name and head dimension, a
 CUTLASS or cuBLAS GEMM into its tile (``cutlass s1688gemm<128x128_16x4_nt>``); on AMD a Tensile/hipBLASLt GEMM
-(``Cijk_Alik_Bljk_BBS_BH_…_MT256x32x64_MI16x16x1_…``) into ``hipBLASLt Alik_Bljk BBS_BH MT256x32x64 MI16x16x1``, a
+(a ~450-character name of layout letters, types and tile sizes) into ``hipBLASLt Alik_Bljk BBS_BH MT256x32x64 MI16x16x1``, a
 mangled aiter or ck_tile kernel (``_ZN5aiter24add_rmsnorm_quant_kernelI…``) into its op. The rules are data
 (``tracekit/data/kernel_names.json``). ``distinct_names`` shortens a column so that different names never read
 the same: a name whose short form collides with another's gets a longer one (its template arguments, then its whole
