@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from fixtures.synthlib.graph_replay import GRAPH_CASES, truth_rows, write_case  # noqa: E402
 
 CASES = sorted(GRAPH_CASES)
+CAPTURED = [c for c in CASES if GRAPH_CASES[c].get("captures", (8, 16, 32))]
 LAUNCHES = (
     "cudaLaunchKernel",
     "cuLaunchKernelEx",
@@ -149,7 +150,7 @@ def test_each_capture_links_its_launches_to_ops_with_shapes(case):
         assert not ran & {lr["args"]["correlation"] for lr, _ in launches}
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CAPTURED)
 def test_the_matching_capture_is_the_replay_up_to_its_damage(case):
     truth = truth_of(case)
     rows = [r for r in truth_rows(truth) if r["step"] == 0]
@@ -179,6 +180,23 @@ def test_the_matching_capture_is_the_replay_up_to_its_damage(case):
             assert launch["args"]["graph node id"] == r["graph_node_id"]
     if cap["swapped_nodes"]:  # the damage is real: the capture's order is not the forward's
         assert [by_node[n][0]["ts"] for n in sorted(by_node)] != sorted(by_node[n][0]["ts"] for n in by_node)
+
+
+def test_the_graph_off_run_launches_the_same_ops_with_shapes():
+    """eager_only: no capture was written; the graph-off run holds every node of the forward, linked to its op."""
+    truth = truth_of("eager_only")
+    assert truth["captures"] == [] and not (GRAPH / "eager_only" / "capture_traces").exists()
+    ev = events(GRAPH / "eager_only" / truth["eager_map_trace"])
+    ops = {e["args"]["External id"]: e for e in ev if e.get("cat") == "cpu_op"}
+    ran = sorted((e for e in ev if e.get("cat") in GPU_CATS), key=ns)
+    linked = [ops[e["args"]["External id"]] for e in ran]
+    step0 = sorted({r["node"]: r for r in truth_rows(truth) if r["step"] == 0}.items())
+    forward = [(e, o) for e, o in zip(ran, linked)][: len(step0) + len(truth["dropped"])]
+    by_node = dict(enumerate(forward))
+    for node, r in step0:
+        e, o = by_node[node]
+        assert (e["name"], o["name"], o["args"]["Input Dims"]) == (r["name"], r["op"], r["input_dims"])
+    assert all(r["capture_file"] is None for r in truth_rows(truth))
 
 
 def test_the_wrong_batch_size_is_a_real_trap():
@@ -363,6 +381,23 @@ def test_a_damaged_capture_aligns_or_is_refused_with_a_sentence(case):
     attributable = [i for i in kernels if rows[i]["node"] not in cap["removed_nodes"]]
     if len(done) < 0.9 * len(attributable):  # refused (wholly or in part): one sentence names the capture
         assert any(Path(cap["file"]).name in w or "capture" in w.lower() for w in doc["warnings"]), doc["warnings"]
+
+
+def test_the_eager_map_attributes_every_kernel():
+    truth = truth_of("eager_only")
+    _, joined = attributed("eager_only", eager_map=str(GRAPH / "eager_only" / truth["eager_map_trace"]))
+    for i, r in enumerate(truth_rows(truth)):
+        if r["kind"] == "kernel":
+            assert is_attributed(joined.get(i)), f"kernel {i} ({r['name'][:40]}) not attributed from the eager map"
+            assert_right(r, joined[i], truth)
+            assert _get(joined[i], "attributed_by") == "eager_map"
+
+
+def test_without_capture_or_eager_map_nothing_is_guessed():
+    doc, joined = attributed("eager_only")
+    assert not any(is_attributed(a) for a in joined.values())
+    text = " ".join(doc["warnings"]).lower() + json.dumps(doc["summary"]).lower()
+    assert "capture" in text  # one sentence says what to record (the frameworks' capture-profiling flags)
 
 
 def test_explicit_capture_folder_gives_the_same_attribution():
