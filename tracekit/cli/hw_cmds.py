@@ -30,7 +30,7 @@ HbmOpt = Annotated[
     typer.Option(
         "--hbm-gbps",
         callback=gbps_or_bus,
-        help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure."
+        help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure.",
     ),
 ]
 BsOpt = Annotated[

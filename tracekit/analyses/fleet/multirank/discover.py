@@ -211,4 +211,3 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
 
 def _what(p: Path) -> str:
     return rank_tags_text(rank_tags(p.name)) or p.name
-
