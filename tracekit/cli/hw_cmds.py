@@ -15,7 +15,7 @@ from ..data import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
 from .common import AnnotationOpt, TraceArg, annotation_for, app
 from .groups import App
-from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags, gbps_or_bus
 
 HwOpt = Annotated[
     Optional[str],
@@ -28,7 +28,9 @@ HwOpt = Annotated[
 HbmOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--hbm-gbps", help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure."
+        "--hbm-gbps",
+        callback=gbps_or_bus,
+        help="HBM peak to use instead of the profile's: GB/s, or 'bus' for the bus-derived figure.",
     ),
 ]
 BsOpt = Annotated[

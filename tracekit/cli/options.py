@@ -19,6 +19,7 @@ inside the functions that call it: ``--help`` loads no pandas.
 from __future__ import annotations
 
 import dataclasses
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -56,6 +57,19 @@ def _step_ms(value: Optional[float]) -> Optional[float]:
         raise typer.BadParameter(
             f"{value!r} is not a step length: give milliseconds from 0 to {MAX_STEP_MS:.3g}", param_hint="--min-step-ms"
         )
+    return value
+
+
+def gbps_or_bus(param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+    """``--hbm-gbps``: a finite positive number of GB/s, or ``bus``; anything else is a usage error (exit 2)."""
+    if value is None or value.strip().lower() == "bus":
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is neither a number of GB/s nor 'bus'") from None
+    if not (math.isfinite(number) and number > 0):
+        raise typer.BadParameter(f"{value!r} is not a bandwidth: give a finite number of GB/s above 0, or 'bus'")
     return value
 
 

@@ -75,9 +75,47 @@ class SglangLog:
         return sorted(seen.values(), key=rank_sort_key)
 
 
+def interleaved_servers(log: SglangLog) -> str | None:
+    """The sentence that says a log holds two servers' lines interleaved, or None. Within one launch (from a
+    ``server_args`` line to the next) one server's rank logs each kind of ``once_per_launch`` once, and the kinds of
+    each ``begin_end`` pair alternate (tracekit/data/sglang_logs/_common.json); a rank that breaks either rule is two
+    start-ups mixed in one file, whose numbers would belong to neither server."""
+    common = (log.grammar or grammar_default()).common
+    once = set(common.get("once_per_launch", ()))
+    pairs = {k: (i, j) for i, pair in enumerate(common.get("begin_end", ())) for j, k in enumerate(pair)}
+    seen: dict[tuple, int] = {}  # (rank, kind) -> line of a once kind; (rank, pair) -> (side, line) of a pair
+    last: dict[tuple, tuple[int, int]] = {}
+    for rec in log.records:
+        if rec.kind == "server_args":
+            seen.clear()
+            last.clear()
+            continue
+        rank = tuple(rec.ranks.items())
+        first = None
+        if rec.kind in once:
+            first = seen.setdefault((rank, rec.kind), rec.line)
+            first = first if first != rec.line else None
+        elif rec.kind in pairs:
+            pair, side = pairs[rec.kind]
+            prev = last.get((rank, pair))
+            first = prev[1] if prev is not None and prev[0] == side else None
+            last[(rank, pair)] = (side, rec.line)
+        if first is not None:
+            return (
+                f"{log.path} holds two servers' lines interleaved: rank {rank_label(rec.ranks)} logs {rec.kind} at"
+                f" line {first} and again at line {rec.line} with no server_args line (a new launch) between, which"
+                " one server never does; split the log into one file per server (by process id or port) and pass one"
+            )
+    return None
+
+
 def split_launches(log: SglangLog) -> list[SglangLog]:
     """A log that holds several launches (a restart appends to the same file) as one log per launch: a launch
-    starts at each ``server_args`` line after the first. One launch: ``[log]``."""
+    starts at each ``server_args`` line after the first. One launch: ``[log]``. Two servers' lines interleaved
+    (:func:`interleaved_servers`) are refused (InputError)."""
+    mixed = interleaved_servers(log)
+    if mixed is not None:
+        raise InputError(mixed)
     starts = [r.line for r in log.records if r.kind == "server_args"]
     cuts = sorted(set(starts))[1:]
     if not cuts:
@@ -253,6 +291,7 @@ def _reject_impossible(fields: dict[str, Any], pattern: Pattern, g: Grammar) -> 
     capturing) and is only bounded."""
     limit = float(g.common.get("max_memory_gib", 1024))
     alloc = set(pattern.alloc.fields) if pattern.alloc else set()
+    never, never_kinds = set(g.common.get("never_negative", ())), set(g.common.get("never_negative_kinds", ()))
     for name in list(fields):
         value = fields[name]
         suffix = next((s for s in _TO_GIB if name.endswith(s)), None)
@@ -264,7 +303,7 @@ def _reject_impossible(fields: dict[str, Any], pattern: Pattern, g: Grammar) -> 
             why = f"more than any GPU has (over {limit:g} GiB)"
         elif gib < 0 and name.startswith("avail"):
             why = "a negative free-memory reading"
-        elif gib < 0 and name in alloc:
+        elif gib < 0 and (name in alloc or (pattern.kind in never_kinds and name in never)):
             why = "a negative size"
         if why is not None:
             fields.setdefault("rejected", {})[name] = [value, why]
@@ -363,6 +402,9 @@ def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> Sglang
         raise
     if not log.has_text:
         raise InputError(f"{shown} is empty; pass an sglang launch log")
+    mixed = interleaved_servers(log)
+    if mixed is not None:
+        raise InputError(mixed)
     if not log.records:
         hint = (
             f"; {len(log.unrecognised)} line(s) mention memory but match no pattern (add a pattern file with "

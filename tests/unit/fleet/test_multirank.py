@@ -51,7 +51,7 @@ def test_rank_in_file_or_folder_names(tmp_path, rel, rank):
 
 def _tiny(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_trace(path, [kernel("attn", BASE_US, 10.0)])
+    return write_trace(path, [kernel("attn", BASE_US, 10.0)], hostFile=path.name)  # two ranks never share bytes
 
 
 def test_stage_files_merge_into_their_rank_and_conflicts_are_one_sentence(tmp_path):
@@ -77,7 +77,7 @@ def test_unnamed_files_take_distributed_info_and_need_it(tmp_path):
     assert res.tables["ranks"]["rank"].tolist() == [0, 1]
     (tmp_path / "bad").mkdir()
     for r in (0, 1):
-        write_trace(tmp_path / "bad" / f"a{r}.json", _run_events(r, offset_us=0.0, ranks=2)[0])
+        write_trace(tmp_path / "bad" / f"a{r}.json", _run_events(r, offset_us=0.0, ranks=2)[0], hostFile=r)
     with pytest.raises(MissingDataError, match="which rank is this trace"):
         multirank_imbalance(tmp_path / "bad", jobs=1)
 
@@ -213,7 +213,7 @@ def _write_run(root: Path, offsets_us: dict[int, float], names=None, **kw) -> Pa
     for r, off in offsets_us.items():
         ev, _ = _run_events(r, offset_us=off, ranks=len(offsets_us), **{**kw, **per_rank_kw.get(r, {})})
         name = names[r] if names else f"prof-TP-{r}-DP-{r}-EP-{r}.trace.json"
-        write_trace(root / name, ev)
+        write_trace(root / name, ev, hostFile=name)  # two ranks' traces never share bytes
     return root
 
 

@@ -204,6 +204,7 @@ def test_temporal_definitions(tmp_path):
         "non_compute_ns": 80_000,
         "comm_compute_overlap_pct": pytest.approx(50_000 / 120_000 * 100),
         "profiler_steps": 0,
+        "clock_outliers": 0,
         "window": "the whole trace: first GPU-activity start to last end, every step included",
         "window_start_ns": 0,
         "window_end_ns": 310_000,

@@ -10,6 +10,8 @@ stages are a conflict, said in one sentence (exit 4).
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,7 +130,33 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
         rf.files.append(f)
         rf.stages.append(stage)
     out = [ranks[r] for r in sorted(ranks)] + unnamed
+    _refuse_copies(files)
     return out, skipped
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _refuse_copies(files: list[Path]) -> None:
+    """Two rank files with the same bytes are one rank given twice (a copy), never two ranks: one sentence (exit 3).
+    Only files of equal size are read to compare, so a run of distinct ranks costs one ``stat`` per file."""
+    by_size: dict[int, list[Path]] = {}
+    for f in files:
+        by_size.setdefault(os.stat(f).st_size, []).append(f)
+    for same in (g for g in by_size.values() if len(g) > 1):
+        seen: dict[str, Path] = {}
+        for f in same:
+            first = seen.setdefault(_digest(f), f)
+            if first is not f:
+                raise InputError(
+                    f"{shown_path(first)} and {shown_path(f)} hold the same bytes: one rank's trace given twice, not"
+                    " two ranks; pass each rank's own trace once"
+                )
 
 
 def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[list[RankFiles], list[str]]:

@@ -1,0 +1,209 @@
+"""Issue 41: inputs that contradict themselves are named, and numbers have a floor. Each case once gave a number that
+belonged to no input (two servers mixed, one rank given twice, a clock outlier) or took a value that means nothing
+(``--hbm-gbps nan``); now it is refused with one sentence, or the number is the input's own and says what it left
+out. Hand-built inputs in tmp_path; the CLI run in-process (exit code, message and numbers asserted)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from itertools import zip_longest
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cpu_ann, gpu_ann, kernel, write_trace
+from tests.reliability.test_silent_numbers import launch, line
+
+ROOT = Path(__file__).resolve().parents[2]
+SYN = ROOT / "fixtures" / "synthetic"
+
+
+def _doc(out: str) -> dict:
+    return json.loads(out)
+
+
+# --------------------------------------------------------------------------- two servers in one log
+
+
+@pytest.mark.slow
+def test_two_servers_interleaved_in_one_log_are_refused(cli, tmp_path):
+    """dp16's and dp2dcp8's launch logs interleaved line by line (both DP0 TP0 EP0) gave a ledger of neither."""
+    a = (SYN / "dp16.launch.log").read_text().splitlines()
+    b = (SYN / "dp2dcp8.launch.log").read_text().splitlines()
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("\n".join(x for pair in zip_longest(a, b) for x in pair if x is not None) + "\n")
+    code, out, err = cli("ledger", mixed)
+    assert code == 3 and out == ""
+    assert "two servers' lines interleaved" in err and "rank DP0 TP0 EP0" in err and "line 5" in err
+    assert len(err.strip().splitlines()) == 1
+    # each alone is one server: read, and its draft weights are its own
+    for log, draft in ((SYN / "dp16.launch.log", 2.11), (SYN / "dp2dcp8.launch.log", 1.23)):
+        code, out, _ = cli("ledger", log, "-f", "json")
+        assert code == 0 and _doc(out)["summary"]["draft_weights_gib"] == pytest.approx(draft)
+
+
+def test_a_restart_in_one_log_is_two_launches_not_two_servers(cli, tmp_path):
+    """A restart appends a whole new launch after a server_args line: not a contradiction."""
+    log = tmp_path / "restart.log"
+    log.write_text("\n".join(launch() + launch()) + "\n")
+    code, out, err = cli("ledger", log, "-f", "json")
+    assert code == 0, err
+    assert "interleaved" not in err
+
+
+def test_a_rank_loading_weights_twice_at_once_is_two_servers(cli, tmp_path):
+    """Two 'Load weight begin' of one rank with no end between: one server never does that (begin_end rule)."""
+    lines = launch()
+    lines.insert(3, line("Load weight begin. avail mem=98.00 GB", " TP0"))
+    log = tmp_path / "two.log"
+    log.write_text("\n".join(lines) + "\n")
+    code, _, err = cli("ledger", log)
+    assert code == 3 and "weight_begin at line 3 and again at line 4" in err
+
+
+# --------------------------------------------------------------------------- one rank given twice
+
+
+def test_the_same_trace_given_as_two_ranks_is_refused(cli, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    body = json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": [kernel("k", 1e6, 10.0)]})
+    for r in (0, 1):
+        (run / f"p-TP-{r}.trace.json").write_text(body)
+    code, out, err = cli("imbalance", run)
+    assert code == 3 and out == ""
+    assert "p-TP-0.trace.json and" in err and "hold the same bytes" in err and "pass each rank's own trace once" in err
+
+
+# --------------------------------------------------------------------------- empty steps and clock outliers
+
+
+def _steps_trace(path: Path, empty: int | None) -> Path:
+    ev = []
+    for i in range(3):
+        t = i * 20000.0
+        ev += [
+            gpu_ann("scheduler.run_batch", t, 20000.0, ext=i + 1),
+            cpu_ann("scheduler.run_batch", t, 20000.0, ext=i + 1),
+        ]
+        if i != empty:
+            ev.append(kernel("gemm", t + 100, 5000.0, corr=i + 10))
+    return write_trace(path, ev)
+
+
+@pytest.mark.slow
+def test_an_empty_step_is_counted_not_lost(cli, tmp_path):
+    """A 20 ms step marker with no GPU work is not a step (docs/steps.md), and wall says how many there were."""
+    code, out, err = cli("wall", _steps_trace(tmp_path / "e.json", empty=1), "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["steps"] == 2 and doc["summary"]["empty_markers"] == 1
+    rows = doc["tables"]["per_step"]
+    assert [r["busy_ns"] for r in rows] == [5_000_000, 5_000_000]
+    assert all(r["busy_ns"] + r["ag_only_ns"] + r["idle_ns"] == r["wall_ns"] == 20_000_000 for r in rows)
+    code, out, _ = cli("wall", _steps_trace(tmp_path / "full.json", empty=None), "-f", "json")
+    assert _doc(out)["summary"]["empty_markers"] == 0 and _doc(out)["summary"]["steps"] == 3
+
+
+def test_a_clock_outlier_is_named_and_kept_out_of_the_span(cli, tmp_path):
+    """One kernel 5,000 s before a 19.5 ms trace made it 99.9998 % idle without a word."""
+    ev = [kernel("k", i * 1000.0, 500.0, corr=i) for i in range(20)]
+    trace = write_trace(tmp_path / "o.json", ev + [kernel("early", -5000e6, 10.0, corr=99)])
+    code, out, err = cli("temporal", trace, "-f", "json")
+    assert code == 0
+    s = _doc(out)["summary"]
+    assert s["clock_outliers"] == 1
+    assert (s["span_ns"], s["busy_ns"], s["idle_ns"]) == (19_500_000, 10_000_000, 9_500_000)
+    assert "1 GPU event(s) lie far from the rest on the clock" in err and "kept out of the span" in err
+    # the same kernels without it: the same numbers, nothing said
+    code, out, err = cli("temporal", write_trace(tmp_path / "n.json", ev), "-f", "json")
+    s = _doc(out)["summary"]
+    assert (s["span_ns"], s["idle_ns"], s["clock_outliers"]) == (19_500_000, 9_500_000, 0) and "clock" not in err
+
+
+def test_two_sessions_of_like_size_are_no_outlier(cli, tmp_path):
+    """A long silence between two halves of one recording is idle time, not an outlier: neither side is small."""
+    ev = [kernel("k", i * 1000.0, 500.0, corr=i) for i in range(10)]
+    ev += [kernel("k", 10e6 + i * 1000.0, 500.0, corr=20 + i) for i in range(10)]
+    code, out, err = cli("temporal", write_trace(tmp_path / "two.json", ev), "-f", "json")
+    s = _doc(out)["summary"]
+    assert code == 0 and s["clock_outliers"] == 0 and s["span_ns"] == 10_009_500_000
+    assert "clock" not in err
+
+
+# --------------------------------------------------------------------------- option values
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-3", "0", "fast"])
+def test_hbm_gbps_is_a_finite_positive_number_or_bus(cli, value):
+    code, out, err = cli("hbm", "--hbm-gbps", value)
+    assert code == 2 and out == ""
+    assert "--hbm-gbps" in err and repr(value) in err
+
+
+@pytest.mark.parametrize("option", [("compare", "a", "b", "--accept-len"), ("capacity", "--pool-gib")])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_number_options_refuse_what_means_nothing(cli, option, value):
+    code, out, err = cli(*option, value)
+    assert code == 2 and out == "" and option[-1] in err
+
+
+# --------------------------------------------------------------------------- negative sizes
+
+
+def test_a_negative_kv_size_or_pool_is_refused(cli, tmp_path):
+    log = tmp_path / "neg.log"
+    log.write_text("\n".join(launch(kv="KV size: -41.10 GB")) + "\n")
+    code, out, err = cli("ledger", log, "-f", "json")
+    assert code == 0
+    assert "line 5: kv_gib = -41.1 is a negative size" in err
+    s = _doc(out)["summary"]
+    assert "kv_gib" not in s and "kv_gib" in s["missing_rows"]
+    code, out, err = cli("capacity", "--log", log)
+    assert code == 3 and "line 5" in err
+    pool = tmp_path / "pool.log"
+    pool.write_text(
+        "\n".join([*launch(), line("SWAKVPool mem usage: -60.12 GB, swa size: 2048, full size: 4096", " TP0")])
+    )
+    code, out, err = cli("ledger", pool, "-f", "json")
+    assert code == 0 and "usage_gib = -60.12 is a negative size" in err
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def _sample_copy(dst: Path, mtime: int) -> None:
+    from tracekit.cli.common import bundled_sample
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(gzip.compress(gzip.decompress(bundled_sample().read_bytes()), mtime=mtime))
+
+
+@pytest.mark.slow
+def test_an_unreadable_sweep_point_is_counted_and_named(cli, tmp_path, monkeypatch):
+    _sample_copy(tmp_path / "sweep" / "d_bs4_100k" / "1-TP-0.trace.json.gz", 1)
+    hidden = tmp_path / "sweep" / "d_bs8_100k" / "1-TP-0.trace.json.gz"
+    _sample_copy(hidden, 2)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: False if Path(p) == hidden else real(p, mode, *a, **k))
+    code, out, err = cli("analyze", tmp_path / "sweep", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["skipped"] == 1 and len(doc["tables"]["sweep"]) == 1
+    assert any("d_bs8_100k" in w and "cannot be read" in w for w in doc["warnings"])
+    assert "d_bs8_100k" in err
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_point_in_compare_are_kept_and_said(cli, tmp_path):
+    _sample_copy(tmp_path / "a" / "d_bs4_100k" / "1-TP-0.trace.json.gz", 1)
+    _sample_copy(tmp_path / "a" / "d_bs4_100k" / "2-TP-0.trace.json.gz", 2)
+    _sample_copy(tmp_path / "b" / "d_bs4_100k" / "1-TP-0.trace.json.gz", 3)
+    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert "2 traces for the point bs 4, context 100000" in err and "compare uses the first" in err
+    assert doc["summary"]["matched_concurrencies"] == [4]
+    assert len(doc["tables"]["matched"]) == 1 and doc["tables"]["matched"][0]["wall_ratio_b_over_a"] == 1.0
