@@ -172,7 +172,7 @@ def replay_cmd(
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
-    """Which op each kernel replayed from a CUDA/HIP graph came from.
+    """Which op each graph-replayed kernel came from.
 
     The kernels a graph launch replayed, attributed to the ops of the graph's capture trace (capture_traces/ beside
     the trace, or --capture): how many and what share of their time, by which source, from which capture files,

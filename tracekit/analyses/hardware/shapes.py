@@ -452,11 +452,11 @@ def _evaluate_pairs(upair: np.ndarray, name_cats: np.ndarray, shape_cats: np.nda
     return out
 
 
-def _carriers(has: np.ndarray, oprow: np.ndarray, dur: np.ndarray) -> np.ndarray:
+def _carriers(oprow: np.ndarray, dur: np.ndarray, has: np.ndarray | None = None) -> np.ndarray:
     """Per kernel, whether it carries its op call's work (``oprow``: a key per op call where ``has``): the longest
     kernel of the call, the first on ties (a maximum and a minimum per call, by ``ufunc.at`` over the calls' codes:
     no sort of the kernels)."""
-    i = np.flatnonzero(has)
+    i = np.flatnonzero(oprow >= 0 if has is None else has)
     d = dur[i]
     call, calls = pd.factorize(oprow[i])
     longest = np.empty(calls.size, dtype=d.dtype)
@@ -561,7 +561,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     elif not (shape_code >= 0).any():
         why = "the trace records no Input Dims (profile with record_shapes=True)"
     else:
-        carrier = _carriers(has, call, dur)
+        carrier = _carriers(call, dur, has)
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
