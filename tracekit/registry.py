@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "report": "analyses.report.trace_report:report",
     "roofline": "analyses.hardware.roofline:roofline",
     "hbm": "analyses.hardware.hbm:hbm_bytes",
+    "replay": "analyses.hardware.replay:replay_summary",
     "hw": "gpu_specs:hw_profiles",
     "waves trace": "analyses.hardware.waves:kernel_waves",
     "waves calc": "analyses.hardware.waves:waves_calc",

@@ -65,6 +65,10 @@ def data(tmp_path_factory):
         tr, _ = build("dsv3", 4, steps=2, seed=rank, step_marker="decode")
         write_trace(d / "ranks" / f"1758612345.12-TP-{rank}.trace.json.gz", tr)
     (d / "bench.csv").write_text("deployment,context,concurrency,generation_time_ms\ndp16,100000,64,83.5\n")
+    sys.path.insert(0, str(ROOT / "tests" / "unit" / "hardware"))
+    from test_replay_attribution import write_pair  # a replay trace with its capture_traces/ beside it
+
+    out["replay"] = write_pair(d / "replay")
     out["dir"] = d
     return out
 
@@ -97,6 +101,7 @@ def _cases(d):
             [dp16, "--a", "copy:PtoP", "--b", "kind:kernel"],
             lambda: tracekit.overlap(_load(dp16), a="copy:PtoP", b="kind:kernel"),
         ),
+        ("replay", [d["replay"]], lambda: tracekit.replay_summary(_load(d["replay"]))),
         ("allgather", [dp16, "-a", "k3_dp16"], lambda: tracekit.allgathers(_load(dp16), k3, steps=k3_steps)),
         (
             "exposure",

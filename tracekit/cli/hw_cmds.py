@@ -15,7 +15,7 @@ from ..data import MAX_SPLIT, SPLIT_RULES
 from ..errors import InputError
 from .common import AnnotationOpt, TraceArg, annotation_for, app
 from .groups import App
-from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags, gbps_or_bus
+from .options import CACHE, OUTPUT, REPLAY, STEP_FLAGS, CacheFlags, Output, ReplayFlags, StepFlags, gbps_or_bus
 
 HwOpt = Annotated[
     Optional[str],
@@ -58,13 +58,28 @@ def _hw(hw: Optional[str], hbm: Optional[str], meta: dict, what: str):
 
 
 def _shape_analysis(
-    fn, what, trace, annotation, hw, hbm_gbps, bs, qlen, var, step_flags: StepFlags, output: Output, cache: CacheFlags
+    fn,
+    what,
+    trace,
+    annotation,
+    hw,
+    hbm_gbps,
+    bs,
+    qlen,
+    var,
+    step_flags: StepFlags,
+    output: Output,
+    cache: CacheFlags,
+    replay: ReplayFlags = ReplayFlags(),
 ) -> None:
     """roofline and hbm: one trace, the shapes it records (or an annotation's op shapes), a hardware profile."""
     from ..analyses.hardware.roofline import parse_vars
 
     ann = annotation_for(trace, annotation)  # None: the shapes the trace recorded (record_shapes=True)
     t = cache.load(trace)
+    from ..analyses.hardware.replay_attribution import use_replay_sources
+
+    use_replay_sources(t, **replay.keywords(), cache=cache.cache, cache_dir=cache.cache_dir)
     res = fn(
         t,
         ann,
@@ -73,6 +88,7 @@ def _shape_analysis(
         q_len=qlen,
         variables=parse_vars(var),
         steps=step_flags.options(ann),
+        **replay.keywords(),
     )
     output.write(res)
 
@@ -87,6 +103,7 @@ def roofline_cmd(
     qlen: QlenOpt = None,
     var: VarOpt = None,
     step_flags: StepFlags = STEP_FLAGS,
+    replay: ReplayFlags = REPLAY,
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
@@ -109,6 +126,7 @@ def roofline_cmd(
         step_flags,
         output,
         cache,
+        replay,
     )
 
 
@@ -122,6 +140,7 @@ def hbm_cmd(
     qlen: QlenOpt = None,
     var: VarOpt = None,
     step_flags: StepFlags = STEP_FLAGS,
+    replay: ReplayFlags = REPLAY,
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
@@ -144,7 +163,28 @@ def hbm_cmd(
         step_flags,
         output,
         cache,
+        replay,
     )
+
+
+@app.command(name="replay")
+def replay_cmd(
+    trace: TraceArg = None,
+    replay: ReplayFlags = REPLAY,
+    output: Output = OUTPUT,
+    cache: CacheFlags = CACHE,
+) -> None:
+    """Which op each graph-replayed kernel came from.
+
+    The kernels a graph launch replayed, attributed to the ops of the graph's capture trace (capture_traces/ beside
+    the trace, or --capture): how many and what share of their time, by which source, from which capture files,
+    and what was not attributed and why (docs/replay.md)."""
+    from ..analyses.hardware.replay import replay_summary
+    from ..analyses.hardware.replay_attribution import use_replay_sources
+
+    t = cache.load(trace)
+    use_replay_sources(t, **replay.keywords(), cache=cache.cache, cache_dir=cache.cache_dir)
+    output.write(replay_summary(t, **replay.keywords()))
 
 
 @app.command(name="hw")

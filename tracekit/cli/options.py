@@ -9,6 +9,8 @@ signature in that place, so ``--help`` lists them there, and hands the command t
   :class:`StepFlags`, whose ``options(ann)`` is the one ``StepOptions`` the command's analyses share;
 - ``CACHE`` (``--no-cache``, ``--cache-dir``) and ``NO_CACHE`` (``--no-cache`` only) make a :class:`CacheFlags`,
   the ``cache=`` and ``cache_dir=`` that ``tracekit.load`` and the sweeps take;
+- ``REPLAY`` (``--capture``, ``--eager-map``) makes a :class:`ReplayFlags`, the ``capture=`` and ``eager_map=``
+  keywords of the analyses that attribute graph-replayed kernels (docs/replay.md);
 - ``OUTPUT`` (``--format``, ``--out``, ``--table``) and ``PRINTED`` (``--format``, ``--table``: the command's own
   ``--out`` writes its files) make an :class:`Output`, which writes a result (``_output``).
 
@@ -143,6 +145,20 @@ OutOpt = Annotated[
         " (created) with one file per table.",
     ),
 ]
+CaptureOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option(
+        "--capture",
+        help="A capture trace of the CUDA/HIP graphs the trace replays, or a folder of them (repeatable; default:"
+        " capture_traces/ beside the trace); docs/replay.md.",
+    ),
+]
+EagerMapOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--eager-map", help="An eager trace of the same model to attribute replayed kernels (not yet: refused)."
+    ),
+]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
 
 
@@ -199,6 +215,18 @@ class Output:
         _output(result, self.format, self.out, self.table)
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplayFlags:
+    """``--capture`` (repeatable) and ``--eager-map``: where the ops of graph-replayed kernels come from, as the
+    ``capture=`` and ``eager_map=`` keywords the API takes."""
+
+    capture: tuple[Path, ...] = ()
+    eager_map: Optional[Path] = None
+
+    def keywords(self) -> dict[str, Any]:
+        return {"capture": list(self.capture) or None, "eager_map": self.eager_map}
+
+
 def _value(v: Any) -> Any:
     return v.value if isinstance(v, Enum) else v
 
@@ -221,4 +249,9 @@ CACHE = OptionGroup(
 )
 NO_CACHE = OptionGroup(CACHE.make, ("no_cache", NoCacheOpt, False))
 OUTPUT = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("out", OutOpt, None), ("table", TableOpt, None))
+REPLAY = OptionGroup(
+    lambda capture=None, eager_map=None: ReplayFlags(tuple(capture or ()), eager_map),
+    ("capture", CaptureOpt, None),
+    ("eager_map", EagerMapOpt, None),
+)
 PRINTED = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None))

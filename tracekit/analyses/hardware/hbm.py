@@ -31,6 +31,7 @@ from ..options import AllGatherOptions
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import annotated_steps
 from .roofline import as_number, eval_formula, formula_env, op_traffic, shape_options, step_batch_sizes
+from .replay_attribution import use_replay_sources
 from .shapes import kernel_shapes
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
@@ -69,9 +70,12 @@ def hbm_bytes(
     variables=None,
     hbm_gbps: float | str | None = None,
     steps=None,
+    capture=None,
+    eager_map=None,
 ) -> Result:
     """`tracekit hbm`: per-GPU per-step HBM bytes by row of the annotation's ``hbm`` table (the arguments are
     :func:`tracekit.roofline`'s)."""
+    use_replay_sources(trace, capture, eager_map)
     if as_annotation(ann) is None:
         profile = with_hbm(resolve_profile(hw, trace.meta, what="hbm"), hbm_gbps)
         return shapes_hbm(trace, profile, steps=find_steps(trace, steps))
@@ -224,7 +228,7 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
     ks = kernel_shapes(trace)
     if not ks.shaped:
         why = ks.why or (
-            "its kernels are replayed from CUDA graphs, which have no launching op"
+            f"its kernels are replayed from CUDA graphs, which have no launching op; {ks.replay_hint}"
             if ks.graph_kernels
             else "no kernel's launching op has a model in tracekit/data/op_models.json"
         )

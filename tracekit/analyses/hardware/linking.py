@@ -50,6 +50,23 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return krow, launch, oprow
 
 
+def ops_holding(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per event row in ``rows`` (launch records, say): the row of the innermost cpu_op on its thread whose interval
+    holds its start (-1: none); each distinct row searched once."""
+    rows = np.asarray(rows, dtype=np.int64)
+    out = np.full(rows.size, -1, dtype=np.int64)
+    crow = np.flatnonzero(kinds_mask(ev, ("cpu_op",)))
+    if not crow.size or not rows.size:
+        return out
+    lu, at = np.unique(rows, return_inverse=True)
+    start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    op_of = np.full(lu.size, -1, dtype=np.int64)
+    for ops, q in _threads(ev, lu, crow):
+        got, r = _innermost(start[ops], end[ops], ops, 2 * start[lu[q]])
+        op_of[q[got]] = r
+    return op_of[at]
+
+
 def _threads(ev: pd.DataFrame, lu: np.ndarray, crow: np.ndarray):
     """Per (pid, tid) that launches and has ops: (its ops' rows in row order, the positions in ``lu`` of its
     launches in row order)."""
@@ -91,4 +108,4 @@ def _innermost(s: np.ndarray, e: np.ndarray, r: np.ndarray, tq: np.ndarray) -> t
     return holds, r[k[holds]]
 
 
-__all__ = ["launching_ops"]
+__all__ = ["launching_ops", "ops_holding"]

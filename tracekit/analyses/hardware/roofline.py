@@ -23,6 +23,7 @@ from ...annotation import Annotation, as_annotation, required_annotation
 from ...annotation.spec import OpShape, OpTraffic
 from ...errors import DataFileError, InputError, MissingDataError
 from ...gpu_specs import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
+from .replay_attribution import use_replay_sources
 from .shapes import kernel_shapes, names_at
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -206,6 +207,8 @@ def roofline(
     variables=None,
     hbm_gbps: float | str | None = None,
     steps=None,
+    capture=None,
+    eager_map=None,
 ) -> Result:
     """`tracekit roofline` (A9): per op tag with a shape, mean kernel time, bytes, FLOPs, MBU, MFU and bound.
 
@@ -214,8 +217,10 @@ def roofline(
     is evaluated with each step's batch size (``bs``, else the step marker's, else the annotation's ``bs``
     constant) and ``q_len`` (the CLI's ``--qlen``; else the annotation's constant, else 1); ``variables``: more
     formula names (the CLI's ``--var``: a dict or NAME=NUMBER items); ``steps``: StepOptions, Steps or a table
-    (default: the annotation's step options). Rows are per (op tag, batch size); ``mean_ns`` is the mean duration of
+    (default: the annotation's step options); ``capture`` (paths) and ``eager_map``: where graph-replayed kernels'
+    ops come from (docs/replay.md). Rows are per (op tag, batch size); ``mean_ns`` is the mean duration of
     one kernel of the tag. Tags with a shape but no kernel are named in a warning."""
+    use_replay_sources(trace, capture, eager_map)
     if as_annotation(ann) is None:
         profile = with_hbm(resolve_profile(hw, trace.meta, what="roofline"), hbm_gbps)
         return shapes_roofline(trace, profile, steps=steps)
@@ -524,7 +529,7 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
         why = ks.why or (
             "no kernel's launching op has a model in tracekit/data/op_models.json"
             if not ks.graph_kernels
-            else "its kernels are replayed from CUDA graphs, which have no launching op"
+            else f"its kernels are replayed from CUDA graphs, which have no launching op; {ks.replay_hint}"
         )
         raise MissingDataError(
             f"roofline needs an annotation with op_shapes (-a ANN) or a trace with recorded shapes"

@@ -48,6 +48,8 @@ KERNEL_COLUMNS = [
     "n",
     "k",
     "graph",
+    "attributed_by",
+    "module",
 ]
 
 
@@ -397,6 +399,7 @@ class KernelShapes:
     graph_ns: int
     why: str | None = None
     warnings: list[str] = field(default_factory=list)
+    replay_hint: str | None = None  # why replayed kernels have no op: one sentence (None: all attributed, or none)
 
     @property
     def shaped_pct(self) -> float:
@@ -449,10 +452,11 @@ def _evaluate_pairs(upair: np.ndarray, name_cats: np.ndarray, shape_cats: np.nda
     return out
 
 
-def _carriers(oprow: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Per kernel, whether it carries its op call's work: the longest kernel of the call, the first on ties (a
-    maximum and a minimum per call, by ``ufunc.at`` over the calls' codes: no sort of the kernels)."""
-    i = np.flatnonzero(oprow >= 0)
+def _carriers(oprow: np.ndarray, dur: np.ndarray, has: np.ndarray | None = None) -> np.ndarray:
+    """Per kernel, whether it carries its op call's work (``oprow``: a key per op call where ``has``): the longest
+    kernel of the call, the first on ties (a maximum and a minimum per call, by ``ufunc.at`` over the calls' codes:
+    no sort of the kernels)."""
+    i = np.flatnonzero(oprow >= 0 if has is None else has)
     d = dur[i]
     call, calls = pd.factorize(oprow[i])
     longest = np.empty(calls.size, dtype=d.dtype)
@@ -466,30 +470,86 @@ def _carriers(oprow: np.ndarray, dur: np.ndarray) -> np.ndarray:
     return out
 
 
+def _modules(ko, n: int) -> np.ndarray:
+    """Per kernel the nn.Module path of its attributed op (None elsewhere; the trace's own ops: not looked up)."""
+    from .replay_attribution import op_context
+
+    out = np.full(n, None, dtype=object)
+    r = ko.replay
+    for ci, cap in enumerate(r.captures):
+        m = (r.capture == ci) & (r.op_row >= 0)
+        if m.any():
+            out[r.pos[m]] = op_context(cap, r.op_row[m])
+    return out
+
+
+def _why_not(r) -> str:
+    """The most common reason the replayed kernels of ``r`` were not attributed, as a clause."""
+    why = pd.Series(r.why[~r.attributed]).dropna()
+    return (str(why.mode().iloc[0]) if len(why) else "unknown") + " (tracekit replay TRACE says more)"
+
+
+def _attributed_codes(ev, oprow, ko) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per kernel its op's (name code, shapes code) over categories that join the trace's with each capture's, and
+    a call key per op call (the trace's op row; for an attributed kernel, its graph launch and the capture's op)."""
+    has = oprow >= 0
+    name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))
+    name_code = np.where(has, name_code, -1).astype(np.int64)
+    shape_code = np.full(oprow.size, -1, dtype=np.int64)
+    shape_cats = np.empty(0, dtype=object)
+    if "shapes" in ev.columns and has.any():
+        sc, shape_cats = _codes(ev, "shapes", oprow[has])
+        shape_code[has] = sc
+    call = oprow.astype(np.int64).copy()
+    r = ko.replay
+    ok = r.capture >= 0
+    if not ok.any():
+        return name_code, name_cats, shape_code, shape_cats, call
+    names, shapes = [name_cats], [shape_cats]
+    n_off, s_off = name_cats.size, shape_cats.size
+    for ci, cap in enumerate(r.captures):
+        m = ok & (r.capture == ci) & (r.op_row >= 0)
+        if not m.any():
+            continue
+        cev = cap.trace.events
+        at = r.pos[m]
+        nc, ncats = _codes(cev, "name", r.op_row[m])
+        name_code[at] = np.where(nc >= 0, nc + n_off, -1)
+        names.append(ncats)
+        n_off += ncats.size
+        if "shapes" in cev.columns:
+            sc, scats = _codes(cev, "shapes", r.op_row[m])
+            shape_code[at] = np.where(sc >= 0, sc + s_off, -1)
+            shapes.append(scats)
+            s_off += scats.size
+        # one call per (graph launch, captured op): a negative key, apart from the trace's own rows
+        call[at] = -2 - (ko.launch[at].astype(np.int64) * (len(cev) + 1) + r.op_row[m]) * len(r.captures) - ci
+    return name_code, np.concatenate(names), shape_code, np.concatenate(shapes), call
+
+
 def _kernel_shapes(trace: Trace) -> KernelShapes:
+    from .kernel_ops import kernel_ops
+
     ev = trace.events
-    krow, launch, oprow = launching_ops(trace)
+    ko = kernel_ops(trace)
+    krow = ko.krow
     dur = ev["dur_ns"].to_numpy()[krow]
     n = krow.size
-    has_launch = launch >= 0
     graph = np.zeros(n, dtype=bool)
-    if has_launch.any():  # per distinct launch name, not per kernel
-        lcodes, lcats = _codes(ev, "name", launch[has_launch])
-        is_graph = np.array(["GraphLaunch" in str(c) for c in lcats] + [False], dtype=bool)
-        graph[has_launch] = is_graph[lcodes]
-    has = oprow >= 0
-    name_code, name_cats = _codes(ev, "name", np.clip(oprow, 0, None))  # the launching op's name (-1: none)
-    op = str_values(np.where(has, name_code, -1), name_cats)
+    graph[ko.replay.pos] = True
+    name_code, name_cats, shape_code, shape_cats, call = _attributed_codes(ev, ko.oprow, ko)
+    has = name_code >= 0
+    oprow = ko.oprow
+    op = str_values(name_code, name_cats)
+    by = np.full(n, None, dtype=object)
+    by[oprow >= 0] = "launch"
+    by[ko.replay.pos] = ko.replay.by
+    module = _modules(ko, n)
     num = {c: np.full(n, np.nan) for c in ("flops", "bytes", "m", "n", "k")}  # filled in place, one table at the end
     obj = {c: np.full(n, None, dtype=object) for c in ("model", "family", "dtype")}
     carries = np.zeros(n, dtype=bool)
     warnings: list[str] = []
     why = None
-    shape_code = np.full(n, -1, dtype=np.int64)
-    shape_cats = np.empty(0, dtype=object)
-    if "shapes" in ev.columns and has.any():
-        sc, shape_cats = _codes(ev, "shapes", oprow[has])
-        shape_code[has] = sc
     if not has.any():
         why = (
             "no kernel has a launching CPU op (the trace records no CPU ops, or no runtime launches)"
@@ -501,7 +561,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     elif not (shape_code >= 0).any():
         why = "the trace records no Input Dims (profile with record_shapes=True)"
     else:
-        carrier = _carriers(oprow, dur)
+        carrier = _carriers(call, dur, has)
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
         with_shape = np.flatnonzero(has & (shape_code >= 0))
         pair = name_code[with_shape].astype(np.int64) * (shape_cats.size + 1) + shape_code[with_shape]
@@ -532,15 +592,20 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         "carries": carries,
         "graph": graph,
         **{c: pd.Series(v, dtype=object, copy=False) for c, v in obj.items()},
+        "attributed_by": pd.Series(by, dtype=object, copy=False),
+        "module": pd.Series(module, dtype=object, copy=False),
     }
     # built in its columns' order from the arrays made here (no copy, no reorder: a column selection took a copy)
     tbl = pd.DataFrame({c: cols[c] for c in KERNEL_COLUMNS}, copy=False)
     shaped = carries
-    if graph.any():
+    lost = graph.copy()
+    lost[ko.replay.pos] = ~ko.replay.attributed
+    hint = None
+    if lost.any():
+        hint = ko.replay.hint or _why_not(ko.replay)
         warnings.append(
-            f"{int(graph.sum()):,} kernel(s) ({100.0 * dur[graph].sum() / max(1, dur.sum()):.1f} % of GPU"
-            " kernel time) are replayed from CUDA graphs: a replay has no launching op, so they have no"
-            " shapes; profile eager steps (or the capture) for their shapes"
+            f"{int(lost.sum()):,} kernel(s) ({100.0 * dur[lost].sum() / max(1, dur.sum()):.1f} % of GPU"
+            " kernel time) are replayed from CUDA graphs with no op attributed, so they have no shapes: " + hint
         )
     return KernelShapes(
         table=tbl,
@@ -548,9 +613,10 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
         kernel_ns=int(dur.sum()),
         shaped=int(shaped.sum()),
         shaped_ns=int(dur[shaped].sum()),
-        with_op=int((oprow >= 0).sum()),
+        with_op=int(has.sum()),
         graph_kernels=int(graph.sum()),
         graph_ns=int(dur[graph].sum()),
         why=why,
         warnings=warnings,
+        replay_hint=hint,
     )

@@ -1,0 +1,119 @@
+"""`tracekit replay`: how the kernels replayed from CUDA/HIP graphs were attributed to ops (docs/replay.md).
+
+The attribution itself is :mod:`.replay_attribution`'s (one decision, used by roofline, hbm and kernels); this
+command shows it: how many replayed kernels and what share of their time got an op, by which source, from which
+capture files, the ops and modules they came from, and what was not attributed and why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...errors import MissingDataError
+from ...result import Result, trace_input
+from ...trace import Trace
+from ..steps.keywords import options_as_objects
+from .kernel_ops import kernel_ops
+from .replay_attribution import op_context, replay_counts, use_replay_sources
+from .shapes import names_at
+
+CAPTURE_COLUMNS = ["file", "batch_size", "mode", "source", "launches", "graphs", "kernels", "total_ns"]
+OP_COLUMNS = ["op", "module", "attributed_by", "kernels", "total_ns", "share_pct"]
+MISSING_COLUMNS = ["why", "kernels", "total_ns", "names"]
+
+
+@options_as_objects
+def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
+    """The attribution of ``trace``'s graph-replayed kernels: ``capture`` (a path or a list of capture traces or
+    folders; default: ``capture_traces/`` beside the trace) and ``eager_map`` (refused: not implemented) are the
+    CLI's ``--capture`` and ``--eager-map``."""
+    use_replay_sources(trace, capture, eager_map)
+    ko = kernel_ops(trace)
+    r = ko.replay
+    if not r.pos.size:
+        raise MissingDataError(
+            f"{trace.path} has no kernels replayed from CUDA/HIP graphs (no cudaGraphLaunch/hipGraphLaunch launched"
+            " a kernel); there is nothing to attribute"
+        )
+    if r.hint is not None:
+        raise MissingDataError(f"{trace.path}: {r.pos.size:,} kernel(s) are replayed from CUDA/HIP graphs and {r.hint}")
+    ev = trace.events
+    rows = ko.krow[r.pos]
+    dur = ev["dur_ns"].to_numpy()[rows]
+    att = r.attributed
+    counts = replay_counts(r, dur)
+    op = np.full(r.pos.size, None, dtype=object)
+    module = np.full(r.pos.size, None, dtype=object)
+    cap_rows = []
+    for ci, cap in enumerate(r.captures):
+        m = (r.capture == ci) & (r.op_row >= 0)
+        if m.any():
+            op[m] = names_at(cap.trace.events, r.op_row[m])
+            module[m] = op_context(cap, r.op_row[m])
+        g = r.groups
+        used = g[g["capture"] == cap.ref.path.name] if g is not None and len(g) else g
+        cap_rows.append(
+            {
+                "file": cap.ref.path.name,
+                "batch_size": cap.ref.batch_size,
+                "mode": cap.ref.mode,
+                "source": cap.ref.source,
+                "launches": int(cap.launch_rows.size),
+                "graphs": int(used["graph"].nunique()) if used is not None and len(used) else 0,
+                "kernels": int((r.capture == ci).sum()),
+                "total_ns": int(dur[r.capture == ci].sum()),
+            }
+        )
+    d = pd.DataFrame({"op": op, "module": module, "by": r.by, "dur": dur})[att]
+    total = int(dur.sum())
+    by_op = (
+        d.groupby(["op", "module", "by"], dropna=False)["dur"].agg(["size", "sum"]).reset_index()
+        if len(d)
+        else pd.DataFrame(columns=["op", "module", "by", "size", "sum"])
+    )
+    by_op.columns = ["op", "module", "attributed_by", "kernels", "total_ns"]
+    by_op["share_pct"] = by_op["total_ns"] / total * 100.0 if total else np.nan
+    by_op = by_op.sort_values(["total_ns", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    by_op = by_op.astype({"kernels": np.int64, "total_ns": np.int64})
+    for c in ("module", "op"):
+        by_op[c] = by_op[c].astype(object).where(by_op[c].notna(), None)
+    miss = pd.DataFrame({"why": r.why, "name": names_at(ev, rows), "dur": dur})[~att]
+    missing = (
+        miss.groupby("why", dropna=False)
+        .agg(kernels=("dur", "size"), total_ns=("dur", "sum"), names=("name", lambda x: ", ".join(sorted(set(x))[:3])))
+        .reset_index()
+        .sort_values("total_ns", ascending=False, kind="stable")
+        .reset_index(drop=True)
+        if len(miss)
+        else pd.DataFrame(columns=MISSING_COLUMNS)
+    )
+    refused = r.groups[r.groups["why"].notna()] if r.groups is not None and len(r.groups) else None
+    summary = {
+        **counts,
+        "by_source": {k: int((r.by == k).sum()) for k in ("node_id", "capture", "eager_map")},
+        "captures": len(r.captures),
+        "captures_used": int(sum(1 for c in cap_rows if c["kernels"])),
+        "replays": int(len(r.groups)) if r.groups is not None else 0,
+        "replays_refused": int(len(refused)) if refused is not None else 0,
+        "min_score": float(np.nanmin(r.score)) if np.isfinite(r.score).any() else None,
+    }
+    warnings = list(trace.report.warnings)
+    if refused is not None and len(refused):
+        w = refused["why"].mode().iloc[0]
+        warnings.append(f"{len(refused):,} replay(s) not attributed: {w}")
+    return Result(
+        command="replay",
+        inputs=[trace_input(trace)],
+        params={"capture": [str(p) for p in (capture or [])] if not isinstance(capture, str) else [capture]},
+        summary=summary,
+        tables={
+            "by_op": by_op[OP_COLUMNS],
+            "captures": pd.DataFrame(cap_rows, columns=CAPTURE_COLUMNS),
+            "not_attributed": missing[MISSING_COLUMNS],
+        },
+        warnings=warnings,
+    )
+
+
+__all__ = ["replay_summary"]
