@@ -577,19 +577,27 @@ def _death_sentence(paths: list[str], futures, taken, procs) -> str:
 def dask_address(address: str) -> str:
     """A Dask scheduler address as ``distributed`` takes it, checked: SCHEME://HOST:PORT or HOST:PORT, with a known
     scheme and a port of 1 to 65535; anything else is one sentence (UsageError, exit 2)."""
-    from distributed.comm.addressing import parse_address, parse_host_port
+    import re
 
     hint = "pass the scheduler's address as tcp://HOST:PORT (the scheduler prints it, e.g. tcp://10.0.0.5:8786)"
     try:
-        scheme, loc = parse_address(str(address), strict=False)
+        m = re.fullmatch(r"(?:(?P<scheme>[A-Za-z][\w+.-]*)://)?(?P<loc>.*)", str(address), re.S)
+        scheme, loc = (m["scheme"] or "tcp").lower(), m["loc"]
         if scheme not in DASK_SCHEMES:
             raise ValueError(f"unknown scheme {scheme!r} (known: {', '.join(DASK_SCHEMES)})")
-        if scheme != "inproc":
-            host, port = parse_host_port(loc)
-            if not host:
+        if scheme == "inproc":
+            if not loc:
+                raise ValueError("no address after inproc://")
+        else:
+            hp = re.fullmatch(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:/\[\]]*))(?::(?P<port>[^:]*))?", loc)
+            if hp is None:
+                raise ValueError(f"{loc!r} is not HOST:PORT")
+            if hp["port"] is None:
+                raise ValueError(f"missing port number in address {loc!r}")
+            if not (hp["v6"] or hp["host"]):
                 raise ValueError("no host")
-            if not 1 <= int(port) <= 65535:
-                raise ValueError(f"port {port} is not between 1 and 65535")
+            if not hp["port"].isdigit() or not 1 <= int(hp["port"]) <= 65535:
+                raise ValueError(f"port {hp['port']} is not between 1 and 65535")
     except (ValueError, TypeError) as exc:
         raise UsageError(
             f"--dask {shown_text(str(address))!s} is not a Dask scheduler address ({exc}); {hint}"

@@ -3,7 +3,9 @@
 Errors are caught in one place (:func:`run`): a TracekitError prints its one-sentence message and exits
 with its code (2 usage, 3 bad input, 4 missing data); anything else prints one line and suggests
 ``--debug``, which shows the traceback; running out of memory is one sentence (exit 3 naming the input being read or
-analysed), a number too large to compute with a usage error (exit 2), a file that cannot be read exit 3. Command
+analysed), a number too large to compute with a usage error (exit 2), a file that cannot be read exit 3, stdout on a
+full disk exit 3, a closed stdout pipe exit 0, SIGTERM/SIGHUP 128 + the signal after temporary files are removed and
+workers stopped (docs/reliability.md, "Exit codes and signals"); 1 is tracekit's own bugs only. Command
 modules in this package are imported automatically, and every command runs under the one output rule
 (``guard.guarded``, ``tracekit.render.files.output_target``): its inputs come from its parsed parameters, and no
 output replaces one of them.
