@@ -40,6 +40,14 @@ class OutputError(TracekitError):
     exit_code = 3
 
 
+class WorkerError(TracekitError):
+    """The work could not be done where it was sent: a worker process died (killed, out of memory) while analysing
+    a file, or the Dask scheduler given cannot be reached in time (exit 3). The sentence names the file or the
+    address and what to do."""
+
+    exit_code = 3
+
+
 class UsageError(TracekitError):
     """A bad option or option value (exit 2), e.g. an unknown --phase."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import InputError, MissingDataError, UsageError
+from .errors import InputError, MissingDataError, UsageError, WorkerError
 from .ingest import load
 from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover_all
@@ -28,7 +28,7 @@ from .analyses.fleet.deployment_compare import (
     config_diff,
 )
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
-from .analyses.fleet.multirank.mapper import load_in_worker
+from .analyses.fleet.multirank.mapper import in_worker, load_in_worker, start_worker
 from .analyses.options import AllGatherOptions
 from .analyses.steps.keywords import options_as_objects
 from .analyses.steps.resolve import StepOptions, step_options
@@ -80,12 +80,26 @@ def analyze_point(path: str, opts: SweepOptions) -> dict[str, Any]:
 
 
 def run_sweep(
-    refs: list[TraceRef], opts: SweepOptions, *, jobs: int = 1, dask: str | None = None, progress=None
+    refs: list[TraceRef],
+    opts: SweepOptions,
+    *,
+    jobs: int = 1,
+    dask: str | None = None,
+    dask_timeout: float | None = None,
+    progress=None,
 ) -> list[dict]:
     """``analyze_point`` on every trace, in ``refs`` order (serial, a process pool, or a Dask cluster): a result
     dict per trace, ``{"dropped": reason, …}`` for one that could not be used. ``progress(done, total)`` is called as
     traces finish."""
-    return map_points(analyze_point, [str(r.path) for r in refs], opts, jobs=jobs, dask=dask, progress=progress)
+    return map_points(
+        analyze_point,
+        [str(r.path) for r in refs],
+        opts,
+        jobs=jobs,
+        dask=dask,
+        dask_timeout=dask_timeout,
+        progress=progress,
+    )
 
 
 @options_as_objects
@@ -97,6 +111,7 @@ def analyze(
     point_pattern: str = DEFAULT_POINT_PATTERN,
     jobs: int = 1,
     dask: str | None = None,
+    dask_timeout: float | None = None,
     cache: bool = True,
     progress=None,
     steps: StepOptions | None = None,
@@ -120,7 +135,7 @@ def analyze(
         )
     refs, skipped = discover_all(root, point_pattern=point_pattern, rank=rank)
     opts = SweepOptions(annotation=annotation, steps=steps, cache=cache, ag=AllGatherOptions.of(ag))
-    results = run_sweep(refs, opts, jobs=jobs, dask=dask, progress=progress)
+    results = run_sweep(refs, opts, jobs=jobs, dask=dask, dask_timeout=dask_timeout, progress=progress)
     dropped = [(ref, res) for ref, res in zip(refs, results) if "dropped" in res]
     kept = [(ref, res) for ref, res in zip(refs, results) if "dropped" not in res]
     if not kept:
@@ -408,6 +423,7 @@ def imbalance(
     *,
     jobs: int | None = None,
     dask=None,
+    dask_timeout: float | None = None,
     gpus_per_node: int | None = None,
     steps: StepOptions | None = None,
     cache: bool = True,
@@ -419,8 +435,8 @@ def imbalance(
 
     ``root``: a run directory (rank files, per-rank folders, sglang's per-stage files) or a list of files. Each
     file is reduced to small tables in a worker — ``jobs`` processes (default: one per file, at most the cores) or
-    the Dask cluster at ``dask`` (an address or a ``distributed.Client``) — and this process aligns and attributes
-    them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
+    the Dask cluster at ``dask`` (an address or a ``distributed.Client``; ``dask_timeout`` seconds to reach it,
+    default 10) — and this process aligns and attributes them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
     the file names when every rank's has one, else 8. ``steps``: StepOptions as every command's (its phase aside:
     every phase is kept)."""
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
@@ -441,37 +457,195 @@ def imbalance(
     )
     paths = [str(f) for _, f in plan.files]
     n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(paths)))
-    return imbalance_of_run(plan, map_points(reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask, progress=progress))
+    return imbalance_of_run(
+        plan,
+        map_points(
+            reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask, dask_timeout=dask_timeout, progress=progress
+        ),
+    )
 
 
-def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, progress=None) -> list:
+DEFAULT_DASK_TIMEOUT_S = 10.0  # how long a --dask scheduler may take to answer before the run ends in one sentence
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
+STOP_WAIT_S = 1.0  # how long stopped workers get to end on SIGTERM before SIGKILL
+
+
+def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, dask_timeout=None, progress=None) -> list:
     """``fn(path, opts)`` for every path, results in order: serially, in ``jobs`` worker processes (not daemonic:
     the ingest may start its decode helper in them), or on the Dask cluster at ``dask`` (an address, or a
-    ``distributed.Client``). ``progress(done, total)`` as they finish."""
+    ``distributed.Client``; ``dask_timeout`` seconds to reach it, default DEFAULT_DASK_TIMEOUT_S).
+    ``progress(done, total)`` as they finish.
+
+    Workers live only in this call: they die with this process (``mapper.start_worker``), are stopped when it is
+    interrupted or fails, and a worker that dies (killed, out of memory) ends the run in one sentence naming the
+    file it was analysing (WorkerError, exit 3). Dask tasks are cancelled when this process is interrupted."""
     tick = progress or (lambda done, total: None)
     if dask:
-        try:
-            from dask.distributed import Client
-        except ImportError as exc:
-            raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
-        if isinstance(dask, Client):
-            out = dask.gather(dask.map(fn, paths, [opts] * len(paths), pure=False))
-        else:
-            with Client(dask) as client:
-                out = client.gather(client.map(fn, paths, [opts] * len(paths), pure=False))
+        out = _on_dask(fn, paths, opts, dask, dask_timeout)
         tick(len(paths), len(paths))
         return out
     if jobs > 1 and len(paths) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(paths))) as pool:
-            futures = [pool.submit(fn, p, opts) for p in paths]
-            for i, _ in enumerate(as_completed(futures), 1):
-                tick(i, len(paths))
-            return [f.result() for f in futures]
+        return _in_processes(fn, paths, opts, min(jobs, len(paths)), tick)
     out = []
     for i, p in enumerate(paths, 1):
         out.append(fn(p, opts))
         tick(i, len(paths))
     return out
+
+
+def _in_processes(fn, paths: list[str], opts, jobs: int, tick) -> list:
+    """``map_points`` in a pool of ``jobs`` processes; none outlives the call."""
+    import multiprocessing
+
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = multiprocessing.get_context()
+    taken = ctx.RawArray("q", len(paths))  # the pid of the worker that took each path
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=ctx, initializer=start_worker, initargs=(os.getpid(), taken)
+    )
+    procs: list = []
+    done = False
+    try:
+        futures = [pool.submit(in_worker, fn, i, p, opts) for i, p in enumerate(paths)]
+        procs = [p for p in multiprocessing.active_children() if p not in before]
+        for i, _ in enumerate(as_completed(futures), 1):
+            tick(i, len(paths))
+        try:
+            out = [f.result() for f in futures]
+        except BrokenProcessPool:
+            raise WorkerError(_death_sentence(paths, futures, taken, procs)) from None
+        done = True
+        return out
+    finally:
+        if done:
+            pool.shutdown(wait=True)
+        else:  # failed, interrupted or terminated: the workers are stopped now, not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_processes(procs or [p for p in multiprocessing.active_children() if p not in before])
+
+
+def stop_processes(procs) -> None:
+    """SIGTERM to every process still running, SIGKILL to any still there after STOP_WAIT_S; all reaped."""
+    import time
+
+    for p in procs:
+        if p.exitcode is None:
+            p.terminate()
+    deadline = time.monotonic() + STOP_WAIT_S
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.exitcode is None:
+            p.kill()
+            p.join(STOP_WAIT_S)
+
+
+def _death_sentence(paths: list[str], futures, taken, procs) -> str:
+    """Which file the worker that died was analysing, and how it died, in one sentence."""
+    import signal
+
+    codes = {p.pid: p.exitcode for p in procs}
+    open_ = [i for i, f in enumerate(futures) if not (f.done() and f.exception() is None)]
+    running = [i for i in open_ if taken[i]]
+    # the worker that died is not one the pool stopped afterwards (SIGTERM) and is gone already
+    dead = [i for i in running if codes.get(taken[i]) not in (None, 0, -signal.SIGTERM)] or running
+    how = "died"
+    if dead:
+        code = codes.get(taken[dead[0]])
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name}" + (
+                " (the system's out-of-memory killer sends it when memory runs out)" if -code == signal.SIGKILL else ""
+            )
+        elif code:
+            how = f"exited with status {code}"
+    what = (
+        f"the worker process analysing {shown_path(paths[dead[0]])} {how}"
+        if dead
+        else f"a worker process {how} before it started a file"
+    )
+    return (
+        f"{what}; nothing was written — free memory or pass fewer --jobs (--jobs 1 analyses in this process), then"
+        " run the command again"
+    )
+
+
+def dask_address(address: str) -> str:
+    """A Dask scheduler address as ``distributed`` takes it, checked: SCHEME://HOST:PORT or HOST:PORT, with a known
+    scheme and a port of 1 to 65535; anything else is one sentence (UsageError, exit 2)."""
+    import re
+
+    hint = "pass the scheduler's address as tcp://HOST:PORT (the scheduler prints it, e.g. tcp://10.0.0.5:8786)"
+    try:
+        m = re.fullmatch(r"(?:(?P<scheme>[A-Za-z][\w+.-]*)://)?(?P<loc>.*)", str(address), re.S)
+        scheme, loc = (m["scheme"] or "tcp").lower(), m["loc"]
+        if scheme not in DASK_SCHEMES:
+            raise ValueError(f"unknown scheme {scheme!r} (known: {', '.join(DASK_SCHEMES)})")
+        if scheme == "inproc":
+            if not loc:
+                raise ValueError("no address after inproc://")
+        else:
+            hp = re.fullmatch(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\s:/\[\]]*))(?::(?P<port>[^:]*))?", loc)
+            if hp is None:
+                raise ValueError(f"{loc!r} is not HOST:PORT")
+            if hp["port"] is None:
+                raise ValueError(f"missing port number in address {loc!r}")
+            if not (hp["v6"] or hp["host"]):
+                raise ValueError("no host")
+            if not hp["port"].isdigit() or not 1 <= int(hp["port"]) <= 65535:
+                raise ValueError(f"port {hp['port']} is not between 1 and 65535")
+    except (ValueError, TypeError) as exc:
+        raise UsageError(
+            f"--dask {shown_text(str(address))!s} is not a Dask scheduler address ({exc}); {hint}"
+        ) from None
+    return str(address)
+
+
+def dask_client(address: str, timeout):
+    """A ``distributed.Client`` connected to ``address`` within ``timeout`` seconds, or one sentence: a malformed
+    address is a UsageError (exit 2), a scheduler that does not answer a WorkerError (exit 3)."""
+    from dask.distributed import Client
+
+    t = float(DEFAULT_DASK_TIMEOUT_S if timeout is None else timeout)
+    if not (t > 0 and t != float("inf")):
+        raise UsageError(f"--dask-timeout must be a positive number of seconds, not {timeout!r}")
+    address = dask_address(address)
+    try:
+        return Client(address, timeout=t)
+    except (OSError, TimeoutError) as exc:
+        raise WorkerError(
+            f"no Dask scheduler answered at {shown_text(address)} within {t:g} s ({shown_text(str(exc))}); start one"
+            " (dask scheduler), check the address, or wait longer with --dask-timeout SECONDS"
+        ) from None
+
+
+def _on_dask(fn, paths: list[str], opts, dask, timeout) -> list:
+    """``map_points`` on a Dask cluster: the tasks are cancelled when this process is interrupted or fails, and a
+    client made here is closed (the scheduler also drops the tasks of a client that vanished)."""
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise UsageError("--dask needs dask.distributed; install it with pip install 'tracekit[dask]'") from exc
+    own = not isinstance(dask, Client)
+    client = dask_client(dask, timeout) if own else dask
+    futures = []
+    try:
+        futures = client.map(fn, paths, [opts] * len(paths), pure=False)
+        out = client.gather(futures)
+        futures = []
+        return out
+    finally:
+        if futures:
+            try:
+                client.cancel(futures)
+            except Exception:  # noqa: BLE001 - a cluster gone away: nothing is left to cancel
+                pass
+        if own:
+            client.close()
 
 
 def benchmark_table(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:

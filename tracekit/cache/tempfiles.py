@@ -5,13 +5,16 @@ Every writer of tracekit that writes this way uses this module:
 
 * the cache's entries (:mod:`tracekit.cache.trace_entries`, :mod:`tracekit.cache.result_entries`) through
   :func:`replaced`: a new temporary file ``.tmp-tracekit-PID-XXXXXXXX<suffix>`` in the cache folder, renamed over
-  the entry, removed on failure and on SIGTERM/SIGHUP/SIGINT; one left by a writer killed outright (SIGKILL, power
+  the entry, removed on failure and on SIGTERM/SIGHUP/SIGINT (:func:`signals_raise`); one left by a writer killed outright (SIGKILL, power
   loss) is removed once no write has touched it for :data:`STALE_TMP_S` (:func:`remove_stale_temporaries`; which
   ``.tmp-`` files are a writer's, :func:`is_temporary_of` tells from the name and the first bytes);
 * output files (:mod:`tracekit.render.files`, :mod:`tracekit.render.outdir`): a hidden name beside the target
   (:func:`temp_path`, ``.NAME.tmp-PID-XXXXXX``, a name no trace search matches), flushed to disk
   (:func:`write_synced`), renamed into place together with the files that belong with it while SIGINT, SIGTERM and
-  SIGHUP are held back (:func:`held_signals`), and removed quietly when anything fails (:func:`remove_quietly`).
+  SIGHUP are held back (:func:`held_signals`), and removed quietly when anything fails or a signal ends the write
+  (:func:`remove_quietly`, :func:`signals_raise`);
+* the command line as a whole (:func:`terminating`): SIGTERM and SIGHUP raise :class:`Terminated` for the whole
+  command, so every temporary file is removed and every worker process stopped before it exits (128 + the signal).
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def remove_quietly(p: Path | str) -> None:
 # --------------------------------------------------------------------------- a cache entry, replaced whole
 
 
-class _Terminated(BaseException):
-    """SIGTERM or SIGHUP arrived while a temporary file existed (raised so that it is removed)."""
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived where it is raised (:func:`signals_raise`, :func:`terminating`), so that the
+    ``finally`` blocks that remove temporary files and stop worker processes run. A BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` swallows it."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -56,13 +61,13 @@ class _Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame):  # noqa: ARG001
-    raise _Terminated(signum)
+    raise Terminated(signum)
 
 
 def _catch_termination(old: dict) -> None:
-    """While a temporary file exists, SIGTERM and SIGHUP (when they would kill the process outright, i.e. their
-    handler is the default) raise :class:`_Terminated`, as SIGINT raises KeyboardInterrupt, so the ``finally`` that
-    removes the file runs. Only in the main thread, where Python runs signal handlers."""
+    """SIGTERM and SIGHUP (when they would kill the process outright, i.e. their handler is the default) raise
+    :class:`Terminated`, as SIGINT raises KeyboardInterrupt. Only in the main thread, where Python runs signal
+    handlers; ``old`` notes the handlers replaced."""
     if threading.current_thread() is not threading.main_thread():
         return
     for s in _TERMINATING:
@@ -74,27 +79,59 @@ def _catch_termination(old: dict) -> None:
 
 
 def _restore(old: dict) -> None:
-    """Back to the handlers before (the default where ours went in before ``old`` could note it)."""
+    """Back to the handlers before (only those ``old`` notes were replaced)."""
     if threading.current_thread() is not threading.main_thread():
         return
-    for s in _TERMINATING:
+    for s, h in old.items():
         try:
             if signal.getsignal(s) is _raise_terminated:
-                signal.signal(s, old.get(s, signal.SIG_DFL))
+                signal.signal(s, h)
         except (ValueError, OSError):
             pass
+
+
+@contextmanager
+def terminating() -> Iterator[None]:
+    """For a whole command (``tracekit.cli.run``): SIGTERM and SIGHUP raise :class:`Terminated` in the main thread
+    while the block runs, so every ``finally`` (temporary files removed, worker processes stopped) runs before the
+    process ends; the caller catches it and exits 128 + the signal's number."""
+    old: dict = {}
+    _catch_termination(old)
+    try:
+        yield
+    finally:
+        _restore(old)
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP that would kill the process outright raise :class:`Terminated`
+    instead, so the block's ``finally`` (removing a temporary file) runs; then the signal acts as usual (the
+    process ends as it would have). Where a handler was already set (the CLI's :func:`terminating`), nothing
+    changes: its Terminated passes through."""
+    old: dict = {}
+    terminated = None
+    try:
+        _catch_termination(old)
+        yield
+    except Terminated as exc:
+        if not old:
+            raise
+        terminated = exc.signum
+    finally:
+        _restore(old)
+    if terminated is not None:
+        signal.raise_signal(terminated)  # the default action now: the process ends as it would have
+        raise SystemExit(128 + terminated)  # only if something else caught it meanwhile
 
 
 @contextmanager
 def replaced(path: Path, suffix: str) -> Iterator[str]:
     """A new, empty temporary file in ``path``'s folder (``.tmp-tracekit-PID-XXXXXXXX<suffix>``) for the block to
     write: renamed over ``path`` when the block ends, removed when it raises. SIGTERM and SIGHUP meanwhile remove
-    it too, then act as usual (the process ends as it would have); SIGINT does, as KeyboardInterrupt."""
-    tmp = None
-    terminated = None
-    old: dict = {}
-    try:
-        _catch_termination(old)
+    it too, then act as usual (:func:`signals_raise`); SIGINT does, as KeyboardInterrupt."""
+    with signals_raise():
+        tmp = None
         try:
             fd, tmp = tempfile.mkstemp(
                 prefix=f"{CACHE_TMP_PREFIX}tracekit-{os.getpid()}-", suffix=suffix, dir=path.parent
@@ -106,13 +143,6 @@ def replaced(path: Path, suffix: str) -> Iterator[str]:
         finally:
             if tmp:
                 remove_quietly(tmp)
-    except _Terminated as exc:
-        terminated = exc.signum
-    finally:
-        _restore(old)
-    if terminated is not None:
-        signal.raise_signal(terminated)  # the default action now: the process ends as it would have
-        raise SystemExit(128 + terminated)  # only if something else caught it meanwhile
 
 
 # --------------------------------------------------------------------------- what a killed writer left

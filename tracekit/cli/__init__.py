@@ -3,7 +3,9 @@
 Errors are caught in one place (:func:`run`): a TracekitError prints its one-sentence message and exits
 with its code (2 usage, 3 bad input, 4 missing data); anything else prints one line and suggests
 ``--debug``, which shows the traceback; running out of memory is one sentence (exit 3 naming the input being read or
-analysed), a number too large to compute with a usage error (exit 2), a file that cannot be read exit 3. Command
+analysed), a number too large to compute with a usage error (exit 2), a file that cannot be read exit 3, stdout on a
+full disk exit 3, a closed stdout pipe exit 0, SIGTERM/SIGHUP 128 + the signal after temporary files are removed and
+workers stopped (docs/reliability.md, "Exit codes and signals"); 1 is tracekit's own bugs only. Command
 modules in this package are imported automatically, and every command runs under the one output rule
 (``guard.guarded``, ``tracekit.render.files.output_target``): its inputs come from its parsed parameters, and no
 output replaces one of them.
@@ -11,6 +13,7 @@ output replaces one of them.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -30,7 +33,8 @@ def _startup_hook(typ, exc, tb, _previous=sys.excepthook) -> None:
             "error: ran out of memory while starting tracekit; free memory or raise the limit"
             " (ulimit -v) and run the command again\n"
         )
-        return
+        sys.stderr.flush()
+        os._exit(3)  # a limit of the world, not a tracekit bug: exit 3 as every memory error
     _previous(typ, exc, tb)
 
 
@@ -124,6 +128,28 @@ def _narrowed(app, args: list[str] | None):
     return one
 
 
+class PastClick(BaseException):
+    """Carries past click's own handling (which makes a closed pipe and Ctrl-C exit 1) the exception that
+    :func:`run` turns into its exit code: 0 for a closed pipe, 130 for an interrupt."""
+
+
+def _past_click(invoke):
+    import functools
+
+    @functools.wraps(invoke)
+    def call(ctx):
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise PastClick(exc) from None
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise PastClick(exc) from None
+            raise
+
+    return call
+
+
 def command(args: list[str] | None = None):
     """The click command tree of ``app`` (only the command ``args`` name, when given) with the one output rule on
     every command (``guard.guarded``), and the parser's own readable check off: an unreadable input is one sentence
@@ -144,7 +170,7 @@ def command(args: list[str] | None = None):
             for sub in subs.values():
                 walk(sub)
         else:
-            cmd.invoke = guarded(cmd.invoke)  # called with the parsed context, before the command's callback
+            cmd.invoke = _past_click(guarded(cmd.invoke))  # with the parsed context, before the command's callback
 
     walk(root)
     return root
@@ -165,7 +191,15 @@ def _memory_error() -> tuple[str, int]:
             " smaller trace or fewer steps",
             3,
         )
-    return "ran out of memory; free memory or raise the limit (ulimit -v) and run the command again", 1
+    from ..render.files import guarded_inputs
+
+    inputs = guarded_inputs()
+    named = f" working on {', '.join(str(p) for p in inputs[:3])}" if inputs else ""
+    return (
+        f"ran out of memory{named}; free memory or raise the limit (ulimit -v), or pass a smaller input, and run the"
+        " command again",
+        3,
+    )
 
 
 def safe_text(text: str) -> str:
@@ -198,25 +232,51 @@ def run(argv: list[str] | None = None) -> int:
     if _asks_version(args):  # answered before the command tree is built
         sys.stdout.write(version_line() + "\n")
         return 0
-    import typer
+    from ..cache.tempfiles import terminating
 
-    from .common import phase
-
+    if "tracekit.render.files" in sys.modules:  # a run before this one in this process: its inputs are not ours
+        sys.modules["tracekit.render.files"].forget_inputs()
     debug = "--debug" in args
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")  # one look for every warning
+    with terminating():  # SIGTERM/SIGHUP raise Terminated: temporary files removed, workers stopped, exit 128+N
+        return _run_command(args, debug)
+
+
+def _run_command(args: list[str], debug: bool) -> int:
+    """The command, and every way it can end as an exit code (README's table; docs/reliability.md)."""
+    import typer
+
+    from ..cache.tempfiles import Terminated
+    from .common import phase
+
     try:
-        command(args)(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
-        return 0
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        try:
+            command(args)(args=args, prog_name="tracekit")  # standalone: usage errors print and exit 2
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except PastClick as exc:
+            raise exc.args[0] from None
+        if code == 0:
+            sys.stdout.flush()  # a full disk or a closed pipe is said here, not lost at the exit
+        return code
     except TracekitError as exc:
         phase.stop()
         if debug:
             raise
         typer.echo(f"error: {safe_text(str(exc))}", err=True)  # names in messages may hold terminal escapes
         return exc.exit_code
+    except Terminated as exc:
+        phase.stop()
+        import signal
+
+        name = signal.Signals(exc.signum).name
+        typer.echo(
+            f"terminated by {name}: nothing partial was written, and the worker processes were stopped", err=True
+        )
+        return 128 + exc.signum
     except BrokenPipeError:
-        return 0
+        return _pipe_closed()
     except (MemoryError, ImportError) as exc:
         phase.stop()
         if not _out_of_memory(exc):
@@ -244,9 +304,16 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:
         phase.stop()
-        if debug or not getattr(exc, "filename", None):
-            if debug:
-                raise
+        if exc.errno == errno.EPIPE:
+            return _pipe_closed()
+        if debug:
+            raise
+        if not getattr(exc, "filename", None) and exc.errno in (errno.ENOSPC, errno.EIO, getattr(errno, "EDQUOT", -1)):
+            from ..render.files import stdout_error
+
+            typer.echo(f"error: {safe_text(str(stdout_error(exc)))}", err=True)
+            return 3
+        if not getattr(exc, "filename", None):
             typer.echo(
                 f"error: unexpected {type(exc).__name__}: {safe_text(str(exc))} (a tracekit bug; rerun with"
                 " --debug for the traceback and report it)",
@@ -277,6 +344,18 @@ def run(argv: list[str] | None = None) -> int:
         return 1
     finally:
         phase.stop()  # the "analysing …" line never outlives the command
+
+
+def _pipe_closed() -> int:
+    """The reader of stdout went away (``tracekit kernels | head``): exit 0, as ``head`` users expect, and nothing
+    more is written (stdout now goes nowhere, so no later flush fails)."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return 0
 
 
 def main() -> None:

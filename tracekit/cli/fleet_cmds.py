@@ -24,6 +24,10 @@ JobsOpt = Annotated[
     Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes (default: min(cores, traces)).")
 ]
 DaskOpt = Annotated[Optional[str], typer.Option("--dask", help="Run the per-trace work on this Dask scheduler.")]
+DaskTimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option("--dask-timeout", min=0.001, help="Seconds to wait for the --dask scheduler to answer (default 10)."),
+]
 
 
 def _graph_bs(text: Optional[str]) -> tuple[int, ...]:
@@ -55,6 +59,7 @@ def analyze_cmd(
     ag_size: AgSizeOpt = None,
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
+    dask_timeout: DaskTimeoutOpt = None,
     cache: CacheFlags = NO_CACHE,
     output: Output = PRINTED,
 ) -> None:
@@ -76,6 +81,7 @@ def analyze_cmd(
         point_pattern=point_pattern,
         jobs=jobs or default_jobs(n),
         dask=dask,
+        dask_timeout=dask_timeout,
         cache=cache.cache,
         ag=ag_opts(group_size, ag_size, None),
         steps=step_flags.options(annotation),
@@ -249,6 +255,7 @@ def imbalance_cmd(
     ],
     jobs: JobsOpt = None,
     dask: DaskOpt = None,
+    dask_timeout: DaskTimeoutOpt = None,
     gpus_per_node: Annotated[
         Optional[int],
         typer.Option(
@@ -272,6 +279,7 @@ def imbalance_cmd(
     kwargs = dict(
         jobs=jobs,
         dask=dask,
+        dask_timeout=dask_timeout,
         gpus_per_node=gpus_per_node,
         cache=cache.cache,
         steps=step_flags.of_ranks(),

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, Union
 
-from ..cache.tempfiles import held_signals, remove_quietly, temp_path, write_synced
+from ..cache.tempfiles import held_signals, remove_quietly, signals_raise, temp_path, write_synced
 from ..errors import OutputError, TracekitError  # noqa: F401 - OutputError is re-exported here
 from ..result import Result
 
@@ -72,7 +72,35 @@ def os_error_sentence(exc: OSError, path: Path, what: str) -> str:
         )
     if e == errno.ENAMETOOLONG:
         return f"{path}: the name is too long for the file system; choose a shorter --out"
+    if e == errno.EIO:
+        return (
+            f"{path} cannot be written (an input/output error on its device): the {what} is incomplete or missing;"
+            " check the device or choose another --out"
+        )
     return f"{path} cannot be written ({exc.strerror or exc}); choose another --out"
+
+
+def stdout_error(exc: OSError) -> OutputError:
+    """Standard output could not be written (a full disk or ``/dev/full``, an input/output error): one sentence
+    naming it and what it is (a file, a device), exit 3. A closed pipe is not one of these: the CLI ends quietly
+    with exit 0 then, as ``head`` users expect."""
+    e = _errno(exc)
+    where = "standard output"
+    try:
+        st = os.fstat(sys.stdout.fileno())
+        kind = "a file" if stat.S_ISREG(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) else "a pipe"
+        link = os.readlink(f"/proc/self/fd/{sys.stdout.fileno()}") if os.path.exists("/proc/self/fd") else None
+        where = f"standard output ({kind}{', ' + link if link and link.startswith('/') else ''})"
+    except (OSError, ValueError, AttributeError):
+        pass
+    if e in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+        return OutputError(
+            f"no space left on the device for {where}: the output is incomplete; free some space or write"
+            " elsewhere (-o FILE on another disk)"
+        )
+    return OutputError(
+        f"{where} cannot be written ({exc.strerror or exc}): the output is incomplete; write elsewhere (-o FILE)"
+    )
 
 
 # --------------------------------------------------------------------------- where an output goes: the one rule
@@ -84,6 +112,7 @@ _STD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
 # The run's inputs, while a command runs (:func:`guarding`): (st_dev, st_ino) -> (path, how the command names it).
 _GUARD: dict[tuple[int, int], tuple[str, str]] = {}
 _COMMAND: list[str] = []
+_LAST_INPUTS: list[str] = []  # the inputs of the command guarded last: an error after it ended still names them
 
 
 @dataclass(frozen=True)
@@ -107,11 +136,22 @@ def guarding(inputs: Iterable[tuple[str | Path, str]], command: str = "command")
     try:
         for p, role in inputs:
             protect(p, role)
+        _LAST_INPUTS[:] = [p for p, _ in _GUARD.values()]
         yield
     finally:
         _GUARD.clear()
         _GUARD.update(saved)
         _COMMAND[:] = saved_cmd
+
+
+def guarded_inputs() -> list[str]:
+    """The files the running command reads (or the last guarded command read), as it names them
+    (:func:`guarding`): error messages after it ended name them. :func:`forget_inputs` starts afresh."""
+    return [p for p, _ in _GUARD.values()] or list(_LAST_INPUTS)
+
+
+def forget_inputs() -> None:
+    _LAST_INPUTS.clear()
 
 
 def protect(path: str | Path, role: str = "an input") -> None:
@@ -278,6 +318,8 @@ def write_stream(t: Target, data: Data, what: str) -> None:
         with fh:
             _write_to(fh, data)
             fh.flush()
+    except BrokenPipeError:
+        raise  # the reader went away (-o /dev/stdout | head): the CLI ends quietly, exit 0
     except OSError as exc:
         raise OutputError(os_error_sentence(exc, t.path, what)) from None
 
@@ -304,6 +346,14 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
             )
         seen[key] = t.path
     temps: list[Path | None] = []
+    with signals_raise():  # SIGTERM/SIGHUP remove the temporary files too (the CLI's handler, or this one)
+        _write_all(targets, items, temps)
+    return [t.path for t in targets]
+
+
+def _write_all(targets: list[Target], items: list[tuple[str | Path, Data, str]], temps: list[Path | None]) -> None:
+    """Every temporary file written, then all renamed into place (signals held back); the temporaries removed
+    whatever happens."""
     try:
         for t, (_, data, what) in zip(targets, items):
             if t.stream:
@@ -328,7 +378,6 @@ def write_files(items: list[tuple[str | Path, Data, str]], *, inputs: Result | N
         for tmp in temps:
             if tmp is not None:
                 remove_quietly(tmp)
-    return [t.path for t in targets]
 
 
 def _input_paths(result: Result) -> list[Path]:

@@ -3,14 +3,19 @@
 :func:`reduce_file` is a pure function of a path and plain options, so it runs the same in this process, a
 process-pool worker or a Dask worker, and what it returns is small (a row per step and per collective): the
 parent never holds two ranks' events. Collective kinds come from ``tracekit/data/collectives.json``.
+A process-pool worker starts with :func:`start_worker` (it dies with its parent) and runs each file through
+:func:`in_worker` (which notes the file, so that a worker's death names it).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import os
 import re
+import signal
+import sys
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +37,8 @@ ATTENTION_FAMILIES = ("attention", "linear_attention")
 EXPERT_CATEGORIES = ("expert_gemm", "moe_routing")
 
 _LOAD_LOCK = threading.Lock()  # threads of one process (a Dask worker's) decode one trace at a time
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_TAKEN: list = []  # in a process-pool worker: the shared array where it notes which file it works on
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,39 @@ def _in_own_thread(fn):
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def start_worker(parent: int, taken) -> None:
+    """The initializer of every process-pool worker (``tracekit.fan_out.map_points``): a worker lives only in its
+    parent's life.
+
+    * On Linux the kernel sends it SIGTERM when the parent dies, however it dies (SIGKILL included:
+      ``prctl(PR_SET_PDEATHSIG)``); a parent already gone before that was set ends it now. No orphan keeps the
+      parent's stdout open (``tracekit imbalance … | cat`` ends).
+    * SIGTERM and SIGHUP act as by default again (the parent's CLI raises them as an exception; a worker just ends,
+      its cache write's temporary file removed on the way, ``tracekit.cache.tempfiles.signals_raise``), and SIGINT
+      is ignored: Ctrl-C reaches the whole process group, and the parent decides (it stops its workers).
+    * ``taken`` (a shared array, one slot per file) is where :func:`in_worker` notes which file this process
+      works on, so that the parent can name the file of a worker that died."""
+    for s in (getattr(signal, n, None) for n in ("SIGTERM", "SIGHUP")):
+        if s is not None:
+            signal.signal(s, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the parent still stops its workers when it ends normally
+            pass
+    if os.getppid() != parent:  # the parent died before the death signal was asked for
+        os._exit(1)
+    _TAKEN[:] = [taken]
+
+
+def in_worker(fn, index: int, path: str, opts):
+    """``fn(path, opts)`` in a process-pool worker, this process's id noted in slot ``index`` first."""
+    if _TAKEN:
+        _TAKEN[0][index] = os.getpid()
+    return fn(path, opts)
 
 
 def reduce_file(path: str, opts: MapOptions = MapOptions()) -> dict:
