@@ -212,14 +212,15 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
         return None
     try:
         with memoryview(mm) as whole:  # the seal first: nothing of a damaged entry is parsed
-            if not integrity.is_sealed(whole) and whole[-6:] == _ARROW_MAGIC:
-                mm.close()
-                return None  # an entry of format 6 or before (no seal): never read, rebuilt
-            n = integrity.sealed_length(whole)
+            old = not integrity.is_sealed(whole) and whole[-6:] == _ARROW_MAGIC  # format 6 or before: no seal
+            n = 0 if old else integrity.sealed_length(whole)
     except Damaged as exc:
         mm.close()
         dropped(log, path, exc, "the trace is read again")
         return None
+    if old:
+        mm.close()
+        return None  # never read: the trace is read again and the entry replaced
     import pyarrow as pa  # loaded with pandas already; pyarrow.ipc costs nothing more
     from pyarrow import ipc
 

@@ -113,7 +113,9 @@ def test_a_legacy_parquet_entry_is_never_read_listed_then_removed(tmp_path):
     assert t.report.from_cache is False and len(t.events) == 2
     assert not legacy.exists()  # replaced by the format-4 entry
     info = cache_info(cdir).tables["entries"]
-    assert info["format"].tolist() == [cache_key.CACHE_FORMAT] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
+    assert info["format"].tolist() == [cache_key.CACHE_FORMAT] and info["file"].tolist() == [
+        _cache.cache_path(p, cdir).name
+    ]
     pq.write_table(table, legacy, compression="lz4")
     cleared = cache_clear(cdir)
     assert cleared.summary["removed"] == 2 and list(cdir.iterdir()) == []
