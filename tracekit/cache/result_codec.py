@@ -79,7 +79,7 @@ class _Writer:
     def column(self, values) -> dict[str, Any]:
         dtype = values.dtype
         if isinstance(dtype, np.dtype):
-            if dtype == object:
+            if dtype.kind == "O":
                 return {"object": [self.value(x) for x in np.asarray(values, dtype=object).tolist()]}
             return {"numpy": self.array(np.asarray(values))}
         if isinstance(dtype, pd.CategoricalDtype):
