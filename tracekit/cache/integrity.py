@@ -57,6 +57,7 @@ def is_sealed(view) -> bool:
 def sealed_length(view) -> int:
     """How many bytes of ``view`` the seal covers (those before the trailer), once they agree with it; Damaged when
     they do not (or when ``view`` has no trailer)."""
+    view = memoryview(view)  # slices of it are views, not copies (of bytes, an mmap)
     n = len(view)
     if not is_sealed(view):
         raise Damaged("it has no checksum trailer")
