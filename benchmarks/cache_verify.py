@@ -53,7 +53,13 @@ assert t.report.from_cache, "the trace was not read from the cache"
 
 def _wall(code: str, trace: Path, env: dict) -> float:
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code, str(trace)], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", code, str(trace)],
+        check=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t
 
 

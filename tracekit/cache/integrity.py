@@ -57,7 +57,11 @@ def is_sealed(view) -> bool:
 def sealed_length(view) -> int:
     """How many bytes of ``view`` the seal covers (those before the trailer), once they agree with it; Damaged when
     they do not (or when ``view`` has no trailer)."""
-    view = memoryview(view)  # slices of it are views, not copies (of bytes, an mmap)
+    with memoryview(view) as v:  # slices of it are views, not copies; released even when Damaged is raised
+        return _checked_length(v)
+
+
+def _checked_length(view: memoryview) -> int:
     n = len(view)
     if not is_sealed(view):
         raise Damaged("it has no checksum trailer")

@@ -215,7 +215,10 @@ def read(source: Path, cache_dir: Path | None = None) -> Trace | None:
             old = not integrity.is_sealed(whole) and whole[-6:] == _ARROW_MAGIC  # format 6 or before: no seal
             n = 0 if old else integrity.sealed_length(whole)
     except Damaged as exc:
-        mm.close()
+        try:
+            mm.close()
+        except BufferError:  # the last reference unmaps it
+            pass
         dropped(log, path, exc, "the trace is read again")
         return None
     if old:
