@@ -729,6 +729,7 @@ def test_a_bit_flipped_anywhere_in_a_result_entry_is_never_served(tmp_path, warn
     assert detected == len(good)
 
 
+@pytest.mark.slow
 def test_a_damaged_result_entry_is_one_warning_and_the_fresh_report(cli, tmp_path, caplog):
     """End to end: `report` over a result entry with a flipped bit prints the fresh document (byte for byte), warns
     once naming the entry, and stores it anew — the next run reads it without a warning."""
