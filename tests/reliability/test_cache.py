@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tracekit
-from tests.conftest import kernel, write_trace
+from tests.conftest import comparable_doc, kernel, write_trace
 from tracekit.cache import trace_entries as _cache
 from tracekit.cache import keys as cache_key
 from tracekit.cache.admin import cache_clear, cache_info
@@ -623,3 +623,164 @@ def test_an_entry_cut_after_its_schema_is_still_recognised_and_cleared(tmp_path)
     entry.write_bytes(data[: len(data) // 2])
     assert cache_info(cdir).summary["entries"] == 1
     assert cache_clear(cdir).summary["removed"] == 1 and list(cdir.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- issue 41: checksummed entries
+
+
+def _flipped(good: bytes, offset: int) -> bytes:
+    data = bytearray(good)
+    data[offset] ^= 1 << (offset % 8)  # one bit, a different one from byte to byte
+    return bytes(data)
+
+
+class _Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def warned():
+    """The cache's warnings (trace and result entries), as their messages."""
+    h = _Warnings()
+    logger = logging.getLogger("tracekit.cache")
+    logger.addHandler(h)
+    yield h.messages
+    logger.removeHandler(h)
+
+
+@pytest.mark.slow
+def test_a_bit_flipped_anywhere_in_a_trace_entry_is_never_served(tmp_path, warned):
+    """Every offset of a small trace entry, one bit each: the read is the fresh table, or None with one warning
+    naming the entry (which is removed); then the load at a spread of those offsets gives the fresh answer and
+    writes the entry anew. Before the seal, 1 flip in 16 was served as a wrong result (issue 41)."""
+    p = _trace(tmp_path, "t.json", 5_000.0)
+    cdir = tmp_path / "cache"
+    fresh = tracekit.load(p, cache=False)
+    tracekit.load(p, cache_dir=cdir)
+    entry = _cache.cache_path(p, cdir)
+    good = entry.read_bytes()
+    wrong, detected = [], 0
+    for offset in range(len(good)):
+        entry.write_bytes(_flipped(good, offset))
+        warned.clear()
+        got = _cache.read(p, cdir)
+        if got is None:
+            assert len(warned) == 1 and str(entry) in warned[0] and "damaged" in warned[0], (offset, warned)
+            assert not entry.exists(), offset  # dropped
+            detected += 1
+        elif not got.events.equals(fresh.events) or got.meta != fresh.meta:
+            wrong.append(offset)
+    assert wrong == []
+    assert detected == len(good)  # CRC-32 finds every single-bit flip: none is even served unchanged
+    for offset in range(0, len(good), max(1, len(good) // 16)):
+        entry.write_bytes(_flipped(good, offset))
+        warned.clear()
+        t = tracekit.load(p, cache_dir=cdir)
+        assert not t.report.from_cache and t.events.equals(fresh.events) and len(warned) == 1, offset
+        assert entry.read_bytes() == good, offset  # rebuilt, byte for byte
+        assert tracekit.load(p, cache_dir=cdir).report.from_cache
+
+
+@pytest.mark.slow
+def test_a_bit_flipped_anywhere_in_a_result_entry_is_never_served(tmp_path, warned):
+    """Every offset of a small result entry (a Result with a table of each kind of column), one bit each: get()
+    gives the Result stored, or None with one warning (the entry removed) — never another Result."""
+    import numpy as np
+    import pandas as pd
+
+    from tracekit.cache import result_entries
+    from tracekit.result import Result
+
+    table = pd.DataFrame(
+        {
+            "step": np.array([0, 1], dtype="int64"),
+            "name": pd.array(["a", None], dtype="str"),
+            "overlapped_ns": pd.array([0, None], dtype="Int64"),
+            "pct": [0.5, float("nan")],
+            "ok": [True, False],
+        }
+    )
+    result = Result("report", [{"path": "t.json", "rank": 0}], {"min_ms": 0.1}, {"span_ns": 20_000}, {"t": table})
+    src = tmp_path / "t.json"
+    src.write_text("{}")
+    key = {"trace": 1, "options": {"min_ms": 0.1}}
+    entry = result_entries.put(src, "report", key, result, tmp_path)
+    good = entry.read_bytes()
+    assert result_entries.get(src, "report", key, tmp_path).to_json() == result.to_json()
+    wrong, detected = [], 0
+    for offset in range(len(good)):
+        entry.write_bytes(_flipped(good, offset))
+        warned.clear()
+        got = result_entries.get(src, "report", key, tmp_path)
+        if got is None:
+            assert len(warned) == 1 and str(entry) in warned[0] and "damaged" in warned[0], (offset, warned)
+            assert not entry.exists(), offset
+            detected += 1
+        elif got.to_json() != result.to_json() or any(
+            not got.tables[n].equals(result.tables[n]) for n in result.tables
+        ):
+            wrong.append(offset)
+    assert wrong == []
+    assert detected == len(good)
+
+
+@pytest.mark.slow
+def test_a_damaged_result_entry_is_one_warning_and_the_fresh_report(cli, tmp_path, caplog):
+    """End to end: `report` over a result entry with a flipped bit prints the fresh document (byte for byte), warns
+    once naming the entry, and stores it anew — the next run reads it without a warning."""
+    p = _trace(tmp_path, "t.json", 5_000.0)
+    code, fresh, _ = cli("report", p, "-f", "json", "--no-cache")
+    assert code == 0
+    code, first, _ = cli("report", p, "-f", "json")
+    from tracekit.cache import result_entries
+
+    entry = result_entries.entry_path(p, "report")
+    good = entry.read_bytes()
+    entry.write_bytes(_flipped(good, len(good) // 2))
+    with caplog.at_level(logging.WARNING, logger="tracekit.cache"):
+        code, again, _ = cli("report", p, "-f", "json")
+    assert code == 0
+    damaged = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(damaged) == 1 and str(entry) in damaged[0]
+    # the fresh document; `inputs[].from_cache` (the trace's entry was read) is the one field that differs
+    assert comparable_doc(again) == comparable_doc(first) == comparable_doc(fresh)
+    assert again.replace('"from_cache": true', '"from_cache": false') == fresh
+    assert entry.exists() and entry.read_bytes() != _flipped(good, len(good) // 2)  # stored anew
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tracekit.cache"):
+        code, third, _ = cli("report", p, "-f", "json")
+    assert code == 0 and not caplog.records and json.loads(third)["inputs"][0]["from_cache"] is True
+
+
+def test_entries_of_the_formats_before_the_seal_are_rebuilt_silently(tmp_path, caplog):
+    """A format-6 trace entry (Arrow without a seal) and a format-1 result entry (a pickle) are never read: the
+    trace is ingested again and the entry replaced, without a warning; the pickle is not loaded."""
+    import pickle
+
+    from tracekit.cache import result_entries
+
+    p = _trace(tmp_path, "t.json", 5_000.0)
+    cdir = tmp_path / "cache"
+    tracekit.load(p, cache_dir=cdir)
+    entry = _cache.cache_path(p, cdir)
+    good = entry.read_bytes()
+    entry.write_bytes(good[:-32])  # the Arrow file as format 6 wrote it
+    marker = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    old = result_entries.entry_path(p, "report", cdir)
+    old.write_bytes(result_entries.MAGIC + b'{"format": 1, "key": {}}\n' + pickle.dumps(Boom()))
+    with caplog.at_level(logging.INFO, logger="tracekit.cache"):
+        t = tracekit.load(p, cache_dir=cdir)
+        assert result_entries.get(p, "report", {}, cdir) is None
+    assert not t.report.from_cache and entry.read_bytes() == good
+    assert not marker.exists()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

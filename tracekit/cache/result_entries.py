@@ -10,32 +10,36 @@ the annotation's content, the content of every other file the command reads, the
 ``reuse_key.code_fingerprint`` — a checksum of tracekit's own code and data files — so that a changed rule,
 annotation or analysis is never answered with an old Result.
 
-Entries are Python pickles (a Result of pandas tables round-trips exactly; Arrow would change some dtypes). A
-pickle runs code when it is read, so an entry is read only when it is a regular file owned by this user that no
-one else may write, in a folder no one else may write (the rule Python's own bytecode cache relies on); anything
-else is ignored and recomputed. A damaged or unreadable entry is never fatal: the command computes the Result.
+An entry is ``MAGIC``, a JSON line saying what it is (format, command, source, key), the Result in
+:mod:`tracekit.cache.result_codec`'s format — JSON and the raw buffers of numeric columns, read back to the same
+dtypes, and never code: a tampered entry can give wrong numbers, not run anything (format 1 was a pickle, which
+does; its entries are never read now, and are replaced) — and the seal of :mod:`tracekit.cache.integrity`, a
+CRC-32 of every byte before it, checked before anything is parsed. An entry whose seal does not agree is removed
+with one warning and the command computes its Result; one of another format or key is recomputed silently. An
+entry is still read only when it is a regular file owned by this user that no one else may write, in a folder no
+one else may write: another user's entry could not run code, but it could lie.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
-import pickle
 import re
 import stat
 from pathlib import Path
 from typing import Any
 
 from ..result import Result
+from . import integrity, result_codec
+from .integrity import Damaged, dropped, is_sealed, trailer
 from .keys import entry_file
 from .tempfiles import is_temporary_of, remove_stale_temporaries, replaced
 
 log = logging.getLogger(__name__)
 
 RESULT_SUFFIX = ".result"
-RESULT_FORMAT = 1
+RESULT_FORMAT = 2  # 1: a pickle; 2: result_codec's JSON and buffers, sealed with a CRC-32
 MAGIC = b"TRACEKIT-RESULT\n"
 RESULT_NAME = re.compile(r"(?s)^.{1,60}\.[0-9a-f]{20}\.[a-z_]{1,20}\.result$")
 RESULT_TMP_NAME = re.compile(r"^\.tmp-tracekit-\d+-[a-z0-9_]{8}\.result$")
@@ -78,28 +82,51 @@ def _canonical(key: dict[str, Any]) -> bytes:
 
 
 def get(source: Path, command: str, key: dict[str, Any], cache_dir: Path | None = None) -> Result | None:
-    """The Result stored for ``source`` and ``command`` under exactly ``key``, or None (absent, another key,
-    damaged, or not trusted)."""
+    """The Result stored for ``source`` and ``command`` under exactly ``key``, or None (absent, another format or
+    key, not trusted, or damaged — which is removed with one warning)."""
     path = entry_path(source, command, cache_dir)
     data = _read_entry(path)
-    if data is None or not data.startswith(MAGIC):
+    if data is None:
         return None
     try:
-        buf = io.BytesIO(data)
-        buf.seek(len(MAGIC))
-        head = json.loads(buf.readline())
-        if head.get("format") != RESULT_FORMAT or head.get("key") != json.loads(_canonical(key)):
+        if not is_sealed(data):  # an entry of format 1 (or someone else's file): never read
+            head, _ = _head(data)
+            if head is None or head.get("format") == RESULT_FORMAT:
+                raise Damaged("it has no checksum trailer")
             return None
-        result = pickle.load(buf)
+        body = memoryview(data)[: integrity.sealed_length(data)]
+        head, end = _head(body)
+        if head is None or head.get("format") != RESULT_FORMAT:
+            raise Damaged("its header cannot be read")
+        if head.get("key") != json.loads(_canonical(key)):
+            return None  # made under other options, another trace or another tracekit: recomputed
+        result = result_codec.decode(body[end:])
+        if result.command != command:
+            raise Damaged(f"it holds a {result.command} result")
     except Exception as exc:  # noqa: BLE001 - a damaged entry is never fatal: compute again
-        log.info("ignoring unreadable result entry %s: %s", path, exc)
+        if data.startswith(MAGIC) or is_sealed(data):
+            dropped(log, path, exc, f"the {command} is computed again")
         return None
-    return result if isinstance(result, Result) and result.command == command else None
+    return result
+
+
+def _head(data) -> tuple[dict[str, Any] | None, int]:
+    """The JSON line after MAGIC, and where the Result starts after it; (None, 0) when there is none."""
+    raw = bytes(data[: 1 << 20])
+    if not raw.startswith(MAGIC) or b"\n" not in raw[len(MAGIC) :]:
+        return None, 0
+    end = raw.index(b"\n", len(MAGIC))
+    try:
+        head = json.loads(raw[len(MAGIC) : end])
+    except ValueError:
+        return None, 0
+    return (head, end + 1) if isinstance(head, dict) else (None, 0)
 
 
 def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_dir: Path | None = None) -> Path | None:
     """Store ``result`` under ``key``, atomically (a temporary file renamed over the entry). A folder that cannot be
-    written, or a Result that cannot be pickled, leaves the command as it was: nothing is stored."""
+    written, or a Result holding what result_codec does not store, leaves the command as it was: nothing is
+    stored."""
     path = entry_path(source, command, cache_dir)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,10 +138,10 @@ def put(source: Path, command: str, key: dict[str, Any], result: Result, cache_d
         head = json.dumps(
             {"format": RESULT_FORMAT, "command": command, "source": str(source), "key": json.loads(_canonical(key))}
         ).encode()
-        body = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        data = MAGIC + head + b"\n" + result_codec.encode(result)
         with replaced(path, RESULT_SUFFIX) as tmp, open(tmp, "wb") as fh:
-            fh.write(MAGIC + head + b"\n" + body)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError, ValueError) as exc:
+            fh.write(data + trailer(data))
+    except (OSError, TypeError, ValueError) as exc:  # result_codec.Unsupported is a TypeError
         log.info("not storing the %s result of %s: %s", command, source, exc)
         return None
     remove_stale_temporaries(path.parent, is_result_temporary)  # of result writes killed before their rename
@@ -127,8 +154,8 @@ def is_result_temporary(path: Path, st: os.stat_result) -> bool:
 
 
 def stored_head(path: Path) -> dict[str, Any] | None:
-    """What a result entry says of itself (format, command, source, key) without unpickling it; None when the file
-    is not a result entry."""
+    """What a result entry says of itself (format, command, source, key) without reading its Result; None when the
+    file is not a result entry."""
     try:
         with open(path, "rb") as fh:
             if fh.read(len(MAGIC)) != MAGIC:

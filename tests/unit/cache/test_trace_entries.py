@@ -17,6 +17,7 @@ import pytest
 
 import tracekit
 from tests.conftest import kernel, memcpy, write_trace
+from tracekit.cache import integrity
 from tracekit.cache import trace_entries as _cache
 from tracekit.cache import keys as cache_key
 from tracekit.cache.admin import cache_clear, cache_info
@@ -66,10 +67,10 @@ def test_the_cached_table_is_the_ingested_one_dtypes_included(tmp_path, fixture)
     assert report == cold_report
     entry = _cache.cache_path(src, cdir)
     assert entry.suffix == ".arrow" and entry.exists()
-    with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression
-        reader = pa.ipc.open_file(f)
+    with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression, then the seal
+        reader = pa.ipc.open_file(f, footer_offset=entry.stat().st_size - integrity.TRAILER_SIZE)
         assert reader.num_record_batches >= 1
-        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == cache_key.CACHE_FORMAT == 6
+        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == cache_key.CACHE_FORMAT == 7
 
 
 def test_all_null_categoricals_keep_their_dtype(tmp_path):
@@ -112,7 +113,9 @@ def test_a_legacy_parquet_entry_is_never_read_listed_then_removed(tmp_path):
     assert t.report.from_cache is False and len(t.events) == 2
     assert not legacy.exists()  # replaced by the format-4 entry
     info = cache_info(cdir).tables["entries"]
-    assert info["format"].tolist() == [6] and info["file"].tolist() == [_cache.cache_path(p, cdir).name]
+    assert info["format"].tolist() == [cache_key.CACHE_FORMAT] and info["file"].tolist() == [
+        _cache.cache_path(p, cdir).name
+    ]
     pq.write_table(table, legacy, compression="lz4")
     cleared = cache_clear(cdir)
     assert cleared.summary["removed"] == 2 and list(cdir.iterdir()) == []
@@ -179,6 +182,7 @@ def test_dictionary_codes_out_of_range_are_refused(tmp_path):
     entry.parent.mkdir(parents=True, exist_ok=True)
     with pa.ipc.new_file(str(entry), bad.schema) as w:
         w.write_table(bad)
+    integrity.seal_file(entry)  # sealed as the cache seals it: refused past the seal, by the validation
     assert _cache.read(p) is None
     assert tracekit.load(p).report.from_cache is False
 
@@ -262,7 +266,7 @@ def test_only_tracekits_entries_are_recognised(tmp_path):
     entry = _cache.cache_path(p, cdir)
     assert _cache.ENTRY_NAME.match(entry.name)
     stored = _cache.stored_metadata(entry)
-    assert stored["key"]["format"] == 6 and stored["report"]["events_kept"] == 2
+    assert stored["key"]["format"] == cache_key.CACHE_FORMAT and stored["report"]["events_kept"] == 2
     assert _cache.read_metadata(entry) == stored
     table = pa.table({"a": [1]})
     plain = cdir / "user.0123456789abcdef0123.arrow"  # an entry's name, a user's Arrow file
