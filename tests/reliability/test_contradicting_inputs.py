@@ -264,3 +264,28 @@ def test_two_runs_of_one_point_in_compare_are_kept_and_said(cli, tmp_path):
     assert "2 traces for the point bs 4, context 100000" in err and "compare uses the first" in err
     assert doc["summary"]["matched_concurrencies"] == [4]
     assert len(doc["tables"]["matched"]) == 1 and doc["tables"]["matched"][0]["wall_ratio_b_over_a"] == 1.0
+
+
+@pytest.mark.slow
+def test_compare_of_points_without_a_context_or_a_bs(cli, tmp_path):
+    """Folders named `d_bs4` (no context) crashed compare with IndexError, exit 1, one run or two: the pair's findings
+    looked their point up with context == NaN. A point whose folder gives no bs (`run1`) crashed it with ValueError:
+    it has no instance concurrency, so it is left out of the matching and said."""
+    _sample_copy(tmp_path / "a" / "d_bs4" / "1-TP-0.trace.json.gz", 1)
+    _sample_copy(tmp_path / "a" / "d_bs4" / "2-TP-0.trace.json.gz", 2)
+    _sample_copy(tmp_path / "b" / "d_bs4" / "1-TP-0.trace.json.gz", 3)
+    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["matched_concurrencies"] == [4] and doc["summary"]["findings_at_concurrency"] == 4
+    assert [r["context"] for r in doc["tables"]["matched"]] == [None]
+    assert "2 traces for the point bs 4" in err and "compare uses the first" in err
+    _sample_copy(tmp_path / "c" / "run1" / "1-TP-0.trace.json.gz", 4)
+    _sample_copy(tmp_path / "d" / "run1" / "1-TP-0.trace.json.gz", 5)
+    _sample_copy(tmp_path / "d" / "d_bs4" / "1-TP-0.trace.json.gz", 6)
+    code, out, err = cli("compare", tmp_path / "c", tmp_path / "d", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["matched_concurrencies"] == [] and doc["tables"]["matched"] == []
+    assert "c: 1 point(s) with no batch size" in err and "run1" in err and "left out of the matching" in err
+    assert len(doc["tables"]["steps"]) == 3  # every point is still a row of its side

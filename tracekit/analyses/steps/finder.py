@@ -281,14 +281,17 @@ def _drop_empty(ctx: StepActivity, rows: list[dict], lw: Launches) -> tuple[list
         same = (phase == p) & keep & ~lost
         if same.sum() >= 2:
             keep &= ~(same & (busy < ctx.rules.empty_fraction * np.median(busy[same])))
-    keep |= empty_steps(rows, keep & ~lost, ~lost, ctx.rules.empty_fraction)
+    wall = np.where(valid, we, 0) - np.where(valid, ws, 0)  # a CPU span that launched nothing has no window: 0
+    keep |= empty_steps(rows, wall, keep & ~lost, ~lost, ctx.rules.empty_fraction)
     # a step whose graph replays were not recorded stays (and is flagged) as long as something of it is left
     under = int((~keep & lost).sum())
     kept = [r for r, k in zip(rows, keep.tolist()) if k]
     return kept, len(rows) - len(kept), {"under_recorded_markers": under}
 
 
-def empty_steps(rows: list[dict], work: np.ndarray, eligible: np.ndarray, fraction: float) -> np.ndarray:
+def empty_steps(
+    rows: list[dict], wall: np.ndarray, work: np.ndarray, eligible: np.ndarray, fraction: float
+) -> np.ndarray:
     """Which candidates are empty steps: a GPU span as the marker wrote it (not replaced by a launch window) that
     holds no work of its own (``work`` False) but lasts at least ``fraction`` of the median wall of the candidates of
     its phase that hold work (of all of them when its phase has none). Its window is real GPU time in which the GPU
@@ -297,7 +300,6 @@ def empty_steps(rows: list[dict], work: np.ndarray, eligible: np.ndarray, fracti
     out = np.zeros(len(rows), dtype=bool)
     if not work.any():
         return out
-    wall = np.array([r["end_ns"] - r["start_ns"] for r in rows], dtype=np.int64)
     span = np.array([r["source"] == "gpu_annotation" and not r["switched"] for r in rows], dtype=bool)
     phase = np.array([r["phase"] for r in rows], dtype=object)
     for p in set(phase[span & ~work & eligible].tolist()):  # per phase: phases are few
