@@ -148,6 +148,7 @@ def test_a_marker_of_a_few_us_with_nothing_in_it_is_no_step(cli, tmp_path):
     assert [r["wall_ns"] for r in doc["tables"]["per_step"]] == [19_000_000] * 3
 
 
+@pytest.mark.slow
 def test_a_clock_outlier_is_named_and_kept_out_of_the_span(cli, tmp_path):
     """One kernel 5,000 s before a 19.5 ms trace made it 99.9998 % idle without a word. One rule, at ingest: it is set
     aside when the trace is read, counted as dropped, named in a warning of every command; temporal counts it."""
