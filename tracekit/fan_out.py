@@ -26,6 +26,7 @@ from .analyses.fleet.deployment_compare import (
     bench_table,
     compare,
     config_diff,
+    same_point,
 )
 from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
 from .analyses.fleet.multirank.mapper import in_worker, load_in_worker, start_worker
@@ -389,8 +390,8 @@ def _pair_findings(res: Result, sides: list[Side], annotation_a, annotation_b, c
     conc, ctx = m.sort_values("concurrency").iloc[-1][["concurrency", "context"]]
     paths, paths_seen = [], []
     for side, col in ((sides[0], "bs_a"), (sides[1], "bs_b")):
-        bs = m.loc[(m["concurrency"] == conc) & (m["context"] == ctx), col].iloc[0]
-        rows = side.sweep[(side.sweep["bs"] == bs) & (side.sweep["context"] == ctx)]
+        bs = m.loc[(m["concurrency"] == conc) & same_point(m["context"], ctx), col].iloc[0]
+        rows = side.sweep[(side.sweep["bs"] == bs) & same_point(side.sweep["context"], ctx)]
         p = rows["path"].iloc[0] if "path" in rows and len(rows) else None
         paths_seen.append(p)
         paths.append(p if p and Path(str(p)).is_file() else None)

@@ -157,7 +157,15 @@ def test_wall_steps_temporal_json_contract(cli):
     assert code == 0 and doc["schema"] == "tracekit.wall/1"
     assert {"steps", "median_wall_ns", "median_busy_ns", "median_ag_only_ns", "median_idle_ns"} <= set(doc["summary"])
     rows = doc["tables"]["per_step"]
-    assert len(rows) == 3 and list(rows[0]) == ["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]
+    assert len(rows) == 3 and list(rows[0]) == [
+        "step",
+        "start_ns",
+        "wall_ns",
+        "busy_ns",
+        "ag_only_ns",
+        "idle_ns",
+        "empty",
+    ]
     assert all(r["busy_ns"] + r["ag_only_ns"] + r["idle_ns"] == r["wall_ns"] for r in rows)
     code, out, _ = cli("wall", "--ag", "ptop+local", "--format", "json")
     assert json.loads(out)["params"]["ag"] == "ptop+local"

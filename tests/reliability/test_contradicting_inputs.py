@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import tracekit
+
 from tests.conftest import cpu_ann, gpu_ann, kernel, write_trace
 from tests.reliability.test_silent_numbers import launch, line
 
@@ -93,30 +95,78 @@ def _steps_trace(path: Path, empty: int | None) -> Path:
     return write_trace(path, ev)
 
 
-@pytest.mark.slow
-def test_an_empty_step_is_counted_not_lost(cli, tmp_path):
-    """A 20 ms step marker with no GPU work is not a step (docs/steps.md), and wall says how many there were."""
-    code, out, err = cli("wall", _steps_trace(tmp_path / "e.json", empty=1), "-f", "json")
+def _wall(cli, trace: Path) -> dict:
+    code, out, err = cli("wall", trace, "-f", "json")
     assert code == 0, err
-    doc = _doc(out)
-    assert doc["summary"]["steps"] == 2 and doc["summary"]["empty_markers"] == 1
+    return _doc(out)
+
+
+@pytest.mark.slow
+def test_an_empty_step_is_a_step_of_idle_time(cli, tmp_path):
+    """A 20 ms step marker with no GPU work had no row: it is a step of 0 busy and 20 ms idle, marked, and the step
+    table and the one-step table have it too; the markers that are no step (a few µs) stay out (docs/steps.md)."""
+    trace = _steps_trace(tmp_path / "e.json", empty=1)
+    doc = _wall(cli, trace)
+    assert doc["summary"]["steps"] == 3 and doc["summary"]["empty_steps"] == 1 and doc["summary"]["empty_markers"] == 0
     rows = doc["tables"]["per_step"]
-    assert [r["busy_ns"] for r in rows] == [5_000_000, 5_000_000]
+    assert [(r["busy_ns"], r["idle_ns"], r["empty"]) for r in rows] == [
+        (5_000_000, 15_000_000, False),
+        (0, 20_000_000, True),
+        (5_000_000, 15_000_000, False),
+    ]
     assert all(r["busy_ns"] + r["ag_only_ns"] + r["idle_ns"] == r["wall_ns"] == 20_000_000 for r in rows)
-    code, out, _ = cli("wall", _steps_trace(tmp_path / "full.json", empty=None), "-f", "json")
-    assert _doc(out)["summary"]["empty_markers"] == 0 and _doc(out)["summary"]["steps"] == 3
+    # marked: the step holds no kernel (health), named in a warning of every command that uses the steps
+    assert doc["summary"]["trustworthy"] is False
+    assert any("step(s) 1: the step holds no kernel" in w for w in doc["warnings"])
+    t = tracekit.load(trace, cache=False)
+    st = tracekit.find_steps(t)
+    assert st.table["kernels"].tolist() == [1, 0, 1]
+    one = tracekit.one_step_table(t.events, st)
+    assert one[one["step"] == 1][["name", "wall_ns", "wall_pct"]].values.tolist() == [["idle", 20_000_000, 100.0]]
+    # every marker holds work: nothing changes, nothing is empty
+    doc = _wall(cli, _steps_trace(tmp_path / "full.json", empty=None))
+    assert doc["summary"]["empty_markers"] == 0 and doc["summary"]["empty_steps"] == 0 and doc["summary"]["steps"] == 3
 
 
+def test_a_marker_of_a_few_us_with_nothing_in_it_is_no_step(cli, tmp_path):
+    """sglang's idle scheduler iterations: run_batch markers of a few µs between the steps, no GPU work. They are no
+    step (counted in empty_markers), however many there are."""
+    ev = []
+    for i in range(3):
+        t = i * 20000.0
+        ev += [
+            gpu_ann("scheduler.run_batch", t, 19000.0, ext=i + 1),
+            cpu_ann("scheduler.run_batch", t, 19000.0, ext=i + 1),
+        ]
+        ev.append(kernel("gemm", t + 100, 5000.0, corr=i + 10))
+        ev += [
+            gpu_ann("scheduler.run_batch", t + 19500, 4.0, ext=i + 11),
+            cpu_ann("scheduler.run_batch", t + 19500, 4.0, ext=i + 11),
+        ]
+    doc = _wall(cli, write_trace(tmp_path / "idle.json", ev))
+    assert doc["summary"]["steps"] == 3 and doc["summary"]["empty_markers"] == 3 and doc["summary"]["empty_steps"] == 0
+    assert [r["wall_ns"] for r in doc["tables"]["per_step"]] == [19_000_000] * 3
+
+
+@pytest.mark.slow
 def test_a_clock_outlier_is_named_and_kept_out_of_the_span(cli, tmp_path):
-    """One kernel 5,000 s before a 19.5 ms trace made it 99.9998 % idle without a word."""
+    """One kernel 5,000 s before a 19.5 ms trace made it 99.9998 % idle without a word. One rule, at ingest: it is set
+    aside when the trace is read, counted as dropped, named in a warning of every command; temporal counts it."""
     ev = [kernel("k", i * 1000.0, 500.0, corr=i) for i in range(20)]
     trace = write_trace(tmp_path / "o.json", ev + [kernel("early", -5000e6, 10.0, corr=99)])
     code, out, err = cli("temporal", trace, "-f", "json")
     assert code == 0
-    s = _doc(out)["summary"]
+    doc = _doc(out)
+    s = doc["summary"]
     assert s["clock_outliers"] == 1
     assert (s["span_ns"], s["busy_ns"], s["idle_ns"]) == (19_500_000, 10_000_000, 9_500_000)
-    assert "1 GPU event(s) lie far from the rest on the clock" in err and "kept out of the span" in err
+    assert "clock jump: isolated 5,000.0 s from the rest" in err and "'early'" in err
+    assert any("clock jump" in w and "'early'" in w for w in doc["warnings"])
+    for command in ("info", "kernels", "wall"):  # every command says it, from the one place that decided it
+        code, _, err = cli(command, trace)
+        assert code == 0 and "clock jump" in err and "'early'" in err, command
+    t = tracekit.load(trace, cache=False)
+    assert len(t.events) == 20 and sum(t.report.dropped.values()) == 1
     # the same kernels without it: the same numbers, nothing said
     code, out, err = cli("temporal", write_trace(tmp_path / "n.json", ev), "-f", "json")
     s = _doc(out)["summary"]
@@ -131,6 +181,14 @@ def test_two_sessions_of_like_size_are_no_outlier(cli, tmp_path):
     s = _doc(out)["summary"]
     assert code == 0 and s["clock_outliers"] == 0 and s["span_ns"] == 10_009_500_000
     assert "clock" not in err
+
+
+def test_a_trace_too_small_to_judge_keeps_its_far_event(tmp_path):
+    """Below 9 events there is no timeline to judge a far event by: it stays (and temporal shows its idle)."""
+    ev = [kernel("k", i * 1000.0, 500.0, corr=i) for i in range(7)] + [kernel("far", 5000e6, 10.0, corr=99)]
+    t = tracekit.load(write_trace(tmp_path / "small.json", ev), cache=False)
+    assert len(t.events) == 8 and t.report.dropped == {}
+    assert tracekit.temporal(t).summary["clock_outliers"] == 0
 
 
 # --------------------------------------------------------------------------- option values
@@ -207,3 +265,28 @@ def test_two_runs_of_one_point_in_compare_are_kept_and_said(cli, tmp_path):
     assert "2 traces for the point bs 4, context 100000" in err and "compare uses the first" in err
     assert doc["summary"]["matched_concurrencies"] == [4]
     assert len(doc["tables"]["matched"]) == 1 and doc["tables"]["matched"][0]["wall_ratio_b_over_a"] == 1.0
+
+
+@pytest.mark.slow
+def test_compare_of_points_without_a_context_or_a_bs(cli, tmp_path):
+    """Folders named `d_bs4` (no context) crashed compare with IndexError, exit 1, one run or two: the pair's findings
+    looked their point up with context == NaN. A point whose folder gives no bs (`run1`) crashed it with ValueError:
+    it has no instance concurrency, so it is left out of the matching and said."""
+    _sample_copy(tmp_path / "a" / "d_bs4" / "1-TP-0.trace.json.gz", 1)
+    _sample_copy(tmp_path / "a" / "d_bs4" / "2-TP-0.trace.json.gz", 2)
+    _sample_copy(tmp_path / "b" / "d_bs4" / "1-TP-0.trace.json.gz", 3)
+    code, out, err = cli("compare", tmp_path / "a", tmp_path / "b", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["matched_concurrencies"] == [4] and doc["summary"]["findings_at_concurrency"] == 4
+    assert [r["context"] for r in doc["tables"]["matched"]] == [None]
+    assert "2 traces for the point bs 4" in err and "compare uses the first" in err
+    _sample_copy(tmp_path / "c" / "run1" / "1-TP-0.trace.json.gz", 4)
+    _sample_copy(tmp_path / "d" / "run1" / "1-TP-0.trace.json.gz", 5)
+    _sample_copy(tmp_path / "d" / "d_bs4" / "1-TP-0.trace.json.gz", 6)
+    code, out, err = cli("compare", tmp_path / "c", tmp_path / "d", "-f", "json")
+    assert code == 0, err
+    doc = _doc(out)
+    assert doc["summary"]["matched_concurrencies"] == [] and doc["tables"]["matched"] == []
+    assert "c: 1 point(s) with no batch size" in err and "run1" in err and "left out of the matching" in err
+    assert len(doc["tables"]["steps"]) == 3  # every point is still a row of its side

@@ -100,16 +100,23 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
 
 # An event (or a handful) whose time lies far outside the dense body of the timeline — a clock that jumped, a
 # stray timestamp — would make the span thousands of seconds and the idle time ~100 %. Such a group at either end
-# is dropped (counted as dropped, with its name, so records_read still reconciles): at most ISOLATED_MAX_GROUP
-# events and one per ISOLATED_EVENTS_PER events, in a trace of at least ISOLATED_MIN_EVENTS events, separated from
-# the rest by a gap of at least ISOLATED_MIN_GAP_NS and ISOLATED_GAP_RATIO times the span of the rest (the range of
-# its start times). A real trace's gaps are far below both.
-ISOLATED_MIN_EVENTS = 64
+# is dropped (counted as dropped, with its name, so records_read still reconciles, and warned by every command):
+# at most ISOLATED_MAX_GROUP events and one per ISOLATED_EVENTS_PER events (at least one), in a trace of at least
+# ISOLATED_MIN_EVENTS events (fewer are no timeline to judge by), separated from the rest by a gap of at least
+# ISOLATED_MIN_GAP_NS and ISOLATED_GAP_RATIO times the span of the rest (the range of its start times). A real
+# trace's gaps are far below both. This is tracekit's one clock-outlier rule (issue 41): the analyses see the
+# timeline without the group, and `temporal`'s summary.clock_outliers counts what was set aside here.
+ISOLATED_MIN_EVENTS = 9
 ISOLATED_EVENTS_PER = 64
 ISOLATED_MAX_GROUP = 16
 ISOLATED_MIN_GAP_NS = 10 * 10**9
 ISOLATED_GAP_RATIO = 10
 CLOCK_JUMP = "clock jump"
+
+
+def clock_jumps(dropped: dict[str, int]) -> int:
+    """How many events a load set aside as clock jumps (from its ``IngestReport.dropped`` counts by reason)."""
+    return sum(n for reason, n in dropped.items() if reason.startswith(CLOCK_JUMP))
 
 
 def isolated_events(start: np.ndarray, end: np.ndarray) -> np.ndarray:

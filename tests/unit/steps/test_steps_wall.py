@@ -152,6 +152,7 @@ def test_wall_parts_sum_exactly(tmp_path):
         "busy_ns": 58_000,
         "ag_only_ns": 20_000,
         "idle_ns": 22_000,
+        "empty": False,
     }
     r2 = decompose(t, ag="ptop+local", steps=NO_FLOOR)
     row2 = r2.tables["per_step"].iloc[0].to_dict()

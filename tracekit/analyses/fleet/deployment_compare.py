@@ -16,7 +16,16 @@ from ...data import DEFAULT_ACCEPT_LEN  # noqa: F401 - re-exported
 from ...result import Result
 from ..memory.ledger_engine import global_record
 
-__all__ = ["DEFAULT_ACCEPT_LEN", "Side", "graph_bucket", "compare", "config_diff", "bench_table", "accept_len_of"]
+__all__ = [
+    "DEFAULT_ACCEPT_LEN",
+    "Side",
+    "graph_bucket",
+    "compare",
+    "config_diff",
+    "bench_table",
+    "accept_len_of",
+    "same_point",
+]
 
 
 def accept_len_of(log, label: str) -> tuple[float, str, str | None]:
@@ -118,7 +127,9 @@ def compare(
     sa, sb = _steps(a, accept_len), _steps(b, accept_len)
     steps = pd.concat([sa, sb], ignore_index=True)
     keys = ["concurrency", "context"]
-    m = sa.merge(sb, on=keys, suffixes=("_a", "_b"))
+    # a point with no batch size has no instance concurrency: a row of its side, matched with nothing (said below);
+    # a point with no context matches the other side's point with none (a merge pairs missing keys)
+    m = sa[sa["concurrency"].notna()].merge(sb[sb["concurrency"].notna()], on=keys, suffixes=("_a", "_b"))
     matched = pd.DataFrame(
         {
             "concurrency": m["concurrency"],
@@ -170,11 +181,11 @@ def compare(
             str(int(c)): float(r) for c, r in zip(matched["concurrency"], matched["throughput_ratio_b_over_a"])
         },
     }
-    warnings = []
+    warnings = [w for w in map(_unplaced, (a, b)) if w]
     if matched.empty:
         warnings.append(
-            f"no instance concurrency is shared by {a.label} ({sorted(sa['concurrency'].tolist())}) and"
-            f" {b.label} ({sorted(sb['concurrency'].tolist())}); only per-side tables are shown"
+            f"no instance concurrency is shared by {a.label} ({_known(sa['concurrency'])}) and"
+            f" {b.label} ({_known(sb['concurrency'])}); only per-side tables are shown"
         )
     return Result(
         command="compare",
@@ -190,6 +201,29 @@ def compare(
         tables=tables,
         warnings=warnings,
     )
+
+
+def _known(concurrency: pd.Series) -> list[int]:
+    return sorted(int(c) for c in concurrency.dropna())
+
+
+def _unplaced(side: Side) -> str | None:
+    """The warning for a side's points with no batch size (their folder name gave none), or None."""
+    gone = side.sweep[side.sweep["bs"].isna()]
+    if gone.empty:
+        return None
+    col = "path" if "path" in gone else "point"
+    names = ", ".join(map(str, gone[col].head(5))) + (", …" if len(gone) > 5 else "")
+    return (
+        f"{side.label}: {len(gone)} point(s) with no batch size ({names}) are left out of the matching (no instance"
+        " concurrency); name each point's folder bs<N>_<context>, or pass --point-pattern to analyze"
+    )
+
+
+def same_point(values: pd.Series, value) -> pd.Series:
+    """``values == value`` where a missing value (a point with no context) equals a missing one: the rule by which
+    compare's merge pairs the points, for looking a matched point up again."""
+    return values.isna() if pd.isna(value) else values == value
 
 
 def _block_diff(a: Side, b: Side, matched: pd.DataFrame) -> pd.DataFrame:

@@ -281,10 +281,32 @@ def _drop_empty(ctx: StepActivity, rows: list[dict], lw: Launches) -> tuple[list
         same = (phase == p) & keep & ~lost
         if same.sum() >= 2:
             keep &= ~(same & (busy < ctx.rules.empty_fraction * np.median(busy[same])))
+    wall = np.where(valid, we, 0) - np.where(valid, ws, 0)  # a CPU span that launched nothing has no window: 0
+    keep |= empty_steps(rows, wall, keep & ~lost, ~lost, ctx.rules.empty_fraction)
     # a step whose graph replays were not recorded stays (and is flagged) as long as something of it is left
     under = int((~keep & lost).sum())
     kept = [r for r, k in zip(rows, keep.tolist()) if k]
     return kept, len(rows) - len(kept), {"under_recorded_markers": under}
+
+
+def empty_steps(
+    rows: list[dict], wall: np.ndarray, work: np.ndarray, eligible: np.ndarray, fraction: float
+) -> np.ndarray:
+    """Which candidates are empty steps: a GPU span as the marker wrote it (not replaced by a launch window) that
+    holds no work of its own (``work`` False) but lasts at least ``fraction`` of the median wall of the candidates of
+    its phase that hold work (of all of them when its phase has none). Its window is real GPU time in which the GPU
+    ran nothing: idle time a user should see, not a marker to leave out. sglang's idle run_batch markers last a few
+    µs against steps of many ms: they stay out (docs/steps.md)."""
+    out = np.zeros(len(rows), dtype=bool)
+    if not work.any():
+        return out
+    span = np.array([r["source"] == "gpu_annotation" and not r["switched"] for r in rows], dtype=bool)
+    phase = np.array([r["phase"] for r in rows], dtype=object)
+    for p in set(phase[span & ~work & eligible].tolist()):  # per phase: phases are few
+        ref = work & (phase == p)
+        median = float(np.median(wall[ref if ref.any() else work]))
+        out |= span & ~work & eligible & (phase == p) & (wall > 0) & (wall >= fraction * median)
+    return out
 
 
 def _under_recorded_note(extra: dict) -> str:

@@ -15,6 +15,7 @@ from ... import schema
 from ...events import gpu_mask, kinds_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
+from ...ingest.normalize import clock_jumps
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import find_steps, median_ns
@@ -60,6 +61,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
             "busy_ns": busy,
             "ag_only_ns": ag_only_ns,
             "idle_ns": idle,
+            "empty": (busy + ag_only_ns) == 0,  # a step window in which the GPU ran nothing: all idle (docs/steps.md)
         }
     )
     warnings = merge_warnings(trace.report.warnings, steps.warnings)
@@ -68,6 +70,7 @@ def decompose(trace: Trace, *, ag: str = "ptop", steps=None) -> Result:
     summary = {
         "steps": int(len(per_step)),
         "empty_markers": int(steps.empty),
+        "empty_steps": int(per_step["empty"].sum()),
         "marker": steps.marker,
         "trustworthy": steps.trustworthy,
         "ag_copies": int(ag_mask.sum()),
@@ -126,35 +129,6 @@ def _temporal(gpu: pd.DataFrame) -> dict:
     }
 
 
-CLOCK_GAP_FACTOR = 100  # a silence this many times longer than the rest of the span ...
-CLOCK_OUTLIER_SHARE = 0.01  # ... on whose smaller side lie at most this share of the GPU events: a clock outlier
-
-
-def clock_outliers(gpu: pd.DataFrame) -> np.ndarray:
-    """The GPU rows on the far side of a clock outlier (a bool mask; none: all False). Rule: sort by start; the
-    longest silence between one event's start and the end of every event before it is an outlier gap when it is more
-    than CLOCK_GAP_FACTOR times the rest of the span, and the events on its smaller side are at most
-    CLOCK_OUTLIER_SHARE of them (at least one). One kernel 5,000 s before a 20 ms trace would make it 99.9998 % idle."""
-    out = np.zeros(len(gpu), dtype=bool)
-    if len(gpu) < 2:
-        return out
-    s, e = gpu["start_ns"].to_numpy(np.int64), gpu["end_ns"].to_numpy(np.int64)
-    order = np.argsort(s, kind="stable")
-    s_sorted, reach = s[order], np.maximum.accumulate(e[order])
-    gaps = s_sorted[1:] - reach[:-1]
-    g = int(np.argmax(gaps))
-    gap = int(gaps[g])
-    span = int(reach[-1] - s_sorted[0])
-    if gap <= 0 or gap <= CLOCK_GAP_FACTOR * (span - gap):
-        return out
-    before, after = g + 1, len(s) - g - 1
-    small = min(before, after)
-    if small > max(1, int(CLOCK_OUTLIER_SHARE * len(s))):
-        return out
-    out[order[:before] if before <= after else order[before:]] = True
-    return out
-
-
 def _temporal_window(trace: Trace, gpu: pd.DataFrame) -> dict:
     """Which window temporal covers, and how it differs from HolisticTraceAnalysis's default (which drops the
     last ProfilerStep and GPU rows without a CPU correlation: same definitions, less of the trace)."""
@@ -187,20 +161,10 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
             f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
             " record the trace with ProfilerActivity.CUDA"
         )
-    warnings = list(trace.report.warnings)
-    outlier = clock_outliers(gpu)
-    if outlier.any():
-        far = gpu[outlier]
-        warnings.append(
-            f"{trace.path}: {int(outlier.sum())} GPU event(s) lie far from the rest on the clock ("
-            f"{far['start_ns'].min() / 1e9:.3f} s to {far['end_ns'].max() / 1e9:.3f} s on the trace clock, a silence of"
-            f" more than {CLOCK_GAP_FACTOR}× the rest of the trace); a clock outlier, kept out of the span, busy and"
-            " idle (summary.clock_outliers)"
-        )
-        gpu = gpu[~outlier]
+    warnings = list(trace.report.warnings)  # a clock jump set aside at ingest is among them, named
     summary = _temporal(gpu)
     summary.update(_temporal_window(trace, gpu))
-    summary["clock_outliers"] = int(outlier.sum())
+    summary["clock_outliers"] = clock_jumps(trace.report.dropped)  # the one rule: ingest's (docs/reliability.md)
     tables = {}
     if per_stream:
         rows = [
