@@ -23,10 +23,19 @@ def kernels_per_step(ctx: StepActivity, table: pd.DataFrame) -> np.ndarray:
     return np.bincount(k[inside], minlength=len(table)).astype(np.int64)
 
 
+def _gpu_events_per_step(ctx: StepActivity, table: pd.DataFrame) -> np.ndarray:
+    """How many GPU events (kernels, copies, memsets) start in each step: 0 marks an empty step (finder.empty_steps)."""
+    s, e = table["start_ns"].to_numpy(np.int64), table["end_ns"].to_numpy(np.int64)
+    k = np.searchsorted(s, ctx.gs, side="right") - 1
+    inside = (k >= 0) & (ctx.gs < e[np.clip(k, 0, None)])
+    return np.bincount(k[inside], minlength=len(table)).astype(np.int64)
+
+
 def health_table(ctx: StepActivity, table: pd.DataFrame, lw: Launches, extra: dict) -> pd.DataFrame:
     """The steps' health table (HEALTH_COLUMNS): each step's checks, then the whole trace's (step -1)."""
     rows = []
     kernels = kernels_per_step(ctx, table)
+    active = _gpu_events_per_step(ctx, table)
     overlaps = _same_stream_overlaps(ctx, table)
     for i, r in enumerate(table.itertuples(index=False)):  # one row per step and check: steps are few
         step = int(r.step)
@@ -34,9 +43,11 @@ def health_table(ctx: StepActivity, table: pd.DataFrame, lw: Launches, extra: di
             (
                 step,
                 "kernels",
-                bool(kernels[i] > 0),
+                bool(kernels[i] > 0 or active[i] == 0),
                 f"{int(kernels[i])} kernel(s) in the step"
                 if kernels[i]
+                else "an empty step: the GPU ran nothing in it, so all of it is idle (docs/steps.md)"
+                if active[i] == 0
                 else "the step holds no kernel: nothing in it can be attributed",
             )
         )
