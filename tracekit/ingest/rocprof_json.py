@@ -369,7 +369,10 @@ def _dispatches(parts: _Parts, recs, keep, common, symbols, gpu_index) -> None:
         for s, k in zip(syms, uniq)
     ]
     vgprs = np.array(
-        [s.arch_vgpr_count + max(s.accum_vgpr_count, 0) if s is not None and s.arch_vgpr_count > 0 else -1 for s in syms]
+        [
+            s.arch_vgpr_count + max(s.accum_vgpr_count, 0) if s is not None and s.arch_vgpr_count > 0 else -1
+            for s in syms
+        ]
         + [-1],
         dtype=np.int64,
     )

@@ -26,14 +26,30 @@ def _doc(dispatches=None, copies=None, hip=None, extra_buffers=None):
         "metadata": {"pid": 77},
         "agents": [
             {"id": {"handle": CPU}, "type": 1, "name": "EPYC"},
-            {"id": {"handle": GPU}, "type": 2, "name": "gfx942", "product_name": "AMD Instinct MI300X",
-             "cu_count": 304, "wave_front_size": 64, "max_waves_per_cu": 32, "lds_size_in_kb": 64,
-             "gfx_target_version": 90402, "logical_node_type_id": 0},  # fmt: skip
+            {
+                "id": {"handle": GPU},
+                "type": 2,
+                "name": "gfx942",
+                "product_name": "AMD Instinct MI300X",
+                "cu_count": 304,
+                "wave_front_size": 64,
+                "max_waves_per_cu": 32,
+                "lds_size_in_kb": 64,
+                "gfx_target_version": 90402,
+                "logical_node_type_id": 0,
+            },  # fmt: skip
         ],
         "strings": {"buffer_records": ops},
         "kernel_symbols": [
-            {"kernel_id": 1, "kernel_name": "_Z4gemmv.kd", "formatted_kernel_name": "gemm()",
-             "group_segment_size": 1024, "sgpr_count": 48, "arch_vgpr_count": 100, "accum_vgpr_count": 28},  # fmt: skip
+            {
+                "kernel_id": 1,
+                "kernel_name": "_Z4gemmv.kd",
+                "formatted_kernel_name": "gemm()",
+                "group_segment_size": 1024,
+                "sgpr_count": 48,
+                "arch_vgpr_count": 100,
+                "accum_vgpr_count": 28,
+            },  # fmt: skip
         ],
         "buffer_records": {
             "kernel_dispatch": dispatches or [],
@@ -74,12 +90,33 @@ def _write(tmp_path, doc, name="results.json"):
 
 def test_kernels_copies_and_launches(tmp_path):
     doc = _doc(
-        dispatches=[_dispatch(1_000_000_000_123, 1_000_000_002_000, 5), _dispatch(1_000_000_003_000, 1_000_000_003_500, 6, kernel_id=9)],
-        copies=[{"operation": 2, "thread_id": 77, "correlation_id": {"internal": 7}, "start_timestamp": 1_000_000_004_000,
-                 "end_timestamp": 1_000_000_004_100, "src_agent_id": {"handle": CPU}, "dst_agent_id": {"handle": GPU},
-                 "bytes": 4096, "stream_id": {"handle": 9}}],  # fmt: skip
-        hip=[{"kind": 5, "operation": 1, "thread_id": 78, "correlation_id": {"internal": 5}, "start_timestamp": 999_999_999_000,
-              "end_timestamp": 1_000_000_000_050}],  # fmt: skip
+        dispatches=[
+            _dispatch(1_000_000_000_123, 1_000_000_002_000, 5),
+            _dispatch(1_000_000_003_000, 1_000_000_003_500, 6, kernel_id=9),
+        ],
+        copies=[
+            {
+                "operation": 2,
+                "thread_id": 77,
+                "correlation_id": {"internal": 7},
+                "start_timestamp": 1_000_000_004_000,
+                "end_timestamp": 1_000_000_004_100,
+                "src_agent_id": {"handle": CPU},
+                "dst_agent_id": {"handle": GPU},
+                "bytes": 4096,
+                "stream_id": {"handle": 9},
+            }
+        ],  # fmt: skip
+        hip=[
+            {
+                "kind": 5,
+                "operation": 1,
+                "thread_id": 78,
+                "correlation_id": {"internal": 5},
+                "start_timestamp": 999_999_999_000,
+                "end_timestamp": 1_000_000_000_050,
+            }
+        ],  # fmt: skip
     )
     t = tracekit.load(_write(tmp_path, doc, "results.json.gz"), cache=False)
     ev = t.events
