@@ -423,7 +423,7 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
             vals[f], sources[f] = merged[f], f"_occupancy.json {vendor} {cc}"
         else:
             vals[f] = None
-    if vendor == "AMD":
+    if vendor == "AMD" and not (meta or {}).get("kernel_resources"):  # rocprofv3 records them (kernel_symbols)
         assumed.append(spec["assumed"])
         vals["register_sub_partitions"] = vals.get("register_sub_partitions") or 1
     for f in ("warp_size", "max_threads_per_sm"):

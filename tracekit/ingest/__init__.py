@@ -23,6 +23,7 @@ from .kineto.stream import decode_stream
 from .normalize import build_events
 from .reader import StreamDamaged, read_ahead
 from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
+from . import rocprof_json
 from .whole_text import read_text
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,8 @@ def _address_limit() -> int | None:
 
 def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     shown = display_path or str(source)
+    if rocprof_json.is_rocprof_json(rocprof_json.text_head(source)):  # chosen by content, not by the name
+        return rocprof_json.ingest(source, shown)
     cols = None
     json_cut = False
     report = IngestReport(path=shown)
@@ -405,6 +408,7 @@ def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> 
         num_sms = (match or props)[0]["numSms"]
     return {
         "source": shown,
+        "profiler": "kineto",
         "rank": dist.get("rank") if isinstance(dist.get("rank"), int) else None,
         "world_size": dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
         "backend": dist.get("backend"),

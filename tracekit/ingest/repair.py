@@ -14,12 +14,13 @@ _SCAN_BLOCK = 8 << 20
 _OPEN_TO_CLOSE = {ord("{"): b"}", ord("["): b"]"}
 
 
-def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
+def salvage_json(data: bytes | bytearray, max_depth: int | None = None) -> tuple[bytes, int] | None:
     """Cut a truncated JSON document after its last complete element and close it.
 
     The cut is made after the last complete element of the top-level array (Chrome array form,
     nesting depth 1) or after the last complete value at depth 2 or less of a top-level object
-    (Kineto form: an event of ``traceEvents``, or a whole top-level value). Returns
+    (Kineto form: an event of ``traceEvents``, or a whole top-level value), or at depth ``max_depth`` or less
+    when given (rocprofv3's records lie at depth 5). Returns
     ``(repaired_text, bytes_lost)`` or ``None`` when no cut point exists. The scan is vectorised
     in blocks of 8 MiB and ignores brackets inside strings.
     """
@@ -28,7 +29,8 @@ def salvage_json(data: bytes | bytearray) -> tuple[bytes, int] | None:
     stripped = bytes(view[:64]).lstrip()
     if stripped[:1] not in (b"{", b"["):
         return None
-    max_depth = 1 if stripped[:1] == b"[" else 2
+    if max_depth is None:
+        max_depth = 1 if stripped[:1] == b"[" else 2
     depth_carry = 0
     parity_carry = 0
     bs_carry = 0

@@ -418,7 +418,7 @@ def rocm_grid_in_ctas(
     ceil(grid / block) per dimension. Under a graph launch the unit is unknown: counted as written, and said.
     Returns the grids in CTAs, the launches per unit, and the warnings."""
     lim = occupancy.get("sm_limits") or {}
-    if lim.get("vendor") != "AMD":
+    if lim.get("vendor") != "AMD" or trace.meta.get("grid_unit") == "workgroups":  # the reader converted them
         return (gx, gy, gz), {"workgroups": int(len(gx))}, []
     spec = occupancy_table()["AMD"]
     ev = trace.events

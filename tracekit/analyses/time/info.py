@@ -97,6 +97,7 @@ def trace_info(trace: Trace) -> Result:
         )
 
     summary = {
+        "profiler": trace.meta.get("profiler") or "kineto",  # which profiler wrote the file
         "rank": trace.meta.get("rank"),
         "world_size": trace.meta.get("world_size"),
         "devices": devices,

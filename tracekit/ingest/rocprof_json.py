@@ -1,0 +1,574 @@
+"""rocprofv3's JSON output (``rocprofv3 --output-format json``: one ``{"rocprofiler-sdk-tool": [process, …]}``
+document) → the events table, chosen by content (:func:`is_rocprof_json`).
+
+Read: ``buffer_records.kernel_dispatch`` (kernels: grid, workgroup, LDS per dispatch; registers from
+``kernel_symbols``: arch + accumulation VGPRs per work-item), ``memory_copy`` (copies, by direction and agents),
+``hip_api`` / ``hsa_api`` / ``rccl_api`` (runtime calls, linked to dispatches by ``correlation_id.internal``),
+``marker_api`` (roctx ranges, named from ``strings.marker_api``), ``agents`` (GPUs become devices with
+Kineto-style deviceProperties). Times are the file's integer nanoseconds as written. Records of the other
+buffers (allocations, scratch memory, …) are counted as not events. msgspec decodes only the fields used; the
+columns are gathered with C-level ``map``/``attrgetter`` passes, never a Python statement per record.
+"""
+
+from __future__ import annotations
+
+import zlib
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import numpy as np
+
+from ..errors import InputError
+from ..trace import IngestReport, Trace
+from .compression import without_bom
+from .kineto.columns import NOT_EVENT_REASONS, RawColumns
+from .normalize import build_events
+from .repair import salvage_json
+from .whole_text import read_text
+
+TOOL_KEY = "rocprofiler-sdk-tool"
+PROFILER = "rocprofv3"
+# depth of a buffer record in the document: {tool: [process {buffer_records: {kernel_dispatch: [record
+RECORD_DEPTH = 5
+GPU_AGENT = 2  # rocprofiler_agent_type_t: 1 CPU, 2 GPU
+_COPY_DIRECTIONS = {  # MEMORY_COPY operation name -> (Kineto-style name, copy kind)
+    "MEMORY_COPY_HOST_TO_HOST": ("Memcpy HtoH (Host -> Host)", "HtoH"),
+    "MEMORY_COPY_HOST_TO_DEVICE": ("Memcpy HtoD (Host -> Device)", "HtoD"),
+    "MEMORY_COPY_DEVICE_TO_HOST": ("Memcpy DtoH (Device -> Host)", "DtoH"),
+    "MEMORY_COPY_DEVICE_TO_DEVICE": ("Memcpy DtoD (Device -> Device)", "DtoD"),
+}
+_PEER = ("Memcpy PtoP (Device -> Device)", "PtoP")  # device to device between two GPU agents
+_API_BUFFERS = {"hip_api": "hip_runtime", "hsa_api": "hsa_api", "rccl_api": "rccl_api"}  # buffer -> cat
+_NOT_READ = (
+    "memory_allocation",
+    "scratch_memory",
+    "rocdecode_api",
+    "rocjpeg_api",
+    "pc_sample_host_trap",
+    "pc_sample_stochastic",
+)
+_BAD_TIMES = "rocprofv3 record whose end_timestamp precedes its start_timestamp"
+
+
+class Handle(msgspec.Struct, gc=False, frozen=True):
+    handle: int = -1
+
+
+class Corr(msgspec.Struct, gc=False, frozen=True):
+    internal: int = -1
+    external: int = 0
+
+
+class Dim3(msgspec.Struct, gc=False, frozen=True):
+    x: int = -1
+    y: int = -1
+    z: int = -1
+
+
+_NO_HANDLE, _NO_DIM, _NO_CORR = Handle(), Dim3(), Corr()
+
+
+class DispatchInfo(msgspec.Struct, gc=False):
+    agent_id: Handle = _NO_HANDLE
+    queue_id: Handle = _NO_HANDLE
+    kernel_id: int = -1
+    group_segment_size: int = -1
+    workgroup_size: Dim3 = _NO_DIM
+    grid_size: Dim3 = _NO_DIM
+
+
+class Dispatch(msgspec.Struct, gc=False):
+    start_timestamp: int
+    end_timestamp: int
+    dispatch_info: DispatchInfo
+    thread_id: int = -1
+    correlation_id: Corr = _NO_CORR
+    stream_id: Handle = _NO_HANDLE
+
+
+class Copy(msgspec.Struct, gc=False):
+    start_timestamp: int
+    end_timestamp: int
+    operation: int = 0
+    thread_id: int = -1
+    correlation_id: Corr = _NO_CORR
+    dst_agent_id: Handle = _NO_HANDLE
+    src_agent_id: Handle = _NO_HANDLE
+    bytes: int = -1
+    stream_id: Handle = _NO_HANDLE
+
+
+class Api(msgspec.Struct, gc=False):
+    start_timestamp: int
+    end_timestamp: int
+    kind: int = 0
+    operation: int = 0
+    thread_id: int = -1
+    correlation_id: Corr = _NO_CORR
+
+
+class Agent(msgspec.Struct, gc=False):
+    id: Handle = _NO_HANDLE
+    type: int = 0
+    name: str = ""
+    product_name: str = ""
+    cu_count: int = 0
+    simd_per_cu: int = 0
+    max_waves_per_simd: int = 0
+    max_waves_per_cu: int = 0
+    lds_size_in_kb: int = 0
+    wave_front_size: int = 0
+    gfx_target_version: int = 0
+    logical_node_type_id: int = -1
+    local_mem_size: int = 0
+
+
+class KernelSymbol(msgspec.Struct, gc=False):
+    kernel_id: int = -1
+    kernel_name: str = ""
+    formatted_kernel_name: str = ""
+    group_segment_size: int = -1
+    private_segment_size: int = -1
+    sgpr_count: int = -1
+    arch_vgpr_count: int = -1
+    accum_vgpr_count: int = 0
+
+
+class OpNames(msgspec.Struct, gc=False):
+    kind: str = ""
+    operations: list[str] = []
+
+
+class Strings(msgspec.Struct, gc=False):
+    buffer_records: list[OpNames] = []
+    marker_api: Any = None
+
+
+class Buffers(msgspec.Struct, gc=False):
+    kernel_dispatch: list[Dispatch] = []
+    memory_copy: list[Copy] = []
+    hip_api: list[Api] = []
+    hsa_api: list[Api] = []
+    rccl_api: list[Api] = []
+    marker_api: list[Api] = []
+    memory_allocation: list[msgspec.Raw] = []
+    scratch_memory: list[msgspec.Raw] = []
+    rocdecode_api: list[msgspec.Raw] = []
+    rocjpeg_api: list[msgspec.Raw] = []
+    pc_sample_host_trap: list[msgspec.Raw] = []
+    pc_sample_stochastic: list[msgspec.Raw] = []
+
+
+class Metadata(msgspec.Struct, gc=False):
+    pid: int = -1
+
+
+class Process(msgspec.Struct, gc=False):
+    metadata: Metadata = msgspec.field(default_factory=Metadata)
+    agents: list[Agent] = []
+    strings: Strings = msgspec.field(default_factory=Strings)
+    kernel_symbols: list[KernelSymbol] = []
+    buffer_records: Buffers = msgspec.field(default_factory=Buffers)
+
+
+class Document(msgspec.Struct, rename={"tool": TOOL_KEY}):
+    tool: Union[list[Process], None] = None
+
+
+_DECODER = msgspec.json.Decoder(Document)
+
+
+def is_rocprof_json(head: bytes) -> bool:
+    """Whether a text's start (decompressed) is a rocprofv3 JSON document: an object whose first key is
+    ``rocprofiler-sdk-tool``."""
+    text = without_bom(head).lstrip()
+    return text[:1] == b"{" and text[1:].lstrip().startswith(b'"' + TOOL_KEY.encode() + b'"')
+
+
+def text_head(path: Path, n: int = 256) -> bytes:
+    """The first ``n`` bytes of a file's text (gzip or zstd decompressed); b"" when they cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(1 << 16)
+        if raw[:2] == b"\x1f\x8b":
+            return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, n)
+        if raw[:4] == b"\x28\xb5\x2f\xfd":
+            import zstandard
+
+            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)[:n]
+        return raw[:n]
+    except (OSError, zlib.error, ImportError, ValueError, MemoryError, Exception):  # noqa: BLE001 - a sniff only
+        return b""
+
+
+def ingest(source: Path, shown: str) -> Trace:
+    """The :class:`Trace` of a rocprofv3 JSON file (salvaged when truncated: complete records kept, counted)."""
+    report = IngestReport(path=shown, reader="rocprofv3 json")
+    raw = read_text(source)
+    report.compression, report.file_bytes, report.text_bytes = raw.compression, raw.file_bytes, len(raw.data)
+    report.warnings.extend(raw.warnings)
+    report.salvaged = raw.stream_truncated
+    doc = _decode(raw.data, shown, report)
+    del raw
+    procs = [p for p in doc.tool or [] if isinstance(p, Process)]
+    if not procs:
+        raise InputError(f"{shown} is a rocprofv3 JSON document with no process in it; pass a complete rocprofv3 run")
+    return _build(procs, shown, report)
+
+
+def _decode(data, shown: str, report: IngestReport) -> Document:
+    try:
+        return _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise InputError(
+            f"{shown} looks like rocprofv3 JSON but does not fit its schema ({exc}); pass the results.json that"
+            " rocprofv3 --output-format json wrote"
+        ) from exc
+    except msgspec.DecodeError as exc:
+        first = str(exc)
+    fixed = salvage_json(data, max_depth=RECORD_DEPTH)
+    if fixed is None:
+        raise InputError(f"{shown} is not valid JSON ({first}); pass the results.json that rocprofv3 wrote")
+    text, lost = fixed
+    try:
+        doc = _DECODER.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InputError(
+            f"{shown} is truncated or damaged ({first}) and could not be salvaged ({exc}); pass a complete"
+            " rocprofv3 results.json"
+        ) from exc
+    report.salvaged, report.bytes_lost = True, lost
+    report.warnings.append(
+        f"{shown}: the JSON is truncated or damaged ({first}); the complete records before the damage were kept"
+        f" and the last {lost} bytes of text lost"
+    )
+    return doc
+
+
+def _col(records: list, path: str, dtype=np.int64) -> np.ndarray:
+    """One field of every record as an array: a C-level pass (``map`` over an ``attrgetter``)."""
+    return np.fromiter(map(attrgetter(path), records), dtype=dtype, count=len(records))
+
+
+class _Parts:
+    """The kept events of every section, as arrays appended section by section."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list] = {}
+        self.names: list[str] = []
+        self.name_index: dict[str, int] = {}
+        self.cats = ["kernel", "gpu_memcpy", "hip_runtime", "hsa_api", "rccl_api", "user_annotation"]
+        self.kind_arg: dict[int, str] = {}
+
+    def codes(self, names: list[str]) -> np.ndarray:
+        out = np.empty(len(names), dtype=np.int32)
+        for i, n in enumerate(names):  # distinct names only (a few hundred), not events
+            out[i] = self.name_index.setdefault(n, len(self.names))
+            if out[i] == len(self.names):
+                self.names.append(n)
+        return out
+
+    def add(self, **cols: np.ndarray) -> None:
+        for k, v in cols.items():
+            self.cols.setdefault(k, []).append(v)
+
+    def get(self, key: str, shape=(0,), dtype=np.int64) -> np.ndarray:
+        parts = self.cols.get(key)
+        return np.concatenate(parts) if parts else np.empty(shape, dtype=dtype)
+
+
+def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
+    parts = _Parts()
+    not_events: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    agents: dict[int, Agent] = {}
+    symbols: dict[int, KernelSymbol] = {}
+    row = 0
+    read = 0
+    for p in procs:
+        for a in p.agents:
+            agents.setdefault(a.id.handle, a)
+        symbols.update((s.kernel_id, s) for s in p.kernel_symbols)
+    gpu_index = _gpu_index(agents)
+    for p in procs:
+        buf = p.buffer_records
+        ops = [o.operations for o in p.strings.buffer_records]
+        for section, recs in (
+            ("kernel_dispatch", buf.kernel_dispatch),
+            ("memory_copy", buf.memory_copy),
+            *((k, getattr(buf, k)) for k in _API_BUFFERS),
+            ("marker_api", buf.marker_api),
+        ):
+            if not recs:
+                continue
+            start, end = _col(recs, "start_timestamp"), _col(recs, "end_timestamp")
+            bad = end < start
+            if bad.any():
+                dropped[_BAD_TIMES] = dropped.get(_BAD_TIMES, 0) + int(bad.sum())
+            keep = np.flatnonzero(~bad)
+            n = len(recs)
+            read += n
+            ids = np.arange(row, row + n, dtype=np.int64)
+            row += n
+            common = dict(
+                row=ids[keep], ts=start[keep], dur=(end - start)[keep], corr=_col(recs, "correlation_id.internal")[keep]
+            )
+            if section == "kernel_dispatch":
+                _dispatches(parts, recs, keep, common, symbols, gpu_index)
+            elif section == "memory_copy":
+                _copies(parts, recs, keep, common, agents, gpu_index, ops)
+            else:
+                _api(parts, recs, keep, common, section, p, ops)
+        for key in _NOT_READ:
+            count = len(getattr(buf, key))
+            if count:
+                reason = f"rocprofv3 {key} record (not a timeline event tracekit reads)"
+                not_events[reason] = not_events.get(reason, 0) + count
+                read += count
+    raw = _raw_columns(parts, read, dropped)
+    events, more_dropped, _ = build_events(raw)
+    for reason, count in more_dropped.items():
+        into = not_events if reason in NOT_EVENT_REASONS else dropped
+        into[reason] = into.get(reason, 0) + count
+    report.records_read = read
+    report.events_kept = len(events)
+    report.not_events, report.dropped = not_events, dropped
+    if dropped:
+        detail = "; ".join(f"{c} {r}" for r, c in sorted(dropped.items()))
+        report.warnings.append(f"{shown}: dropped {sum(dropped.values())} unusable record(s): {detail}")
+    report.check()
+    if report.events_kept == 0:
+        raise InputError(
+            f"{shown} is rocprofv3 JSON with no kernel, copy or API record in it; record with"
+            " rocprofv3 --kernel-trace --memory-copy-trace --hip-trace --output-format json"
+        )
+    return Trace(events=events, meta=_meta(procs, agents, gpu_index, events, shown, symbols), report=report)
+
+
+def _gpu_index(agents: dict[int, Agent]) -> dict[int, int]:
+    """GPU agent handle -> device index: the agent's logical_node_type_id (its index among GPUs, as HIP numbers
+    devices), else its order among the GPU agents."""
+    gpus = [a for a in agents.values() if a.type == GPU_AGENT]
+    return {a.id.handle: (a.logical_node_type_id if a.logical_node_type_id >= 0 else i) for i, a in enumerate(gpus)}
+
+
+def _lookup(keys: np.ndarray, table: dict[int, int], default: int = -1) -> np.ndarray:
+    """``table[k]`` for each key, through the distinct keys (vectorised)."""
+    uniq, inv = np.unique(keys, return_inverse=True)
+    return np.array([table.get(int(k), default) for k in uniq] + [default], dtype=np.int64)[inv.reshape(-1)]
+
+
+def _dispatches(parts: _Parts, recs, keep, common, symbols, gpu_index) -> None:
+    kid = _col(recs, "dispatch_info.kernel_id")[keep]
+    uniq, inv = np.unique(kid, return_inverse=True)
+    syms = [symbols.get(int(k)) for k in uniq]
+    names = [
+        (s.formatted_kernel_name or s.kernel_name) if s is not None else f"unknown kernel (kernel_id {int(k)})"
+        for s, k in zip(syms, uniq)
+    ]
+    vgprs = np.array(
+        [
+            s.arch_vgpr_count + max(s.accum_vgpr_count, 0) if s is not None and s.arch_vgpr_count > 0 else -1
+            for s in syms
+        ]
+        + [-1],
+        dtype=np.int64,
+    )
+    inv = inv.reshape(-1)
+    wg = np.stack([_col(recs, f"dispatch_info.workgroup_size.{d}")[keep] for d in "xyz"], axis=1)
+    items = np.stack([_col(recs, f"dispatch_info.grid_size.{d}")[keep] for d in "xyz"], axis=1)
+    # rocprofv3 writes the grid in work-items (HSA's convention); the table's grid is in workgroups (CUDA's)
+    grid = np.where((wg > 0) & (items >= 0), -(-items // np.maximum(wg, 1)), -1)
+    stream = _col(recs, "stream_id.handle")[keep]
+    queue = _col(recs, "dispatch_info.queue_id.handle")[keep]
+    device = _lookup(_col(recs, "dispatch_info.agent_id.handle")[keep], gpu_index)
+    parts.add(
+        **common,
+        name=parts.codes(names)[inv],
+        cat=np.zeros(len(keep), dtype=np.int32),
+        pid=device,
+        tid=np.where(stream >= 0, stream, queue),
+        device=device,
+        stream=np.where(stream >= 0, stream, queue),
+        nbytes=np.full(len(keep), -1, dtype=np.int64),
+        registers=vgprs[inv],
+        shared_mem=_col(recs, "dispatch_info.group_segment_size")[keep],
+        grid=grid.astype(np.int32),
+        block=np.where(wg > 0, wg, -1).astype(np.int32),
+    )
+
+
+def _copies(parts: _Parts, recs, keep, common, agents, gpu_index, ops) -> None:
+    op_names = ops[10] if len(ops) > 10 and ops[10] and ops[10][0].startswith("MEMORY_COPY") else []
+    op = _col(recs, "operation")[keep]
+    src, dst = _col(recs, "src_agent_id.handle")[keep], _col(recs, "dst_agent_id.handle")[keep]
+    src_dev, dst_dev = _lookup(src, gpu_index), _lookup(dst, gpu_index)
+    peer = (src_dev >= 0) & (dst_dev >= 0) & (src_dev != dst_dev)
+    labels = []
+    for o in range(max(len(op_names), int(op.max(initial=0)) + 1)):
+        name = op_names[o] if o < len(op_names) else ""
+        labels.append(_COPY_DIRECTIONS.get(name, (f"Memcpy {name or o}", "other")))
+    labels.append(_PEER)
+    pick = np.where(peer, len(labels) - 1, np.clip(op, 0, len(labels) - 2))
+    uniq, inv = np.unique(pick, return_inverse=True)
+    codes = parts.codes([labels[int(u)][0] for u in uniq])
+    for u, c in zip(uniq, codes):
+        parts.kind_arg[int(c)] = labels[int(u)][1]
+    device = np.where(src_dev >= 0, src_dev, dst_dev)  # the GPU that sends (a peer copy runs on its stream)
+    stream = _col(recs, "stream_id.handle")[keep]
+    parts.add(
+        **common,
+        name=codes[inv.reshape(-1)],
+        cat=np.full(len(keep), 1, dtype=np.int32),
+        pid=device,
+        tid=stream,
+        device=device,
+        stream=stream,
+        nbytes=_col(recs, "bytes")[keep],
+        registers=np.full(len(keep), -1, dtype=np.int64),
+        shared_mem=np.full(len(keep), -1, dtype=np.int64),
+        grid=np.full((len(keep), 3), -1, dtype=np.int32),
+        block=np.full((len(keep), 3), -1, dtype=np.int32),
+    )
+
+
+def _api(parts: _Parts, recs, keep, common, section, proc: Process, ops) -> None:
+    kind, op = _col(recs, "kind")[keep], _col(recs, "operation")[keep]
+    messages = _marker_messages(proc.strings.marker_api) if section == "marker_api" else {}
+    key = kind * (1 << 20) + op
+    if messages:  # roctx ranges are named by their message (keyed by correlation id)
+        key = np.where(np.isin(common["corr"], list(messages)), -1 - common["corr"], key)
+    uniq, inv = np.unique(key, return_inverse=True)
+    names = []
+    for u in uniq.tolist():
+        if u < 0:
+            names.append(messages[-1 - u])
+            continue
+        k, o = divmod(u, 1 << 20)
+        names.append(ops[k][o] if 0 <= k < len(ops) and 0 <= o < len(ops[k]) else f"{section} operation {o}")
+    cat = parts.cats.index("user_annotation" if section == "marker_api" else _API_BUFFERS[section])
+    n = len(keep)
+    parts.add(
+        **common,
+        name=parts.codes(names)[inv.reshape(-1)],
+        cat=np.full(n, cat, dtype=np.int32),
+        pid=np.full(n, proc.metadata.pid, dtype=np.int64),
+        tid=_col(recs, "thread_id")[keep],
+        device=np.full(n, -1, dtype=np.int64),
+        stream=np.full(n, -1, dtype=np.int64),
+        nbytes=np.full(n, -1, dtype=np.int64),
+        registers=np.full(n, -1, dtype=np.int64),
+        shared_mem=np.full(n, -1, dtype=np.int64),
+        grid=np.full((n, 3), -1, dtype=np.int32),
+        block=np.full((n, 3), -1, dtype=np.int32),
+    )
+
+
+def _marker_messages(value: Any) -> dict[int, str]:
+    """roctx messages by correlation id: a list of {key, value} (cereal's map) or an object."""
+    if isinstance(value, dict):
+        pairs = value.items()
+    elif isinstance(value, list):
+        pairs = ((e.get("key"), e.get("value")) for e in value if isinstance(e, dict))
+    else:
+        return {}
+    out = {}
+    for k, v in pairs:
+        try:
+            out[int(k)] = str(v)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _raw_columns(parts: _Parts, read: int, dropped: dict[str, int]) -> RawColumns:
+    name = parts.get("name", dtype=np.int32)
+    kind_arg = {}
+    if parts.kind_arg:
+        rows = parts.get("row")
+        is_copy = np.isin(name, list(parts.kind_arg))
+        kind_arg = dict(zip(rows[is_copy].tolist(), (parts.kind_arg[int(c)] for c in name[is_copy])))
+    n = len(name)
+    return RawColumns(
+        n=read,
+        row=parts.get("row"),
+        cat=parts.get("cat", dtype=np.int32),
+        cat_uniques=parts.cats,
+        name=name,
+        name_uniques=parts.names,
+        pid=parts.get("pid"),
+        tid=parts.get("tid"),
+        ts_ns=parts.get("ts"),
+        dur_ns=parts.get("dur"),
+        instant=np.zeros(n, dtype=bool),
+        ints={
+            "device": parts.get("device"),
+            "stream": parts.get("stream"),
+            "correlation": parts.get("corr"),
+            "external_id": np.full(n, -1, dtype=np.int64),
+            "bytes": parts.get("nbytes"),
+            "registers": parts.get("registers"),
+            "shared_mem": parts.get("shared_mem"),
+        },
+        grid=parts.get("grid", (0, 3), np.int32),
+        block=parts.get("block", (0, 3), np.int32),
+        kind_arg=kind_arg,
+        shapes=np.full(n, -1, dtype=np.int32),
+        shapes_uniques=[],
+        meta=[],
+        reasons={},
+    )
+
+
+def device_properties(agent: Agent, index: int) -> dict[str, Any]:
+    """A GPU agent as a Kineto-style deviceProperties entry (the keys tracekit's hardware code reads)."""
+    gfx = agent.gfx_target_version
+    props: dict[str, Any] = {
+        "id": index,
+        "name": agent.product_name or agent.name,
+        "gfx": agent.name,
+        "numSms": agent.cu_count,
+        "warpSize": agent.wave_front_size,
+    }
+    if gfx > 0:
+        props["computeMajor"], props["computeMinor"] = gfx // 10000, (gfx // 100) % 100
+    if agent.max_waves_per_cu > 0 and agent.wave_front_size > 0:
+        props["maxThreadsPerMultiProcessor"] = agent.max_waves_per_cu * agent.wave_front_size
+    if agent.lds_size_in_kb > 0:
+        props["sharedMemPerMultiprocessor"] = agent.lds_size_in_kb * 1024
+    if agent.local_mem_size > 0:
+        props["totalGlobalMem"] = agent.local_mem_size
+    return props
+
+
+def _meta(procs, agents, gpu_index, events, shown: str, symbols) -> dict[str, Any]:
+    devices = sorted(
+        (device_properties(a, gpu_index[h]) for h, a in agents.items() if h in gpu_index), key=lambda d: d["id"]
+    )
+    gpu = events["kind"].isin(("kernel", "memcpy", "memset")).to_numpy()
+    used = sorted(int(d) for d in np.unique(events["device"].to_numpy()[gpu]) if d >= 0)
+    match = [d for d in devices if used and d["id"] == used[0]] or devices[:1]
+    pids = sorted({p.metadata.pid for p in procs})
+    return {
+        "source": shown,
+        "profiler": PROFILER,
+        "rank": None,
+        "world_size": None,
+        "backend": None,
+        "distributed_info": {},
+        "device_properties": devices,
+        "devices_used": used,
+        "num_sms": match[0]["numSms"] if match and match[0]["numSms"] > 0 else None,
+        "base_time_ns": None,
+        "schema_version": None,
+        "display_time_unit": None,
+        "trace_name": None,
+        "process_names": {},
+        "thread_names": {},
+        "pids": pids,
+        # the kernels' grids are in workgroups and their registers and LDS are known (kernel_symbols)
+        "grid_unit": "workgroups",
+        "kernel_resources": bool(symbols),
+    }
