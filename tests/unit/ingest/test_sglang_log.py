@@ -842,10 +842,14 @@ def test_read_log_on_random_bytes_raises_only_tracekit_errors(tmp_path_factory, 
 )
 def test_ledger_never_breaks_on_any_sequence_of_known_lines(lines_):
     text = "\n".join(ln if ln.startswith("[") else line(ln, tag) for ln, tag in lines_) + "\n"
-    log = parse_text(text, "seq.log")
-    if not log.records:
+    try:
+        log = parse_text(text, "seq.log")
+        if not log.records:
+            return
+        res = ledger(log)
+    except InputError as exc:  # a sequence no one server writes (a once-per-launch line twice): one sentence
+        assert "two servers' lines interleaved" in str(exc)
         return
-    res = ledger(log)
     assert res.summary["rank"] in res.summary["ranks_present"]
     for r in (res, log_records(log)):
         json.loads(emit(r, "json"))
