@@ -194,24 +194,28 @@ def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttri
     vocab: dict[str, int] = {}
     rep = _Replays(trace, krow, launch, pos, vocab)
     res = _empty(pos, "no capture trace" if not caps else None, None, caps)
+    n_groups = len(rep.parts)
+    gcol: dict[str, np.ndarray] = {
+        "capture": np.full(n_groups, None, dtype=object),
+        "graph": np.full(n_groups, None, dtype=object),
+        "score": np.full(n_groups, np.nan),
+        "why": np.full(n_groups, None, dtype=object),
+    }
+    if caps:
+        index = [_CaptureIndex(c, vocab) for c in caps]
+        _by_node_id(res, rep, index)
+        _by_capture(res, rep, index, gcol)
+    if src.eager_map is not None:
+        _by_eager_map(res, rep, src, gcol)
     res.groups = pd.DataFrame(
         {
             "launch_row": rep.launch_of_group,
             "stream": rep.stream_of_group,
-            "kernels": np.array([p.size for p in rep.parts], dtype=np.int64),
-            "matched": 0,
-            "capture": None,
-            "graph": None,
-            "score": np.nan,
-            "why": None,
+            "kernels": np.bincount(rep.group, minlength=n_groups).astype(np.int64),
+            "matched": np.bincount(rep.group[res.capture >= 0], minlength=n_groups).astype(np.int64),
+            **gcol,
         }
     )
-    if caps:
-        index = [_CaptureIndex(c, vocab) for c in caps]
-        _by_node_id(res, rep, index)
-        _by_capture(res, rep, index)
-    if src.eager_map is not None:
-        _by_eager_map(res, rep, src)
     return res
 
 
@@ -247,15 +251,18 @@ class _Replays:
         gkey = pd.factorize(lr.astype(np.int64) * (1 << 20) + (stream & ((1 << 20) - 1)))[0]
         order = np.argsort(gkey, kind="stable")
         self.parts = np.split(order, np.flatnonzero(np.diff(gkey[order])) + 1)
+        self.group = np.empty(self.rows.size, dtype=np.int64)  # per kernel: its group, and its place in it
+        self.within = np.empty(self.rows.size, dtype=np.int64)
+        for gi, p in enumerate(self.parts):  # per graph launch, not per kernel
+            self.group[p] = gi
+            self.within[p] = np.arange(p.size)
         first = np.array([p[0] for p in self.parts], dtype=np.int64)
         self.launch_of_group = lr[first].astype(np.int64)
         self.stream_of_group = stream[first].astype(np.int64)
         at = ev["start_ns"].to_numpy()[self.launch_of_group]
         self.hint, self.step = _step_of(ev, at)
         self.ordinal = _ordinal(self.step, at, self.launch_of_group)
-        self.kernel_hint = np.zeros(self.rows.size, dtype=np.int64)
-        for gi, p in enumerate(self.parts):
-            self.kernel_hint[p] = self.hint[gi]
+        self.kernel_hint = self.hint[self.group]
 
 
 def _step_of(ev: pd.DataFrame, at_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -451,48 +458,47 @@ class _Graph:
     names: frozenset
 
 
-def _by_capture(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex]) -> None:
-    """Source 2: each replay that has kernels left aligned to the captured graph it matches (see the module)."""
+def _by_capture(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex], gcol: dict) -> None:
+    """Source 2: each replay that has kernels left aligned to the captured graph it matches (see the module); each
+    distinct (sequence, batch size, place in the step) aligned once, its kernels in every step assigned at once."""
     graphs = [
         _Graph(c, s, at, ix.ids[at], ix.grid[at], frozenset(ix.ids[at].tolist()))
         for c, ix in enumerate(index)
         for s, at in enumerate(ix.graphs)
     ]
-    g_tab = res.groups
-    memo: dict[tuple, tuple] = {}
-    for gi, p in enumerate(rep.parts):  # per replay (graph launch, stream); each distinct sequence aligned once
-        todo = res.capture[p] < 0
-        if not todo.any():
-            g_tab.at[gi, "matched"] = int(p.size)
-            g_tab.at[gi, "score"] = 1.0
-            continue
-        seq = rep.ids[p]
-        key = (seq.tobytes(), int(rep.hint[gi]), int(rep.ordinal[gi]))
-        if key not in memo:
-            memo[key] = _choose(seq, rep.grid[p], graphs, index, int(rep.hint[gi]), int(rep.ordinal[gi]))
-        gsel, to, score, why = memo[key]
-        res.score[p[todo]] = score
+    left = np.bincount(rep.group[res.capture < 0], minlength=len(rep.parts)) > 0
+    gcol["score"][~left] = 1.0  # every kernel joined by its node id
+    keys: dict[tuple, list[int]] = {}
+    for gi in np.flatnonzero(left).tolist():  # per graph launch: its key
+        p = rep.parts[gi]
+        keys.setdefault((rep.ids[p].tobytes(), int(rep.hint[gi]), int(rep.ordinal[gi])), []).append(gi)
+    for (_, hint, ordinal), groups in keys.items():  # per distinct sequence
+        first = rep.parts[groups[0]]
+        gsel, to, score, why = _choose(rep.ids[first], rep.grid[first], graphs, index, hint, ordinal)
+        sel = np.asarray(groups, dtype=np.int64)
+        member = np.zeros(len(rep.parts), dtype=bool)
+        member[sel] = True
+        kern = np.flatnonzero(member[rep.group] & (res.capture < 0))
+        res.score[kern] = score
+        gcol["score"][sel] = score
         if gsel is None:
-            res.why[p[todo]] = why
-            g_tab.at[gi, "why"] = why
-            g_tab.at[gi, "score"] = score
-            g_tab.at[gi, "matched"] = int((~todo).sum())
+            res.why[kern] = why
+            gcol["why"][sel] = why
             continue
         g = graphs[gsel]
         ix = index[g.ci]
-        ok = (to >= 0) & todo
-        at = p[ok]
-        lpos = g.at[to[ok]]
+        t = to[rep.within[kern]]
+        ok = t >= 0
+        at = kern[ok]
+        lpos = g.at[t[ok]]
         res.capture[at] = g.ci
         res.launch_row[at] = ix.cap.launch_rows[lpos]
         res.op_row[at] = ix.ops[lpos]
         res.by[at] = "capture"
         res.why[at] = None
-        res.why[p[todo & (to < 0)]] = "not in the capture (aligned around)"
-        g_tab.at[gi, "matched"] = int(((to >= 0) | ~todo).sum())
-        g_tab.at[gi, "capture"] = ix.cap.ref.path.name
-        g_tab.at[gi, "graph"] = g.seg
-        g_tab.at[gi, "score"] = score
+        res.why[kern[~ok]] = "not in the capture (aligned around)"
+        gcol["capture"][sel] = ix.cap.ref.path.name
+        gcol["graph"][sel] = g.seg
 
 
 def _choose(seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_bs: int, ordinal: int):
@@ -540,7 +546,7 @@ def _choose(seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_b
     return best[2], best[3], best[0], None
 
 
-def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources) -> None:
+def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources, gcol: dict) -> None:
     """Source 3: the replayed kernels of each step aligned to the kernels of the eager trace's first step."""
     from ...ingest import load
     from .linking import launching_ops
@@ -600,7 +606,7 @@ def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources) -> 
         res.score[p[todo]] = score
         if why is not None:
             res.why[p[todo]] = why
-            res.groups.loc[groups, "why"] = why
+            gcol["why"][groups] = why
             continue
         ok = todo & (to >= 0)
         at = p[ok]
@@ -610,11 +616,9 @@ def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources) -> 
         res.by[at] = "eager_map"
         res.why[at] = None
         res.why[p[todo & (to < 0)]] = "not in the eager trace (aligned around)"
-        res.groups.loc[groups, "why"] = None
-        res.groups.loc[groups, "capture"] = path.name
-        res.groups.loc[groups, "score"] = score
-        for g in groups.tolist():
-            res.groups.at[g, "matched"] = int((res.capture[rep.parts[g]] >= 0).sum())
+        gcol["why"][groups] = None
+        gcol["capture"][groups] = path.name
+        gcol["score"][groups] = score
 
 
 def names_of(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
