@@ -188,7 +188,7 @@ def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttri
         return _empty(pos, None, None)
     refs = find_captures(trace.path, src.capture)
     if not refs and src.eager_map is None:
-        hint = f"no capture trace of their graphs is beside the trace; {RECORD_HINT}, or pass an eager trace with --eager-map"
+        hint = f"no capture trace of their graphs is beside the trace; {RECORD_HINT}"
         return _empty(pos, "no capture trace", hint)
     caps = [load_capture(r, cache=src.cache, cache_dir=src.cache_dir) for r in refs]
     vocab: dict[str, int] = {}
