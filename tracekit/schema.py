@@ -54,6 +54,12 @@ EVENT_COLUMNS: dict[str, tuple[str, str, str]] = {
     "block_z": ("int32", "", "thread block z; -1 if unknown"),
     "registers": ("int32", "", "registers per thread; -1 if unknown"),
     "shared_mem": ("int64", "B", "shared memory per block; -1 if unknown"),
+    "graph_id": ("int64", "", "CUPTI graph id of a graph-replayed kernel (args 'graph id'); -1 if absent"),
+    "graph_node_id": (
+        "int64",
+        "",
+        "CUPTI graph node id (args 'graph node id'), also on capture launches; -1 if absent",
+    ),
     "shapes": (
         "category",
         "",

@@ -27,8 +27,9 @@ from .._version import __version__
 # 3: the key holds a content fingerprint; 4: uncompressed Arrow IPC instead of lz4 parquet; 5: the key covers the
 # whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file); 6: the events table
 # has the cpu_ops' recorded inputs (the `shapes` column); 7: every entry ends in a CRC-32 of its bytes, checked on
-# every read (tracekit.cache.integrity), and a Result is stored as JSON and buffers, not a pickle
-CACHE_FORMAT = 7
+# every read (tracekit.cache.integrity), and a Result is stored as JSON and buffers, not a pickle; 8: the kernels'
+# CUDA-graph ids (`graph_id`, `graph_node_id`)
+CACHE_FORMAT = 8
 
 # the key's checksum: every byte of a file up to WHOLE_MAX (a .json.gz of ~1 GB of JSON), else the first and last
 # 64 KiB and SAMPLES blocks of 4 KiB spread evenly over the file — then a change is caught by ctime, which every

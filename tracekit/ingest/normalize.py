@@ -90,6 +90,8 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "block_z": block[:, 2],
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
+        "graph_id": args["graph_id"],
+        "graph_node_id": args["graph_node_id"],  # fmt: skip
         "shapes": _shapes_column(shape_codes, raw.shapes_uniques),
     }
     reasons = dict(raw.reasons)

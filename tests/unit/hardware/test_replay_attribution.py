@@ -13,7 +13,7 @@ import tracekit
 from tracekit.analyses.hardware.kernel_ops import kernel_ops
 from tracekit.analyses.hardware.replay_attribution import use_replay_sources
 from tracekit.analyses.hardware.shapes import kernel_shapes
-from tracekit.errors import MissingDataError, UsageError
+from tracekit.errors import InputError, MissingDataError
 
 from conftest import kernel, write_trace
 
@@ -141,7 +141,7 @@ def test_without_captures_the_sentence_says_what_to_record(tmp_path):
         tracekit.replay_summary(t)
 
 
-def test_capture_given_by_path_and_eager_map_refused(tmp_path):
+def test_capture_given_by_path_and_a_missing_eager_map_refused(tmp_path):
     write_pair(tmp_path / "elsewhere")
     t = _load(write_trace(tmp_path / "replay.json", replay_events()))
     res = tracekit.replay_summary(t, capture=[tmp_path / "elsewhere" / "capture_traces"])
@@ -149,5 +149,52 @@ def test_capture_given_by_path_and_eager_map_refused(tmp_path):
     assert s["attributed_kernels"] == 4 and s["attributed_pct"] == 100.0 and s["by_source"]["capture"] == 4
     assert res.tables["captures"]["batch_size"].tolist() == [4]
     assert set(res.tables["by_op"]["op"]) == {"aten::mm", "aten::relu"}
-    with pytest.raises(UsageError, match="--eager-map is not implemented"):
+    with pytest.raises(InputError, match="--eager-map .*eager.json: no such file"):
         use_replay_sources(t, eager_map=tmp_path / "eager.json")
+
+
+# ------------------------------------------------------------------------------------------------ the alignment
+
+
+def test_align_tolerates_lost_and_swapped_launches_and_keeps_identical_layers_apart():
+    from tracekit.analyses.hardware.replay_attribution import align
+
+    replay = np.array([0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 2, 7, 2, 3, 4, 5, 6, 2, 7, 8, 9, 2, 7, 8])
+    lost = np.delete(replay, [3, 18, 21])  # the capture lost three launch records
+    to = align(replay, lost)
+    assert to.tolist() == [0, 1, 2, -1, *range(3, 17), -1, 17, 18, -1, 19, 20, 21]
+    swapped = np.array([2, 4, 6, 5, 2, 4, 5])  # two launches recorded out of order
+    assert align(np.array([2, 4, 5, 6, 2, 4, 5]), swapped).tolist() == [0, 1, 3, 2, 4, 5, 6]
+    assert align(np.array([7, 7]), np.array([8, 9])).tolist() == [-1, -1]
+
+
+REAL_STEP = "execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk5"  # vllm_decode_full's step annotation
+
+
+def test_batch_patterns_read_the_real_and_the_generated_names():
+    from tracekit.analyses.hardware.replay_attribution import batch_size_of, replay_rules
+
+    rules = replay_rules()
+    assert batch_size_of(REAL_STEP, rules.replay_batch) == 32
+    assert batch_size_of("execute_context_0(0)_generation_16(16)", rules.replay_batch) == 16
+    assert batch_size_of("execute_context_3(40)_generation_16(16)", rules.replay_batch) == -1  # mixed: not a bs
+    assert batch_size_of("capture_32_FULL", rules.capture_batch) == 32
+    assert batch_size_of("capture_8_PIECEWISE", rules.capture_batch) == 8
+    assert 0 < rules.min_score <= 1 and 0 < rules.grid_agree <= 1
+
+
+@pytest.mark.slow
+def test_batch_patterns_match_the_corpus_vllm_pair():
+    import gzip
+
+    from tracekit.analyses.hardware.replay_attribution import batch_size_of, replay_rules
+
+    pair = Path(__file__).resolve().parents[3] / ".." / "shared" / "corpus" / "tracelens/tests/traces/inference"
+    pair = pair / "vllm_decode_full"
+    if not pair.is_dir():
+        pytest.skip(f"the real corpus is absent ({pair})")
+    rules = replay_rules()
+    cap = next((pair / "capture_traces").glob("*.pt.trace.json.gz"))
+    names = {e.get("name", "") for e in json.loads(gzip.decompress(cap.read_bytes()))["traceEvents"]
+             if e.get("cat") == "user_annotation"}  # fmt: skip
+    assert {batch_size_of(n, rules.capture_batch) for n in names} - {-1} == {32}

@@ -7,6 +7,9 @@ capture files, the ops and modules they came from, and what was not attributed a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -21,13 +24,28 @@ from .shapes import names_at
 CAPTURE_COLUMNS = ["file", "batch_size", "mode", "source", "launches", "graphs", "kernels", "total_ns"]
 OP_COLUMNS = ["op", "module", "attributed_by", "kernels", "total_ns", "share_pct"]
 MISSING_COLUMNS = ["why", "kernels", "total_ns", "names"]
+KERNEL_COLUMNS = [
+    "start_ns",
+    "name",
+    "stream",
+    "launch_correlation",
+    "graph_node_id",
+    "op",
+    "input_dims",
+    "input_types",
+    "module",
+    "capture_file",
+    "attributed_by",
+    "score",
+]
 
 
 @options_as_objects
 def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
     """The attribution of ``trace``'s graph-replayed kernels: ``capture`` (a path or a list of capture traces or
-    folders; default: ``capture_traces/`` beside the trace) and ``eager_map`` (refused: not implemented) are the
-    CLI's ``--capture`` and ``--eager-map``."""
+    folders; default: ``capture_traces/`` beside the trace) and ``eager_map`` (an eager, graph-off trace of the same
+    model) are the CLI's ``--capture`` and ``--eager-map``. Tables: ``by_op``, ``captures``, ``not_attributed`` and
+    ``kernels`` (one row per replayed kernel, in time order)."""
     use_replay_sources(trace, capture, eager_map)
     ko = kernel_ops(trace)
     r = ko.replay
@@ -45,12 +63,17 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
     counts = replay_counts(r, dur)
     op = np.full(r.pos.size, None, dtype=object)
     module = np.full(r.pos.size, None, dtype=object)
+    dims = np.full(r.pos.size, None, dtype=object)
+    types = np.full(r.pos.size, None, dtype=object)
+    cap_file = np.full(r.pos.size, None, dtype=object)
     cap_rows = []
     for ci, cap in enumerate(r.captures):
         m = (r.capture == ci) & (r.op_row >= 0)
+        cap_file[r.capture == ci] = _shown_path(cap.ref.path, trace.path)
         if m.any():
             op[m] = names_at(cap.trace.events, r.op_row[m])
             module[m] = op_context(cap, r.op_row[m])
+            dims[m], types[m] = op_inputs(cap.trace.events, r.op_row[m])
         g = r.groups
         used = g[g["capture"] == cap.ref.path.name] if g is not None and len(g) else g
         cap_rows.append(
@@ -105,15 +128,75 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
     return Result(
         command="replay",
         inputs=[trace_input(trace)],
-        params={"capture": [str(p) for p in (capture or [])] if not isinstance(capture, str) else [capture]},
+        params={
+            "capture": [str(p) for p in (capture or [])] if not isinstance(capture, (str, Path)) else [str(capture)],
+            **({"eager_map": str(eager_map)} if eager_map is not None else {}),
+        },
         summary=summary,
         tables={
             "by_op": by_op[OP_COLUMNS],
             "captures": pd.DataFrame(cap_rows, columns=CAPTURE_COLUMNS),
             "not_attributed": missing[MISSING_COLUMNS],
+            "kernels": _kernels(ev, rows, ko.launch[r.pos], r, op, dims, types, module, cap_file),
         },
         warnings=warnings,
     )
 
 
-__all__ = ["replay_summary"]
+def _shown_path(path: Path, trace_path) -> str:
+    """A source file as the kernels table names it: relative to the replay trace's folder where it lies inside it."""
+    try:
+        base = Path(trace_path).parent if trace_path is not None and not Path(trace_path).is_dir() else trace_path
+        return Path(path).resolve().relative_to(Path(base).resolve()).as_posix()
+    except (TypeError, ValueError):
+        return str(path)
+
+
+def op_inputs(ev: pd.DataFrame, op_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per op row its ``Input Dims`` and ``Input type`` as JSON text (None where not recorded), from the events
+    table's ``shapes`` column, each distinct signature parsed once."""
+    dims = np.full(op_rows.size, None, dtype=object)
+    types = np.full(op_rows.size, None, dtype=object)
+    if "shapes" not in ev.columns or not op_rows.size:
+        return dims, types
+    col = ev["shapes"]
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.astype("category")
+    codes = col.cat.codes.to_numpy()[op_rows]
+    cats = col.cat.categories
+    for c in np.unique(codes[codes >= 0]).tolist():  # per distinct signature, not per kernel
+        try:
+            got = json.loads(str(cats[c]))
+        except ValueError:
+            continue
+        if isinstance(got, list) and len(got) >= 2:
+            m = codes == c
+            dims[m] = json.dumps(got[0], separators=(",", ":"))
+            types[m] = json.dumps(got[1], separators=(",", ":"))
+    return dims, types
+
+
+def _kernels(ev, rows, launch, r, op, dims, types, module, cap_file) -> pd.DataFrame:
+    """One row per replayed kernel, in time order: where it ran, its graph launch, and what the attribution says."""
+    node = ev["graph_node_id"].to_numpy()[rows] if "graph_node_id" in ev.columns else np.full(rows.size, -1)
+    out = pd.DataFrame(
+        {
+            "start_ns": ev["start_ns"].to_numpy()[rows].astype(np.int64),
+            "name": names_at(ev, rows),
+            "stream": ev["stream"].to_numpy()[rows].astype(np.int64),
+            "launch_correlation": np.where(launch >= 0, ev["correlation"].to_numpy()[np.clip(launch, 0, None)], -1),
+            "graph_node_id": pd.array(np.where(node >= 0, node, 0), dtype="Int64"),
+            "op": op,
+            "input_dims": dims,
+            "input_types": types,
+            "module": module,
+            "capture_file": cap_file,
+            "attributed_by": r.by,
+            "score": r.score,
+        }
+    )
+    out.loc[node < 0, "graph_node_id"] = pd.NA
+    return out.sort_values(["start_ns", "stream"], kind="stable").reset_index(drop=True)[KERNEL_COLUMNS]
+
+
+__all__ = ["KERNEL_COLUMNS", "op_inputs", "replay_summary"]

@@ -3,55 +3,99 @@ once and used by every analysis through :func:`.kernel_ops.kernel_ops` (docs/rep
 
 A graph launch replays kernels that have no launching op. Their op is found in the trace of the graph's **capture**
 (:mod:`tracekit.ingest.captures`), where each kernel was launched by an op with its ``Input Dims``, ``Input type``
-and ``nn.Module`` scope. Sources, best first:
+and ``nn.Module`` scope, or in an eager (graph-off) trace of the same model. Sources, best first:
 
-1. ``node_id``: the replayed kernels' graph node ids (Kineto's ``graph node id`` arg) joined to the capture launches'
-   node ids: exact. The events table keeps no node id today, so this source answers only when it does.
+1. ``node_id``: the replayed kernels' graph node ids (the events table's ``graph_node_id``, Kineto's ``graph node
+   id`` arg) joined to the capture launches' node ids: exact, where the kernel names agree and the node id is in
+   one capture only.
 2. ``capture``: each replay's kernel sequence (one graph launch, one stream) aligned to the launched-kernel sequence
-   of each graph the captures hold (one per ``hipStreamBeginCapture`` … ``EndCapture``; a capture without those
-   markers is one graph). The alignment (longest matching blocks, :class:`difflib.SequenceMatcher` on name codes)
-   tolerates kernels the profiler dropped, copies and memsets (neither side holds them: they are not kernel
-   launches) and launches of other streams; PIECEWISE replays (several graphs per step, eager attention between) are
-   each aligned to the piece they match. Each distinct sequence is aligned once, however many steps replay it; the
-   kernels are then assigned with arrays.
-3. ``eager_map`` (an eager trace of the same model): not implemented; asked for, it is refused with a sentence.
+   of each graph the captures hold (one per ``…BeginCapture`` … ``…EndCapture``; a capture without those markers
+   is one graph). The alignment (a longest common subsequence of the name codes, then each
+   kernel left over matched to a launch of the same name within :data:`REORDER_WINDOW` launches of where the
+   alignment puts it) tolerates kernels the profiler dropped, launch records the capture lost or wrote out of
+   order, copies and memsets (neither side holds them: they are not kernel launches) and launches of other
+   streams. PIECEWISE replays (several graphs per step, eager attention between) are each aligned to the piece they
+   match; where pieces tie (identical layers), the piece whose place in the capture is the replay's place in its
+   step. Each distinct sequence is aligned once, however many steps replay it; the kernels are then assigned with
+   arrays.
+3. ``eager_map``: an eager (graph-off) trace of the same model (``--eager-map``): the replayed kernels of each step
+   aligned as one sequence to the kernels of the eager trace's first step, each taking the op that launched its
+   eager counterpart.
 
-A capture is used for a replay only if its batch size is the replay's (named by the step annotation, e.g. vLLM's
-``execute_32_…``, or ``execution_details.json``; with grids on both sides, the grids of the aligned kernels must
-agree). An alignment that matches under :data:`MIN_SCORE` of the replay's kernels, or captures of different batch
-sizes that align equally well, are refused with a sentence, never guessed; what is not attributed is counted and why.
+A capture is used for a replay only if its batch size is the replay's: the replay's from the step annotation that
+holds the graph launch (vLLM's ``execute_32_…``), the capture's from ``execution_details.json`` or its own
+annotation (``capture_32_FULL``) — patterns in ``tracekit/data/replay.json``; with grids on both sides, the grids of
+the aligned kernels must agree. An alignment that matches under ``min_score`` of the replay's kernels, or captures
+of different batch sizes that align equally well, are refused with a sentence, never guessed; what is not attributed
+is counted and why.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ...errors import UsageError
-from ...ingest.captures import RECORD_HINT, CaptureTrace, find_captures, load_capture
+from ...errors import DataFileError, InputError
+from ...ingest.captures import RECORD_HINT, CaptureRef, CaptureTrace, find_captures, load_capture
 from ...trace import Trace
 
-MIN_SCORE = 0.9  # matched kernels / replayed kernels under which an alignment is refused
-GRID_AGREE = 0.9  # aligned pairs with both grids known: the share that must agree
-BATCH_PATTERNS = (r"^execute_(\d+)_", r"(?:^|[_ ])bs[=_ ]?(\d+)\b", r"batch[_ ]?size[=_ ]?(\d+)")
-EAGER_REFUSED = (
-    "--eager-map is not implemented yet: record the graph capture instead (sglang --enable-profile-cuda-graph with"
-    " SGLANG_GRAPH_BATCH_CAPTURE=1; vLLM --profiler-config.capture_torch_profiler) and pass it with --capture"
-)
+LCS_CELLS = 16_000_000  # sequence x target sizes aligned exactly (an int32 table of 64 MB at most)
+REORDER_WINDOW = 2  # a leftover kernel matches a same-name launch at most this many launches from its expected place
 SOURCES_KEY = "replay_sources"
 DERIVED_KEYS = ("replay_attribution", "kernel_shapes", "kernel_ops")
 
 
 @dataclass(frozen=True)
+class ReplayRules:
+    """``tracekit/data/replay.json``, compiled."""
+
+    replay_batch: tuple[re.Pattern, ...]
+    capture_batch: tuple[re.Pattern, ...]
+    min_score: float
+    grid_agree: float
+
+
+@lru_cache(maxsize=1)
+def replay_rules() -> ReplayRules:
+    """The batch-size patterns and thresholds of the attribution (``tracekit/data/replay.json``), checked."""
+    src = "tracekit/data/replay.json"
+    try:
+        doc = json.loads(resources.files("tracekit.data").joinpath("replay.json").read_text(encoding="utf-8"))
+        rules = ReplayRules(
+            tuple(re.compile(p["pattern"]) for p in doc["replay_batch"]),
+            tuple(re.compile(p["pattern"]) for p in doc["capture_batch"]),
+            float(doc["min_score"]),
+            float(doc["grid_agree"]),
+        )
+        if any(p.groups < 1 for p in rules.replay_batch + rules.capture_batch):
+            raise ValueError("a pattern has no group for the batch size")
+    except (KeyError, TypeError, ValueError, re.error) as exc:
+        raise DataFileError(f"{src} is invalid ({exc}); see docs/replay.md") from exc
+    return rules
+
+
+def batch_size_of(name: str, patterns) -> int:
+    """The batch size the first matching pattern's group 1 names in ``name`` (-1: none matches)."""
+    for p in patterns:
+        m = p.search(name)
+        if m:
+            return int(m.group(1))
+    return -1
+
+
+@dataclass(frozen=True)
 class ReplaySources:
     """Where replayed kernels' ops come from: ``capture`` paths (files or folders; empty: ``capture_traces/`` beside
-    the trace) and ``eager_map`` (refused)."""
+    the trace) and ``eager_map`` (an eager trace of the same model, or None)."""
 
     capture: tuple[str, ...] = ()
     eager_map: str | None = None
@@ -62,15 +106,17 @@ class ReplaySources:
 def use_replay_sources(trace: Trace, capture=None, eager_map=None, *, cache: bool = True, cache_dir=None) -> None:
     """Resolve the replay sources of ``trace`` once (the API's ``capture=`` and ``eager_map=``, the CLI's
     ``--capture`` and ``--eager-map``); what was derived with other sources is dropped."""
-    if eager_map is not None:
-        raise UsageError(EAGER_REFUSED)
     if capture is None:
         paths: tuple[str, ...] = ()
     elif isinstance(capture, (str, Path)):
         paths = (str(capture),)
     else:
         paths = tuple(str(p) for p in capture)
-    src = ReplaySources(paths, None, cache, None if cache_dir is None else str(cache_dir))
+    if eager_map is not None and not Path(eager_map).is_file():
+        raise InputError(f"--eager-map {eager_map}: no such file; pass an eager (graph-off) trace of the same model")
+    src = ReplaySources(
+        paths, None if eager_map is None else str(eager_map), cache, None if cache_dir is None else str(cache_dir)
+    )
     if trace.derived.get(SOURCES_KEY, ReplaySources()) != src:
         for k in DERIVED_KEYS:
             trace.derived.pop(k, None)
@@ -82,9 +128,10 @@ def use_replay_sources(trace: Trace, capture=None, eager_map=None, *, cache: boo
 @dataclass
 class ReplayAttribution:
     """Per replayed kernel (``pos``: positions in the kernel rows of :func:`.linking.launching_ops`, in row order):
-    the capture it was attributed from (-1: none), the capture's launch and op rows, how (``by``: "node_id",
-    "capture" or None), the agreement score of its replay's alignment, and why not where it was not. ``groups``:
-    one row per (graph launch, stream)."""
+    the source it was attributed from (``capture``: an index into ``captures``, -1: none; the eager trace of
+    ``--eager-map`` is one of them, with ``ref.source == "eager_map"``), that trace's launch and op rows, how
+    (``by``: "node_id", "capture", "eager_map" or None), the agreement score of its replay's alignment (1.0 for a
+    node id), and why not where it was not. ``groups``: one row per (graph launch, stream)."""
 
     pos: np.ndarray
     capture: np.ndarray
@@ -135,162 +182,334 @@ def graph_kernels(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
 
 def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttribution:
     """The attribution of the replayed kernels among ``krow`` (launch rows ``launch``), with the trace's sources."""
-    ev = trace.events
-    pos = np.flatnonzero(graph_kernels(ev, launch))
+    pos = np.flatnonzero(graph_kernels(trace.events, launch))
     src = trace.derived.get(SOURCES_KEY, ReplaySources())
     if not pos.size:
         return _empty(pos, None, None)
     refs = find_captures(trace.path, src.capture)
-    if not refs:
+    if not refs and src.eager_map is None:
         hint = f"no capture trace of their graphs is beside the trace; {RECORD_HINT}"
         return _empty(pos, "no capture trace", hint)
     caps = [load_capture(r, cache=src.cache, cache_dir=src.cache_dir) for r in refs]
-    return _align_all(trace, krow, launch, pos, caps)
+    vocab: dict[str, int] = {}
+    rep = _Replays(trace, krow, launch, pos, vocab)
+    res = _empty(pos, "no capture trace" if not caps else None, None, caps)
+    n_groups = len(rep.parts)
+    gcol: dict[str, np.ndarray] = {
+        "capture": np.full(n_groups, None, dtype=object),
+        "graph": np.full(n_groups, None, dtype=object),
+        "score": np.full(n_groups, np.nan),
+        "why": np.full(n_groups, None, dtype=object),
+    }
+    if caps:
+        index = [_CaptureIndex(c, vocab) for c in caps]
+        _by_node_id(res, rep, index)
+        _by_capture(res, rep, index, gcol)
+    if src.eager_map is not None:
+        _by_eager_map(res, rep, src, gcol)
+    res.groups = pd.DataFrame(
+        {
+            "launch_row": rep.launch_of_group,
+            "stream": rep.stream_of_group,
+            "kernels": np.bincount(rep.group, minlength=n_groups).astype(np.int64),
+            "matched": np.bincount(rep.group[res.capture >= 0], minlength=n_groups).astype(np.int64),
+            **gcol,
+        }
+    )
+    return res
+
+
+# ----------------------------------------------------------------------------------------------- the replays
+
+
+class _Replays:
+    """The replayed kernels of a trace grouped per (graph launch, stream), kernels in time (row) order within each:
+    name codes (shared with the captures through ``vocab``), grids, node ids, and per group the batch size its step
+    annotation names, the step and the launch's place among its step's graph launches."""
+
+    def __init__(self, trace: Trace, krow, launch, pos, vocab: dict[str, int]) -> None:
+        ev = trace.events
+        self.ev = ev
+        self.rows = krow[pos]
+        lr = launch[pos]
+        self.lr = lr
+        stream = ev["stream"].to_numpy()[self.rows]
+        col = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else ev["name"].astype("category")
+        cats = col.cat.categories
+        codes = col.cat.codes.to_numpy()[self.rows]
+        used = np.unique(codes[codes >= 0])
+        cat_id = np.full(len(cats) + 1, -1, dtype=np.int64)
+        for c in used.tolist():  # the distinct replayed kernel names, not the kernels
+            cat_id[c] = vocab.setdefault(str(cats[c]), len(vocab))
+        self.ids = cat_id[codes]
+        self.grid = np.stack([ev[f"grid_{a}"].to_numpy()[self.rows] for a in "xyz"], axis=1)
+        self.node = (
+            ev["graph_node_id"].to_numpy()[self.rows]
+            if "graph_node_id" in ev.columns
+            else np.full(self.rows.size, -1, dtype=np.int64)
+        )
+        gkey = pd.factorize(lr.astype(np.int64) * (1 << 20) + (stream & ((1 << 20) - 1)))[0]
+        order = np.argsort(gkey, kind="stable")
+        self.parts = np.split(order, np.flatnonzero(np.diff(gkey[order])) + 1)
+        self.group = np.empty(self.rows.size, dtype=np.int64)  # per kernel: its group, and its place in it
+        self.within = np.empty(self.rows.size, dtype=np.int64)
+        for gi, p in enumerate(self.parts):  # per graph launch, not per kernel
+            self.group[p] = gi
+            self.within[p] = np.arange(p.size)
+        first = np.array([p[0] for p in self.parts], dtype=np.int64)
+        self.launch_of_group = lr[first].astype(np.int64)
+        self.stream_of_group = stream[first].astype(np.int64)
+        at = ev["start_ns"].to_numpy()[self.launch_of_group]
+        self.hint, self.step = _step_of(ev, at)
+        self.ordinal = _ordinal(self.step, at, self.launch_of_group)
+        self.kernel_hint = self.hint[self.group]
+
+
+def _step_of(ev: pd.DataFrame, at_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per graph launch time: (the batch size the step annotation holding it names, the annotation's row); -1, -1
+    where no annotation that names a batch size holds it."""
+    bs_out = np.full(at_ns.size, -1, dtype=np.int64)
+    step_out = np.full(at_ns.size, -1, dtype=np.int64)
+    ann = np.flatnonzero((ev["kind"] == "cpu_annotation").to_numpy())
+    if not ann.size:
+        return bs_out, step_out
+    pats = replay_rules().replay_batch
+    col = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else ev["name"].astype("category")
+    codes = col.cat.codes.to_numpy()[ann]
+    used = np.unique(codes[codes >= 0])
+    by_code = np.full(len(col.cat.categories) + 1, -1, dtype=np.int64)
+    for c in used.tolist():  # per distinct annotation name, not per annotation
+        by_code[c] = batch_size_of(str(col.cat.categories[c]), pats)
+    bs = by_code[codes]
+    keep = bs >= 0
+    if not keep.any():
+        return bs_out, step_out
+    rows = ann[keep]
+    s, e, b = ev["start_ns"].to_numpy()[rows], ev["end_ns"].to_numpy()[rows], bs[keep]
+    order = np.argsort(s, kind="stable")
+    rows, s, e, b = rows[order], s[order], e[order], b[order]
+    j = np.searchsorted(s, at_ns, side="right") - 1
+    ok = (j >= 0) & (e[np.clip(j, 0, None)] >= at_ns)
+    bs_out[ok] = b[j[ok]]
+    step_out[ok] = rows[j[ok]]
+    return bs_out, step_out
+
+
+def _ordinal(step: np.ndarray, at: np.ndarray, launch: np.ndarray) -> np.ndarray:
+    """Per group: the place of its graph launch among the distinct graph launches of its step (-1: no step)."""
+    out = np.full(step.size, -1, dtype=np.int64)
+    has = step >= 0
+    if not has.any():
+        return out
+    key = pd.DataFrame({"step": step[has], "at": at[has], "launch": launch[has]})
+    distinct = key.drop_duplicates("launch").sort_values(["step", "at"], kind="stable")
+    distinct["ordinal"] = distinct.groupby("step").cumcount()
+    out[has] = key["launch"].map(distinct.set_index("launch")["ordinal"]).to_numpy()
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- the captures
 
 
-@dataclass
-class _Graph:
-    """One captured graph: its capture, its launches' rows / kernel ids / grids / ops, in launch order."""
+class _CaptureIndex:
+    """One capture (or eager trace) made ready to align: its batch size, its launches' name codes, grids, node ids
+    and launching ops, and its graphs (one per Begin/EndCapture, in capture order)."""
 
-    cap: int
-    seg: int
-    rows: np.ndarray
-    ids: np.ndarray
-    grid: np.ndarray
-    ops: np.ndarray
+    def __init__(self, c: CaptureTrace, vocab: dict[str, int], *, whole: bool = False) -> None:
+        from .linking import ops_holding
 
-
-def _capture_graphs(caps: list[CaptureTrace], vocab: dict[str, int]) -> list[_Graph]:
-    from .linking import ops_holding
-
-    graphs = []
-    for ci, c in enumerate(caps):
+        self.cap = c
         ev = c.trace.events
         rows = c.launch_rows
-        if not rows.size:
-            continue
-        start = ev["start_ns"].to_numpy()[rows]
-        names = ev["name"].astype(str).to_numpy()
-        rt = np.flatnonzero((ev["kind"] == "runtime").to_numpy())
-        begin = rt[np.char.find(names[rt].astype(str), "BeginCapture") >= 0]
-        end = rt[np.char.find(names[rt].astype(str), "EndCapture") >= 0]
-        if begin.size:
-            b = np.sort(ev["start_ns"].to_numpy()[begin])
-            e = np.sort(ev["end_ns"].to_numpy()[end]) if end.size else np.full(b.size, np.iinfo(np.int64).max)
-            seg = np.searchsorted(b, start, side="right") - 1
-            close = np.searchsorted(e, b[np.clip(seg, 0, None)], side="left")
-            inside = (seg >= 0) & ((close >= e.size) | (start <= e[np.clip(close, 0, max(e.size - 1, 0))]))
-            seg = np.where(inside, seg, -1)
+        self.bs = c.ref.batch_size if c.ref.batch_size is not None else _capture_batch(ev)
+        self.ids = np.array([vocab.setdefault(n, len(vocab)) for n in c.launch_kernel.tolist()], dtype=np.int64)
+        self.grid = np.stack([ev[f"grid_{a}"].to_numpy()[rows] for a in "xyz"], axis=1)
+        self.ops = ops_holding(ev, rows) if rows.size else np.empty(0, dtype=np.int64)
+        self.node = c.launch_node
+        self.graphs = [] if whole else _segments(ev, rows)
+
+
+def _capture_batch(ev: pd.DataFrame) -> int | None:
+    """The batch size a capture trace's own annotation names (vLLM's ``capture_32_FULL``), or None."""
+    ann = ev.loc[(ev["kind"] == "cpu_annotation").to_numpy(), "name"]
+    pats = replay_rules().capture_batch
+    for name in pd.unique(ann.astype(str)).tolist():  # a handful of distinct annotation names
+        bs = batch_size_of(name, pats)
+        if bs >= 0:
+            return bs
+    return None
+
+
+def _segments(ev: pd.DataFrame, rows: np.ndarray) -> list[np.ndarray]:
+    """The launches of each captured graph (positions into ``rows``), in capture order."""
+    if not rows.size:
+        return []
+    start = ev["start_ns"].to_numpy()[rows]
+    names = ev["name"].astype(str).to_numpy()
+    rt = np.flatnonzero((ev["kind"] == "runtime").to_numpy())
+    begin = rt[np.char.find(names[rt].astype(str), "BeginCapture") >= 0]
+    end = rt[np.char.find(names[rt].astype(str), "EndCapture") >= 0]
+    if not begin.size:
+        return [np.arange(rows.size)]
+    b = np.sort(ev["start_ns"].to_numpy()[begin])
+    e = np.sort(ev["end_ns"].to_numpy()[end]) if end.size else np.full(b.size, np.iinfo(np.int64).max)
+    seg = np.searchsorted(b, start, side="right") - 1
+    close = np.searchsorted(e, b[np.clip(seg, 0, None)], side="left")
+    inside = (seg >= 0) & ((close >= e.size) | (start <= e[np.clip(close, 0, max(e.size - 1, 0))]))
+    seg = np.where(inside, seg, -1)
+    return [np.flatnonzero(seg == s) for s in np.unique(seg[seg >= 0]).tolist()]
+
+
+def _lcs(seq: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """A longest common subsequence of two code sequences, as ``seq``'s positions' indices into ``target`` (-1:
+    unmatched): the table a row at a time in numpy, then one walk back (matches preferred, latest first)."""
+    n, m = seq.size, target.size
+    table = np.zeros((n + 1, m + 1), dtype=np.int32)
+    for i in range(1, n + 1):  # one numpy pass per kernel of the (short) sequence
+        prev = table[i - 1]
+        row = np.maximum(prev[1:], np.where(target == seq[i - 1], prev[:-1] + 1, 0))
+        table[i, 1:] = np.maximum.accumulate(row)
+    to = np.full(n, -1, dtype=np.int64)
+    i, j = n, m
+    while i > 0 and j > 0:
+        if seq[i - 1] == target[j - 1] and table[i, j] == table[i - 1, j - 1] + 1:
+            to[i - 1] = j - 1
+            i, j = i - 1, j - 1
+        elif table[i - 1, j] >= table[i, j - 1]:
+            i -= 1
         else:
-            seg = np.zeros(rows.size, dtype=np.int64)
-        ops = ops_holding(ev, rows)
-        ids = np.array([vocab.setdefault(n, len(vocab)) for n in c.launch_kernel.tolist()], dtype=np.int64)
-        grid = np.stack([ev[f"grid_{a}"].to_numpy()[rows] for a in "xyz"], axis=1)
-        for s in np.unique(seg[seg >= 0]).tolist():
-            m = seg == s
-            graphs.append(_Graph(ci, int(s), rows[m], ids[m], grid[m], ops[m]))
-    return graphs
+            j -= 1
+    return to
 
 
-def _batch_hint(ev: pd.DataFrame, at_ns: np.ndarray) -> np.ndarray:
-    """Per graph launch time: the batch size a CPU annotation holding it names (-1: none)."""
-    out = np.full(at_ns.size, -1, dtype=np.int64)
-    ann = np.flatnonzero((ev["kind"] == "cpu_annotation").to_numpy())
-    if not ann.size:
-        return out
-    names = ev["name"].astype(str).to_numpy()[ann]
-    bs = np.full(ann.size, -1, dtype=np.int64)
-    for i, n in enumerate(names.tolist()):  # per annotation (one per step), not per kernel
-        for p in BATCH_PATTERNS:
-            m = re.search(p, n)
-            if m:
-                bs[i] = int(m.group(1))
-                break
-    keep = bs >= 0
+def align(seq: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per position of ``seq`` (name codes) the index into ``target`` it aligns to (-1: none): a longest common
+    subsequence (for sequences over :data:`LCS_CELLS` cells, the longest matching blocks of
+    :class:`difflib.SequenceMatcher`), then each kernel left over matched to an unused ``target`` position with its
+    name within :data:`REORDER_WINDOW` of where its aligned neighbours put it (a launch recorded out of order)."""
+    if seq.size * target.size <= LCS_CELLS:
+        to = _lcs(seq, target)
+    else:
+        sm = difflib.SequenceMatcher(None, seq.tolist(), target.tolist(), autojunk=False)
+        to = np.full(seq.size, -1, dtype=np.int64)
+        for a, b, size in sm.get_matching_blocks():
+            to[a : a + size] = np.arange(b, b + size)
+    left = np.flatnonzero(to < 0)
+    if not left.size or left.size == seq.size:
+        return to
+    used = np.zeros(target.size, dtype=bool)
+    used[to[to >= 0]] = True
+    ok = np.flatnonzero(to >= 0)
+    for i in left.tolist():  # the few kernels the blocks left over
+        k = np.searchsorted(ok, i)
+        before = int(to[ok[k - 1]]) + (i - int(ok[k - 1])) if k > 0 else int(to[ok[0]]) - (int(ok[0]) - i)
+        lo, hi = max(before - REORDER_WINDOW - 1, 0), min(before + REORDER_WINDOW + 1, target.size)
+        cand = lo + np.flatnonzero((target[lo:hi] == seq[i]) & ~used[lo:hi])
+        if cand.size:
+            j = int(cand[np.argmin(np.abs(cand - before))])
+            to[i] = j
+            used[j] = True
+    return to
+
+
+# ----------------------------------------------------------------------------------------------- the sources
+
+
+def _by_node_id(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex]) -> None:
+    """Source 1: each replayed kernel whose graph node id is one capture launch's, with the same kernel name (and no
+    other batch size than the replay's): exact."""
+    want = np.flatnonzero(rep.node >= 0)
+    if not want.size:
+        return
+    ci = np.concatenate([np.full(ix.node.size, k, dtype=np.int64) for k, ix in enumerate(index)])
+    li = np.concatenate([np.arange(ix.node.size, dtype=np.int64) for ix in index])
+    node = np.concatenate([ix.node for ix in index])
+    ids = np.concatenate([ix.ids for ix in index])
+    keep = node >= 0
     if not keep.any():
-        return out
-    s, e, b = ev["start_ns"].to_numpy()[ann][keep], ev["end_ns"].to_numpy()[ann][keep], bs[keep]
-    j = np.searchsorted(s, at_ns, side="right") - 1
-    ok = (j >= 0) & (e[np.clip(j, 0, None)] >= at_ns)
-    out[ok] = b[j[ok]]
-    return out
+        return
+    ci, li, node, ids = ci[keep], li[keep], node[keep], ids[keep]
+    uniq, first, count = np.unique(node, return_index=True, return_counts=True)
+    k = np.searchsorted(uniq, rep.node[want])
+    k = np.clip(k, 0, uniq.size - 1)
+    hit = (uniq[k] == rep.node[want]) & (count[k] == 1)  # a node id in two captures (two processes): not exact
+    j = first[k]
+    bs = np.array([-1 if ix.bs is None else ix.bs for ix in index], dtype=np.int64)[ci[j]]
+    hint = rep.kernel_hint[want]
+    hit &= (ids[j] == rep.ids[want]) & ((hint < 0) | (bs < 0) | (bs == hint))
+    at, j = want[hit], j[hit]
+    for c in np.unique(ci[j]).tolist():  # per capture used
+        m = ci[j] == c
+        res.capture[at[m]] = c
+        res.launch_row[at[m]] = index[c].cap.launch_rows[li[j[m]]]
+        res.op_row[at[m]] = index[c].ops[li[j[m]]]
+    res.by[at] = "node_id"
+    res.score[at] = 1.0
+    res.why[at] = None
 
 
-def _align(seq: np.ndarray, g: _Graph) -> tuple[int, np.ndarray]:
-    """(matched, per position of ``seq`` the index into ``g``'s launches, -1: unmatched)."""
-    sm = difflib.SequenceMatcher(None, seq.tolist(), g.ids.tolist(), autojunk=False)
-    to = np.full(seq.size, -1, dtype=np.int64)
-    for a, b, size in sm.get_matching_blocks():
-        to[a : a + size] = np.arange(b, b + size)
-    return int((to >= 0).sum()), to
+@dataclass
+class _Graph:
+    ci: int
+    seg: int
+    at: np.ndarray  # positions into the capture's launches
+    ids: np.ndarray
+    grid: np.ndarray
+    names: frozenset
 
 
-def _align_all(trace: Trace, krow, launch, pos, caps: list[CaptureTrace]) -> ReplayAttribution:
-    ev = trace.events
-    vocab: dict[str, int] = {}
-    graphs = _capture_graphs(caps, vocab)
-    res = _empty(pos, None, None, caps)
-    rows = krow[pos]
-    lr = launch[pos]
-    stream = ev["stream"].to_numpy()[rows]
-    col = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else ev["name"].astype("category")
-    cat_id = np.array([vocab.get(str(c), -2 - i) for i, c in enumerate(col.cat.categories)], dtype=np.int64)
-    ids = cat_id[col.cat.codes.to_numpy()[rows]]
-    kgrid = np.stack([ev[f"grid_{a}"].to_numpy()[rows] for a in "xyz"], axis=1)
-    # groups: (graph launch row, stream), kernels in row (time) order within each
-    gkey = pd.factorize(lr.astype(np.int64) * (1 << 20) + (stream & ((1 << 20) - 1)))[0]
-    order = np.argsort(gkey, kind="stable")
-    bounds = np.flatnonzero(np.diff(gkey[order])) + 1
-    parts = np.split(order, bounds)
-    ustart = ev["start_ns"].to_numpy()[lr[[p[0] for p in parts]]]
-    hint = _batch_hint(ev, ustart)
-    memo: dict[tuple[bytes, int], tuple] = {}
-    group_rows = []
-    for gi, p in enumerate(parts):  # per replay (graph launch, stream); each distinct sequence aligned once
-        seq = ids[p]
-        key = (seq.tobytes(), int(hint[gi]))
-        if key not in memo:
-            memo[key] = _choose(seq, kgrid[p], graphs, caps, int(hint[gi]))
-        gsel, to, score, why = memo[key]
-        if gsel is not None:
-            g = graphs[gsel]
-            ok = to >= 0
-            at = p[ok]
-            res.capture[at] = g.cap
-            res.launch_row[at] = g.rows[to[ok]]
-            res.op_row[at] = g.ops[to[ok]]
-            res.by[at] = "capture"
-            res.why[p[~ok]] = "not in the capture (aligned around)"
-        else:
-            res.why[p] = why
-        res.score[p] = score
-        group_rows.append(
-            {
-                "launch_row": int(lr[p[0]]),
-                "stream": int(stream[p[0]]),
-                "kernels": int(p.size),
-                "matched": int((to >= 0).sum()) if gsel is not None else 0,
-                "capture": str(caps[graphs[gsel].cap].ref.path.name) if gsel is not None else None,
-                "graph": int(graphs[gsel].seg) if gsel is not None else None,
-                "score": float(score) if score == score else None,
-                "why": why,
-            }
-        )
-    res.groups = pd.DataFrame(group_rows)
-    return res
+def _by_capture(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex], gcol: dict) -> None:
+    """Source 2: each replay that has kernels left aligned to the captured graph it matches (see the module); each
+    distinct (sequence, batch size, place in the step) aligned once, its kernels in every step assigned at once."""
+    graphs = [
+        _Graph(c, s, at, ix.ids[at], ix.grid[at], frozenset(ix.ids[at].tolist()))
+        for c, ix in enumerate(index)
+        for s, at in enumerate(ix.graphs)
+    ]
+    left = np.bincount(rep.group[res.capture < 0], minlength=len(rep.parts)) > 0
+    gcol["score"][~left] = 1.0  # every kernel joined by its node id
+    keys: dict[tuple, list[int]] = {}
+    for gi in np.flatnonzero(left).tolist():  # per graph launch: its key
+        p = rep.parts[gi]
+        keys.setdefault((rep.ids[p].tobytes(), int(rep.hint[gi]), int(rep.ordinal[gi])), []).append(gi)
+    for (_, hint, ordinal), groups in keys.items():  # per distinct sequence
+        first = rep.parts[groups[0]]
+        gsel, to, score, why = _choose(rep.ids[first], rep.grid[first], graphs, index, hint, ordinal)
+        sel = np.asarray(groups, dtype=np.int64)
+        member = np.zeros(len(rep.parts), dtype=bool)
+        member[sel] = True
+        kern = np.flatnonzero(member[rep.group] & (res.capture < 0))
+        res.score[kern] = score
+        gcol["score"][sel] = score
+        if gsel is None:
+            res.why[kern] = why
+            gcol["why"][sel] = why
+            continue
+        g = graphs[gsel]
+        ix = index[g.ci]
+        t = to[rep.within[kern]]
+        ok = t >= 0
+        at = kern[ok]
+        lpos = g.at[t[ok]]
+        res.capture[at] = g.ci
+        res.launch_row[at] = ix.cap.launch_rows[lpos]
+        res.op_row[at] = ix.ops[lpos]
+        res.by[at] = "capture"
+        res.why[at] = None
+        res.why[kern[~ok]] = "not in the capture (aligned around)"
+        gcol["capture"][sel] = ix.cap.ref.path.name
+        gcol["graph"][sel] = g.seg
 
 
-def _choose(seq, kgrid, graphs: list[_Graph], caps: list[CaptureTrace], hint_bs: int):
+def _choose(seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_bs: int, ordinal: int):
     """The captured graph a replay sequence came from: (graph index or None, alignment, score, why not)."""
+    rules = replay_rules()
     if not graphs:
         return None, None, np.nan, "the capture traces hold no kernel launches"
     cand = list(range(len(graphs)))
-    sizes = {caps[graphs[i].cap].ref.batch_size for i in cand}
+    sizes = {index[graphs[i].ci].bs for i in cand}
     if hint_bs >= 0 and sizes - {None}:
-        cand = [i for i in cand if caps[graphs[i].cap].ref.batch_size in (hint_bs, None)]
+        cand = [i for i in cand if index[graphs[i].ci].bs in (hint_bs, None)]
         if not cand:
             known = ", ".join(str(s) for s in sorted(sizes - {None}))
             return None, None, np.nan, f"no capture of batch size {hint_bs} (captures: {known})"
@@ -298,35 +517,115 @@ def _choose(seq, kgrid, graphs: list[_Graph], caps: list[CaptureTrace], hint_bs:
     scored = []
     for i in cand:
         g = graphs[i]
-        if not present.intersection(g.ids.tolist()):
+        if present.isdisjoint(g.names):
             continue
-        matched, to = _align(seq, g)
+        to = align(seq, g.ids)
         ok = to >= 0
         both = ok.copy()
         both[ok] = (kgrid[ok] >= 0).all(axis=1) & (g.grid[to[ok]] >= 0).all(axis=1)
         agree = float((kgrid[both] == g.grid[to[both]]).all(axis=1).mean()) if both.any() else np.nan
-        scored.append((matched / max(seq.size, 1), agree, i, to))
+        scored.append((float(ok.sum()) / max(seq.size, 1), agree, i, to))
     if not scored:
         return None, None, 0.0, "no captured graph launches these kernels"
-    grid_ok = [s for s in scored if not (s[1] == s[1]) or s[1] >= GRID_AGREE]
+    grid_ok = [s for s in scored if not (s[1] == s[1]) or s[1] >= rules.grid_agree]
     if not grid_ok:
-        return (
-            None,
-            None,
-            max(s[0] for s in scored),
-            "the captures' grids differ from the replay's (another batch size)",
-        )
-    grid_ok.sort(key=lambda s: (-s[0], -(s[1] if s[1] == s[1] else 0.0), s[2]))
+        best = max(s[0] for s in scored)
+        return None, None, best, "the captures' grids differ from the replay's (another batch size)"
+    grid_ok.sort(
+        key=lambda s: (-s[0], -(s[1] if s[1] == s[1] else 0.0), graphs[s[2]].seg != ordinal, s[2]),
+    )
     best = grid_ok[0]
-    if best[0] < MIN_SCORE:
-        name = caps[graphs[best[2]].cap].ref.path.name
+    if best[0] < rules.min_score:
+        name = index[graphs[best[2]].ci].cap.ref.path.name
         return None, None, best[0], f"the best capture ({name}) aligns only {100 * best[0]:.0f} % of the kernels"
     ties = [s for s in grid_ok if s[0] == best[0] and (s[1] == best[1] or not (s[1] == s[1]))]
-    tied_sizes = {caps[graphs[s[2]].cap].ref.batch_size for s in ties}
+    tied_sizes = {index[graphs[s[2]].ci].bs for s in ties}
     if len(tied_sizes) > 1 and hint_bs < 0 and not (best[1] == best[1]):
         shown = ", ".join(str(s) for s in sorted(tied_sizes, key=lambda x: (x is None, x or 0)))
         return None, None, best[0], f"captures of batch sizes {shown} align equally and the replay names no batch size"
     return best[2], best[3], best[0], None
+
+
+def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources, gcol: dict) -> None:
+    """Source 3: the replayed kernels of each step aligned to the kernels of the eager trace's first step."""
+    from ...ingest import load
+    from .linking import launching_ops
+
+    path = Path(src.eager_map)
+    et = load(path, cache=src.cache, cache_dir=src.cache_dir)
+    ek, el, eo = launching_ops(et)
+    ev = et.events
+    has = np.flatnonzero(eo >= 0)
+    bs_e, step_e = _step_of(ev, ev["start_ns"].to_numpy()[el[has]]) if has.size else (has, has)
+    if has.size and (step_e >= 0).any():
+        first = step_e[step_e >= 0][np.argmin(ev["start_ns"].to_numpy()[step_e[step_e >= 0]])]
+        keep = step_e == first
+        has, bs = has[keep], int(bs_e[keep][0])
+    else:
+        bs = -1
+    vocab: dict[str, int] = {}
+    names = ev["name"].astype(str).to_numpy()[ek[has]] if has.size else np.empty(0, dtype=object)
+    cap = CaptureTrace(
+        CaptureRef(path, bs if bs >= 0 else None, None, "eager_map"),
+        et,
+        el[has],
+        names.astype(object),
+        np.full(has.size, -1, dtype=np.int64),
+    )
+    res.captures.append(cap)
+    ci = len(res.captures) - 1
+    target = np.array([vocab.setdefault(n, len(vocab)) for n in names.tolist()], dtype=np.int64)
+    rep_names = names_of(rep.ev, rep.rows)
+    codes = np.array([vocab.get(n, -2 - i) for i, n in enumerate(rep_names.tolist())], dtype=np.int64)
+    unit = np.where(rep.step >= 0, rep.step, -2 - np.arange(rep.step.size))  # a step, else the replay itself
+    rules = replay_rules()
+    memo: dict[bytes, tuple] = {}
+    for u in pd.unique(unit).tolist():
+        groups = np.flatnonzero(unit == u)
+        p = np.sort(np.concatenate([rep.parts[g] for g in groups.tolist()]))
+        todo = res.capture[p] < 0
+        if not todo.any():
+            continue
+        hint = int(rep.hint[groups[0]])
+        seq = codes[p]
+        if not has.size:
+            why, to, score = f"the eager trace {path.name} has no kernel launched by an op", None, np.nan
+        elif bs >= 0 and hint >= 0 and bs != hint:
+            why, to, score = f"the eager trace {path.name} ran batch size {bs}, the replay {hint}", None, np.nan
+        else:
+            key = seq.tobytes()
+            if key not in memo:
+                t = align(seq, target)
+                memo[key] = (t, float((t >= 0).sum()) / max(seq.size, 1))
+            to, score = memo[key]
+            why = (
+                None
+                if score >= rules.min_score
+                else f"the eager trace {path.name} aligns only {100 * score:.0f} % of the replayed kernels"
+            )
+        res.score[p[todo]] = score
+        if why is not None:
+            res.why[p[todo]] = why
+            gcol["why"][groups] = why
+            continue
+        ok = todo & (to >= 0)
+        at = p[ok]
+        res.capture[at] = ci
+        res.launch_row[at] = el[has][to[ok]]
+        res.op_row[at] = eo[has][to[ok]]
+        res.by[at] = "eager_map"
+        res.why[at] = None
+        res.why[p[todo & (to < 0)]] = "not in the eager trace (aligned around)"
+        gcol["why"][groups] = None
+        gcol["capture"][groups] = path.name
+        gcol["score"][groups] = score
+
+
+def names_of(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The names of event rows as an object array of str, through the categorical codes."""
+    col = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else ev["name"].astype("category")
+    cats = np.append(col.cat.categories.to_numpy(dtype=object).astype(str).astype(object), None)
+    return cats[col.cat.codes.to_numpy()[rows]]
 
 
 def op_context(cap: CaptureTrace, op_rows: np.ndarray) -> np.ndarray:
@@ -367,13 +666,18 @@ def replay_counts(attr: ReplayAttribution, dur: np.ndarray) -> dict[str, Any]:
 
 
 __all__ = [
-    "EAGER_REFUSED",
-    "MIN_SCORE",
+    "LCS_CELLS",
+    "REORDER_WINDOW",
     "ReplayAttribution",
+    "ReplayRules",
     "ReplaySources",
+    "align",
     "attribute",
+    "batch_size_of",
     "graph_kernels",
+    "names_of",
     "op_context",
     "replay_counts",
+    "replay_rules",
     "use_replay_sources",
 ]

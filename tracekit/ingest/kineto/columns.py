@@ -254,6 +254,8 @@ class ColumnBuilder:
             ("bytes", [a.bytes for a in args]),
             ("registers", [a.registers for a in args]),
             ("shared_mem", [a.shared_mem for a in args]),
+            ("graph_id", [a.graph_id for a in args]),
+            ("graph_node_id", [a.graph_node_id for a in args]),
         ):
             if idx is None:
                 part[key] = ints(values) if values else np.full(m, -1, dtype=np.int64)

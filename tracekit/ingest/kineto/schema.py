@@ -28,6 +28,8 @@ class Args(
         "dims": "Input Dims",
         "types": "Input type",
         "concrete": "Concrete Inputs",
+        "graph_id": "graph id",
+        "graph_node_id": "graph node id",
     },
 ):
     device: IntOrStr = -1
@@ -39,6 +41,9 @@ class Args(
     block: Union[list[int], None] = None
     registers: IntOrStr = -1
     shared_mem: IntOrStr = -1
+    # CUPTI's graph and node of a kernel a CUDA/HIP graph replayed (and of a capture's launch records)
+    graph_id: IntOrStr = -1
+    graph_node_id: IntOrStr = -1
     kind: Any = None
     name: Any = None
     # a cpu_op's recorded inputs (record_shapes=True), kept as their JSON text: never parsed here
@@ -75,7 +80,17 @@ EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 LOOSE_DECODER = msgspec.json.Decoder(float_hook=Decimal)
 _LOOSE_ENCODER = msgspec.json.Encoder(decimal_format="number")
 
-INT_ARGS = ("device", "stream", "correlation", "external_id", "bytes", "registers", "shared_mem")
+INT_ARGS = (
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "bytes",
+    "registers",
+    "shared_mem",
+    "graph_id",
+    "graph_node_id",
+)
 
 
 def _as_int(v: Any) -> int:
@@ -126,6 +141,8 @@ def loose_event(obj: Any) -> Event:
             block=[_as_int(x) for x in b] if isinstance(b, list) else None,
             registers=_as_int(raw_args.get("registers per thread", -1)),
             shared_mem=_as_int(raw_args.get("shared memory", -1)),
+            graph_id=_as_int(raw_args.get("graph id", -1)),
+            graph_node_id=_as_int(raw_args.get("graph node id", -1)),
             kind=raw_args.get("kind") if isinstance(raw_args.get("kind"), str) else None,
             name=raw_args.get("name") if isinstance(raw_args.get("name"), str) else None,
             **{
