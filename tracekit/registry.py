@@ -12,7 +12,7 @@ from __future__ import annotations
 # command (sub-commands as "group sub") -> "module:function" under tracekit
 COMMANDS: dict[str, str] = {
     "info": "analyses.time.info:trace_info",
-    "kernels": "analyses.time.kernels:kernel_stats",
+    "kernels": "analyses.hardware.kernel_stats:kernel_stats",
     "steps": "analyses.steps.resolve:step_windows",
     "wall": "analyses.time.decompose:decompose",
     "temporal": "analyses.time.decompose:temporal",

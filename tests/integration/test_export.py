@@ -56,7 +56,7 @@ def test_export_cli_writes_every_table_and_manifest(cli, tmp_path, dp16):
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema"] == "tracekit.export/1" and doc["summary"]["not_exported"] == ["ledger"]
-    names = ["events", "steps", "blocks", "allgathers", "copies", "exposed", "communication"]
+    names = ["events", "steps", "blocks", "allgathers", "copies", "exposed", "communication", "kernels"]
     assert [r["table"] for r in doc["tables"]["files"]] == names
     manifest = json.loads((tmp_path / "x" / "manifest.json").read_text())
     assert manifest["format"] == "tracekit.export/2" and manifest["tracekit"] == tracekit.__version__

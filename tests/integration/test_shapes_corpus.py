@@ -147,7 +147,7 @@ def test_gemm_flops_are_2mnk_of_the_launching_op(rel):
         f"{rel}: {checked} GEMM kernels checked; shaped {s['shaped_pct']:.1f} % of GPU kernel time; "
         f"graph-replayed {s['graph_pct']:.1f} %; max MFU {sh['mfu'].max()}, max MBU {sh['mbu'].max()}"
     )
-    if s["graph_kernels"]:
+    if s["graph_kernels"] and kernel_shapes(t).replay_hint is not None:  # replayed kernels left without an op
         assert any("CUDA graphs" in w for w in r.warnings)
 
 

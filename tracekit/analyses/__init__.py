@@ -6,7 +6,7 @@ from .comm.exposure import exposure
 from .comm.segments import segment_allgathers
 from .time.decompose import decompose, temporal
 from .time.info import trace_info
-from .time.kernels import kernel_stats
+from .hardware.kernel_stats import kernel_stats
 from .time.overlap import overlap
 from .steps.resolve import find_steps, step_windows
 

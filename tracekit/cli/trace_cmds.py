@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import AnnotationOpt, CategoriesOpt, TraceArg, annotation_for, app
-from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
+from .options import CACHE, OUTPUT, REPLAY, STEP_FLAGS, CacheFlags, Output, ReplayFlags, StepFlags
 
 
 @app.command()
@@ -30,6 +30,8 @@ class KernelBy(str, Enum):
     name = "name"
     category = "category"
     family = "family"
+    op = "op"
+    module = "module"
 
 
 @app.command()
@@ -44,16 +46,18 @@ def kernels(
         typer.Option(
             "--by",
             help="Group by kernel name, category (gemm, attention_mla,"
-            " comm_nccl, …) or family (gemm, attention, comm, …).",
+            " comm_nccl, …), family (gemm, attention, comm, …), the op that launched the kernel (a graph-replayed"
+            " kernel: the op of its capture, docs/replay.md) or that op's nn.Module path.",
         ),
     ] = None,
     categories: CategoriesOpt = None,
+    replay: ReplayFlags = REPLAY,
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
     """Which kernels take the GPU time, largest total first.
 
-    Per kernel name (or category, or family): count, total, mean, median, min, max and share of GPU busy time."""
+    Per kernel name (or category, family, launching op, module path): count, total, mean, median, min, max and share of GPU busy time."""
     from ..analyses import kernel_stats
 
     output.write(
@@ -63,6 +67,7 @@ def kernels(
             top=top,
             by=(by or KernelBy.name).value,
             categories=categories,
+            **replay.keywords(),
         )
     )
 

@@ -116,6 +116,25 @@ TABLE_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
         "start_ns": ("int64", "ns", "exposed interval start"),
         "end_ns": ("int64", "ns", "exposed interval end"),
     },
+    "kernels": {
+        "row": ("int64", "", "the kernel's row in the events table"),
+        "name": ("str", "", "kernel name"),
+        "stream": ("int64", "", "GPU stream"),
+        "step": ("int64", "", "step of the kernel's start (-1: outside every step)"),
+        "start_ns": ("int64", "ns", "kernel start"),
+        "dur_ns": ("int64", "ns", "kernel duration"),
+        "category": ("str", "", "kernel category (tracekit/data/categories.json)"),
+        "op": (
+            "str",
+            "",
+            "the op it came from: its launch's, or for a graph-replayed kernel its capture's; null: unknown",
+        ),
+        "module": ("str", "", "that op's nn.Module path where a capture trace records it; null otherwise"),
+        "attributed_by": ("str", "", "launch, capture or node_id (docs/replay.md); null: no op"),
+        "model": ("str", "", "the op's work model (tracekit/data/op_models.json); null: none fits"),
+        "flops": ("float64", "FLOP", "FLOPs of the op call (on the kernel that carries it); null: unknown or none"),
+        "bytes": ("float64", "B", "compulsory HBM bytes of the op call (on the kernel that carries it); null: unknown"),
+    },
     "communication": {
         "step": ("int64", "", "step (-1: the whole trace when it has no steps)"),
         "class": ("str", "", "nccl, deepep, custom_all_reduce, all_to_all or weight_ag"),
@@ -204,6 +223,7 @@ def collect(
         "copies": copies,
         "exposed": exposed,
         "communication": comm.tables["per_step_class"],
+        "kernels": kernel_table(trace, steps),
     }
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
     if log is not None:
@@ -223,6 +243,36 @@ def collect(
         tables=tables,
         main_stream=main,
         warnings=warnings,
+    )
+
+
+def kernel_table(trace: Trace, steps) -> pd.DataFrame:
+    """One row per kernel: where and when it ran, its category and the op it came from (``kernel_ops``' decision,
+    through :func:`tracekit.analyses.hardware.shapes.kernel_shapes`), its module path, how it was attributed, and the
+    op call's FLOPs and bytes where its model gives them."""
+    from ..analyses.categories import trace_categories
+    from ..analyses.hardware.shapes import kernel_shapes
+
+    t = kernel_shapes(trace).table
+    ev = trace.events
+    rows = t["row"].to_numpy()
+    start = ev["start_ns"].to_numpy()[rows]
+    return pd.DataFrame(
+        {
+            "row": rows,
+            "name": ev["name"].to_numpy(dtype=object)[rows],
+            "stream": ev["stream"].to_numpy()[rows],
+            "step": steps.step_of(start),
+            "start_ns": start,
+            "dur_ns": ev["dur_ns"].to_numpy()[rows],
+            "category": np.asarray(trace_categories(trace), dtype=object)[rows],
+            "op": t["op"].to_numpy(dtype=object),
+            "module": t["module"].to_numpy(dtype=object),
+            "attributed_by": t["attributed_by"].to_numpy(dtype=object),
+            "model": t["model"].to_numpy(dtype=object),
+            "flops": t["flops"].to_numpy(dtype=float),
+            "bytes": t["bytes"].to_numpy(dtype=float),
+        }
     )
 
 

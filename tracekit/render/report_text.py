@@ -26,6 +26,7 @@ HEADLINE = (
     "median_exposed_ns_per_step",
     "layers_from",
     "fitting_annotation",
+    "shapes",
 )
 STEP_COLUMNS = ("name", "wall_ns", "wall_pct", "overlapped_ns")
 SECOND_GROUPS = ("block_type", "layer_type")  # after the categories, when the report charges the step to these

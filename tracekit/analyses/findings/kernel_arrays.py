@@ -154,6 +154,8 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
         "k": t["k"].to_numpy(dtype=float),
         "graph": t["graph"].to_numpy(dtype=bool),
         "op_row": t["op_row"].to_numpy(),
+        "attributed": t["attributed_by"].isin(["capture", "node_id", "eager_map"]).to_numpy(dtype=bool),
+        "opaque": (t["model"] == "opaque").to_numpy(dtype=bool),
         "n_steps": max(1, len(ctx.steps.table)),
     }
 

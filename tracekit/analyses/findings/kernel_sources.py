@@ -15,6 +15,7 @@ import pandas as pd
 from ... import intervals as iv
 from ...errors import MissingDataError
 from ..hardware.roofline import roofline
+from ..hardware.shapes import unknown_work_sentence
 from ..hardware.waves import kernel_waves
 from .context import Context
 from .kernel_arrays import efficiency, in_families, kernel_arrays, library_groups, pct_text, rest_finding
@@ -202,12 +203,19 @@ def dominance(ctx: Context) -> list[dict]:
                 ks = ka["ks"]
                 unshaped = sel & ~ka["shaped"]
                 t_un = float(dur[unshaped].sum()) or 1.0
-                graph_share = float(dur[unshaped & ka["graph"]].sum()) / t_un
+                graph_share = float(dur[unshaped & ka["graph"] & ~ka["attributed"]].sum()) / t_un
+                opaque_share = float(dur[unshaped & ka["opaque"]].sum()) / t_un
                 no_op_share = float(dur[unshaped & ~ka["graph"] & (ka["op_row"] < 0)].sum()) / t_un
                 if ctx.hw is None and eff["shaped_share"] >= float(rules["roofline"]["min_shaped_share"]):
                     why = "no hardware profile matches the trace's device to price them against; pass --hw NAME"
                 elif graph_share >= 0.5:
-                    why = f"{graph_share:.0%} of the rest is replayed from CUDA graphs, which have no launching op"
+                    why = f"{graph_share:.0%} of the rest is replayed from CUDA graphs, which have no launching op" + (
+                        f" ({ks.replay_hint})" if ks.replay_hint else ""
+                    )
+                elif opaque_share >= 0.5:
+                    why = f"{opaque_share:.0%} of the rest is in ops whose recorded inputs cannot give it: " + (
+                        unknown_work_sentence(ctx.trace) or ""
+                    )
                 elif no_op_share >= 0.5:
                     why = (
                         ks.why
@@ -311,6 +319,8 @@ def shape_rooflines(ctx: Context) -> list[dict]:
             "family": ka["family"][sh],
             "mfam": ks.table["family"].to_numpy(dtype=object)[sh],
             "op": ks.table["op"].iloc[sh].to_numpy(dtype=object),  # shaped rows only
+            "module": ks.table["module"].iloc[sh].to_numpy(dtype=object),
+            "attributed": ka["attributed"][sh],
             "dtype": ka["dtype"][sh],
             "m": ka["m"][sh],
             "n": ka["n"][sh],
@@ -331,6 +341,8 @@ def shape_rooflines(ctx: Context) -> list[dict]:
             "peak": g["peak"].first(),
             "mfam": _modes(d, "mfam", calls.index),
             "op": _modes(d, "op", calls.index),
+            "module": _modes(d, "module", calls.index),
+            "attributed": g["attributed"].any(),
             "dtype": g["dtype"].first(),
             "m": g["m"].first(),
             "n": g["n"].first(),
@@ -378,12 +390,14 @@ def shape_rooflines(ctx: Context) -> list[dict]:
                 if r["mfam"] == "attention"
                 else adv[bound].format_map(_Fmt(mfu=pct_text(mfu), mbu=pct_text(mbu)))
             )
+        at_op = _op_words(r, mfu, mbu, bound)  # a replayed kernel attributed to its capture's op: said at op level
         out.append(
             finding(
                 ctx,
-                "kernel_roofline",
+                "op_roofline" if at_op else "kernel_roofline",
                 "shapes",
                 gain_ns=float(r["gain_per_step_ns"]),
+                **(at_op or {}),
                 kernel=kernel_label(str(r["name"])),
                 op=str(r["op"]),
                 mean_us=f"{mean / 1e3:.1f}",
@@ -401,6 +415,22 @@ def shape_rooflines(ctx: Context) -> list[dict]:
             )
         )
     return out + rest_finding(ctx, "kernel_roofline_rest", "shapes", indiv.iloc[cap:], "gain_per_step_ns")
+
+
+def _op_words(r, mfu, mbu, bound) -> dict | None:
+    """For a kernel name whose kernels were attributed to an op of a capture trace (docs/replay.md): the words of
+    the op-level finding (``where``: the innermost module of the op's nn.Module path, where one is recorded;
+    ``peak_pct``: MFU for a compute-bound op, else MBU); None for the trace's own kernels."""
+    if not bool(r["attributed"]):
+        return None
+    module = r["module"] if isinstance(r["module"], str) and r["module"] else None
+    use_mfu = bound == "compute" and mfu is not None
+    return {
+        "where": f" in `{module.rsplit('/', 1)[-1]}`" if module else "",
+        "module": module or "–",
+        "peak_pct": pct_text(mfu if use_mfu else mbu),
+        "peak_of": "its dense FLOP/s peak (MFU)" if use_mfu else "HBM bandwidth (MBU)",
+    }
 
 
 def _modes(d: pd.DataFrame, col: str, names: pd.Index) -> pd.Series:

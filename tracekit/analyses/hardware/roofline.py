@@ -24,7 +24,7 @@ from ...annotation.spec import OpShape, OpTraffic
 from ...errors import DataFileError, InputError, MissingDataError
 from ...gpu_specs import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from .replay_attribution import use_replay_sources
-from .shapes import kernel_shapes, names_at
+from .shapes import kernel_shapes, names_at, unknown_work, unknown_work_sentence
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..formulas import as_number, eval_formula, parse_vars  # noqa: F401 (re-exported for hbm and callers)
@@ -552,10 +552,14 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
         "memory_bound": int((sh["bound"] == "memory").sum()),
         "compute_bound": int((sh["bound"] == "compute").sum()),
     }
+    unknown = unknown_work(trace)
+    summary["unknown_work_pct"] = float(unknown["share_pct"].sum())
     if ks.shaped_pct < 50:
         warnings.append(
             f"only {ks.shaped_pct:.1f} % of the GPU kernel time has a shape" + (f" ({ks.why})" if ks.why else "")
         )
+    if not unknown.empty:
+        warnings.append(unknown_work_sentence(trace))
     return Result(
         command="roofline",
         inputs=[trace_input(trace)],

@@ -192,7 +192,7 @@ def _evaluate_spec(spec: dict, dims: list, types: list, concrete: list) -> dict[
     if got is None:
         return None
     got["model"] = spec["model"]
-    got["family"] = got.get("family") or FAMILY[spec["model"]]
+    got["family"] = got.get("family") or spec.get("family") or FAMILY[spec["model"]]
     return got
 
 
@@ -355,6 +355,36 @@ def _io(spec, dims, types, concrete):
     }
 
 
+def _pointwise_kernel(spec, dims, types, concrete):
+    """An Inductor pointwise Triton kernel recorded as an op (``triton_poi_fused_…``): its args are its buffers (inputs
+    and outputs alike) and its last scalar is ``xnumel``, the elements it computes. Each buffer is touched at no more
+    than ``xnumel`` elements, once: bytes = Σ min(numel, xnumel) · element size — exact for a cast, copy or pad, at
+    most for a gather. Without ``xnumel`` the bytes are unknown (None)."""
+    xnumel = None
+    for i in range(min(len(types), len(concrete)) - 1, -1, -1):
+        if types[i] == "Scalar":
+            try:
+                xnumel = float(int(str(concrete[i]).strip()))
+            except ValueError:
+                return None
+            break
+    ts = _tensors(dims, types)
+    if xnumel is None or xnumel <= 0 or not ts:
+        return None
+    nbytes = sum(min(_numel(t[0]), xnumel) * t[2] for t in ts)
+    return {"flops": None, "bytes": nbytes, "dtype": ts[0][1], "m": None, "n": None, "k": None}
+
+
+def _opaque(spec, dims, types, concrete):
+    """A custom op whose recorded inputs do not determine its work (``why`` in op_models.json says what is missing:
+    the expert weights of a MoE layer, the context lengths and KV cache of paged attention): its shape is kept (the
+    rows of arg ``a``, its dtype), its FLOPs and bytes are unknown (None), never 0."""
+    a = _tensor(dims, types, spec.get("a", 0))
+    if a is None or not a[0]:
+        return None
+    return {"flops": None, "bytes": None, "dtype": a[1], "m": float(a[0][0]), "n": None, "k": float(a[0][-1])}
+
+
 MODELS = {
     "gemm": _gemm,
     "linear": _linear,
@@ -366,6 +396,8 @@ MODELS = {
     "reduce": _reduce,
     "gather": _gather,
     "io": _io,
+    "pointwise_kernel": _pointwise_kernel,
+    "opaque": _opaque,
 }
 FAMILY = {
     "gemm": "gemm",
@@ -378,6 +410,8 @@ FAMILY = {
     "reduce": "reduction",
     "gather": "copy",
     "io": "elementwise",
+    "pointwise_kernel": "elementwise",
+    "opaque": "other",
 }
 
 
@@ -415,6 +449,35 @@ class KernelShapes:
             "graph_pct": 100.0 * self.graph_ns / self.kernel_ns if self.kernel_ns else 0.0,
             "shapes_why": self.why,
         }
+
+
+def unknown_work(trace: Trace) -> pd.DataFrame:
+    """The ops whose model says their FLOPs and bytes cannot be known from their recorded inputs (model ``opaque``:
+    vLLM's fused MoE, paged attention): one row per op, ``op, kernels, total_ns, share_pct`` (of the GPU kernel
+    time), ``why`` (op_models.json's words), largest first. Empty where there are none."""
+    ks = kernel_shapes(trace)
+    t = ks.table
+    sel = (t["model"] == "opaque").to_numpy(dtype=bool)
+    cols = ["op", "kernels", "total_ns", "share_pct", "why"]
+    if not sel.any():
+        return pd.DataFrame(columns=cols)
+    dur = trace.events["dur_ns"].to_numpy()[t["row"].to_numpy()[sel]]
+    d = pd.DataFrame({"op": t["op"].to_numpy(dtype=object)[sel], "dur": dur})
+    g = d.groupby("op", sort=False)["dur"].agg(["size", "sum"]).reset_index()
+    g.columns = ["op", "kernels", "total_ns"]
+    g["share_pct"] = 100.0 * g["total_ns"] / ks.kernel_ns if ks.kernel_ns else 0.0
+    g["why"] = [str((model_of(o) or {}).get("why", "")) or None for o in g["op"]]
+    return g.sort_values(["total_ns", "op"], ascending=[False, True], kind="stable").reset_index(drop=True)[cols]
+
+
+def unknown_work_sentence(trace: Trace, top: int = 2) -> str | None:
+    """One sentence naming the largest ops whose FLOPs and bytes are unknown, and why (None: there are none)."""
+    u = unknown_work(trace)
+    if u.empty:
+        return None
+    parts = [f"{r.op} ({r.share_pct:.1f} % of kernel time: {r.why})" for r in u.head(top).itertuples()]
+    more = f" and {len(u) - top} more op(s)" if len(u) > top else ""
+    return "FLOPs and bytes are unknown for " + "; ".join(parts) + more
 
 
 def kernel_shapes(trace: Trace) -> KernelShapes:
@@ -581,7 +644,9 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
                 num[c][got] = pd.to_numeric(res[c], errors="coerce").to_numpy(dtype=float)[idx]
             for c in ("model", "family", "dtype"):
                 obj[c][got] = res[c].to_numpy()[idx]
-            car = carries[got] = carrier[got]
+            # an op call carries numbers where its model gives its bytes (an opaque op's are unknown: not shaped)
+            known = ~np.isnan(pd.to_numeric(res["bytes"], errors="coerce").to_numpy(dtype=float))[idx]
+            car = carries[got] = carrier[got] & known
             for c in ("flops", "bytes"):
                 num[c][got] = np.where(car, res[c].to_numpy(dtype=float, na_value=np.nan)[idx], np.nan)
     cols = {

@@ -89,6 +89,7 @@ def report(
     warnings = merge_warnings(warnings, part[2])
     from ..findings.trace_findings import findings
 
+    summary.update(shapes_part(trace))
     fnd = findings(trace, ann, log=log, steps=st, ag=ag)
     tables["findings"] = fnd.tables["findings"]
     summary["findings"] = fnd.summary["findings"]
@@ -123,6 +124,37 @@ def report(
 
         inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
     return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
+
+
+def shapes_part(trace: Trace) -> dict:
+    """For a trace whose kernels a CUDA/HIP graph replayed: ``shapes``, one line saying what share of the kernel
+    time has its op's shapes (and FLOPs and bytes) and from how many capture traces (docs/replay.md), or, where no
+    replayed kernel has an op, what to record (``RECORD_HINT``); ``shapes_pct``, ``shaped_pct`` (with FLOPs or
+    bytes) and ``capture_traces`` (used). Nothing for a trace without graph replays."""
+    from ..hardware.shapes import kernel_shapes
+
+    ks = kernel_shapes(trace)
+    if not ks.graph_kernels:
+        return {}
+    from ..hardware.kernel_ops import kernel_ops
+
+    r = kernel_ops(trace).replay
+    t = ks.table
+    dur = trace.events["dur_ns"].to_numpy()[t["row"].to_numpy()]
+    total = float(dur.sum()) or 1.0
+    with_shape = 100.0 * float(dur[t["model"].notna().to_numpy(dtype=bool)].sum()) / total
+    used = len({int(c) for c in r.capture[r.capture >= 0].tolist()})
+    graph_pct = 100.0 * ks.graph_ns / total
+    if used:
+        line = (
+            f"for {with_shape:.1f} % of kernel time (FLOPs or bytes for {ks.shaped_pct:.1f} %), from {used}"
+            f" capture trace{'s' if used > 1 else ''}"
+        )
+    else:
+        line = f"{graph_pct:.1f} % of kernel time is replayed from CUDA graphs with no op or shapes: " + (
+            ks.replay_hint or "tracekit replay TRACE says why"
+        )
+    return {"shapes": line, "shapes_pct": with_shape, "shaped_pct": ks.shaped_pct, "capture_traces": used}
 
 
 Part = tuple[dict, dict, list[str]]  # what one part adds to the report: summary entries, tables, warnings

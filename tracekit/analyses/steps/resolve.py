@@ -26,7 +26,7 @@ import pandas as pd
 
 from ...annotation import Annotation, annotate, required_annotation
 from ...annotation.blocks import AnnotatedEvents
-from ...errors import UsageError
+from ...errors import TracekitError, UsageError
 from ...result import Result, merge_warnings, trace_input
 from ...trace import Trace
 from .keywords import options_as_objects
@@ -137,6 +137,7 @@ def step_windows(trace: Trace, ann=None, *, steps=None) -> Result:
         "min_wall_ns": int(durs.min()) if durs.size else None,
         "max_wall_ns": int(durs.max()) if durs.size else None,
     }
+    summary.update(graph_replay_note(trace))
     warnings = merge_warnings(trace.report.warnings, st.warnings)
     if st.below_floor:
         warnings.append(
@@ -164,3 +165,33 @@ def median_step(steps) -> int | None:
         ["dur", "step"], kind="stable"
     )
     return int(order["step"].iloc[(len(order) - 1) // 2])
+
+
+GRAPH_LAUNCH = ("cudaGraphLaunch", "hipGraphLaunch")
+
+
+def graph_replay_note(trace: Trace) -> dict:
+    """For a trace whose kernels CUDA/HIP graph launches replay: ``graph_replay``, one sentence saying whether capture
+    traces of the graphs are beside it (``capture_traces/``) and which commands use them (docs/replay.md), or what
+    to record; nothing for a trace without graph launches (``info`` and ``steps`` say it)."""
+    from ...ingest.captures import RECORD_HINT, find_captures
+
+    ev = trace.events
+    names = ev["name"]
+    cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.dropna().unique())
+    launch = [c for c in cats if any(str(c).startswith(g) for g in GRAPH_LAUNCH)]
+    n = int(((ev["kind"] == "runtime") & names.isin(launch)).sum()) if launch else 0
+    if not n:
+        return {}
+    try:
+        found = find_captures(trace.path)
+    except (OSError, TracekitError):  # an unreadable folder or details file beside the trace: none found
+        found = []
+    if found:
+        text = (
+            f"{n:,} graph launch(es) replay kernels; {len(found)} capture trace(s) beside it (capture_traces/) give"
+            " their ops: tracekit replay, roofline, hbm, findings, report and kernels --by op use them"
+        )
+    else:
+        text = f"{n:,} graph launch(es) replay kernels with no op or shapes; {RECORD_HINT}"
+    return {"graph_replay": text}

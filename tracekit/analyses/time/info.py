@@ -11,6 +11,7 @@ from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
+from ..steps.resolve import graph_replay_note
 
 
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
@@ -122,6 +123,7 @@ def trace_info(trace: Trace) -> Result:
         "salvaged": rep.salvaged,
         "bytes_lost": rep.bytes_lost,
         "base_time_ns": trace.meta.get("base_time_ns"),
+        **graph_replay_note(trace),
     }
     return Result(
         command="info",

@@ -107,6 +107,8 @@ def headline_html(result: Result) -> str:
     lead = "; ".join(parts) + "."
     if s.get("top_finding"):
         lead += f" Top finding: {s['top_finding']}."
+    if isinstance(s.get("shapes"), str):  # graph-replayed kernels: how much has its op's shapes, or what to record
+        lead += f" Shapes {s['shapes']}." if s["shapes"].startswith("for ") else f" {s['shapes']}."
     return f'<p class="lead headline">{esc(lead)}</p>'
 
 
