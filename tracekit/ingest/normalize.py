@@ -90,8 +90,9 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
         "block_z": block[:, 2],
         "registers": args["registers"].astype(np.int32),
         "shared_mem": args["shared_mem"].astype(np.int64),
-        "graph_id": args["graph_id"],
-        "graph_node_id": args["graph_node_id"],  # fmt: skip
+        # a reader whose profiler writes no CUDA-graph ids (rocprofv3) leaves them out: -1, absent
+        "graph_id": args.get("graph_id", np.full(len(start), -1, dtype=np.int64)),
+        "graph_node_id": args.get("graph_node_id", np.full(len(start), -1, dtype=np.int64)),
         "shapes": _shapes_column(shape_codes, raw.shapes_uniques),
     }
     reasons = dict(raw.reasons)
