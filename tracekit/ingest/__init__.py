@@ -20,7 +20,8 @@ from .kineto.columns import NOT_EVENT_REASONS
 from .kineto.document import decode_slices, split_document
 from .kineto.pieces import NotStreamable
 from .kineto.stream import decode_stream
-from .normalize import build_events
+from .normalize import build_events, recorded
+from .nsys_sqlite import read_nsys, reads_nsys
 from .reader import StreamDamaged, read_ahead
 from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
 from .whole_text import read_text
@@ -169,6 +170,8 @@ def _address_limit() -> int | None:
 
 def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     shown = display_path or str(source)
+    if reads_nsys(source):  # an Nsight Systems export (SQLite) or report, by content
+        return read_nsys(source, shown)
     cols = None
     json_cut = False
     report = IngestReport(path=shown)
@@ -416,5 +419,11 @@ def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> 
         "schema_version": header.get("schemaVersion"),
         "display_time_unit": header.get("displayTimeUnit"),
         "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
+        "profiler": {
+            "name": "kineto",
+            "label": "PyTorch profiler (Kineto)",
+            "version": None,
+            "recorded": recorded(events),
+        },
         **lanes,
     }

@@ -121,6 +121,8 @@ def trace_info(trace: Trace) -> Result:
         "salvaged": rep.salvaged,
         "bytes_lost": rep.bytes_lost,
         "base_time_ns": trace.meta.get("base_time_ns"),
+        "profiler": (trace.meta.get("profiler") or {}).get("label"),
+        "recorded": (trace.meta.get("profiler") or {}).get("recorded"),
     }
     return Result(
         command="info",
