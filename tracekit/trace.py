@@ -67,15 +67,20 @@ class Trace:
         return self.meta.get("rank")
 
     def on_device(self, device: int) -> "Trace":
-        """The trace of one GPU: that device's GPU events and every CPU event (a file that holds several GPUs is
-        analysed one GPU at a time; ``tracekit --device N``)."""
+        """The trace of one GPU: that device's GPU events and every CPU event — only those of the process(es) that
+        ran work on it where the file says which (meta ``device_pids``: an nsys export of several ranks) — (a file
+        that holds several GPUs is analysed one GPU at a time; ``tracekit --device N``)."""
         dev = self.events["device"]
         if not (dev == device).any():
             used = ", ".join(str(d) for d in self.meta.get("devices_used", [])) or "none"
             raise MissingDataError(
                 f"{self.path} has no GPU activity on device {device} (devices with activity: {used})"
             )
-        events = self.events[((dev == device) | (dev < 0)).to_numpy()].reset_index(drop=True)
+        cpu = (dev < 0).to_numpy().copy()
+        pids = (self.meta.get("device_pids") or {}).get(str(device))  # a file of several processes (nsys): its own
+        if pids:
+            cpu &= self.events["pid"].isin(pids).to_numpy()
+        events = self.events[(dev == device).to_numpy() | cpu].reset_index(drop=True)
         return Trace(
             events=events, meta={**self.meta, "devices_used": [int(device)], "device": int(device)}, report=self.report
         )

@@ -20,7 +20,8 @@ from .kineto.columns import NOT_EVENT_REASONS
 from .kineto.document import decode_slices, split_document
 from .kineto.pieces import NotStreamable
 from .kineto.stream import decode_stream
-from .normalize import build_events
+from .normalize import build_events, recorded
+from .nsys_sqlite import read_nsys, reads_nsys
 from .reader import StreamDamaged, read_ahead
 from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
 from . import rocprof_json
@@ -172,6 +173,8 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     shown = display_path or str(source)
     if rocprof_json.is_rocprof_json(rocprof_json.text_head(source)):  # chosen by content, not by the name
         return rocprof_json.ingest(source, shown)
+    if reads_nsys(source):  # an Nsight Systems export (SQLite) or report, by content
+        return read_nsys(source, shown)
     cols = None
     json_cut = False
     report = IngestReport(path=shown)
@@ -408,7 +411,6 @@ def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> 
         num_sms = (match or props)[0]["numSms"]
     return {
         "source": shown,
-        "profiler": "kineto",
         "rank": dist.get("rank") if isinstance(dist.get("rank"), int) else None,
         "world_size": dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
         "backend": dist.get("backend"),
@@ -420,5 +422,11 @@ def _meta(header: dict[str, Any], lanes: dict[str, Any], events, shown: str) -> 
         "schema_version": header.get("schemaVersion"),
         "display_time_unit": header.get("displayTimeUnit"),
         "trace_name": header.get("traceName") if isinstance(header.get("traceName"), str) else None,
+        "profiler": {
+            "name": "kineto",
+            "label": "PyTorch profiler (Kineto)",
+            "version": None,
+            "recorded": recorded(events),
+        },
         **lanes,
     }

@@ -101,6 +101,15 @@ def build_events(raw: RawColumns) -> tuple[pd.DataFrame, dict[str, int], dict[st
     return pd.DataFrame(data, copy=False), reasons, lanes
 
 
+def recorded(events: pd.DataFrame) -> list[str]:
+    """What a trace recorded, as ``info`` names it (meta ``profiler.recorded``): the kinds of event present, in the
+    schema's order, and ``shapes`` when cpu_ops carry their inputs."""
+    codes = events["kind"].cat.codes.to_numpy()
+    present = np.bincount(codes[codes >= 0], minlength=len(schema.KINDS))
+    out = [k for k, n in zip(schema.KINDS, present.tolist()) if n]
+    return out + (["shapes"] if events["shapes"].notna().any() else [])
+
+
 # An event (or a handful) whose time lies far outside the dense body of the timeline — a clock that jumped, a
 # stray timestamp — would make the span thousands of seconds and the idle time ~100 %. Such a group at either end
 # is dropped (counted as dropped, with its name, so records_read still reconciles, and warned by every command):

@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..trace import IngestReport, Trace
 from .compression import without_bom
 from .kineto.columns import NOT_EVENT_REASONS, RawColumns
-from .normalize import build_events
+from .normalize import build_events, recorded
 from .repair import salvage_json
 from .whole_text import read_text
 
@@ -553,7 +553,13 @@ def _meta(procs, agents, gpu_index, events, shown: str, symbols) -> dict[str, An
     pids = sorted({p.metadata.pid for p in procs})
     return {
         "source": shown,
-        "profiler": PROFILER,
+        "profiler": {
+            "name": PROFILER,
+            "label": "AMD rocprofv3",
+            "version": None,
+            # what it recorded, and the kernels' registers and LDS (kernel_symbols)
+            "recorded": recorded(events) + (["kernel_resources"] if symbols else []),
+        },
         "rank": None,
         "world_size": None,
         "backend": None,

@@ -132,7 +132,7 @@ def test_kernels_copies_and_launches(tmp_path):
     assert (c["copy_kind"], c["bytes"], c["device"]) == ("HtoD", 4096, 0)
     r = ev[ev["kind"] == "runtime"].iloc[0]
     assert (r["name"], r["correlation"], r["pid"], r["tid"]) == ("hipLaunchKernel", 5, 77, 78)
-    assert t.meta["profiler"] == "rocprofv3"
+    assert t.meta["profiler"]["name"] == "rocprofv3" and "kernel_resources" in t.meta["profiler"]["recorded"]
     dev = t.meta["device_properties"][0]
     assert (dev["name"], dev["numSms"], dev["computeMajor"], dev["computeMinor"]) == ("AMD Instinct MI300X", 304, 9, 4)
     assert t.report.records_read == 4 == t.report.events_kept

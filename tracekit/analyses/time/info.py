@@ -14,6 +14,12 @@ from ..steps.keywords import options_as_objects
 from ..steps.resolve import graph_replay_note
 
 
+def _profiler(trace) -> dict:
+    """meta["profiler"] ({name, label, version, recorded}); a trace cached before it existed was Kineto's."""
+    p = trace.meta.get("profiler")
+    return p if isinstance(p, dict) else {"name": p or "kineto", "label": None, "version": None, "recorded": None}
+
+
 def gpu_span_and_busy(events: pd.DataFrame) -> tuple[int, int, int, int]:
     """(first start, last end, span, busy) of GPU activity: kernels, memcpys, memsets."""
     m = gpu_mask(events)
@@ -98,7 +104,7 @@ def trace_info(trace: Trace) -> Result:
         )
 
     summary = {
-        "profiler": trace.meta.get("profiler") or "kineto",  # which profiler wrote the file
+        "profiler": _profiler(trace).get("name"),  # which profiler wrote the file: kineto, nsys, rocprofv3
         "rank": trace.meta.get("rank"),
         "world_size": trace.meta.get("world_size"),
         "devices": devices,
@@ -124,6 +130,8 @@ def trace_info(trace: Trace) -> Result:
         "bytes_lost": rep.bytes_lost,
         "base_time_ns": trace.meta.get("base_time_ns"),
         **graph_replay_note(trace),
+        "profiler_label": _profiler(trace).get("label"),
+        "recorded": _profiler(trace).get("recorded"),
     }
     return Result(
         command="info",
