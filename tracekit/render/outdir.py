@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cache.tempfiles import OUTPUT_TMP_NAME as _TMP  # temp_path's names, to find those a killed writer left
-from ..cache.tempfiles import held_signals, remove_quietly, temp_path
+from ..cache.tempfiles import held_signals, remove_quietly, temp_path, write_synced
 from ..errors import OutputError
 from ..result import Result, to_json_obj
 from .files import (
@@ -120,11 +120,9 @@ class OutputDir:
 
     def stage_bytes(self, name: str, data: bytes | str) -> Path:
         tmp = self.stage(name)
+        raw = data.encode("utf-8") if isinstance(data, str) else data
         try:
-            with open(tmp, "xb") as fh:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            write_synced(tmp, lambda fh: fh.write(raw))
         except OSError as exc:
             raise OutputError(os_error_sentence(exc, self.path, self.what)) from None
         return tmp

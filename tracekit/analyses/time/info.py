@@ -104,7 +104,6 @@ def trace_info(trace: Trace) -> Result:
         )
 
     summary = {
-        "profiler": _profiler(trace).get("name"),  # which profiler wrote the file: kineto, nsys, rocprofv3
         "rank": trace.meta.get("rank"),
         "world_size": trace.meta.get("world_size"),
         "devices": devices,
@@ -130,6 +129,7 @@ def trace_info(trace: Trace) -> Result:
         "bytes_lost": rep.bytes_lost,
         "base_time_ns": trace.meta.get("base_time_ns"),
         **graph_replay_note(trace),
+        "profiler": _profiler(trace).get("name"),  # which profiler wrote the file: kineto, nsys, rocprofv3
         "profiler_label": _profiler(trace).get("label"),
         "recorded": _profiler(trace).get("recorded"),
     }
