@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import gpu_ann, kernel, write_trace
 
 
@@ -16,6 +18,7 @@ def _verdict(cli, path) -> tuple[bool, list]:
     return s["trustworthy"], [r.split(":")[0] for r in s["reasons"]]
 
 
+@pytest.mark.slow
 def test_a_step_past_the_recording_stays_untrustworthy_once_annotated(tmp_path, cli):
     evs = []
     for i, t0 in enumerate((0.0, 20_000.0, 40_000.0)):
@@ -31,6 +34,7 @@ def test_a_step_past_the_recording_stays_untrustworthy_once_annotated(tmp_path, 
     assert _verdict(cli, out) == before
 
 
+@pytest.mark.slow
 def test_a_trustworthy_trace_stays_trustworthy_once_annotated(tmp_path, cli):
     evs = []
     for i, t0 in enumerate((0.0, 20_000.0, 40_000.0)):
