@@ -51,7 +51,7 @@ def test_none_and_a_dataframe_are_one_type_error_sentence(cmd, fn, param, option
         with pytest.raises(TypeError) as exc:
             fn(value)
         text = _one_sentence(exc.value)
-        assert text.startswith(f"{fn.__name__}(): {param} must be ") and text.endswith(f"not {got}"), text
+        assert text.startswith(f"{param} must be ") and text.endswith(f"not {got}"), text
 
 
 @pytest.mark.parametrize("cmd,fn,param,optional", FUNCTIONS, ids=[c for c, *_ in FUNCTIONS])

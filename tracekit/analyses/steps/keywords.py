@@ -178,7 +178,7 @@ def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict, required=frozense
     for k in plan.traces:
         if k in given:
             if given[k] is None and k in required:
-                raise ArgumentTypeError(f"{name}(): {k} must be {TAKES_TRACE}, not None")
+                raise ArgumentTypeError(f"{k} must be {TAKES_TRACE}, not None")
             given[k] = _trace(name, k, given[k], reading)
     for k in plan.anns:
         if given.get(k) is not None:
@@ -244,7 +244,7 @@ def _trace(name: str, param: str, value, reading: dict):
         return load(value, cache=not reading.get("no_cache"), cache_dir=reading.get("cache_dir"))
     if isinstance(value, (tuple, list)):
         return tuple(_trace(name, param, v, reading) for v in value)
-    raise ArgumentTypeError(f"{name}(): {param} must be {TAKES_TRACE}, not {_type_name(value)}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {_type_name(value)}")
 
 
 def _log(name: str, param: str, value, reading: dict, required: bool):
@@ -255,7 +255,7 @@ def _log(name: str, param: str, value, reading: dict, required: bool):
         return read_log(value, patterns=reading.get("patterns") or ())
     if isinstance(value, SglangLog) or (value is None and not required):
         return value
-    raise ArgumentTypeError(f"{name}(): {param} must be {TAKES_LOG}, not {_type_name(value)}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_LOG}, not {_type_name(value)}")
 
 
 def _type_name(value) -> str:
