@@ -60,7 +60,7 @@ def test_parse_sizes_forms():
 
 
 @options_as_objects
-def _analysis(trace: Trace, ann=None, *, steps=None, ag=None, q_len=None):
+def _analysis(trace: Trace | None = None, ann=None, *, steps=None, ag=None, q_len=None):
     return {"trace": trace, "ann": ann, "steps": steps, "ag": ag, "q_len": q_len}
 
 

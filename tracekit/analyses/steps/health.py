@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
-from ...events import kinds_mask, same_stream_overlaps
+from ...events import kinds_mask, same_stream_overlaps, values_mask
 from ...trace import Trace
 from .activity import Launches, StepActivity
 from .model import HEALTH_COLUMNS, Steps, step_rules
@@ -145,7 +145,8 @@ def _past_the_recording(ctx: StepActivity, table: pd.DataFrame) -> list[tuple]:
     compared with the other steps' tails (a marker that always ends a little after its last kernel is no
     overhang). Listed only for the steps it concerns."""
     ev = ctx.ev
-    rec = ~kinds_mask(ev, ("gpu_annotation", "cpu_annotation"))
+    # tracekit's own tracks (category "tracekit", written by `annotate`) are no recorded activity
+    rec = ~kinds_mask(ev, ("gpu_annotation", "cpu_annotation")) & ~values_mask(ev, "cat", ("tracekit",))
     if not rec.any() or table.empty or ctx.busy_set[0].size == 0:
         return []
     last = int(ev["end_ns"].to_numpy()[rec].max())

@@ -110,13 +110,19 @@ def options_as_objects(fn):
     read = (*plan.traces, *plan.anns, *plan.logs)  # what a path may be given for
     checked = [(order.index(k), k) for k in read if takes[k].kind != inspect.Parameter.KEYWORD_ONLY]
 
+    # a trace or log the function cannot run without: None there is a wrong type, not "no trace"
+    required = frozenset(k for k in (*plan.traces, *plan.logs) if takes[k].default is not None)
+
     @functools.wraps(fn)
     def call(*args, **kw):
-        plain = all(k in takes for k in kw) and all(_plain(args[i] if i < len(args) else kw.get(k)) for i, k in checked)
+        plain = all(k in takes for k in kw) and all(
+            _plain(v := args[i] if i < len(args) else kw.get(k)) and not (v is None and k in required)
+            for i, k in checked
+        )
         if plain:
             plain = all(_plain(kw[k]) for k in read if k in kw)
         if not plain:
-            args, kw = _as_objects(name, plan, args, kw)
+            args, kw = _as_objects(name, plan, args, kw, required)
         return fn(*args, **kw)
 
     call.__signature__ = plan.sig
@@ -131,7 +137,7 @@ def _plain(value) -> bool:
     return value is None or isinstance(value, (Trace, Annotation))
 
 
-def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict) -> tuple[tuple, dict]:
+def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict, required=frozenset()) -> tuple[tuple, dict]:
     """The CLI's spellings as the function's parameters, its paths read."""
     takes = plan.sig.parameters
     kw = dict(kw)
@@ -171,15 +177,15 @@ def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict) -> tuple[tuple, d
     given = bound.arguments
     for k in plan.traces:
         if k in given:
+            if given[k] is None and k in required:
+                raise ArgumentTypeError(f"{k} must be {TAKES_TRACE}, not None")
             given[k] = _trace(name, k, given[k], reading)
     for k in plan.anns:
         if given.get(k) is not None:
             given[k] = _annotation(name, k, given[k])
     for k in plan.logs:
-        if isinstance(given.get(k), (str, os.PathLike)):
-            from ...ingest.sglang_log import read_log
-
-            given[k] = read_log(given[k], patterns=reading.get("patterns") or ())
+        if k in given:
+            given[k] = _log(name, k, given[k], reading, k in required)
     if "cache" in takes and "cache" not in given and reading.get("no_cache"):
         given["cache"] = False
     for param, values in group_kw.items():
@@ -238,7 +244,22 @@ def _trace(name: str, param: str, value, reading: dict):
         return load(value, cache=not reading.get("no_cache"), cache_dir=reading.get("cache_dir"))
     if isinstance(value, (tuple, list)):
         return tuple(_trace(name, param, v, reading) for v in value)
-    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {_type_name(value)}")
+
+
+def _log(name: str, param: str, value, reading: dict, required: bool):
+    """A launch log's path read as the CLI reads it, a parsed log as it is; anything else is one sentence."""
+    from ...ingest.sglang_log import SglangLog, read_log
+
+    if isinstance(value, (str, os.PathLike)):
+        return read_log(value, patterns=reading.get("patterns") or ())
+    if isinstance(value, SglangLog) or (value is None and not required):
+        return value
+    raise ArgumentTypeError(f"{param} must be {TAKES_LOG}, not {_type_name(value)}")
+
+
+def _type_name(value) -> str:
+    return "None" if value is None else type(value).__name__
 
 
 def _annotation(name: str, param: str, value):
