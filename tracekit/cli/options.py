@@ -9,8 +9,9 @@ signature in that place, so ``--help`` lists them there, and hands the command t
   :class:`StepFlags`, whose ``options(ann)`` is the one ``StepOptions`` the command's analyses share;
 - ``CACHE`` (``--no-cache``, ``--cache-dir``) and ``NO_CACHE`` (``--no-cache`` only) make a :class:`CacheFlags`,
   the ``cache=`` and ``cache_dir=`` that ``tracekit.load`` and the sweeps take;
-- ``REPLAY`` (``--capture``, ``--eager-map``) makes a :class:`ReplayFlags`, the ``capture=`` and ``eager_map=``
-  keywords of the analyses that attribute graph-replayed kernels (docs/replay.md);
+- ``REPLAY`` (``--capture``, ``--eager-map``, ``--graph-annotations``) makes a :class:`ReplayFlags`, the
+  ``capture=``, ``eager_map=`` and ``graph_annotations=`` keywords of the analyses that attribute graph-replayed
+  kernels (docs/replay.md);
 - ``OUTPUT`` (``--format``, ``--out``, ``--table``) and ``PRINTED`` (``--format``, ``--table``: the command's own
   ``--out`` writes its files) make an :class:`Output`, which writes a result (``_output``).
 
@@ -159,6 +160,14 @@ EagerMapOpt = Annotated[
         "--eager-map", help="An eager trace of the same model to attribute replayed kernels (not yet: refused)."
     ),
 ]
+GraphAnnotationsOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--graph-annotations",
+        help="PyTorch's CUDA graph kernel annotations saved as JSON (graph node id -> module FQN; default:"
+        " kernel_annotations_rank<R>_*.json beside the trace); docs/replay.md.",
+    ),
+]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
 
 
@@ -222,9 +231,14 @@ class ReplayFlags:
 
     capture: tuple[Path, ...] = ()
     eager_map: Optional[Path] = None
+    graph_annotations: Optional[Path] = None
 
     def keywords(self) -> dict[str, Any]:
-        return {"capture": list(self.capture) or None, "eager_map": self.eager_map}
+        return {
+            "capture": list(self.capture) or None,
+            "eager_map": self.eager_map,
+            **({"graph_annotations": self.graph_annotations} if self.graph_annotations is not None else {}),
+        }
 
 
 def _value(v: Any) -> Any:
@@ -250,8 +264,11 @@ CACHE = OptionGroup(
 NO_CACHE = OptionGroup(CACHE.make, ("no_cache", NoCacheOpt, False))
 OUTPUT = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("out", OutOpt, None), ("table", TableOpt, None))
 REPLAY = OptionGroup(
-    lambda capture=None, eager_map=None: ReplayFlags(tuple(capture or ()), eager_map),
+    lambda capture=None, eager_map=None, graph_annotations=None: ReplayFlags(
+        tuple(capture or ()), eager_map, graph_annotations
+    ),
     ("capture", CaptureOpt, None),
     ("eager_map", EagerMapOpt, None),
+    ("graph_annotations", GraphAnnotationsOpt, None),
 )
 PRINTED = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None))

@@ -18,7 +18,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
 from .kernel_ops import kernel_ops
-from .replay_attribution import op_context, replay_counts, use_replay_sources
+from .replay_attribution import replay_counts, replayed_modules, use_replay_sources
 from .shapes import names_at
 
 CAPTURE_COLUMNS = ["file", "batch_size", "mode", "source", "launches", "graphs", "kernels", "total_ns"]
@@ -72,7 +72,6 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
         cap_file[r.capture == ci] = _shown_path(cap.ref.path, trace.path)
         if m.any():
             op[m] = names_at(cap.trace.events, r.op_row[m])
-            module[m] = op_context(cap, r.op_row[m])
             dims[m], types[m] = op_inputs(cap.trace.events, r.op_row[m])
         g = r.groups
         used = g[g["capture"] == cap.ref.path.name] if g is not None and len(g) else g
@@ -88,7 +87,9 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
                 "total_ns": int(dur[r.capture == ci].sum()),
             }
         )
-    d = pd.DataFrame({"op": op, "module": module, "by": r.by, "dur": dur})[att]
+    module = replayed_modules(r)
+    placed = att | (r.by == "annotation")  # an op, or (from the graph annotations) a module alone
+    d = pd.DataFrame({"op": op, "module": module, "by": r.by, "dur": dur})[placed]
     total = int(dur.sum())
     by_op = (
         d.groupby(["op", "module", "by"], dropna=False)["dur"].agg(["size", "sum"]).reset_index()
@@ -101,7 +102,7 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
     by_op = by_op.astype({"kernels": np.int64, "total_ns": np.int64})
     for c in ("module", "op"):
         by_op[c] = by_op[c].astype(object).where(by_op[c].notna(), None)
-    miss = pd.DataFrame({"why": r.why, "name": names_at(ev, rows), "dur": dur})[~att]
+    miss = pd.DataFrame({"why": r.why, "name": names_at(ev, rows), "dur": dur})[~placed]
     missing = (
         miss.groupby("why", dropna=False)
         .agg(kernels=("dur", "size"), total_ns=("dur", "sum"), names=("name", lambda x: ", ".join(sorted(set(x))[:3])))
@@ -111,10 +112,14 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
         if len(miss)
         else pd.DataFrame(columns=MISSING_COLUMNS)
     )
+    annotated = _annotated(r)
     refused = r.groups[r.groups["why"].notna()] if r.groups is not None and len(r.groups) else None
     summary = {
         **counts,
-        "by_source": {k: int((r.by == k).sum()) for k in ("node_id", "capture", "eager_map")},
+        "by_source": {k: int((r.by == k).sum()) for k in ("node_id", "capture", "eager_map", "annotation")},
+        "annotated_kernels": int(annotated.sum()),
+        "annotated_ns": int(dur[annotated].sum()),
+        "annotations_file": _shown_path(r.annotations.paths[0], trace.path) if r.annotations is not None else None,
         "captures": len(r.captures),
         "captures_used": int(sum(1 for c in cap_rows if c["kernels"])),
         "replays": int(len(r.groups)) if r.groups is not None else 0,
@@ -141,6 +146,11 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
         },
         warnings=warnings,
     )
+
+
+def _annotated(r) -> np.ndarray:
+    """Per replayed kernel: whether PyTorch's graph kernel annotations gave its module."""
+    return r.module != None if r.module is not None else np.zeros(r.pos.size, dtype=bool)  # noqa: E711
 
 
 def _shown_path(path: Path, trace_path) -> str:

@@ -46,12 +46,20 @@ import pandas as pd
 
 from ...errors import DataFileError, InputError
 from ...ingest.captures import RECORD_HINT, CaptureRef, CaptureTrace, find_captures, load_capture
+from ...ingest.graph_annotations import (
+    ANNOTATIONS_KEY,
+    REPLAY_DERIVED,
+    GraphAnnotations,
+    find_annotations,
+    read_annotations,
+    use_graph_annotations,
+)
 from ...trace import Trace
 
 LCS_CELLS = 16_000_000  # sequence x target sizes aligned exactly (an int32 table of 64 MB at most)
 REORDER_WINDOW = 2  # a leftover kernel matches a same-name launch at most this many launches from its expected place
 SOURCES_KEY = "replay_sources"
-DERIVED_KEYS = ("replay_attribution", "kernel_shapes", "kernel_ops")
+DERIVED_KEYS = REPLAY_DERIVED
 
 
 @dataclass(frozen=True)
@@ -103,9 +111,14 @@ class ReplaySources:
     cache_dir: str | None = field(default=None, compare=False)
 
 
-def use_replay_sources(trace: Trace, capture=None, eager_map=None, *, cache: bool = True, cache_dir=None) -> None:
+def use_replay_sources(
+    trace: Trace, capture=None, eager_map=None, *, cache: bool = True, cache_dir=None, graph_annotations=None
+) -> None:
     """Resolve the replay sources of ``trace`` once (the API's ``capture=`` and ``eager_map=``, the CLI's
-    ``--capture`` and ``--eager-map``); what was derived with other sources is dropped."""
+    ``--capture`` and ``--eager-map``); what was derived with other sources is dropped. ``graph_annotations`` (a
+    side file, ``--graph-annotations``): see :func:`use_graph_annotations` (None: as set before)."""
+    if graph_annotations is not None:
+        use_graph_annotations(trace, graph_annotations)
     if capture is None:
         paths: tuple[str, ...] = ()
     elif isinstance(capture, (str, Path)):
@@ -143,6 +156,8 @@ class ReplayAttribution:
     captures: list[CaptureTrace] = field(default_factory=list)
     groups: pd.DataFrame | None = None
     hint: str | None = None  # one sentence when nothing could be attributed at all
+    module: np.ndarray | None = None  # per replayed kernel: its module from PyTorch's graph annotations, or None
+    annotations: GraphAnnotations | None = None  # the graph kernel annotations read (None: no side file)
 
     @property
     def attributed(self) -> np.ndarray:
@@ -189,7 +204,7 @@ def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttri
     refs = find_captures(trace.path, src.capture)
     if not refs and src.eager_map is None:
         hint = f"no capture trace of their graphs is beside the trace; {RECORD_HINT}"
-        return _empty(pos, "no capture trace", hint)
+        return _with_annotations(trace, krow, _empty(pos, "no capture trace", hint))
     caps = [load_capture(r, cache=src.cache, cache_dir=src.cache_dir) for r in refs]
     vocab: dict[str, int] = {}
     rep = _Replays(trace, krow, launch, pos, vocab)
@@ -216,7 +231,7 @@ def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttri
             **gcol,
         }
     )
-    return res
+    return _with_annotations(trace, krow, res)
 
 
 # ----------------------------------------------------------------------------------------------- the replays
@@ -621,6 +636,49 @@ def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources, gco
         gcol["score"][groups] = score
 
 
+# ----------------------------------------------------------------------------------------------- annotations
+
+
+def _with_annotations(trace: Trace, krow: np.ndarray, res: ReplayAttribution) -> ReplayAttribution:
+    """Source ``annotation``: each replayed kernel whose graph node id the side file annotates takes the annotation's
+    module (exact: the key is the node id); a kernel no other source gave an op is attributed ``annotation`` (a
+    module, no op or shapes)."""
+    paths = find_annotations(trace.path, trace.derived.get(ANNOTATIONS_KEY))
+    if not paths or not res.pos.size:
+        return res
+    ann = read_annotations(paths)
+    res.annotations = ann
+    ev = trace.events
+    if "graph_node_id" not in ev.columns:
+        return res
+    idx = ann.lookup(ev["graph_node_id"].to_numpy()[krow[res.pos]].astype(np.int64))
+    has = idx >= 0
+    has[has] = ann.name[idx[has]] != None  # noqa: E711 (elementwise, object array)
+    if not has.any():
+        return res
+    res.module = np.full(res.pos.size, None, dtype=object)
+    res.module[has] = ann.name[idx[has]]
+    only = has & (res.capture < 0)
+    res.by[only] = "annotation"
+    res.score[only] = 1.0
+    res.hint = None
+    return res
+
+
+def replayed_modules(attr: ReplayAttribution) -> np.ndarray:
+    """Per replayed kernel its module: the graph annotation's FQN where the side file names one, else the
+    ``nn.Module`` path of its attributed op in the capture (:func:`op_context`); None where neither is known."""
+    out = np.full(attr.pos.size, None, dtype=object)
+    for ci, cap in enumerate(attr.captures):  # per capture, not per kernel
+        m = (attr.capture == ci) & (attr.op_row >= 0)
+        if m.any():
+            out[m] = op_context(cap, attr.op_row[m])
+    if attr.module is not None:
+        got = attr.module != None  # noqa: E711 (elementwise, object array)
+        out[got] = attr.module[got]
+    return out
+
+
 def names_of(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """The names of event rows as an object array of str, through the categorical codes."""
     col = ev["name"] if isinstance(ev["name"].dtype, pd.CategoricalDtype) else ev["name"].astype("category")
@@ -679,5 +737,7 @@ __all__ = [
     "op_context",
     "replay_counts",
     "replay_rules",
+    "replayed_modules",
+    "use_graph_annotations",
     "use_replay_sources",
 ]

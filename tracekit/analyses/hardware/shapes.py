@@ -535,14 +535,10 @@ def _carriers(oprow: np.ndarray, dur: np.ndarray, has: np.ndarray | None = None)
 
 def _modules(ko, n: int) -> np.ndarray:
     """Per kernel the nn.Module path of its attributed op (None elsewhere; the trace's own ops: not looked up)."""
-    from .replay_attribution import op_context
+    from .replay_attribution import replayed_modules
 
     out = np.full(n, None, dtype=object)
-    r = ko.replay
-    for ci, cap in enumerate(r.captures):
-        m = (r.capture == ci) & (r.op_row >= 0)
-        if m.any():
-            out[r.pos[m]] = op_context(cap, r.op_row[m])
+    out[ko.replay.pos] = replayed_modules(ko.replay)
     return out
 
 

@@ -166,6 +166,8 @@ def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict, required=frozense
     for param, cls in plan.groups:
         fields = {f.name for f in dataclasses.fields(cls)}
         group_kw[param] = {k: kw.pop(k) for k in list(kw) if k in fields and k not in takes}
+    # --graph-annotations: a replay source (docs/replay.md) of every command that takes capture=, set on the trace
+    side = kw.pop("graph_annotations") if "graph_annotations" in kw and "capture" in takes else None
     unknown = [k for k in kw if k not in takes]
     if unknown:
         raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
@@ -186,6 +188,10 @@ def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict, required=frozense
     for k in plan.logs:
         if k in given:
             given[k] = _log(name, k, given[k], reading, k in required)
+    if side is not None and plan.traces and given.get(plan.traces[0]) is not None:
+        from ...ingest.graph_annotations import use_graph_annotations
+
+        use_graph_annotations(given[plan.traces[0]], side)
     if "cache" in takes and "cache" not in given and reading.get("no_cache"):
         given["cache"] = False
     for param, values in group_kw.items():

@@ -115,6 +115,7 @@ class Context:
     ffn_cat: np.ndarray = None  # category index -> is an FFN part
     comm_code: np.ndarray = None  # name code -> is a communication kernel (family comm)
     flat: Flat = None
+    modules: np.ndarray = None  # event row -> the nn.Module path of its op ("/"-joined Class_i), None: unknown
 
 
 def read_context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> Context:

@@ -3,7 +3,10 @@
 A type is its main-stream kernel names without communication kernels (``type_key``); its name comes from the
 categories' mixer and FFN labels, ``draft:`` for a draft model's types (``_draft_types``), the most expensive
 distinctive kernel where two types would share a name, and ``/fast`` / ``/slow`` where one mixer kernel's durations
-form two clear clusters (``duration_split``). ``type_table`` lists the types."""
+form two clear clusters (``duration_split``). Where the kernels' module paths are known (``Context.modules``: the
+``nn.Module`` scopes of their ops, e.g. from a graph's capture) and every layer of a type lies in one instance of
+one module class, each instance another (``…/Qwen3DecoderLayer_3/…``), the type is named by that class
+(``module_type_names``). ``type_table`` lists the types."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ from .sequences import Context, Seq
 SPLIT_MIN_RATIO = 1.3  # duration clusters: the slow one at least this much slower ...
 SPLIT_SEPARATION = 3.0  # ... with a gap this many times the larger cluster's spread (in log time)
 SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's layers (and 2)
+MODULE_SHARE = 0.5  # a layer lies in a module instance that holds over this share of its kernels of known module
+_INSTANCE = re.compile(r"^(?P<cls>[A-Za-z_][A-Za-z0-9_]*?)_(?P<i>\d+)$")  # Kineto's nn.Module scope label Class_i
 
 
 def type_key(ctx: Context, asm: Assembly, sig: tuple) -> tuple:
@@ -145,7 +150,48 @@ def name_types(ctx: Context, sigs: dict, inst: dict, asm: Assembly | None, cr) -
             seen[names[tid]] += 1
             if seen[names[tid]] > 1:
                 names[tid] = f"{names[tid]}#{seen[names[tid]]}"
-    return names
+    return module_type_names(ctx, inst, names)
+
+
+def layer_module(paths) -> tuple[str, int] | None:
+    """The module instance a layer lies in, from its kernels' module paths ("/"-joined ``Class_i`` scopes, None:
+    unknown): the deepest ``Class_i`` prefix that holds over :data:`MODULE_SHARE` of the kernels of known module,
+    as (class, instance); None where none does."""
+    known = [p.split("/") for p in paths if isinstance(p, str) and p]
+    if not known:
+        return None
+    count: Counter = Counter()
+    for parts in known:  # per kernel of one layer (tens), once per type's layers
+        for d in range(len(parts)):
+            if _INSTANCE.match(parts[d]):
+                count[tuple(parts[: d + 1])] += 1
+    held = [k for k, n in count.items() if n > MODULE_SHARE * len(known)]
+    if not held:
+        return None
+    m = _INSTANCE.match(max(held, key=len)[-1])
+    return m.group("cls"), int(m.group("i"))
+
+
+def module_type_names(ctx: Context, inst: dict, names: dict[int, str]) -> dict[int, str]:
+    """``names`` with each type renamed to the module class its layers are instances of, where ``ctx.modules`` is
+    known, every layer of the type agrees on the class, its layers are different instances of it (not one container
+    all lie in) and no other type takes the same class; a draft type keeps ``draft:``. The others keep their name."""
+    mods = getattr(ctx, "modules", None)
+    if mods is None:
+        return names
+    cls_of: dict[int, str] = {}
+    for tid, lst in inst.items():
+        got = [layer_module(mods[seq.rows[lay.lo : lay.hi]].tolist()) for seq, lay in lst]
+        classes = {g[0] for g in got if g is not None}
+        if None in got or len(classes) != 1 or len({g[1] for g in got}) < min(2, len(got)):
+            continue
+        cls_of[tid] = classes.pop()
+    taken = Counter(cls_of.values())
+    out = dict(names)
+    for tid, cls in cls_of.items():
+        if taken[cls] == 1 and tid in names:
+            out[tid] = ("draft:" if names[tid].startswith("draft:") else "") + cls
+    return out
 
 
 def _kernel_means(ctx: Context, layers: list) -> dict[str, float]:
