@@ -546,6 +546,13 @@ def _death_sentence(paths: list[str], futures, taken, procs) -> str:
     """Which file the worker that died was analysing, and how it died, in one sentence."""
     import signal
 
+    import time
+    from multiprocessing.connection import wait
+
+    deadline = time.monotonic() + STOP_WAIT_S  # a dead worker's status: the pool's thread reaps it too, and until
+    for p in procs:  # it has set it, our own waitpid finds no child and the status reads as None (still running)
+        while p.exitcode is None and wait([p.sentinel], 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
     codes = {p.pid: p.exitcode for p in procs}
     open_ = [i for i, f in enumerate(futures) if not (f.done() and f.exception() is None)]
     running = [i for i in open_ if taken[i]]

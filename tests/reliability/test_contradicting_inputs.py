@@ -79,6 +79,173 @@ def test_the_same_trace_given_as_two_ranks_is_refused(cli, tmp_path):
     assert "p-TP-0.trace.json and" in err and "hold the same bytes" in err and "pass each rank's own trace once" in err
 
 
+def _tiny_rank(path: Path, i: int, rank: int | None = None) -> Path:
+    """A small trace of its own bytes; ``rank`` its ``distributedInfo.rank``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    top = {"distributedInfo": {"rank": rank, "world_size": 2}} if rank is not None else {}
+    return write_trace(path, [kernel("k", 1e6 + i, 10.0)], hostFile=str(i), **top)
+
+
+def _refused_by_imbalance_and_report(cli, run: Path, *needles: str) -> str:
+    """`imbalance RUN` and `report RUN` both refuse: exit 3, nothing on stdout, one sentence holding ``needles``."""
+    sentences = []
+    for cmd in ("imbalance", "report"):
+        code, out, err = cli(cmd, run, "--no-cache")
+        assert code == 3 and out == "", (cmd, code, err)
+        assert len(err.strip().splitlines()) == 1 and err.startswith("error: "), err
+        for n in needles:
+            assert n in err, (cmd, n, err)
+        assert "tracekit bug" not in err and "pass one of them" not in err
+        sentences.append(err)
+    assert sentences[0] == sentences[1]  # one rule, one sentence, whichever command meets it
+    return sentences[0]
+
+
+@pytest.mark.parametrize(
+    "files, pair, what",
+    [
+        (
+            ("a/p-TP-0.trace.json", "b/p-TP-0.trace.json", "b/p-TP-1.trace.json"),
+            ("a/p-TP-0.trace.json", "b/p-TP-0.trace.json"),
+            "both name rank 0 (both by sglang tags TP-0) and are not two stages of one recording: the same name in"
+            " two folders",
+        ),
+        (
+            (
+                "1758612345.12-TP-0.trace.json",
+                "1758612345.12-TP-1.trace.json",
+                "1758619999.55-TP-0.trace.json",
+                "1758619999.55-TP-1.trace.json",
+            ),
+            ("1758612345.12-TP-0.trace.json", "1758619999.55-TP-0.trace.json"),
+            "both name rank 0 (both by sglang tags TP-0) and are not two stages of one recording: two recordings of"
+            " it (the names differ in '1758612345.12' and '1758619999.55')",
+        ),
+        (
+            (
+                "rank-0.Apr_03_18_51_38.1102.pt.trace.json",
+                "rank-1.Apr_03_18_51_38.1107.pt.trace.json",
+                "rank-0.Apr_03_19_02_11.2204.pt.trace.json",
+            ),
+            ("rank-0.Apr_03_18_51_38.1102.pt.trace.json", "rank-0.Apr_03_19_02_11.2204.pt.trace.json"),
+            "both name rank 0 (both by rank-0 in the name) and are not two stages of one recording: two recordings of"
+            " it (the names differ in '18_51_38.1102' and '19_02_11.2204')",
+        ),
+        (
+            ("rank-1.json", "rank_1/trace.json", "rank-0.json"),
+            ("rank-1.json", "rank_1/trace.json"),
+            "both name rank 1 (rank-1 in the name; folder rank_1)",
+        ),
+        (
+            ("t1-TP-0-DECODE.trace.json", "t2-TP-0-EXTEND.trace.json", "t1-TP-1-DECODE.trace.json"),
+            ("t1-TP-0-DECODE.trace.json", "t2-TP-0-EXTEND.trace.json"),
+            "both name rank 0 (both by sglang tags TP-0) and are not two stages of one recording",
+        ),
+    ],
+    ids=["two-folders", "restart-sglang", "restart-timestamped", "name-and-folder", "stages-of-two-recordings"],
+)
+def test_two_files_that_name_one_rank_are_refused(cli, tmp_path, files, pair, what):
+    """Two different files whose names give one rank (a sweep's points, a restart's second recording of every rank,
+    a rank-N file beside a rank_N folder, one rank's DECODE and EXTEND stages of two recordings) were refused with
+    exit 4, or merged as one rank's stages; in `report RUN_DIR` a restart's files were 'pass one of them'. Now: one
+    sentence naming both files and what to pass, exit 3, from `imbalance` and `report` alike (docs/multirank.md)."""
+    run = tmp_path / "run"
+    for i, f in enumerate(files):
+        _tiny_rank(run / f, i)
+    err = _refused_by_imbalance_and_report(cli, run, what, "pass the files of one run, one trace per rank")
+    assert err.startswith(f"error: {run / pair[0]} and {run / pair[1]} both name rank "), err
+
+
+def test_one_recording_of_one_rank_in_stages_is_one_rank(tmp_path):
+    """The rule keeps what is right: a rank's DECODE and EXTEND files of one recording are one rank."""
+    from tracekit.analyses.fleet.multirank.discover import find_ranks
+
+    for i, f in enumerate(("t1-TP-0-DECODE.trace.json", "t1-TP-0-EXTEND.trace.json", "t1-TP-1-DECODE.trace.json")):
+        _tiny_rank(tmp_path / f, i)
+    ranks, _ = find_ranks(tmp_path)
+    assert [(r.rank, sorted(p.name for p in r.files)) for r in ranks] == [
+        (0, ["t1-TP-0-DECODE.trace.json", "t1-TP-0-EXTEND.trace.json"]),
+        (1, ["t1-TP-1-DECODE.trace.json"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "files, needles",
+    [
+        (
+            (("h_101.1.pt.trace.json", 0), ("h_202.2.pt.trace.json", 0)),
+            ("h_101.1.pt.trace.json and", "h_202.2.pt.trace.json are both rank 0 (both by distributedInfo.rank)"),
+        ),
+        (
+            (("rank-0.json", 0), ("h_202.2.pt.trace.json", 0)),
+            ("rank-0.json and", "are both rank 0 (rank-0 in the name; distributedInfo.rank)"),
+        ),
+        (
+            (("rank-0.json", 0), ("rank-1.json", 0)),
+            ("rank-0.json and", "rank-1.json both say distributedInfo.rank 0", "named ranks 0 (name) and 1 (name)"),
+        ),
+        (
+            (("p-TP-0.trace.json", 3), ("p-TP-1.trace.json", 3)),
+            ("both say distributedInfo.rank 3", "named ranks 0 (sglang tags) and 1 (sglang tags)"),
+        ),
+    ],
+    ids=["both-unnamed", "name-and-unnamed", "two-names-one-process", "tags-one-process"],
+)
+@pytest.mark.slow
+def test_two_traces_of_one_distributed_rank_are_refused(cli, tmp_path, files, needles):
+    """Two files of distinct bytes whose traces say one `distributedInfo.rank`: two PyTorch files of one rank, a
+    rank-0 file beside an unnamed file of rank 0, or rank-0 and rank-1 that both say rank 0 (was a warning, 'the
+    name is used', and a run of one process's two halves). Refused after the files are read: exit 3, both named."""
+    run = tmp_path / "run"
+    for i, (f, r) in enumerate(files):
+        _tiny_rank(run / f, i, rank=r)
+    _refused_by_imbalance_and_report(cli, run, *needles, "pass one trace per rank of one run")
+
+
+@pytest.fixture(scope="module")
+def train4(tmp_path_factory) -> Path:
+    """Four small ranks of a training run (the generator's nccl_train4): ``rank-0.json.gz`` … ``rank-3.json.gz``,
+    each trace's ``distributedInfo.rank`` its own."""
+    import sys
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fixtures.synthlib.multirank import write_run
+
+    d = tmp_path_factory.mktemp("train4")
+    write_run("nccl_train4", d / "run", truth_path=d / "truth.json")
+    return d / "run"
+
+
+def _set_distributed_rank(path: Path, rank: int) -> None:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    doc["distributedInfo"]["rank"] = rank
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+@pytest.mark.slow
+def test_names_and_distributed_info_that_disagree_without_a_collision_are_a_warning(cli, train4, tmp_path):
+    """rank-0 and rank-1 whose traces say 1 and 0: no two files share an identity either way, so the names are
+    used and each disagreement is a warning naming its file; the run is analysed (exit 0)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in train4.iterdir():
+        (run / f.name).write_bytes(f.read_bytes())
+    _set_distributed_rank(run / "rank-0.json.gz", 1)
+    _set_distributed_rank(run / "rank-1.json.gz", 0)
+    code, out, err = cli("imbalance", run, "-f", "json", "--no-cache")
+    assert code == 0, err
+    warned = [w for w in _doc(out)["warnings"] if "its distributedInfo says" in w]
+    assert warned == [
+        f"{run / 'rank-0.json.gz'}: its name says rank 0 (name) and its distributedInfo says [1]; the name is used",
+        f"{run / 'rank-1.json.gz'}: its name says rank 1 (name) and its distributedInfo says [0]; the name is used",
+    ]
+    assert _doc(out)["summary"]["ranks"] == 4
+    _set_distributed_rank(run / "rank-2.json.gz", 1)  # now rank-0's and rank-2's traces both say 1: refused
+    code, out, err = cli("imbalance", run, "--no-cache")
+    assert code == 3 and out == "" and "rank-0.json.gz and" in err and "both say distributedInfo.rank 1" in err
+
+
 # --------------------------------------------------------------------------- empty steps and clock outliers
 
 

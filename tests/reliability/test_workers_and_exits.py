@@ -9,6 +9,8 @@ known moment; ``write_synced`` (the output writer) can send the process a signal
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import resource
 import signal
@@ -93,10 +95,13 @@ def _harness(tmp_path: Path, args, **env) -> subprocess.Popen:
     )
 
 
-def _tk(args, **kw) -> subprocess.CompletedProcess:
+def _tk(args, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     kw = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kw}
     return subprocess.run(
-        [sys.executable, "-c", "from tracekit.cli import main; main()", *args], env=_env(), timeout=120, **kw
+        [sys.executable, "-c", "from tracekit.cli import main; main()", *map(str, args)],
+        env=_env(**(env or {})),
+        timeout=120,
+        **kw,
     )
 
 
@@ -308,3 +313,68 @@ def test_a_signal_while_writing_an_output_leaves_no_temporary_file(tmp_path, sig
     assert proc.returncode == code, text
     assert text.startswith("terminated by " + sig.name if sig != signal.SIGINT else "interrupted: nothing partial")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["harness.py"]  # no out.json, no .out.json.tmp-…
+
+
+# --------------------------------------------------------------------------- a small disk that fills up
+
+
+@contextlib.contextmanager
+def _small_tmpfs(where: Path, size: str = "64k", free: int = 8192):
+    """A ``size`` tmpfs at ``where``, filled by ``where/filler`` up to ``free`` bytes (so that a write starts, then
+    meets ENOSPC part-way); unmounted in a finally. Skips, saying why, where mounting is not permitted."""
+    where.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip(
+            f"mounting a tmpfs is not permitted here ({(r.stderr or r.stdout).decode().strip() or r.returncode});"
+            " run as root (as CI does) for the full-disk case"
+        )
+    try:
+        filler = where / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        os.truncate(filler, max(filler.stat().st_size - free, 0))
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_outputs_and_the_cache_on_a_small_tmpfs_that_fills(cli, tmp_path, monkeypatch):
+    """A 64 KiB tmpfs with 8 KiB free: every output starts to be written, then the disk is full. Each is exit 3 and
+    one sentence naming its target; nothing partial (no half file, no temporary, no new folder) is left, and the page
+    leaves no sidecar nor the sidecar a page. The trace cache that cannot be written is a warning and the answer is
+    still printed (exit 0)."""
+    with _small_tmpfs(tmp_path / "disk") as disk:
+        monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))  # off the small disk, for the outputs
+        for args, target, what in (
+            (("blocks", "-f", "json", "-o", disk / "b.json"), disk / "b.json", "json output"),  # 20 kB
+            (("blocks", "-f", "csv", "-o", disk / "csv"), disk / "csv", "csv file"),  # 5 tables: a page each, and more
+            (("report", "-f", "html", "-o", disk / "r.html"), disk / "r.html", "html report"),  # 71 + 48 kB sidecar
+            (("export", "-o", disk / "exp"), disk / "exp", "export"),  # 100 kB of parquet
+        ):
+            code, out, err = cli(*args)
+            assert code == 3, (args, err)
+            assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            assert err.startswith(f"error: no space left on the device for {target}"), err
+            assert err.endswith(
+                f": no {what} was written, and whatever was there before is unchanged; free some space or choose"
+                " another --out\n"
+            ), err
+            assert sorted(p.name for p in disk.iterdir()) == ["filler"], (args, list(disk.iterdir()))
+        # the cache (a 61 kB entry) in a process of its own: its warning is the logger's, on the real stderr
+        p = _tk(["blocks", "-f", "json"], env={"TRACEKIT_CACHE_DIR": str(disk / "cache")})
+        err = p.stderr.decode()
+        assert p.returncode == 0, err
+        assert json.loads(p.stdout)["command"] == "blocks"  # the answer, printed whole
+        assert err.count("\n") == 1, err
+        assert err.startswith(f"warning: no space left for the cache entry {disk / 'cache'}/decode_sample.json.gz.")
+        assert err.endswith(
+            ".arrow; the trace is read without the cache — fix that, or pass --cache-dir DIR (or --no-cache)\n"
+        )
+        assert list((disk / "cache").iterdir()) == []  # no half entry, no temporary

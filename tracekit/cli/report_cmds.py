@@ -40,11 +40,13 @@ def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] 
     path = paths[0]
     if not Path(path).is_dir():
         return path, None
-    from ..analyses.fleet.multirank.discover import find_ranks
+    from ..analyses.fleet.multirank.discover import RankConflict, find_ranks
     from ..errors import TracekitError
 
     try:
         ranks, _ = find_ranks(path)
+    except RankConflict:  # two files with one rank identity: said as such, not "pass one of them"
+        raise
     except (TracekitError, UsageError):
         return path, None
     return (None, path) if len(ranks) >= 2 else (path, None)

@@ -13,7 +13,7 @@ from tracekit.fan_out import imbalance as multirank_imbalance  # `tracekit imbal
 from tracekit.analyses.fleet.multirank.align import coarse_offsets, robust_fit
 from tracekit.analyses.fleet.multirank.discover import find_ranks, name_rank, stage_of
 from tracekit.analyses.fleet.multirank.mapper import load_collectives
-from tracekit.errors import MissingDataError, UsageError
+from tracekit.errors import InputError, MissingDataError, UsageError
 from tracekit.ingest.discover import rank_tags
 
 DISPATCH = "void deep_ep::internode_ll::dispatch<true, 3, 10, 7168>(void*, float*)"
@@ -61,7 +61,7 @@ def test_stage_files_merge_into_their_rank_and_conflicts_are_one_sentence(tmp_pa
     assert [(r.rank, len(r.files)) for r in ranks] == [(0, 2), (1, 1)]
     _tiny(tmp_path / "dup" / "rank-1.json")
     _tiny(tmp_path / "dup" / "rank_1" / "trace.json")
-    with pytest.raises(MissingDataError, match="both name rank 1"):
+    with pytest.raises(InputError, match="both name rank 1"):
         find_ranks(tmp_path / "dup")
 
 
@@ -421,10 +421,10 @@ def test_no_step_marker_and_a_late_rank_is_matched_by_the_shape_of_its_ends(tmp_
 
 def test_a_sweep_of_batch_sizes_is_not_the_ranks_of_one_run(tmp_path):
     """imbalance/1 once gave 'median imbalance 1.25' for two operating points of one rank: the same rank in two
-    folders is refused in one sentence (exit 4), never compared."""
+    folders is refused in one sentence (exit 3), never compared."""
     for bs in (4, 8):
         _tiny(tmp_path / "sweep" / f"d_bs{bs}_100k" / "run-TP-0.trace.json")
-    with pytest.raises(MissingDataError, match="both name rank 0"):
+    with pytest.raises(InputError, match="both name rank 0"):
         multirank_imbalance(tmp_path / "sweep", jobs=1)
 
 

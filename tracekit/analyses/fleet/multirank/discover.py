@@ -4,8 +4,10 @@ A rank is named by, in this order: sglang's tags in the file name (``TP-3``, ``D
 ``ATTN_CP-2`` in any order; read by :func:`tracekit.ingest.discover.rank_tags`, the sweep's reader too),
 ``rank[-_]?N`` in the file name or in the name of a folder between the run's root and the file (nearest first), or
 the trace's own ``distributedInfo.rank`` (read when the file is reduced). sglang's per-stage files of one rank
-(``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``) are merged into that rank. Two files that claim one rank without being its
-stages are a conflict, said in one sentence (exit 4).
+(``…-TP-0-DECODE…``, ``…-TP-0-EXTEND…``, in one folder, names alike but for the stage) are merged into that rank.
+Two files with one rank identity are a contradiction, refused in one sentence naming both (:class:`RankConflict`,
+exit 3): two files that claim one rank (a restart's second recording, two sweep points, two runs), two ranks whose
+traces say one ``distributedInfo.rank``, or one trace given twice (the same bytes).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIF
 # PyTorch's tensorboard_trace_handler names a file <hostname>_<pid>.<ms>.pt.trace.json: the host is the node
 HOST = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 TAG_ORDER = ("PP", "TP", "DP", "EP", "ATTN_CP", "DCP", "CP")
+SEPARATORS = "-_. "  # what splits a file name into its parts (a time, a host, a rank tag)
+
+
+class RankConflict(InputError):
+    """Two files of the run have one rank identity (exit 3): the sentence names both and says what to pass."""
 
 
 @dataclass
@@ -122,10 +129,12 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
             ranks[r] = RankFiles(rank=r, files=[f], source=src, tags=tags, stages=[stage_of(f.name)])
             continue
         stage = stage_of(f.name)
-        if stage is None or None in rf.stages or stage in rf.stages:
-            raise MissingDataError(
-                f"{shown_path(rf.files[0])} and {shown_path(f)} both name rank {r} ({rf.source}: {_what(rf.files[0])};"
-                f" {src}: {_what(f)}) and are not two stages of it; pass one trace per rank of one run"
+        if not _stages_of_one_recording(rf, f, stage):
+            first = rf.files[0]
+            raise RankConflict(
+                f"{shown_path(first)} and {shown_path(f)} both name rank {r} ({_claims(first, rf.source, f, src)})"
+                f" and are not two stages of one recording: {_how_they_differ(first, f)}; pass the files of one run,"
+                " one trace per rank (list them, or move the others aside)"
             )
         rf.files.append(f)
         rf.stages.append(stage)
@@ -153,7 +162,7 @@ def _refuse_copies(files: list[Path]) -> None:
         for f in same:
             first = seen.setdefault(_digest(f), f)
             if first is not f:
-                raise InputError(
+                raise RankConflict(
                     f"{shown_path(first)} and {shown_path(f)} hold the same bytes: one rank's trace given twice, not"
                     " two ranks; pass each rank's own trace once"
                 )
@@ -162,10 +171,11 @@ def _refuse_copies(files: list[Path]) -> None:
 def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[list[RankFiles], list[str]]:
     """Give every rank its id: the names' where they gave one (a different ``distributedInfo.rank`` is a warning),
     else the trace's ``distributedInfo.rank``. ``meta_ranks[i]`` holds ``distributedInfo.rank`` of each file of
-    ``ranks[i]``. A rank still unnamed, or named twice, is one sentence (exit 4)."""
+    ``ranks[i]``. A rank still unnamed is one sentence (exit 4); two ranks with one id, or two ranks whose traces say
+    one ``distributedInfo.rank``, are a :class:`RankConflict` (exit 3)."""
     warnings = []
-    for rf, metas in zip(ranks, meta_ranks):
-        got = {m for m in metas if m is not None}
+    said = [{m for m in metas if m is not None} for metas in meta_ranks]
+    for rf, got in zip(ranks, said):
         if rf.rank is None:
             if not got:
                 raise MissingDataError(
@@ -182,17 +192,34 @@ def settle(ranks: list[RankFiles], meta_ranks: list[list[int | None]]) -> tuple[
     for rf in ranks:
         if rf.rank in seen:
             other = seen[rf.rank]
-            raise MissingDataError(
-                f"{other.label} and {rf.label} are both rank {rf.rank} ({other.source}; {rf.source}); pass one"
-                " trace per rank of one run"
+            raise RankConflict(
+                f"{other.label} and {rf.label} are both rank {rf.rank}"
+                f" ({_claims(other.files[0], other.source, rf.files[0], rf.source)}): one rank's trace"
+                " given twice, or the files of two runs; pass one trace per rank of one run"
             )
         seen[rf.rank] = rf
+    _refuse_one_distributed_rank_twice(ranks, said)
     if len(ranks) < 2:
         raise MissingDataError(
             f"{ranks[0].label if ranks else 'the input'} is one rank; the analysis of a run's ranks"
             " needs the traces of at least two ranks of one run"
         )
     return sorted(ranks, key=lambda r: r.rank), warnings
+
+
+def _refuse_one_distributed_rank_twice(ranks: list[RankFiles], said: list[set[int]]) -> None:
+    """Two ranks (distinct by their names) whose traces both say ``distributedInfo.rank`` d: one process's trace
+    given under two names, or two runs' files mixed; the names cannot both be right (exit 3)."""
+    owner: dict[int, RankFiles] = {}
+    for rf, got in zip(ranks, said):
+        for d in sorted(got):
+            other = owner.setdefault(d, rf)
+            if other is not rf:
+                raise RankConflict(
+                    f"{other.label} and {rf.label} both say distributedInfo.rank {d}, though they are named ranks"
+                    f" {other.rank} ({other.source}) and {rf.rank} ({rf.source}): one process's trace under two names,"
+                    " or the files of two runs; pass one trace per rank of one run"
+                )
 
 
 def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[int, int], str]:
@@ -209,5 +236,50 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
     return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"
 
 
+def _stages_of_one_recording(rf: RankFiles, f: Path, stage: str | None) -> bool:
+    """``f`` is one more stage of the recording ``rf`` holds: a stage it lacks, in the same folder, the names alike
+    but for the stage (``T-TP-0-DECODE…`` and ``T-TP-0-EXTEND…``; another ``T`` is another recording)."""
+    if stage is None or None in rf.stages or stage in rf.stages:
+        return False
+    first = rf.files[0]
+    return first.parent == f.parent and STAGE.sub("", first.name) == STAGE.sub("", f.name)
+
+
 def _what(p: Path) -> str:
     return rank_tags_text(rank_tags(p.name)) or p.name
+
+
+def _claim(p: Path, source: str) -> str:
+    """What names a file's rank: ``sglang tags TP-0``, ``rank-0 in the name``, ``folder rank_1``, its
+    ``distributedInfo.rank``."""
+    if source == "sglang tags":
+        return f"sglang tags {_what(p)}"
+    if source == "name":
+        return f"{RANK.search(p.name).group(0)} in the name"
+    if source == "folder":
+        return next((f"folder {d.name}" for d in p.parents if RANK.search(d.name)), "a folder")
+    return "distributedInfo.rank"
+
+
+def _claims(a: Path, source_a: str, b: Path, source_b: str) -> str:
+    """How two files claim one rank: ``both by sglang tags TP-0`` or ``rank-1 in the name; folder rank_1``."""
+    ca, cb = _claim(a, source_a), _claim(b, source_b)
+    return f"both by {ca}" if ca == cb else f"{ca}; {cb}"
+
+
+def _how_they_differ(a: Path, b: Path) -> str:
+    """Two files of one rank, told apart for the user: the folders when the names are one, else the part of the names
+    that differs, widened to whole parts (``1758612345.12`` and ``1758619999.55``, a restart's two recordings)."""
+    if a.name == b.name:
+        return (
+            f"the same name in two folders ({shown_path(a.parent)} and {shown_path(b.parent)}), two runs or two points"
+            " of a sweep (tracekit analyze reads a sweep)"
+        )
+    x, y = a.name, b.name
+    i = len(os.path.commonprefix([x, y]))
+    while i > 0 and x[i - 1] not in SEPARATORS:
+        i -= 1
+    j = len(os.path.commonprefix([x[i:][::-1], y[i:][::-1]]))
+    while j > 0 and x[len(x) - j] not in SEPARATORS:
+        j -= 1
+    return f"two recordings of it (the names differ in {x[i : len(x) - j]!r} and {y[i : len(y) - j]!r})"
