@@ -29,6 +29,7 @@ def ranks(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme_ranks")
     for rank in (0, 1):
         tr, _ = build("dsv3", 4, steps=2, seed=rank, step_marker="decode")
+        tr["distributedInfo"] = {**tr.get("distributedInfo", {}), "rank": rank}  # each its own rank of the run
         write_trace(d / f"1758612345.12-TP-{rank}.trace.json.gz", tr)
     return d
 

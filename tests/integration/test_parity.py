@@ -63,6 +63,7 @@ def data(tmp_path_factory):
             write_trace(d / side / f"d_bs{bs}_100k" / "1758612345.12-TP-0.trace.json.gz", tr)
     for rank in (0, 1):
         tr, _ = build("dsv3", 4, steps=2, seed=rank, step_marker="decode")
+        tr["distributedInfo"] = {**tr.get("distributedInfo", {}), "rank": rank}  # each its own rank of the run
         write_trace(d / "ranks" / f"1758612345.12-TP-{rank}.trace.json.gz", tr)
     (d / "bench.csv").write_text("deployment,context,concurrency,generation_time_ms\ndp16,100000,64,83.5\n")
     sys.path.insert(0, str(ROOT / "tests" / "unit" / "hardware"))

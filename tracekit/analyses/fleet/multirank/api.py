@@ -116,8 +116,11 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
     by_rank, keep = _readable_ranks(plan, results, warnings)
     del results  # the reductions live on in by_rank, then per_rank, until the alignment has read them (below)
+    # a trace of world_size 1 says it was the only rank of its own run: its distributedInfo.rank (0) says nothing of
+    # which rank of this run it is, so the name decides (a single-process recording per GPU, or a generated one)
     kept_ranks, settle_warn = settle(
-        [plan.ranks[i] for i in keep], [[p["meta"].get("rank") for p in by_rank[i]] for i in keep]
+        [plan.ranks[i] for i in keep],
+        [[p["meta"].get("rank") if p["meta"].get("world_size") != 1 else None for p in by_rank[i]] for i in keep],
     )
     warnings += settle_warn
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
