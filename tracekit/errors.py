@@ -64,4 +64,45 @@ def named_or_loaded(value, cls: type, load, *, name: str, must_be: str):
         return value
     if isinstance(value, (str, os.PathLike)):
         return load(value)
-    raise UsageError(f"{name} must be {must_be}, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{name} must be {must_be}, not {type_name(value)}")
+
+
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument of a type the function does not take: one sentence naming the argument, what it takes and what
+    it got (a TypeError for Python, a usage error for the CLI's exit code)."""
+
+
+# what a public function's first argument may be, in words: one place for every function's sentence
+TAKES_PATH = "a path (str or Path)"
+TAKES_TRACE = "a path (str or Path) or a loaded Trace (tracekit.load)"
+TAKES_RESULT = "a Result (what a tracekit command returns)"
+
+
+def type_name(value) -> str:
+    """What a value is, for a sentence: ``None``, or its type's name."""
+    return "None" if value is None else type(value).__name__
+
+
+def check_argument(value, param: str, takes: str, *types: type, paths: bool = False, none: bool = False):
+    """``value`` when it is one of ``types``, a path (str or ``os.PathLike``, with ``paths``) or None (with
+    ``none``); anything else is the one sentence every public function says of its first argument: ``PARAM must be
+    TAKES, not TYPE`` (an :class:`ArgumentTypeError`). Called on a function's first line, before any work."""
+    import os
+
+    if (value is None and none) or (paths and isinstance(value, (str, os.PathLike))) or isinstance(value, types):
+        return value
+    raise ArgumentTypeError(f"{param} must be {takes}, not {type_name(value)}")
+
+
+def check_items(value, param: str, takes: str, *types: type, paths: bool = False) -> list:
+    """``value`` as a list of items, each one of ``types`` or a path (with ``paths``): one item alone, or a list or
+    tuple of them; anything else (None, a DataFrame, a list holding something else) is :func:`check_argument`'s
+    sentence."""
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        try:
+            check_argument(item, param, takes, *types, paths=paths)
+        except ArgumentTypeError:
+            got = type_name(value) if item is value else f"a {type_name(value)} holding {type_name(item)}"
+            raise ArgumentTypeError(f"{param} must be {takes}, not {got}") from None
+    return items

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from .errors import InputError, MissingDataError, UsageError, WorkerError
+from .errors import InputError, MissingDataError, UsageError, WorkerError, check_argument, check_items
 from .ingest import load
 from .ingest.bench import read_bench
 from .ingest.discover import DEFAULT_POINT_PATTERN, TraceRef, discover_all
@@ -46,6 +46,10 @@ __all__ = [
     "imbalance",
     "benchmark_table",
 ]
+
+TAKES_FOLDER = "a path (str or Path) of a folder of traces"
+TAKES_SIDE = "a path (str or Path) of an analyze output or a folder of traces"
+TAKES_RUN = "a path (str or Path) of a run's folder or a list of its rank files"
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ def analyze(
 
     ``steps``: the StepOptions of every point (None: the annotation's); ``ag``: the AllGather options, over the
     annotation's at every point."""
+    check_argument(root, "root", TAKES_FOLDER, paths=True)
     if steps is not None and not isinstance(steps, StepOptions):
         raise UsageError(
             f"analyze(steps=…) takes StepOptions (each point finds its own steps), not {type(steps).__name__}"
@@ -233,6 +238,7 @@ def load_side(
     jobs: int = 1,
 ) -> Side:
     """An analyze output (a directory with manifest.json) or a trace directory to analyse now."""
+    check_argument(ref, "ref", TAKES_SIDE, paths=True)
     return _side(ref, label=label, dp=dp, annotation=annotation, rank=rank, graph_bs=graph_bs, jobs=jobs)[0]
 
 
@@ -328,6 +334,8 @@ def compare_deployments(
     launch log (:func:`tracekit.analyses.fleet.deployment_compare.accept_len_of`), and the summary says where from."""
     from .ingest.sglang_log import read_log
 
+    check_argument(a, "a", TAKES_SIDE, paths=True)
+    check_argument(b, "b", TAKES_SIDE, paths=True)
     conf_a = launch_config(config_a or log_a) if (config_a or log_a) else {}
     conf_b = launch_config(config_b or log_b) if (config_b or log_b) else {}
     logs = (read_log(log_a) if log_a else None, read_log(log_b) if log_b else None)
@@ -440,6 +448,7 @@ def imbalance(
     default 10) — and this process aligns and attributes them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
     the file names when every rank's has one, else 8. ``steps``: StepOptions as every command's (its phase aside:
     every phase is kept)."""
+    check_items(root, "root", TAKES_RUN, paths=True)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
     if steps is not None and not isinstance(steps, StepOptions):
@@ -658,7 +667,10 @@ def _on_dask(fn, paths: list[str], opts, dask, timeout) -> list:
 
 def benchmark_table(files, *, accept_len: float = DEFAULT_ACCEPT_LEN) -> Result:
     """`tracekit bench`: benchmark result files as the performance table, with est_throughput."""
-    files = [Path(f) for f in ([files] if isinstance(files, (str, Path)) else files)]
+    files = [
+        Path(f)
+        for f in check_items(files, "files", "a path (str or Path) of a benchmark file or a list of them", paths=True)
+    ]
     df, warnings = bench_table(read_bench(files), accept_len=accept_len)
     return Result(
         command="bench",

@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 
 from .errors import DataFileError, InputError, MissingDataError, named_or_loaded
+from .errors import check_argument
 
 DTYPES = ("fp4", "fp8", "bf16", "fp16", "tf32", "fp32")
 # bytes per element, and the peak a dtype's math runs at (int8 is counted at the fp8 rate, fp6 at fp8)
@@ -174,6 +175,7 @@ def load_profile(ref: str | Path) -> HardwareProfile:
     A user file with ``"base": NAME`` starts from that shipped profile and replaces the fields it gives
     (``peak_dense_tflops`` and ``interconnect`` are merged key by key). A file that exists wins over a shipped
     name (``--hw b200.json`` is the user's file, not the shipped b200)."""
+    check_argument(ref, "ref", "a hardware profile name or a path (str or Path) to a profile file", paths=True)
     p = Path(ref)
     found = None if p.is_file() else _by_name(str(ref))
     if found is not None:
@@ -283,6 +285,9 @@ def with_hbm(hw: HardwareProfile, hbm: float | str | None) -> HardwareProfile:
 
 def hw_profiles(name: str | None = None):
     """`tracekit hw`: one profile (a shipped name or a JSON file), or every shipped one, as a table."""
+    check_argument(
+        name, "name", "a hardware profile name, a path (str or Path) to a profile file or None", paths=True, none=True
+    )
     import pandas as pd
 
     from .result import Result

@@ -77,17 +77,20 @@ class Result:
         table: str | None = None,
         all_rows: bool = False,
         wide: bool = False,
+        full_paths: bool = False,
     ) -> list:
         """Write the result to ``path`` byte for byte as ``tracekit COMMAND -f FORMAT -o PATH`` writes it, and return
         the paths written. ``format`` (json, csv, md, table or html) defaults to the one the suffix names: ``.json``,
         ``.csv``, ``.md``, ``.html`` (with its json sidecar, ``FILE.json``), ``.txt`` (the table format); csv into a
         name without a suffix (or an existing folder) is a folder of one file per table. ``table``, ``all_rows`` and
-        ``wide`` are ``--table``, ``--all`` and ``--wide``. Written whole or not at all, never over an input."""
+        ``wide`` are ``--table``, ``--all`` and ``--wide``. Written whole or not at all, never over an input. An html
+        page and its sidecar show paths relative to the page's folder (or the file name alone) unless ``full_paths``
+        (``--full-paths``)."""
         # the renderers own their formats' file writing (tracekit/render/formats.py, a higher layer): imported when
         # a result is saved, never when tracekit is imported
         from .render.formats import save
 
-        return save(self, path, format, table=table, all_rows=all_rows, wide=wide).paths
+        return save(self, path, format, table=table, all_rows=all_rows, wide=wide, full_paths=full_paths).paths
 
     def _repr_html_(self) -> str:
         # the notebook display is a renderer (tracekit/render/html/page.py, a higher layer): imported when a

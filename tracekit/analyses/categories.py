@@ -27,6 +27,7 @@ import pandas as pd
 from .. import schema
 from ..errors import DataFileError, InputError
 from ..regexes import bounded
+from ..errors import check_argument
 
 OTHER = "other"
 SHIPPED = "tracekit/data/categories.json"
@@ -257,6 +258,7 @@ def load_categories(path: str | Path | None = None) -> CategoryRules:
     A user file may declare new categories (``categories``) and use the shipped ones; a malformed file raises
     :class:`~tracekit.errors.DataFileError` naming the file and the JSON path of the bad field.
     """
+    check_argument(path, "path", "a path (str or Path) of a categories file or None", paths=True, none=True)
     base = _shipped()
     if path is None:
         return base
@@ -307,6 +309,7 @@ def categorize(events: pd.DataFrame, rules=None) -> pd.Categorical:
     ``rules``: CategoryRules, a path to a user file, or None (shipped). The result is aligned with the rows of
     ``events`` and its categories are every declared category (declaration order, ``other`` last).
     """
+    check_argument(events, "events", "a DataFrame of events (trace.events)", pd.DataFrame)
     cr = resolve_categories(rules)
     schema.require_columns(events, ["name", "kind"], "categorize")
     n = len(events)
@@ -446,6 +449,9 @@ def coverage(events: pd.DataFrame, rules=None, *, top: int = 10) -> dict:
 def trace_categories(trace, rules=None) -> pd.Categorical:
     """:func:`categorize` over ``trace.events``, computed once per trace and rules (kept in ``trace.derived``, as
     the steps are): what every analysis that groups by category should call."""
+    from ..trace import Trace
+
+    check_argument(trace, "trace", "a loaded Trace (tracekit.load)", Trace)
     cr = resolve_categories(rules)
     key = ("categories", cr.sources)
     cached = trace.derived.get(key)

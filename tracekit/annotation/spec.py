@@ -17,6 +17,7 @@ from typing import Literal, Optional, Union
 import msgspec
 
 from ..errors import DataFileError, InputError, MissingDataError, named_or_loaded
+from ..errors import check_argument
 
 
 class StepSpec(msgspec.Struct, forbid_unknown_fields=True):
@@ -283,6 +284,7 @@ def shipped() -> dict[str, Path]:
 
 def load_annotation(ref: str | Path) -> Annotation:
     """An annotation by path, or by the name or alias of a shipped one."""
+    check_argument(ref, "ref", "an annotation name or a path (str or Path) to an annotation file", paths=True)
     p = Path(ref)
     if p.suffix == ".json" and p.exists() or p.is_file():
         try:

@@ -24,6 +24,7 @@ from .keys import default_cache_dir
 from .result_entries import RESULT_NAME, is_result_temporary, stored_head
 from .tempfiles import CACHE_TMP_PREFIX, STALE_TMP_S, is_stale
 from .trace_entries import ENTRY_NAME, is_temporary, stored_metadata
+from ..errors import check_argument
 
 # holds: "events" (a trace read, tracekit.cache.trace_entries) or "<command> result" (tracekit.cache.result_entries)
 CACHE_COLUMNS = ["file", "bytes", "source", "source_bytes", "version", "format", "holds"]
@@ -102,6 +103,7 @@ def _row(p: Path, st: os.stat_result, source, key: dict, fmt, holds: str) -> dic
 def cache_info(cache_dir: str | Path | None = None) -> Result:
     """`tracekit cache info`: where the cache is, its entries and their size; what else the folder holds is counted,
     not listed."""
+    check_argument(cache_dir, "cache_dir", "a path (str or Path) of a cache folder or None", paths=True, none=True)
     root = _root(cache_dir)
     entries, temporaries, others = _scan(root)
     table = pd.DataFrame([{c: e[c] for c in CACHE_COLUMNS} for e in entries], columns=CACHE_COLUMNS)
@@ -134,6 +136,7 @@ def cache_clear(cache_dir: str | Path | None = None) -> Result:
     """`tracekit cache clear`: remove every cache entry (the cache's .arrow files and the .parquet files of older
     formats, recognised by their name and the key inside) and the temporary files of writes that were killed; nothing
     else in the folder."""
+    check_argument(cache_dir, "cache_dir", "a path (str or Path) of a cache folder or None", paths=True, none=True)
     root = _root(cache_dir)
     entries, temporaries, others = _scan(root)
     removed, freed = [], 0

@@ -280,7 +280,7 @@ def sidecar_of(out: Path) -> Path:
     return sidecar(out)
 
 
-def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str]) -> None:
+def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str], *, full_paths: bool = False) -> None:
     """Warnings to stderr, then the result to stdout or to ``--out`` by its format's renderer
     (``tracekit.render.formats``, which ``Result.save`` uses too: the same bytes), written whole or not at all
     (``tracekit.render.files``: every target decided by ``output_target``)."""
@@ -293,7 +293,9 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str])
     if not _state["quiet"]:
         for w in result.warnings:
             typer.echo(f"warning: {safe_text(w)}", err=True)
-    r = renderer(fmt.value, table=table, all_rows=bool(_state.get("all")), wide=bool(_state.get("wide")))
+    r = renderer(
+        fmt.value, table=table, all_rows=bool(_state.get("all")), wide=bool(_state.get("wide")), full_paths=full_paths
+    )
     if out is None:
         for piece in r.pieces(result):  # json a table chunk at a time: a large table never stands whole
             sys.stdout.write(piece)

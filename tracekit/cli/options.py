@@ -12,8 +12,9 @@ signature in that place, so ``--help`` lists them there, and hands the command t
 - ``REPLAY`` (``--capture``, ``--eager-map``, ``--graph-annotations``) makes a :class:`ReplayFlags`, the
   ``capture=``, ``eager_map=`` and ``graph_annotations=`` keywords of the analyses that attribute graph-replayed
   kernels (docs/replay.md);
-- ``OUTPUT`` (``--format``, ``--out``, ``--table``) and ``PRINTED`` (``--format``, ``--table``: the command's own
-  ``--out`` writes its files) make an :class:`Output`, which writes a result (``_output``).
+- ``OUTPUT`` (``--format``, ``--out``, ``--table``, ``--full-paths``) and ``PRINTED`` (``--format``, ``--table``,
+  ``--full-paths``: the command's own ``--out`` writes its files) make an :class:`Output`, which writes a result
+  (``_output``).
 
 Like every module here, it imports typer, the standard library and the CLI's own modules at its top, and the API
 inside the functions that call it: ``--help`` loads no pandas.
@@ -169,6 +170,14 @@ GraphAnnotationsOpt = Annotated[
     ),
 ]
 TableOpt = Annotated[Optional[str], typer.Option("--table", help="csv: the one table to write (default: the first).")]
+FullPathsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full-paths",
+        help="html: show paths as given (default: relative to the page's folder, or the file name alone, in the"
+        " page and its json sidecar; docs/html.md).",
+    ),
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,15 +222,16 @@ class CacheFlags:
 
 @dataclasses.dataclass(frozen=True)
 class Output:
-    """``--format``, ``--out`` and ``--table``: where and how a command's result is written."""
+    """``--format``, ``--out``, ``--table`` and ``--full-paths``: where and how a command's result is written."""
 
     format: Fmt = Fmt.table
     out: Optional[Path] = None
     table: Optional[str] = None
+    full_paths: bool = False
 
     def write(self, result) -> None:
         """Warnings to stderr, the result to stdout or ``--out`` (``tracekit.cli.common._output``)."""
-        _output(result, self.format, self.out, self.table)
+        _output(result, self.format, self.out, self.table, full_paths=self.full_paths)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,7 +272,13 @@ CACHE = OptionGroup(
     ("cache_dir", CacheDirOpt, None),
 )
 NO_CACHE = OptionGroup(CACHE.make, ("no_cache", NoCacheOpt, False))
-OUTPUT = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("out", OutOpt, None), ("table", TableOpt, None))
+OUTPUT = OptionGroup(
+    Output,
+    ("format", FormatOpt, Fmt.table),
+    ("out", OutOpt, None),
+    ("table", TableOpt, None),
+    ("full_paths", FullPathsOpt, False),
+)
 REPLAY = OptionGroup(
     lambda capture=None, eager_map=None, graph_annotations=None: ReplayFlags(
         tuple(capture or ()), eager_map, graph_annotations
@@ -271,4 +287,6 @@ REPLAY = OptionGroup(
     ("eager_map", EagerMapOpt, None),
     ("graph_annotations", GraphAnnotationsOpt, None),
 )
-PRINTED = OptionGroup(Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None))
+PRINTED = OptionGroup(
+    Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None), ("full_paths", FullPathsOpt, False)
+)

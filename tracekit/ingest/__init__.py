@@ -26,6 +26,7 @@ from .reader import StreamDamaged, read_ahead
 from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
 from . import rocprof_json
 from .whole_text import read_text
+from ..errors import check_argument
 
 log = logging.getLogger(__name__)
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", ".json.zstd")
@@ -68,6 +69,7 @@ def load(path: str | Path, *, cache: bool = True, cache_dir: str | Path | None =
     normalised table is stored (an Arrow IPC file, memory-mapped on reading) and reused while the file is
     unchanged. ``progress(done, total)``, when given, is called with the bytes of the file read so far (for a progress bar).
     """
+    check_argument(path, "path", "a path (str or Path) of a trace file", paths=True)
     source = resolve_trace_path(path)
     if source.exists() and not source.is_file():
         raise InputError(

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .compression import HEAD_BYTES, is_compressed
+from ..errors import check_items
 
 BENCH_COLUMNS = [
     "deployment",
@@ -124,6 +125,7 @@ def read_bench(paths: list[str | Path]) -> pd.DataFrame:
     which keys were expected. A number column holding text (``n/a``, ``12 ms``, ``nan``) gives a null, never a
     silent one: ``df.attrs["warnings"]`` names the file, the row and the column of each (the first few per file,
     with the count), and ``df.attrs["text_in_number_columns"]`` counts them."""
+    paths = check_items(paths, "paths", "a path (str or Path) of a benchmark file or a list of them", paths=True)
     rows = []
     warnings: list[str] = []
     text_cells = 0

@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..result import shown_path, shown_text
 from . import TRACE_SUFFIXES
 from ..regexes import bounded
+from ..errors import check_argument
 
 # a rank tag: a parallelism kind and its rank, not glued to a letter before or a digit after, ``-`` or ``_`` between
 RANK_TAG = re.compile(r"(?<![A-Za-z])(ATTN[-_]?CP|TP|DP|EP|PP|DCP|CP)[-_](\d+)(?![0-9])")
@@ -117,6 +118,7 @@ def discover(
 ) -> list[TraceRef]:
     """Every trace under ``root`` (a file, a run directory, or a directory of run directories); see
     :func:`discover_all`, which also says what it skipped."""
+    check_argument(root, "root", "a path (str or Path) of a trace or a folder of traces", paths=True)
     return discover_all(root, point_pattern=point_pattern, rank=rank)[0]
 
 

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 from ..errors import InputError
+from ..errors import check_argument
 
 _EXPORT = re.compile(r"^\s*(?:export\s+)?(SGLANG_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|CUDA_[A-Z0-9_]+)=(\S*)")
 # sglang logs its non-default environment as one line: "... Non-default environment: SGLANG_A=1 SGLANG_B=2"
@@ -18,6 +19,7 @@ _ENV_PAIR = re.compile(r"\b((?:SGLANG|NCCL|CUDA)_[A-Z0-9_]+)=(\S*)")
 def launch_config(path: str | Path) -> dict[str, str]:
     """SGLANG_* (and NCCL_*, CUDA_*) environment and ``--flag value`` server arguments of a launch script
     (``start_*.sh``) or the ``server_args=ServerArgs(...)`` line of a launch log."""
+    check_argument(path, "path", "a path (str or Path) of a launch script or log", paths=True)
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8", errors="replace")

@@ -31,6 +31,7 @@ from ..errors import InputError, MissingDataError
 from .compression import HEAD_BYTES, compression_of
 from .sglang_fields import fields_of
 from .sglang_grammar import Grammar, Pattern, grammar_default, load_grammar
+from ..errors import check_argument
 
 _UNRECOGNISED_TEXT_MAX = 400
 UNRECOGNISED_KEEP = 10_000  # unrecognised memory lines kept with their text; beyond it they are counted
@@ -371,6 +372,7 @@ def _open_text(p: Path):
 
 def read_log(path: str | Path, *, patterns: Iterable[str | Path] = ()) -> SglangLog:
     """Read and parse one sglang launch log (plain, .gz or .zst). Raises InputError or MissingDataError."""
+    check_argument(path, "path", "a path (str or Path) of an sglang launch log", paths=True)
     p = Path(path)
     shown = str(path)
     if not p.exists():

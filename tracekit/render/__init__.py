@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..result import Result
 from .formats import FORMATS, RENDERERS, SUFFIXES, Renderer, Saved, format_of, renderer, save
+from ..errors import TAKES_RESULT, check_argument
 
 __all__ = ["FORMATS", "RENDERERS", "SUFFIXES", "Renderer", "Saved", "emit", "format_of", "renderer", "save"]
 
@@ -27,4 +28,5 @@ def emit(
     tables; json and csv always hold every row. ``wide`` shows kernel names whole in the human formats (table, md),
     which otherwise shorten them into what a person recognises (json and csv always hold the full name). ``width`` is
     the terminal's (default: ``COLUMNS``, the real width, or 100)."""
+    check_argument(result, "result", TAKES_RESULT, Result)
     return renderer(fmt, table=table, all_rows=all_rows, width=width, wide=wide).text(result)

@@ -9,7 +9,9 @@ the same object, so they write the same bytes.
 * ``md`` — pipe tables (``markdown.py``); ``table`` — the terminal's text (``terminal.py``), in a file as wide as
   ``COLUMNS`` or 100 columns;
 * ``html`` — the self-contained page (``html/``) and, beside ``FILE.html``, its json sidecar ``FILE.json`` (the
-  json document: every row the page leaves out), the two written together or neither.
+  json document: every row the page leaves out), the two written together or neither; the paths in both relative
+  to the page's folder, or the file name alone (``html/paths.py``: they carry none of the user's folders), unless
+  ``full_paths`` (``--full-paths``). The json format itself keeps the paths as given: it is data for scripts.
 
 Every file goes through ``files.py`` (whole or not at all; :func:`tracekit.render.files.output_target`: never over an
 input of the run, links written through, a device, FIFO or ``/dev/stdout`` written to directly — then one stream: the
@@ -178,14 +180,32 @@ def sidecar_of(out: str | Path) -> Path:
     return Path(out).with_suffix(".json")
 
 
+def relative_json(result: Result, base: Path) -> Callable[[BinaryIO], None]:
+    """The json writer of an html page's sidecar: the document with the paths the page shows relative to ``base``
+    (the page's folder), each piece as the page's paths are fixed (``html/paths.py``)."""
+    from .html.paths import PathView, escaped, json_escape, relative_paths
+
+    view = PathView(str(base))
+    fixes = escaped(view.fixes(result), json_escape)
+
+    def write(fh: BinaryIO) -> None:
+        for piece in iter_json(view.result(result)):  # a piece never splits a string: a table chunk is whole rows
+            fh.write(relative_paths(piece, fixes).encode("utf-8"))
+
+    return write
+
+
 @dataclass(frozen=True)
 class HtmlRenderer(_OneFile):
+    """The page; ``full_paths`` keeps every path as given (else relative to the page's folder, or the file name)."""
+
+    full_paths: bool = False
     name = "html"
 
-    def text(self, result: Result) -> str:
+    def text(self, result: Result, *, base: str | Path | None = None) -> str:
         from .html import to_html
 
-        return to_html(result)
+        return to_html(result, base=None if base is None else str(base), full_paths=self.full_paths)
 
     def note(self, result: Result, path: Path) -> str:
         return " (a device or stream: no json sidecar beside it)"
@@ -195,11 +215,10 @@ class HtmlRenderer(_OneFile):
         path = Path(path)
         if is_stream(path):
             return super().save(result, path)
-        sidecar = sidecar_of(path)
-        page = self.text(result)
-        paths = write_files(
-            [(path, page, "html report"), (sidecar, json_writer(result), f"json sidecar of {path}")], inputs=result
-        )
+        sidecar, folder = sidecar_of(path), path.absolute().parent
+        page = self.text(result, base=folder)
+        data = json_writer(result) if self.full_paths else relative_json(result, folder)
+        paths = write_files([(path, page, "html report"), (sidecar, data, f"json sidecar of {path}")], inputs=result)
         return Saved(paths, f"wrote {shown_path(path)} and its json sidecar {shown_path(sidecar)}")
 
 
@@ -215,13 +234,19 @@ SUFFIXES = {".json": "json", ".csv": "csv", ".md": "md", ".html": "html", ".txt"
 
 
 def renderer(
-    fmt: str, *, table: str | None = None, all_rows: bool = False, width: int | None = None, wide: bool = False
+    fmt: str,
+    *,
+    table: str | None = None,
+    all_rows: bool = False,
+    width: int | None = None,
+    wide: bool = False,
+    full_paths: bool = False,
 ) -> Renderer:
     """The renderer of the format ``fmt`` with the options it takes: ``table`` (csv), ``all_rows`` and ``wide``
-    (table, md), ``width`` (table)."""
+    (table, md), ``width`` (table), ``full_paths`` (html)."""
     if fmt not in RENDERERS:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    options = {"table": table, "all_rows": all_rows, "width": width, "wide": wide}
+    options = {"table": table, "all_rows": all_rows, "width": width, "wide": wide, "full_paths": full_paths}
     cls = RENDERERS[fmt]
     return cls(**{k: v for k, v in options.items() if k in cls.__dataclass_fields__})
 
@@ -245,8 +270,11 @@ def save(
     table: str | None = None,
     all_rows: bool = False,
     wide: bool = False,
+    full_paths: bool = False,
 ) -> Saved:
-    """``result`` written to ``path`` in ``fmt`` (default: the one its suffix names), as ``-f FMT -o PATH`` writes it."""
+    """``result`` written to ``path`` in ``fmt`` (default: the one its suffix names), as ``-f FMT -o PATH`` writes it
+    (``full_paths``: ``--full-paths``)."""
     if fmt is not None and fmt not in RENDERERS:
         raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    return renderer(fmt or format_of(path), table=table, all_rows=all_rows, wide=wide).save(result, path)
+    r = renderer(fmt or format_of(path), table=table, all_rows=all_rows, wide=wide, full_paths=full_paths)
+    return r.save(result, path)

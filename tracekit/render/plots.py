@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, UsageError, check_argument
 from .colors import color_of, picture_colors
 from .ledger_layout import LEDGER_POOLS, LEDGER_STEPS, ledger_bars
 
@@ -224,6 +224,7 @@ def timeline_figure(
 
     ``tables`` are those of :func:`tracekit.exporters.collect`: events (annotated), steps, blocks, allgathers,
     exposed."""
+    check_argument(tables, "tables", "a mapping of table names to DataFrames (tracekit.collect)", Mapping)
     steps = tables["steps"]
     row = steps[steps["step"] == step]
     if row.empty:
@@ -325,6 +326,7 @@ def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | No
     """Waterfalls of per-GPU memory, one panel per launch log side by side: usable memory falls by each fixed
     overhead row to what is left, which the state pools then fill. ``ledgers`` maps a label to its
     ledger rows (row name → GiB)."""
+    check_argument(ledgers, "ledgers", "a mapping of labels to ledger rows (row name to GiB)", Mapping)
     labels = list(ledgers)
     fig = _figure(5.2 * len(labels) + 1.0, 5.0)
     axes = fig.subplots(1, len(labels), sharey=True, squeeze=False)[0]
@@ -349,6 +351,9 @@ def ledger_figure(ledgers: Mapping[str, Mapping[str, float]], *, title: str | No
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = 150) -> dict[str, Any]:
     """Write ``fig`` as PNG or SVG (from the suffix); returns path, format, bytes and size in pixels."""
+    from matplotlib.figure import Figure as MplFigure
+
+    check_argument(fig, "fig", "a matplotlib Figure (a tracekit plot function's)", MplFigure)
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in IMAGE_FORMATS:

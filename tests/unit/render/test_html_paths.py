@@ -144,3 +144,108 @@ def test_the_printed_command_of_other_commands_runs_again(workdir, argv):
     assert run([*args[1:], *nc, "-f", "json", "-o", str(again)]) == 0, args
     first = json.loads(page.with_suffix(".json").read_text())
     assert json.loads(again.read_text())["summary"] == first["summary"], args
+
+
+# ------------------------------------------------------------------ issue 41: a page carries none of the user's folders
+
+
+def _machine_folders(tmp_path: Path) -> list[str]:
+    return [str(tmp_path), str(tmp_path.resolve()), os.path.expanduser("~") + os.sep, str(ROOT)]
+
+
+def _holds(text: str, folders: list[str]) -> list[str]:
+    plain = html.unescape(text)
+    return [f for f in folders if f in text or f in plain or json.dumps(f)[1:-1] in text]
+
+
+@pytest.fixture
+def elsewhere(workdir, tmp_path, monkeypatch):
+    """The page's folder (``out``) beside the traces' folder, the command run from a third folder."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    return tmp_path / "out"
+
+
+@pytest.mark.slow  # a CLI run
+def test_a_page_and_its_sidecar_from_absolute_paths_hold_no_folder_of_the_machine(workdir, elsewhere, tmp_path, cli):
+    trace, log = workdir / "traces" / "dp16_bs4.trace.json.gz", workdir / "dp16.launch.log"
+    code, _, err = cli(
+        "report", trace, "-a", "k3_dp16", "--log", log, "--no-cache", "-f", "html", "-o", elsewhere / "p.html"
+    )
+    assert code == 0, err
+    page, side = (elsewhere / "p.html").read_text(), (elsewhere / "p.json").read_text()
+    assert _holds(page, _machine_folders(tmp_path)) == [] and _holds(side, _machine_folders(tmp_path)) == []
+    rel = "../run here/traces/dp16_bs4.trace.json.gz"  # relative to the page's folder, not to where it ran
+    assert _cmd(page)[:3] == ["tracekit", "report", rel]
+    doc = json.loads(side)
+    assert [i["path"] for i in doc["inputs"]] == [rel, "../run here/dp16.launch.log"]
+    assert doc["params"]["log"] == "../run here/dp16.launch.log"
+    assert all(not w.startswith("/") for w in doc["warnings"])
+    assert _see(page) and all("../run here/" in " ".join(c) for c in _see(page) if len(c) > 2)
+
+
+@pytest.mark.slow  # a CLI run
+def test_full_paths_keeps_them_and_json_is_data_for_scripts(workdir, elsewhere, cli):
+    trace = workdir / "traces" / "dp16_bs4.trace.json.gz"
+    code, _, err = cli("kernels", trace, "--no-cache", "-f", "html", "--full-paths", "-o", elsewhere / "k.html")
+    assert code == 0, err
+    assert _cmd((elsewhere / "k.html").read_text())[2] == str(trace)
+    side = json.loads((elsewhere / "k.json").read_text())
+    assert side["inputs"][0]["path"] == str(trace)
+    code, out, err = cli("kernels", trace, "--no-cache", "-f", "json")  # -f json keeps the paths as given
+    assert code == 0 and json.loads(out)["inputs"][0]["path"] == str(trace)
+    assert json.loads(out) == side
+    assert cli("kernels", trace, "--no-cache", "-f", "json", "-o", elsewhere / "x.json")[0] == 0
+    assert json.loads((elsewhere / "x.json").read_text())["inputs"][0]["path"] == str(trace)
+
+
+def test_result_save_takes_full_paths(workdir, elsewhere):
+    trace = workdir / "traces" / "dp16_bs4.trace.json.gz"
+    res = tracekit.kernel_stats(tracekit.load(trace, cache=False))
+    res.save(elsewhere / "a.html")
+    res.save(elsewhere / "b.html", full_paths=True)
+    assert str(workdir) not in (elsewhere / "a.html").read_text() + (elsewhere / "a.json").read_text()
+    assert str(trace) in (elsewhere / "b.html").read_text() and str(trace) in (elsewhere / "b.json").read_text()
+
+
+def test_a_path_that_would_climb_to_the_root_or_past_home_is_its_file_name(monkeypatch):
+    from tracekit.render.html.paths import PathView
+
+    monkeypatch.setenv("HOME", "/home/me")
+    assert PathView("/home/me/out").shown("/home/me/t/x.json") == "../t/x.json"  # home's own folders: relative
+    assert PathView("/home/other/out").shown("/home/me/t/x.json") == "x.json"  # up to /home, down to "me"
+    assert PathView("/var/out").shown("/data/t/x.json") == "x.json"  # up to the root
+    assert PathView("/data/out").shown("/data/t/x.json") == "../t/x.json"
+    assert PathView("/data/out", full=True).shown("/data/t/x.json") == "/data/t/x.json"
+    assert PathView("/data/out").shown("k3_dp16") == "k3_dp16"  # a name, not a path here
+
+
+@pytest.mark.slow  # the page's command run again through the CLI
+def test_the_command_runs_again_from_the_pages_folder(workdir, elsewhere, cli, monkeypatch):
+    trace, log = workdir / "traces" / "dp16_bs4.trace.json.gz", workdir / "dp16.launch.log"
+    code, _, err = cli(
+        "report", trace, "-a", "k3_dp16", "--log", log, "--no-cache", "-f", "html", "-o", elsewhere / "p.html"
+    )
+    assert code == 0, err
+    args = _cmd((elsewhere / "p.html").read_text())
+    monkeypatch.chdir(elsewhere)
+    assert run([*args[1:], "--no-cache", "-f", "json", "-o", "again.json"]) == 0
+    again, first = json.loads((elsewhere / "again.json").read_text()), json.loads((elsewhere / "p.json").read_text())
+    assert again["summary"] == first["summary"]
+    assert again["inputs"] == first["inputs"]  # the sidecar's paths are the ones the command was given
+
+
+@pytest.mark.slow  # writes and reads an 8-rank run
+def test_the_page_of_a_run_of_ranks_holds_no_folder_of_the_machine(tmp_path, monkeypatch, cli):
+    from fixtures.synthlib.multirank import write_run
+
+    write_run("dp_attn_deepep8", tmp_path / "run", truth_path=tmp_path / "truth.json", steps=3)
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(ROOT)
+    for command in ("report", "imbalance"):
+        code, _, err = cli(command, tmp_path / "run", "--no-cache", "-f", "html", "-o", tmp_path / "out" / "r.html")
+        assert code == 0, err
+        page, side = (tmp_path / "out" / "r.html").read_text(), (tmp_path / "out" / "r.json").read_text()
+        assert _holds(page, _machine_folders(tmp_path)) == [] and _holds(side, _machine_folders(tmp_path)) == []
+        assert all(a.startswith("../run/") for a in _cmd(page)[2:] if not a.startswith("-")), _cmd(page)

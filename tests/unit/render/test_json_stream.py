@@ -59,7 +59,8 @@ def test_the_cli_streams_the_same_bytes(cli, tmp_path, monkeypatch):
     assert code == 0, err
     assert (tmp_path / "k.json").read_text(encoding="utf-8") == api
     (tmp_path / "page").mkdir()
-    code, _, err = cli("kernels", SAMPLE, "--no-cache", "-f", "html", "-o", tmp_path / "page" / "k.html")
+    page = tmp_path / "page" / "k.html"  # --full-paths: the sidecar is the document as given (issue 41)
+    code, _, err = cli("kernels", SAMPLE, "--no-cache", "-f", "html", "--full-paths", "-o", page)
     assert code == 0, err
     sidecars = [p for p in (tmp_path / "page").iterdir() if p.suffix == ".json"]
     assert len(sidecars) == 1 and sidecars[0].read_text(encoding="utf-8") == api

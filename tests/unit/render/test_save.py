@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -49,7 +50,9 @@ def test_save_writes_what_the_cli_writes(cli, tmp_path, monkeypatch, info, fmt, 
     assert made == {Path(p) for p in written}
     if fmt == "html":
         assert sorted(api_files) == ["out.html", "out.json"]
-        assert api_files["out.json"] == info.to_json().encode("utf-8")  # the sidecar: the json document
+        doc = json.loads(api_files["out.json"])  # the sidecar: the json document, its paths as the page shows them
+        assert doc == json.loads(info.to_json()) | {"inputs": doc["inputs"]}
+        assert [i["path"] for i in doc["inputs"]] == [Path(i["path"]).name for i in info.inputs]  # issue 41
     elif save_format == "csv":
         assert len(written) == 1 + len(info.tables)  # the summary and every table
     else:

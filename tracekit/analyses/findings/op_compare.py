@@ -22,6 +22,7 @@ from .rules import words as _words
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from ..hardware.waves import resolve_sms
+from ...errors import check_argument
 
 OP_COLUMNS = [
     "op",
@@ -314,6 +315,8 @@ def compare_findings(
     see :func:`normalise`), its launch-configuration difference, and the differing launch settings (named on the
     ops they touch). ``ann_a`` and ``ann_b``: a name, a path or an Annotation; ``bs_a`` / ``bs_b``: requests per
     step of each side (default: the step markers' batch size)."""
+    check_argument(a, "a", "a loaded Trace (tracekit.load)", Trace)
+    check_argument(b, "b", "a loaded Trace (tracekit.load)", Trace)
     ann_a, ann_b = as_annotation(ann_a, name="ann_a"), as_annotation(ann_b, name="ann_b")
     rules = finding_rules()
     crules = rules["compare"]

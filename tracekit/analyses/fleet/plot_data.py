@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...annotation import Annotation, as_annotation
-from ...errors import TracekitError
+from ...errors import TracekitError, check_items
 from ...trace import Trace
 from ...result import shown_path  # a trace name that is not UTF-8 shows as \xNN
 from ..options import AllGatherOptions
@@ -126,8 +126,9 @@ def plot_inputs(
 
 def _as_inputs(inputs, annotation, label, need_annotation: bool = False) -> list[PlotInput]:
     """What the points functions take: PlotInputs as they are, paths and Traces made ones (:func:`plot_inputs`)."""
-    if isinstance(inputs, (str, Path, Trace, PlotInput)):
-        inputs = [inputs]
+    inputs = check_items(
+        inputs, "inputs", "paths (str or Path), Traces or PlotInputs, one or a list", Trace, PlotInput, paths=True
+    )
     if all(isinstance(i, PlotInput) for i in inputs) and annotation is None and label is None:
         return list(inputs)
     return plot_inputs(inputs, annotation, label, need_annotation=need_annotation)[0]

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 
 from ...annotation.spec import as_annotation
-from ...errors import UsageError
+from ...errors import TAKES_TRACE, ArgumentTypeError, type_name
 from ..options import AllGatherOptions
 
 __all__ = ["ArgumentTypeError", "options_as_objects", "STEP_FLAGS", "AG_FLAGS", "SPELLINGS"]
@@ -52,14 +52,8 @@ SPELLINGS = {
 UNITS = {"time_us": ("time_ns", 1000)}
 # how a path given for a trace or a log is read: the CLI's --no-cache, --cache-dir and --patterns
 READING = ("no_cache", "cache_dir", "patterns")
-TAKES_TRACE = "a path (str or Path) or a loaded Trace (tracekit.load)"
 TAKES_ANNOTATION = "an annotation name, a path to an annotation file or an Annotation"
 TAKES_LOG = "a path to a launch log or a parsed log (tracekit.read_log)"
-
-
-class ArgumentTypeError(UsageError, TypeError):
-    """An argument of a type the function does not take: one sentence naming what was given and what is taken (a
-    TypeError for Python, a usage error for the CLI's exit code)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +244,7 @@ def _trace(name: str, param: str, value, reading: dict):
         return load(value, cache=not reading.get("no_cache"), cache_dir=reading.get("cache_dir"))
     if isinstance(value, (tuple, list)):
         return tuple(_trace(name, param, v, reading) for v in value)
-    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {_type_name(value)}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_TRACE}, not {type_name(value)}")
 
 
 def _log(name: str, param: str, value, reading: dict, required: bool):
@@ -261,11 +255,7 @@ def _log(name: str, param: str, value, reading: dict, required: bool):
         return read_log(value, patterns=reading.get("patterns") or ())
     if isinstance(value, SglangLog) or (value is None and not required):
         return value
-    raise ArgumentTypeError(f"{param} must be {TAKES_LOG}, not {_type_name(value)}")
-
-
-def _type_name(value) -> str:
-    return "None" if value is None else type(value).__name__
+    raise ArgumentTypeError(f"{param} must be {TAKES_LOG}, not {type_name(value)}")
 
 
 def _annotation(name: str, param: str, value):
@@ -275,4 +265,4 @@ def _annotation(name: str, param: str, value):
         return value
     if isinstance(value, (str, os.PathLike)):
         return as_annotation(value, name=param)
-    raise ArgumentTypeError(f"{param} must be {TAKES_ANNOTATION}, not {type(value).__name__}")
+    raise ArgumentTypeError(f"{param} must be {TAKES_ANNOTATION}, not {type_name(value)}")

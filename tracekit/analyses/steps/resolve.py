@@ -47,6 +47,7 @@ from .model import (
     step_options,
     step_rules,
 )
+from ...errors import check_argument
 
 __all__ = [
     "DEFAULT_MIN_STEP_NS",
@@ -98,6 +99,7 @@ def annotated_steps(
     with the annotation's block columns. ``ann``: an Annotation, or a name or path
     (:func:`tracekit.annotation.as_annotation`). ``keep``: keep the block columns on the trace for the next caller
     (:func:`tracekit.annotation.annotate`)."""
+    check_argument(trace, "trace", "a loaded Trace (tracekit.load)", Trace)
     ann = required_annotation(ann, what)
     st = find_steps(trace, steps, ann=ann)
     a = annotate(trace, ann, st.table, keep=keep)
@@ -107,6 +109,7 @@ def annotated_steps(
 
 def annotated(trace: Trace, ann: Annotation | str, *, steps=None) -> AnnotatedEvents:
     """The events with the block columns (see :func:`annotated_steps`)."""
+    check_argument(trace, "trace", "a loaded Trace (tracekit.load)", Trace)
     return annotated_steps(trace, ann, steps=steps, what="annotated")[1]
 
 

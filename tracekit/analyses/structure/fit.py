@@ -41,6 +41,7 @@ from ..steps.resolve import annotated_steps
 from ..steps.resolve import Steps, find_steps
 from ...result import merge_warnings
 from ..steps.keywords import options_as_objects
+from ...errors import check_argument
 
 RULES_FILE = "tracekit/data/fit.json"
 PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "hardware", "framework")
@@ -531,6 +532,7 @@ def best_fit(trace: Trace, steps=None, *, layers=None) -> tuple[str, float] | No
     """(name, score) of the shipped annotation that fits the trace, or None when none scores above ``fits_above``.
     What ``report`` says when it runs without an annotation; pass its ``layers`` Result to reuse the automatic
     layers it found."""
+    check_argument(trace, "trace", "a loaded Trace (tracekit.load)", Trace)
     try:  # only the annotations that could fit go through the block engine: the top one is the same
         df, _ = _fit_table(trace, _candidates(None), steps, layers, only_fitting=True)
     except TracekitError:  # a suggestion never fails the report

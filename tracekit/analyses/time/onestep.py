@@ -28,6 +28,7 @@ from ... import intervals as iv
 from ...events import kinds_mask, main_stream
 from ... import schema
 from ...errors import MissingDataError, UsageError
+from ...errors import check_argument
 
 IDLE = "idle"
 NONE = "(none)"
@@ -220,6 +221,7 @@ def one_step_table(
     have no ``category`` column. ``overlapped_ns``: the part of the name's running time (the union of its
     intervals in the step) during which the wall was charged to another name.
     """
+    check_argument(events, "events", "a DataFrame of events (trace.events)", pd.DataFrame)
     schema.require_columns(events, ["kind", "device", "stream", "start_ns", "end_ns"], "one_step_table")
     sid, ws, we = _step_windows(steps)
     if main is None:
@@ -304,6 +306,7 @@ def one_step_tables(
     """:func:`one_step_table` for several ``by`` columns, one after the other (``group_by`` tells them apart);
     columns the events lack are skipped, except ``category``, which is computed. The time is charged once for
     all of them."""
+    check_argument(events, "events", "a DataFrame of events (trace.events)", pd.DataFrame)
     by = [b for b in by if b in events.columns or b == "category"]
     if not by:
         return pd.DataFrame(columns=ONE_STEP_COLUMNS)

@@ -8,7 +8,7 @@ import json
 
 from ..._version import __version__
 from ...result import Result, shown_obj
-from .paths import relative
+from .paths import PathView
 from .tables import esc, num
 
 # a result's parameter (the Python function's name) -> the CLI option that sets it, where the two names differ
@@ -106,16 +106,18 @@ def command_line(result: Result, rel=None) -> str:
     return " ".join(shlex.quote(a) for a in command_args(result, rel))
 
 
-def provenance_html(result: Result) -> str:
-    """The page's last section: the command that computes the result again (paths relative to where it ran), the
-    tracekit version and result schema, every input and the parameters."""
+def provenance_html(result: Result, view: PathView | None = None) -> str:
+    """The page's last section: the command that computes the result again (paths as ``view`` shows them: relative
+    to the page's folder, where the command runs), the tracekit version and result schema, every input and the
+    parameters."""
+    view = view or PathView()
     params = json.dumps(result.params, ensure_ascii=False, default=str, indent=1)
     return (
         '<h2>How these numbers were obtained</h2><div class="prov">'
-        f'<p>Command (run from the folder the paths are relative to): <code class="cmd">'
-        f"{esc(command_line(result, relative))}</code></p>"
+        f'<p>Command (run from the folder of this page: the paths are relative to it): <code class="cmd">'
+        f"{esc(command_line(result, view.shown))}</code></p>"
         f"<p>tracekit {esc(__version__)}, result schema <code>{esc(result.schema)}</code>; "
         "every number above is in the JSON sidecar (the <code>-f json</code> document).</p>"
-        f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in result.inputs)}</ul>"
+        f"<p>Inputs:</p><ul>{''.join(f'<li><code>{esc(json.dumps(shown_obj(i), default=str, ensure_ascii=False))}</code></li>' for i in view.inputs(result))}</ul>"
         f"<details><summary>Parameters</summary><pre>{esc(params)}</pre></details></div>"
     )

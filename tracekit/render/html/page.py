@@ -10,7 +10,8 @@ package:
 * ``pictures`` — the pictures a result's tables allow; ``timeline`` — the step timeline with its zoom;
 * ``layers`` — the layers of the median step; ``ranks`` — the rank × step picture of waits;
 * ``findings`` — the findings' cards; ``command`` — how the numbers were obtained (the CLI command);
-* ``paths`` — paths relative to where the command ran, and the title.
+* ``paths`` — paths relative to the page's folder (or the file name alone; as given with ``--full-paths``), and
+  the title.
 
 What a page holds, in order: the headline and the one-step picture; the findings; for every rank of a run
 (``imbalance``) the rank × step picture of waits with the summary's sentence; the layers; the headline numbers; the
@@ -28,7 +29,7 @@ from ...result import Result, utf8_text
 from .command import provenance_html
 from .findings import findings_html
 from .layers import layer_section
-from .paths import names_title, path_fixes, relative_paths
+from .paths import PathView, names_title, path_fixes, relative_paths
 from .pictures import one_step_picture, pictures
 from .ranks import rank_step_waits
 from .tables import MAX_ROWS, esc, num, summary_html, table_html
@@ -112,13 +113,21 @@ def headline_html(result: Result) -> str:
     return f'<p class="lead headline">{esc(lead)}</p>'
 
 
-def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, page: bool = True) -> list[str]:
+def sections(
+    result: Result,
+    *,
+    rows: int = MAX_ROWS,
+    more: str | None = None,
+    page: bool = True,
+    view: PathView | None = None,
+) -> list[str]:
     """The parts of a result's HTML, in order (the page and the notebook display share them): the headline and the
     one-step picture first, then the findings (the minor ones collapsed), the ranks' waits, the layers, the summary,
-    the other pictures, warnings, health, tables and how the numbers were obtained. Paths are shown relative to the
-    current directory (where the command ran)."""
-    fixes = path_fixes(result)
-    names, title = names_title(result)
+    the other pictures, warnings, health, tables and how the numbers were obtained. Paths are shown as ``view`` shows
+    them (default: relative to the current directory, where the command ran)."""
+    view = view or PathView()
+    fixes = path_fixes(result, view)
+    names, title = names_title(result, view)
     parts = [
         f"<h1>{esc(title)}</h1>",
         f'<p class="sub">{esc(", ".join(names))} · tracekit {esc(__version__)} · schema {esc(result.schema)}</p>',
@@ -174,7 +183,7 @@ def sections(result: Result, *, rows: int = MAX_ROWS, more: str | None = None, p
             f"{'the JSON sidecar' if page else 'result.frames()'}</p>"
         )
     if page:
-        parts.append(provenance_html(result))
+        parts.append(provenance_html(result, view))
     return [relative_paths(p, fixes) for p in parts if p]
 
 
@@ -191,13 +200,15 @@ def scoped_css(scope: str) -> str:
     return "".join(out)
 
 
-def to_html(result: Result) -> str:
-    """The whole page."""
-    title = names_title(result)[1]
+def to_html(result: Result, *, base: str | None = None, full_paths: bool = False) -> str:
+    """The whole page, its paths relative to the folder ``base`` (where it is written; default: the current
+    directory), or as given with ``full_paths``."""
+    view = PathView(base, full_paths)
+    title = names_title(result, view)[1]
     return utf8_text(
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result))}</main>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>{''.join(sections(result, view=view))}</main>"
         f"<script>{SORT_JS}{TIMELINE_JS}</script></body></html>\n"
     )  # valid UTF-8 whatever the names
 
