@@ -21,6 +21,8 @@ def _cases(d, tmp):
     """(command, CLI arguments, the same through the API with paths and the CLI's spellings)."""
     dp16, log, log2, k3 = str(d["dp16"]), str(d["log"]), str(d["log2"]), "k3_dp16"
     dp2 = SYN / "dp2dcp8_bs64.trace.json.gz"
+    rep = SYN / "graph" / "reordered" / "replay.trace.json.gz"  # a PIECEWISE replay; its captures given by path
+    cap = rep.parent / "capture_traces"
     return [
         ("info", [dp16], lambda: tracekit.info(dp16, no_cache=True)),
         ("kernels", [dp16, "--top", "5"], lambda: tracekit.kernels(dp16, top=5, no_cache=True)),
@@ -95,6 +97,11 @@ def _cases(d, tmp):
             "whatif",
             [log, "--set", "mem_fraction_static=0.9"],
             lambda: tracekit.whatif(log, set=["mem_fraction_static=0.9"]),
+        ),
+        (
+            "replay",
+            [str(rep), "--capture", str(cap)],
+            lambda: tracekit.replay(str(rep), capture=[str(cap)]),
         ),
         ("findings", [dp16, "-a", k3, "--log", log], lambda: tracekit.findings(dp16, annotation=k3, log=log)),
         (

@@ -256,6 +256,8 @@ def RUN(d: dict[str, Path]) -> dict[str, list]:
         "imbalance": [d["ranks"]],
         "waves calc": ["--sms", "132", "--grid", "1,1,1"],
         "hw": ["b200"],
+        # a graph-replayed trace with its capture traces beside it (the generator's committed case)
+        "replay": [DP16.parent / "graph" / "full_nodeid" / "replay.trace.json.gz"],
     }
 
 

@@ -17,7 +17,9 @@ never steps alone) and the default options (``--step-source auto``, ``--phase au
 4. **Empty markers** (judged before rule 5: an empty marker is no step, so it neither holds nor cuts one). A
    marker's busy time is that of the work its CPU half launched (``|U|``) when it launched any, else the busy time
    of device d's GPU activity in its window. A marker with no busy time, or less than 1 % of the median busy time
-   of the dialect's other non-empty markers (all one phase, ``unknown``), is no step.
+   of the dialect's other non-empty markers (all one phase, ``unknown``), is no step — unless it is an **empty
+   step**: a GPU span as the marker wrote it (not replaced by its launch window) lasting at least 1 % of the median
+   length of the non-empty windows, which is a step of idle time.
 5. **Nested / overlapping.** Over the remaining windows sorted by start (longer first on a tie): a window whose
    end is not after the end of every window before it lies inside another and is no step; a kept window ends where
    the next kept one starts when they overlap.
@@ -276,7 +278,7 @@ def reference_steps(events, dev) -> list[tuple[int, int]]:
     ):
         note("a reused id: an activity belongs to a later launch than its id's first")
     all_gpu = [(s, e) for s, e, _, _ in gpu]
-    windows, own = [], []
+    windows, own, replaced = [], [], []
     for s, e, x in gmarks:
         w, u = (s, e), None
         if x in cpu:
@@ -294,11 +296,22 @@ def reference_steps(events, dev) -> list[tuple[int, int]]:
                     note("a GPU span widened")
         windows.append(w)
         own.append(u)
+        replaced.append(w != (s, e) and w == (first, last) if u is not None else False)
     busy = lambda w: _covered(all_gpu, *w) if w[1] > w[0] else 0
     judged = lambda i: own[i] if own[i] else busy(windows[i])
     empty = _empty(list(range(len(windows))), judged, with_self=True)
     assume(empty == _empty(list(range(len(windows))), judged, with_self=False), "median with or without itself")
-    kept = [w for i, w in enumerate(windows) if i not in empty]
+    full = [w[1] - w[0] for i, w in enumerate(windows) if i not in empty]
+    n = len(full)
+    med = sorted(full)[n // 2] if n % 2 else sum(sorted(full)[n // 2 - 1 : n // 2 + 1]) / 2 if n else 0
+    idle_steps = {
+        i
+        for i in empty
+        if not replaced[i] and windows[i][1] > windows[i][0] and windows[i][1] - windows[i][0] >= 0.01 * med
+    }
+    if idle_steps:
+        note("an empty step")
+    kept = [w for i, w in enumerate(windows) if i not in empty or i in idle_steps]
     steps = _resolve(kept)
     if len(steps) < len(kept):
         note("a nested window")
@@ -309,7 +322,9 @@ def reference_steps(events, dev) -> list[tuple[int, int]]:
     if len({c for _, c in launches}) < len(launches):
         note("reused correlation ids")
     # an empty marker is no step, so it cuts no step; but a step that a cut leaves empty is not specified
-    assume(not _empty(steps, busy, True) and not _empty(steps, busy, False), "a step left empty by a cut")
+    idle = {windows[i] for i in idle_steps}
+    left_empty = _empty(steps, busy, True) | _empty(steps, busy, False)
+    assume(all(steps[i] in idle for i in left_empty), "a step left empty by a cut")
     assume(steps, "no step")  # "no marker at all" (the whole-trace window) is another rule
     return steps
 
@@ -331,6 +346,7 @@ def reference_wall(events, dev) -> list[dict]:
                 "busy_ns": busy,
                 "ag_only_ns": ag_only,
                 "idle_ns": we - ws - busy - ag_only,
+                "empty": busy + ag_only == 0,  # a step in which the GPU ran nothing (docs/steps.md)
             }
         )
     return rows
@@ -344,8 +360,8 @@ def reference_wall(events, dev) -> list[dict]:
 def _rows(result) -> list[dict]:
     t = result.tables["per_step"]
     return [
-        {k: int(v) for k, v in r.items()}
-        for r in t[["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns"]].to_dict("records")
+        {**{k: int(v) for k, v in r.items() if k != "empty"}, "empty": bool(r["empty"])}
+        for r in t[["step", "start_ns", "wall_ns", "busy_ns", "ag_only_ns", "idle_ns", "empty"]].to_dict("records")
     ]
 
 

@@ -82,7 +82,8 @@ def test_report_line_and_export_columns():
         if w is not None:
             seen += 1
             scopes = "/".join(m.removeprefix("nn.Module: ") for m in w["module_scopes"])
-            assert (r.op, r.module, r.attributed_by) == (w["op"], scopes, "capture")
+            # this case's kernels carry CUPTI graph node ids: joined to the capture's launches by them, exactly
+            assert (r.op, r.module, r.attributed_by) == (w["op"], scopes, "node_id")
     assert seen == len(truth)
     assert {"op", "module", "attributed_by", "category"} <= set(kt.columns)
 
