@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 import numpy as np
 
 from tracekit.analyses.structure.layers.type_names import layer_module, module_type_names
@@ -13,8 +15,11 @@ TOP = "Qwen3ForCausalLM_0/Qwen3Model_0"
 
 
 def test_a_layer_lies_in_the_deepest_instance_holding_most_of_its_kernels():
-    paths = [f"{TOP}/Qwen3DecoderLayer_3/Qwen3Attention_3", f"{TOP}/Qwen3DecoderLayer_3/Qwen3MLP_3", None]
-    assert layer_module(paths + [f"{TOP}/Qwen3RMSNorm_7"]) == ("Qwen3DecoderLayer", 3)
+    attn, mlp = f"{TOP}/Qwen3DecoderLayer_3/Qwen3Attention_3", f"{TOP}/Qwen3DecoderLayer_3/Qwen3MLP_3"
+    # a layer's kernels: attention holds about half, the MLP the rest: the layer is the decoder layer, not its attention
+    assert layer_module([attn] * 6 + [mlp] * 5 + [None]) == ("Qwen3DecoderLayer", 3)
+    # a kernel the boundary shifted from the next layer (1 of 6 known) does not change it
+    assert layer_module([attn] * 3 + [mlp] * 2 + [None, f"{TOP}/Qwen3RMSNorm_7"]) == ("Qwen3DecoderLayer", 3)
     assert layer_module([None, ""]) is None
     assert layer_module(["a_0/b_1", "a_0/c_2"]) == ("a", 0)  # only the container holds a majority
 
@@ -46,3 +51,25 @@ def test_types_take_their_class_only_where_every_layer_agrees():
     got = module_type_names(ctx4, {1: lays4[:2], 2: lays4[2:]}, {1: "attn+mlp", 2: "attn+moe"})
     assert got == {1: "attn+mlp", 2: "attn+moe"}
     assert module_type_names(ctx, {1: lays}, {1: "draft:attn+mlp"}) == {1: "draft:Qwen3DecoderLayer"}
+
+
+@pytest.mark.slow
+def test_layers_of_a_replayed_decode_are_named_by_their_module_class(tmp_path):
+    """The generator's graph-replayed decode (8 layers, its bs-16 capture beside it): the automatic layers' type takes
+    the decoder layer's class from the module paths the capture attributes to the replayed kernels; without the
+    capture, today's name."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    import tracekit
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from fixtures.synthlib.graph_replay import write_case
+
+    paths, _ = write_case(tmp_path / "run", layers=8, steps=3, captures=(16,), bs=16)
+    named = tracekit.layers(tracekit.load(paths[0], cache=False)).tables["layers"]["layer_type"]
+    assert set(named) == {"LlamaDecoderLayer"} and len(named) == 24
+    shutil.rmtree(tmp_path / "run" / "capture_traces")
+    plain = tracekit.layers(tracekit.load(paths[0], cache=False)).tables["layers"]["layer_type"]
+    assert "LlamaDecoderLayer" not in set(plain) and len(plain) == 24

@@ -16,6 +16,7 @@ import pandas as pd
 from ....trace import Trace
 from ...categories import resolve_categories
 from ...steps.keywords import options_as_objects
+from ...hardware.replay_attribution import SOURCES_KEY
 from ...steps.resolve import Steps, find_steps
 from .boundary import choose_boundary, structure_check
 from .sequences import read_context
@@ -61,7 +62,7 @@ def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, i
         main = auto_main_stream(trace)
     cr = resolve_categories(categories)
     # once per trace, steps, main stream and categories (report, findings and suggest may each ask)
-    key = ("find_layers", id(st), main, cr.sources)
+    key = ("find_layers", id(st), main, cr.sources, trace.derived.get(SOURCES_KEY))
     hit = trace.derived.get(key)
     if hit is not None and hit[0] is st and hit[1] == len(ev):  # the entry holds st, so its id is not reused
         return hit[2]

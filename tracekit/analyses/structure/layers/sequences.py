@@ -176,7 +176,26 @@ def read_context(trace: Trace, st: Steps, main: tuple[int, int], rules) -> Conte
         seqs.append(seq)
     comm_code = comm_cat[cat_of_code] if comm_cat.size else np.zeros(len(names) + 1, dtype=bool)
     flat = _flatten(seqs, len(names) + 1, mixer[cat_of_code] if mixer.size else np.zeros(len(names) + 1, bool))
-    return Context(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code, flat)
+    ctx = Context(seqs, names, cat_of_code, cat_names, mixer, fam, ffn, comm_code, flat)
+    ctx.modules = kernel_modules(trace)
+    return ctx
+
+
+def kernel_modules(trace: Trace) -> np.ndarray | None:
+    """Event row -> the module path of its kernel where the graph-replay attribution knows one (a capture's
+    ``nn.Module`` scopes, a graph-annotation side file: docs/replay.md); None when no kernel of the trace has one."""
+    from ...hardware.kernel_ops import kernel_ops
+    from ...hardware.replay_attribution import replayed_modules
+
+    ko = kernel_ops(trace)
+    if not ko.replay.pos.size:
+        return None
+    mods = replayed_modules(ko.replay)
+    if not any(m is not None for m in mods):
+        return None
+    out = np.full(len(trace.events), None, dtype=object)
+    out[ko.krow[ko.replay.pos]] = mods
+    return out
 
 
 def _flatten(seqs: list[Seq], n_codes: int, mixer_code: np.ndarray) -> Flat:

@@ -23,7 +23,9 @@ from .sequences import Context, Seq
 SPLIT_MIN_RATIO = 1.3  # duration clusters: the slow one at least this much slower ...
 SPLIT_SEPARATION = 3.0  # ... with a gap this many times the larger cluster's spread (in log time)
 SPLIT_MIN_SHARE = 0.15  # ... and each cluster at least this share of the type's layers (and 2)
-MODULE_SHARE = 0.5  # a layer lies in a module instance that holds over this share of its kernels of known module
+MODULE_SHARE = 0.8  # a layer lies in the deepest module instance that holds over this share of its kernels of known
+# module: most of them, so that a layer is named for what holds it whole (LlamaDecoderLayer), not for its largest part
+# (LlamaAttention holds about half), while a kernel or two a boundary shifted into the next layer do not matter
 _INSTANCE = re.compile(r"^(?P<cls>[A-Za-z_][A-Za-z0-9_]*?)_(?P<i>\d+)$")  # Kineto's nn.Module scope label Class_i
 
 
