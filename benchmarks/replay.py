@@ -178,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     if st["with"]["ok"] and st["alone"]["ok"]:
         ratio = st["with"]["wall_s"] / st["alone"]["wall_s"]
         ratio_med = st["with"]["wall_s_median"] / st["alone"]["wall_s_median"]
+    paired = [
+        w["wall_s"] / a["wall_s"] for w, a in zip(runs["with"], runs["alone"]) if "error" not in w and "error" not in a
+    ]
+    ratio_rounds = (
+        statistics.median(paired) if paired else None
+    )  # each round's own ratio: the same spell of the machine
     cap_bytes = sum(p.stat().st_size for p in (folder / "capture_traces").iterdir())
     known = [x for x in touch if x is not None]
     load = os.getloadavg()
@@ -205,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         text.append(
             f"ratio with / alone: {ratio:.3f} (best of {args.repeat}), {ratio_med:.3f} (median); target <= {TARGET}:"
             f" {verdict}"
+        )
+        text.append(
+            f"per round: {', '.join(f'{x:.3f}' for x in paired)}; median of the rounds' ratios {ratio_rounds:.3f}"
         )
     if known:
         text.append(
@@ -235,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         },  # fmt: skip
         "ratio_best": ratio,
         "ratio_median": ratio_med,
+        "ratio_per_round": paired,
+        "ratio_rounds_median": ratio_rounds,
         "target": TARGET,
         "first_touch_us_per_page": touch,
         "loadavg_end": load,
