@@ -209,7 +209,7 @@ def attribute(trace: Trace, krow: np.ndarray, launch: np.ndarray) -> ReplayAttri
     vocab: dict[str, int] = {}
     rep = _Replays(trace, krow, launch, pos, vocab)
     res = _empty(pos, "no capture trace" if not caps else None, None, caps)
-    n_groups = len(rep.parts)
+    n_groups = rep.n_groups
     gcol: dict[str, np.ndarray] = {
         "capture": np.full(n_groups, None, dtype=object),
         "graph": np.full(n_groups, None, dtype=object),
@@ -263,21 +263,25 @@ class _Replays:
             if "graph_node_id" in ev.columns
             else np.full(self.rows.size, -1, dtype=np.int64)
         )
-        gkey = pd.factorize(lr.astype(np.int64) * (1 << 20) + (stream & ((1 << 20) - 1)))[0]
-        order = np.argsort(gkey, kind="stable")
-        self.parts = np.split(order, np.flatnonzero(np.diff(gkey[order])) + 1)
-        self.group = np.empty(self.rows.size, dtype=np.int64)  # per kernel: its group, and its place in it
+        # groups numbered in order of first appearance; per kernel its group and its place in it
+        self.group = pd.factorize(lr.astype(np.int64) * (1 << 20) + (stream & ((1 << 20) - 1)))[0].astype(np.int64)
+        self.order = np.argsort(self.group, kind="stable")  # the kernels group by group, each in row order
+        self.count = np.bincount(self.group).astype(np.int64)
+        self.start = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)  # group's first in order
+        self.n_groups = int(self.count.size)
         self.within = np.empty(self.rows.size, dtype=np.int64)
-        for gi, p in enumerate(self.parts):  # per graph launch, not per kernel
-            self.group[p] = gi
-            self.within[p] = np.arange(p.size)
-        first = np.array([p[0] for p in self.parts], dtype=np.int64)
+        self.within[self.order] = np.arange(self.rows.size) - np.repeat(self.start, self.count)
+        first = self.order[self.start]
         self.launch_of_group = lr[first].astype(np.int64)
         self.stream_of_group = stream[first].astype(np.int64)
         at = ev["start_ns"].to_numpy()[self.launch_of_group]
         self.hint, self.step = _step_of(ev, at)
         self.ordinal = _ordinal(self.step, at, self.launch_of_group)
         self.kernel_hint = self.hint[self.group]
+
+    def part(self, gi: int) -> np.ndarray:
+        """The kernels (positions) of group ``gi``, in row order."""
+        return self.order[self.start[gi] : self.start[gi] + self.count[gi]]
 
 
 def _step_of(ev: pd.DataFrame, at_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -471,29 +475,30 @@ class _Graph:
     ids: np.ndarray
     grid: np.ndarray
     names: frozenset
+    key: bytes = b""  # ``ids`` as bytes: graphs of the same sequence share their alignments
 
 
 def _by_capture(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex], gcol: dict) -> None:
     """Source 2: each replay that has kernels left aligned to the captured graph it matches (see the module); each
     distinct (sequence, batch size, place in the step) aligned once, its kernels in every step assigned at once."""
     graphs = [
-        _Graph(c, s, at, ix.ids[at], ix.grid[at], frozenset(ix.ids[at].tolist()))
+        _Graph(c, s, at, ix.ids[at], ix.grid[at], frozenset(ix.ids[at].tolist()), ix.ids[at].tobytes())
         for c, ix in enumerate(index)
         for s, at in enumerate(ix.graphs)
     ]
-    left = np.bincount(rep.group[res.capture < 0], minlength=len(rep.parts)) > 0
+    left = np.bincount(rep.group[res.capture < 0], minlength=rep.n_groups) > 0
     gcol["score"][~left] = 1.0  # every kernel joined by its node id
-    keys: dict[tuple, list[int]] = {}
-    for gi in np.flatnonzero(left).tolist():  # per graph launch: its key
-        p = rep.parts[gi]
-        keys.setdefault((rep.ids[p].tobytes(), int(rep.hint[gi]), int(rep.ordinal[gi])), []).append(gi)
-    for (_, hint, ordinal), groups in keys.items():  # per distinct sequence
-        first = rep.parts[groups[0]]
-        gsel, to, score, why = _choose(rep.ids[first], rep.grid[first], graphs, index, hint, ordinal)
-        sel = np.asarray(groups, dtype=np.int64)
-        member = np.zeros(len(rep.parts), dtype=bool)
-        member[sel] = True
-        kern = np.flatnonzero(member[rep.group] & (res.capture < 0))
+    key, key_groups = _sequence_keys(rep, left)
+    todo = np.flatnonzero((res.capture < 0) & (key[rep.group] >= 0))
+    kkey = key[rep.group[todo]]
+    by_key = np.split(
+        todo[np.argsort(kkey, kind="stable")], np.cumsum(np.bincount(kkey, minlength=len(key_groups)))[:-1]
+    )
+    memo: dict[tuple, np.ndarray] = {}  # one alignment per distinct (sequence, captured graph's sequence)
+    for sel, kern in zip(key_groups, by_key):  # per distinct sequence: its groups, and their kernels left
+        first = rep.part(int(sel[0]))
+        hint, ordinal = int(rep.hint[sel[0]]), int(rep.ordinal[sel[0]])
+        gsel, to, score, why = _choose(rep.ids[first], rep.grid[first], graphs, index, hint, ordinal, memo)
         res.score[kern] = score
         gcol["score"][sel] = score
         if gsel is None:
@@ -516,8 +521,50 @@ def _by_capture(res: ReplayAttribution, rep: _Replays, index: list[_CaptureIndex
         gcol["graph"][sel] = g.seg
 
 
-def _choose(seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_bs: int, ordinal: int):
-    """The captured graph a replay sequence came from: (graph index or None, alignment, score, why not)."""
+def _sequence_keys(rep: _Replays, left: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per group: which distinct (kernel sequence, batch size hint, place in the step) it has among the groups in
+    ``left`` (-1: not in ``left``), numbered in order of first appearance; and each key's groups, ascending. Groups
+    are keyed by their length and two polynomial hashes of their name codes, all at once, and every group's sequence
+    is then compared with its key's first group's, kernel by kernel: a hash collision falls back to keying each
+    group by its bytes."""
+    key = np.full(rep.n_groups, -1, dtype=np.int64)
+    gl = np.flatnonzero(left)
+    if not gl.size:
+        return key, []
+    ids = rep.ids[rep.order]  # the kernels group by group
+    w = rep.within[rep.order]
+    code = ids.astype(np.uint64) + np.uint64(1)
+    mix = np.uint64(0x100000001B3)
+    h = np.zeros(gl.size, dtype=np.uint64)  # uint64 arithmetic wraps: the hash is an exact function of the key
+    for col in (rep.count[gl], rep.hint[gl], rep.ordinal[gl]):
+        h = h * mix + col.astype(np.uint64)
+    for base in (1_000_003, 0x9E3779B97F4A7C15):  # two polynomial hashes of the sequence
+        tab = np.ones(int(rep.count.max()), dtype=np.uint64)  # base ** position
+        tab[1:] = np.cumprod(np.full(tab.size - 1, base, dtype=np.uint64), dtype=np.uint64)
+        h = h * mix + np.add.reduceat(code * tab[w], rep.start)[gl]
+    kl = pd.factorize(h)[0].astype(np.int64)  # numbered in order of first appearance
+    key[gl] = kl
+    head = gl[np.unique(kl, return_index=True)[1]]  # each key's first group
+    hg = head[kl]
+    same = all(np.array_equal(c[gl], c[hg]) for c in (rep.count, rep.hint, rep.ordinal))
+    j = np.flatnonzero(key[rep.group[rep.order]] >= 0)  # every kernel of a left group, in group order
+    ref = rep.start[head[key[rep.group[rep.order[j]]]]] + w[j]
+    if not (same and np.array_equal(ids[j], ids[ref])):  # a collision: key by the sequences' bytes instead
+        key[:] = -1
+        seen: dict[tuple, int] = {}
+        for gi in gl.tolist():
+            k = (rep.ids[rep.part(gi)].tobytes(), int(rep.hint[gi]), int(rep.ordinal[gi]))
+            key[gi] = seen.setdefault(k, len(seen))
+    order = np.argsort(key[gl], kind="stable")
+    groups = np.split(gl[order], np.cumsum(np.bincount(key[gl], minlength=int(key.max()) + 1))[:-1])
+    return key, groups
+
+
+def _choose(
+    seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_bs: int, ordinal: int, memo: dict | None = None
+):
+    """The captured graph a replay sequence came from: (graph index or None, alignment, score, why not); ``memo``
+    keeps each (sequence, graph sequence) alignment for the next sequence that asks."""
     rules = replay_rules()
     if not graphs:
         return None, None, np.nan, "the capture traces hold no kernel launches"
@@ -534,7 +581,13 @@ def _choose(seq, kgrid, graphs: list[_Graph], index: list[_CaptureIndex], hint_b
         g = graphs[i]
         if present.isdisjoint(g.names):
             continue
-        to = align(seq, g.ids)
+        if memo is None:
+            to = align(seq, g.ids)
+        else:
+            mk = (seq.tobytes(), g.key)
+            to = memo.get(mk)
+            if to is None:
+                to = memo[mk] = align(seq, g.ids)
         ok = to >= 0
         both = ok.copy()
         both[ok] = (kgrid[ok] >= 0).all(axis=1) & (g.grid[to[ok]] >= 0).all(axis=1)
@@ -597,7 +650,7 @@ def _by_eager_map(res: ReplayAttribution, rep: _Replays, src: ReplaySources, gco
     memo: dict[bytes, tuple] = {}
     for u in pd.unique(unit).tolist():
         groups = np.flatnonzero(unit == u)
-        p = np.sort(np.concatenate([rep.parts[g] for g in groups.tolist()]))
+        p = np.sort(np.concatenate([rep.part(g) for g in groups.tolist()]))
         todo = res.capture[p] < 0
         if not todo.any():
             continue
