@@ -95,41 +95,40 @@ class _Trie:
 
 def matching_rules(patterns: Sequence[str], names: Iterable[str], where: Sequence[str]) -> list[list[int]]:
     """For each name, the (sorted) indices of the patterns that ``search`` finds in it. ``where`` names each
-    pattern for the error of a regex that runs past its time bound."""
+    pattern for the error of a regex that runs past its time bound. Rules that share a pattern are matched once."""
     names = [str(n) for n in names]
-    floating, anchored = _Trie(), _Trie()
-    unhinted: list[int] = []  # regexes tried on every name
-    hinted: dict[int, list[int]] = {}  # hint id -> the regexes tried on the names that hold it
-    hint_ids: dict[str, int] = {}
-    lit_rules: dict[int, list[int]] = {}  # literal id -> rules; a hint's id is negative (-1 - its index)
-    lit_ids: dict[tuple[str, bool], int] = {}
+    rules_of: dict[str, list[int]] = {}
     for i, p in enumerate(patterns):
+        rules_of.setdefault(p, []).append(i)
+    distinct = list(rules_of)
+    floating, anchored = _Trie(), _Trie()
+    unhinted: list[int] = []  # regexes (by index in distinct) tried on every name
+    hinted: dict[int, list[int]] = {}  # hint id (negative) -> the regexes tried on the names that hold it
+    hint_ids: dict[str, int] = {}
+    for k, p in enumerate(distinct):
         lit = literal_of(p)
-        if lit is None:
-            hint = required_literal(p)
-            if hint is None:
-                unhinted.append(i)
-                continue
-            if hint not in hint_ids:
-                hint_ids[hint] = -1 - len(hint_ids)
-                floating.add(hint, hint_ids[hint])
-            hinted.setdefault(hint_ids[hint], []).append(i)
+        if lit is not None:
+            (anchored if lit[1] else floating).add(lit[0], k)
             continue
-        if lit not in lit_ids:
-            lit_ids[lit] = len(lit_ids)
-            (anchored if lit[1] else floating).add(lit[0], lit_ids[lit])
-        lit_rules.setdefault(lit_ids[lit], []).append(i)
+        hint = required_literal(p)
+        if hint is None:
+            unhinted.append(k)
+            continue
+        if hint not in hint_ids:
+            hint_ids[hint] = -1 - len(hint_ids)
+            floating.add(hint, hint_ids[hint])
+        hinted.setdefault(hint_ids[hint], []).append(k)
     compiled: dict[int, object] = {}
     out: list[list[int]] = []
     for name in names:
         hits = set(floating.found(name)) | set(anchored.found(name, anchored_only=True))
-        rules = [r for h in hits if h >= 0 for r in lit_rules[h]]
-        tries = sorted([*unhinted, *(r for h in hits if h < 0 for r in hinted[h])])
-        for i in tries:  # in the rules' order: a pattern that runs past its bound fails as it did one by one
-            rx = compiled.get(i)
+        found = [k for k in hits if k >= 0]
+        tries = sorted([*unhinted, *(k for h in hits if h < 0 for k in hinted[h])])
+        for k in tries:  # in the rules' order: a pattern that runs past its bound fails as it did one by one
+            rx = compiled.get(k)
             if rx is None:
-                rx = compiled[i] = bounded(patterns[i], where[i])
+                rx = compiled[k] = bounded(distinct[k], where[rules_of[distinct[k]][0]])
             if rx.search(name):
-                rules.append(i)
-        out.append(sorted(rules))
+                found.append(k)
+        out.append(sorted(i for k in found for i in rules_of[distinct[k]]))
     return out
