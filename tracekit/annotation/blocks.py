@@ -20,6 +20,7 @@ from .. import intervals as iv
 from ..events import categorical_at, main_stream, name_mask
 from ..errors import MissingDataError
 from ..trace import Trace
+from .rulematch import matching_rules
 from .spec import Annotation
 
 UNTYPED = "untyped"
@@ -353,24 +354,70 @@ def _resolve_conditions(ev, idx, new_step, cand, conditional) -> np.ndarray:
 
 
 def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Categorical:
-    """Each kernel's op tag: the first rule that tags it wins (int codes per row; the tags are few)."""
-    tag_names = list(dict.fromkeys(rule.tag for rule in ann.op_tags))
+    """Each kernel's op tag: the first rule that tags it wins (int codes per row; the tags are few). The rules are
+    matched once per distinct name (:func:`matching_rules`: literals through one trie walk); a rule without an
+    ordinal then applies per (name, block type), one with an ordinal per block, on its own matching kernels only."""
+    rules = ann.op_tags
+    tag_names = list(dict.fromkeys(rule.tag for rule in rules))
     tag_of = {t: i for i, t in enumerate(tag_names)}
     tags = np.full(len(ev), -1, dtype=np.int64)
-    is_kernel = (ev["kind"] == "kernel").to_numpy()
-    bt = ev["block_type"]
-    bt_codes = bt.cat.codes.to_numpy()
-    bt_index = {str(c): i for i, c in enumerate(bt.cat.categories)}
-    for rule in ann.op_tags:
-        m = name_mask(ev, rule.pattern) & is_kernel & (row_block >= 0)
-        if rule.block_type is not None:
-            m &= bt_codes == bt_index.get(rule.block_type, -2)
-        if rule.ordinal is not None:
-            idx = np.flatnonzero(m)  # events are sorted by start, so this is the order within each block
-            rank = pd.Series(row_block[idx]).groupby(row_block[idx]).cumcount().to_numpy()
-            m = np.zeros(len(ev), dtype=bool)
-            m[idx[rank == rule.ordinal - 1]] = True
-        tags = np.where(m & (tags < 0), tag_of[rule.tag], tags)  # first rule wins
+    col = ev["name"]
+    if not rules or len(col.cat.categories) == 0:
+        return categorical_at(np.array(tag_names, dtype=object), tags)
+    codes = col.cat.codes.to_numpy().astype(np.int64)
+    bt_codes = ev["block_type"].cat.codes.to_numpy().astype(np.int64)
+    bt_index = {str(c): i for i, c in enumerate(ev["block_type"].cat.categories)}
+    rule_bt = np.array([-1 if r.block_type is None else bt_index.get(r.block_type, -2) for r in rules], dtype=np.int64)
+    rule_tag = np.array([tag_of[r.tag] for r in rules], dtype=np.int64)
+    ordinal = [r.ordinal for r in rules]
+    eligible = np.flatnonzero((ev["kind"] == "kernel").to_numpy() & (row_block >= 0) & (codes >= 0))
+    if eligible.size == 0:
+        return categorical_at(np.array(tag_names, dtype=object), tags)
+    # only the names of the kernels that can take a tag are matched
+    used = np.unique(codes[eligible])
+    cats = col.cat.categories
+    found = matching_rules(
+        [r.pattern for r in rules],
+        (cats[c] for c in used.tolist()),
+        [f"$.op_tags[{i}].pattern" for i in range(len(rules))],
+    )
+    none = len(rules)
+    winner = np.full(len(ev), none, dtype=np.int64)  # the first rule that tags each row
+    # rules without an ordinal: the first one of each (name, block type) that occurs
+    n_bt = max(len(bt_index), 1)
+    pair = codes[eligible] * n_bt + bt_codes[eligible]
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    slot = {c: i for i, c in enumerate(used.tolist())}
+    first = np.full(pairs.size, none, dtype=np.int64)
+    for j, (c, b) in enumerate(zip((pairs // n_bt).tolist(), (pairs % n_bt).tolist())):
+        for r in found[slot[c]]:
+            if ordinal[r] is None and (rule_bt[r] == -1 or rule_bt[r] == b):
+                first[j] = r
+                break
+    winner[eligible] = first[inverse]
+    # rules with an ordinal: the n-th of the rule's own kernels in each block (rows are in start order)
+    by_rule: dict[int, list[int]] = {}
+    for c, rs in zip(used.tolist(), found):
+        for r in rs:
+            if ordinal[r] is not None:
+                by_rule.setdefault(r, []).append(c)
+    if by_rule:
+        order = eligible[np.argsort(codes[eligible], kind="stable")]  # eligible rows grouped by name, in row order
+        bounds = np.searchsorted(codes[order], np.append(used, used[-1] + 1))
+        span = {c: (bounds[i], bounds[i + 1]) for i, c in enumerate(used.tolist())}
+        for r, names in by_rule.items():
+            idx = np.sort(np.concatenate([order[span[c][0] : span[c][1]] for c in names]))
+            if rule_bt[r] != -1:
+                idx = idx[bt_codes[idx] == rule_bt[r]]
+            blk = row_block[idx]
+            o = np.argsort(blk, kind="stable")
+            sb = blk[o]
+            start = np.concatenate([[True], sb[1:] != sb[:-1]]) if sb.size else np.zeros(0, dtype=bool)
+            rank = np.arange(sb.size) - np.maximum.accumulate(np.where(start, np.arange(sb.size), 0))
+            pick = idx[o[rank == ordinal[r] - 1]]
+            winner[pick] = np.minimum(winner[pick], r)
+    tagged = winner < none
+    tags[tagged] = rule_tag[winner[tagged]]
     return categorical_at(np.array(tag_names, dtype=object), tags)
 
 
