@@ -195,3 +195,15 @@ def gemm_trace(tmp_path):
     return load_events(
         tmp_path, ev, "s.json", deviceProperties=[{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}]
     )
+
+
+def write_as_rank(source: Path, target: Path, rank: int) -> Path:
+    """``source`` (a gzipped Kineto trace) written to ``target`` as rank ``rank`` of a run: its
+    ``distributedInfo.rank`` set, so that two copies are two ranks (two files that claim one rank are refused)."""
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress(Path(source).read_bytes()))
+    doc["distributedInfo"] = {**(doc.get("distributedInfo") or {}), "rank": rank}
+    Path(target).write_bytes(gzip.compress(json.dumps(doc).encode(), mtime=0))
+    return Path(target)

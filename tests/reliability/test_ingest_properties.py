@@ -20,7 +20,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import pytest
 import zstandard
@@ -360,9 +359,11 @@ def test_streaming_in_any_block_size_equals_the_whole_document_reader(recs, layo
     assert got[0].equals(ref[0])
     assert got[1:] == ref[1:]
     assert ref[3] == len(recs)
-    assert np.array_equal(
-        np.sort(ref[0]["start_ns"].to_numpy()), np.sort([r.start_ns for r in recs if r.outcome == "kept"])
-    )
+    # what the one clock-outlier rule set aside (docs/ingest.md) is counted among the reasons, not kept
+    jumped = sum(n for reason, n in ref[1].items() if reason.startswith("clock jump"))
+    kept = Counter(r.start_ns for r in recs if r.outcome == "kept")
+    have = Counter(ref[0]["start_ns"].tolist())
+    assert not have - kept and sum((kept - have).values()) == jumped
 
 
 def test_example_budget_is_stated():

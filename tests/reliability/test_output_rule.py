@@ -13,7 +13,6 @@ command is covered without a line here — except the arguments a real run needs
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -30,6 +29,7 @@ import pytest
 from tracekit.cli import command
 from tracekit.cli.common import bundled_sample
 from tracekit.registry import COMMANDS
+from tests.conftest import write_as_rank
 
 ROOT = Path(__file__).resolve().parents[2]
 SYN = ROOT / "fixtures" / "synthetic"
@@ -229,9 +229,7 @@ def _sweep(tmp: Path) -> dict[str, Path]:
         d[name] = tmp / name
     (tmp / "ranks").mkdir()
     for r in (0, 1):
-        (tmp / "ranks" / f"1-TP-{r}.trace.json.gz").write_bytes(
-            gzip.compress(gzip.decompress(bundled_sample().read_bytes()), mtime=r)
-        )  # two ranks never share bytes
+        write_as_rank(bundled_sample(), tmp / "ranks" / f"1-TP-{r}.trace.json.gz", r)
     d["ranks"] = tmp / "ranks"
     (tmp / "bench.csv").write_text("deployment,context,concurrency,generation_time_ms\ndp16,100000,64,83.5\n")
     d["bench"] = tmp / "bench.csv"

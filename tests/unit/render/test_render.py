@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import gzip
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +20,7 @@ from tracekit.render import emit
 from tracekit.render.human import column, epoch_text, safe_text, unit_of, value_text
 from tracekit.render.terminal import to_text
 from tracekit.result import Result, to_json_obj
+from tests.conftest import write_as_rank
 
 ROOT = Path(__file__).resolve().parents[3]
 SYN = ROOT / "fixtures" / "synthetic"
@@ -259,9 +259,7 @@ def test_default_output_of_the_k3_fixtures_stays_under_80_lines(cli, fixture, tm
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     for r in (0, 1):
-        (ranks / f"1758612345.12-TP-{r}.trace.json.gz").write_bytes(
-            gzip.compress(gzip.decompress(trace.read_bytes()), mtime=r)
-        )  # two ranks never share bytes
+        write_as_rank(trace, ranks / f"1758612345.12-TP-{r}.trace.json.gz", r)
     for args in (
         ("exposure", trace, "-a", K3[fixture]),
         ("allgather", trace, "-a", K3[fixture]),
