@@ -452,3 +452,17 @@ def test_the_rule_is_one_function():
     pattern = re.compile(r"\.write_(text|bytes)\(|open\([^)]*['\"][wax]b?['\"]")
     for p in (ROOT / "tracekit" / "cli").glob("*.py"):
         assert not pattern.search(p.read_text()), f"{p.name} writes a file itself; use tracekit.render.files"
+
+
+def test_an_output_never_replaces_a_file_read_beside_the_trace(cli, tmp_path):
+    """The capture traces and execution_details.json found beside a replay trace are read without being named on the
+    command line: `-o` at one of them is refused like `-o` at the trace, and nothing changes."""
+    import hashlib
+    import shutil
+
+    run = shutil.copytree(SYN / "graph" / "full_nodeid", tmp_path / "run")
+    before = {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
+    for target in sorted((run / "capture_traces").iterdir()):
+        code, out, err = cli("roofline", run / "replay.trace.json.gz", "-o", target)
+        assert code == 3 and "is an input of this roofline" in err and out == "", err
+    assert {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()} == before

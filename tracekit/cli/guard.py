@@ -43,6 +43,17 @@ def command_inputs(ctx) -> list[tuple[Path, str, bool]]:
     return found
 
 
+def _read_beside(inputs: list[tuple[Path, str, bool]]) -> list[tuple[Path, str, bool]]:
+    """The files a command reads beside the traces it was given (capture traces, their execution_details.json, graph
+    annotation side files): guarded like the given ones, never replaced by an output."""
+    traces = [p for p, _, given in inputs if given and p.is_file()]
+    if not traces:
+        return []
+    from ..ingest.captures import files_read_beside
+
+    return [(q, f"file read beside {p.name}", False) for p in traces for q in files_read_beside(p)]
+
+
 def _check_readable(path: Path, role: str) -> None:
     """An input that exists but cannot be read: one sentence, exit 3 (the parser's check would be a usage error)."""
     import stat as st_
@@ -92,6 +103,7 @@ def guarded(invoke):
         command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.command_path
         _finite_numbers(ctx)
         inputs = command_inputs(ctx)
+        inputs += _read_beside(inputs)
         for path, role, given_as_path in inputs:
             if given_as_path:
                 _check_readable(path, role)

@@ -134,6 +134,25 @@ def find_captures(trace_path: str | Path | None, given=()) -> list[CaptureRef]:
     return []
 
 
+def files_read_beside(trace_path: str | Path) -> list[Path]:
+    """The files a command reads beside a replay trace without being given them: its ``capture_traces/`` (each
+    capture and ``execution_details.json``) and PyTorch's graph-annotation side files. They are the command's inputs
+    as much as the trace (an ``-o`` there is refused: ``tracekit.cli.guard``)."""
+    from .graph_annotations import find_annotations
+
+    base = Path(trace_path)
+    out = []
+    for folder in (base / CAPTURE_DIR, base.parent / CAPTURE_DIR):
+        if folder.is_dir():
+            out += [q for q in sorted(folder.iterdir()) if _is_trace_file(q) or q.name == DETAILS]
+            break
+    try:
+        out += find_annotations(base)
+    except InputError:  # not this function's to judge: the command that reads them says so
+        pass
+    return out
+
+
 def launch_args(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of the records of ``path`` that name a kernel in their args: (index in traceEvents, kernel name, graph node
     id or -1)."""
