@@ -33,7 +33,7 @@ def _gain(r) -> str:
         tok = r.get("gain_tokens")
         return f"{float(r['gain_gib']):.2f} GiB" + ("" if tok is None or pd.isna(tok) else f", {int(tok):,} tokens")
     if pd.isna(r["gain_ms_per_step"]):
-        return "no number (not measured)"
+        return "no gain estimated"
     pct = "" if pd.isna(r["gain_pct"]) else f", {float(r['gain_pct']):.1f} %"
     return f"{float(r['gain_ms_per_step']):.3f} ms/step{pct}"
 

@@ -15,7 +15,7 @@ def _finding_html(r: dict) -> str:
         pct = num(r.get("gain_pct"))
         gain = f"{float(r['gain_ms_per_step']):.3f} ms/step" + (f" ({pct:.1f} %)" if pct is not None else "")
     else:
-        gain = "no number (not measured)"
+        gain = "no gain estimated"
     minor = bool(plain_value(r.get("minor")))
     title = str(r.get("title") or "")
     return (
