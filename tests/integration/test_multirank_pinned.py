@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "f07527831eb3bc14362dc9eff4740b6674241369d1964e0238e0469fa599a19b",
+        "467ba851eb49a3c8c57ed80c0eeb8ae5f8b47e14d719a5a10951e634e1839e6a",
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "e886e371eb143abdaf841381ca2f6bb0254cb64f72b9c82d1f80c74218f9a66e",
+        "6287e5822e91bda58161b02d736c52a7cf268f025c332ee5a4d7548d548ac3be",
     ),
 ]
 

@@ -3,8 +3,11 @@
 Arrival = the kernel's start on the reference clock; wait = last arrival − own arrival; transfer = own end − last
 arrival; an instance's margin = last − second-last arrival, a tie when within the alignment residual of the two
 ranks (a tie names no straggler). Per step: imbalance = Σ over its instances of (last − median arrival, the lower
-median); the straggler = the rank most often last; its cause = its own batch and the work it did before arriving
-against the median rank's. Medians of ns are lower medians, so every ``*_ns`` is an integer.
+median); the straggler = the rank most often last. Why the last rank was late (:func:`shares`): its lateness
+against the median-arriving rank, split in four shares that add up to it — its segment (since its previous
+collective's end, or its step's start) began late, its own work took longer, its GPU idled longer before arriving,
+its expert GEMMs took longer; the largest share is the cause (:data:`CAUSE_CODES`). Medians of ns are lower
+medians, so every ``*_ns`` is an integer.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import pandas as pd
 
 from .numbering import dense_ids, lex_order
 
-# what a rank did before arriving at an instance of a kind, by the column of the mapper's table
 MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch jitter, the alignment's own accuracy
-WORK_BEFORE = {"dispatch": ("attention_ns", "attention"), "combine": ("expert_ns", "expert GEMMs")}
-DEFAULT_WORK = ("work_ns", "compute")
+# a share of the lateness must exceed this to be named a cause: below it, the evidence is the launch jitter's
+MIN_SHARE_NS = 2_000
+# the codes of per_collective.cause (its first word; tracekit/data/findings.json has the advice of each)
+CAUSE_CODES = ("communication", "host", "prefill", "batch", "compute", "hot_expert", "unknown")
+SHARE_COLS = ("late_start_ns", "own_work_ns", "idle_ns", "expert_ns")
 
 INSTANCE_COLS = [
     "step",
@@ -31,6 +36,7 @@ INSTANCE_COLS = [
     "tie",
     "cause_rank",
     "cause",
+    *SHARE_COLS,
 ]
 COLLECTIVE_COLS = ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"]
 STEP_COLS = ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"]
@@ -95,20 +101,18 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     if isinstance(inst["kind"].dtype, pd.CategoricalDtype):  # the kinds' names as the ranks' tables gave them
         inst["kind"] = pd.Series(knames.take(kcode[first]))
     last_rank = rk[last_i]
-    # each row's rank-step: its batch and phase (from the step marker), and the work it did before arriving
+    # each row's rank-step: its batch and phase (from the step marker); the median rank's row of each instance
     bs, phase_last = _rank_step_lookup(steps, rk, step_a, last_i)
-    kind = knames.to_numpy(object)  # a code's name: kind[kcode[i]]
-    work = coll["work_ns"].to_numpy(np.int64)[rows]
-    for k, (col, _) in WORK_BEFORE.items():
-        m = kcode == (knames.get_loc(k) if k in knames else -1)
-        work[m] = coll[col].to_numpy(np.int64)[rows[m]]
-    med_work = group_lower_median(gid, work, n_g)
     med_bs = group_lower_median(gid, bs, n_g)
     causes = np.full(n_g, None, dtype=object)
+    share = np.full((len(SHARE_COLS), n_g), np.nan)
     clear = np.flatnonzero(~tie)  # a sentence per clear instance, built column-wise
-    li = last_i[clear]
-    causes[clear] = _causes(kind, kcode[li], work[li], med_work[clear], bs[li], med_bs[clear], phase_last[clear])
-    del gid, bs, work  # 10^6 rows each: gone before the collectives table is built
+    li, mi = last_i[clear], (first + (size - 1) // 2)[clear]
+    seg, seg_known, after = segment_starts(coll, steps)
+    last_v, med_v = (_row_values(coll, (seg, seg_known), rows[i]) for i in (li, mi))
+    share[:, clear] = shares(last_v, med_v)
+    causes[clear] = _causes(share[:, clear], after[rows[li]], last_v, med_v, bs[li], med_bs[clear], phase_last[clear])
+    del gid, bs, seg, seg_known, after  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(
         last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
         margin_ns=margin,
@@ -118,6 +122,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
         tie=tie,
         cause_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
         cause=pd.array(causes, dtype=object),
+        **{c: _nullable_ns(v) for c, v in zip(SHARE_COLS, share)},
     )
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
@@ -207,22 +212,27 @@ def _runs(*keys: np.ndarray) -> np.ndarray:
 
 def _rank_step_lookup(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray, at: np.ndarray):
     """(bs per row as float, NaN where unknown; the phase of the rows ``at``, None where unknown) of the rank-steps
-    ``(rank, step)``: one integer key per rank-step, looked up by binary search (no merge of the whole table)."""
-    sk = steps[["rank", "step", "bs", "phase"]].drop_duplicates(["rank", "step"])
-    span = int(max(int(sk["step"].max()) if len(sk) else 0, int(step.max()) if len(step) else 0)) + 2
-    keys = sk["rank"].to_numpy(np.int64) * span + (sk["step"].to_numpy(np.int64) + 1)
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    want = rank.astype(np.int64) * span + (step.astype(np.int64) + 1)
-    pos, hit = _find_keys(keys, want)
-    sbs = pd.to_numeric(sk["bs"], errors="coerce").to_numpy(np.float64)[order] if len(sk) else np.zeros(0)
+    ``(rank, step)``."""
+    pos, hit = _rank_step_rows(steps, rank, step)
+    sbs = pd.to_numeric(steps["bs"], errors="coerce").to_numpy(np.float64) if len(steps) else np.zeros(0)
     bs = np.where(hit, sbs[pos] if len(sbs) else np.nan, np.nan)
-    sphase = sk["phase"].to_numpy(object)[order] if len(sk) else np.zeros(0, object)
+    sphase = steps["phase"].to_numpy(object) if len(steps) else np.zeros(0, object)
     phase = np.full(len(at), None, dtype=object)
     if len(sphase) and len(at):
         ok = hit[at]
         phase[ok] = sphase[pos[at][ok]]
     return bs, phase
+
+
+def _rank_step_rows(steps: pd.DataFrame, rank: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The row of ``steps`` of each rank-step ``(rank, step)`` (its first) and whether there is one: one integer key
+    per rank-step, looked up by binary search (no merge of the whole table)."""
+    sr, ss = steps["rank"].to_numpy(np.int64), steps["step"].to_numpy(np.int64)
+    span = int(max(int(ss.max()) if len(ss) else 0, int(step.max()) if len(step) else 0)) + 2
+    keys = sr * span + (ss + 1)
+    order = np.argsort(keys, kind="stable")
+    pos, hit = _find_keys(keys[order], rank.astype(np.int64) * span + (step.astype(np.int64) + 1))
+    return (order[pos] if len(order) else pos), hit
 
 
 def _find_keys(keys: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -328,44 +338,146 @@ def most_often_last(per: pd.DataFrame) -> int | None:
     return int(agg["last_rank"].iloc[0])
 
 
+def segment_starts(coll: pd.DataFrame, steps: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``coll`` (one rank's collective instance, reference clock): where the rank's segment before it
+    began (int64 ns) — its previous collective's end in the same step, else its step's start —, whether that is
+    known (not where the step is unknown) and whether it began at a previous collective. The mapper's window of ``work_ns`` (tracekit/analyses/fleet/
+    multirank/mapper.py ``collective_table``) on the reference clock."""
+    rk, st = coll["rank"].to_numpy(np.int64), coll["step"].to_numpy(np.int64)
+    s, e = coll["start_ns"].to_numpy(np.int64), coll["end_ns"].to_numpy(np.int64)
+    n = len(s)
+    seg, known, after = np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, bool)
+    if not n:
+        return seg, known, after
+    o = lex_order(s, rk)  # by rank, then start
+    ro, so = rk[o], st[o]
+    ends_so_far = pd.Series(e[o]).groupby(ro, sort=False).cummax().to_numpy(np.int64)
+    same = np.zeros(n, bool)
+    same[1:] = (ro[1:] == ro[:-1]) & (so[1:] == so[:-1])
+    prev = np.r_[np.int64(0), ends_so_far[:-1]]
+    pos, hit = _rank_step_rows(steps, ro, so)
+    step_start = steps["start_ns"].to_numpy(np.int64)[pos] if len(steps) else np.zeros(n, np.int64)
+    seg[o] = np.where(same, np.minimum(prev, s[o]), step_start)
+    known[o] = same | (hit & (so >= 0))
+    after[o] = same
+    return seg, known, after
+
+
+def _row_values(coll: pd.DataFrame, seg: tuple[np.ndarray, np.ndarray], at: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows ``at`` of ``coll``: their segment's start (int64 ns, beside ``known``), own work (not expert GEMMs),
+    attention, expert GEMMs and GPU idle time before arriving (float ns of durations; idle NaN where the segment is
+    unknown). Instants stay int64: ns since the epoch do not fit a float's 53 bits."""
+    s = coll["start_ns"].to_numpy(np.int64)[at]
+    work = coll["work_ns"].to_numpy(np.int64)[at]
+    expert = coll["expert_ns"].to_numpy(np.int64)[at]
+    seg_at, known = seg[0][at], seg[1][at]
+    return {
+        "seg": seg_at,
+        "known": known,
+        "own": (work - expert).astype(np.float64),
+        "attention": coll["attention_ns"].to_numpy(np.float64)[at],
+        "expert": expert.astype(np.float64),
+        "idle": np.where(known, (s - seg_at) - work, np.nan),
+    }
+
+
+def shares(last: dict[str, np.ndarray], med: dict[str, np.ndarray]) -> np.ndarray:
+    """The four shares of the last rank's lateness against the median rank's (rows of SHARE_COLS): its segment
+    began later, its own work took longer, its GPU idled longer, its expert GEMMs took longer. They add up to the
+    difference of their arrivals (segment start + own work + expert GEMMs + idle = arrival); NaN where unknown."""
+    late = np.where(last["known"] & med["known"], (last["seg"] - med["seg"]).astype(np.float64), np.nan)
+    return np.stack([late, *(last[k] - med[k] for k in ("own", "idle", "expert"))])
+
+
+def _nullable_ns(v: np.ndarray):
+    """Float ns, NaN where unknown → an Int64 column, NA there."""
+    nan = np.isnan(v)
+    out = pd.array(np.where(nan, 0, v).astype(np.int64), dtype="Int64")
+    out[nan] = pd.NA
+    return out
+
+
 def _causes(
-    names,
-    kcode: np.ndarray,
-    mine: np.ndarray,
-    med: np.ndarray,
+    share: np.ndarray,
+    after: np.ndarray,
+    last: dict[str, np.ndarray],
+    med: dict[str, np.ndarray],
     my_bs: np.ndarray,
     med_bs: np.ndarray,
     phase: np.ndarray,
 ) -> np.ndarray:
-    """Why the last rank arrived last at each instance, as ``code: detail`` (an object array, one per instance:
-    ``names[kcode]`` its kind, ``mine``/``med`` the last rank's and the median rank's work before arriving, its
-    batch and the median's, NaN where unknown, its phase): ``prefill`` (it ran a prefill while others decoded),
-    ``batch`` (a larger batch than the median rank's), ``hot_expert`` (more expert GEMM work before a combine than
-    the median rank), else ``compute`` (more work before arriving). Column by column: each distinct number is
-    formatted once and the sentences are joined as object arrays (the loop per instance is numpy's)."""
-    names = [str(k) for k in names]
-    kc = np.asarray(kcode, dtype=np.int64)
-    if not kc.size:
+    """Why the last rank arrived last at each instance, as ``code: detail`` (an object array, one per instance):
+    the largest of its ``share``s (:func:`shares`) when above MIN_SHARE_NS, with that share as the evidence —
+    ``communication`` (its segment began at its previous collective's end, later than the median rank's: that
+    collective's transfer ended late on this rank), ``host`` (its step began later with the same batch, or its GPU
+    idled longer before arriving: the host launched late), ``prefill``/``batch``/``compute`` (its own work took
+    longer, or its step began later, because it ran a prefill or a larger batch than the median rank's; else the
+    same batch computed slower), ``hot_expert`` (its expert GEMMs took longer); else ``unknown`` with the four
+    shares. Column by column: each distinct number is formatted once and the
+    sentences are joined as object arrays (the loop per instance is numpy's)."""
+    n = share.shape[1]
+    if not n:
         return np.zeros(0, dtype=object)
-    mine = np.asarray(mine, dtype=np.int64)
-    med = np.asarray(med, dtype=np.float64)
     my_bs, med_bs = np.asarray(my_bs, dtype=np.float64), np.asarray(med_bs, dtype=np.float64)
-    code_of = {k: i for i, k in enumerate(names)}
-    combine = kc == code_of.get("combine", -1)
-    dispatch = kc == code_of.get("dispatch", -1)
     has_bs = ~(np.isnan(my_bs) | np.isnan(med_bs))
+    filled = np.where(np.isnan(share), -np.inf, share)
+    best, top = filled.argmax(axis=0), filled.max(axis=0)
+    named = top > MIN_SHARE_NS
+    late, own, idle, expert = (named & (best == i) for i in range(4))
     prefill = np.asarray(phase, dtype=object) == "prefill"
+    bigger = has_bs & (my_bs > med_bs)
+    # a step that began late on a rank of a prefill or a larger batch: the host prepared more (the scheduler's work
+    # scales with the batch), so its batch is the cause; a step that began late with the same batch: the host
+    step_late = late & ~after
     code = np.select(
-        [combine & (mine > med), combine, dispatch & prefill, has_bs & (my_bs > med_bs)],
-        [np.array(c, dtype=object) for c in ("hot_expert: ", "compute: ", "prefill: ", "batch: ")],
-        np.array("compute: ", dtype=object),
+        [late & after, step_late & prefill, step_late & bigger, late, own & prefill, own & bigger, own, idle, expert],
+        [
+            np.array(c, dtype=object)
+            for c in ("communication", "prefill", "batch", "host", "prefill", "batch", "compute", "host", "hot_expert")
+        ],
+        np.array("unknown", dtype=object),
     )
-    what = np.array([WORK_BEFORE.get(k, DEFAULT_WORK)[1] + " " for k in names], dtype=object)[kc]
-    us = _texts(np.concatenate([mine, med.astype(np.int64)]), _us)
+    us = _us_texts
+    vs = " vs median "
+    # own work: attention when it is at least half the difference, else all the rank's own work
+    attn = 2 * (last["attention"] - med["attention"]) >= share[1]
+    own_what = np.where(attn, "attention ", "compute ")
+    own_l, own_m = np.where(attn, last["attention"], last["own"]), np.where(attn, med["attention"], med["own"])
     b = _texts(np.concatenate([np.where(has_bs, my_bs, 0), np.where(has_bs, med_bs, 0)]).astype(np.int64), str)
-    n = kc.size
-    bs_part = np.where(has_bs, "bs " + b[:n] + " vs median " + b[n:] + "; ", "")
-    return code + bs_part + what + us[:n] + " vs median " + us[n:] + " before arriving"
+    bs_part = np.where(has_bs, "bs " + b[:n] + vs + b[n:] + "; ", "")
+    before = " before arriving"
+    sh = [us(v) for v in share]
+    detail = np.select(
+        [late & after, late, own, idle, expert],
+        [
+            "its previous collective ended " + sh[0] + " after the median rank's",
+            np.where(step_late & (prefill | bigger), bs_part, "")
+            + "its step began "
+            + sh[0]
+            + " after the median rank's",
+            bs_part + own_what + us(own_l) + vs + us(own_m) + before,
+            "GPU idle " + us(last["idle"]) + vs + us(med["idle"]) + before,
+            "expert GEMMs " + us(last["expert"]) + vs + us(med["expert"]) + before,
+        ],
+        f"no share above {_us(MIN_SHARE_NS)} against the median rank: late start "
+        + sh[0]
+        + ", own work "
+        + sh[1]
+        + ", GPU idle "
+        + sh[2]
+        + ", expert GEMMs "
+        + sh[3],
+    )
+    return code + ": " + detail
+
+
+def _us_texts(values: np.ndarray) -> np.ndarray:
+    """:func:`_us` of each value (ns, float), "–" where NaN: each distinct value formatted once."""
+    v = np.asarray(values, dtype=np.float64)
+    nan = np.isnan(v)
+    out = _texts(np.where(nan, 0, v).astype(np.int64), _us)
+    out[nan] = "–"
+    return out
 
 
 def _texts(values: np.ndarray, fmt) -> np.ndarray:
