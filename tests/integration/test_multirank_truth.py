@@ -32,7 +32,7 @@ CONTRACT = {
         "tie",
         "cause_rank",
         "cause",
-        *("late_start_ns", "own_work_ns", "idle_ns", "expert_ns"),  # the shares of the lateness (issue 40)
+        *("started_late_ns", "own_work_ns", "idle_ns", "expert_ns"),  # the shares of the lateness (issue 40)
     ],
     "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"],
 }

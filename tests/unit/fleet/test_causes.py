@@ -87,7 +87,7 @@ def test_extra_expert_gemms_are_a_hot_expert_and_print_them():
     per = _run({0: _dispatch_combine(0), 1: _dispatch_combine(1), 2: _dispatch_combine(2, expert=80.0)})
     c = _combine(per)
     assert c["cause"] == "hot_expert: expert GEMMs 80.0 µs vs median 50.0 µs before arriving"
-    assert (int(c["late_start_ns"]), int(c["expert_ns"])) == (0, 30_000)
+    assert (int(c["started_late_ns"]), int(c["expert_ns"])) == (0, 30_000)
 
 
 def test_a_launch_gap_is_the_host():

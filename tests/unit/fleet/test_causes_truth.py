@@ -73,8 +73,8 @@ def test_a_slow_link_is_communication_and_a_late_launch_the_host(tmp_path):
     codes = _codes(per).reindex(per.index)
     comm, host = per[codes == "communication"], per[codes == "host"]
     # the evidence is the share that made it late: 24–40 µs, the largest share
-    assert comm["late_start_ns"].between(20_000, 41_000).all() and host["idle_ns"].between(20_000, 45_000).all()
-    assert (comm["late_start_ns"] >= comm[["own_work_ns", "idle_ns", "expert_ns"]].max(axis=1)).all()
+    assert comm["started_late_ns"].between(20_000, 41_000).all() and host["idle_ns"].between(20_000, 45_000).all()
+    assert (comm["started_late_ns"] >= comm[["own_work_ns", "idle_ns", "expert_ns"]].max(axis=1)).all()
     assert comm["cause"].str.contains("previous collective ended").all()
     assert host["cause"].str.contains("GPU idle").all()
 
@@ -96,7 +96,7 @@ def test_end_to_end_the_slow_link_is_never_blamed_on_the_experts(tmp_path):
     assert "link, NIC and topology" in f["suggestion"] and "EPLB" not in f["suggestion"]
 
 
-SHARE_OF = {"communication": "late_start_ns", "hot_expert": "expert_ns"}
+SHARE_OF = {"communication": "started_late_ns", "hot_expert": "expert_ns"}
 US_PAIR = re.compile(r"([\d,]+\.\d) µs vs median ([\d,]+\.\d) µs")
 
 

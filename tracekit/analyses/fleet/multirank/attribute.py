@@ -22,7 +22,7 @@ MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch 
 MIN_SHARE_NS = 2_000
 # the codes of per_collective.cause (its first word; tracekit/data/findings.json has the advice of each)
 CAUSE_CODES = ("communication", "host", "prefill", "batch", "compute", "hot_expert", "unknown")
-SHARE_COLS = ("late_start_ns", "own_work_ns", "idle_ns", "expert_ns")
+SHARE_COLS = ("started_late_ns", "own_work_ns", "idle_ns", "expert_ns")
 
 INSTANCE_COLS = [
     "step",
