@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "467ba851eb49a3c8c57ed80c0eeb8ae5f8b47e14d719a5a10951e634e1839e6a",
+        "5d2d87f480349df159001a1712b5aeafd6f0e6a358ddebb7d3a9b9451a37f8fb",
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "6287e5822e91bda58161b02d736c52a7cf268f025c332ee5a4d7548d548ac3be",
+        "9d80603ff642834b754d8c962f970d2ce32e76455cc789caadb6b3be35e7c8d7",
     ),
 ]
 
