@@ -182,3 +182,12 @@ def test_the_vectorised_rule_is_the_per_instance_rule(seed):
     want = [_oracle(share[:, i], after[i], bs[i], mbs[i], phase[i]) for i in range(n)]
     assert codes == want
     assert set(codes) == set(CAUSE_CODES)  # every branch taken
+
+
+def test_every_cause_code_has_its_advice_in_the_data_file():
+    from tracekit.analyses.findings.rules import finding_rules
+
+    advice = finding_rules()["rank_advice"]
+    assert set(CAUSE_CODES) <= set(advice)
+    assert "EPLB" in advice["hot_expert"] and "EPLB" not in advice["communication"]
+    assert "link, NIC and topology" in advice["communication"] and "CUDA graphs" in advice["host"]
