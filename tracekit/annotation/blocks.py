@@ -11,7 +11,10 @@ one GEMM kernel name serves several ops.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -421,6 +424,22 @@ def _op_tags(ev: pd.DataFrame, ann: Annotation, row_block: np.ndarray) -> pd.Cat
     return categorical_at(np.array(tag_names, dtype=object), tags)
 
 
+@lru_cache(maxsize=1)
+def expect_tolerance() -> dict:
+    """How far a step's block count may be from ``blocks.expect`` and still meet it (``expect_tolerance`` of
+    ``tracekit/data/fit.json``): ``layers`` blocks either way for a type expected at least ``from_count`` times (a
+    per-layer type: a run with one layer more or less), none for the others (head, tail, one-off blocks)."""
+    rules = json.loads(resources.files("tracekit.data").joinpath("fit.json").read_text(encoding="utf-8"))
+    return rules["expect_tolerance"]
+
+
+def expect_met(got, n: int):
+    """Whether a block count (or an array of them) meets the expectation ``n`` (:func:`expect_tolerance`)."""
+    tol = expect_tolerance()
+    slack = int(tol["layers"]) if n >= int(tol["from_count"]) else 0
+    return np.abs(np.asarray(got) - n) <= slack
+
+
 def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
     expect = ann.blocks.expect if ann.blocks else {}
     if not expect:
@@ -429,7 +448,7 @@ def _check_expectations(blocks: pd.DataFrame, ann: Annotation) -> list[str]:
     warnings = []
     for t, n in expect.items():
         got = counts[t] if t in counts else pd.Series(0, index=counts.index)
-        bad = got[got != n]
+        bad = got[~expect_met(got.to_numpy(), n)]
         if len(bad):
             warnings.append(
                 f"{len(bad)} step(s) do not have the expected {n} {t} block(s) (e.g. step {bad.index[0]}:"

@@ -409,9 +409,11 @@ def test_first_missing_layer_0_opened_by_after(tmp_path):
     for s in range(2):
         b = a.blocks[a.blocks["step"] == s]
         assert list(zip(b["start_ns"].tolist()[1:], b["block_type"].astype(str).tolist()[1:])) == truth_blocks(sch, s)
-    # without the after rule layer 0's attention falls into the head
+    # without the after rule layer 0's attention falls into the head: one Attn block short in every step (within
+    # fit.json's expect_tolerance of one layer, so the engine does not warn of it)
     a0 = run_doc(trace, dict(doc, boundary=["FusedAddRMSNormKernel"]))
-    assert any(f"expected {DENSE_LAYERS} Attn" in w for w in a0.warnings)
+    attn = a0.blocks[a0.blocks["block_type"] == "Attn"].groupby("step").size()
+    assert attn.tolist() == [DENSE_LAYERS - 1] * 2
 
 
 def run_doc(trace, blocks: dict):

@@ -9,8 +9,11 @@ parts, each a number in [0, 1] or None (not judged):
 * ``tags`` — median over steps of the share of the annotation's op tags that tag at least one kernel;
 * ``layers`` — how the body blocks per step agree with the automatic layers (:mod:`tracekit.analyses.structure.layers`):
   min/max of the two counts, the layers counted once or once per segment (an attention and an MLP block per layer);
-* ``expect`` — median over steps of the share of ``blocks.expect`` counts met;
+* ``expect`` — median over steps of the share of ``blocks.expect`` counts met (within fit.json's
+  ``expect_tolerance``: a per-layer type one layer either way, :func:`tracekit.annotation.blocks.expect_met`);
 * ``comm`` — the share of the annotation's ``comm_patterns`` that match a kernel in the steps;
+* ``allgather`` — the share of the trace's weight AllGathers, cut with the annotation's ``allgather`` options, whose
+  full size is one of its ``allgather.sizes`` (judged when it has sizes and the trace has sized AllGathers);
 * ``hardware`` / ``framework`` — the GPU vendor and serving framework the annotation's text names against the
   trace's (detected hardware profile or runtime calls; the step dialect that found the steps).
 
@@ -31,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ...annotation import Annotation, as_annotation
-from ...annotation.blocks import UNTYPED
+from ...annotation.blocks import UNTYPED, expect_met
 from ...annotation.spec import shipped
 from ...errors import TracekitError, UsageError
 from ...events import kinds_mask
@@ -44,7 +47,7 @@ from ..steps.keywords import options_as_objects
 from ...errors import check_argument
 
 RULES_FILE = "tracekit/data/fit.json"
-PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "hardware", "framework")
+PARTS = ("marker", "typed", "tags", "layers", "expect", "comm", "allgather", "hardware", "framework")
 FIT_COLUMNS = [
     "rank",
     "name",
@@ -311,7 +314,9 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
     expect = None
     if spec.expect:
         counts = b.groupby(["step", "block_type"]).size()
-        expect = _median([np.mean([counts.get((s, t), 0) == n for t, n in spec.expect.items()]) for s in step_ids])
+        expect = _median(
+            [np.mean([bool(expect_met(counts.get((s, t), 0), n)) for t, n in spec.expect.items()]) for s in step_ids]
+        )
     comm = None
     if ann.comm_patterns:  # the communication kernels the annotation adds: found in the steps at all
         from ...events import name_mask
@@ -332,11 +337,31 @@ def _judge(trace: Trace, ann: Annotation, steps, auto: tuple[float | None, int |
         "layers": layers,
         "expect": expect,
         "comm": comm,
+        "allgather": _allgather_share(trace, ann, st),
         "steps": int(len(st.table)),
         "blocks_per_step": blocks_per_step,
         "body_blocks_per_step": body_per_step,
-        "warnings": a.warnings,
+        # what the engine says of the annotation; the step finder's notes (phases left out, ...) are the trace's
+        "warnings": [w for w in a.warnings if w not in st.warnings],
     }
+
+
+def _allgather_share(trace: Trace, ann: Annotation, st: Steps) -> float | None:
+    """The share of the trace's weight AllGathers (cut with the annotation's ``allgather`` options, in its steps'
+    table) whose full size is one of its ``allgather.sizes``; None when it gives no sizes or the trace has no
+    AllGather with a known size."""
+    if not ann.allgather.sizes:
+        return None
+    from ..comm.segments import UNKNOWN_SIZE, UNMATCHED, segment_allgathers
+    from ..options import AllGatherOptions
+
+    try:
+        ag = segment_allgathers(trace, ag=AllGatherOptions().with_annotation(ann), steps=st)
+    except TracekitError:  # no PtoP copies: nothing to judge
+        return None
+    types = ag.per_ag["type"]
+    known = types[types != UNKNOWN_SIZE]
+    return float((known != UNMATCHED).mean()) if len(known) else None
 
 
 def _any_name(trace: Trace, pattern: str, where: str) -> bool:
@@ -362,7 +387,8 @@ def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[fl
     * ``tags`` the share of its op tags with a pattern matching some kernel name;
     * ``expect`` the share of ``blocks.expect`` types that some block can have (a type rule whose ``contains``
       matches a kernel name, a position) or that expect none;
-    * ``comm`` the share of ``comm_patterns`` matching some kernel name; ``layers`` 1 when judged."""
+    * ``comm`` the share of ``comm_patterns`` matching some kernel name; ``layers`` 1 when judged; ``allgather`` 1
+      when the annotation gives sizes."""
     spec = ann.blocks
     rule_hits = [_any_name(trace, r.contains, f"blocks.types[{i}].contains") for i, r in enumerate(spec.types)]
     typed_ok = bool(spec.position.default) or any(rule_hits)
@@ -375,6 +401,7 @@ def _ceiling(trace: Trace, ann: Annotation, st: Steps, row: dict, auto: tuple[fl
         "tags": None,
         "expect": None,
         "comm": None,
+        "allgather": 1.0 if ann.allgather.sizes else None,  # at best every AllGather matches a size
     }
     want = sorted({r.tag for r in ann.op_tags})
     if want:
