@@ -5,7 +5,10 @@ W = ceil(C / (S·r)) waves. r comes from the kernel's launch configuration (thre
 thread, shared memory per block) against the SM's limits, as CUDA's occupancy calculator counts it
 (:func:`tracekit.gpu_specs.ctas_per_sm`; the limits from the trace's deviceProperties and
 ``tracekit/data/hardware/_occupancy.json``); an annotation's ``ctas_per_sm`` rule or the ``ctas_per_sm`` option
-overrides it. Every wave
+overrides it. Where the launch lacks registers or shared memory (ROCm Kineto traces) r is a range
+(:func:`tracekit.gpu_specs.ctas_per_sm_range`: the worst case the SM's limits allow .. the count from the known
+limits), and every wave number below is given over it (``*_lo``/``*_hi``, each count tried: :func:`efficiency_range`),
+its single value unknown (null). Every wave
 takes about as long as the others, but the last one holds only C − (W−1)·S·r CTAs. Wave efficiency is
 E = C / (W·S·r); the time lost to the tail wave is t·(1 − E): what the same work would save if it were
 spread over full waves (the study's "scale the measured time by the CTA count"). A single under-filled
