@@ -358,6 +358,7 @@ class SmLimits(msgspec.Struct, kw_only=True):
     shared_memory_per_block_optin: Optional[int]
     shared_memory_allocation_unit: int = 1
     reserved_shared_memory_per_block: int = 0
+    max_registers_per_thread: Optional[int] = None  # the most a kernel may allocate (NVIDIA 255; CDNA2-4 512 VGPRs)
     sources: dict[str, str] = {}
     assumed: list[str] = []
 
@@ -450,6 +451,7 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
                 "registers_per_block",
                 "shared_memory_per_sm",
                 "shared_memory_per_block_optin",
+                "max_registers_per_thread",
             )
         },
     )
@@ -522,3 +524,50 @@ def ctas_per_sm(threads, registers, shared_mem, lim: SmLimits):
     )
     limited_by = np.where(known, limited_by, "unknown (no block size)")
     return np.where(known & (got >= 1), got, 1).astype(np.int64), limited_by, status
+
+
+def ctas_per_sm_range(threads, registers, shared_mem, lim: SmLimits):
+    """CTAs per SM of each kernel as a range ``(lo, hi)`` (int64 arrays, lo ≤ hi, both ≥ 1), for launches that lack
+    registers per thread or shared memory per block (ROCm Kineto traces): ``hi`` is :func:`ctas_per_sm`'s count
+    from the limits whose inputs are known (an unknown limit not applied); ``lo`` is the worst case the SM's limits
+    allow for the unknown inputs: the most registers per thread a block of that size may allocate and still launch
+    (up to ``max_registers_per_thread``), and the most shared memory a block may take
+    (``shared_memory_per_block_optin``). Where registers and shared memory are both known, lo = hi (the exact
+    count). Where the worst case is not known (no per-block shared memory or register cap), lo is 1."""
+    t = np.asarray(threads, dtype=np.int64)
+    r = np.asarray(registers, dtype=np.int64)
+    s = np.asarray(shared_mem, dtype=np.int64)
+    hi, _, _ = ctas_per_sm(t, r, s, lim)
+    lo = hi.copy()
+    r_unknown, s_unknown = r <= 0, s < 0
+    todo = (t > 0) & (r_unknown | s_unknown)
+    if not todo.any():
+        return lo, hi
+    # the worst shared memory: the most a block may take (unknown cap: 1 CTA, the least any launch gets)
+    s_worst = -1 if lim.shared_memory_per_block_optin is None else int(lim.shared_memory_per_block_optin)
+    s_use = np.where(s_unknown, s_worst, s)[todo]
+    r_max = lim.max_registers_per_thread
+    if r_max is None or lim.registers_per_sm is None:
+        worst = np.ones(int(todo.sum()), dtype=np.int64) if r_unknown[todo].any() or s_worst < 0 else None
+    else:
+        worst = None
+    if worst is None:
+        # per launch, the count at every register count 1..r_max it could have (known ones: just theirs); the least
+        # count of those that still launch (≥ 1 CTA): the count falls as registers rise, so that is the count at the
+        # most registers the block can hold
+        cand = np.arange(1, int(r_max) + 1, dtype=np.int64)
+        tt, ru = t[todo], r_unknown[todo]
+        regs = np.where(ru[:, None], cand[None, :], r[todo][:, None])
+        got, _, status = ctas_per_sm(
+            np.broadcast_to(tt[:, None], regs.shape).ravel(),
+            regs.ravel(),
+            np.broadcast_to(s_use[:, None], regs.shape).ravel(),
+            lim,
+        )
+        got = np.where(status == "exceeds", np.iinfo(np.int64).max, got).reshape(regs.shape)
+        worst = got.min(axis=1)
+        worst = np.where(worst == np.iinfo(np.int64).max, 1, worst)
+        if s_worst < 0:
+            worst = np.where(s_unknown[todo], 1, worst)
+    lo[todo] = np.minimum(np.maximum(worst, 1), hi[todo])
+    return lo, hi

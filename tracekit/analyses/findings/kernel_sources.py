@@ -29,10 +29,18 @@ _CPS_FROM = {
     "option": "set by --ctas-per-sm",
     "assumed": "assumed: the trace lacks the launch configuration or the SM's limits",
 }
+_CPS_RANGE = (
+    "a range: the trace records no registers or shared memory (LDS) per kernel, so every count from the worst case"
+    " the SM's limits allow to the count from the block size alone; the loss holds at every count in it"
+)
 
 
 def wave_losses(ctx: Context) -> list[dict]:
-    """Tail-wave loss per kernel (the `waves` ranking, per step), kernels of at least ``waves.min_waves`` waves."""
+    """Tail-wave loss per kernel (the `waves` ranking, per step), kernels of at least ``waves.min_waves`` waves.
+
+    Where a kernel's CTAs per SM are a range (no registers or LDS in the trace: ROCm), the finding is filed only
+    when it holds at every count in the range (efficiency below ``waves.max_efficiency`` at the best count, a loss
+    at the least), its gain is the least loss, and its text gives the range and says why."""
     rules = finding_rules()
     w = kernel_waves(
         ctx.trace, sms=ctx.sms, hw=ctx.hw, ann=ctx.ann, steps=ctx.steps, min_waves=int(rules["waves"]["min_waves"])
@@ -43,14 +51,15 @@ def wave_losses(ctx: Context) -> list[dict]:
     if rules["waves"].get("exclude_comm"):
         comm = _comm_names(ctx.trace.events)
         pk = pk[~pk["name"].isin(comm)]
-    pk = pk[(pk["lost_per_step_ns"] > 0) & (pk["wave_efficiency"] < float(rules["waves"]["max_efficiency"]))]
+    # the least loss and the best efficiency over the range (the exact ones where the count is known)
+    pk = pk[(pk["lost_per_step_lo_ns"] > 0) & (pk["wave_efficiency_hi"] < float(rules["waves"]["max_efficiency"]))]
     lib = (
         pk["name"].astype(str).map(lambda n: bool(rules["_library"].search(n))).to_numpy(dtype=bool)
         if len(pk)
         else np.zeros(0, dtype=bool)
     )
     out = library_groups(
-        ctx, pk[lib].rename(columns={"lost_per_step_ns": "gain_per_step_ns"}), "wave_quantization_library", "waves"
+        ctx, pk[lib].rename(columns={"lost_per_step_lo_ns": "gain_per_step_ns"}), "wave_quantization_library", "waves"
     )
     pk = pk[~lib]
     cap = int(rules["max_per_source"])
@@ -60,26 +69,44 @@ def wave_losses(ctx: Context) -> list[dict]:
             ctx,
             "wave_quantization",
             "waves",
-            gain_ns=float(r["lost_per_step_ns"]),
+            gain_ns=float(r["lost_per_step_lo_ns"]),
             kernel=kernel_label(name),
-            ctas=f"{int(r['ctas']):,}",
-            capacity=f"{int(r['capacity']):,}",
-            waves=int(r["waves"]),
-            eff=f"{float(r['wave_efficiency']):.0%}",
             sms=f"{n_sms:,}",
-            cps=int(r["ctas_per_sm"]),
-            limited_by=str(r["limited_by"]),
-            cps_from=_CPS_FROM.get(str(r["ctas_per_sm_from"]), str(r["ctas_per_sm_from"])),
-            evidence=f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {ms_text(r['lost_ns'])} "
-            f"lost ({float(r['lost_pct']):.1f} %); {name}",
+            **_wave_fields(r),
         )
         for rx, kinds, text in rules["_kernel_suggestions"]:
             if "wave_quantization" in kinds and rx.search(name):
                 f["suggestion"] = text.format_map(
-                    _Fmt(capacity=int(r["capacity"]), sms=n_sms, cps=int(r["ctas_per_sm"]))
+                    _Fmt(capacity=int(r["capacity_hi"]), sms=n_sms, cps=int(r["ctas_per_sm_lo"]))
                 )
         out.append(f)
-    return out + rest_finding(ctx, "wave_quantization_rest", "waves", pk.iloc[cap:], "lost_per_step_ns")
+    return out + rest_finding(ctx, "wave_quantization_rest", "waves", pk.iloc[cap:], "lost_per_step_lo_ns")
+
+
+def _span(lo, hi, fmt) -> str:
+    a, b = fmt(lo), fmt(hi)
+    return a if a == b else f"{a}–{b}"
+
+
+def _wave_fields(r: pd.Series) -> dict:
+    """A tail-wave finding's numbers: one value each where the CTAs per SM are known, else the range of each over
+    every count the SM's limits allow (waves, efficiency, capacity) and what the range means."""
+    ranged = int(r["ctas_per_sm_lo"]) < int(r["ctas_per_sm_hi"])
+    lost = _span(r["lost_lo_ns"], r["lost_hi_ns"], ms_text)
+    pct = _span(float(r["lost_pct_lo"]), float(r["lost_pct_hi"]), lambda v: f"{v:.1f}")
+    src = str(r["ctas_per_sm_from"])
+    return {
+        "ctas": f"{int(r['ctas']):,}",
+        "capacity": _span(int(r["capacity_lo"]), int(r["capacity_hi"]), lambda v: f"{v:,}"),
+        "waves": _span(int(r["waves_lo"]), int(r["waves_hi"]), str),
+        "eff": _span(float(r["wave_efficiency_lo"]), float(r["wave_efficiency_hi"]), lambda v: f"{v:.0%}"),
+        "cps": _span(int(r["ctas_per_sm_lo"]), int(r["ctas_per_sm_hi"]), str),
+        "limited_by": str(r["limited_by"]),
+        "cps_from": _CPS_RANGE if ranged else _CPS_FROM.get(src, src),
+        "evidence": f"{int(r['count']):,} launches, {ms_text(r['total_ns'])} in all, {lost} lost ({pct} %)"
+        + (" over the range of CTAs per SM; the least is counted" if ranged else "")
+        + f"; {r['name']}",
+    }
 
 
 def _comm_names(ev: pd.DataFrame) -> set[str]:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...events import kinds_mask, launch_index
+from ...launch_apis import launch_mask
 from ...trace import Trace
 from ..steps.model import step_rules
 
@@ -29,7 +30,7 @@ def launching_ops(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     corr = ev["correlation"].to_numpy()
     start = ev["start_ns"].to_numpy()
     end = ev["end_ns"].to_numpy()
-    lrow = np.flatnonzero(kinds_mask(ev, step_rules().launch_kinds) & (corr >= 0))
+    lrow = np.flatnonzero(kinds_mask(ev, step_rules().launch_kinds) & (corr >= 0) & launch_mask(ev["name"]))
     li = launch_index(start[krow], corr[krow], corr[lrow], start[lrow])
     launch = np.where(li >= 0, lrow[np.clip(li, 0, None)] if lrow.size else -1, -1)
     oprow = np.full(krow.size, -1, dtype=np.int64)

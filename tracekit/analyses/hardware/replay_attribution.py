@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...launch_apis import is_graph_launch
 from ...errors import DataFileError, InputError
 from ...ingest.captures import RECORD_HINT, CaptureRef, CaptureTrace, find_captures, load_capture
 from ...ingest.graph_annotations import (
@@ -190,7 +191,7 @@ def graph_kernels(ev: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
         if not isinstance(col.dtype, pd.CategoricalDtype):
             col = col.astype("category")
         codes = col.cat.codes.to_numpy()[launch[has]]
-        is_graph = np.array(["GraphLaunch" in str(c) for c in col.cat.categories] + [False], dtype=bool)
+        is_graph = np.array([is_graph_launch(c) for c in col.cat.categories] + [False], dtype=bool)
         out[has] = is_graph[codes]
     return out
 

@@ -5,7 +5,10 @@ W = ceil(C / (S·r)) waves. r comes from the kernel's launch configuration (thre
 thread, shared memory per block) against the SM's limits, as CUDA's occupancy calculator counts it
 (:func:`tracekit.gpu_specs.ctas_per_sm`; the limits from the trace's deviceProperties and
 ``tracekit/data/hardware/_occupancy.json``); an annotation's ``ctas_per_sm`` rule or the ``ctas_per_sm`` option
-overrides it. Every wave
+overrides it. Where the launch lacks registers or shared memory (ROCm Kineto traces) r is a range
+(:func:`tracekit.gpu_specs.ctas_per_sm_range`: the worst case the SM's limits allow .. the count from the known
+limits), and every wave number below is given over it (``*_lo``/``*_hi``, each count tried: :func:`efficiency_range`),
+its single value unknown (null). Every wave
 takes about as long as the others, but the last one holds only C − (W−1)·S·r CTAs. Wave efficiency is
 E = C / (W·S·r); the time lost to the tail wave is t·(1 − E): what the same work would save if it were
 spread over full waves (the study's "scale the measured time by the CTA count"). A single under-filled
@@ -35,6 +38,7 @@ from ...gpu_specs import (
     SmLimits,
     as_profile,
     ctas_per_sm as occupancy_ctas_per_sm,
+    ctas_per_sm_range,
     detect_profile,
     occupancy_table,
     sm_limits,
@@ -291,16 +295,18 @@ def launch_ctas_per_sm(
     names: tuple[np.ndarray, np.ndarray] | None = None,
     ann: Annotation | None = None,
     ctas_per_sm: int | None = None,
-) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict, list[str]]:
+) -> tuple[np.ndarray, pd.Categorical, pd.Categorical, dict, list[str], np.ndarray]:
     """CTAs per SM of each kernel row of ``k`` (``names``: its distinct names and each row's index into them, when
     the caller has them), and what set it: an annotation's ``ctas_per_sm`` rule (``annotation``), else the
     ``ctas_per_sm`` option (``option``), else the launch configuration against the SM's limits (``launch
     configuration``; ``(partial)`` when registers or shared memory are unknown), else 1 (``assumed``: no block
     size, or the SM's limits unknown). Counted once per distinct (threads, registers, shared memory), not per launch.
 
-    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings)`` — the two labels as Categoricals;
-    ``occupancy`` is the summary's ``occupancy`` object: the SM limits used and where each came from, whether the
-    count is ``assumed`` (and why), the launches per source."""
+    Returns ``(ctas_per_sm, limited_by, ctas_per_sm_from, occupancy, warnings, ctas_per_sm_lo)`` — the two labels
+    as Categoricals; ``occupancy`` is the summary's ``occupancy`` object: the SM limits used and where each came from,
+    whether the count is ``assumed`` (and why), the launches per source; ``ctas_per_sm_lo`` the least count the SM's
+    limits allow where registers or shared memory are unknown (:func:`tracekit.gpu_specs.ctas_per_sm_range`; else
+    ``ctas_per_sm``, which is then the upper bound)."""
     n = len(k)
     labels = _Labels()
     cps = np.zeros(n, dtype=np.int64)
@@ -318,13 +324,14 @@ def launch_ctas_per_sm(
     lim: SmLimits | None = None
     notes: list[str] = []
     rest = cps == 0
+    cps_lo = np.zeros(n, dtype=np.int64)  # set for the rest rows by the launch configuration
     if rest.any():
         try:
             lim = sm_limits(trace.meta, hw if hw is not None else detect_profile(trace.meta))
         except (MissingDataError, DataFileError) as exc:
             notes.append(f"{exc}: 1 CTA per SM assumed")
         if lim is not None:
-            notes += _ctas_per_sm_by_launch(k, rest, lim, labels, cps, limited, src)
+            notes += _ctas_per_sm_by_launch(k, rest, lim, labels, cps, limited, src, cps_lo)
         else:
             cps[rest], limited[rest], src[rest] = 1, labels.code("unknown (no SM limits)"), labels.code("assumed")
     src_cat = labels.categorical(src)
@@ -335,7 +342,9 @@ def launch_ctas_per_sm(
         "assumed_why": notes,
         "launches_by_source": {str(a): int(b) for a, b in sorted(counts.items()) if b},
     }
-    return cps, labels.categorical(limited), src_cat, occupancy, [f"CTAs per SM: {x}" for x in notes]
+    cps_lo = np.where(cps_lo > 0, np.minimum(cps_lo, cps), cps)
+    occupancy["launches_with_ctas_per_sm_range"] = int((cps_lo < cps).sum())
+    return cps, labels.categorical(limited), src_cat, occupancy, [f"CTAs per SM: {x}" for x in notes], cps_lo
 
 
 def _ctas_per_sm_by_annotation(
@@ -363,10 +372,11 @@ def _ctas_per_sm_by_launch(
     cps: np.ndarray,
     limited: np.ndarray,
     src: np.ndarray,
+    cps_lo: np.ndarray,
 ) -> list[str]:
-    """The ``rest`` rows of ``k`` from their launch configuration against the SM's limits (``cps``, ``limited`` and
-    ``src`` set in place), counted once per distinct (threads, registers, shared memory); returns the notes on
-    launches whose count is partial or assumed."""
+    """The ``rest`` rows of ``k`` from their launch configuration against the SM's limits (``cps``, ``limited``,
+    ``src`` and the lower bound ``cps_lo`` set in place), counted once per distinct (threads, registers, shared
+    memory); returns the notes on launches whose count is partial or assumed."""
     bx, by, bz, reg, smem = (
         k[c].to_numpy()[rest].astype(np.int64)  # the columns' rest rows, not a copy of the table
         for c in ("block_x", "block_y", "block_z", "registers", "shared_mem")
@@ -389,6 +399,8 @@ def _ctas_per_sm_by_launch(
         np.where(status == "partial", "launch configuration (partial)", "assumed"),
     )
     cps[rest] = got[cinv]
+    lo, _ = ctas_per_sm_range(*(c[first] for c in cols), lim)
+    cps_lo[rest] = np.where(status == "partial", np.minimum(lo, got), got)[cinv]
     limited[rest] = np.asarray([labels.code(str(w)) for w in why], dtype=np.int64)[cinv]
     src[rest] = np.asarray([labels.code(str(w)) for w in from_u], dtype=np.int64)[cinv]
     per_cfg = np.bincount(cinv, minlength=len(ukey))
@@ -490,6 +502,77 @@ PER_GRID_COLUMNS = [
 ]
 
 
+PER_GRID_RANGE = [
+    "ctas_per_sm_lo",
+    "ctas_per_sm_hi",
+    "waves_lo",
+    "waves_hi",
+    "lost_lo_ns",
+    "lost_hi_ns",
+    "wave_efficiency_lo",
+    "wave_efficiency_hi",
+    "capacity_lo",
+    "capacity_hi",
+]
+PER_KERNEL_RANGE = PER_GRID_RANGE + ["lost_pct_lo", "lost_pct_hi", "lost_per_step_lo_ns", "lost_per_step_hi_ns"]
+# the columns of one count of CTAs per SM: unknown (null) on a row whose count is a range
+POINT_COLUMNS = ("ctas_per_sm", "capacity", "waves", "wave_efficiency", "lost_ns", "lost_pct", "lost_per_step_ns")
+
+
+def _columns(point: list[str], ranges: list[str], ranged: bool) -> list[str]:
+    """The table's columns: the range columns after the point ones; first after the name and count when a count
+    of CTAs per SM is a range (so that a narrow terminal shows them on the first page)."""
+    if not ranged:
+        return point + ranges
+    head = [c for c in point if c in ("name", "grid_x", "grid_y", "grid_z", "count", "ctas")]
+    return head + ranges + [c for c in point if c not in head]
+
+
+def unknown_where_range(table: pd.DataFrame, ranged: bool) -> pd.DataFrame:
+    """``table`` with its one-count columns (:data:`POINT_COLUMNS`) null on the rows whose CTAs per SM are a range:
+    a single number there would be one guess of the range (integers stay integers, as nullable Int64)."""
+    if not ranged:
+        return table
+    table = table.copy()
+    rng = (table["ctas_per_sm_lo"] < table["ctas_per_sm_hi"]).to_numpy()
+    for c in POINT_COLUMNS:
+        if c not in table.columns:
+            continue
+        col = table[c]
+        if np.issubdtype(col.dtype, np.integer):
+            col = col.astype("Int64")
+        table[c] = col.mask(rng)
+    return table
+
+
+def efficiency_range(
+    ctas: np.ndarray, sms: int, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per launch, the least and the most wave efficiency over every CTAs-per-SM count in ``lo``..``hi`` (the
+    efficiency is not monotone in the count, so each count is tried), and the waves at ``lo`` (the most). One
+    vector step per count (at most the SM's thread cap ÷ warp size, 32 or 64), over the distinct (CTAs, lo, hi)."""
+    cap = sms * hi
+    eff = ctas / (-(-ctas // cap) * cap)
+    e_lo, e_hi = eff.copy(), eff.copy()
+    waves_hi = -(-ctas // (sms * lo))
+    todo = np.flatnonzero(lo < hi)
+    if not todo.size:
+        return e_lo, e_hi, waves_hi
+    key = np.stack([ctas[todo], lo[todo], hi[todo]], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    c, ulo, uhi = uniq[:, 0], uniq[:, 1], uniq[:, 2]
+    mn, mx = np.full(len(uniq), np.inf), np.full(len(uniq), -np.inf)
+    for n in range(int(ulo.min()), int(uhi.max()) + 1):
+        on = (ulo <= n) & (n <= uhi)
+        cap_n = sms * n
+        e = c / (-(-c // cap_n) * cap_n)
+        mn = np.where(on, np.minimum(mn, e), mn)
+        mx = np.where(on, np.maximum(mx, e), mx)
+    e_lo[todo], e_hi[todo] = mn[inv], mx[inv]
+    return e_lo, e_hi, waves_hi
+
+
 @options_as_objects
 def kernel_waves(
     trace: Trace,
@@ -516,7 +599,7 @@ def kernel_waves(
     n_sms, sms_from = resolve_sms(trace, sms, hw, warnings)
     k, (gx, gy, gz), no_grid = _kernels_with_grid(trace, warnings)
     uniq, inv = _distinct_names(k)
-    cps, limited, cps_from, occupancy, occ_warnings = launch_ctas_per_sm(
+    cps, limited, cps_from, occupancy, occ_warnings, cps_lo = launch_ctas_per_sm(
         trace, k, hw, names=(uniq, inv), ann=ann, ctas_per_sm=ctas_per_sm
     )
     warnings += occ_warnings
@@ -529,6 +612,9 @@ def kernel_waves(
     eff = ctas / (waves * cap)
     dur = k["dur_ns"].to_numpy()
     lost = (dur - np.rint(dur * eff)).astype(np.int64)
+    eff_lo, eff_hi, waves_hi = efficiency_range(ctas, n_sms, cps_lo, cps)
+    lost_lo = (dur - np.rint(dur * eff_hi)).astype(np.int64)
+    lost_hi = (dur - np.rint(dur * eff_lo)).astype(np.int64)
     st = find_steps(trace, steps, ann=ann)
     warnings = merge_warnings(warnings, st.warnings)
     step, n_steps = st.step_of(k["start_ns"].to_numpy()), int(len(st.table))
@@ -553,14 +639,26 @@ def kernel_waves(
             "limited_by": limited[keep],
             "ctas_per_sm_from": cps_from[keep],
             "lost_in_step": np.where(step >= 0, lost, 0)[keep],
+            "ctas_per_sm_lo": cps_lo[keep],
+            "capacity_lo": (n_sms * cps_lo)[keep],
+            "waves_hi": waves_hi[keep],
+            "eff_lo": eff_lo[keep],
+            "eff_hi": eff_hi[keep],
+            "lost_lo": lost_lo[keep],
+            "lost_hi": lost_hi[keep],
+            "lost_in_step_lo": np.where(step >= 0, lost_lo, 0)[keep],
+            "lost_in_step_hi": np.where(step >= 0, lost_hi, 0)[keep],
         },
         copy=False,
     )
     per_grid = _per_grid(df)
     per_kernel = _per_kernel(df, per_grid, n_steps)
     per_grid["name"], per_kernel["name"] = uniq[per_grid["name"].to_numpy()], uniq[per_kernel["name"].to_numpy()]
+    ranged = bool((cps_lo[keep] < cps[keep]).any())
+    per_kernel, per_grid = unknown_where_range(per_kernel, ranged), unknown_where_range(per_grid, ranged)
     shown = per_kernel if top is None else per_kernel.head(top)
     lost_steps = int(df["lost_in_step"].sum())
+    lost_steps_lo, lost_steps_hi = int(df["lost_in_step_lo"].sum()), int(df["lost_in_step_hi"].sum())
     summary = {
         "sms": n_sms,
         "sms_from": sms_from,
@@ -570,11 +668,18 @@ def kernel_waves(
         "kernels_without_grid": no_grid,
         "kernels_below_min_waves": excluded,
         "total_ns": int(df["dur_ns"].sum()),
-        "lost_ns": int(df["lost_ns"].sum()),
+        "lost_ns": None if ranged else int(df["lost_ns"].sum()),
+        "lost_lo_ns": int(df["lost_lo"].sum()),
+        "lost_hi_ns": int(df["lost_hi"].sum()),
         "steps": n_steps,
-        "lost_per_step_ns": lost_steps / n_steps if n_steps else None,
+        "lost_per_step_ns": lost_steps / n_steps if n_steps and not ranged else None,
+        "lost_per_step_lo_ns": lost_steps_lo / n_steps if n_steps else None,
+        "lost_per_step_hi_ns": lost_steps_hi / n_steps if n_steps else None,
+        "ctas_per_sm_exact": not ranged,
         "top_name": str(per_kernel["name"].iloc[0]),
-        "top_lost_ns": int(per_kernel["lost_ns"].iloc[0]),
+        "top_lost_ns": None if ranged else int(per_kernel["lost_ns"].iloc[0]),
+        "top_lost_lo_ns": int(per_kernel["lost_lo_ns"].iloc[0]),
+        "top_lost_hi_ns": int(per_kernel["lost_hi_ns"].iloc[0]),
         "occupancy": occupancy,
     }
     return Result(
@@ -591,8 +696,8 @@ def kernel_waves(
         },
         summary=summary,
         tables={
-            "per_kernel": shown[PER_KERNEL_COLUMNS].reset_index(drop=True),
-            "per_grid": per_grid[PER_GRID_COLUMNS].reset_index(drop=True),
+            "per_kernel": shown[_columns(PER_KERNEL_COLUMNS, PER_KERNEL_RANGE, ranged)].reset_index(drop=True),
+            "per_grid": per_grid[_columns(PER_GRID_COLUMNS, PER_GRID_RANGE, ranged)].reset_index(drop=True),
         },
         warnings=warnings,
     )

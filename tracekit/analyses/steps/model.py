@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...launch_apis import gpu_work_pattern, graph_launch_pattern
 from ... import intervals as iv
 from ...annotation import as_annotation
 from ...errors import DataFileError, InputError, UsageError
@@ -207,9 +208,9 @@ def step_rules(steps_file: str | None = None) -> StepRules:
         float(doc["empty_fraction"]),
         float(doc["gpu_cover_min"]),
         tuple(doc["launch_runtime_kinds"]),
-        re.compile(doc["graph_launch"]),
+        graph_launch_pattern(),
         int(doc["same_stream_overlap_ns"]),
-        re.compile(doc["gpu_launch"]),
+        gpu_work_pattern(),
         re.compile(doc["capture"]),
         float(doc["unrecorded_max"]),
     )

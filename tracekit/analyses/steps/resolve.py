@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...launch_apis import graph_launch_names, is_graph_launch
 from ...annotation import Annotation, annotate, required_annotation
 from ...annotation.blocks import AnnotatedEvents
 from ...errors import TracekitError, UsageError
@@ -170,7 +171,7 @@ def median_step(steps) -> int | None:
     return int(order["step"].iloc[(len(order) - 1) // 2])
 
 
-GRAPH_LAUNCH = ("cudaGraphLaunch", "hipGraphLaunch")
+GRAPH_LAUNCH = graph_launch_names()  # tracekit/data/launch_apis.json
 
 
 def graph_replay_note(trace: Trace) -> dict:
@@ -182,7 +183,7 @@ def graph_replay_note(trace: Trace) -> dict:
     ev = trace.events
     names = ev["name"]
     cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else pd.Index(names.dropna().unique())
-    launch = [c for c in cats if any(str(c).startswith(g) for g in GRAPH_LAUNCH)]
+    launch = [c for c in cats if is_graph_launch(c)]
     n = int(((ev["kind"] == "runtime") & names.isin(launch)).sum()) if launch else 0
     if not n:
         return {}
