@@ -470,3 +470,30 @@ def trace_categories(trace, rules=None) -> pd.Categorical:
     if cached is None or len(cached) != len(trace.events):
         cached = trace.derived[key] = categorize(trace.events, cr)
     return cached
+
+
+# --------------------------------------------------------------------------------------------------
+# whose kernel a name shows
+# --------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _owner_rules() -> tuple[tuple[str, re.Pattern], ...]:
+    doc = json.loads(resources.files("tracekit.data").joinpath("categories.json").read_text(encoding="utf-8"))
+    out = []
+    for i, o in enumerate(doc.get("owners", [])):
+        if not isinstance(o, dict) or not isinstance(o.get("owner"), str) or not isinstance(o.get("pattern"), str):
+            raise DataFileError(f"{SHIPPED}: $.owners[{i}] needs an 'owner' and a 'pattern' (strings)")
+        out.append((o["owner"], re.compile(o["pattern"])))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def kernel_owner(name: str) -> str | None:
+    """Whose kernel ``name`` is (PyTorch, vLLM, SGLang, FlashInfer, cuBLAS, …) where its namespace or prefix shows
+    it (``owners`` in tracekit/data/categories.json), else None: a kernel is never called PyTorch's by default.
+    Cached per distinct name."""
+    for owner, rx in _owner_rules():
+        if rx.search(name):
+            return owner
+    return None
