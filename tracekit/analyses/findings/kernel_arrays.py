@@ -74,6 +74,7 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
                 category=str(c),
                 whose=f"{_WHOSE.get(owner, owner + chr(39) + 's')} {c}" if owner else str(c),
                 library=_LIBRARY.get(owner, owner) if owner else "a library the names do not show",
+                chooser=owner or "the library",
                 count=len(grp),
                 names=names,
                 **more,
