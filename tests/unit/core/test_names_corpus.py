@@ -92,6 +92,7 @@ def _firing_rule(name: str, rules) -> int | None:
     return None
 
 
+@pytest.mark.slow  # every rule against every name: a few seconds
 def test_no_rule_matches_a_name_of_another_category():
     """Rules are anchored on a name's structure: a rule that is not a declared fallback matches no name of another
     family (a GEMM rule never matches a norm). A fallback (the generic families tried last) may match a name only after
@@ -119,6 +120,7 @@ def test_no_rule_matches_a_name_of_another_category():
     assert not bad, f"{len(bad)} matches of a rule on a name of another category:\n" + "\n".join(bad)
 
 
+@pytest.mark.slow  # every rule against every name: a few seconds
 def test_report_which_rules_give_each_category():
     rules = load_categories().rules
     per = collections.defaultdict(collections.Counter)
@@ -135,6 +137,7 @@ def test_report_which_rules_give_each_category():
 COMM = {"comm_nccl", "comm_deepep", "comm_custom_all_reduce", "comm_all_to_all"}
 
 
+@pytest.mark.slow  # every rule against every name: a few seconds
 def test_communication_names_are_collectives_and_nothing_else_is():
     """Custom, quick, NVLS and symmetric-memory all-reduce kernels are collectives: a comm class at ingest (what
     ``comm`` and ``exposure`` read) and a collective kind (what ``imbalance`` matches across ranks)."""
