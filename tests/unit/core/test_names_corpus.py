@@ -172,3 +172,26 @@ def test_a_kernel_has_an_owner_only_where_its_name_shows_it(name, owner):
     from tracekit.analyses.categories import kernel_owner
 
     assert kernel_owner(name) == owner
+
+
+def test_a_fallback_that_is_not_true_or_false_is_refused(tmp_path):
+    from tracekit.errors import DataFileError
+
+    p = tmp_path / "mine.json"
+    p.write_text('{"rules": [{"category": "gemm", "pattern": "^my_gemm", "fallback": "yes"}]}')
+    with pytest.raises(DataFileError, match=r"mine\.json: \$\.rules\[0\]\.fallback must be true or false"):
+        load_categories(p)
+
+
+def test_nccl_symmetric_and_nvls_kernels_read_as_their_collective():
+    classes = load_classes()
+    assert classes.comm_for("ncclSymkDevKernel_AllReduce_RSxLDMC_AGxSTMC_sum_bf16(ncclSymkDevWorkArgs4K)")[:2] == (
+        "nccl",
+        "AllReduce",
+    )
+    assert classes.comm_for("ncclDevKernel_AllReduce_Sum_bf16_NVLS_SIMPLE(ncclDevKernelArgsStorage<4096ul>)")[:3] == (
+        "nccl",
+        "AllReduce",
+        "NVLS",
+    )
+    assert classes.comm_for("triton_poi_fused_add_all_reduce_0") == (None, None, None, None)  # Inductor pointwise
