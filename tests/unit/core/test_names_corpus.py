@@ -195,3 +195,23 @@ def test_nccl_symmetric_and_nvls_kernels_read_as_their_collective():
         "NVLS",
     )
     assert classes.comm_for("triton_poi_fused_add_all_reduce_0") == (None, None, None, None)  # Inductor pointwise
+
+
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
+
+
+@pytest.mark.slow  # reads every trace of the corpus
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the shared corpus is not here ({CORPUS})")
+def test_every_kernel_of_the_corpus_and_the_generator_is_in_the_names_corpus():
+    """The file is current: python tests/data/collect_kernel_names.py appends what a new trace brings."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("collect_kernel_names", TSV.with_name("collect_kernel_names.py"))
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    found = {**collect.generator_names(), **collect.corpus_names(CORPUS)}
+    missing = sorted(set(found) - set(NAMES))
+    assert not missing, (
+        f"{len(missing)} names not in {TSV.name} (run tests/data/collect_kernel_names.py):\n"
+        + "\n".join(m[:120] for m in missing)
+    )
