@@ -266,7 +266,8 @@ def test_b200_custom_all_reduce_and_nccl_allgather():
     mm = kernels[kernels["name"].astype(str).str.contains("multimem_all_reduce_kernel", regex=False)]
     assert len(mm) == 73
     assert (mm["comm_class"].astype(object) == "custom_all_reduce").all()
-    assert mm["collective"].isna().all()
+    assert (mm["collective"].astype(object) == "AllReduce").all()  # a custom all-reduce is an all-reduce
+    assert (mm["algo"].astype(object) == "multimem").all()
     nccl = kernels[kernels["comm_class"] == "nccl"]
     assert len(nccl) == 1
     row = nccl.iloc[0]

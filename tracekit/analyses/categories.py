@@ -32,7 +32,7 @@ from ..errors import check_argument
 OTHER = "other"
 SHIPPED = "tracekit/data/categories.json"
 ROLES = ("mixer", "ffn")
-_RULE_KEYS = {"category", "pattern", "kind", "copy_kind", "comm_class", "stream_has_copy_kind"}
+_RULE_KEYS = {"category", "pattern", "kind", "copy_kind", "comm_class", "stream_has_copy_kind", "fallback"}
 _CATEGORY_KEYS = {"family", "layer_role", "layer_label"}
 _KINDS = schema.GPU_ACTIVITY_KINDS
 
@@ -108,6 +108,7 @@ class CategoryRule:
     stream_has_copy_kind: str | None = None
     where: str = ""  # file and JSON path, for messages
     lowered: re.Pattern | None = None  # the same pattern for lower-cased ASCII names (see _lowered)
+    fallback: bool = False  # a catch-all of a generic family: it may match names that an earlier rule claims
 
     def search(self, name: str, low: str | None) -> bool:
         if self.lowered is not None and low is not None:
@@ -218,9 +219,20 @@ def _parse_rules(doc: dict, src: str, known: dict[str, CategoryInfo], user: bool
                 f"{src}: {where} states no condition (pattern, kind, copy_kind, comm_class or"
                 " stream_has_copy_kind), so it would match everything"
             )
+        fallback = r.get("fallback", False)
+        if not isinstance(fallback, bool):
+            raise DataFileError(f"{src}: {where}.fallback must be true or false")
         out.append(
             CategoryRule(
-                cat, pattern, kinds, copy_kinds, comm, has, f"{src} {where}", lowered if pattern is not None else None
+                cat,
+                pattern,
+                kinds,
+                copy_kinds,
+                comm,
+                has,
+                f"{src} {where}",
+                lowered if pattern is not None else None,
+                fallback,
             )
         )
     return out
@@ -458,3 +470,30 @@ def trace_categories(trace, rules=None) -> pd.Categorical:
     if cached is None or len(cached) != len(trace.events):
         cached = trace.derived[key] = categorize(trace.events, cr)
     return cached
+
+
+# --------------------------------------------------------------------------------------------------
+# whose kernel a name shows
+# --------------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _owner_rules() -> tuple[tuple[str, re.Pattern], ...]:
+    doc = json.loads(resources.files("tracekit.data").joinpath("categories.json").read_text(encoding="utf-8"))
+    out = []
+    for i, o in enumerate(doc.get("owners", [])):
+        if not isinstance(o, dict) or not isinstance(o.get("owner"), str) or not isinstance(o.get("pattern"), str):
+            raise DataFileError(f"{SHIPPED}: $.owners[{i}] needs an 'owner' and a 'pattern' (strings)")
+        out.append((o["owner"], re.compile(o["pattern"])))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)
+def kernel_owner(name: str) -> str | None:
+    """Whose kernel ``name`` is (PyTorch, vLLM, SGLang, FlashInfer, cuBLAS, …) where its namespace or prefix shows
+    it (``owners`` in tracekit/data/categories.json), else None: a kernel is never called PyTorch's by default.
+    Cached per distinct name."""
+    for owner, rx in _owner_rules():
+        if rx.search(name):
+            return owner
+    return None

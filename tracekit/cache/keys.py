@@ -28,8 +28,9 @@ from .._version import __version__
 # whole file (ctime, inode, a CRC-32 of every byte, or of blocks spread over all of a big file); 6: the events table
 # has the cpu_ops' recorded inputs (the `shapes` column); 7: every entry ends in a CRC-32 of its bytes, checked on
 # every read (tracekit.cache.integrity), and a Result is stored as JSON and buffers, not a pickle; 8: the kernels'
-# CUDA-graph ids (`graph_id`, `graph_node_id`)
-CACHE_FORMAT = 8
+# CUDA-graph ids (`graph_id`, `graph_node_id`); 9: custom, quick and symmetric-memory all-reduce kernels carry their
+# collective and algorithm, NCCL symmetric kernels (ncclSymkDevKernel_) are communication (data/classes.json)
+CACHE_FORMAT = 9
 
 # the key's checksum: every byte of a file up to WHOLE_MAX (a .json.gz of ~1 GB of JSON), else the first and last
 # 64 KiB and SAMPLES blocks of 4 KiB spread evenly over the file — then a change is caught by ctime, which every

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -35,6 +35,8 @@ class Classes:
     nccl_protocol: re.Pattern
     ag_local_copy: re.Pattern
     moe_phases: dict
+    # per non-NCCL comm class: (collective name, pattern) tried in order, and the algorithm's pattern (group 1)
+    comm_details: dict = field(default_factory=dict)
 
     def kind_for_cat(self, cat: str) -> str:
         return self.kinds_by_cat.get(cat, self.kinds_by_cat.get(cat.lower(), "other"))
@@ -50,7 +52,10 @@ class Classes:
         for cls, pat in self.comm_classes:
             if pat.search(name):
                 if cls != "nccl":
-                    return cls, None, None, None
+                    named, algo_rx = self.comm_details.get(cls, ((), None))
+                    coll = next((c for c, rx in named if rx.search(name)), None)
+                    algo = algo_rx.search(name) if algo_rx is not None else None
+                    return cls, coll, algo.group(1).lower().replace("_", "") if algo else None, None
                 coll = self.nccl_collective.search(name)
                 algo = self.nccl_algo.search(name)
                 proto = self.nccl_protocol.search(name)
@@ -87,6 +92,16 @@ def parse_classes(doc: Any, source: str) -> Classes:
         (r.get("class"), _compile(source, f"$.comm_classes[{i}].pattern", r.get("pattern")))
         for i, r in enumerate(doc.get("comm_classes", []))
     )
+    details = {}
+    for i, r in enumerate(doc.get("comm_classes", [])):
+        where = f"$.comm_classes[{i}]"
+        named = tuple(
+            (str(c.get("collective")), _compile(source, f"{where}.collectives[{j}].pattern", c.get("pattern")))
+            for j, c in enumerate(r.get("collectives", []))
+        )
+        algo = _compile(source, f"{where}.algo", r["algo"]) if "algo" in r else None
+        if named or algo is not None:
+            details[r.get("class")] = (named, algo)
     nccl = doc.get("nccl_name", {})
     return Classes(
         kinds_by_cat=dict(kinds),
@@ -100,6 +115,7 @@ def parse_classes(doc: Any, source: str) -> Classes:
             k: _compile(source, f"$.moe_phases.{k}", doc.get("moe_phases", {}).get(k)).pattern
             for k in ("dispatch", "combine")
         },
+        comm_details=details,
     )
 
 

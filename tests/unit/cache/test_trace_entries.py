@@ -70,7 +70,7 @@ def test_the_cached_table_is_the_ingested_one_dtypes_included(tmp_path, fixture)
     with pa.memory_map(str(entry)) as f:  # what is on disk: Arrow IPC without compression, then the seal
         reader = pa.ipc.open_file(f, footer_offset=entry.stat().st_size - integrity.TRAILER_SIZE)
         assert reader.num_record_batches >= 1
-        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == cache_key.CACHE_FORMAT == 8
+        assert json.loads(reader.schema.metadata[b"tracekit"])["key"]["format"] == cache_key.CACHE_FORMAT == 9
 
 
 def test_all_null_categoricals_keep_their_dtype(tmp_path):

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...trace import Trace
+from ..categories import kernel_owner
 from ..hardware.shapes import names_at
 from .context import Context
 from .rules import finding, finding_rules, kernel_label, ms_text
@@ -45,14 +46,19 @@ def _category_of_names(trace: Trace) -> dict[str, str]:
     return got
 
 
+_WHOSE = {"PyTorch": "PyTorch's own"}  # whose kernels a title names (tracekit.analyses.categories.kernel_owner)
+_LIBRARY = {"PyTorch": "PyTorch's library"}
+
+
 def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **extra) -> list[dict]:
     """One finding per category for kernels of PyTorch's own library (``pk``: ``name``, ``gain_per_step_ns``)."""
     if pk.empty:
         return []
     cat = _category_of_names(ctx.trace)
-    g = pk.assign(category=pk["name"].astype(str).map(lambda n: cat.get(n, "other")))
+    names = pk["name"].astype(str)
+    g = pk.assign(category=names.map(lambda n: cat.get(n, "other")), owner=names.map(lambda n: kernel_owner(n) or ""))
     out = []
-    for c, grp in g.groupby("category", sort=False):
+    for (c, owner), grp in g.groupby(["category", "owner"], sort=False):
         grp = grp.sort_values("gain_per_step_ns", ascending=False)
         names = ", ".join(
             f"{kernel_label(str(n), 50)} {ms_text(v)}"
@@ -66,6 +72,9 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
                 source,
                 gain_ns=float(grp["gain_per_step_ns"].sum()),
                 category=str(c),
+                whose=f"{_WHOSE.get(owner, owner + chr(39) + 's')} {c}" if owner else str(c),
+                library=_LIBRARY.get(owner, owner) if owner else "a library the names do not show",
+                chooser=owner or "the library",
                 count=len(grp),
                 names=names,
                 **more,
