@@ -2,8 +2,9 @@
 "Nsight Systems SQLite").
 
 The CUPTI kernel, memcpy, memset, synchronization and runtime tables and NVTX_EVENTS are read column-wise into Arrow
-(:meth:`Database.arrow`, two tables at a time; names as StringIds ids, resolved once per distinct id) into the same raw columns the Kineto reader makes, and :func:`tracekit.ingest.normalize.build_events` turns them into
-the events table: the same kinds (by the Kineto category each table is given, ``tracekit/data/nsys.json``), the same
+(:meth:`Database.arrow`, two tables at a time; names as StringIds ids, resolved once per distinct id) into the same
+raw columns the Kineto reader makes, and :func:`tracekit.ingest.normalize.build_events` turns them into the events
+table: the same kinds (by the Kineto category each table is given, ``tracekit/data/nsys.json``), the same
 copy and communication classes, the same sort and clock-jump rule. Times are nsys's integer ns as stored. Every row
 read is kept or counted by reason in the ingest report. A ``.nsys-rep`` is exported first (:func:`export_report`).
 """
