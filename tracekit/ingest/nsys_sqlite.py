@@ -80,7 +80,7 @@ def read_nsys(source: Path, shown: str) -> Trace:
 def read_nsys_sqlite(source: Path, shown: str, file_bytes: int | None = None) -> Trace:
     db = Database(source, shown)
     try:
-        parts, names = _read_tables(db, list(rules()["tables"]))
+        parts, names = read_tables(db, list(rules()["tables"]))
         meta = _meta_of(db, shown)
     finally:
         db.close()
@@ -158,7 +158,7 @@ def _enum(db: Database, table: str) -> dict[int, tuple[str, str]]:
 # ----------------------------------------------------------------------------------------------- one table each
 
 
-def _read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], _Names]:
+def read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], _Names]:
     """Every table's part, read two at a time (SQLite and Arrow work without the GIL), each naming its events in a
     table of its own; the names are then merged in the tables' order, so that the codes are what one reader
     reading the tables one after another would give."""
