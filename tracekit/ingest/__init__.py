@@ -171,8 +171,29 @@ def _address_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".perfetto")
+
+
+def _refuse_perfetto(source: Path, shown: str) -> None:
+    """A Perfetto protobuf trace (rocprofv3's ``--output-format pftrace``; a ``Trace`` message: field 1, length-
+    delimited, so its first byte is 0x0A and what follows is no JSON) gets its own sentence: no maintained reader of
+    it is among tracekit's dependencies (Perfetto's ``trace_processor`` downloads a native binary at run time)."""
+    try:
+        with open(source, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return  # the readers below say what is wrong with the path
+    proto = head[:1] == b"\x0a" and head.lstrip()[:1] not in (b"{", b"[")
+    if source.suffix.lower() in PERFETTO_SUFFIXES or proto:
+        raise InputError(
+            f"{shown} is a Perfetto protobuf trace, which tracekit does not read; record with rocprofv3"
+            " --output-format json (or export a torch-profiler JSON, or an nsys SQLite: nsys export --type sqlite)"
+        )
+
+
 def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     shown = display_path or str(source)
+    _refuse_perfetto(source, shown)
     if rocprof_json.is_rocprof_json(rocprof_json.text_head(source)):  # chosen by content, not by the name
         return rocprof_json.ingest(source, shown)
     if reads_nsys(source):  # an Nsight Systems export (SQLite) or report, by content

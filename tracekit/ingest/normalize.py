@@ -235,14 +235,26 @@ def _code(values: list, v) -> int:
     return values.index(v) if v in values else -1
 
 
+def _names_used(codes: np.ndarray, where: np.ndarray, n: int) -> list[bool]:
+    """Per name code, whether an event selected by ``where`` carries it (a name no such event carries needs no
+    classifying: an nsys export's thousands of distinct NVTX texts are never a copy's or a kernel's)."""
+    used = np.zeros(n, dtype=bool)
+    picked = codes[where]
+    used[picked[(picked >= 0) & (picked < n)]] = True
+    return used.tolist()
+
+
 def _classify_copies(
     raw: RawColumns, event_id: np.ndarray, name_codes: np.ndarray, kind_code: np.ndarray, classes
 ) -> pd.Categorical:
-    by_name = np.array(
-        [_code(schema.COPY_KINDS, classes.copy_kind_for(n)) for n in raw.name_uniques] + [-1], dtype=np.int8
-    )
     memset = schema.KINDS.index("memset")
     is_copy = np.isin(kind_code, [schema.KINDS.index("memcpy"), memset])
+    used = _names_used(name_codes, is_copy, len(raw.name_uniques))  # only the copies' names are classified
+    by_name = np.array(
+        [_code(schema.COPY_KINDS, classes.copy_kind_for(n)) if u else -1 for n, u in zip(raw.name_uniques, used)]
+        + [-1],
+        dtype=np.int8,
+    )
     out = np.where(is_copy, by_name[name_codes], -1).astype(np.int8)
     # AMD names some copies without the direction; its "kind" arg carries it.
     for i in np.flatnonzero(is_copy & (out < 0)).tolist():
@@ -253,9 +265,12 @@ def _classify_copies(
 
 
 def _classify_comm(names: list[str], codes: np.ndarray, kind_code: np.ndarray, classes) -> dict[str, pd.Categorical]:
-    per_name = [classes.comm_for(n) for n in names]
+    is_kernel = kind_code == schema.KINDS.index("kernel")
+    used = _names_used(codes, is_kernel, len(names))  # only the kernels' names are classified
+    none = (None, None, None, None)
+    per_name = [classes.comm_for(n) if u else none for n, u in zip(names, used)]
     # one gather per column: non-kernels point at the table's last entry, which is -1 (missing)
-    kernel_codes = np.where(kind_code == schema.KINDS.index("kernel"), codes, len(names))
+    kernel_codes = np.where(is_kernel, codes, len(names))
     out: dict[str, pd.Categorical] = {}
     for j, key in enumerate(("comm_class", "collective", "algo", "protocol")):
         values = [p[j] for p in per_name]

@@ -9,12 +9,19 @@ The columns themselves are read by :mod:`tracekit.ingest.nsys_sqlite`.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from urllib.parse import quote
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import InputError
+
+try:  # the Arrow reader (ADBC's SQLite driver): columns straight into Arrow, no Python object per row
+    import adbc_driver_sqlite.dbapi as adbc_sqlite
+except ImportError:  # pragma: no cover - a dependency; sqlite3's fetchall is the slower fallback
+    adbc_sqlite = None
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EXPORT_HINT = "nsys export --type sqlite --output FILE.sqlite FILE.nsys-rep"
@@ -30,11 +37,15 @@ def is_sqlite(head: bytes) -> bool:
 
 
 class Database:
-    """A read-only connection to one export, with its table names and columns, and ``fetch`` of integer columns
-    into numpy (``fetchall`` of a few columns at a time: one C-level conversion, no Python statement per row)."""
+    """A read-only connection to one export, with its table names and columns (``sqlite3``, for the small queries),
+    and the columns of its event tables read column-wise into Arrow (:meth:`arrow`, through ADBC's SQLite driver on
+    its own read-only connection): integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`texts`),
+    never a Python object per row."""
 
     def __init__(self, source: Path, shown: str):
         self.source, self.shown = source, shown
+        self._strings: tuple[np.ndarray, pa.Array] | None = None
+        self._lock = threading.Lock()
         _check_header(source, shown)
         self.con = _connect(source, shown)
         try:
@@ -57,6 +68,31 @@ class Database:
     def close(self) -> None:
         self.con.close()
 
+    def arrow(self, sql: str) -> pa.Table:
+        """The result of ``sql`` as an Arrow table, read column-wise (ADBC, on a read-only connection of its own, so
+        that tables can be read in parallel threads); through ``fetchall`` where the driver is not installed."""
+        if adbc_sqlite is None:  # pragma: no cover
+            cur = self.con.execute(sql)
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+            return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+        try:
+            with adbc_sqlite.connect(_uri(self.source)) as con, con.cursor() as cur:
+                cur.execute(sql)
+                return cur.fetch_arrow_table()
+        except (adbc_sqlite.Error, OSError) as exc:  # a reader's error reaches Python as Arrow's OSError
+            raise database_error(self.shown, exc) from exc
+
+    def string_ids(self) -> tuple[np.ndarray, pa.Array]:
+        """StringIds as (ids ascending, their texts), read once."""
+        with self._lock:
+            if self._strings is None:
+                tab = self.arrow("SELECT id, CAST(value AS TEXT) AS value FROM StringIds ORDER BY id")
+                ids = tab.column(0).to_numpy().astype(np.int64) if tab.num_rows else np.zeros(0, dtype=np.int64)
+                texts = tab.column(1).combine_chunks() if tab.num_rows else pa.array([], type=pa.string())
+                self._strings = (ids, texts)
+            return self._strings
+
     def columns(self, table: str) -> list[str]:
         if table not in self._columns:
             rows = self.query(f'PRAGMA table_info("{table}")') if table in self.tables else []
@@ -72,17 +108,33 @@ class Database:
     def ints(self, table: str, exprs: list[str], where: str = "") -> np.ndarray:
         """The integer expressions ``exprs`` of every row of ``table`` (rowid order) as an (n, len(exprs)) int64
         array; NULL is -1 (each expression is written so)."""
-        sql = f'SELECT {", ".join(exprs)} FROM "{table}"{" WHERE " + where if where else ""} ORDER BY rowid'
-        rows = self.query(sql)
-        if not rows:
-            return np.zeros((0, len(exprs)), dtype=np.int64)
+        cols = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
+        sql = f'SELECT {cols} FROM "{table}"{" WHERE " + where if where else ""} ORDER BY rowid'
         try:
-            return np.array(rows, dtype=np.int64).reshape(len(rows), len(exprs))
-        except (OverflowError, ValueError, TypeError) as exc:
-            raise InputError(
-                f"{self.shown}: the table {table} holds a value that is not an integer in a column that must be"
-                f" one ({exc}); pass an unmodified export ({EXPORT_HINT})"
-            ) from exc
+            tab = self.arrow(sql)
+        except InputError as exc:  # the driver refuses a column whose type changes from row to row
+            if "type mismatch" not in str(exc).lower():
+                raise
+            raise self._not_integer(table, str(exc)) from exc
+        out = np.empty((tab.num_rows, len(exprs)), dtype=np.int64)
+        for i, col in enumerate(tab.columns):
+            if not (pa.types.is_integer(col.type) or pa.types.is_null(col.type)):
+                raise self._not_integer(table, f"{exprs[i]} is {col.type}")
+            if col.null_count:
+                raise self._not_integer(table, f"{exprs[i]} holds NULL")
+            out[:, i] = col.to_numpy() if col.num_chunks else np.zeros(0, dtype=np.int64)
+        return out
+
+    def texts(self, table: str, column: str) -> pa.Array:
+        """``table.column`` of every row (rowid order) as one Arrow string array (NULL where none)."""
+        col = self.arrow(f'SELECT CAST("{column}" AS TEXT) AS t FROM "{table}" ORDER BY rowid').column(0)
+        return col.combine_chunks() if col.num_chunks else pa.array([], type=pa.string())
+
+    def _not_integer(self, table: str, what: str) -> InputError:
+        return InputError(
+            f"{self.shown}: the table {table} holds a value that is not an integer in a column that must be"
+            f" one ({what}); pass an unmodified export ({EXPORT_HINT})"
+        )
 
 
 def column_or(db: Database, table: str, column: str, default: int = -1) -> str:
@@ -117,12 +169,8 @@ def _connect(source: Path, shown: str) -> sqlite3.Connection:
     """Read-only: ``mode=ro`` never creates a journal; ``immutable=1`` besides for a database in WAL mode (header
     bytes 18-19 = 2), which SQLite would otherwise open with a -shm file beside it. A database another process holds
     locked answers at once (no busy wait) and says so."""
-    with open(source, "rb") as fh:
-        head = fh.read(20)
-    wal = head[18:20] == b"\x02\x02"
-    uri = f"file:{quote(str(source.resolve()))}?mode=ro" + ("&immutable=1" if wal else "")
     try:
-        con = sqlite3.connect(uri, uri=True, timeout=0.2, check_same_thread=False)
+        con = sqlite3.connect(_uri(source), uri=True, timeout=0.2, check_same_thread=False)
         con.execute("PRAGMA query_only = 1")
         con.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
@@ -130,7 +178,15 @@ def _connect(source: Path, shown: str) -> sqlite3.Connection:
     return con
 
 
-def database_error(shown: str, exc: sqlite3.DatabaseError) -> InputError:
+def _uri(source: Path) -> str:
+    """The read-only URI of a database (both connections open it so)."""
+    with open(source, "rb") as fh:
+        head = fh.read(20)
+    wal = head[18:20] == b"\x02\x02"
+    return f"file:{quote(str(source.resolve()))}?mode=ro" + ("&immutable=1" if wal else "")
+
+
+def database_error(shown: str, exc: Exception) -> InputError:
     """One sentence for what SQLite said: locked, damaged, or not a database."""
     msg = str(exc)
     if "locked" in msg or "busy" in msg:

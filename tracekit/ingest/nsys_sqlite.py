@@ -1,10 +1,10 @@
 """Nsight Systems SQLite export (``nsys export --type sqlite``) → the events table (docs/events-schema.md, section
 "Nsight Systems SQLite").
 
-The CUPTI kernel, memcpy, memset, synchronization and runtime tables and NVTX_EVENTS are read column-wise (a few
-integer columns at a time through ``fetchall`` into numpy; names as StringIds ids, resolved once per distinct id)
-into the same raw columns the Kineto reader makes, and :func:`tracekit.ingest.normalize.build_events` turns them into
-the events table: the same kinds (by the Kineto category each table is given, ``tracekit/data/nsys.json``), the same
+The CUPTI kernel, memcpy, memset, synchronization and runtime tables and NVTX_EVENTS are read column-wise into Arrow
+(:meth:`Database.arrow`, two tables at a time; names as StringIds ids, resolved once per distinct id) into the same
+raw columns the Kineto reader makes, and :func:`tracekit.ingest.normalize.build_events` turns them into the events
+table: the same kinds (by the Kineto category each table is given, ``tracekit/data/nsys.json``), the same
 copy and communication classes, the same sort and clock-jump rule. Times are nsys's integer ns as stored. Every row
 read is kept or counted by reason in the ingest report. A ``.nsys-rep`` is exported first (:func:`export_report`).
 """
@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..trace import IngestReport, Trace
@@ -77,8 +80,7 @@ def read_nsys(source: Path, shown: str) -> Trace:
 def read_nsys_sqlite(source: Path, shown: str, file_bytes: int | None = None) -> Trace:
     db = Database(source, shown)
     try:
-        names = _Names()
-        parts = [p for p in (_read_table(db, names, what) for what in rules()["tables"]) if p is not None]
+        parts, names = read_tables(db, list(rules()["tables"]))
         meta = _meta_of(db, shown)
     finally:
         db.close()
@@ -128,14 +130,15 @@ class _Names:
         return np.array([self.code(t) for t in texts], dtype=np.int64)
 
 
-def _string_ids(db: Database, table: str, column: str, where: str = "") -> tuple[np.ndarray, list[str]]:
-    """The StringIds (ids sorted, texts) that ``table.column`` uses: only those, however many strings the export
-    holds."""
-    rows = db.query(
-        f'SELECT id, value FROM StringIds WHERE id IN (SELECT DISTINCT "{column}" FROM "{table}"'
-        f"{' WHERE ' + where if where else ''}) ORDER BY id"
-    )
-    return np.array([r[0] for r in rows], dtype=np.int64), [str(r[1]) for r in rows]
+def _string_ids(db: Database, ids: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The StringIds (ids sorted, texts) of the ids a column holds: only those, however many strings the export
+    holds (the table is read once, column-wise, and shared by every reader)."""
+    all_ids, all_texts = db.string_ids()
+    want = np.unique(ids)
+    at = np.clip(np.searchsorted(all_ids, want), 0, max(all_ids.size - 1, 0))
+    found = want[all_ids[at] == want] if all_ids.size else want[:0]
+    pos = np.searchsorted(all_ids, found)
+    return found, [str(t) for t in all_texts.take(pa.array(pos)).to_pylist()]
 
 
 def _lookup(ids: np.ndarray, known: np.ndarray, codes: np.ndarray, missing: int) -> np.ndarray:
@@ -153,6 +156,23 @@ def _enum(db: Database, table: str) -> dict[int, tuple[str, str]]:
 
 
 # ----------------------------------------------------------------------------------------------- one table each
+
+
+def read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], _Names]:
+    """Every table's part, read two at a time (SQLite and Arrow work without the GIL), each naming its events in a
+    table of its own; the names are then merged in the tables' order, so that the codes are what one reader
+    reading the tables one after another would give."""
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-nsys") as pool:
+        read = list(pool.map(lambda what: (_read_table(db, local := _Names(), what), local), tables))
+    names, parts = _Names(), []
+    for part, local in read:
+        if part is None:
+            continue
+        if local.values:
+            remap = names.table(local.values)
+            part["name"] = np.where(part["name"] >= 0, remap[np.clip(part["name"], 0, None)], part["name"])
+        parts.append(part)
+    return parts, names
 
 
 def _read_table(db: Database, names: _Names, what: str) -> dict[str, Any] | None:
@@ -206,7 +226,7 @@ def _kernels(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any
             f"{column_or(db, table, 'staticSharedMemory', 0)} + {column_or(db, table, 'dynamicSharedMemory', 0)}",
         ],
     )
-    known, texts = _string_ids(db, table, col)
+    known, texts = _string_ids(db, a[:, 6])
     part = _gpu_part(a, cat, _lookup(a[:, 6], known, names.table(texts), names.code("<unnamed kernel>")))
     part.update(registers=a[:, 7], grid=a[:, 8:11], block=a[:, 11:14], shared_mem=a[:, 14])
     part["graph_nodes"] = _count_not_null(db, table, "graphNodeId")
@@ -290,7 +310,7 @@ def _runtime(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any
             column_or(db, table, "nameId"),
         ],
     )
-    known, texts = _string_ids(db, table, "nameId")
+    known, texts = _string_ids(db, a[:, 4])
     suffix, driver = re.compile(rules()["runtime_version_suffix"]), re.compile(rules()["driver_api"])
     plain = [suffix.sub("", t) for t in texts]  # cudaLaunchKernel_v7000 → cudaLaunchKernel, as Kineto names it
     codes = names.table(plain)
@@ -323,23 +343,22 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
             column_or(db, table, "textId"),
         ],
     )
-    text = (
-        [r[0] for r in db.query(f'SELECT "text" FROM "{table}" ORDER BY rowid')] if "text" in db.columns(table) else []
-    )
+    has_text = "text" in db.columns(table)
     types = {name: k for k, (name, _) in _enum(db, "ENUM_NSYS_EVENT_TYPE").items()}
     want = rules()["nvtx_types"]
     ranges = np.isin(a[:, 2], [types[t] for t in want["ranges"] if t in types] or [59, 60, 70, 71])
     marks = np.isin(a[:, 2], [types[t] for t in want["marks"] if t in types] or [34, 65])
     domains = np.isin(a[:, 2], [types[t] for t in want["domains"] if t in types] or [75])
     # the name: the registered string (textId) where there is one, else the text as written
-    known, texts = _string_ids(db, table, "textId")
+    known, texts = _string_ids(db, a[:, 4])
     by_id = _lookup(a[:, 4], known, names.table(texts), -1)
-    if text:
-        written = np.array(text, dtype=object)
-        need = (by_id < 0) & (ranges | marks)
-        codes, uniques = pd.factorize(written[need], use_na_sentinel=True)
-        table_codes = names.table([str(u) for u in uniques]) if len(uniques) else np.zeros(0, dtype=np.int64)
-        by_id[need] = np.where(codes >= 0, table_codes[np.clip(codes, 0, None)] if len(uniques) else -1, -1)
+    need = (by_id < 0) & (ranges | marks)
+    if has_text and need.any():  # the texts as written, each distinct one named once (Arrow's dictionary)
+        enc = pc.dictionary_encode(db.texts(table, "text").filter(pa.array(need)))
+        codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        uniques = enc.dictionary.to_pylist()
+        table_codes = names.table([str(u) for u in uniques]) if uniques else np.zeros(0, dtype=np.int64)
+        by_id[need] = np.where(codes >= 0, table_codes[np.clip(codes, 0, None)] if uniques else -1, -1)
     by_id[(by_id < 0) & (ranges | marks)] = names.code("<unnamed range>")
     pid, tid = _cpu_ids(a[:, 3])
     end = np.where(marks, a[:, 0], a[:, 1])

@@ -316,3 +316,28 @@ def test_cli_exit_3_one_sentence(tmp_path):
     )
     assert done.returncode == 3 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "not an Nsight Systems export" in done.stderr
+
+
+@pytest.mark.parametrize("at", ["first", "late"])
+def test_text_in_an_integer_column_is_refused(tmp_path, at):
+    """A text where nsys writes integers is one sentence and exit 3, whether it is in the reader's first batch of
+    rows or far after it (the Arrow reader infers each column's type from its first rows)."""
+    src = build(tmp_path / "x.sqlite")
+    con = sqlite3.connect(src)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(CUPTI_ACTIVITY_KIND_KERNEL)")]
+    row = list(con.execute("SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1").fetchone())
+    filler = [row] * (0 if at == "first" else 3000)
+    con.executemany(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({', '.join('?' * len(cols))})", filler)
+    bad = list(row)
+    bad[cols.index("start")] = "abc"
+    con.execute(f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ({', '.join('?' * len(cols))})", bad)
+    if at == "first":
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE start != 'abc'")
+    con.commit()
+    con.close()
+    before, data = _folder(src), src.read_bytes()
+    with pytest.raises(InputError) as exc:
+        load(src, cache=False)
+    msg = str(exc.value)
+    assert "not an integer" in msg and str(src) in msg and "\n" not in msg
+    assert _folder(src) == before and src.read_bytes() == data
