@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "f07527831eb3bc14362dc9eff4740b6674241369d1964e0238e0469fa599a19b",
+        "c1ff1c046343245a32da1c4afd7ec547ed4bd520e43abc48b85709f1a32bb880",  # issue 40: + world_size keys
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "e886e371eb143abdaf841381ca2f6bb0254cb64f72b9c82d1f80c74218f9a66e",
+        "6cb3b794240b79be57600fc67cb4dc9cf0de25502987b6d2a696edf0512d6b33",  # issue 40: + world_size keys
     ),
 ]
 
