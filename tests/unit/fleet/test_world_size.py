@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import write_trace
 from tests.unit.fleet.test_multirank import _run_events
+from tracekit.analyses.fleet.multirank.api import lower_bound_sentence
 from tracekit.analyses.fleet.multirank.discover import RankFiles, missing_of, world_size_of
 from tracekit.errors import InputError, UsageError
 from tracekit.fan_out import imbalance
@@ -55,6 +56,19 @@ def test_two_world_sizes_are_two_runs_and_a_small_world_size_is_a_usage_error():
         world_size_of(ranks, {Path("rank-0.json"): 8, Path("rank-1.json"): 16}, None)
     with pytest.raises(UsageError, match=r"--world-size 1 is less than the ranks the files hold \(rank 1\)"):
         world_size_of(ranks, {}, 1)
+
+
+def test_the_sentence_names_the_missing_ranks_as_spans():
+    def said(miss, ws=64, src="--world-size"):
+        return lower_bound_sentence({"missing_ranks": miss, "world_size": ws, "world_size_from": src})
+
+    assert said([10], 32, "distributedInfo") == (
+        "rank 10 of the world of 32 (distributedInfo) has no readable trace: the imbalance is a lower bound (a missing"
+        " rank may be the one the others waited for); record every rank's trace"
+    )
+    assert said(list(range(3, 64))).startswith("ranks 3–63 of the world of 64 (--world-size) have no readable trace")
+    assert said([2, 5, 6, 7, 9]).startswith("ranks 2, 5–7, 9 of the world of 64")
+    assert said(list(range(1, 40, 2))).startswith("ranks 1, 3, 5, 7, 9, 11, 13, 15 and 12 more of the world")
 
 
 # --------------------------------------------------------------------------- the head of a trace
