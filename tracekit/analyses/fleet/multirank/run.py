@@ -8,10 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ....errors import InputError, UsageError
+from ....errors import InputError, UsageError, check_items
 from ....ingest.distributed_info import distributed_info
 from ....result import shown_path
 from .discover import RankFiles, check_world_size, find_ranks, missing_of, nodes_of, world_size_of
+
+TAKES_RUN = "a path (str or Path) of a run's folder or a list of its rank files"
 
 
 @dataclass
@@ -73,6 +75,7 @@ def load_run(paths_or_files, *, world_size: int | None = None, gpus_per_node: in
     world sizes (exit 3), a bad ``world_size`` or ``gpus_per_node`` (exit 2)."""
     if isinstance(paths_or_files, Run):
         return run_with(paths_or_files, world_size=world_size, gpus_per_node=gpus_per_node)
+    check_items(paths_or_files, "paths_or_files", TAKES_RUN, paths=True)
     check_world_size(world_size)
     check_gpus_per_node(gpus_per_node)
     ranks, skipped = find_ranks(paths_or_files)
