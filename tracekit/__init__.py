@@ -54,6 +54,8 @@ _API: dict[str, str] = {
     "read_log": "ingest.sglang_log",
     "read_bench": "ingest.bench",
     "discover": "ingest.discover",
+    "load_run": "analyses.fleet.multirank.run",
+    "Run": "analyses.fleet.multirank.run",
     "launch_config": "ingest.launch_script",
     "load_side": "fan_out",
     "collect": "exporters.parquet",

@@ -28,7 +28,7 @@ from .analyses.fleet.deployment_compare import (
     config_diff,
     same_point,
 )
-from .analyses.fleet.multirank import imbalance_of_run, plan_run, reduce_point
+from .analyses.fleet.multirank import Run, imbalance_of_run, plan_run, reduce_point
 from .analyses.fleet.multirank.mapper import in_worker, load_in_worker, start_worker
 from .analyses.options import AllGatherOptions
 from .analyses.steps.keywords import options_as_objects
@@ -434,6 +434,7 @@ def imbalance(
     dask=None,
     dask_timeout: float | None = None,
     gpus_per_node: int | None = None,
+    world_size: int | None = None,
     steps: StepOptions | None = None,
     cache: bool = True,
     progress=None,
@@ -447,8 +448,11 @@ def imbalance(
     the Dask cluster at ``dask`` (an address or a ``distributed.Client``; ``dask_timeout`` seconds to reach it,
     default 10) — and this process aligns and attributes them. ``gpus_per_node``: ranks r and r' share a node (a clock) when r // n == r' // n; default: the hosts in
     the file names when every rank's has one, else 8. ``steps``: StepOptions as every command's (its phase aside:
-    every phase is kept)."""
-    check_items(root, "root", TAKES_RUN, paths=True)
+    every phase is kept). ``root`` may be a :class:`Run` (``tracekit.load_run``); ``world_size``: the ranks the run
+    had (default: the traces' distributedInfo, else the highest rank + 1): the ranks without a file are named and the
+    imbalance marked a lower bound."""
+    if not isinstance(root, Run):  # a tracekit.load_run Run: its ranks found once, not searched again
+        check_items(root, "root", TAKES_RUN, paths=True)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise UsageError(f"--jobs must be a whole number of at least 1, not {jobs!r}")
     if steps is not None and not isinstance(steps, StepOptions):
@@ -459,6 +463,7 @@ def imbalance(
     plan = plan_run(
         root,
         gpus_per_node=gpus_per_node,
+        world_size=world_size,
         step_name=given["step_name"],
         min_step_ns=given["min_step_ns"],
         step_source=given["step_source"] or "auto",

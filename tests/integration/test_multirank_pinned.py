@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "5d2d87f480349df159001a1712b5aeafd6f0e6a358ddebb7d3a9b9451a37f8fb",
+        "c1ff1c046343245a32da1c4afd7ec547ed4bd520e43abc48b85709f1a32bb880",  # issue 40: + world_size keys
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "9d80603ff642834b754d8c962f970d2ce32e76455cc789caadb6b3be35e7c8d7",
+        "6cb3b794240b79be57600fc67cb4dc9cf0de25502987b6d2a696edf0512d6b33",  # issue 40: + world_size keys
     ),
 ]
 

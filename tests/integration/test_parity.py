@@ -163,6 +163,11 @@ def _cases(d):
         ("capacity", ["--log", log], lambda: tracekit.capacity(log=tracekit.read_log(log), dims=_dims(), context=None)),
         ("ranks", ["--tp", "16", "--dp", "16"], lambda: tracekit.rank_map(tp=16, dp=16, attn_cp=1, dp_attention=True)),
         ("imbalance", [d["dir"] / "ranks"], lambda: tracekit.imbalance(d["dir"] / "ranks")),
+        (  # --world-size (issue 40), and a tracekit.load_run Run in place of the path
+            "imbalance",
+            [d["dir"] / "ranks", "--world-size", "3"],
+            lambda: tracekit.imbalance(tracekit.load_run(d["dir"] / "ranks", world_size=3)),
+        ),
         (
             "analyze",
             [d["dir"] / "a", "-a", "k3_dp16", "-j", "1"],

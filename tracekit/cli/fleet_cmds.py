@@ -13,6 +13,7 @@ from ..data import DEFAULT_ACCEPT_LEN, DEFAULT_POINT_PATTERN
 from .common import AgSizeOpt, AnnotationOpt, GroupOpt, ag_opts, app, show_progress
 from .common import Fmt
 from .options import NO_CACHE, OUTPUT, PRINTED, RANK_STEP_FLAGS, STEP_FLAGS, CacheFlags, Output, StepFlags
+from .options import WorldSizeOpt
 
 RankOpt = Annotated[
     Optional[str],
@@ -264,6 +265,7 @@ def imbalance_cmd(
             help="Ranks per node (one clock per node; default: the hosts in the file names, else 8).",
         ),
     ] = None,
+    world_size: WorldSizeOpt = None,
     step_flags: StepFlags = RANK_STEP_FLAGS,
     cache: CacheFlags = NO_CACHE,
     output: Output = OUTPUT,
@@ -281,6 +283,7 @@ def imbalance_cmd(
         dask=dask,
         dask_timeout=dask_timeout,
         gpus_per_node=gpus_per_node,
+        world_size=world_size,
         cache=cache.cache,
         steps=step_flags.of_ranks(),
     )

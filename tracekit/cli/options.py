@@ -290,3 +290,15 @@ REPLAY = OptionGroup(
 PRINTED = OptionGroup(
     Output, ("format", FormatOpt, Fmt.table), ("table", TableOpt, None), ("full_paths", FullPathsOpt, False)
 )
+
+
+# The ranks a run had (issue 40), shared by the commands that read a run: imbalance, report RUN_DIR, findings RUN_DIR
+WorldSizeOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--world-size",
+        min=1,
+        help="Ranks the run had (default: the traces' distributedInfo, else the highest rank + 1): the ranks"
+        " without a file are named and the imbalance marked a lower bound.",
+    ),
+]

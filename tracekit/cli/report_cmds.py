@@ -11,7 +11,7 @@ import typer
 from ..errors import UsageError
 from .common import AgSizeOpt, AnnotationOpt, CategoriesOpt, GroupOpt, LocalOpt, RunArg, ag_opts, annotation_for, app
 from .hw_cmds import BsOpt, HwOpt
-from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags
+from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags, WorldSizeOpt
 
 MinMsOpt = Annotated[
     Optional[float],
@@ -30,13 +30,23 @@ MinPctOpt = Annotated[
 ]
 
 
-def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] | Path | None]:
-    """TRACE... of report and findings → (the one trace, None) or (None, the run): two or more files are the ranks
-    of one run; so is a directory whose traces are two or more distinct ranks (tracekit imbalance's rule)."""
+def one_trace_or_run(paths: list[Path] | None, world_size: int | None = None):
+    """TRACE... of report and findings → (the one trace, None) or (None, the run as a ``tracekit.load_run`` Run,
+    its ranks found once): two or more files are the ranks of one run; so is a directory whose traces are two or
+    more distinct ranks (tracekit imbalance's rule). ``world_size``: ``--world-size``, which only a run takes."""
+    trace, run = _trace_or_run(paths, world_size)
+    if world_size is not None and run is None:
+        raise UsageError("--world-size goes with the ranks of one run (a run directory or two or more files)")
+    return trace, run
+
+
+def _trace_or_run(paths: list[Path] | None, world_size: int | None):
+    from ..analyses.fleet.multirank.run import load_run, run_of_ranks
+
     if not paths:
         return None, None
     if len(paths) > 1:
-        return None, list(paths)
+        return None, load_run(list(paths), world_size=world_size)
     path = paths[0]
     if not Path(path).is_dir():
         return path, None
@@ -44,23 +54,26 @@ def one_trace_or_run(paths: list[Path] | None) -> tuple[Path | None, list[Path] 
     from ..errors import TracekitError
 
     try:
-        ranks, _ = find_ranks(path)
+        ranks, skipped = find_ranks(path)
     except RankConflict:  # two files with one rank identity: said as such, not "pass one of them"
         raise
     except (TracekitError, UsageError):
         return path, None
-    return (None, path) if len(ranks) >= 2 else (path, None)
+    if len(ranks) < 2:
+        return path, None
+    return None, run_of_ranks(path, ranks, skipped, world_size=world_size)
 
 
 def run_imbalance(run, step_flags: StepFlags, cache: CacheFlags):
-    """tracekit imbalance of the run (a directory or its files) with the command's step options."""
+    """tracekit imbalance of the run (a ``tracekit.load_run`` Run) with the command's step options."""
     from ..fan_out import imbalance
 
     return imbalance(run, steps=step_flags.of_ranks(), cache=cache.cache)
 
 
 def run_of_ranks_report(run, step_flags: StepFlags, cache: CacheFlags):
-    """(the reference rank's file, the run's imbalance result) for `tracekit report RUN`."""
+    """(the reference rank's file, the run's imbalance result) for `tracekit report RUN`; ``run`` is searched
+    once (tracekit.load_run), never again here."""
     from ..analyses.fleet.multirank.api import reference_files
 
     imb = run_imbalance(run, step_flags, cache)
@@ -84,6 +97,7 @@ def report_cmd(
             " findings (and the ledger waterfall to -f html).",
         ),
     ] = None,
+    world_size: WorldSizeOpt = None,
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
@@ -95,7 +109,7 @@ def report_cmd(
     batch, every rank's clock offset and waits (tracekit imbalance)."""
     from .reuse import reused_or_run
 
-    trace, run = one_trace_or_run(trace)
+    trace, run = one_trace_or_run(trace, world_size)
     ranks = run_of_ranks_report(run, step_flags, cache) if run is not None else None
     if ranks is not None:
         trace = ranks[0]
@@ -181,6 +195,7 @@ def findings_cmd(
     ag_size: AgSizeOpt = None,
     local_copy: LocalOpt = None,
     step_flags: StepFlags = STEP_FLAGS,
+    world_size: WorldSizeOpt = None,
     output: Output = OUTPUT,
     cache: CacheFlags = CACHE,
 ) -> None:
@@ -191,7 +206,7 @@ def findings_cmd(
     imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
     from .reuse import reused_or_run
 
-    trace, run = one_trace_or_run(trace)
+    trace, run = one_trace_or_run(trace, world_size)
     if compare is not None or run is not None:  # (one trace's findings from the cache import no analysis)
         from ..analyses.findings.trace_findings import findings
         from ..ingest.launch_script import launch_config

@@ -127,6 +127,7 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
         "ranks": s.get("ranks"),
         "steps": s.get("steps"),
         "clock": s.get("clock"),
+        **{k: s[k] for k in ("world_size", "missing_ranks", "imbalance_is_lower_bound") if k in s},  # issue 40
     }
     status = pd.DataFrame([{"source": "ranks", "ran": True, "findings": len(rows), "reason": why}])
     return Result(

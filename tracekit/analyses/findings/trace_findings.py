@@ -91,6 +91,10 @@ def findings(
     rank makes the others wait, and why (``tracekit findings RUN_DIR``). ``ann`` and ``ann_b``: a name, a path or an
     Annotation; ``hw``: a profile, its name or a JSON file; ``steps``: StepOptions, Steps or a table (default: the
     annotation's step options); ``ag``: :class:`AllGatherOptions` over the annotation's."""
+    if getattr(trace, "is_run", False):  # a tracekit.load_run Run: its imbalance, read here (or give ranks=)
+        from ..fleet.multirank.api import imbalance_in_process
+
+        trace, ranks = None, ranks if ranks is not None else imbalance_in_process(trace, steps=steps)
     if ranks is not None:  # `findings RUN_DIR`: the ranks of one run (a tracekit.imbalance result)
         if trace is not None or compare is not None:
             raise UsageError("give one TRACE, two deployments with --compare A B, or the ranks of one run, not two")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ...result import Result
 from ..findings.imbalance_findings import rank_findings_of, straggler_batch
+from ..fleet.multirank.api import imbalance_in_process, reference_files
 
 # report's table name -> the imbalance table it is (report has its own `steps`, the reference rank's)
 RANK_TABLES = {
@@ -28,7 +29,20 @@ SUMMARY_KEYS = (
     "collectives",
     "unmatched",
     "imbalance_ns_per_step",
+    "world_size",  # the ranks the run had, and which of them have no trace (issue 40): the imbalance a lower bound
+    "world_size_from",
+    "missing_ranks",
+    "imbalance_is_lower_bound",
 )
+
+
+def run_report_inputs(run, ranks: Result | None, steps):
+    """``tracekit.report(run)`` of a ``tracekit.load_run`` Run: (its reference rank's trace, loaded, and the
+    run's imbalance: ``ranks`` when given, else computed here, the files one after another)."""
+    from ...ingest import load
+
+    imb = ranks if ranks is not None else imbalance_in_process(run, steps=steps)
+    return load(reference_files(run, imb)[0]), imb
 
 
 def ranks_summary(imb: Result) -> dict:

@@ -46,6 +46,10 @@ def report(
     findings among the findings (docs/multirank.md)."""
     if ranks is not None and getattr(ranks, "command", None) != "imbalance":
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
+    if getattr(trace, "is_run", False):  # a tracekit.load_run Run: its reference rank's report with the ranks part
+        from .ranks_part import run_report_inputs
+
+        trace, ranks = run_report_inputs(trace, ranks, steps)
     ann = as_annotation(ann)
     st = find_steps(trace, steps, ann=ann)
     kernels = int(kinds_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here

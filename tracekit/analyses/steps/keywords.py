@@ -128,7 +128,7 @@ def _plain(value) -> bool:
     from ...annotation.spec import Annotation
     from ...trace import Trace
 
-    return value is None or isinstance(value, (Trace, Annotation))
+    return value is None or isinstance(value, (Trace, Annotation)) or getattr(value, "is_run", False)  # load_run's
 
 
 def _as_objects(name: str, plan: _Plan, args: tuple, kw: dict, required=frozenset()) -> tuple[tuple, dict]:
@@ -236,7 +236,7 @@ def _trace(name: str, param: str, value, reading: dict):
     """A path loaded as the CLI loads it (cached unless no_cache), a Trace as it is, a pair for a pair."""
     from ...trace import Trace
 
-    if value is None or isinstance(value, Trace):
+    if value is None or isinstance(value, Trace) or getattr(value, "is_run", False):  # a Run: report, findings
         return value
     if isinstance(value, (str, os.PathLike)):
         from ...ingest import load

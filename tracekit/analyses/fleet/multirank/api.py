@@ -20,8 +20,9 @@ from ....result import Result, shown_path, shown_text
 from ...steps.resolve import step_options
 from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
-from .discover import find_ranks, nodes_of, settle
+from .discover import missing_of, nodes_of, settle, world_size_of
 from .mapper import MapOptions, load_collectives, reduce_file
+from .run import Run, load_run, run_with
 
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
@@ -36,6 +37,7 @@ class RunPlan:
     files: list
     opts: MapOptions
     gpus_per_node: int | None
+    run: Run | None = None  # the ranks as tracekit.load_run found them (once)
 
 
 def reduce_point(path: str, opts: MapOptions) -> dict:
@@ -52,19 +54,25 @@ def plan_run(
     paths_or_dir,
     *,
     gpus_per_node: int | None = None,
+    world_size: int | None = None,
     step_name: str | None = None,
     min_step_ns: int | None = None,
     step_source: str | None = None,
     steps_file=None,
     cache: bool = True,
 ) -> RunPlan:
-    """The ranks of one run and the files to reduce (usage errors before any file is read)."""
+    """The ranks of one run and the files to reduce (usage errors before any file is read). ``paths_or_dir``: a
+    run directory, its files, or a :class:`~.run.Run` (``tracekit.load_run``: not searched again)."""
     if gpus_per_node is not None and (
         isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, (int, np.integer)) or gpus_per_node < 1
     ):
         raise UsageError(f"--gpus-per-node must be a whole number of at least 1, not {gpus_per_node!r}")
     step_options(step_name=step_name, min_step_ns=min_step_ns, phase="all", source=step_source, steps_file=steps_file)
-    ranks, skipped = find_ranks(paths_or_dir)
+    if isinstance(paths_or_dir, Run):
+        run = run_with(paths_or_dir, world_size=world_size, gpus_per_node=gpus_per_node)
+    else:
+        run = load_run(paths_or_dir, world_size=world_size, gpus_per_node=gpus_per_node)
+    ranks, skipped = run.ranks, run.skipped
     files = [(i, f) for i, rf in enumerate(ranks) for f in rf.files]
     opts = MapOptions(
         step_name=step_name,
@@ -73,7 +81,7 @@ def plan_run(
         steps_file=str(steps_file) if steps_file else None,
         cache=cache,
     )
-    return RunPlan(paths_or_dir, ranks, skipped, files, opts, gpus_per_node)
+    return RunPlan(run.source, ranks, skipped, files, opts, run.gpus_per_node, run)
 
 
 def _shown(f: Path, root: Path | None) -> str:
@@ -123,6 +131,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         [[p["meta"].get("rank") if p["meta"].get("world_size") != 1 else None for p in by_rank[i]] for i in keep],
     )
     warnings += settle_warn
+    world = _world(plan, kept_ranks, by_rank, keep, warnings)
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
@@ -166,7 +175,10 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "unmatched": al.unmatched,
         "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
         "straggler": straggler,
+        **world,
     }
+    if world["missing_ranks"]:
+        warnings.append(lower_bound_sentence(world))
     if len(per) == 0:
         warnings.append(
             "no collective kernel (tracekit/data/collectives.json) runs on two ranks: no wait can be attributed"
@@ -181,6 +193,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     inputs = [{"path": shown_path(f), "rank": rf.rank} for rf in kept_ranks for f in rf.files]
     params = {
         "gpus_per_node": None if gpus_per_node is None else int(gpus_per_node),
+        "world_size": None if plan.run is None else plan.run.world_size_given,
         "nodes_from": node_src,
         "step_name": opts.step_name,
         "min_step_ns": opts.min_step_ns,
@@ -189,6 +202,43 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "phase": "all",
     }
     return Result(command="imbalance", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
+
+
+def _world(plan: RunPlan, kept_ranks: list, by_rank: dict, keep: list[int], warnings: list[str]) -> dict:
+    """The summary's world: ``world_size``, ``world_size_from``, ``missing_ranks`` (ranks of the world whose file
+    is absent or could not be read) and ``imbalance_is_lower_bound``; the world size decided by
+    :func:`~.discover.world_size_of` from the settled ranks and what each reduced trace's distributedInfo says."""
+    said = {Path(p["path"]): p["meta"].get("world_size") for i in keep for p in by_rank[i]}
+    given = plan.run.world_size_given if plan.run is not None else None
+    ws, ws_from, said_warn = world_size_of(kept_ranks, said, given)
+    warnings += [w for w in said_warn if w not in warnings]
+    missing = missing_of(kept_ranks, ws)
+    return {
+        "world_size": ws,
+        "world_size_from": ws_from,
+        "missing_ranks": missing,
+        "imbalance_is_lower_bound": bool(missing),
+    }
+
+
+def lower_bound_sentence(world: dict) -> str:
+    """What a run with missing ranks says (imbalance, report and findings): which ranks, why the imbalance is a lower
+    bound, and what to record."""
+    miss = world["missing_ranks"]
+    spans: list[list[int]] = []  # consecutive ranks as one span: "ranks 3–63", "ranks 2, 5–7"
+    for r in miss:
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    parts = [str(a) if a == b else f"{a}–{b}" for a, b in spans]
+    rest = sum(b - a + 1 for a, b in spans[8:])
+    shown = ", ".join(parts[:8]) + (f" and {rest} more" if rest else "")
+    return (
+        f"rank{'s' if len(miss) > 1 else ''} {shown} of the world of {world['world_size']}"
+        f" ({world['world_size_from']}) {'have' if len(miss) > 1 else 'has'} no readable trace: the imbalance is a"
+        " lower bound (a missing rank may be the one the others waited for); record every rank's trace"
+    )
 
 
 def _readable_ranks(plan: RunPlan, results: list, warnings: list[str]) -> tuple[dict[int, list[dict]], list[int]]:
@@ -253,14 +303,33 @@ def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, las
 
 def reference_files(paths_or_dir, imb: Result) -> list[Path]:
     """The files of the reference rank (the lowest rank id) of the run ``imb`` (a ``tracekit.imbalance`` result of
-    ``paths_or_dir``), as found on disk: what `tracekit report RUN_DIR` reports on. Several for sglang's per-stage
-    files (the decode stage first)."""
+    ``paths_or_dir``: a run directory, its files or a ``tracekit.load_run`` Run), as found on disk: what `tracekit
+    report RUN_DIR` reports on. Several for sglang's per-stage files (the decode stage first). Kept for callers of
+    old; ``tracekit.load_run(RUN_DIR).reference_files()`` is the public way."""
     if getattr(imb, "command", None) != "imbalance":
         raise UsageError("reference_files takes the result of tracekit.imbalance(RUN_DIR)")
     ref = imb.summary["reference_rank"]
     mine = {str(i["path"]) for i in imb.inputs if i.get("rank") == ref}
-    ranks, _ = find_ranks(paths_or_dir)
+    ranks = load_run(paths_or_dir).ranks
     files = [f for rf in ranks for f in rf.files if shown_path(f) in mine]
     if not files:
         raise InputError(f"the files of rank {ref} are no longer where tracekit imbalance found them; rerun it")
     return sorted(files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))
+
+
+def imbalance_in_process(run, *, steps=None, cache: bool = True) -> Result:
+    """``tracekit.imbalance`` of ``run`` (a Run, a run directory or its files) in this process, one file after
+    another: what ``tracekit.report(run)`` and ``tracekit.findings(run)`` compute when not given ``ranks=`` (pass
+    ``ranks=tracekit.imbalance(run, jobs=N)`` for the files read in parallel)."""
+    from ...steps.resolve import StepOptions
+
+    given = StepOptions.given_params(steps if isinstance(steps, StepOptions) else None)
+    plan = plan_run(
+        run,
+        step_name=given["step_name"],
+        min_step_ns=given["min_step_ns"],
+        step_source=given["step_source"] or "auto",
+        steps_file=given["steps_file"],
+        cache=cache,
+    )
+    return imbalance_of_run(plan, [reduce_point(str(f), plan.opts) for _, f in plan.files])

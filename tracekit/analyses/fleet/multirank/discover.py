@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ....errors import InputError, MissingDataError
+import numpy as np
+
+from ....errors import InputError, MissingDataError, UsageError
 from ....ingest.discover import discover_all, rank_tags, rank_tags_text
 from ....result import shown_path
 
@@ -234,6 +236,65 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
             return {rf.rank: ids[rf.host] for rf in ranks}, "host names"
         gpus_per_node = 8
     return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"
+
+
+def check_world_size(world_size) -> int | None:
+    """``--world-size`` as given: None, or a whole number of at least 1 (else one sentence, exit 2)."""
+    if world_size is not None and (
+        isinstance(world_size, bool) or not isinstance(world_size, (int, np.integer)) or world_size < 1
+    ):
+        raise UsageError(f"--world-size must be a whole number of at least 1, not {world_size!r}")
+    return None if world_size is None else int(world_size)
+
+
+def world_size_of(
+    ranks: list[RankFiles], said: dict[Path, int | None], given: int | None
+) -> tuple[int | None, str, list[str]]:
+    """The run's world size, from what (``world_size_from``) and the warnings: ``given`` (``--world-size``) when
+    given; else the traces' ``distributedInfo.world_size`` (``said``: each file's; 1, a trace of its own one-rank
+    run, says nothing of this run); else the highest rank id + 1 (the rank tags or rank-N in the file names, which
+    cannot see a missing last rank). Two files that say two world sizes are the files of two runs (exit 3); a
+    ``given`` below the ranks the files hold is a usage error (exit 2)."""
+    warnings: list[str] = []
+    ids = [rf.rank for rf in ranks if rf.rank is not None]
+    top = max(ids) + 1 if ids else None
+    sizes: dict[int, Path] = {}
+    for f, ws in said.items():
+        if ws is not None and ws > 1:
+            sizes.setdefault(int(ws), f)
+    if len(sizes) > 1:
+        (a, fa), (b, fb) = sorted(sizes.items())[:2]
+        raise InputError(
+            f"{shown_path(fa)} says distributedInfo.world_size {a} and {shown_path(fb)} says {b}: the files of two"
+            " runs; pass the files of one run"
+        )
+    traced = next(iter(sizes), None)
+    if given is not None:
+        if top is not None and given < top:
+            raise UsageError(
+                f"--world-size {given} is less than the ranks the files hold (rank {top - 1}); pass at least {top}"
+            )
+        if traced is not None and traced != given:
+            warnings.append(f"--world-size {given} is used; the traces' distributedInfo says world_size {traced}")
+        return given, "--world-size", warnings
+    if traced is not None:
+        if top is not None and top > traced:
+            warnings.append(
+                f"the traces' distributedInfo says world_size {traced} but the files hold rank {top - 1}; the world"
+                f" size is taken as {top} (pass --world-size to say it)"
+            )
+            return top, "rank ids", warnings
+        return traced, "distributedInfo", warnings
+    if top is None:
+        return None, "unknown", warnings
+    named = all(rf.source in ("sglang tags", "name", "folder") for rf in ranks)
+    return top, "file names" if named else "rank ids", warnings
+
+
+def missing_of(ranks: list[RankFiles], world_size: int | None) -> list[int]:
+    """The ranks of a world of ``world_size`` that have no file among ``ranks`` (none when the size is unknown)."""
+    have = {rf.rank for rf in ranks if rf.rank is not None}
+    return [] if world_size is None else [r for r in range(int(world_size)) if r not in have]
 
 
 def _stages_of_one_recording(rf: RankFiles, f: Path, stage: str | None) -> bool:
