@@ -12,9 +12,14 @@ BF16 = "c10::BFloat16"
 H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132, "computeMajor": 9, "computeMinor": 0}]
 MI300 = [{"id": 0, "name": "AMD Instinct MI300X VF", "numSms": 304, "computeMajor": 9, "computeMinor": 4}]
 # per layer: a GEMM (one kernel on H100, two on MI300: a split-K GEMM and its reduction), attention, a mul
-GEMM = {"H100": [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 40.0)],
-        "MI300X": [("Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x1_SN", 50.0), ("Cijk_Alik_Bljk_PostGSU_kernel", 10.0)]}
-ATTN = {"H100": ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", 30.0), "MI300X": ("attn_fwd", 45.0)}
+GEMM = {
+    "H100": [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", 40.0)],
+    "MI300X": [("Cijk_Alik_Bljk_BBS_BH_MT256x128x64_MI16x16x1_SN", 50.0), ("Cijk_Alik_Bljk_PostGSU_kernel", 10.0)],
+}
+ATTN = {
+    "H100": ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>", 30.0),
+    "MI300X": ("attn_fwd", 45.0),
+}
 MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float>>"
 
 

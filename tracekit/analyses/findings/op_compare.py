@@ -381,7 +381,11 @@ def compare_findings(
         "ops_slower": len(slower),
         "config_differences": len(diffs),
         "findings": int(len(table)),
-        "matched_by": "op tag" if use_tags else "op and shapes, else category and layer position" if by_work else "kernel name",
+        "matched_by": "op tag"
+        if use_tags
+        else "op and shapes, else category and layer position"
+        if by_work
+        else "kernel name",
         "vendors": [vendor(a), vendor(b)],
         "sms_a": sms[0],
         "sms_b": sms[1],

@@ -108,7 +108,9 @@ def _positions(k: pd.DataFrame, step: np.ndarray) -> np.ndarray:
     d["nth"] = d.groupby(["step", "cat"]).cumcount()
     per_step = d.groupby(["step", "cat"]).size().groupby("cat").median()
     layers = int(per_step[[c for c in per_step.index if c.startswith("attention")]].max() or 0) if len(per_step) else 0
-    per_layer = {c: (int(n) // layers if layers and int(n) % layers == 0 and n >= layers else 0) for c, n in per_step.items()}
+    per_layer = {
+        c: (int(n) // layers if layers and int(n) % layers == 0 and n >= layers else 0) for c, n in per_step.items()
+    }
     pos = [
         f"{c} · layer position {n % per_layer[c]}" if per_layer[c] else f"{c} · position {n}"
         for c, n in zip(d["cat"], d["nth"])
@@ -126,7 +128,10 @@ def work_table(trace: Trace, steps) -> pd.DataFrame:
     n_steps = max(1, len(steps.table))
     key, call, carries = work_keys(trace, k, step)
     k = k.assign(
-        op=key, call=call, carries=carries, kernel=k["name"].astype(str).to_numpy(),
+        op=key,
+        call=call,
+        carries=carries,
+        kernel=k["name"].astype(str).to_numpy(),
         category=np.asarray(categorize(k), dtype=object),
     )
     g = k.groupby("op", sort=False)
