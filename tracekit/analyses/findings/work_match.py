@@ -1,8 +1,8 @@
 """What `findings --compare` matches across vendors: the work a kernel did, not its name (docs/findings.md,
 "Across vendors").
 
-Two traces of one model on an NVIDIA and an AMD GPU share almost no kernel name (cutlass ``sm90_xmma…`` against
-Tensile ``Cijk_…``), so matching by name compares a few PyTorch elementwise kernels and never a GEMM. Here each
+Two traces of one model on an NVIDIA and an AMD GPU share almost no kernel name (a cutlass GEMM against a Tensile
+one), so matching by name compares a few PyTorch elementwise kernels and never a GEMM. Here each
 kernel gets a key for what it computed:
 
 * the op that launched it and that op's recorded input shapes (``aten::mm [128,896]×[896,4864]``), where the trace

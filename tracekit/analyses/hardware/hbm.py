@@ -182,8 +182,6 @@ def _row_bytes(
         if row.allgather:
             sel = sel[sel.index.get_level_values("type").isin(row.allgather)]
         return float(sel.sum()) if len(sel) else None
-    if not any((sid, tag) in sources.tag_count.index for tag in row.tags):
-        return None
     v = 0.0
     for tag in row.tags:
         if rule == "tags×mbu":
@@ -195,7 +193,7 @@ def _row_bytes(
                 f"{where}.tags names {tag!r}, which has no op_shapes or op_traffic entry (or give the row an mbu)"
             )
         v += int(sources.tag_count.get((sid, tag), 0)) * tr["bytes"]
-    return v
+    return v if any((sid, tag) in sources.tag_count.index for tag in row.tags) else None
 
 
 def _per_row_table(
