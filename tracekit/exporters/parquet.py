@@ -199,8 +199,10 @@ def collect(
         warnings += a.warnings
     else:
         events, blocks = _step_only(trace.events, steps), pd.DataFrame()
-        why = "no annotation was given (-a ANN)" if ann is None else f"annotation {ann.name} has no blocks section"
-        empty_because["blocks"] = f"{why}: blocks come from an annotation's blocks (docs/annotations.md)"
+        why = "no annotation" if ann is None else f"annotation {ann.name} has no blocks section"
+        empty_because["blocks"] = (
+            f"{why}: blocks come from an annotation with blocks (-a ANN; tracekit suggest writes one)"
+        )
         warnings.append(f"{trace.path}: {why}, so the events carry steps but no blocks or op tags")
     try:
         ag_res = allgathers(trace, ag=merged, steps=steps)
