@@ -90,8 +90,11 @@ def work_keys(trace: Trace, kernels: pd.DataFrame, step: np.ndarray) -> tuple[np
         texts = np.array([_dims_text(cats[c]) if c >= 0 else None for c in uniq], dtype=object)
         dims[has_op] = texts[inv]
     key = np.full(len(kernels), None, dtype=object)
-    for i in np.flatnonzero(has_op):
-        key[i] = f"{op[i]} {dims[i]}" if dims[i] else str(op[i])
+    if has_op.any():  # one string per distinct (op, shapes), not per kernel
+        pairs = pd.DataFrame({"op": op[has_op].astype(str), "dims": dims[has_op]})
+        codes, uniq = pd.factorize(pd.MultiIndex.from_frame(pairs.fillna({"dims": ""})))
+        names = np.array([f"{o} {d}" if d else o for o, d in uniq], dtype=object)
+        key[has_op] = names[codes]
     call = np.where(has_op, op_row, -1 - kernels.index.to_numpy(dtype=np.int64))
     rest = ~has_op
     if rest.any():
@@ -111,10 +114,11 @@ def _positions(k: pd.DataFrame, step: np.ndarray) -> np.ndarray:
     per_layer = {
         c: (int(n) // layers if layers and int(n) % layers == 0 and n >= layers else 0) for c, n in per_step.items()
     }
-    pos = [
-        f"{c} · layer position {n % per_layer[c]}" if per_layer[c] else f"{c} · position {n}"
-        for c, n in zip(d["cat"], d["nth"])
-    ]
+    period = d["cat"].map(per_layer).to_numpy(dtype=np.int64)
+    nth = d["nth"].to_numpy(dtype=np.int64)
+    where = np.where(period > 0, nth % np.maximum(period, 1), nth)
+    label = np.where(period > 0, " · layer position ", " · position ")
+    pos = d["cat"].to_numpy(dtype=object) + label.astype(object) + where.astype(str).astype(object)
     return pd.Series(pos, index=d.index).reindex(range(len(k))).to_numpy(dtype=object)
 
 
