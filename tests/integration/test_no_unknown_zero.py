@@ -75,7 +75,6 @@ AMD = [
     TL / "inference" / "sglang_decode" / "sglang_Qwen3-8B_decode.json.gz",
     TL / "inference" / "vllm_decode_full" / "graph_execution.json.gz",
     TL / "torch_compile_triton" / "trace.json.gz",
-    TL / "mi210" / "gpu_only_trace" / "gpu_only_trace.json.gz",
 ]
 
 
@@ -88,7 +87,6 @@ def test_amd_corpus_traces():
             ("findings", lambda: tracekit.findings(t)),
             ("roofline", lambda: tracekit.roofline(t)),
             ("hbm", lambda: tracekit.hbm(t)),
-            ("kernels", lambda: tracekit.kernels(t)),
         ):
             try:
                 doc = to_json_obj(run())
