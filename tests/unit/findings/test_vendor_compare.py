@@ -3,6 +3,9 @@ position), not by kernel name; sides named by their GPU; a per-category table.""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 import tracekit
@@ -105,14 +108,21 @@ def test_text_at_80_columns(tmp_path, cli, monkeypatch):
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
-REAL = CORPUS / "tracelens" / "tests" / "traces"
-H100_REAL = REAL / "h100" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
-MI300_REAL = REAL / "mi300" / "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+# the shared corpus, or directories named by TRACEKIT_CORPUS laid out like it (as tests/integration/test_shapes_corpus)
+CORPORA = [CORPUS] + [Path(p) for p in os.environ.get("TRACEKIT_CORPUS", "").split(":") if p]
+
+
+def _real(rel: str) -> Path:
+    return next((c / rel for c in CORPORA if (c / rel).is_file()), CORPUS / rel)
+
+
+H100_REAL = _real("tracelens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+MI300_REAL = _real("tracelens/tests/traces/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
 
 
 @pytest.mark.skipif(
     not (H100_REAL.exists() and MI300_REAL.exists()),
-    reason="TraceLens's H100/MI300 Qwen1.5 pair is not in ../shared/corpus/tracelens",
+    reason="TraceLens's H100/MI300 Qwen1.5 pair is in neither ../shared/corpus/tracelens nor TRACEKIT_CORPUS",
 )
 def test_real_h100_mi300_pair():
     res = tracekit.findings(compare=(tracekit.load(H100_REAL), tracekit.load(MI300_REAL)))
@@ -122,3 +132,8 @@ def test_real_h100_mi300_pair():
     assert len(gemm) >= 3 and (gemm["kernel"] != gemm["kernel_b"]).all()
     assert (ops["category"].astype(str).str.startswith("attention")).any()
     assert {"gemm", "elementwise"} <= set(res.tables["categories"]["category"])
+    mm = ops.set_index("op").loc["aten::mm [8944,1024]×[1024,2816]"]  # the same GEMM, 48 calls on each side
+    assert mm["calls_per_step_a"] == mm["calls_per_step_b"] == 48
+    assert mm["mean_ns_b"] > mm["mean_ns_a"]  # slower on MI300X in this pair
+    titles = " | ".join(res.tables["findings"]["title"])
+    assert "aten::mm" in titles and "aten::_flash_attention_forward" in titles
