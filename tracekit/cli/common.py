@@ -287,12 +287,13 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str],
     from ..render.formats import renderer
     from ..render.files import protect_result_inputs
     from ..render.human import safe_text
+    from ..render.warning_folding import fold_warnings
 
     phase.stop()
 
     if not _state["quiet"]:
-        for w in result.warnings:
-            typer.echo(f"warning: {safe_text(w)}", err=True)
+        for w in fold_warnings(result.warnings):  # alike warnings folded: "… and N more like it" (JSON keeps all)
+            typer.echo(f"warning: {safe_text(w.text)}" + (f"\n  {w.more_text}" if w.more else ""), err=True)
     r = renderer(
         fmt.value, table=table, all_rows=bool(_state.get("all")), wide=bool(_state.get("wide")), full_paths=full_paths
     )

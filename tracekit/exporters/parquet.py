@@ -131,6 +131,12 @@ TABLE_COLUMNS: dict[str, dict[str, tuple[str, str, str]]] = {
         ),
         "module": ("str", "", "that op's nn.Module path where a capture trace records it; null otherwise"),
         "attributed_by": ("str", "", "launch, capture or node_id (docs/replay.md); null: no op"),
+        "layer": (
+            "int64",
+            "",
+            "layer (= block) of the annotation it falls in; -1: no annotation with blocks, or outside",
+        ),
+        "op_tag": ("str", "", "op tag from the annotation; null: no annotation with blocks, or untagged"),
         "model": ("str", "", "the op's work model (tracekit/data/op_models.json); null: none fits"),
         "flops": ("float64", "FLOP", "FLOPs of the op call (on the kernel that carries it); null: unknown or none"),
         "bytes": ("float64", "B", "compulsory HBM bytes of the op call (on the kernel that carries it); null: unknown"),
@@ -159,6 +165,7 @@ class ExportTables:
     tables: dict[str, pd.DataFrame]
     main_stream: tuple[int, int] | None
     warnings: list[str] = field(default_factory=list)
+    empty_because: dict[str, str] = field(default_factory=dict)  # table -> why it is empty (the file's metadata)
 
 
 @options_as_objects
@@ -185,18 +192,18 @@ def collect(
     warnings = list(trace.report.warnings)
     dec = decompose(trace, ag=ag, steps=steps)
     warnings += [w for w in dec.warnings if w not in warnings]
-    main = None
+    main, empty_because = None, {}
     if ann is not None and ann.blocks is not None:
         a = annotate(trace, ann, steps.table)
         events, blocks, main = a.events, a.blocks, a.main_stream
         warnings += a.warnings
     else:
         events, blocks = _step_only(trace.events, steps), pd.DataFrame()
-        warnings.append(
-            f"{trace.path}: "
-            + ("no annotation" if ann is None else f"annotation {ann.name} has no blocks section")
-            + ", so the events carry steps but no blocks or op tags"
+        why = "no annotation" if ann is None else f"annotation {ann.name} has no blocks section"
+        empty_because["blocks"] = (
+            f"{why}: blocks come from an annotation with blocks (-a ANN; tracekit suggest writes one)"
         )
+        warnings.append(f"{trace.path}: {why}, so the events carry steps but no blocks or op tags")
     try:
         ag_res = allgathers(trace, ag=merged, steps=steps)
         ex_res = exposure(trace, ag=merged, steps=steps)
@@ -223,7 +230,7 @@ def collect(
         "copies": copies,
         "exposed": exposed,
         "communication": comm.tables["per_step_class"],
-        "kernels": kernel_table(trace, steps),
+        "kernels": kernel_table(trace, steps, events),
     }
     tables = {name: conform(df, TABLE_COLUMNS[name]) for name, df in raw.items()}
     if log is not None:
@@ -243,13 +250,15 @@ def collect(
         tables=tables,
         main_stream=main,
         warnings=warnings,
+        empty_because=empty_because,
     )
 
 
-def kernel_table(trace: Trace, steps) -> pd.DataFrame:
+def kernel_table(trace: Trace, steps, events: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per kernel: where and when it ran, its category and the op it came from (``kernel_ops``' decision,
-    through :func:`tracekit.analyses.hardware.shapes.kernel_shapes`), its module path, how it was attributed, and the
-    op call's FLOPs and bytes where its model gives them."""
+    through :func:`tracekit.analyses.hardware.shapes.kernel_shapes`), its layer and op tag where ``events`` (the
+    annotated events, row for row the trace's) give them, its module path, how it was attributed, and the op call's
+    FLOPs and bytes where its model gives them."""
     from ..analyses.categories import trace_categories
     from ..analyses.hardware.shapes import kernel_shapes
 
@@ -257,6 +266,12 @@ def kernel_table(trace: Trace, steps) -> pd.DataFrame:
     ev = trace.events
     rows = t["row"].to_numpy()
     start = ev["start_ns"].to_numpy()[rows]
+    layer = np.full(len(rows), -1, dtype=np.int64)
+    op_tag = np.full(len(rows), None, dtype=object)
+    if events is not None and len(events) == len(ev) and "layer" in events:
+        layer = events["layer"].to_numpy(dtype=np.int64)[rows]
+        tags = events["op_tag"]
+        op_tag = tags.astype(object).where(tags.notna(), None).to_numpy(dtype=object)[rows]
     return pd.DataFrame(
         {
             "row": rows,
@@ -269,6 +284,8 @@ def kernel_table(trace: Trace, steps) -> pd.DataFrame:
             "op": t["op"].to_numpy(dtype=object),
             "module": t["module"].to_numpy(dtype=object),
             "attributed_by": t["attributed_by"].to_numpy(dtype=object),
+            "layer": layer,
+            "op_tag": op_tag,
             "model": t["model"].to_numpy(dtype=object),
             "flops": t["flops"].to_numpy(dtype=float),
             "bytes": t["bytes"].to_numpy(dtype=float),
@@ -380,6 +397,9 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
             path = d.stage(f"{name}.parquet")
             df = missing_as_null(name, df)
             table = _arrow_table(df)
+            if name in export.empty_because:  # an empty table says why in the file itself
+                meta = {**(table.schema.metadata or {}), b"tracekit.empty_because": export.empty_because[name].encode()}
+                table = table.replace_schema_metadata(meta)
             with open(path, "wb") as fh:  # a handle: pyarrow refuses a path whose name is not UTF-8
                 pq.write_table(table, fh, compression="zstd")
             entries.append(
@@ -408,6 +428,7 @@ def write_parquet(export: ExportTables, out_dir: str | Path) -> Result:
             "main_stream": list(export.main_stream) if export.main_stream else None,
             "tables": entries,
             "not_exported": {} if "ledger" in export.tables else {"ledger": LEDGER_NOTE},
+            "empty_because": export.empty_because,
             "warnings": export.warnings,
         }
         d.stage_bytes("manifest.json", json.dumps(manifest, indent=1, default=_json_default) + "\n")

@@ -5,6 +5,7 @@ not a contract: scripts read json or csv."""
 from __future__ import annotations
 
 from ..result import Result, table_rows, utf8_text
+from .warning_folding import fold_warnings
 from .human import (
     ag_measures,
     column,
@@ -71,8 +72,13 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
     if notes:
         out += [f"*{_md_text(n)}*  " for n in notes] + [""]
     if result.warnings:
-        out += ["### warnings", ""] + [f"- {_md_text(safe_text(w))}" for w in result.warnings] + [""]
+        out += ["### warnings", ""] + [_md_warning(w) for w in fold_warnings(result.warnings)] + [""]
     return utf8_text("\n".join(out))
+
+
+def _md_warning(w) -> str:
+    """One folded warning as a list item (tracekit.render.warning_folding)."""
+    return f"- {_md_text(safe_text(w.text))}" + (f" *({w.more_text})*" if w.more else "")
 
 
 def _md_cell(text: str) -> str:

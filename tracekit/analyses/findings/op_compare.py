@@ -23,6 +23,7 @@ from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from ..hardware.waves import resolve_sms
 from ...errors import check_argument
+from .work_match import category_table, device_label, vendor, work_table
 
 OP_COLUMNS = [
     "op",
@@ -56,6 +57,7 @@ OP_COLUMNS = [
     "ratio_per_request",
     "normalised_by",
     "compare_note",
+    "kernel_b",
 ]
 LAUNCH = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem"]
 
@@ -146,7 +148,12 @@ def ops_compared(
     and waves. ``ratio_per_request``, ``normalised_by`` and ``compare_note`` are filled by :func:`normalise`."""
     both = ta.add_suffix("_a").join(tb.add_suffix("_b"), how="inner")
     out = pd.DataFrame(
-        {"op": both.index.astype(str), "kernel": both["kernel_a"].to_numpy(), "category": both["category_a"].to_numpy()}
+        {
+            "op": both.index.astype(str),
+            "kernel": both["kernel_a"].to_numpy(),
+            "kernel_b": both["kernel_b"].to_numpy(),
+            "category": both["category_a"].to_numpy(),
+        }
     )
     for c in ("calls", "mean_ns", "per_step_ns"):
         for side in "ab":
@@ -322,19 +329,18 @@ def compare_findings(
     crules = rules["compare"]
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
     min_pct = float(rules["min_pct"]) if min_pct is None else float(min_pct)
-    la, lb = labels or (_label(a), _label(b))
-    if la == lb:
-        la, lb = f"A ({la})", f"B ({lb})"
+    la, lb = labels or _labels(a, b)
     sa, sb = find_steps(a, steps_a, ann=ann_a), find_steps(b, steps_b, ann=ann_b)
     warnings = merge_warnings(a.report.warnings, b.report.warnings, sa.warnings, sb.warnings)
     use_tags = ann_a is not None and ann_b is not None and ann_a.blocks is not None and ann_b.blocks is not None
+    by_work = not use_tags and None not in (vendor(a), vendor(b)) and vendor(a) != vendor(b)
     sms = (_sms(a, warnings), _sms(b, warnings))
-    ops = ops_compared(
-        op_table(a, ann_a, sa, use_tags=use_tags),
-        op_table(b, ann_b, sb, use_tags=use_tags),
-        sms,
-        (_limits(a, warnings), _limits(b, warnings)),
-    )
+    if by_work:  # across vendors no kernel name is shared: match what was computed (work_match)
+        ta, tb = work_table(a, sa), work_table(b, sb)
+    else:
+        ta, tb = op_table(a, ann_a, sa, use_tags=use_tags), op_table(b, ann_b, sb, use_tags=use_tags)
+    ops = ops_compared(ta, tb, sms, (_limits(a, warnings), _limits(b, warnings)))
+    categories = category_table(ta, tb)
     (bsa, bsa_from), (bsb, bsb_from) = batch_of(sa, bs_a), batch_of(sb, bs_b)
     ops = normalise(ops, (bsa, bsb), (la, lb), float(crules["min_ratio"]))
     warnings += _batch_warnings(ops, (bsa, bsb), (la, lb))
@@ -375,7 +381,12 @@ def compare_findings(
         "ops_slower": len(slower),
         "config_differences": len(diffs),
         "findings": int(len(table)),
-        "matched_by": "op tag" if use_tags else "kernel name",
+        "matched_by": "op tag"
+        if use_tags
+        else "op and shapes, else category and layer position"
+        if by_work
+        else "kernel name",
+        "vendors": [vendor(a), vendor(b)],
         "sms_a": sms[0],
         "sms_b": sms[1],
         "bs_a": bsa,
@@ -405,7 +416,12 @@ def compare_findings(
             **{f"a_{k}": v for k, v in sa.options.as_params().items()},
         },
         summary=summary,
-        tables={"findings": table, "ops": ops_out, "config": pd.DataFrame(diffs, columns=["key", "a", "b"])},
+        tables={
+            "findings": table,
+            "ops": ops_out,
+            "categories": categories,
+            "config": pd.DataFrame(diffs, columns=["key", "a", "b"]),
+        },
         warnings=warnings,
     )
 
@@ -486,10 +502,18 @@ def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[st
         gain_ns=float(gain),
         step_ns=step_a if s == "a" else step_b,
         words=words,
-        evidence=f"{_short_name(str(r['kernel']), 80)} ({r['category']}): per step "
+        evidence=_kernels_text(r, (la, lb)) + f" ({r['category']}): per step "
         f"{ms_text(r['per_step_ns_a'])} in {la}, "
         f"{ms_text(r['per_step_ns_b'])} in {lb}",
     )
+
+
+def _kernels_text(r: pd.Series, labels: tuple[str, str]) -> str:
+    """The kernel of an op, or each side's where they differ (across vendors)."""
+    ka, kb = str(r["kernel"]), str(r.get("kernel_b", r["kernel"]))
+    if ka == kb or kb in ("None", "nan"):
+        return _short_name(ka, 80)
+    return f"{_short_name(ka, 60)} in {labels[0]}, {_short_name(kb, 60)} in {labels[1]}"
 
 
 def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> dict:
@@ -510,6 +534,18 @@ def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> di
     )
     row["force_minor"] = not touched  # a setting no slower op points at is listed, below the others
     return row
+
+
+def _labels(a: Trace, b: Trace) -> tuple[str, str]:
+    """The sides' names: each file's name (its run directory's for a numbered trace file); when both give the same
+    name (one model's runs), each side's GPU (``H100``, ``MI300X``) if those differ, else "A (name)" / "B (name)"."""
+    la, lb = _label(a), _label(b)
+    if la != lb:
+        return la, lb
+    da, db = device_label(a), device_label(b)
+    if da and db and da != db:
+        return da, db
+    return f"A ({la})", f"B ({lb})"
 
 
 def _label(t: Trace) -> str:

@@ -193,14 +193,21 @@ def _summary(table: pd.DataFrame, st, step_ns: float, profile: HardwareProfile |
         "findings": int(len(table)),
         "major": int(len(major)),
         "minor": int(table["minor"].sum()),
-        "total_gain_ms": float(np.nansum(table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan))),
-        "total_gain_gib": float(np.nansum(table["gain_gib"].to_numpy(dtype=float, na_value=np.nan))),
+        "total_gain_ms": known_sum(table["gain_ms_per_step"]),
+        "total_gain_gib": known_sum(table["gain_gib"]),  # None, not 0, when no finding estimates memory (no log)
+        "findings_without_gain": int((table["gain_ms_per_step"].isna() & table["gain_gib"].isna()).sum()),
         "top": str(table["title"].iloc[0]) if len(table) else None,
         "steps": int(len(st.table)),
         "marker": st.marker,
         "trustworthy": st.trustworthy,
         "hw": profile.name if profile is not None else None,
     }
+
+
+def known_sum(col: pd.Series) -> float | None:
+    """The sum of the known values of a column; None (unknown, not 0) when none is known."""
+    v = col.to_numpy(dtype=float, na_value=np.nan)
+    return float(np.nansum(v)) if (~np.isnan(v)).any() else None
 
 
 def _profile(hw, trace: Trace) -> HardwareProfile | None:

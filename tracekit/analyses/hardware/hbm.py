@@ -96,8 +96,10 @@ def hbm_bytes(
         sources = sources._replace(ag_full=ag.per_ag.groupby(["step", "type"])["full_bytes"].sum())
     per_step = _per_step_bytes(ann, rules, steps["step"].to_numpy(), step_bs, q, variables, hw, sources)
     for i, row in enumerate(ann.hbm):
-        if rules[i] != "bytes" and not per_step.loc[per_step["row"] == row.name, "bytes"].any():
-            warnings.append(f"hbm row {row.name!r} is 0 in every step: its tags or AllGather types matched nothing")
+        if rules[i] != "bytes" and per_step.loc[per_step["row"] == row.name, "bytes"].isna().all():
+            warnings.append(
+                f"hbm row {row.name!r} is unknown (–) in every step: its tags or AllGather types matched nothing"
+            )
     per_row, med_total = _per_row_table(per_step, [(row.name, rules[i], row.note) for i, row in enumerate(ann.hbm)], hw)
     walls = steps["dur_ns"].to_numpy()
     summary = {
@@ -110,6 +112,7 @@ def hbm_bytes(
         "total_bytes_per_step": med_total,
         "time_at_peak_ns": int(round(med_total / hw.hbm_bytes_per_s * 1e9)) if med_total is not None else None,
         "median_wall_ns": median_ns(walls),
+        "rows_unknown": int(per_row["bytes"].isna().sum()),
     }
     return Result(
         command="hbm",
@@ -161,21 +164,24 @@ def _per_step_bytes(
         for sid, b in zip(step_ids.tolist(), step_bs.tolist()):
             env = formula_env(ann, bs=b, q_len=q, variables=variables)
             v = _row_bytes(ann, row, rule, sid, env, hw, sources, f"{src}: $.hbm[{i}]")
-            rows.append({"step": sid, "row": row.name, "rule": rule, "bytes": int(round(v))})
-    return pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
+            rows.append({"step": sid, "row": row.name, "rule": rule, "bytes": None if v is None else int(round(v))})
+    out = pd.DataFrame(rows, columns=["step", "row", "rule", "bytes"])
+    out["bytes"] = out["bytes"].astype(object).where(out["bytes"].notna(), None)
+    return out
 
 
 def _row_bytes(
     ann: Annotation, row, rule: str, sid: int, env: dict, hw: HardwareProfile, sources: _RowSources, where: str
 ) -> float:
-    """One row's bytes in step ``sid`` by its rule: a formula, the AllGathers' full bytes, or its tags' kernels."""
+    """One row's bytes in step ``sid`` by its rule: a formula, the AllGathers' full bytes, or its tags' kernels;
+    None (unknown, not 0) when the step holds none of the row's AllGathers or tagged kernels."""
     if rule == "bytes":
         return eval_formula(row.bytes, env, f"{where}.bytes")
     if rule == "allgather":
         sel = sources.ag_full[sources.ag_full.index.get_level_values("step") == sid]
         if row.allgather:
             sel = sel[sel.index.get_level_values("type").isin(row.allgather)]
-        return float(sel.sum())
+        return float(sel.sum()) if len(sel) else None
     v = 0.0
     for tag in row.tags:
         if rule == "tags×mbu":
@@ -187,7 +193,7 @@ def _row_bytes(
                 f"{where}.tags names {tag!r}, which has no op_shapes or op_traffic entry (or give the row an mbu)"
             )
         v += int(sources.tag_count.get((sid, tag), 0)) * tr["bytes"]
-    return v
+    return v if any((sid, tag) in sources.tag_count.index for tag in row.tags) else None
 
 
 def _per_row_table(
@@ -195,18 +201,20 @@ def _per_row_table(
 ) -> tuple[pd.DataFrame, int | None]:
     """Per row (name, rule, note) its median bytes over the steps, its share of the median total and the time it
     would take at the HBM peak; and the median total."""
-    totals = per_step.groupby("step")["bytes"].sum()
+    known = per_step.assign(bytes=pd.to_numeric(per_step["bytes"], errors="coerce"))
+    totals = known.groupby("step")["bytes"].sum()  # the known rows: an unknown row is left out, not counted as 0
     med_total = median_ns(totals.to_numpy())
     per_row = []
     for name, rule, note in rows:
-        med = median_ns(per_step.loc[per_step["row"] == name, "bytes"].to_numpy())
+        vals = known.loc[known["row"] == name, "bytes"].dropna().to_numpy()
+        med = median_ns(vals) if len(vals) else None
         per_row.append(
             {
                 "row": name,
                 "rule": rule,
                 "bytes": med,
-                "share_pct": 100.0 * med / med_total if med_total else None,
-                "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)),
+                "share_pct": 100.0 * med / med_total if med_total and med is not None else None,
+                "time_at_peak_ns": int(round(med / hw.hbm_bytes_per_s * 1e9)) if med is not None else None,
                 "note": note,
             }
         )
@@ -265,6 +273,16 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
         }
     )
     per_row, med_total = _per_row_table(per_step, [(name, "shapes", "") for name in order], hw)
+    no_model = ins & t["model"].isna().to_numpy()
+    if no_model.any():  # their bytes are unknown: a row that says so, never 0
+        per_row.loc[len(per_row)] = {
+            "row": f"ops with no model ({int(no_model.sum())} kernels)",
+            "rule": "shapes",
+            "bytes": None,
+            "share_pct": None,
+            "time_at_peak_ns": None,
+            "note": "unknown, not in the total",
+        }
     k_ns = int(dur[ins].sum())
     shaped_ns = int(dur[ins & carries].sum())
     warnings = merge_warnings(trace.report.warnings, st.warnings, ks.warnings)
@@ -289,6 +307,8 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
         "kernels": int(ins.sum()),
         "shaped_kernels": int((ins & carries).sum()),
         "graph_kernels": ks.graph_kernels,
+        "rows_unknown": int(per_row["bytes"].isna().sum()),
+        "kernels_without_model": int(no_model.sum()),
     }
     return Result(
         command="hbm",

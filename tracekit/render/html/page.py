@@ -35,6 +35,7 @@ from .ranks import rank_step_waits
 from .tables import MAX_ROWS, esc, num, summary_html, table_html
 from .timeline import TIMELINE_JS
 from ..human import origin_of, value_text
+from ..warning_folding import fold_warnings
 
 NOTEBOOK_ROWS = 20  # rows of each table a notebook shows; ``result.frames()`` has every row
 NOTEBOOK_SCOPE = ".tracekit-result"
@@ -45,6 +46,7 @@ main{max-width:1100px;margin:0 auto;padding:24px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .sub{color:#555;margin:0 0 16px} .kv{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:2px 24px}
 .kv div{display:flex;justify-content:space-between;border-bottom:1px dotted #ddd;padding:2px 0}
+.record{margin:8px 0} .record caption{text-align:left;font-weight:600} .record th{text-align:left;font-weight:normal;padding-right:24px}
 .kv span:last-child{font-variant-numeric:tabular-nums;text-align:right;margin-left:12px}
 .finding{background:#fff;border:1px solid #ddd;border-left:4px solid #4C72B0;border-radius:4px;padding:8px 12px;margin:8px 0}
 .finding.minor{border-left-color:#bbb;opacity:.85} .finding h3{font-size:15px;margin:0 0 4px}
@@ -155,7 +157,14 @@ def sections(
         parts.append(f"<h2>{esc(ptitle)}</h2>{svg}" + (f'<p class="note">{esc(note)}</p>' if note else ""))
     if result.warnings:
         parts.append(
-            "<h2>Warnings</h2><ul>" + "".join(f'<li class="warn">{esc(w)}</li>' for w in result.warnings) + "</ul>"
+            "<h2>Warnings</h2><ul>"
+            + "".join(
+                f'<li class="warn">{esc(w.text)}'
+                + (f' <span class="note">{esc(w.more_text)}</span>' if w.more else "")
+                + "</li>"
+                for w in fold_warnings(result.warnings)
+            )
+            + "</ul>"
         )
     origin = origin_of(result)
     health = result.tables.get("health")

@@ -33,12 +33,43 @@ def num(v: Any) -> float | None:
 
 
 def summary_html(result: Result) -> str:
+    """The summary as a key-value grid; a part that is itself a record (a dict holding a dict, or of more than
+    ``GRID_KEYS`` keys: the ranks of a run) as its own two-column table below it, never a dict's raw text."""
     origin = origin_of(result)
-    cells = [
-        f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
-        for k, v in result.summary.items()
-    ]
-    return f'<div class="kv">{"".join(cells)}</div>'
+    cells, parts = [], []
+    for k, v in result.summary.items():
+        if _is_record(v):
+            parts.append(record_html(label_of(k, result.summary), v, origin))
+            continue
+        cells.append(
+            f"<div><span>{esc(label_of(k, result.summary))}</span><span>{esc(value_text(k, v, origin))}</span></div>"
+        )
+    return f'<div class="kv">{"".join(cells)}</div>' + "".join(parts)
+
+
+GRID_KEYS = 6  # a summary dict of more keys than this is a table of its own
+
+
+def _is_record(v: Any) -> bool:
+    return isinstance(v, dict) and (len(v) > GRID_KEYS or any(isinstance(x, dict) for x in v.values()))
+
+
+def _flat(d: dict, head: str = "") -> list[tuple[str, str, Any]]:
+    """(shown name, key for formatting, value) of every leaf of a nested dict, nested names joined by a space."""
+    out = []
+    for k, v in d.items():
+        name = f"{head} {label_of(str(k), d)}".strip()
+        out += _flat(v, name) if isinstance(v, dict) else [(name, str(k), v)]
+    return out
+
+
+def record_html(title: str, d: dict, origin=None) -> str:
+    """A summary part that is a record (e.g. ``ranks``: ranks, clock, steps, the straggler …) as a two-column table,
+    each value formatted as the summary formats its key."""
+    rows = "".join(
+        f"<tr><th>{esc(name)}</th><td class=n>{esc(value_text(key, v, origin))}</td></tr>" for name, key, v in _flat(d)
+    )
+    return f'<table class="record"><caption>{esc(title)}</caption>{rows}</table>'
 
 
 def table_html(name: str, df: pd.DataFrame, origin=None, *, rows: int = MAX_ROWS, more: str | None = None) -> str:
