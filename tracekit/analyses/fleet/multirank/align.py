@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import clock_model
 from .numbering import collectives_table, dense_ids, kind_names, match_by_shift, match_by_time, numbered_collectives
 
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
@@ -45,29 +46,64 @@ def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
     return (p[first + (size - 1) // 2] + p[first + size // 2]) / 2.0  # each cluster's median (p is sorted)
 
 
-def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int]:
-    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point; smallest |d| of
-    the best. Returns (d, how many starts it matched)."""
+def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None = None) -> tuple[float, int, list]:
+    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point. Where several
+    shifts tie (steps of equal length, a late start), the one nearest ``prefer`` (the node-mates' shift), else the
+    smallest |d|. Returns (d, how many starts it matched, the tied shifts: more than one where it was a choice)."""
     diffs = np.sort((s[:FIRST_STEPS, None] - pool[None, :]).ravel())
     lo = np.searchsorted(diffs, diffs - tol, side="left")
     hi = np.searchsorted(diffs, diffs + tol, side="right")
     count = hi - lo
     best = count.max()
     cand = np.flatnonzero(count == best)
-    i = cand[np.argmin(np.abs(diffs[cand]))]
+    i = cand[np.argmin(np.abs(diffs[cand] - (prefer or 0.0)))]
     near = diffs[lo[i] : hi[i]]
-    return float(np.median(near)), int(best)
+    return float(np.median(near)), int(best), _cluster(diffs[cand], tol).tolist()
+
+
+def _per_step_shift(s: np.ndarray, pool: np.ndarray, d: float, tol: float) -> np.ndarray:
+    """Each start's shift. A rank's steps are consecutive global steps: where every start lies within ``tol`` of a
+    pool point once shifted by ``d``, ``d`` for all; else (its clock stepped by more than ``tol`` mid-run) the
+    start of local step i is the pool's step k + i, k where the matching starts say, and its shift is the difference
+    (the nearest such where the pool has no step k + i)."""
+    placed = s - d
+    j = np.clip(np.searchsorted(pool, placed), 1, max(len(pool) - 1, 1))
+    near = np.where(np.abs(placed - pool[j - 1]) <= np.abs(placed - pool[np.minimum(j, len(pool) - 1)]), j - 1, j)
+    near = np.minimum(near, len(pool) - 1)
+    ok = np.abs(placed - pool[near]) <= tol
+    if ok.all() or not ok.any():
+        return np.full(len(s), d)
+    i = np.arange(len(s))
+    ks, votes = np.unique(near[ok] - i[ok], return_counts=True)
+    g = ks[np.argmax(votes)] + i
+    inr = (g >= 0) & (g < len(pool))
+    di = pd.Series(np.where(inr, s - pool[np.clip(g, 0, len(pool) - 1)], np.nan)).ffill().bfill()
+    return di.to_numpy(np.float64)
 
 
 def coarse_offsets(
-    step_starts: dict[int, np.ndarray], ref: int
+    step_starts: dict[int, np.ndarray], ref: int, nodes: dict[int, int] | None = None
 ) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
     """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
-    reference's clock, sorted) and the matching tolerance."""
+    reference's clock, sorted) and the matching tolerance (:func:`coarse_steps` without the per-step shifts)."""
+    offsets, _, centres, tol, warnings = coarse_steps(step_starts, ref, nodes)
+    return offsets, centres, tol, warnings
+
+
+def coarse_steps(
+    step_starts: dict[int, np.ndarray], ref: int, nodes: dict[int, int] | None = None
+) -> tuple[dict[int, float], dict[int, np.ndarray], np.ndarray, float, list[str]]:
+    """Per rank the coarse offset (its clock − the reference's) from step starts, each start's own shift (in the
+    rank's sorted order: they differ where its clock stepped by more than a third of a step), the global step
+    centres (on the reference's clock, sorted) and the matching tolerance. Ranks of one node share a clock: where
+    several shifts fit a rank's starts equally (steps of one length, a late start on a node whose clock is more
+    than a step period off), the one nearest its node-mates' wins; with no node-mate placed, the smallest, said."""
     period = _period(list(step_starts.values()))
     tol = max(period / 3.0, MIN_TOL_NS) if period else float("inf")
+    nodes = nodes or {}
     offsets: dict[int, float] = {ref: 0.0}
     pool = np.sort(step_starts[ref].astype(np.float64))
+    per_step = {ref: np.zeros(len(pool))}
     placed = [pool]
     warnings = []
     order = [ref] + sorted((r for r in step_starts if r != ref), key=lambda r: -len(step_starts[r]))
@@ -75,18 +111,30 @@ def coarse_offsets(
         s = np.sort(step_starts[r].astype(np.float64))
         if s.size == 0:
             offsets[r] = 0.0
+            per_step[r] = np.zeros(0)
             continue
+        mates = [offsets[q] for q in offsets if q != r and nodes.get(q, q) == nodes.get(r, r)]
+        prefer = float(np.median(mates)) if mates else None
         if pool.size == 0 or not np.isfinite(tol):
-            d, n = (float(s[0] - pool[0]) if pool.size else 0.0), 1
+            d, n, tied = (float(s[0] - pool[0]) if pool.size else 0.0), 1, []
         else:
-            d, n = _best_shift(s, pool, tol)
+            d, n, tied = _best_shift(s, pool, tol, prefer)
         if n == 0:
             warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as recorded")
             d = 0.0
+        elif len(tied) > 1 and prefer is None:
+            other = min((t for t in tied if abs(t - d) > tol), key=lambda t: abs(t), default=None)
+            if other is not None:
+                warnings.append(
+                    f"rank {r}: its step starts fit a clock {d / 1e6:,.3f} ms or {other / 1e6:,.3f} ms off equally"
+                    " (steps of one length) and no rank of its node says which; its global steps are those of the"
+                    f" smaller shift ({d / 1e6:,.3f} ms) and may be off by a step"
+                )
         offsets[r] = d
-        placed.append(s - d)
+        per_step[r] = _per_step_shift(s, pool, d, tol) if pool.size > 1 and np.isfinite(tol) else np.full(len(s), d)
+        placed.append(s - per_step[r])
         pool = _cluster(np.concatenate(placed), tol)
-    return offsets, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
+    return offsets, per_step, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
 
 
 def robust_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, int]:
@@ -119,9 +167,12 @@ class Clock:
     residual: dict[int, int | None]
     aligned: bool
     warnings: list[str] = field(default_factory=list)
+    segments: dict = field(default_factory=dict)  # rank -> clock_model.Segments, for the ranks whose clock stepped
+    status: dict = field(default_factory=dict)  # rank -> aligned | stepped | suspect
 
     def to_ref(self, rank, local) -> np.ndarray:
-        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns)."""
+        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns); a rank whose
+        clock stepped by the segment each time falls in (never across a step unrepaired)."""
         x = (np.asarray(local, dtype=np.int64) - self.t0).astype(np.float64)
         if np.ndim(rank):
             rk = np.asarray(rank, dtype=np.int64)
@@ -132,6 +183,10 @@ class Clock:
         else:
             a, b = self.a[rank], self.b[rank]
         T = (x - a) / (1.0 + b)
+        for r, seg in self.segments.items():  # a loop per stepped rank
+            m = (rk == r) if np.ndim(rank) else (slice(None) if rank == r else None)
+            if m is not None:
+                T[m] = seg.to_true(x[m])
         out = self.a[self.ref] + (1.0 + self.b[self.ref]) * T
         return np.rint(out).astype(np.int64) + self.t0
 
@@ -161,19 +216,32 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
             False,
             ["no collective instance is seen on two ranks: the clocks are taken as recorded"],
         )
-    fits, D = _place_ranks(X, cols, ref, a, b)
+    fits, D, segs = _place_ranks(X, cols, ref, a, b)
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
     for r in list(fits):
         if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
             a[r], b[r] = 0.0, 0.0
             fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
+            segs.pop(r, None)
     warnings = _node_disagreements(fits, a, nodes)
     if fits:  # the reference's residual: how far the others' ends are from its own
-        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
+        devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    return Clock(t0, ref, a, b, res, True, warnings)
+    stepped = {r: seg.steps for r, seg in segs.items()}
+    status, said = clock_model.statuses(res, stepped, nodes, ref)
+    warnings += clock_model.step_sentences(stepped, nodes) + said
+    return Clock(t0, ref, a, b, res, True, warnings, segs, status)
+
+
+def _model(r: int, a: dict, b: dict, segs: dict, T: np.ndarray) -> np.ndarray:
+    """Rank r's modelled local − true at true times ``T`` (sorted): its line, or its segments' where it stepped."""
+    if r not in segs:
+        return a[r] + b[r] * T
+    seg = segs[r]
+    k = np.searchsorted(seg.first, np.arange(len(T)), side="right") - 1  # D's ends are sorted as the fit's were
+    return seg.a[k] + seg.b[k] * T
 
 
 def _end_matrix(ends: pd.DataFrame, t0: int) -> tuple[np.ndarray, list[int]]:
@@ -210,11 +278,13 @@ def _unique_inverse(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _place_ranks(
     X: np.ndarray, cols: list, ref: int, a: dict[int, float], b: dict[int, float]
-) -> tuple[dict[int, tuple], dict[int, tuple]]:
+) -> tuple[dict[int, tuple], dict[int, tuple], dict]:
     """Fit the ranks (the columns of ``X``: each instance's local end after t0) one by one, the rank sharing the most
-    instances with the placed ones next, setting their offset ``a`` and drift ``b`` in place. Returns each placed
-    rank's fit (a, b, residual, outliers) and the (true end, its end − true end) it was fitted to."""
+    instances with the placed ones next, setting their offset ``a`` and drift ``b`` (of their first segment) in
+    place. Returns each placed rank's fit (a, b, residual, outliers), the (true end, its end − true end) it was
+    fitted to (sorted by true end), and the segments of the ranks whose clock stepped (clock_model)."""
     fits: dict[int, tuple] = {}
+    segs: dict = {}
     placed = [ref] if ref in cols else []
     if placed:
         fits[ref] = (0.0, 0.0, 0.0, 0)
@@ -227,23 +297,28 @@ def _place_ranks(
     D = {}
     seen = np.isfinite(X)
     while todo:
-        T = _true_ends(X, cols, ref, placed, a, b)
+        T = _true_ends(X, cols, ref, placed, a, b, segs)
         shared = seen[:, [cols.index(q) for q in todo]] & np.isfinite(T)[:, None]
         j = int(np.argmax(shared.sum(axis=0)))  # the first of the most shared, in todo's order
         r, m = todo[j], shared[:, j]
         if not m.any():
             break
-        d = X[m, cols.index(r)] - T[m]
-        fits[r] = robust_fit(T[m], d)
-        D[r] = (T[m], d)
+        o = np.argsort(T[m], kind="stable")
+        Tm, local = T[m][o], X[m, cols.index(r)][o]
+        d = local - Tm
+        seg = clock_model.fit_segments(Tm, d, local, robust_fit)
+        if len(seg.first) > 1:
+            segs[r] = seg
+        fits[r] = (float(seg.a[0]), float(seg.b[0]), seg.residual, seg.outliers)
+        D[r] = (Tm, d)
         a[r], b[r] = fits[r][0], fits[r][1]
         placed.append(r)
         todo.remove(r)
-    return fits, D
+    return fits, D, segs
 
 
 def _true_ends(
-    X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float], b: dict[int, float]
+    X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float], b: dict[int, float], segs: dict
 ) -> np.ndarray:
     """Each instance's true end: where the reference ran the instance, its own end; elsewhere the median of the
     placed ranks' ends, converted (computed only there: the reference runs nearly every instance)."""
@@ -251,7 +326,12 @@ def _true_ends(
     need = ~np.isfinite(xref) if xref is not None else np.ones(len(X), dtype=bool)
     T = np.full(len(X), np.nan)
     if need.any():
-        conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+        conv = np.column_stack(
+            [
+                segs[r].to_true(X[need, cols.index(r)]) if r in segs else (X[need, cols.index(r)] - a[r]) / (1.0 + b[r])
+                for r in placed
+            ]
+        )
         seen = np.isfinite(conv).any(axis=1)
         sub = np.full(len(conv), np.nan)
         if seen.any():
@@ -325,11 +405,12 @@ class Aligned:
     warnings: list[str]
 
 
-def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol: float) -> dict[int, np.ndarray]:
-    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step; a cluster that few ranks start
-    in (a step whose start the rank did not record) joins the well-supported step its window overlaps most."""
+def _global_steps(steps: dict[int, pd.DataFrame], shift: dict[int, np.ndarray], tol: float) -> dict[int, np.ndarray]:
+    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step (each shifted by its own coarse
+    shift, in the rank's table order); a cluster that few ranks start in (a step whose start the rank did not
+    record) joins the well-supported step its window overlaps most."""
     rows = [
-        (r, i, float(s) - coarse[r], float(e) - coarse[r])
+        (r, i, float(s) - shift[r][i], float(e) - shift[r][i])
         for r, df in steps.items()
         for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))
     ]
@@ -383,10 +464,17 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         )
         for r, df in steps.items()
     }
-    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor)
+    coarse, sorted_shift, _, tol, warnings = coarse_steps(
+        {r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor, nodes
+    )
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
-    g_of = _global_steps(rel, coarse, tol)
+    shift = {}  # each rank-step's coarse shift, in the rank's table order
+    for r, df in rel.items():
+        o = np.argsort(df["start_ns"].to_numpy(np.int64), kind="stable")
+        shift[r] = np.empty(len(o))
+        shift[r][o] = sorted_shift[r]
+    g_of = _global_steps(rel, shift, tol)
     knames = kind_names(per_rank)
     coll = numbered_collectives(per_rank, g_of, knames)
     coll["shifted"] = match_by_shift(coll, ref)
