@@ -17,7 +17,18 @@ pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {
-    "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
+    "ranks": [
+        "rank",
+        "file",
+        "node",
+        "clock_offset_ns",
+        "residual_ns",
+        "steps",
+        "times_last",
+        "total_wait_ns",
+        "clock_status",
+        "clock_steps",
+    ],
     "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
     "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],
     "per_collective": [
@@ -69,6 +80,7 @@ def check_against_truth(res, truth: dict) -> None:
         "unmatched",
         "imbalance_ns_per_step",
         "straggler",
+        "clock_ranks",
     ]
     assert {t: list(res.tables[t].columns) for t in res.tables} == CONTRACT
     assert all(

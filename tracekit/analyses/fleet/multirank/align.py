@@ -169,6 +169,40 @@ class Clock:
     warnings: list[str] = field(default_factory=list)
     segments: dict = field(default_factory=dict)  # rank -> clock_model.Segments, for the ranks whose clock stepped
     status: dict = field(default_factory=dict)  # rank -> aligned | stepped | suspect
+    bound: dict = field(default_factory=dict)  # rank -> the residual (ns) beyond which its clock is suspect
+    base: int = 0  # the tables' time origin (the reference file's baseTimeNanoseconds), for the steps' times
+
+    def steps_of(self, rank: int) -> list[dict]:
+        """The steps of ``rank``'s clock: ``at_ns`` (on the reference's clock, the tables' time base; the step
+        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers)."""
+        seg = self.segments.get(rank)
+        return [
+            {
+                "at_ns": int(round(st["at_ns"])) + self.t0 - self.base,
+                "within_ns": int(np.ceil(st["within_ns"])),
+                "size_ns": int(round(st["size_ns"])),
+            }
+            for st in (seg.steps if seg is not None else [])
+        ]
+
+    def summary(self) -> str:
+        """The run's clock in a word: ``suspect`` where a rank's clock is, else ``stepped`` where one stepped (and
+        was repaired), else ``aligned``."""
+        kinds = set(self.status.values())
+        return "suspect" if "suspect" in kinds else "stepped" if "stepped" in kinds else "aligned"
+
+    def ranks_summary(self) -> dict:
+        """``stepped``: each stepped rank with its steps; ``suspect``: each suspect rank, its residual and bound."""
+        return {
+            "stepped": [
+                {"rank": int(r), "steps": self.steps_of(r)} for r in sorted(self.status) if self.status[r] == "stepped"
+            ],
+            "suspect": [
+                {"rank": int(r), "residual_ns": self.residual.get(r), "bound_ns": self.bound.get(r)}
+                for r in sorted(self.status)
+                if self.status[r] == "suspect"
+            ],
+        }
 
     def to_ref(self, rank, local) -> np.ndarray:
         """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns); a rank whose
@@ -229,10 +263,8 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    stepped = {r: seg.steps for r, seg in segs.items()}
-    status, said = clock_model.statuses(res, stepped, nodes, ref)
-    warnings += clock_model.step_sentences(stepped, nodes) + said
-    return Clock(t0, ref, a, b, res, True, warnings, segs, status)
+    status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref)
+    return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
 
 
 def _model(r: int, a: dict, b: dict, segs: dict, T: np.ndarray) -> np.ndarray:
@@ -450,9 +482,9 @@ def _global_steps(steps: dict[int, pd.DataFrame], shift: dict[int, np.ndarray], 
     return out
 
 
-def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
+def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset, base_ns: int = 0) -> Aligned:
     """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
-    The reference is the lowest rank."""
+    The reference is the lowest rank; ``base_ns`` the tables' time origin (what the steps of a clock are told on)."""
     ref = min(per_rank)
     steps = {r: d["steps"] for r, d in per_rank.items()}
     anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
@@ -481,7 +513,10 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
     clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
+    clock.base = int(base_ns)
     warnings += clock.warnings
+    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
+    warnings += _across_steps(clock, coll, knames)
     # everything on the reference's clock
     crank = coll["rank"].to_numpy(np.int64)
     coll["start_ref"] = clock.to_ref(crank, coll["start_ns"].to_numpy(np.int64))
@@ -533,6 +568,30 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         sorted(part_steps),
         warnings,
     )
+
+
+def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[str]:
+    """What is said of the collectives of a stepped rank that began or ended between the two ends its clock step
+    fell between, where either side of the step fits their time (a step smaller than that gap): their wait is
+    known only within the step's size. A loop per step of a clock."""
+    out = []
+    for r, seg in clock.segments.items():
+        m = (coll["rank"] == r).to_numpy()
+        x = (coll["start_ns"].to_numpy(np.int64)[m] - clock.t0).astype(np.float64)
+        for k, st in enumerate(seg.steps, start=1):
+            up = max(st["size_ns"], 0.0)  # a clock set forward leaves a gap no time falls in
+            band = (x > st["local_lo"] + up) & (x < st["local_hi"] - up)
+            if band.any():
+                rows = coll[m][band]
+                which = ", ".join(
+                    f"step {int(g)} {knames[int(kd)]} {int(q)}"
+                    for g, kd, q in zip(rows["step"], rows["kind"], rows["seq"])
+                )
+                out.append(
+                    f"rank {r}: {int(band.sum())} collective(s) began while its clock stepped ({which}): which side of"
+                    f" the step they began on is unknown, so their wait is known only within {abs(st['size_ns']) / 1e3:,.1f} µs"
+                )
+    return out
 
 
 def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) -> pd.DataFrame:

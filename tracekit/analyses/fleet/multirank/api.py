@@ -23,7 +23,18 @@ from .attribute import attribute, lower_median, most_often_last
 from .discover import find_ranks, nodes_of, settle
 from .mapper import MapOptions, load_collectives, reduce_file
 
-RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
+RANK_COLS = [
+    "rank",
+    "file",
+    "node",
+    "clock_offset_ns",
+    "residual_ns",
+    "steps",
+    "times_last",
+    "total_wait_ns",
+    "clock_status",
+    "clock_steps",
+]
 
 
 @dataclass(frozen=True)
@@ -126,7 +137,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
-    al = align_run(per_rank, nodes, load_collectives().blocking)
+    al = align_run(per_rank, nodes, load_collectives().blocking, base_of[min(per_rank)])
     rank_ids = list(per_rank)
     del per_rank  # aligned: the ranks' own tables are not read again (a caller that passed a temporary list of
     # reductions, as tracekit.imbalance does, gets their memory back here)
@@ -159,13 +170,14 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     summary = {
         "ranks": len(rank_ids),
         "reference_rank": ref,
-        "clock": "aligned" if al.clock.aligned else "as recorded",
+        "clock": al.clock.summary() if al.clock.aligned else "as recorded",
         "steps": al.n_steps,
         "partial_steps": al.partial_steps,
         "collectives": int(len(per)),
         "unmatched": al.unmatched,
         "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
         "straggler": straggler,
+        "clock_ranks": al.clock.ranks_summary() if al.clock.aligned else {"stepped": [], "suspect": []},
     }
     if len(per) == 0:
         warnings.append(
@@ -246,6 +258,8 @@ def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, las
             "steps": [int(steps_per.get(r, 0)) for r in ranks],
             "times_last": [int(last_counts.get(r, 0)) for r in ranks],
             "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks],
+            "clock_status": [al.clock.status.get(r, "aligned") if al.clock.aligned else "as recorded" for r in ranks],
+            "clock_steps": [len(al.clock.segments[r].steps) if r in al.clock.segments else 0 for r in ranks],
         },
         columns=RANK_COLS,
     )

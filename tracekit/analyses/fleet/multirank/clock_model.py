@@ -33,7 +33,8 @@ class Segments:
     bounds: np.ndarray
     residual: float
     outliers: int
-    steps: list  # [{"at_ns" (true, after t0), "within_ns", "size_ns"}]
+    steps: list  # [{"at_ns" (true, after t0), "within_ns", "size_ns", "local_lo", "local_hi" (the local ends it
+    # fell between)}]
 
     def to_true(self, x: np.ndarray) -> np.ndarray:
         """Local times (after t0, float) to true time, each by the segment it falls in."""
@@ -123,15 +124,24 @@ def fit_segments(T: np.ndarray, d: np.ndarray, local: np.ndarray, fit) -> Segmen
         bounds[k] = (local[c - 1] + local[c]) / 2.0
         at = (T[c - 1] + T[c]) / 2.0
         size = (a[k] + b[k] * at) - (a[k - 1] + b[k - 1] * at)
-        steps.append({"at_ns": at, "within_ns": (T[c] - T[c - 1]) / 2.0, "size_ns": size})
+        steps.append(
+            {
+                "at_ns": at,
+                "within_ns": (T[c] - T[c - 1]) / 2.0,
+                "size_ns": size,
+                "local_lo": float(local[c - 1]),
+                "local_hi": float(local[c]),
+            }
+        )
     res = max(f[2] for f in fits)
     return Segments(first, a, b, bounds, float(res), int(sum(f[3] for f in fits)), steps)
 
 
-def statuses(residual: dict, steps: dict, nodes: dict, ref: int) -> tuple[dict, list[str]]:
+def statuses(residual: dict, steps: dict, nodes: dict, ref: int) -> tuple[dict, dict, list[str]]:
     """Each rank's clock status (``aligned`` | ``stepped`` | ``suspect``) from its residual (ns; None: not fitted),
-    its steps and its node-mates' residuals; and the sentences for the stepped and suspect ranks."""
-    out, warnings = {}, []
+    its steps and its node-mates' residuals (the median of theirs; of every other rank's where it has none); the
+    bound each rank's residual was held to; and the sentences for the suspect ranks."""
+    out, bounds, warnings = {}, {}, []
     fitted = {r: v for r, v in residual.items() if v is not None}
     for r in residual:
         mates = [fitted[q] for q in fitted if q != r and q != ref and nodes.get(q, q) == nodes.get(r, r)]
@@ -139,6 +149,7 @@ def statuses(residual: dict, steps: dict, nodes: dict, ref: int) -> tuple[dict, 
             mates = [fitted[q] for q in fitted if q != r and q != ref]
         scale = float(np.median(mates)) if mates else 0.0
         bound = max(SUSPECT_FACTOR * scale, SUSPECT_FLOOR_NS)
+        bounds[r] = int(np.ceil(bound))
         if r in fitted and r != ref and fitted[r] > bound:
             out[r] = "suspect"
             warnings.append(
@@ -149,12 +160,13 @@ def statuses(residual: dict, steps: dict, nodes: dict, ref: int) -> tuple[dict, 
             out[r] = "stepped"
         else:
             out[r] = "aligned"
-    return out, warnings
+    return out, bounds, warnings
 
 
 def step_sentences(steps: dict, nodes: dict) -> list[str]:
-    """What is said of each stepped rank: when its clock stepped and by how much, and whether its node-mates'
-    clocks stepped with it (ranks of one node share a host clock)."""
+    """What is said of each stepped rank (``steps``: rank -> its steps, ``at_ns`` on the tables' time base): when
+    its clock stepped and by how much, and whether its node-mates' clocks stepped with it (ranks of one node share a
+    host clock)."""
     out = []
     for r, st in sorted(steps.items()):
         if not st:
@@ -166,8 +178,7 @@ def step_sentences(steps: dict, nodes: dict) -> list[str]:
             for s in st
         )
         out.append(
-            f"rank {r}: its clock stepped {told} on the reference's clock after its first step; each segment is"
-            " fitted on its own and its times repaired"
-            + (" (its node-mates' clocks did not step: a clock of its own)" if alone else "")
+            f"rank {r}: its clock stepped {told} (reference clock): each segment of its clock is fitted on its own"
+            " and its times repaired" + (" (its node-mates' clocks did not step: a clock of its own)" if alone else "")
         )
     return out
