@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "f07527831eb3bc14362dc9eff4740b6674241369d1964e0238e0469fa599a19b",
+        "cb08efda6671b5669bf0c8da4daa05d330df495f2308c494ae0c9527e485da87",
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "e886e371eb143abdaf841381ca2f6bb0254cb64f72b9c82d1f80c74218f9a66e",
+        "f37a745d745038875373c35b666a1f6b8817758877a81a52059f2b23c0bbfefb",
     ),
 ]
 
