@@ -253,8 +253,10 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     fits, D, segs = _place_ranks(X, cols, ref, a, b)
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
+    shared = set()
     for r in list(fits):
         if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+            shared.add(r)
             a[r], b[r] = 0.0, 0.0
             fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
             segs.pop(r, None)
@@ -263,7 +265,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref)
+    status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref, shared)
     return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
 
 

@@ -137,24 +137,27 @@ def fit_segments(T: np.ndarray, d: np.ndarray, local: np.ndarray, fit) -> Segmen
     return Segments(first, a, b, bounds, float(res), int(sum(f[3] for f in fits)), steps)
 
 
-def statuses(residual: dict, steps: dict, nodes: dict, ref: int) -> tuple[dict, dict, list[str]]:
+def statuses(residual: dict, steps: dict, nodes: dict, ref: int, shared: set = frozenset()) -> tuple[dict, dict, list]:
     """Each rank's clock status (``aligned`` | ``stepped`` | ``suspect``) from its residual (ns; None: not fitted),
     its steps and its node-mates' residuals (the median of theirs; of every other rank's where it has none); the
-    bound each rank's residual was held to; and the sentences for the suspect ranks."""
+    bound each rank's residual was held to; and the sentences for the suspect ranks. ``shared``: ranks that took the
+    reference's clock as its node-mates (their ends say little of their clock): not suspect."""
     out, bounds, warnings = {}, {}, []
-    fitted = {r: v for r, v in residual.items() if v is not None}
+    fitted = {r: v for r, v in residual.items() if v is not None and r != ref}
     for r in residual:
-        mates = [fitted[q] for q in fitted if q != r and q != ref and nodes.get(q, q) == nodes.get(r, r)]
+        mates = [fitted[q] for q in fitted if q != r and nodes.get(q, q) == nodes.get(r, r)]
+        whose = "its node-mates'"
         if not mates:
-            mates = [fitted[q] for q in fitted if q != r and q != ref]
+            mates, whose = [fitted[q] for q in fitted if q != r], "the other ranks'"
         scale = float(np.median(mates)) if mates else 0.0
         bound = max(SUSPECT_FACTOR * scale, SUSPECT_FLOOR_NS)
         bounds[r] = int(np.ceil(bound))
-        if r in fitted and r != ref and fitted[r] > bound:
+        if r in fitted and r not in shared and fitted[r] > bound:
             out[r] = "suspect"
+            than = f" ({whose} within {scale / 1e3:,.1f} µs)" if mates else ""
             warnings.append(
-                f"rank {r}: its clock fits its collective ends only within {fitted[r] / 1e3:,.1f} µs (its node's"
-                f" ranks within {scale / 1e3:,.1f} µs): its waits are uncertain by that much; suspect"
+                f"rank {r}: its clock fits its collective ends only within {fitted[r] / 1e3:,.1f} µs{than}, beyond"
+                f" {bound / 1e3:,.1f} µs: its clock is suspect and its waits uncertain by that much"
             )
         elif steps.get(r):
             out[r] = "stepped"
