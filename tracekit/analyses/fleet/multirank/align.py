@@ -61,24 +61,34 @@ def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | Non
     return float(np.median(near)), int(best), _cluster(diffs[cand], tol).tolist()
 
 
-def _per_step_shift(s: np.ndarray, pool: np.ndarray, d: float, tol: float) -> np.ndarray:
-    """Each start's shift. A rank's steps are consecutive global steps: where every start lies within ``tol`` of a
-    pool point once shifted by ``d``, ``d`` for all; else (its clock stepped by more than ``tol`` mid-run) the
-    start of local step i is the pool's step k + i, k where the matching starts say, and its shift is the difference
-    (the nearest such where the pool has no step k + i)."""
-    placed = s - d
+def _near(placed: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Each placed point's nearest pool point (its index; the pool sorted, not empty)."""
     j = np.clip(np.searchsorted(pool, placed), 1, max(len(pool) - 1, 1))
     near = np.where(np.abs(placed - pool[j - 1]) <= np.abs(placed - pool[np.minimum(j, len(pool) - 1)]), j - 1, j)
-    near = np.minimum(near, len(pool) - 1)
-    ok = np.abs(placed - pool[near]) <= tol
-    if ok.all() or not ok.any():
-        return np.full(len(s), d)
-    i = np.arange(len(s))
-    ks, votes = np.unique(near[ok] - i[ok], return_counts=True)
-    g = ks[np.argmax(votes)] + i
+    return np.minimum(near, len(pool) - 1)
+
+
+def _consecutive_shift(
+    s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None
+) -> tuple[float, np.ndarray, list]:
+    """A rank's steps are consecutive global steps: its local step i is the pool's step k + i. For each k, the
+    shifts s_i − pool[k + i]; the k whose shifts agree (within ``tol`` of their median) most often wins — a clock
+    that stepped mid-run leaves two runs of agreeing shifts, the longer decides — and where k's tie, the one whose
+    shift is nearest ``prefer`` (the node-mates'), else the smallest. Returns (the shift, each start's shift: its
+    own difference, the nearest one's beyond the pool's ends, the tied shifts)."""
+    m = min(len(s), FIRST_STEPS)
+    ks = np.arange(-(m - 1), len(pool))
+    idx = ks[:, None] + np.arange(m)[None, :]
+    valid = (idx >= 0) & (idx < len(pool))
+    D = np.where(valid, s[None, :m] - pool[np.clip(idx, 0, len(pool) - 1)], np.nan)
+    med = np.nanmedian(D, axis=1)
+    score = (np.abs(D - med[:, None]) <= tol).sum(axis=1)
+    cand = np.flatnonzero(score == score.max())
+    best = cand[np.argmin(np.abs(med[cand] - (prefer or 0.0)))]
+    g = ks[best] + np.arange(len(s))
     inr = (g >= 0) & (g < len(pool))
     di = pd.Series(np.where(inr, s - pool[np.clip(g, 0, len(pool) - 1)], np.nan)).ffill().bfill()
-    return di.to_numpy(np.float64)
+    return float(med[best]), di.to_numpy(np.float64), sorted(med[cand].tolist())
 
 
 def coarse_offsets(
@@ -119,9 +129,14 @@ def coarse_steps(
             d, n, tied = (float(s[0] - pool[0]) if pool.size else 0.0), 1, []
         else:
             d, n, tied = _best_shift(s, pool, tol, prefer)
+        per_step[r] = np.full(len(s), d)
+        if n and pool.size > 1 and np.isfinite(tol) and (np.abs(s - d - pool[_near(s - d, pool)]) > tol).any():
+            # some starts fit no step once shifted: its clock stepped mid-run, or it ran steps the pool has not
+            d, per_step[r], tied = _consecutive_shift(s, pool, tol, prefer)
         if n == 0:
             warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as recorded")
             d = 0.0
+            per_step[r] = np.zeros(len(s))
         elif len(tied) > 1 and prefer is None:
             other = min((t for t in tied if abs(t - d) > tol), key=lambda t: abs(t), default=None)
             if other is not None:
@@ -131,7 +146,6 @@ def coarse_steps(
                     f" smaller shift ({d / 1e6:,.3f} ms) and may be off by a step"
                 )
         offsets[r] = d
-        per_step[r] = _per_step_shift(s, pool, d, tol) if pool.size > 1 and np.isfinite(tol) else np.full(len(s), d)
         placed.append(s - per_step[r])
         pool = _cluster(np.concatenate(placed), tol)
     return offsets, per_step, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
@@ -581,8 +595,8 @@ def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[st
         m = (coll["rank"] == r).to_numpy()
         x = (coll["start_ns"].to_numpy(np.int64)[m] - clock.t0).astype(np.float64)
         for k, st in enumerate(seg.steps, start=1):
-            up = max(st["size_ns"], 0.0)  # a clock set forward leaves a gap no time falls in
-            band = (x > st["local_lo"] + up) & (x < st["local_hi"] - up)
+            # either side of the step fits a time between (its ends' local times, each moved by the step)
+            band = (x > st["local_lo"] + st["size_ns"]) & (x < st["local_hi"] - st["size_ns"])
             if band.any():
                 rows = coll[m][band]
                 which = ", ".join(

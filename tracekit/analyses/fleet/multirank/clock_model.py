@@ -5,8 +5,8 @@ its local end − the instance's true end (on the reference's clock), against th
 line (offset + drift). A clock that **steps** (an NTP correction: +1..+5 ms, or 50 µs) is a jump of ``d`` that stays:
 it is found as a change point — the median of the next few ends minus the median of the previous few, beyond a
 bound that scales with how well the ends fit — and each side is a segment with its own offset and drift. A jump is
-kept only where the two segments fit better than the jump (a clock that wanders smoothly is not cut into steps: it
-is ``suspect``). Each rank's status: ``aligned``, ``stepped`` (when, within how much, by how much) or ``suspect``
+kept only where each segment fits within an eighth of the jump (a clock that wanders, or two ranks whose ends do
+not coincide, are not cut into steps: the first is ``suspect``). Each rank's status: ``aligned``, ``stepped`` (when, within how much, by how much) or ``suspect``
 (its residual beyond ``SUSPECT_FACTOR`` × the residual of its node-mates, at least ``SUSPECT_FLOOR_NS``).
 """
 
@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 STEP_FLOOR_NS = 5_000  # a clock step below this is not told from the ends' noise
-STEP_NOISE = 8.0  # a step must exceed this many times the ends' noise (consecutive misfits)
+STEP_NOISE = 8.0  # a step must exceed this many times the ends' noise (consecutive misfits)...
+STEP_FIT = 8.0  # ...and this many times the misfit of either segment it leaves (ends that wander do not step)
 SUSPECT_FACTOR = 10.0  # a residual this many times its node-mates' (median) is suspect...
 SUSPECT_FLOOR_NS = 10_000  # ...and at least this
 
@@ -98,7 +99,7 @@ def find_steps(T: np.ndarray, d: np.ndarray, fit) -> list[int]:
             continue
         r_left = fit(T[lo:c], d[lo:c])[2] if c - lo >= 2 else 0.0
         r_right = fit(T[c:hi], d[c:hi])[2] if hi - c >= 2 else 0.0
-        if max(r_left, r_right) * 3 > abs(J[k]):  # the jump does not explain the misfit: not a step
+        if max(r_left, r_right) * STEP_FIT > abs(J[k]):  # the jump does not explain the misfit: not a step
             continue
         cuts.append(c)
         todo += [(lo, c), (c, hi)]
@@ -139,7 +140,8 @@ def fit_segments(T: np.ndarray, d: np.ndarray, local: np.ndarray, fit) -> Segmen
 
 def statuses(residual: dict, steps: dict, nodes: dict, ref: int, shared: set = frozenset()) -> tuple[dict, dict, list]:
     """Each rank's clock status (``aligned`` | ``stepped`` | ``suspect``) from its residual (ns; None: not fitted),
-    its steps and its node-mates' residuals (the median of theirs; of every other rank's where it has none); the
+    its steps and its node-mates' residuals (the median of theirs; of every other rank's where it has none; the
+    reference's where there is no other); the
     bound each rank's residual was held to; and the sentences for the suspect ranks. ``shared``: ranks that took the
     reference's clock as its node-mates (their ends say little of their clock): not suspect."""
     out, bounds, warnings = {}, {}, []
@@ -149,6 +151,8 @@ def statuses(residual: dict, steps: dict, nodes: dict, ref: int, shared: set = f
         whose = "its node-mates'"
         if not mates:
             mates, whose = [fitted[q] for q in fitted if q != r], "the other ranks'"
+        if not mates and residual.get(ref) is not None:  # two ranks: the reference's residual is the other's misfit
+            mates, whose = [residual[ref]], "the reference's"
         scale = float(np.median(mates)) if mates else 0.0
         bound = max(SUSPECT_FACTOR * scale, SUSPECT_FLOOR_NS)
         bounds[r] = int(np.ceil(bound))
