@@ -60,7 +60,7 @@ def _check_step(res, truth, rank: int, size: int) -> None:
     assert got["within_ns"] < 400_000  # half the longest gap between two instance ends of this preset
     assert abs(got["size_ns"] - size) <= US2
     ranks = res.tables["ranks"].set_index("rank")
-    assert ranks.loc[rank, "clock_status"] == "stepped" and ranks.loc[rank, "clock_steps"] == 1
+    assert ranks.loc[rank, "clock_status"] == "stepped"
     assert (ranks.drop(index=rank)["clock_status"] == "aligned").all()
     assert not any("--gpus-per-node" in w for w in res.warnings)  # a step is not blamed on the node count
     assert any(w.startswith(f"rank {rank}: its clock stepped by {size / 1e3:+,.1f} µs") for w in res.warnings)
@@ -130,6 +130,6 @@ def test_a_wandering_clock_is_suspect(tmp_path):
     assert res.summary["clock"] == "suspect"
     (sus,) = res.summary["clock_ranks"]["suspect"]
     assert sus["rank"] == 5 and 30_000 < sus["residual_ns"] <= 67_000 + US2 and sus["bound_ns"] == 10_000
-    assert ranks.loc[5, "clock_status"] == "suspect" and ranks.loc[5, "clock_steps"] == 0
+    assert ranks.loc[5, "clock_status"] == "suspect"
     assert (ranks.drop(index=5)["clock_status"] == "aligned").all()
     assert any(w.startswith("rank 5: its clock fits its collective ends only within") for w in res.warnings)

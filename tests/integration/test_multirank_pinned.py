@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "cb08efda6671b5669bf0c8da4daa05d330df495f2308c494ae0c9527e485da87",
+        "a0c60fe548cae780b182bf50c6d255073dd280961794d9563422688fea51cd4a",
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "f37a745d745038875373c35b666a1f6b8817758877a81a52059f2b23c0bbfefb",
+        "e9ab581f40d6ae4d4ff24ac52de456b5af216a02e904301924fc593a3926d3f6",
     ),
 ]
 

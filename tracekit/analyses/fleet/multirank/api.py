@@ -33,7 +33,6 @@ RANK_COLS = [
     "times_last",
     "total_wait_ns",
     "clock_status",
-    "clock_steps",
 ]
 
 
@@ -259,7 +258,6 @@ def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, las
             "times_last": [int(last_counts.get(r, 0)) for r in ranks],
             "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks],
             "clock_status": [al.clock.status.get(r, "aligned") if al.clock.aligned else "as recorded" for r in ranks],
-            "clock_steps": [len(al.clock.segments[r].steps) if r in al.clock.segments else 0 for r in ranks],
         },
         columns=RANK_COLS,
     )
