@@ -133,3 +133,10 @@ def test_a_wandering_clock_is_suspect(tmp_path):
     assert ranks.loc[5, "clock_status"] == "suspect"
     assert (ranks.drop(index=5)["clock_status"] == "aligned").all()
     assert any(w.startswith("rank 5: its clock fits its collective ends only within") for w in res.warnings)
+
+
+def test_the_reference_clock_stepping_is_told_as_its_own(tmp_path):
+    # rank 0's clock (the time base) steps +3 ms: every other rank seems to step back at once; it is the reference's
+    res, truth = _run(tmp_path, clock_step={0: (2, 3_000_000)})
+    check_against_truth(res, truth)  # every time on the clock rank 0 began with: waits and steps exact
+    _check_step(res, truth, 0, 3_000_000)

@@ -27,7 +27,6 @@ CONTRACT = {
         "times_last",
         "total_wait_ns",
         "clock_status",
-        "clock_steps",
     ],
     "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
     "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],

@@ -279,6 +279,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
+    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]))
     status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref, shared)
     return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
 

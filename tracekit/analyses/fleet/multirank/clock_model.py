@@ -189,3 +189,40 @@ def step_sentences(steps: dict, nodes: dict) -> list[str]:
             " and its times repaired" + (" (its node-mates' clocks did not step: a clock of its own)" if alone else "")
         )
     return out
+
+
+def reference_step(segs: dict, ref: int, fitted: int) -> dict:
+    """The reference's own clock stepping looks like every other rank's stepping back by as much at once. Where at
+    least half the fitted ranks (and two) have a step at one time (within their windows) and of one size (within
+    2 µs and 2 %), it is the reference's: that step is taken off each of them (its two segments are one, read from
+    the first) and given to the reference as a segment of its own, its times after the step moved back onto the
+    clock it began with. ``segs`` is changed in place; returns it."""
+    steps = [(r, k, st) for r, seg in segs.items() if r != ref for k, st in enumerate(seg.steps)]
+    for r0, k0, s0 in steps:
+        group = {
+            r: k
+            for r, k, st in steps
+            if abs(st["at_ns"] - s0["at_ns"]) <= s0["within_ns"] + st["within_ns"]
+            and abs(st["size_ns"] - s0["size_ns"]) <= max(2_000.0, 0.02 * abs(s0["size_ns"]))
+        }
+        if len(group) < max(2, (fitted + 1) // 2):
+            continue
+        size = -float(np.median([segs[r].steps[k]["size_ns"] for r, k in group.items()]))
+        lo, hi = s0["at_ns"] - s0["within_ns"], s0["at_ns"] + s0["within_ns"]  # the reference's own two ends
+        for r, k in group.items():
+            seg = segs[r]
+            keep = np.ones(len(seg.first), dtype=bool)
+            keep[k + 1] = False
+            segs[r] = Segments(
+                seg.first[keep], seg.a[keep], seg.b[keep], seg.bounds[keep], seg.residual, seg.outliers,
+                [st for j, st in enumerate(seg.steps) if j != k],
+            )  # fmt: skip
+            if len(segs[r].first) == 1:
+                del segs[r]
+        at = (lo + hi - size) / 2.0  # on the clock it began with
+        step = {"at_ns": at, "within_ns": (hi - size - lo) / 2.0, "size_ns": size, "local_lo": lo, "local_hi": hi}
+        segs[ref] = Segments(
+            np.array([0, 0]), np.array([0.0, size]), np.zeros(2), np.array([-np.inf, (lo + hi) / 2.0]), 0.0, 0, [step]
+        )
+        return segs
+    return segs
