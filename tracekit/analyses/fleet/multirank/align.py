@@ -1,8 +1,10 @@
 """Global steps and clock alignment of a run's ranks (docs/multirank.md).
 
 1. **Coarse offsets from step starts.** Each rank's step starts are compared with those of the ranks already placed
-   (the reference first): the shift that brings the most starts within a third of a step period of one wins, the
-   smallest such shift where several tie (steps of equal length). The placed starts, clustered, are the global steps,
+   (the reference first): the shift that brings the most starts within a third of a step period of one wins; where
+   several tie (steps of equal length, a late start) the one nearest its node-mates' shift, else the smallest (and
+   that is said); where some starts fit no step (a clock that stepped mid-run) the rank's steps are taken as
+   consecutive global steps, each start with its own shift. The placed starts, clustered, are the global steps,
    numbered from 0 in time order; a rank that started late or stopped early simply has no row for the steps it
    missed.
 2. **Instances.** Within a global step the k-th collective of a kind is the same instance on every rank (``seq`` k).
@@ -10,8 +12,9 @@
    step) is partial: its collectives are matched to the instances by time, once the clocks are aligned.
 3. **Fine offsets from the ends of blocking collectives**, which end together in true time: per rank, the offset is
    the median of (its end − the instance's consensus end), iterated; a drift (offset + slope) is kept where it cuts
-   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. Ranks of
-   one node share a clock: where their offsets agree within the residual they get their pooled fit.
+   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. A clock
+   that steps mid-run is cut into segments at the change point (:mod:`.clock_model`), each rank's clock status
+   (aligned, stepped, suspect) is told, and every time converted by its own segment.
 """
 
 from __future__ import annotations
