@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "a0c60fe548cae780b182bf50c6d255073dd280961794d9563422688fea51cd4a",
+        "c2e3fc36aa86f1e5a0393f30f3a53313cb7e2227f755f8236187e6abf151ae04",
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "e9ab581f40d6ae4d4ff24ac52de456b5af216a02e904301924fc593a3926d3f6",
+        "89ba5e91b35297ffa3e63707aa80dd9a9abc4184784702313d90f7cd5df29579",
     ),
 ]
 

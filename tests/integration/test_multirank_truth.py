@@ -17,17 +17,7 @@ pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 
 US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {
-    "ranks": [
-        "rank",
-        "file",
-        "node",
-        "clock_offset_ns",
-        "residual_ns",
-        "steps",
-        "times_last",
-        "total_wait_ns",
-        "clock_status",
-    ],
+    "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
     "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
     "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],
     "per_collective": [

@@ -23,17 +23,7 @@ from .attribute import attribute, lower_median, most_often_last
 from .discover import find_ranks, nodes_of, settle
 from .mapper import MapOptions, load_collectives, reduce_file
 
-RANK_COLS = [
-    "rank",
-    "file",
-    "node",
-    "clock_offset_ns",
-    "residual_ns",
-    "steps",
-    "times_last",
-    "total_wait_ns",
-    "clock_status",
-]
+RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
 
 @dataclass(frozen=True)
@@ -257,7 +247,6 @@ def _ranks_table(ranks: list[int], files_of: dict, nodes: dict, al, t: dict, las
             "steps": [int(steps_per.get(r, 0)) for r in ranks],
             "times_last": [int(last_counts.get(r, 0)) for r in ranks],
             "total_wait_ns": [int(wait_tot.get(r, 0)) for r in ranks],
-            "clock_status": [al.clock.status.get(r, "aligned") if al.clock.aligned else "as recorded" for r in ranks],
         },
         columns=RANK_COLS,
     )
