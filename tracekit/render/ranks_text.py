@@ -15,6 +15,11 @@ from .human import fit, safe_text, wrap_prose
 SHOWN = ("ranks",)  # drawn in the section
 DETAIL = ("rank_by_step", "rank_steps", "rank_collectives", "rank_per_collective")  # --all or -f json
 SECTION_LINES = 24  # the section's own budget of lines (the report is one screen: report_text.SCREEN_LINES)
+CLOCK_WORDS = {  # summary.clock (issue 40: a clock that stepped, or fits badly, is said)
+    "aligned": "One clock (aligned)",
+    "stepped": "One clock (aligned; a rank's clock stepped and was repaired)",
+    "suspect": "One clock (aligned; a rank's clock is suspect)",
+}
 
 
 def _ms(ns) -> str:
@@ -39,7 +44,7 @@ def ranks_title(r: dict) -> str:
 def ranks_sentence(r: dict) -> str:
     """``summary.ranks`` of a report in words."""
     head = (
-        f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
+        f"{CLOCK_WORDS.get(r.get('clock'), 'Clocks as recorded (not aligned)')};"
         f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
         f" collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
         f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)"

@@ -135,7 +135,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
-    al = align_run(per_rank, nodes, load_collectives().blocking)
+    al = align_run(per_rank, nodes, load_collectives().blocking, base_of[min(per_rank)])
     rank_ids = list(per_rank)
     del per_rank  # aligned: the ranks' own tables are not read again (a caller that passed a temporary list of
     # reductions, as tracekit.imbalance does, gets their memory back here)
@@ -168,7 +168,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     summary = {
         "ranks": len(rank_ids),
         "reference_rank": ref,
-        "clock": "aligned" if al.clock.aligned else "as recorded",
+        "clock": al.clock.summary() if al.clock.aligned else "as recorded",
         "steps": al.n_steps,
         "partial_steps": al.partial_steps,
         "collectives": int(len(per)),
@@ -176,6 +176,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
         "straggler": straggler,
         **world,
+        "clock_ranks": al.clock.ranks_summary() if al.clock.aligned else {"stepped": [], "suspect": []},
     }
     if world["missing_ranks"]:
         warnings.append(lower_bound_sentence(world))
