@@ -28,6 +28,10 @@ SUMMARY_KEYS = (
     "collectives",
     "unmatched",
     "imbalance_ns_per_step",
+    "imbalance_ns_mean_per_step",
+    "worst_steps",
+    "straggler_rotates",
+    "stragglers",
 )
 
 

@@ -22,6 +22,7 @@ from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
 from .discover import find_ranks, nodes_of, settle
 from .mapper import MapOptions, load_collectives, reduce_file
+from .per_step import per_step_summary
 
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
@@ -142,6 +143,10 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
+    t["by_step"] = t["by_step"].assign(partial=t["by_step"]["step"].isin(al.partial_step_ids).to_numpy(bool))
+    whole = imb[~imb["step"].isin(al.partial_step_ids)]  # the straggler claim: from the steps recorded whole
+    imb = whole if len(whole) else imb
+    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     top = most_often_last(imb)
     straggler = (
         None
@@ -166,6 +171,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "unmatched": al.unmatched,
         "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
         "straggler": straggler,
+        **per_step_summary(by),
     }
     if len(per) == 0:
         warnings.append(
