@@ -33,7 +33,7 @@ CONTRACT = {
         "cause_rank",
         "cause",
     ],
-    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"],
+    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank", "partial"],
 }
 HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
 
@@ -69,6 +69,10 @@ def check_against_truth(res, truth: dict) -> None:
         "unmatched",
         "imbalance_ns_per_step",
         "straggler",
+        "imbalance_ns_mean_per_step",
+        "worst_steps",
+        "straggler_rotates",
+        "stragglers",
     ]
     assert {t: list(res.tables[t].columns) for t in res.tables} == CONTRACT
     assert all(
@@ -112,6 +116,12 @@ def check_against_truth(res, truth: dict) -> None:
         if not pd.isna(want):
             sb = tb.loc[g, "straggler_bs"]
             assert (pd.isna(sb) and pd.isna(b.loc[g, "straggler_bs"])) or b.loc[g, "straggler_bs"] == sb
+    # per step, then summary: partial steps flagged, the mean and worst steps, who was last where it cost
+    assert b["partial"].tolist() == tb["partial"].tolist()
+    if ts["imbalance_ns_mean_per_step"]:
+        assert s["imbalance_ns_mean_per_step"] == pytest.approx(ts["imbalance_ns_mean_per_step"], rel=0.01)
+    assert [w["step"] for w in s["worst_steps"]] == [w["step"] for w in ts["worst_steps"]]
+    assert s["straggler_rotates"] == ts["straggler_rotates"] and s["stragglers"] == ts["stragglers"]
     st, tst = _rows(res, "steps", ["step", "rank"]), _truth(truth, "steps", ["step", "rank"])
     assert st.index.equals(tst.index)
     assert (st["local_step"] == tst["local_step"]).all() and (st["phase"] == tst["phase"]).all()
