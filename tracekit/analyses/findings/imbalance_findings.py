@@ -196,9 +196,13 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
             f"per step over the {len(by)} step(s) recorded whole, Σ (last − median arrival): mean {ms_text(gain)},"
             f" median {ms_text(s.get('imbalance_ns_per_step'))}; worst {worst or '–'}; mean step {ms_text(step_ns)}"
             + (f"; partial step(s) {steps_text(left_out)} left out" if left_out else "")
-            + f"; rank {rank} last at {last[0]} of {last[1]} instances that are no tie,"
-            f" its batch {_num(bs)} against a median of {_num(median_bs)}"
-            + (f" ({phase} where it was last)" if phase else "")
+            + f"; rank {rank} last at {last[0]} of {last[1]} instances that are no tie"
+            + (
+                ""
+                if bs is None and median_bs is None
+                else f", its batch {_num(bs)} against a median of {_num(median_bs)}"
+            )
+            + (f" ({phase} where it was last)" if phase and phase != "unknown" else "")
             + "; causes of the lateness: "
             + (", ".join(f"{c} {n}" for c, n in causes.value_counts().items()) or "none named")
         )
