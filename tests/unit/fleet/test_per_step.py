@@ -133,6 +133,8 @@ def test_a_partial_step_is_flagged_and_kept_out_of_the_claims(runs, cli, monkeyp
     _check_summary(imb["summary"], ts)
     by = {b["step"]: b for b in imb["tables"]["by_step"]}
     assert by[g]["partial"] and not any(by[s]["partial"] for s in by if s != g)
+    for name in ("steps", "collectives", "per_collective"):  # flagged in every table
+        assert all(row["partial"] == (row["step"] == g) for row in imb["tables"][name]), name
     assert imb["summary"]["straggler"]["rank"] == ts["straggler"]["rank"] == 2  # bs 32 in every whole step
     assert g not in [w["step"] for w in imb["summary"]["worst_steps"]]
     assert all(g not in x["steps"] for x in imb["summary"]["stragglers"])

@@ -139,11 +139,12 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         for col in ("start_ns", "end_ns"):
             df[col] = df[col].to_numpy(np.int64) - ref_base
     t = attribute(al.collectives, al.steps, al.clock.residual)
+    for name in ("steps", "collectives", "per_collective", "by_step"):  # a partial step flagged in every table
+        t[name] = t[name].assign(partial=t[name]["step"].isin(al.partial_step_ids).to_numpy(bool))
     per = t["per_collective"]
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
-    t["by_step"] = t["by_step"].assign(partial=t["by_step"]["step"].isin(al.partial_step_ids).to_numpy(bool))
     whole = imb[~imb["step"].isin(al.partial_step_ids)]  # the straggler claim: from the steps recorded whole
     imb = whole if len(whole) else imb
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
