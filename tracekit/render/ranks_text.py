@@ -14,7 +14,7 @@ from .human import fit, safe_text, wrap_prose
 
 SHOWN = ("ranks", "rank_by_step")  # drawn in the section: the ranks, then the per-step stragglers
 DETAIL = ("rank_steps", "rank_collectives", "rank_per_collective")  # --all or -f json
-BY_STEP_SHOWN = 8  # the per-step table's rows shown without --all: the worst steps first where there are more
+BY_STEP_SHOWN = 8  # more steps than this: the per-step table is cut by imbalance (the worst steps, and says so)
 SECTION_LINES = 30  # the section's own budget of lines (the report is one screen: report_text.SCREEN_LINES)
 
 
@@ -88,11 +88,10 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
             .reset_index(drop=True)
         )
         shown["ranks"].attrs["order_by"] = "times_last"
-    if not all_rows and len(shown.get("rank_by_step", ())) > BY_STEP_SHOWN:
-        by = shown["rank_by_step"]
-        shown["rank_by_step"] = by.sort_values(["imbalance_ns", "step"], ascending=[False, True], kind="stable")
-        shown["rank_by_step"] = shown["rank_by_step"].head(BY_STEP_SHOWN).reset_index(drop=True)
-        shown["rank_by_step"].attrs["order_by"] = "imbalance_ns"
+    if not all_rows and len(shown.get("rank_by_step", ())) > BY_STEP_SHOWN:  # the worst steps, said as a cut table
+        by = shown["rank_by_step"].copy()
+        by.attrs["order_by"] = "imbalance_ns"
+        shown["rank_by_step"] = by
     sub = Result(command="imbalance", inputs=[], params={}, summary={}, tables=shown)
     lines = [fit(safe_text(ranks_title(r)), width)]
     lines += wrap_prose(safe_text(ranks_sentence(r)), width)
