@@ -23,6 +23,7 @@ from .attribute import attribute, lower_median, most_often_last
 from .discover import missing_of, nodes_of, settle, world_size_of
 from .mapper import MapOptions, load_collectives, reduce_file
 from .run import Run, load_run, run_with
+from .per_step import per_step_summary
 
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
@@ -147,10 +148,15 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         for col in ("start_ns", "end_ns"):
             df[col] = df[col].to_numpy(np.int64) - ref_base
     t = attribute(al.collectives, al.steps, al.clock.residual)
+    for name in ("steps", "collectives", "per_collective", "by_step"):  # a partial step flagged in every table
+        t[name] = t[name].assign(partial=t[name]["step"].isin(al.partial_step_ids).to_numpy(bool))
     per = t["per_collective"]
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
+    whole = imb[~imb["step"].isin(al.partial_step_ids)]  # the straggler claim: from the steps recorded whole
+    imb = whole if len(whole) else imb
+    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     top = most_often_last(imb)
     straggler = (
         None
@@ -177,6 +183,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "straggler": straggler,
         **world,
         "clock_ranks": al.clock.ranks_summary() if al.clock.aligned else {"stepped": [], "suspect": []},
+        **per_step_summary(by),
     }
     if world["missing_ranks"]:
         warnings.append(lower_bound_sentence(world))
