@@ -168,3 +168,13 @@ def test_same_refusal(cli, files, command):
     assert "graph" in got["kineto"]
     for p in OTHERS:
         assert got[p] == got["kineto"], p
+
+
+@pytest.mark.parametrize("other", OTHERS)
+def test_findings_compare_names_no_change(cli, files, other):
+    """``findings --compare`` of the Kineto file against the same run from another profiler: nothing changed."""
+    code, text, err = cli("findings", "--compare", files["kineto"], files[other], "-f", "json", "--no-cache")
+    assert code == 0, err
+    s = json.loads(text)["summary"]
+    assert s["ops_compared"] > 0 and s["step_ms_a"] == s["step_ms_b"]
+    assert (s["ops_slower"], s["config_differences"], s["findings"]) == (0, 0, 0)
