@@ -178,3 +178,22 @@ def test_findings_compare_names_no_change(cli, files, other):
     s = json.loads(text)["summary"]
     assert s["ops_compared"] > 0 and s["step_ms_a"] == s["step_ms_b"]
     assert (s["ops_slower"], s["config_differences"], s["findings"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("style", ["vllm", "sglang_modes", "profilerstep_rocm"])
+def test_wall_same_for_other_step_markers(cli, tmp_path, style):
+    """vLLM's execute_… markers (GPU and CPU spans), sglang's step[MODE …] (CPU spans of three phases) and ROCm's
+    ProfilerStep#N (GPU spans of ~17 µs): the nsys file's steps and wall are Kineto's. Only Kineto has GPU spans to
+    judge, so only it says that it replaced ROCm's short spans by their launch windows."""
+    trace, _ = build("dp16", 4, steps=3, seed=0, step_marker=style)
+    files = {
+        "kineto": write_trace(tmp_path / "s.trace.json.gz", trace),
+        "nsys": write_nsys(tmp_path / "s.sqlite", trace),
+    }
+    got = _run(cli, files, "wall")
+    k, n = got["kineto"], got["nsys"]
+    assert k["summary"]["steps"] >= 1 and k["summary"]["marker"] != "whole trace"
+    switched = [w for w in k["warnings"] if "their windows are the launch windows" in w]
+    assert bool(switched) == (style == "profilerstep_rocm")
+    k["warnings"] = [w for w in k["warnings"] if w not in switched]
+    assert _parts(n) == _parts(k)
