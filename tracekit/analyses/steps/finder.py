@@ -137,10 +137,13 @@ def scan(trace: Trace, options: StepOptions) -> Steps:
 
 
 def _attempt(ctx: StepActivity, options: StepOptions, label: str, how: str, kinds, match, tried: list[str]):
-    # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it
+    # CPU spans always pair with their GPU spans; alone they are steps only where the dialect allows it, or where
+    # the trace holds no GPU span at all (its profiler records none: Nsight Systems, rocprofv3), so that the CPU
+    # span is all there is of every marker (docs/steps.md)
     g = _marker_rows(ctx, "gpu_annotation" if "gpu_annotation" in kinds else None, match)
     c = _marker_rows(ctx, "cpu_annotation", match)
-    cpu_alone = ("cpu_annotation" in kinds or options.source == "cpu") and options.source != "gpu"
+    no_gpu_spans = ctx.annotation_rows("gpu_annotation").size == 0
+    cpu_alone = ("cpu_annotation" in kinds or options.source == "cpu" or no_gpu_spans) and options.source != "gpu"
     if g.empty and (c.empty or not cpu_alone):
         return None
     c_use = c
