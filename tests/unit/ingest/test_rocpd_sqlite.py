@@ -1,0 +1,190 @@
+"""The rocpd SQLite reader (rocprofv3's database, ROCm 7's default output) on a small hand-built trace written by
+fixtures/synthlib/rocpd.py (rocprofiler-sdk's documented schema), and hostile databases: one sentence, exit 3, and
+nothing written beside them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fixtures.synthlib.rocpd import UUID, VIEWS, write_rocpd
+from tests.conftest import cpu_ann, kernel, launch, memcpy
+from tracekit.errors import InputError
+from tracekit.ingest import load
+
+DEVICE = {
+    "id": 0,
+    "name": "AMD Instinct MI300X",
+    "numSms": 304,
+    "warpSize": 64,
+    "maxThreadsPerMultiprocessor": 2048,
+    "sharedMemPerMultiprocessor": 65536,
+    "computeMajor": 9,
+    "computeMinor": 4,
+    "totalGlobalMem": 192 * 2**30,
+}
+
+
+def trace_doc() -> dict:
+    return {
+        "deviceProperties": [DEVICE],
+        "traceEvents": [
+            cpu_ann("step 0", 10.0, 200.0),
+            launch("hipLaunchKernel", 12.0, corr=5),
+            kernel(
+                "gemm_kernel",
+                20.0,
+                30.0,
+                corr=5,
+                grid=[4, 2, 1],
+                block=[256, 1, 1],
+                **{"registers per thread": 128, "shared memory": 16384},
+            ),
+            launch("hipLaunchKernel", 60.0, corr=6),
+            kernel("rcclKernel_AllReduce", 70.0, 50.5, stream=9, corr=6, grid=[8, 1, 1], block=[64, 1, 1]),
+            memcpy("Memcpy HtoD (Host -> Device)", 130.0, 4.25, nbytes=4096),
+        ],
+    }
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    d = tmp_path / "run"
+    d.mkdir()
+    return write_rocpd(d / "results.db", trace_doc())
+
+
+def test_reader_fills_the_events_table(db):
+    t = load(db, cache=False)
+    ev = t.events
+    k = ev[ev["kind"] == "kernel"].sort_values("start_ns")
+    assert list(k["name"]) == ["gemm_kernel", "rcclKernel_AllReduce"]
+    assert list(k["start_ns"]) == [20_000, 70_000] and list(k["dur_ns"]) == [30_000, 50_500]
+    gemm = k.iloc[0]
+    # the grid back in workgroups (rocpd stores work-items), registers and LDS from the kernel symbol
+    assert [gemm["grid_x"], gemm["grid_y"], gemm["block_x"]] == [4, 2, 256]
+    assert gemm["registers"] == 128 and gemm["shared_mem"] == 16384
+    assert list(k["stream"]) == [7, 9] and set(k["device"]) == {0}
+    rt = ev[ev["cat"] == "hip_runtime"]
+    assert sorted(rt["correlation"]) == sorted(k["correlation"]) == [5, 6]  # launches link to their kernels
+    ann = ev[ev["cat"] == "user_annotation"]
+    assert list(ann["name"]) == ["step 0"]  # a roctx range is named by its message, not roctxRangePushA
+    cp = ev[ev["kind"] == "memcpy"]
+    assert list(cp["name"]) == ["Memcpy HtoD (Host -> Device)"] and list(cp["bytes"]) == [4096]
+
+
+def test_info_says_rocprofv3_rocpd_and_what_it_recorded(db):
+    meta = load(db, cache=False).meta
+    assert meta["profiler"]["name"] == "rocprofv3" and "rocpd" in meta["profiler"]["label"]
+    assert {"kernel", "memcpy", "runtime", "kernel_resources"} <= set(meta["profiler"]["recorded"])
+    dev = meta["device_properties"][0]
+    assert dev["numSms"] == 304 and dev["name"] == "AMD Instinct MI300X" and meta["kernel_resources"] is True
+
+
+def test_registers_are_arch_plus_accumulation_vgprs(db):
+    con = sqlite3.connect(db)
+    con.execute(
+        f'UPDATE "rocpd_info_kernel_symbol{UUID}" SET accum_vgpr_count = 64 WHERE display_name = ?', ("gemm_kernel",)
+    )
+    con.commit()
+    con.close()
+    ev = load(db, cache=False).events
+    assert int(ev.loc[ev["name"] == "gemm_kernel", "registers"].iloc[0]) == 128 + 64
+
+
+def test_report_counts_every_row(db):
+    con = sqlite3.connect(db)
+    rows = sum(
+        con.execute(f'SELECT count(*) FROM "rocpd_{t}{UUID}"').fetchone()[0]
+        for t in ("kernel_dispatch", "memory_copy", "region")
+    )
+    cat = con.execute(f'SELECT id FROM "rocpd_string{UUID}" WHERE string = ?', ("MEMORY_COPY",)).fetchone()[0]
+    ev = con.execute(f'SELECT event_id FROM "rocpd_region{UUID}" LIMIT 1').fetchone()[0]
+    con.execute(f'UPDATE "rocpd_event{UUID}" SET category_id = ? WHERE id = ?', (cat, ev))  # a category not read
+    con.commit()
+    con.close()
+    r = load(db, cache=False).report
+    assert r.records_read == rows and r.events_kept == rows - 1
+    assert sum(r.not_events.values()) == 1 and "MEMORY_COPY" in next(iter(r.not_events))
+
+
+def test_suffixed_tables_without_views(db):
+    whole = load(db, cache=False).events
+    con = sqlite3.connect(db)
+    for v in VIEWS:
+        con.execute(f"DROP VIEW rocpd_{v}")
+    con.commit()
+    con.close()
+    assert load(db, cache=False).events.equals(whole)
+
+
+def test_content_not_extension(db):
+    other = db.parent / "trace.json"
+    other.write_bytes(db.read_bytes())
+    assert load(other, cache=False).meta["profiler"]["name"] == "rocprofv3"
+
+
+def _folder(p: Path) -> dict[str, int]:
+    return {f.name: f.stat().st_mtime_ns for f in p.parent.iterdir()}
+
+
+def test_read_only_leaves_nothing_beside(db):
+    before, data = _folder(db), db.read_bytes()
+    load(db, cache=False)
+    assert _folder(db) == before and db.read_bytes() == data
+
+
+@pytest.mark.parametrize("case", ["missing_tables", "no_events", "truncated"])
+def test_hostile_databases(db, case):
+    p = db
+    if case == "missing_tables":
+        con = sqlite3.connect(p)
+        for t in ("kernel_dispatch", "memory_copy", "region"):
+            con.execute(f"DROP VIEW rocpd_{t}")
+            con.execute(f'DROP TABLE "rocpd_{t}{UUID}"')
+        con.commit()
+        con.close()
+        said = "without its kernel dispatch"
+    elif case == "no_events":
+        con = sqlite3.connect(p)
+        for t in ("kernel_dispatch", "memory_copy", "region"):
+            con.execute(f'DELETE FROM "rocpd_{t}{UUID}"')
+        con.commit()
+        con.close()
+        said = "no kernel, copy or API record"
+    else:
+        data = p.read_bytes()
+        p.write_bytes(data[: len(data) // 2])
+        said = "truncated"
+    before, data = _folder(p), p.read_bytes()
+    with pytest.raises(InputError) as exc:
+        load(p, cache=False)
+    msg = str(exc.value)
+    assert said in msg and str(p) in msg and "\n" not in msg
+    assert _folder(p) == before and p.read_bytes() == data
+
+
+def test_locked_database(db):
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    holder.execute(f'INSERT INTO "rocpd_string{UUID}" (string) VALUES (?)', ("pending",))
+    try:
+        with pytest.raises(InputError, match="locked"):
+            load(db, cache=False)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_cli_exit_3_one_sentence(cli, db):
+    con = sqlite3.connect(db)
+    con.execute("DROP VIEW rocpd_string")
+    con.execute(f'DROP TABLE "rocpd_string{UUID}"')
+    con.commit()
+    con.close()
+    code, out, err = cli("info", db, "--no-cache")
+    assert code == 3 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "rocpd database" in err and json.dumps(str(db))[1:-1] in err
