@@ -86,6 +86,7 @@ def test_info_says_rocprofv3_rocpd_and_what_it_recorded(db):
 
 def test_registers_are_arch_plus_accumulation_vgprs(db):
     con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
     con.execute(
         f'UPDATE "rocpd_info_kernel_symbol{UUID}" SET accum_vgpr_count = 64 WHERE display_name = ?', ("gemm_kernel",)
     )
@@ -97,6 +98,7 @@ def test_registers_are_arch_plus_accumulation_vgprs(db):
 
 def test_report_counts_every_row(db):
     con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
     rows = sum(
         con.execute(f'SELECT count(*) FROM "rocpd_{t}{UUID}"').fetchone()[0]
         for t in ("kernel_dispatch", "memory_copy", "region")
@@ -114,6 +116,7 @@ def test_report_counts_every_row(db):
 def test_suffixed_tables_without_views(db):
     whole = load(db, cache=False).events
     con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
     for v in VIEWS:
         con.execute(f"DROP VIEW rocpd_{v}")
     con.commit()
@@ -142,6 +145,7 @@ def test_hostile_databases(db, case):
     p = db
     if case == "missing_tables":
         con = sqlite3.connect(p)
+        con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
         for t in ("kernel_dispatch", "memory_copy", "region"):
             con.execute(f"DROP VIEW rocpd_{t}")
             con.execute(f'DROP TABLE "rocpd_{t}{UUID}"')
@@ -150,6 +154,7 @@ def test_hostile_databases(db, case):
         said = "without its kernel dispatch"
     elif case == "no_events":
         con = sqlite3.connect(p)
+        con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
         for t in ("kernel_dispatch", "memory_copy", "region"):
             con.execute(f'DELETE FROM "rocpd_{t}{UUID}"')
         con.commit()
@@ -179,8 +184,10 @@ def test_locked_database(db):
         holder.close()
 
 
+@pytest.mark.slow
 def test_cli_exit_3_one_sentence(cli, db):
     con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
     con.execute("DROP VIEW rocpd_string")
     con.execute(f'DROP TABLE "rocpd_string{UUID}"')
     con.commit()
