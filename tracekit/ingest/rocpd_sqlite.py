@@ -205,30 +205,27 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
 
 
 def _dispatches(db, names, parts: Parts, common, gpu_index) -> bool:
-    """Kernels; their names, VGPRs (arch + accumulation) from the kernel symbols. Whether symbols were there."""
+    """Kernels; their names and VGPRs (arch + accumulation) from their kernel symbol (joined within the run's guid).
+    Whether any dispatch had its symbol."""
     sym = "symbol" in names
     tab = db.arrow(
         'SELECT K.start AS ts, K."end" AS te, coalesce(E.stack_id, -1) AS corr, K.agent_id AS agent,'
-        " K.kernel_id AS kid, coalesce(K.stream_id, K.queue_id, -1) AS stream,"
-        " coalesce(K.group_segment_size, -1) AS lds,"
+        " coalesce(K.stream_id, K.queue_id, -1) AS stream, coalesce(K.group_segment_size, -1) AS lds,"
+        + (
+            " coalesce(nullif(S.display_name, ''), S.kernel_name, 'unknown kernel (kernel_id ' || K.kernel_id || ')')"
+            " AS name, CASE WHEN S.arch_vgpr_count > 0 THEN S.arch_vgpr_count + max(coalesce(S.accum_vgpr_count, 0),"
+            " 0) ELSE -1 END AS vgprs, S.id IS NOT NULL AS known,"
+            if sym
+            else " 'unknown kernel (kernel_id ' || K.kernel_id || ')' AS name, -1 AS vgprs, 0 AS known,"
+        )
         + ", ".join(f"K.workgroup_size_{d} AS wg_{d}, K.grid_size_{d} AS gr_{d}" for d in "xyz")
         + f" FROM {names['dispatch']} K"
         + _join(names, "event", "E", "K.event_id", "K")
+        + _join(names, "symbol", "S", "K.kernel_id", "K")
         + " ORDER BY K.id"
     )
     keep, com = common(tab)
-    kid = _ints(tab, "kid")[keep]
-    uniq, inv = np.unique(kid, return_inverse=True)
-    known: dict[int, tuple[str, int]] = {}
-    if sym:
-        for r in db.query(  # one row per kernel symbol
-            "SELECT id, coalesce(nullif(display_name, ''), kernel_name, ''), coalesce(arch_vgpr_count, -1),"
-            f" coalesce(accum_vgpr_count, 0) FROM {names['symbol']}"
-        ):
-            known[int(r[0])] = (str(r[1]), int(r[2]) + max(int(r[3]), 0) if int(r[2]) > 0 else -1)
-    labels = [known.get(int(k), (f"unknown kernel (kernel_id {int(k)})", -1)) for k in uniq]
-    vgprs = np.array([v for _, v in labels] + [-1], dtype=np.int64)
-    inv = inv.reshape(-1)
+    name_code, texts = _texts(tab, "name")
     wg = np.stack([_ints(tab, f"wg_{d}")[keep] for d in "xyz"], axis=1)
     items = np.stack([_ints(tab, f"gr_{d}")[keep] for d in "xyz"], axis=1)
     # rocprofv3 writes the grid in work-items (HSA's convention); the table's grid is in workgroups (CUDA's)
@@ -238,19 +235,19 @@ def _dispatches(db, names, parts: Parts, common, gpu_index) -> bool:
     n = len(keep)
     parts.add(
         **com,
-        name=parts.codes([t for t, _ in labels])[inv],
+        name=parts.codes(texts)[name_code[keep]] if texts else np.zeros(0, dtype=np.int32),
         cat=np.zeros(n, dtype=np.int32),
         pid=device,
         tid=stream,
         device=device,
         stream=stream,
         nbytes=np.full(n, -1, dtype=np.int64),
-        registers=vgprs[inv],
+        registers=_ints(tab, "vgprs")[keep],
         shared_mem=_ints(tab, "lds")[keep],
         grid=grid.astype(np.int32),
         block=np.where(wg > 0, wg, -1).astype(np.int32),
     )
-    return bool(known)
+    return bool(_ints(tab, "known").any())
 
 
 def _copies(db, names, parts: Parts, common, gpu_index) -> None:

@@ -195,3 +195,40 @@ def test_cli_exit_3_one_sentence(cli, db):
     code, out, err = cli("info", db, "--no-cache")
     assert code == 3 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and "rocpd database" in err and json.dumps(str(db))[1:-1] in err
+
+
+def test_two_uuids_are_read_as_their_union(db):
+    """A database holding two runs' tables (two ``{{uuid}}`` suffixes, their own guid, no unsuffixed views) reads
+    both: every record twice, each joined within its own guid."""
+    whole = load(db, cache=False)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
+    other = UUID.replace("0000734d", "0000beef")
+    for v in VIEWS:
+        con.execute(f"DROP VIEW rocpd_{v}")
+        con.execute(f'CREATE TABLE "rocpd_{v}{other}" AS SELECT * FROM "rocpd_{v}{UUID}"')
+        if "guid" in [r[1] for r in con.execute(f'PRAGMA table_info("rocpd_{v}{other}")')]:
+            con.execute(f"UPDATE \"rocpd_{v}{other}\" SET guid = 'second-run'")
+    con.commit()
+    con.close()
+    both = load(db, cache=False)
+    assert len(both.events) == 2 * len(whole.events)
+    k1 = whole.events[whole.events["kind"] == "kernel"]
+    k2 = both.events[both.events["kind"] == "kernel"]
+    assert sorted(k2["name"]) == sorted(list(k1["name"]) * 2) and sorted(k2["registers"]) == sorted(
+        list(k1["registers"]) * 2
+    )
+
+
+def test_dispatch_without_its_symbol_is_an_unknown_kernel(db):
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
+    kid = con.execute(f'SELECT id FROM "rocpd_info_kernel_symbol{UUID}" WHERE display_name = ?', ("gemm_kernel",))
+    kid = kid.fetchone()[0]
+    con.execute(f'DELETE FROM "rocpd_info_kernel_symbol{UUID}" WHERE id = ?', (kid,))
+    con.commit()
+    con.close()
+    ev = load(db, cache=False).events
+    k = ev[ev["kind"] == "kernel"].sort_values("start_ns")
+    assert list(k["name"]) == [f"unknown kernel (kernel_id {kid})", "rcclKernel_AllReduce"]
+    assert int(k["registers"].iloc[0]) == -1 and int(k["shared_mem"].iloc[0]) == 16384  # LDS is the dispatch's
