@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..errors import InputError
 from ..trace import IngestReport, Trace
 from .kineto.columns import NOT_EVENT_REASONS
 from .normalize import build_events
-from .nsys_database import ReadOnlySqlite, is_sqlite
+from .nsys_database import ReadOnlySqlite, database_error, is_sqlite
 from .rocprof_json import (
     BAD_TIMES,
     COPY_DIRECTIONS,
@@ -84,6 +85,7 @@ def ingest(source: Path, shown: str) -> Trace:
                 f"{shown} is {WHAT} without its kernel dispatch, memory copy or region tables (or its string and event"
                 f" tables); record with {HINT}"
             )
+        _check_columns(db, names, shown)
         return _build(db, names, shown, source)
     finally:
         db.close()
@@ -102,6 +104,24 @@ def _resolve(db: ReadOnlySqlite) -> dict[str, str]:
         elif found:
             out[key] = "(" + " UNION ALL ".join(f'SELECT * FROM "{t}"' for t in found) + ")"
     return out
+
+
+def _check_columns(db: ReadOnlySqlite, names: dict[str, str], shown: str) -> None:
+    """The columns the reader joins on (rocprofiler-sdk's schema); an older rocpd (rocmProfileData's, without guids)
+    or another tool's ``rocpd_`` tables get one sentence."""
+    for key, need in rules()["columns"].items():
+        if key not in names:
+            continue
+        try:
+            have = {d[0] for d in db.con.execute(f"SELECT * FROM {names[key]} LIMIT 0").description or ()}
+        except sqlite3.DatabaseError as exc:
+            raise database_error(shown, exc, WHAT, HINT) from exc
+        missing = [c for c in need if c not in have]
+        if missing:
+            raise InputError(
+                f"{shown} has rocpd tables of another schema ({rules()['tables'][key]} lacks {', '.join(missing)});"
+                f" tracekit reads the rocpd database of rocprofiler-sdk (ROCm 7: {HINT})"
+            )
 
 
 def _count(db: ReadOnlySqlite, names: dict[str, str], key: str) -> int:

@@ -232,3 +232,29 @@ def test_dispatch_without_its_symbol_is_an_unknown_kernel(db):
     k = ev[ev["kind"] == "kernel"].sort_values("start_ns")
     assert list(k["name"]) == [f"unknown kernel (kernel_id {kid})", "rcclKernel_AllReduce"]
     assert int(k["registers"].iloc[0]) == -1 and int(k["shared_mem"].iloc[0]) == 16384  # LDS is the dispatch's
+
+
+@pytest.mark.parametrize("case", ["rocmprofiledata", "no_guid"])
+def test_rocpd_of_another_schema(tmp_path, db, case):
+    """rocmProfileData's older rocpd (rocpd_op, rocpd_api, no guids), or a region table without the columns joined
+    on: one sentence naming the schema it reads."""
+    if case == "rocmprofiledata":
+        p = tmp_path / "old.rpd"
+        con = sqlite3.connect(p)
+        con.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)")
+        con.execute("CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER, end INTEGER)")
+        con.execute("CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, start INTEGER, end INTEGER)")
+        said = "without its kernel dispatch"
+    else:
+        p = db
+        con = sqlite3.connect(p)
+        con.execute("PRAGMA synchronous = OFF")  # no fsync: a test
+        con.execute("DROP VIEW rocpd_region")
+        con.execute(f'ALTER TABLE "rocpd_region{UUID}" RENAME COLUMN name_id TO label_id')
+        said = "rocpd_region lacks name_id"
+    con.commit()
+    con.close()
+    before = _folder(p)
+    with pytest.raises(InputError) as exc:
+        load(p, cache=False)
+    assert said in str(exc.value) and str(p) in str(exc.value) and _folder(p) == before
