@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -193,12 +194,16 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
         state["read"] += n
         return keep, dict(row=ids[keep], ts=start[keep], dur=(end - start)[keep], corr=_ints(tab, "corr")[keep])
 
-    if "dispatch" in names:
-        symbols = _dispatches(db, names, parts, common, gpu_index)
-    if "copy" in names:
-        _copies(db, names, parts, common, gpu_index)
-    if "region" in names:
-        _regions(db, names, parts, common, not_events)
+    sqls = {k: f(names) for k, f in (("dispatch", _dispatch_sql), ("copy", _copy_sql), ("region", _region_sql))}
+    sqls = {k: q for k, q in sqls.items() if k in names}
+    with ThreadPoolExecutor(len(sqls)) as pool:  # each on its own read-only connection, in parallel
+        tabs = dict(zip(sqls, pool.map(db.arrow, sqls.values())))
+    if "dispatch" in tabs:
+        symbols = _dispatches(tabs["dispatch"], parts, common, gpu_index)
+    if "copy" in tabs:
+        _copies(tabs["copy"], parts, common, gpu_index)
+    if "region" in tabs:
+        _regions(tabs["region"], parts, common, not_events)
     for key, what in (("sample", "sample (an API call of no duration)"), ("allocate", "memory allocation")):
         count = _count(db, names, key)
         if count:
@@ -224,11 +229,9 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
     return Trace(events=events, meta=meta, report=report)
 
 
-def _dispatches(db, names, parts: Parts, common, gpu_index) -> bool:
-    """Kernels; their names and VGPRs (arch + accumulation) from their kernel symbol (joined within the run's guid).
-    Whether any dispatch had its symbol."""
+def _dispatch_sql(names: dict[str, str]) -> str:
     sym = "symbol" in names
-    tab = db.arrow(
+    return (
         'SELECT K.start AS ts, K."end" AS te, coalesce(E.stack_id, -1) AS corr, K.agent_id AS agent,'
         " coalesce(K.stream_id, K.queue_id, -1) AS stream, coalesce(K.group_segment_size, -1) AS lds,"
         + (
@@ -244,6 +247,11 @@ def _dispatches(db, names, parts: Parts, common, gpu_index) -> bool:
         + _join(names, "symbol", "S", "K.kernel_id", "K")
         + " ORDER BY K.id"
     )
+
+
+def _dispatches(tab: pa.Table, parts: Parts, common, gpu_index) -> bool:
+    """Kernels; their names and VGPRs (arch + accumulation) from their kernel symbol (joined within the run's guid).
+    Whether any dispatch had its symbol."""
     keep, com = common(tab)
     name_code, texts = _texts(tab, "name")
     wg = np.stack([_ints(tab, f"wg_{d}")[keep] for d in "xyz"], axis=1)
@@ -270,8 +278,8 @@ def _dispatches(db, names, parts: Parts, common, gpu_index) -> bool:
     return bool(_ints(tab, "known").any())
 
 
-def _copies(db, names, parts: Parts, common, gpu_index) -> None:
-    tab = db.arrow(
+def _copy_sql(names: dict[str, str]) -> str:
+    return (
         'SELECT M.start AS ts, M."end" AS te, coalesce(E.stack_id, -1) AS corr, S.string AS op,'
         " coalesce(M.src_agent_id, -1) AS src, coalesce(M.dst_agent_id, -1) AS dst, coalesce(M.size, -1) AS size,"
         f" coalesce(M.stream_id, -1) AS stream FROM {names['copy']} M"
@@ -279,6 +287,9 @@ def _copies(db, names, parts: Parts, common, gpu_index) -> None:
         + _join(names, "string", "S", "M.name_id", "M")
         + " ORDER BY M.id"
     )
+
+
+def _copies(tab: pa.Table, parts: Parts, common, gpu_index) -> None:
     keep, com = common(tab)
     op, ops = _texts(tab, "op")
     src_dev, dst_dev = lookup(_ints(tab, "src")[keep], gpu_index), lookup(_ints(tab, "dst")[keep], gpu_index)
@@ -308,9 +319,8 @@ def _copies(db, names, parts: Parts, common, gpu_index) -> None:
     )
 
 
-def _regions(db, names, parts: Parts, common, not_events: dict[str, int]) -> None:
-    """API calls and roctx ranges: the Kineto category by the event's category (tracekit/data/rocpd.json)."""
-    tab = db.arrow(
+def _region_sql(names: dict[str, str]) -> str:
+    return (
         'SELECT R.start AS ts, R."end" AS te, coalesce(E.stack_id, R.id) AS corr, C.string AS category,'
         " CASE WHEN C.string LIKE 'MARKER%' THEN coalesce(json_extract(E.extdata, '$.message'), S.string)"
         " ELSE S.string END AS name,"
@@ -324,6 +334,10 @@ def _regions(db, names, parts: Parts, common, not_events: dict[str, int]) -> Non
         + _join(names, "thread", "T", "R.tid", "R")
         + " ORDER BY R.id"
     )
+
+
+def _regions(tab: pa.Table, parts: Parts, common, not_events: dict[str, int]) -> None:
+    """API calls and roctx ranges: the Kineto category by the event's category (tracekit/data/rocpd.json)."""
     keep, com = common(tab)
     cat_code, cats = _texts(tab, "category")
     rule = rules()["region_categories"]
