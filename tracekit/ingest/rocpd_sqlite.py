@@ -4,8 +4,9 @@
 The schema is rocprofiler-sdk's (``source/share/rocprofiler-sdk-rocpd/rocpd_tables.sql``): every table carries a
 ``{{uuid}}`` suffix and has an unsuffixed view of the same name (``rocpd_views.sql``), read where present, else the
 suffixed table(s) themselves (several uuids: their union). Read column-wise into Arrow (ADBC, the three event
-tables in parallel, each on its own read-only connection: :class:`~tracekit.ingest.nsys_database.ReadOnlySqlite`), joined as the documented views ``kernels``,
-``memory_copies`` and ``regions`` (``data_views.sql``) join them, but with LEFT JOINs so that no row is lost:
+tables in parallel, each on its own read-only connection: :class:`~tracekit.ingest.nsys_database.ReadOnlySqlite`),
+joined as the documented views ``kernels``, ``memory_copies`` and ``regions`` (``data_views.sql``) join them, but
+with LEFT JOINs so that no row is lost:
 ``rocpd_kernel_dispatch`` (kernels; registers and LDS from ``rocpd_info_kernel_symbol``), ``rocpd_memory_copy``
 (copies), ``rocpd_region`` (HIP/HSA/RCCL API calls and roctx ranges, by their ``rocpd_event`` category; a roctx
 range is named by its message, ``rocpd_event.extdata.message``), ``rocpd_info_agent`` (GPUs become devices).
