@@ -24,7 +24,7 @@ from .normalize import build_events, recorded
 from .nsys_sqlite import read_nsys, reads_nsys
 from .reader import StreamDamaged, read_ahead
 from .repair import replace_lone_surrogates, replace_nonfinite, salvage_json
-from . import rocprof_json
+from . import rocpd_sqlite, rocprof_json
 from .whole_text import read_text
 from ..errors import check_argument
 
@@ -196,6 +196,8 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
     _refuse_perfetto(source, shown)
     if rocprof_json.is_rocprof_json(rocprof_json.text_head(source)):  # chosen by content, not by the name
         return rocprof_json.ingest(source, shown)
+    if rocpd_sqlite.is_rocpd(source):  # an SQLite file with rocpd tables (rocprofv3's database), by content
+        return rocpd_sqlite.ingest(source, shown)
     if reads_nsys(source):  # an Nsight Systems export (SQLite) or report, by content
         return read_nsys(source, shown)
     cols = None

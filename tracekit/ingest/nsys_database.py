@@ -1,7 +1,8 @@
 """An Nsight Systems SQLite export, opened read-only and checked: whether a file is an SQLite database at all (its
 magic header), whether it is whole (the header's page count against the file's size), whether it is an nsys export
 (its tables), and the read-only connection that never writes a journal, a WAL or a shared-memory file beside it.
-Every failure is one :class:`~tracekit.errors.InputError` sentence naming the file (exit 3).
+Every failure is one :class:`~tracekit.errors.InputError` sentence naming the file (exit 3). The generic read-only
+part (:class:`ReadOnlySqlite`) serves the other profilers' SQLite files too (rocprofv3's rocpd database).
 
 The columns themselves are read by :mod:`tracekit.ingest.nsys_sqlite`.
 """
@@ -36,33 +37,23 @@ def is_sqlite(head: bytes) -> bool:
     return head[:16] == SQLITE_MAGIC
 
 
-class Database:
-    """A read-only connection to one export, with its table names and columns (``sqlite3``, for the small queries),
-    and the columns of its event tables read column-wise into Arrow (:meth:`arrow`, through ADBC's SQLite driver on
-    its own read-only connection): integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`texts`),
-    never a Python object per row."""
+class ReadOnlySqlite:
+    """A read-only connection to one SQLite file of a profiler (``sqlite3``, for the small queries), its table and
+    view names, and query results read column-wise into Arrow (:meth:`arrow`, through ADBC's SQLite driver on its own
+    read-only connection). ``what`` and ``hint`` name the kind of file and how to make it again in the sentences
+    of its errors."""
 
-    def __init__(self, source: Path, shown: str):
-        self.source, self.shown = source, shown
-        self._strings: tuple[np.ndarray, pa.Array] | None = None
-        self._lock = threading.Lock()
+    def __init__(self, source: Path, shown: str, what: str = "an Nsight Systems export", hint: str = EXPORT_HINT):
+        self.source, self.shown, self.what, self.hint = source, shown, what, hint
         _check_header(source, shown)
-        self.con = _connect(source, shown)
+        self.con = _connect(source, shown, what, hint)
         try:
-            names = self.con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            names = self.con.execute("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise database_error(shown, exc) from exc
-        self.tables = {str(n[0]) for n in names}
-        if not all(t in self.tables for t in NSYS_MARKERS):
-            self.close()
-            raise InputError(f"{shown} {NOT_NSYS} (it has no StringIds table); pass the output of {EXPORT_HINT}")
-        if not any(t in self.tables for t in NSYS_EVENT_TABLES):
-            self.close()
-            raise InputError(
-                f"{shown} is an Nsight Systems export without kernels, CUDA API calls or NVTX ranges (no"
-                f" {', '.join(NSYS_EVENT_TABLES)} table); profile with nsys profile --trace=cuda,nvtx and export again"
-            )
+            raise database_error(shown, exc, what, hint) from exc
+        self.tables = {str(n[0]) for n in names if n[1] == "table"}
+        self.views = {str(n[0]) for n in names if n[1] == "view"}
         self._columns: dict[str, list[str]] = {}
 
     def close(self) -> None:
@@ -81,7 +72,40 @@ class Database:
                 cur.execute(sql)
                 return cur.fetch_arrow_table()
         except (adbc_sqlite.Error, OSError) as exc:  # a reader's error reaches Python as Arrow's OSError
-            raise database_error(self.shown, exc) from exc
+            raise database_error(self.shown, exc, self.what, self.hint) from exc
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._columns:
+            known = table in self.tables or table in self.views
+            rows = self.query(f'PRAGMA table_info("{table}")') if known else []
+            self._columns[table] = [str(r[1]) for r in rows]
+        return self._columns[table]
+
+    def query(self, sql: str, params: tuple = ()) -> list:
+        try:
+            return self.con.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise database_error(self.shown, exc, self.what, self.hint) from exc
+
+
+class Database(ReadOnlySqlite):
+    """A read-only connection to one nsys export, checked to be one (its tables), with the columns of its event
+    tables read column-wise into Arrow: integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`texts`),
+    never a Python object per row."""
+
+    def __init__(self, source: Path, shown: str):
+        super().__init__(source, shown)
+        self._strings: tuple[np.ndarray, pa.Array] | None = None
+        self._lock = threading.Lock()
+        if not all(t in self.tables for t in NSYS_MARKERS):
+            self.close()
+            raise InputError(f"{shown} {NOT_NSYS} (it has no StringIds table); pass the output of {EXPORT_HINT}")
+        if not any(t in self.tables for t in NSYS_EVENT_TABLES):
+            self.close()
+            raise InputError(
+                f"{shown} is an Nsight Systems export without kernels, CUDA API calls or NVTX ranges (no"
+                f" {', '.join(NSYS_EVENT_TABLES)} table); profile with nsys profile --trace=cuda,nvtx and export again"
+            )
 
     def string_ids(self) -> tuple[np.ndarray, pa.Array]:
         """StringIds as (ids ascending, their texts), read once."""
@@ -92,18 +116,6 @@ class Database:
                 texts = tab.column(1).combine_chunks() if tab.num_rows else pa.array([], type=pa.string())
                 self._strings = (ids, texts)
             return self._strings
-
-    def columns(self, table: str) -> list[str]:
-        if table not in self._columns:
-            rows = self.query(f'PRAGMA table_info("{table}")') if table in self.tables else []
-            self._columns[table] = [str(r[1]) for r in rows]
-        return self._columns[table]
-
-    def query(self, sql: str, params: tuple = ()) -> list:
-        try:
-            return self.con.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise database_error(self.shown, exc) from exc
 
     def ints(self, table: str, exprs: list[str], where: str = "") -> np.ndarray:
         """The integer expressions ``exprs`` of every row of ``table`` (rowid order) as an (n, len(exprs)) int64
@@ -165,7 +177,7 @@ def _check_header(source: Path, shown: str) -> None:
         )
 
 
-def _connect(source: Path, shown: str) -> sqlite3.Connection:
+def _connect(source: Path, shown: str, what: str, hint: str) -> sqlite3.Connection:
     """Read-only: ``mode=ro`` never creates a journal; ``immutable=1`` besides for a database in WAL mode (header
     bytes 18-19 = 2), which SQLite would otherwise open with a -shm file beside it. A database another process holds
     locked answers at once (no busy wait) and says so."""
@@ -174,7 +186,7 @@ def _connect(source: Path, shown: str) -> sqlite3.Connection:
         con.execute("PRAGMA query_only = 1")
         con.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
-        raise database_error(shown, exc) from exc
+        raise database_error(shown, exc, what, hint) from exc
     return con
 
 
@@ -186,8 +198,11 @@ def _uri(source: Path) -> str:
     return f"file:{quote(str(source.resolve()))}?mode=ro" + ("&immutable=1" if wal else "")
 
 
-def database_error(shown: str, exc: Exception) -> InputError:
-    """One sentence for what SQLite said: locked, damaged, or not a database."""
+def database_error(
+    shown: str, exc: Exception, what: str = "an Nsight Systems export", hint: str = EXPORT_HINT
+) -> InputError:
+    """One sentence for what SQLite said: locked, damaged, or not a database (``what``: the kind of file expected,
+    ``hint``: how to make it again)."""
     msg = str(exc)
     if "locked" in msg or "busy" in msg:
         return InputError(
@@ -195,5 +210,5 @@ def database_error(shown: str, exc: Exception) -> InputError:
             " finished and run again"
         )
     if "malformed" in msg or "not a database" in msg or "disk I/O" in msg or "corrupt" in msg:
-        return InputError(f"{shown} is a damaged SQLite database ({msg}); copy or export it again ({EXPORT_HINT})")
-    return InputError(f"{shown} could not be read as an Nsight Systems export ({msg}); export it again ({EXPORT_HINT})")
+        return InputError(f"{shown} is a damaged SQLite database ({msg}); copy or export it again ({hint})")
+    return InputError(f"{shown} could not be read as {what} ({msg}); export it again ({hint})")

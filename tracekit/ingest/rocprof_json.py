@@ -33,13 +33,13 @@ PROFILER = "rocprofv3"
 # depth of a buffer record in the document: {tool: [process {buffer_records: {kernel_dispatch: [record
 RECORD_DEPTH = 5
 GPU_AGENT = 2  # rocprofiler_agent_type_t: 1 CPU, 2 GPU
-_COPY_DIRECTIONS = {  # MEMORY_COPY operation name -> (Kineto-style name, copy kind)
+COPY_DIRECTIONS = {  # MEMORY_COPY operation name -> (Kineto-style name, copy kind)
     "MEMORY_COPY_HOST_TO_HOST": ("Memcpy HtoH (Host -> Host)", "HtoH"),
     "MEMORY_COPY_HOST_TO_DEVICE": ("Memcpy HtoD (Host -> Device)", "HtoD"),
     "MEMORY_COPY_DEVICE_TO_HOST": ("Memcpy DtoH (Device -> Host)", "DtoH"),
     "MEMORY_COPY_DEVICE_TO_DEVICE": ("Memcpy DtoD (Device -> Device)", "DtoD"),
 }
-_PEER = ("Memcpy PtoP (Device -> Device)", "PtoP")  # device to device between two GPU agents
+PEER = ("Memcpy PtoP (Device -> Device)", "PtoP")  # device to device between two GPU agents
 _API_BUFFERS = {"hip_api": "hip_runtime", "hsa_api": "hsa_api", "rccl_api": "rccl_api"}  # buffer -> cat
 _NOT_READ = (
     "memory_allocation",
@@ -49,7 +49,7 @@ _NOT_READ = (
     "pc_sample_host_trap",
     "pc_sample_stochastic",
 )
-_BAD_TIMES = "rocprofv3 record whose end_timestamp precedes its start_timestamp"
+BAD_TIMES = "rocprofv3 record whose end_timestamp precedes its start_timestamp"
 
 
 class Handle(msgspec.Struct, gc=False, frozen=True):
@@ -252,7 +252,7 @@ def _col(records: list, path: str, dtype=np.int64) -> np.ndarray:
     return np.fromiter(map(attrgetter(path), records), dtype=dtype, count=len(records))
 
 
-class _Parts:
+class Parts:
     """The kept events of every section, as arrays appended section by section."""
 
     def __init__(self) -> None:
@@ -280,7 +280,7 @@ class _Parts:
 
 
 def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
-    parts = _Parts()
+    parts = Parts()
     not_events: dict[str, int] = {}
     dropped: dict[str, int] = {}
     agents: dict[int, Agent] = {}
@@ -291,7 +291,7 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
         for a in p.agents:
             agents.setdefault(a.id.handle, a)
         symbols.update((s.kernel_id, s) for s in p.kernel_symbols)
-    gpu_index = _gpu_index(agents)
+    gpu_index = gpu_indices(agents)
     for p in procs:
         buf = p.buffer_records
         ops = [o.operations for o in p.strings.buffer_records]
@@ -306,7 +306,7 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
             start, end = _col(recs, "start_timestamp"), _col(recs, "end_timestamp")
             bad = end < start
             if bad.any():
-                dropped[_BAD_TIMES] = dropped.get(_BAD_TIMES, 0) + int(bad.sum())
+                dropped[BAD_TIMES] = dropped.get(BAD_TIMES, 0) + int(bad.sum())
             keep = np.flatnonzero(~bad)
             n = len(recs)
             read += n
@@ -327,7 +327,7 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
                 reason = f"rocprofv3 {key} record (not a timeline event tracekit reads)"
                 not_events[reason] = not_events.get(reason, 0) + count
                 read += count
-    raw = _raw_columns(parts, read, dropped)
+    raw = raw_columns(parts, read, dropped)
     events, more_dropped, _ = build_events(raw)
     for reason, count in more_dropped.items():
         into = not_events if reason in NOT_EVENT_REASONS else dropped
@@ -344,23 +344,23 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
             f"{shown} is rocprofv3 JSON with no kernel, copy or API record in it; record with"
             " rocprofv3 --kernel-trace --memory-copy-trace --hip-trace --output-format json"
         )
-    return Trace(events=events, meta=_meta(procs, agents, gpu_index, events, shown, symbols), report=report)
+    return Trace(events=events, meta=meta_of(procs, agents, gpu_index, events, shown, symbols), report=report)
 
 
-def _gpu_index(agents: dict[int, Agent]) -> dict[int, int]:
+def gpu_indices(agents: dict[int, Agent]) -> dict[int, int]:
     """GPU agent handle -> device index: the agent's logical_node_type_id (its index among GPUs, as HIP numbers
     devices), else its order among the GPU agents."""
     gpus = [a for a in agents.values() if a.type == GPU_AGENT]
     return {a.id.handle: (a.logical_node_type_id if a.logical_node_type_id >= 0 else i) for i, a in enumerate(gpus)}
 
 
-def _lookup(keys: np.ndarray, table: dict[int, int], default: int = -1) -> np.ndarray:
+def lookup(keys: np.ndarray, table: dict[int, int], default: int = -1) -> np.ndarray:
     """``table[k]`` for each key, through the distinct keys (vectorised)."""
     uniq, inv = np.unique(keys, return_inverse=True)
     return np.array([table.get(int(k), default) for k in uniq] + [default], dtype=np.int64)[inv.reshape(-1)]
 
 
-def _dispatches(parts: _Parts, recs, keep, common, symbols, gpu_index) -> None:
+def _dispatches(parts: Parts, recs, keep, common, symbols, gpu_index) -> None:
     kid = _col(recs, "dispatch_info.kernel_id")[keep]
     uniq, inv = np.unique(kid, return_inverse=True)
     syms = [symbols.get(int(k)) for k in uniq]
@@ -383,7 +383,7 @@ def _dispatches(parts: _Parts, recs, keep, common, symbols, gpu_index) -> None:
     grid = np.where((wg > 0) & (items >= 0), -(-items // np.maximum(wg, 1)), -1)
     stream = _col(recs, "stream_id.handle")[keep]
     queue = _col(recs, "dispatch_info.queue_id.handle")[keep]
-    device = _lookup(_col(recs, "dispatch_info.agent_id.handle")[keep], gpu_index)
+    device = lookup(_col(recs, "dispatch_info.agent_id.handle")[keep], gpu_index)
     parts.add(
         **common,
         name=parts.codes(names)[inv],
@@ -400,17 +400,17 @@ def _dispatches(parts: _Parts, recs, keep, common, symbols, gpu_index) -> None:
     )
 
 
-def _copies(parts: _Parts, recs, keep, common, agents, gpu_index, ops) -> None:
+def _copies(parts: Parts, recs, keep, common, agents, gpu_index, ops) -> None:
     op_names = ops[10] if len(ops) > 10 and ops[10] and ops[10][0].startswith("MEMORY_COPY") else []
     op = _col(recs, "operation")[keep]
     src, dst = _col(recs, "src_agent_id.handle")[keep], _col(recs, "dst_agent_id.handle")[keep]
-    src_dev, dst_dev = _lookup(src, gpu_index), _lookup(dst, gpu_index)
+    src_dev, dst_dev = lookup(src, gpu_index), lookup(dst, gpu_index)
     peer = (src_dev >= 0) & (dst_dev >= 0) & (src_dev != dst_dev)
     labels = []
     for o in range(max(len(op_names), int(op.max(initial=0)) + 1)):
         name = op_names[o] if o < len(op_names) else ""
-        labels.append(_COPY_DIRECTIONS.get(name, (f"Memcpy {name or o}", "other")))
-    labels.append(_PEER)
+        labels.append(COPY_DIRECTIONS.get(name, (f"Memcpy {name or o}", "other")))
+    labels.append(PEER)
     pick = np.where(peer, len(labels) - 1, np.clip(op, 0, len(labels) - 2))
     uniq, inv = np.unique(pick, return_inverse=True)
     codes = parts.codes([labels[int(u)][0] for u in uniq])
@@ -434,7 +434,7 @@ def _copies(parts: _Parts, recs, keep, common, agents, gpu_index, ops) -> None:
     )
 
 
-def _api(parts: _Parts, recs, keep, common, section, proc: Process, ops) -> None:
+def _api(parts: Parts, recs, keep, common, section, proc: Process, ops) -> None:
     kind, op = _col(recs, "kind")[keep], _col(recs, "operation")[keep]
     messages = _marker_messages(proc.strings.marker_api) if section == "marker_api" else {}
     key = kind * (1 << 20) + op
@@ -483,7 +483,7 @@ def _marker_messages(value: Any) -> dict[int, str]:
     return out
 
 
-def _raw_columns(parts: _Parts, read: int, dropped: dict[str, int]) -> RawColumns:
+def raw_columns(parts: Parts, read: int, dropped: dict[str, int]) -> RawColumns:
     name = parts.get("name", dtype=np.int32)
     kind_arg = {}
     if parts.kind_arg:
@@ -543,7 +543,7 @@ def device_properties(agent: Agent, index: int) -> dict[str, Any]:
     return props
 
 
-def _meta(procs, agents, gpu_index, events, shown: str, symbols) -> dict[str, Any]:
+def meta_of(procs, agents, gpu_index, events, shown: str, symbols) -> dict[str, Any]:
     devices = sorted(
         (device_properties(a, gpu_index[h]) for h, a in agents.items() if h in gpu_index), key=lambda d: d["id"]
     )
