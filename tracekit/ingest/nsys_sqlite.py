@@ -388,7 +388,7 @@ def _op_ranges(names: _Names, by_id: np.ndarray, ranges: np.ndarray) -> tuple[np
     Kineto's ops), and a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere); an op
     range's name code (in ``by_id``, changed in place) becomes its op's. Each distinct text is parsed once."""
     codes = np.unique(by_id[ranges])
-    parsed = parse_op_texts([names.values[c] for c in codes.tolist()])
+    parsed = parse_op_texts([names.values[c] for c in codes.tolist()], rules()["emit_nvtx_op"])
     shapes = np.full(by_id.size, -1, dtype=np.int32)
     if not parsed.is_op.any():
         return np.zeros(by_id.size, dtype=bool), shapes, []

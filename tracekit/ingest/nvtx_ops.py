@@ -9,7 +9,7 @@ it has one), ``, op_id = N`` (its RecordFunction handle), and with ``record_shap
 its text has a ``seq`` or an ``op_id`` part. Its dtypes are not in the text: they stay unknown (``null``), never
 guessed.
 
-:func:`parse_op_texts` parses a list of distinct texts in one Arrow regex pass (each text once, however many ranges
+:func:`parse_op_texts` parses a list of distinct texts in one Arrow regex pass (with the pattern the reader gives) (each text once, however many ranges
 carry it); :func:`shapes_key` makes a text's sizes the ``shapes`` key the Kineto reader makes of a cpu_op's ``Input
 Dims`` / ``Input type`` / ``Concrete Inputs`` (NUL-joined JSON texts; here dims only).
 """
@@ -17,7 +17,6 @@ Dims`` / ``Input type`` / ``Concrete Inputs`` (NUL-joined JSON texts; here dims 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 import msgspec
 import numpy as np
@@ -39,20 +38,14 @@ class OpTexts:
     sizes: list[str | None]
 
 
-@cache
-def _pattern() -> str:
-    from .nsys_sqlite import rules
-
-    return str(rules()["emit_nvtx_op"])
-
-
-def parse_op_texts(texts: list[str]) -> OpTexts:
-    """The emit_nvtx parts of each of ``texts`` (distinct texts, parsed once each, in one vectorised regex pass)."""
+def parse_op_texts(texts: list[str], pattern: str) -> OpTexts:
+    """The emit_nvtx parts of each of ``texts`` (distinct texts, parsed once each, in one vectorised regex pass) by
+    ``pattern`` (nsys.json's ``emit_nvtx_op``: the groups op, seq, op_id, sizes)."""
     n = len(texts)
     if not n:
         empty = np.zeros(0, dtype=np.int64)
         return OpTexts(np.zeros(0, dtype=bool), [], empty, empty.copy(), [])
-    got = pc.extract_regex(pa.array(texts, type=pa.string()), _pattern())
+    got = pc.extract_regex(pa.array(texts, type=pa.string()), pattern)
     seq = _ints(got.field("seq"))
     op_id = _ints(got.field("op_id"))
     matched = got.is_valid().to_numpy(zero_copy_only=False)

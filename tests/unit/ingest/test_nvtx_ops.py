@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tracekit.ingest import load
+from tracekit.ingest.nsys_sqlite import rules
 from tracekit.ingest.nvtx_ops import parse_op_texts, shapes_key
 
 GPID = (0x1000000 << 24) | (144 << 24)
@@ -96,7 +97,7 @@ def export(tmp_path):
 
 def test_parser_reads_pytorchs_nvtx_text():
     texts = [LINEAR, RELU, EMPTY, "train step", "FSDP::pre_forward (blocks.3._checkpoint_wrapped_module)", "a, b"]
-    got = parse_op_texts(texts)
+    got = parse_op_texts(texts, rules()["emit_nvtx_op"])
     assert got.is_op.tolist() == [True, True, True, False, False, False]
     assert got.op == ["aten::linear", "aten::relu", "aten::empty", *texts[3:]]
     assert got.seq.tolist() == [5, 6, -1, -1, -1, -1]
@@ -104,7 +105,7 @@ def test_parser_reads_pytorchs_nvtx_text():
     assert got.sizes == ["[[8, 16], [32, 16], [32]]", None, None, None, None, None]
     assert json.loads(shapes_key(got.sizes[0]).split(b"\0")[0]) == [[8, 16], [32, 16], [32]]
     assert shapes_key(None) is None and shapes_key("[[1, x]]") is None
-    empty = parse_op_texts([])
+    empty = parse_op_texts([], rules()["emit_nvtx_op"])
     assert empty.is_op.size == 0 and empty.op == []
 
 
