@@ -332,8 +332,9 @@ def _runtime(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any
 
 
 def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
-    """NVTX ranges (cpu_annotation, nesting kept as written: every range is its own event on its thread) and marks
-    (instant); domain records give meta's ``nvtx_domains``; the rest are counted, not events."""
+    """NVTX ranges (cpu_annotation, nesting kept as written: every range is its own event on its thread; PyTorch's
+    emit_nvtx op ranges are cpu_ops named by their op, with their sizes: :func:`_op_ranges`) and marks (instant);
+    domain records give meta's ``nvtx_domains``; the rest are counted, not events."""
     a = db.ints(
         table,
         [
