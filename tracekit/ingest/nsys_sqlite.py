@@ -395,12 +395,17 @@ def _op_ranges(names: _Names, by_id: np.ndarray, ranges: np.ndarray) -> tuple[np
         return np.zeros(by_id.size, dtype=bool), shapes, []
     n = len(names.values)
     op_code = np.full(n, -1, dtype=np.int64)
-    op_code[codes[parsed.is_op]] = names.table([o for o, k in zip(parsed.op, parsed.is_op.tolist()) if k])
-    keys = [shapes_key(z) if k else None for z, k in zip(parsed.sizes, parsed.is_op.tolist())]
-    uniques = sorted({k for k in keys if k is not None})
     shape_code = np.full(n, -1, dtype=np.int32)
+    mask = pa.array(parsed.is_op)
+    ops = pc.dictionary_encode(parsed.op.filter(mask))  # each op name and each sizes text handled once
+    op_code[codes[parsed.is_op]] = names.table(ops.dictionary.to_pylist())[ops.indices.to_numpy()]
+    sizes = pc.dictionary_encode(parsed.sizes.filter(mask))
+    keys = [shapes_key(z) for z in sizes.dictionary.to_pylist()]
+    uniques = sorted({k for k in keys if k is not None})
     at = {k: i for i, k in enumerate(uniques)}
-    shape_code[codes] = [at.get(k, -1) if k is not None else -1 for k in keys]
+    key_code = np.array([at[k] if k is not None else -1 for k in keys] + [-1], dtype=np.int32)
+    idx = sizes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    shape_code[codes[parsed.is_op]] = key_code[idx]  # -1 (null sizes) takes the appended -1
     ok = np.clip(by_id, 0, None)  # a range always has a name code; other rows are masked out
     is_op = ranges & (op_code[ok] >= 0)
     by_id[is_op] = op_code[by_id[is_op]]

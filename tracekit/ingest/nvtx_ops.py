@@ -28,31 +28,30 @@ NUL = b"\0"
 
 @dataclass
 class OpTexts:
-    """Per text given to :func:`parse_op_texts` (same order): whether it is an op range, the op's name (the text
-    itself where it is not), ``seq`` and ``op_id`` (-1: absent) and the ``sizes`` part as written (None: absent)."""
+    """Per text given to :func:`parse_op_texts` (same order): whether it is an op range, ``seq`` and ``op_id`` (-1:
+    absent), and as Arrow string arrays (no Python string per text) the op's name (the text itself where it is not an
+    op range) and the ``sizes`` part as written (null: absent)."""
 
     is_op: np.ndarray
-    op: list[str]
     seq: np.ndarray
     op_id: np.ndarray
-    sizes: list[str | None]
+    op: pa.Array
+    sizes: pa.Array
 
 
-def parse_op_texts(texts: list[str], pattern: str) -> OpTexts:
+def parse_op_texts(texts: list[str] | pa.Array, pattern: str) -> OpTexts:
     """The emit_nvtx parts of each of ``texts`` (distinct texts, parsed once each, in one vectorised regex pass) by
     ``pattern`` (nsys.json's ``emit_nvtx_op``: the groups op, seq, op_id, sizes)."""
-    n = len(texts)
-    if not n:
-        empty = np.zeros(0, dtype=np.int64)
-        return OpTexts(np.zeros(0, dtype=bool), [], empty, empty.copy(), [])
-    got = pc.extract_regex(pa.array(texts, type=pa.string()), pattern)
+    arr = texts if isinstance(texts, pa.Array) else pa.array(texts, type=pa.string())
+    got = pc.extract_regex(arr, pattern)
     seq = _ints(got.field("seq"))
     op_id = _ints(got.field("op_id"))
     matched = got.is_valid().to_numpy(zero_copy_only=False)
     is_op = matched & ((seq >= 0) | (op_id >= 0))
-    op = pc.if_else(pa.array(is_op), got.field("op"), pa.array(texts, type=pa.string())).to_pylist()
-    sizes = [z or None for z in pc.if_else(pa.array(is_op), got.field("sizes"), pa.nulls(n, pa.string())).to_pylist()]
-    return OpTexts(is_op, op, seq, op_id, sizes)
+    mask = pa.array(is_op)
+    sizes = got.field("sizes")
+    sizes = pc.if_else(pc.and_(mask, pc.not_equal(sizes, "")), sizes, pa.nulls(len(arr), pa.string()))
+    return OpTexts(is_op, seq, op_id, pc.if_else(mask, got.field("op"), arr), sizes)
 
 
 def _ints(col: pa.Array) -> np.ndarray:

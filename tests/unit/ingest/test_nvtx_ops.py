@@ -99,14 +99,14 @@ def test_parser_reads_pytorchs_nvtx_text():
     texts = [LINEAR, RELU, EMPTY, "train step", "FSDP::pre_forward (blocks.3._checkpoint_wrapped_module)", "a, b"]
     got = parse_op_texts(texts, rules()["emit_nvtx_op"])
     assert got.is_op.tolist() == [True, True, True, False, False, False]
-    assert got.op == ["aten::linear", "aten::relu", "aten::empty", *texts[3:]]
+    assert got.op.to_pylist() == ["aten::linear", "aten::relu", "aten::empty", *texts[3:]]
     assert got.seq.tolist() == [5, 6, -1, -1, -1, -1]
     assert got.op_id.tolist() == [10, 13, 14, -1, -1, -1]
-    assert got.sizes == ["[[8, 16], [32, 16], [32]]", None, None, None, None, None]
-    assert json.loads(shapes_key(got.sizes[0]).split(b"\0")[0]) == [[8, 16], [32, 16], [32]]
+    assert got.sizes.to_pylist() == ["[[8, 16], [32, 16], [32]]", None, None, None, None, None]
+    assert json.loads(shapes_key(got.sizes[0].as_py()).split(b"\0")[0]) == [[8, 16], [32, 16], [32]]
     assert shapes_key(None) is None and shapes_key("[[1, x]]") is None
     empty = parse_op_texts([], rules()["emit_nvtx_op"])
-    assert empty.is_op.size == 0 and empty.op == []
+    assert empty.is_op.size == 0 and len(empty.op) == 0
 
 
 def test_op_ranges_are_cpu_ops_with_their_sizes(export):
