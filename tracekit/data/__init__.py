@@ -115,8 +115,8 @@ def _record_hints() -> dict[str, Any]:
 
 
 def record_hint(meta: dict[str, Any], need: str) -> str:
-    """How to record ``need`` (``ops``, ``shapes``) with the profiler that wrote a trace (its meta's ``profiler``;
-    ``data/record_hints.json``), as a clause: "profile with …"."""
+    """What records ``need`` (``ops``, ``shapes``) with the profiler that wrote a trace (its meta's ``profiler``;
+    ``data/record_hints.json``), as a phrase: "record_shapes=True", "nsys profile --trace=cuda,nvtx with …"."""
     p = meta.get("profiler")
     name = p.get("name") if isinstance(p, dict) else p
     hints = _record_hints()

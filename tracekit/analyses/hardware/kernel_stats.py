@@ -176,5 +176,7 @@ def _hint(trace: Trace, by: str) -> list[str]:
 
     ks = kernel_shapes(trace)
     if ks.kernels and not ks.with_op and not ks.graph_kernels:  # no op at all: what records them, per profiler
-        return [f"{trace.path}: no kernel has a launching CPU op, so all are {NO_OP}; {record_hint(trace.meta, 'ops')}"]
+        return [
+            f"{trace.path}: no kernel has a launching CPU op, so all are {NO_OP}; record with {record_hint(trace.meta, 'ops')}"
+        ]
     return list(ks.warnings)
