@@ -123,3 +123,17 @@ def parse_classes(doc: Any, source: str) -> Classes:
 def load_classes() -> Classes:
     text = resources.files(__package__).joinpath("classes.json").read_text(encoding="utf-8")
     return parse_classes(json.loads(text), "tracekit/data/classes.json")
+
+
+@lru_cache(maxsize=1)
+def _record_hints() -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath("record_hints.json").read_text(encoding="utf-8"))
+
+
+def record_hint(meta: dict[str, Any], need: str) -> str:
+    """What records ``need`` (``ops``, ``shapes``) with the profiler that wrote a trace (its meta's ``profiler``;
+    ``data/record_hints.json``), as a phrase: "record_shapes=True", "nsys profile --trace=cuda,nvtx with …"."""
+    p = meta.get("profiler")
+    name = p.get("name") if isinstance(p, dict) else p
+    hints = _record_hints()
+    return str(hints.get(name if isinstance(name, str) else "kineto", hints["kineto"]).get(need, hints["kineto"][need]))

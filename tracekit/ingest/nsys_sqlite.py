@@ -33,6 +33,7 @@ from .kineto.columns import RawColumns
 from .kineto.schema import INT_ARGS
 from .normalize import build_events, recorded
 from .nsys_database import EXPORT_HINT, Database, column_or, is_sqlite
+from .nvtx_ops import parse_op_texts, shapes_key
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 NO_START = "record without a start or end time"
@@ -331,8 +332,9 @@ def _runtime(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any
 
 
 def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
-    """NVTX ranges (cpu_annotation, nesting kept as written: every range is its own event on its thread) and marks
-    (instant); domain records give meta's ``nvtx_domains``; the rest are counted, not events."""
+    """NVTX ranges (cpu_annotation, nesting kept as written: every range is its own event on its thread; PyTorch's
+    emit_nvtx op ranges are cpu_ops named by their op, with their sizes: :func:`_op_ranges`) and marks (instant);
+    domain records give meta's ``nvtx_domains``; the rest are counted, not events."""
     a = db.ints(
         table,
         [
@@ -360,6 +362,7 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
         table_codes = names.table([str(u) for u in uniques]) if uniques else np.zeros(0, dtype=np.int64)
         by_id[need] = np.where(codes >= 0, table_codes[np.clip(codes, 0, None)] if uniques else -1, -1)
     by_id[(by_id < 0) & (ranges | marks)] = names.code("<unnamed range>")
+    is_op, shapes, shapes_uniques = _op_ranges(names, by_id, ranges)
     pid, tid = _cpu_ids(a[:, 3])
     end = np.where(marks, a[:, 0], a[:, 1])
     reason = np.full(len(a), "", dtype=object)
@@ -367,7 +370,8 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     reason[domains] = NVTX_DOMAIN
     reason[ranges & (a[:, 1] < 0)] = OPEN_RANGE
     return {
-        "cat": cat,
+        "cat": [cat, "cpu_op"],
+        "cat_code": is_op.astype(np.int64),
         "start": a[:, 0],
         "end": end,
         "pid": pid,
@@ -375,7 +379,38 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
         "name": by_id,
         "instant": marks,
         "reason": reason,
+        "shapes": shapes,
+        "shapes_uniques": shapes_uniques,
     }
+
+
+def _op_ranges(names: _Names, by_id: np.ndarray, ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """The ranges that are PyTorch emit_nvtx op ranges (:mod:`.nvtx_ops`): per row whether it is one (a cpu_op, as
+    Kineto's ops), and a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere); an op
+    range's name code (in ``by_id``, changed in place) becomes its op's. Each distinct text is parsed once."""
+    codes = np.unique(by_id[ranges])
+    parsed = parse_op_texts([names.values[c] for c in codes.tolist()], rules()["emit_nvtx_op"])
+    shapes = np.full(by_id.size, -1, dtype=np.int32)
+    if not parsed.is_op.any():
+        return np.zeros(by_id.size, dtype=bool), shapes, []
+    n = len(names.values)
+    op_code = np.full(n, -1, dtype=np.int64)
+    shape_code = np.full(n, -1, dtype=np.int32)
+    mask = pa.array(parsed.is_op)
+    ops = pc.dictionary_encode(parsed.op.filter(mask))  # each op name and each sizes text handled once
+    op_code[codes[parsed.is_op]] = names.table(ops.dictionary.to_pylist())[ops.indices.to_numpy()]
+    sizes = pc.dictionary_encode(parsed.sizes.filter(mask))
+    keys = [shapes_key(z) for z in sizes.dictionary.to_pylist()]
+    uniques = sorted({k for k in keys if k is not None})
+    at = {k: i for i, k in enumerate(uniques)}
+    key_code = np.array([at[k] if k is not None else -1 for k in keys] + [-1], dtype=np.int32)
+    idx = sizes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    shape_code[codes[parsed.is_op]] = key_code[idx]  # -1 (null sizes) takes the appended -1
+    ok = np.clip(by_id, 0, None)  # a range always has a name code; other rows are masked out
+    is_op = ranges & (op_code[ok] >= 0)
+    by_id[is_op] = op_code[by_id[is_op]]
+    shapes[is_op] = shape_code[ok[is_op]]
+    return is_op, shapes, uniques
 
 
 _READERS = {
@@ -399,6 +434,8 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
     ints: dict[str, list[np.ndarray]] = {k: [] for k in INT_ARGS}
     grids: list[np.ndarray] = []
     blocks: list[np.ndarray] = []
+    shapes: list[np.ndarray] = []
+    shapes_uniques: list[bytes] = []
     reasons: dict[str, int] = {}
     offset = 0
     _unique_correlations(parts)
@@ -426,6 +463,9 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
         none = np.full((keep.size, 3), -1, dtype=np.int32)
         grids.append(p["grid"][keep].astype(np.int32) if "grid" in p else none)
         blocks.append(p["block"][keep].astype(np.int32) if "block" in p else none)
+        sh = p["shapes"][keep] if "shapes" in p else np.full(keep.size, -1, dtype=np.int32)
+        shapes.append(np.where(sh >= 0, sh + len(shapes_uniques), -1).astype(np.int32))
+        shapes_uniques += p.get("shapes_uniques", [])
         offset += n
 
     def cat_(xs, dtype=np.int64):
@@ -448,8 +488,8 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
         grid=np.concatenate(grids) if grids else np.zeros((0, 3), dtype=np.int32),
         block=np.concatenate(blocks) if blocks else np.zeros((0, 3), dtype=np.int32),
         kind_arg={},
-        shapes=np.full(kept, -1, dtype=np.int32),
-        shapes_uniques=[],
+        shapes=np.concatenate(shapes) if shapes else np.full(kept, -1, dtype=np.int32),
+        shapes_uniques=shapes_uniques,
         meta=[],
         reasons={},
     )

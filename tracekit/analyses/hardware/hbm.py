@@ -25,6 +25,7 @@ from ...annotation import Annotation, as_annotation
 from ...errors import DataFileError, MissingDataError
 from ...gpu_specs import HardwareProfile, resolve_profile, with_hbm
 from ...result import Result, trace_input
+from ...data import record_hint
 from ...trace import Trace
 from ..comm.segments import segment_allgathers
 from ..options import AllGatherOptions
@@ -242,7 +243,7 @@ def shapes_hbm(trace: Trace, hw: HardwareProfile, *, steps) -> Result:
         )
         raise MissingDataError(
             f"hbm needs an annotation with hbm rows (-a ANN) or a trace with recorded shapes"
-            f" (record_shapes=True): {trace.path}: {why}"
+            f" ({record_hint(trace.meta, 'shapes')}): {trace.path}: {why}"
         )
     st = steps
     t = ks.table

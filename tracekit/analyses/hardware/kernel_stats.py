@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...data import record_hint
 from ...errors import MissingDataError, UsageError
 from ...regexes import bounded
 from ...result import Result, trace_input
@@ -173,4 +174,9 @@ def _hint(trace: Trace, by: str) -> list[str]:
         return []
     from .shapes import kernel_shapes
 
-    return list(kernel_shapes(trace).warnings)
+    ks = kernel_shapes(trace)
+    if ks.kernels and not ks.with_op and not ks.graph_kernels:  # no op at all: what records them, per profiler
+        return [
+            f"{trace.path}: no kernel has a launching CPU op, so all are {NO_OP}; record with {record_hint(trace.meta, 'ops')}"
+        ]
+    return list(ks.warnings)

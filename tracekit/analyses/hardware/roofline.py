@@ -26,6 +26,7 @@ from ...gpu_specs import HardwareProfile, dtype_bytes, resolve_profile, with_hbm
 from .replay_attribution import use_replay_sources
 from .shapes import kernel_shapes, names_at, unknown_work, unknown_work_sentence
 from ...result import Result, trace_input
+from ...data import record_hint
 from ...trace import Trace
 from ..formulas import as_number, eval_formula, parse_vars  # noqa: F401 (re-exported for hbm and callers)
 from ..steps.resolve import annotated_steps
@@ -533,7 +534,7 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
         )
         raise MissingDataError(
             f"roofline needs an annotation with op_shapes (-a ANN) or a trace with recorded shapes"
-            f" (record_shapes=True): {trace.path}: {why}"
+            f" ({record_hint(trace.meta, 'shapes')}): {trace.path}: {why}"
         )
     warnings = list(trace.report.warnings) + list(ks.warnings)
     sh = per_kernel[per_kernel["shaped_calls"] > 0]

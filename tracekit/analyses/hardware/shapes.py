@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DataFileError
+from ...data import record_hint
 from ...trace import Trace
 from .linking import _innermost, launching_ops  # noqa: F401 - launching_ops is this module's too
 
@@ -618,7 +619,12 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     elif "shapes" not in ev.columns:
         why = "the events table has no 'shapes' column (the ops' Input Dims); load the trace with tracekit.load"
     elif not (shape_code >= 0).any():
-        why = "the trace records no Input Dims (profile with record_shapes=True)"
+        why = f"the trace records no Input Dims (profile with {record_hint(trace.meta, 'shapes')})"
+    elif all(_op_inputs(str(t)) is None for t in shape_cats):  # an NVTX op range records sizes, never dtypes
+        why = (
+            "the ops' recorded inputs have no dtypes (NVTX op ranges record sizes only): their FLOPs and bytes"
+            " are unknown"
+        )
     else:
         carrier = _carriers(call, dur, has)
         # one model evaluation per distinct (op name, recorded inputs): categorical codes, no string per kernel
