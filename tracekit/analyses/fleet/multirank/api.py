@@ -21,6 +21,7 @@ from ...steps.resolve import step_options
 from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
 from .discover import missing_of, nodes_of, settle, world_size_of
+from .processes import export_of
 from .mapper import MapOptions, load_collectives, reduce_file
 from .run import Run, load_run, run_with
 
@@ -311,7 +312,7 @@ def reference_files(paths_or_dir, imb: Result) -> list[Path]:
     ref = imb.summary["reference_rank"]
     mine = {str(i["path"]) for i in imb.inputs if i.get("rank") == ref}
     ranks = load_run(paths_or_dir).ranks
-    files = [f for rf in ranks for f in rf.files if shown_path(f) in mine]
+    files = list({export_of(f): 0 for rf in ranks for f in rf.files if shown_path(f) in mine})  # a part: its export
     if not files:
         raise InputError(f"the files of rank {ref} are no longer where tracekit imbalance found them; rerun it")
     return sorted(files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))
