@@ -25,10 +25,10 @@ def gpid(pid: int) -> int:
     return (0x1000000 << 24) | (pid << 24)
 
 
-def build(path: Path, ranks: tuple[int, ...] = (0, 1)) -> Path:
+def build(path: Path, ranks: tuple[int, ...] = (0, 1), skew: int = 0) -> Path:
     """An export of the processes of ``ranks`` (rank r: process PIDS[r] on device r), three ProfilerStep#k NVTX
     ranges each, a GEMM then an all-reduce per step; rank 1's GEMM runs LATE[k] longer; the all-reduces end together
-    (one host clock: the export's)."""
+    (one host clock: the export's) but for ``skew`` ns more on rank 1, which no clock fit may take for an offset."""
     con = sqlite3.connect(path)
     c = con.cursor()
     c.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
@@ -57,7 +57,7 @@ def build(path: Path, ranks: tuple[int, ...] = (0, 1)) -> Path:
             g = gpid(PIDS[r])
             kernels += [
                 (s + 10_000, arrive[r] - 1_000, r, 7, 10 * k + 1, g, 1, 1),
-                (arrive[r], end, r, 9, 10 * k + 2, g, 2, 2),
+                (arrive[r], end + (skew if r == 1 else 0), r, 9, 10 * k + 2, g, 2, 2),
             ]
             ranges.append((s, s + 900_000, 59, f"ProfilerStep#{k}", g | 7, None, 0))
             launches += [(s + 1_000 * j, s + 1_000 * j + 500, g | 7, 10 * k + j, 3) for j in (1, 2)]
@@ -87,7 +87,7 @@ def check_truth(r) -> None:
 
 
 def test_one_export_of_two_processes_is_a_run_of_two_ranks(tmp_path):
-    f = build(tmp_path / "node.sqlite")
+    f = build(tmp_path / "node.sqlite", skew=3_000)  # the ends 3 µs apart: a fit would read a 3 µs offset
     assert gpu_processes(f) == [(PIDS[0], 0), (PIDS[1], 1)]
     ranks, _ = find_ranks(f)
     assert [rf.rank for rf in ranks] == [0, 1] and [rf.source for rf in ranks] == ["process", "process"]

@@ -165,7 +165,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
     for r in list(fits):
-        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and (fits[r][2] > LOOSE_NS or hasattr(nodes[r], "one")):
             a[r], b[r] = 0.0, 0.0
             fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
     warnings = _node_disagreements(fits, a, nodes)

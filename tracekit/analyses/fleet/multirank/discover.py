@@ -23,7 +23,7 @@ import numpy as np
 from ....errors import InputError, MissingDataError, UsageError
 from ....ingest.discover import discover_all, rank_tags, rank_tags_text
 from ....result import shown_path
-from .processes import export_of, exports_under, gpu_processes, is_part, part_of
+from .processes import OneClock, export_of, exports_under, gpu_processes, is_part, part_of
 
 RANK = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?![0-9])")
 STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND(?:_V2)?)(?![A-Za-z])")
@@ -262,7 +262,9 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
             for rf in sorted(ranks, key=lambda x: x.rank):
                 ids.setdefault(rf.host, len(ids))
             one_export = all(is_part(f) for rf in ranks for f in rf.files)
-            return {rf.rank: ids[rf.host] for rf in ranks}, "one export" if one_export else "host names"
+            if one_export:  # one export's processes: one host clock, exactly (no fit: processes.OneClock)
+                return {rf.rank: OneClock(ids[rf.host]) for rf in ranks}, "one export"
+            return {rf.rank: ids[rf.host] for rf in ranks}, "host names"
         gpus_per_node = 8
     return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"
 

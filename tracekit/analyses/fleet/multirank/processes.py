@@ -26,6 +26,13 @@ EXPORT_SUFFIXES = (".sqlite", ".sqlite3", ".nsys-rep", ".qdrep")  # what a run f
 GPU_TABLES = ("kernel", "memcpy", "memset")  # the tables of tracekit/data/nsys.json whose rows ran on a GPU
 
 
+class OneClock(int):
+    """The node of the processes of one export: they share its host clock exactly, so :mod:`.align` gives each the
+    reference's clock (offset 0) with no fit (the attribute ``one`` is what it looks for)."""
+
+    one = True
+
+
 def part_of(export: Path, pid: int) -> Path:
     """The part of ``export`` that is process ``pid``: ``<export>::process=<pid>``."""
     return Path(f"{export}::process={int(pid)}")
