@@ -86,6 +86,7 @@ def check_truth(r) -> None:
     assert r.summary["ranks"] == 2 and r.summary["steps"] == 3
 
 
+@pytest.mark.slow  # one imbalance (0.8 s)
 def test_one_export_of_two_processes_is_a_run_of_two_ranks(tmp_path):
     f = build(tmp_path / "node.sqlite", skew=3_000)  # the ends 3 µs apart: a fit would read a 3 µs offset
     assert gpu_processes(f) == [(PIDS[0], 0), (PIDS[1], 1)]
@@ -107,6 +108,7 @@ def test_the_selected_process_holds_only_its_own_events(tmp_path):
     assert len(one.events) == len(whole.events) // 2  # each process: 6 kernels, 6 launches, 3 ranges
 
 
+@pytest.mark.slow  # one imbalance (0.5 s)
 def test_a_folder_of_per_rank_exports_is_a_run(tmp_path):
     build(tmp_path / "rank0.sqlite", ranks=(0,))
     build(tmp_path / "rank1.sqlite", ranks=(1,))
@@ -125,6 +127,7 @@ def test_an_export_of_several_processes_beside_other_files_is_refused(tmp_path):
         find_ranks(tmp_path)
 
 
+@pytest.mark.slow  # imbalance, report and findings (4 s)
 def test_cli_imbalance_and_report_on_one_export(tmp_path, cli):
     f = build(tmp_path / "node.sqlite")
     for cmd in ("imbalance", "report", "findings"):
@@ -135,4 +138,7 @@ def test_cli_imbalance_and_report_on_one_export(tmp_path, cli):
             continue
         summary = doc["summary"] if cmd == "imbalance" else doc["summary"]["ranks"]
         assert summary["ranks"] == 2 and summary["straggler"]["rank"] == 1
+        if cmd == "report":  # the reference rank's report: its own GPU's 6 kernels, not the export's 12
+            assert doc["summary"]["kernels"] == 6
+    assert tracekit.report(tracekit.load_run(f)).summary["kernels"] == 6
     assert export_of(f"{f}::process=145") == f
