@@ -120,6 +120,20 @@ def test_a_folder_of_per_rank_exports_is_a_run(tmp_path):
     check_truth(tracekit.imbalance(tmp_path, jobs=1, cache=False))
 
 
+def test_another_programs_sqlite_in_the_folder_is_passed_over(tmp_path):
+    build(tmp_path / "rank0.sqlite", ranks=(0,))
+    build(tmp_path / "rank1.sqlite", ranks=(1,))
+    con = sqlite3.connect(tmp_path / "optuna.sqlite")
+    con.execute("CREATE TABLE trials (id INTEGER)")
+    con.commit()
+    con.close()
+    ranks, skipped = find_ranks(tmp_path)
+    assert [rf.files[0].name for rf in ranks] == ["rank0.sqlite", "rank1.sqlite"]
+    assert [(Path(p).name, why.split(" (")[0]) for p, why in skipped] == [
+        ("optuna.sqlite", "not an Nsight Systems export")
+    ]
+
+
 def test_an_export_of_several_processes_beside_other_files_is_refused(tmp_path):
     build(tmp_path / "node.sqlite")
     build(tmp_path / "rank1.sqlite", ranks=(1,))

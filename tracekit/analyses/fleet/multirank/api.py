@@ -22,7 +22,7 @@ from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
 from .discover import missing_of, nodes_of, settle, world_size_of
 from .processes import export_of
-from .mapper import MapOptions, load_collectives, reduce_file
+from .mapper import MapOptions, forget_exports, load_collectives, reduce_file
 from .run import Run, load_run, run_with
 
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
@@ -122,6 +122,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
     The parent holds only these small tables, never two ranks' events."""
     opts, gpus_per_node = plan.opts, plan.gpus_per_node
+    forget_exports()  # an export reduced here, process by process (jobs=1), is not held past its reductions
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
     by_rank, keep = _readable_ranks(plan, results, warnings)
     del results  # the reductions live on in by_rank, then per_rank, until the alignment has read them (below)

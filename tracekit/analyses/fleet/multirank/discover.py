@@ -93,7 +93,8 @@ def trace_files(paths_or_dir) -> tuple[list[Path], Path | None, list[tuple[str, 
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for it in items:
-        exports = exports_under(Path(it)) if Path(it).is_dir() else []  # nsys exports (docs/multirank.md)
+        exports, passed = exports_under(Path(it)) if Path(it).is_dir() else ([], [])  # nsys (docs/multirank.md)
+        skipped += passed
         try:
             refs, sk = discover_all(it, rank=None)
         except InputError:

@@ -182,6 +182,11 @@ def export_in_worker(path: str, cache: bool):
     return _EXPORT[key]
 
 
+def forget_exports() -> None:
+    """Let go of the export held for its processes (this process's reductions are done: ``imbalance_of_run``)."""
+    _EXPORT.clear()
+
+
 def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = None) -> dict:
     """A loaded trace → ``steps`` (STEP_COLS: every phase, as the step finder found them) and ``collectives``
     (COLL_COLS: one row per instance, with the compute it did since its previous collective or the step's start:

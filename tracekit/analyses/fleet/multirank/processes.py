@@ -59,12 +59,23 @@ def device_of_part(path) -> int | None:
     return None if pid is None else dict(gpu_processes(Path(file))).get(pid)
 
 
-def exports_under(root: Path) -> list[Path]:
-    """The Nsight Systems exports (SQLite by their header, ``.nsys-rep``) below a run folder, in path order."""
-    from ....ingest.nsys_sqlite import reads_nsys  # (pyarrow: imported where an export is looked at)
+def exports_under(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The Nsight Systems exports below a run folder (``.sqlite`` databases with nsys's tables, ``.nsys-rep``), in
+    path order, and the SQLite files passed over (another program's database) with the reason."""
+    from ....ingest.nsys_database import Database
+    from ....ingest.nsys_sqlite import is_report, reads_nsys  # (pyarrow: imported where an export is looked at)
 
-    found = (p for p in sorted(root.rglob("*")) if p.name.lower().endswith(EXPORT_SUFFIXES) and p.is_file())
-    return [p for p in found if reads_nsys(p)]
+    found = [p for p in sorted(root.rglob("*")) if p.name.lower().endswith(EXPORT_SUFFIXES) and p.is_file()]
+    files, skipped = [], []
+    for p in (p for p in found if reads_nsys(p)):
+        if not is_report(p):
+            try:
+                Database(p, shown_path(p)).close()
+            except InputError as exc:
+                skipped.append((shown_path(p), f"not an Nsight Systems export ({exc})"))
+                continue
+        files.append(p)
+    return files, skipped
 
 
 def gpu_processes(path: Path) -> list[tuple[int, int]]:
