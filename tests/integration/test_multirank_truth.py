@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow  # whole-deployment runs: the slow tier (issue 27)
 US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {
     "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
-    "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"],
-    "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"],
+    "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns", "partial"],
+    "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns", "partial"],
     "per_collective": [
         "step",
         "kind",
@@ -33,8 +33,9 @@ CONTRACT = {
         "cause_rank",
         "cause",
         *("started_late_ns", "own_work_ns", "idle_ns", "expert_ns"),  # the shares of the lateness (issue 40)
+        "partial",
     ],
-    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"],
+    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank", "partial"],
 }
 HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
 
@@ -74,6 +75,11 @@ def check_against_truth(res, truth: dict) -> None:
         "world_size_from",
         "missing_ranks",
         "imbalance_is_lower_bound",
+        "clock_ranks",
+        "imbalance_ns_mean_per_step",
+        "worst_steps",
+        "straggler_rotates",
+        "stragglers",
     ]
     assert {t: list(res.tables[t].columns) for t in res.tables} == CONTRACT
     assert all(
@@ -117,6 +123,13 @@ def check_against_truth(res, truth: dict) -> None:
         if not pd.isna(want):
             sb = tb.loc[g, "straggler_bs"]
             assert (pd.isna(sb) and pd.isna(b.loc[g, "straggler_bs"])) or b.loc[g, "straggler_bs"] == sb
+    # per step, then summary: partial steps flagged, the mean and worst steps, who was last where it cost
+    assert b["partial"].tolist() == tb["partial"].tolist()
+    assert (p["partial"] == tp["partial"]).all() and (c["partial"] == tc["partial"]).all()
+    if ts["imbalance_ns_mean_per_step"]:
+        assert s["imbalance_ns_mean_per_step"] == pytest.approx(ts["imbalance_ns_mean_per_step"], rel=0.01)
+    assert [w["step"] for w in s["worst_steps"]] == [w["step"] for w in ts["worst_steps"]]
+    assert s["straggler_rotates"] == ts["straggler_rotates"] and s["stragglers"] == ts["stragglers"]
     st, tst = _rows(res, "steps", ["step", "rank"]), _truth(truth, "steps", ["step", "rank"])
     assert st.index.equals(tst.index)
     assert (st["local_step"] == tst["local_step"]).all() and (st["phase"] == tst["phase"]).all()
@@ -184,8 +197,9 @@ def test_invariances(tmp_path):
         a, b = base.tables[t], lt.tables[t]
         gone = (a["rank"] == 5) & (a["step"] == 0)
         keep = a[~gone].reset_index(drop=True)
-        cols = [c for c in a.columns if c not in ("local_step", "wait_ns", "transfer_ns")]
+        cols = [c for c in a.columns if c not in ("local_step", "wait_ns", "transfer_ns", "partial")]
         pd.testing.assert_frame_equal(b[cols].reset_index(drop=True), keep[cols], check_dtype=False)
+        assert (b["partial"] == (b["step"] == 0)).all()  # step 0, not recorded by rank 5, is flagged (issue 40)
 
 
 def test_jobs_and_dask_give_the_same_answer(tmp_path):

@@ -16,7 +16,7 @@ from .options import CACHE, OUTPUT, STEP_FLAGS, CacheFlags, Output, StepFlags, W
 MinMsOpt = Annotated[
     Optional[float],
     typer.Option(
-        "--min-ms", min=0.0, help="Findings that gain less than this per step are listed as minor (default 0.5 ms)."
+        "--min-ms", min=0.0, help="Findings that gain less than this per step are listed as minor (default 0.02 ms)."
     ),
 ]
 MinPctOpt = Annotated[

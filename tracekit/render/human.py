@@ -221,7 +221,11 @@ def plain_text(v: Any) -> str:
     if isinstance(v, dict):
         return safe_text(", ".join(f"{k}: {plain_text(x)}" for k, x in v.items())) if v else "–"
     if isinstance(v, list):
-        return safe_text(", ".join(plain_text(x) for x in v)) if v else "none"
+        return (
+            safe_text(("; " if any(isinstance(x, dict) for x in v) else ", ").join(plain_text(x) for x in v))
+            if v
+            else "none"
+        )
     return safe_text(v)
 
 

@@ -12,9 +12,15 @@ from dataclasses import replace
 from ..result import Result
 from .human import fit, safe_text, wrap_prose
 
-SHOWN = ("ranks",)  # drawn in the section
-DETAIL = ("rank_by_step", "rank_steps", "rank_collectives", "rank_per_collective")  # --all or -f json
-SECTION_LINES = 24  # the section's own budget of lines (the report is one screen: report_text.SCREEN_LINES)
+SHOWN = ("ranks", "rank_by_step")  # drawn in the section: the ranks, then the per-step stragglers
+DETAIL = ("rank_steps", "rank_collectives", "rank_per_collective")  # --all or -f json
+BY_STEP_SHOWN = 8  # more steps than this: the per-step table is cut by imbalance (the worst steps, and says so)
+SECTION_LINES = 30  # the section's own budget of lines (the report is one screen: report_text.SCREEN_LINES)
+CLOCK_WORDS = {  # summary.clock (issue 40: a clock that stepped, or fits badly, is said)
+    "aligned": "One clock (aligned)",
+    "stepped": "One clock (aligned; a rank's clock stepped and was repaired)",
+    "suspect": "One clock (aligned; a rank's clock is suspect)",
+}
 
 
 def _ms(ns) -> str:
@@ -39,14 +45,28 @@ def ranks_title(r: dict) -> str:
 def ranks_sentence(r: dict) -> str:
     """``summary.ranks`` of a report in words."""
     head = (
-        f"{'One clock (aligned)' if r.get('clock') == 'aligned' else 'Clocks as recorded (not aligned)'};"
-        f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole), {r.get('collectives')}"
-        f" collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
-        f" {_ms(r.get('imbalance_ns_per_step'))} per step (median over steps of Σ last − median arrival)"
+        f"{CLOCK_WORDS.get(r.get('clock'), 'Clocks as recorded (not aligned)')};"
+        f" {r.get('steps')} global steps ({r.get('partial_steps')} not recorded whole, left out of the claims),"
+        f" {r.get('collectives')} collective instances ({r.get('unmatched')} unmatched). {_imbalance_word(r)}"
+        f" per step (Σ last − median arrival): mean {_ms(r.get('imbalance_ns_mean_per_step'))}, median"
+        f" {_ms(r.get('imbalance_ns_per_step'))}"
     )
+    worst = r.get("worst_steps") or []
+    if worst:
+        head += "; worst " + ", ".join(
+            f"step {w['step']} {_ms(w['imbalance_ns'])}"
+            + (f" (rank {w['straggler']})" if w["straggler"] is not None else "")
+            for w in worst
+        )
     st = r.get("straggler")
     if st is None:
         return head + "; no straggler: every collective instance ties within the alignment's residual."
+    if r.get("straggler_rotates"):
+        groups = "; ".join(
+            f"rank {g['rank']} in step{'s' if len(g['steps']) > 1 else ''} {', '.join(map(str, g['steps']))}"
+            for g in r.get("stragglers") or []
+        )
+        return head + f". The last rank changes from step to step: {groups} (the per-step table)."
     bs = (
         ""
         if st.get("bs") is None and st.get("median_bs") is None  # no step marker says a batch size
@@ -73,6 +93,10 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
             .reset_index(drop=True)
         )
         shown["ranks"].attrs["order_by"] = "times_last"
+    if not all_rows and len(shown.get("rank_by_step", ())) > BY_STEP_SHOWN:  # the worst steps, said as a cut table
+        by = shown["rank_by_step"].copy()
+        by.attrs["order_by"] = "imbalance_ns"
+        shown["rank_by_step"] = by
     sub = Result(command="imbalance", inputs=[], params={}, summary={}, tables=shown)
     lines = [fit(safe_text(ranks_title(r)), width)]
     lines += wrap_prose(safe_text(ranks_sentence(r)), width)

@@ -256,7 +256,17 @@ def test_offsets_waits_and_straggler_on_two_nodes(tmp_path):
     assert s["straggler"] == {"rank": 3, "times_last": 3, "of": 6}
     assert any("last equally often" in w for w in r.warnings)
     st = r.tables["steps"]
-    assert list(st.columns) == ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns"]
+    assert list(st.columns) == [
+        "step",
+        "rank",
+        "local_step",
+        "phase",
+        "bs",
+        "start_ns",
+        "wall_ns",
+        "wait_ns",
+        "partial",
+    ]
     assert st[(st.step == 0) & (st["rank"] == 0)]["wait_ns"].iloc[0] == 3 * 240_000
     assert st["phase"].eq("decode").all()
 

@@ -50,8 +50,21 @@ def test_the_ranks_sentence():
         "imbalance_ns_per_step": 356_222,
     }
     s = ranks_sentence({**base, "straggler": {"rank": 3, "times_last": 12, "of": 24, "bs": 64.0, "median_bs": 16.0}})
-    assert "DP imbalance 0.356 ms per step" in s and "(1 not recorded whole)" in s
+    # per step, then summary (issue 40): the mean beside the median; the mean unknown here reads as such
+    assert "DP imbalance per step" in s and "median 0.356 ms" in s and "(1 not recorded whole" in s
     assert "straggler rank 3: last at 12 of 24 instances that are no tie, its bs 64 against a median of 16." in s
+    worst = {
+        "imbalance_ns_mean_per_step": 1_017_093,
+        "worst_steps": [{"step": 2, "imbalance_ns": 2_431_506, "straggler": 2}],
+    }
+    s = ranks_sentence(
+        {**base, **worst, "straggler": {"rank": 3, "times_last": 8, "of": 16, "bs": 64.0, "median_bs": 16.0}}
+    )
+    assert "mean 1.017 ms, median 0.356 ms; worst step 2 2.432 ms (rank 2)" in s
+    rot = {"straggler_rotates": True, "stragglers": [{"rank": 3, "steps": [0, 3]}, {"rank": 5, "steps": [1]}]}
+    s = ranks_sentence({**base, **rot, "straggler": {"rank": 5, "times_last": 12, "of": 24, "bs": 64.0}})
+    assert "The last rank changes from step to step: rank 3 in steps 0, 3; rank 5 in step 1" in s
+    assert "straggler rank 5" not in s  # a rotating straggler is not one rank
     tie = ranks_sentence({**base, "clock": "as recorded", "straggler": None})
     assert tie.startswith("Clocks as recorded") and "no straggler" in tie
 

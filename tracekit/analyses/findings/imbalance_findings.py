@@ -11,6 +11,7 @@ import pandas as pd
 
 from ...errors import UsageError
 from ...result import Result, shown_text
+from ..fleet.multirank.per_step import complete_steps, steps_text
 from .rules import finding, finding_rules, ms_text, rank_findings, words
 
 
@@ -19,34 +20,145 @@ def _lower_median(values) -> float | None:
     return float(v[(len(v) - 1) // 2]) if v.size else None
 
 
+def _mean_step_ns(steps: pd.DataFrame, by: pd.DataFrame) -> float:
+    """The step wall a rank finding's share is of: per step recorded whole, the lower median of its ranks' walls;
+    the mean over those steps (the gain is a mean over the same steps). 0.0 where no step has a wall."""
+    st = steps[steps["step"].isin(by["step"])] if len(by) else steps
+    if not len(st):
+        return 0.0
+    per = st.groupby("step")["wall_ns"].agg(lambda v: _lower_median(v))
+    return float(per.mean())
+
+
 def _num(v) -> str:
     return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:g}"
 
 
-def straggler_batch(imb: Result) -> tuple[float | None, float | None]:
-    """(the straggler's bs, the median rank's bs) of an imbalance result: lower medians over the steps it led and
-    over all steps (``tables.by_step``); (None, None) with no straggler."""
-    straggler = imb.summary.get("straggler")
+def _done(imb: Result) -> pd.DataFrame:
+    """The per-step rows of the steps recorded whole on every rank (``by_step.partial`` false): what every claim
+    about a straggler is made from."""
     by = imb.tables["by_step"]
+    return complete_steps(by) if "partial" in by else by
+
+
+def straggler_batch(imb: Result, rank: int | None = None) -> tuple[float | None, float | None]:
+    """(the straggler's bs, the median rank's bs) of an imbalance result: lower medians over the steps recorded whole
+    that it led and over all steps recorded whole (``tables.by_step``); (None, None) with no straggler. ``rank``:
+    another rank than the summary's straggler."""
+    straggler = imb.summary.get("straggler")
+    by = _done(imb)
     if straggler is None:
         return None, None
-    led = by[by["straggler"].astype("Float64") == int(straggler["rank"])]
+    led = by[by["straggler"].astype("Float64") == int(straggler["rank"] if rank is None else rank)]
     return (_lower_median(led["straggler_bs"]) if len(led) else None), _lower_median(by["median_bs"])
+
+
+def _steps_words(steps: list[int]) -> str:
+    return ("step " if len(steps) == 1 else "steps ") + steps_text(steps)
+
+
+def _worst(s: dict, phrases: dict) -> str:
+    """``; steps 1–2 lost 12.3 ms each`` where the worst steps lost ``worst_factor`` × the mean or more (an
+    intermittent straggler that a per-step mean spreads thin); else nothing."""
+    mean = s.get("imbalance_ns_mean_per_step")
+    worst = [w for w in s.get("worst_steps") or [] if mean and w["imbalance_ns"] >= phrases["worst_factor"] * mean]
+    if not worst:
+        return ""
+    v = [w["imbalance_ns"] for w in worst]
+    last = sorted({w["straggler"] for w in worst if w["straggler"] is not None})
+    if len(worst) > 1 and max(v) <= 1.1 * min(v):
+        return phrases["worst_each"].format(
+            steps=_steps_words([w["step"] for w in worst]), ms=ms_text(sum(v) / len(v)), last=_last_words(last)
+        )
+    return "; " + ", ".join(
+        phrases["worst_step"].format(
+            step=w["step"], ms=ms_text(w["imbalance_ns"]), last=_last_words([w["straggler"]] if w["straggler"] else [])
+        )
+        for w in worst
+    )
+
+
+def _last_words(ranks: list) -> str:
+    if not ranks:
+        return "no rank clearly last"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(str(int(r)) for r in ranks) + " last"
+
+
+def _led_phase(imb: Result, rank: int, led_steps: list[int]) -> str | None:
+    """The phase the rank ran in most of the steps it led (``tables.steps``), None where unknown."""
+    st = imb.tables["steps"]
+    mine = st[(st["rank"] == rank) & st["step"].isin(led_steps)]["phase"].dropna().astype(str)
+    return mine.mode().iloc[0] if len(mine) else None
+
+
+def _who(imb: Result, rank: int, last: tuple[int, int], phrases: dict, cause: str) -> tuple[str, str | None]:
+    """(how the title names the straggler, the phase it ran where it led): a rotating one by the ranks and their
+    steps; else by the steps it led (never its one heavy step as if typical), with its bs there or the prefill.
+    ``last``: (instances it was last at, instances that are no tie) over the steps recorded whole."""
+    s, by = imb.summary, _done(imb)
+    if s.get("straggler_rotates"):
+        groups = []
+        for g in (s.get("stragglers") or [])[:4]:
+            mine = by[by["step"].isin(g["steps"]) & (by["straggler"].astype("Float64") == g["rank"])]
+            bs = _lower_median(mine["straggler_bs"]) if "straggler_bs" in mine else None
+            groups.append(
+                phrases["group"].format(
+                    rank=g["rank"], steps=_steps_words(g["steps"]), bs="" if bs is None else f" (bs {_num(bs)})"
+                )
+            )
+        more = len(s.get("stragglers") or []) - len(groups)
+        return phrases["rotating"].format(groups="; ".join(groups) + (f"; {more} more" if more > 0 else "")), None
+    bs, median_bs = straggler_batch(imb, rank)
+    led = by[by["straggler"].astype("Float64") == rank]["step"].astype(int).tolist()
+    phase = _led_phase(imb, rank, led)
+    if bs is None and median_bs is None:
+        return phrases["last_at"].format(rank=rank, times_last=last[0], of=last[1], cause=cause), phase
+    key = "led_prefill" if phase == "prefill" else "led_bs"
+    text = phrases[key].format(rank=rank, led=len(led), steps=len(by), bs=_num(bs), median_bs=_num(median_bs))
+    return text + _also(imb, rank, phrases), phase
+
+
+def _also(imb: Result, rank: int, phrases: dict) -> str:
+    """The rank last most often (``summary.straggler``) where it is not the one named and led at least half of the
+    steps recorded whole: a persistent straggler is not left unsaid behind one costly step."""
+    other = (imb.summary.get("straggler") or {}).get("rank")
+    by = _done(imb)
+    if other is None or int(other) == rank:
+        return ""
+    led = int((by["straggler"].astype("Float64") == int(other)).sum())
+    if 2 * led < len(by):
+        return ""
+    bs, _ = straggler_batch(imb, int(other))
+    return phrases["also"].format(
+        rank=other, led=led, steps=len(by), bs="" if bs is None else f" (bs {_num(bs)} there)"
+    )
+
+
+def _advice_key(cause: str, phase: str | None, bs, median_bs) -> str:
+    """The advice that matches the evidence: a prefill where the straggler led is the prefill's advice whatever the
+    instances' causes say; a batch cause needs a batch larger than the median rank's."""
+    if phase == "prefill":
+        return "prefill"
+    if cause == "batch" and (bs is None or median_bs is None or bs <= median_bs):
+        return "unknown"
+    return cause
 
 
 def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float | None = None) -> Result:
     """`tracekit findings RUN_DIR`: the imbalance findings of every rank of one run. ``imb`` is what
-    ``tracekit.imbalance(RUN_DIR)`` returned."""
+    ``tracekit.imbalance(RUN_DIR)`` returned. The gain is the mean imbalance per step over the steps recorded whole
+    (``summary.imbalance_ns_mean_per_step``); severity is :func:`~.rules.is_major` against the median step wall."""
     if getattr(imb, "command", None) != "imbalance":
         raise UsageError("findings(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     rules = finding_rules()
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
     min_pct = float(rules["min_pct"]) if min_pct is None else float(min_pct)
+    phrases = rules["rank_phrases"]
     s, t = imb.summary, imb.tables
     paths = [str(i["path"]) for i in imb.inputs]
     run = shown_text(os.path.commonpath(paths)) if len(paths) > 1 else (shown_text(paths[0]) if paths else "RUN_DIR")
-    steps, by, per = t["steps"], t["by_step"], t["per_collective"]
-    step_ns = _lower_median(steps["wall_ns"]) or 0.0
+    steps, by, per = t["steps"], _done(imb), t["per_collective"]
+    step_ns = _mean_step_ns(steps, by)
     rows, why = [], None
     straggler = s.get("straggler")
     if straggler is None:
@@ -56,23 +168,46 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
             else "no collective ran on two ranks"
         )
     else:
-        rank = int(straggler["rank"])
-        mine = per[per["last_rank"].astype("Float64") == rank]
+        # the rank the finding names: the one last in the steps that cost (summary.stragglers, by the imbalance of
+        # each step), not the one last most often over every instance (summary.straggler), which may be last by
+        # jitter in cheap steps while another's one heavy step cost most
+        costly = s.get("stragglers") or []
+        rank = int(costly[0]["rank"]) if costly else int(straggler["rank"])
+        whole = per[per["step"].isin(by["step"])]
+        clear = whole[~whole["tie"].astype(bool)]
+        last = (int((clear["last_rank"].astype("Float64") == rank).sum()), int(len(clear)))
+        rotating = bool(s.get("straggler_rotates"))
+        last_of = set(g["rank"] for g in s.get("stragglers") or []) if rotating else {rank}
+        mine = whole[whole["last_rank"].astype("Float64").isin(last_of)]
         causes = mine["cause"].dropna().astype(str).str.split(":").str[0].str.strip()
         cause = causes.mode().iloc[0] if len(causes) else "unknown"
+        bs, median_bs = straggler_batch(imb, rank)
+        who, phase = _who(imb, rank, last, phrases, cause)
         advice_of = rules["rank_advice"]
-        advice = advice_of.get(cause, advice_of["unknown"])
-        bs, median_bs = straggler_batch(imb)
-        gain = s.get("imbalance_ns_per_step")
+        advice = advice_of.get(_advice_key(cause, phase, bs, median_bs), advice_of["unknown"])
+        gain = s.get("imbalance_ns_mean_per_step", s.get("imbalance_ns_per_step"))
         pct = f"{100.0 * gain / step_ns:.1f} %" if gain is not None and step_ns else "–"
+        left_out = sorted(set(t["by_step"]["step"].astype(int)) - set(by["step"].astype(int)))
+        worst = ", ".join(
+            f"step {w['step']} {ms_text(w['imbalance_ns'])} (rank {_num(w['straggler'])})"
+            for w in s.get("worst_steps") or []
+        )
         ev = (
-            f"median over {len(by)} step(s) of Σ (last − median arrival): {ms_text(gain or 0)}; median step"
-            f" {ms_text(step_ns)}; rank {rank} last at {straggler['times_last']} of {straggler['of']} instances"
-            f" that are no tie, its batch {_num(bs)} against a median of {_num(median_bs)}; causes of its lateness:"
-            f" {', '.join(f'{c} {n}' for c, n in causes.value_counts().items()) or 'none named'}"
+            f"per step over the {len(by)} step(s) recorded whole, Σ (last − median arrival): mean {ms_text(gain)},"
+            f" median {ms_text(s.get('imbalance_ns_per_step'))}; worst {worst or '–'}; mean step {ms_text(step_ns)}"
+            + (f"; partial step(s) {steps_text(left_out)} left out" if left_out else "")
+            + f"; rank {rank} last at {last[0]} of {last[1]} instances that are no tie"
+            + (
+                ""
+                if bs is None and median_bs is None
+                else f", its batch {_num(bs)} against a median of {_num(median_bs)}"
+            )
+            + (f" ({phase} where it was last)" if phase and phase != "unknown" else "")
+            + "; causes of the lateness: "
+            + (", ".join(f"{c} {n}" for c, n in causes.value_counts().items()) or "none named")
         )
         if gain:  # DP imbalance where the steps say each rank's batch; else (a training run) the ranks' imbalance
-            kind = "rank_imbalance" if bs is not None else "rank_imbalance_unbatched"
+            kind = "rank_imbalance" if bs is not None or median_bs is not None else "rank_imbalance_unbatched"
             rows.append(
                 finding(
                     None,
@@ -85,13 +220,15 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
                         kind,
                         gain=f"{ms_text(gain)} per step",
                         pct=pct,
+                        worst=_worst(s, phrases),
+                        who=who,
                         rank=rank,
                         bs=_num(bs),
                         median_bs=_num(median_bs),
                         run=run,
                         advice=advice,
-                        times_last=straggler["times_last"],
-                        of=straggler["of"],
+                        times_last=last[0],
+                        of=last[1],
                         cause=cause,
                     ),
                 )

@@ -98,12 +98,14 @@ def finding(
     gain_ns: float | None = None,
     gain_gib: float | None = None,
     gain_tokens: int | None = None,
+    whole_gib: float | None = None,
     evidence: str = "",
     step_ns: float | None = None,
     words: dict[str, str] | None = None,
     **values,
 ) -> dict[str, Any]:
-    """One row of the findings table (rank and minor are set when the list is ranked)."""
+    """One row of the findings table (rank and minor are set when the list is ranked). ``whole_gib``: the GPU's
+    memory a memory finding's GiB is a share of (its severity, :func:`is_major`; not a column)."""
     step = step_ns if step_ns is not None else (ctx.step_ns if ctx is not None else None)
     gain_ms = None if gain_ns is None else gain_ns / 1e6
     gain_txt = (
@@ -118,6 +120,7 @@ def finding(
         "gain_pct": None if gain_ms is None or not step else 100.0 * gain_ns / step,
         "gain_gib": gain_gib,
         "gain_tokens": gain_tokens,
+        "gib_pct": None if gain_gib is None or not whole_gib else 100.0 * gain_gib / whole_gib,
         "evidence": evidence,
         "source": source,
     }
@@ -134,15 +137,32 @@ def _short_name(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def is_major(
+    value: float, share_pct: float | None, *, floor: float, min_pct: float | None, floor_without_share: float = 0.0
+) -> bool:
+    """The severity rule of every findings source (trace, memory, ranks; docs/findings.md "Severity"): a finding is
+    major when its gain is at least ``min_pct`` % of the whole it is part of — a time finding's of the median step
+    wall, a memory finding's of the GPU's memory — and, as a second condition only, at least the absolute ``floor``
+    (``min_ms`` ms per step, ``min_gib`` GiB). Where the share is unknown (no step, no GPU memory, or ``min_pct``
+    None) the absolute floor alone decides, raised to ``floor_without_share`` (time: the rules file's
+    ``min_ms_without_step``): a gain of unknown share must be large on its own to lead."""
+    if value < floor:
+        return False
+    if share_pct is None or min_pct is None:
+        return value >= max(floor, floor_without_share)
+    return share_pct >= min_pct
+
+
 def rank_findings(
     rows: list[dict], *, min_ms: float, min_gib: float, min_pct: float | None = None, min_gain_ms: float | None = None
 ) -> pd.DataFrame:
     """Time findings by gain, then memory findings by GiB, then those without a number; minor ones last.
 
-    A time finding is minor below ``min_ms`` (the absolute floor) or below ``min_pct`` % of the step (where its
-    ``gain_pct`` is known); a memory finding below ``min_gib``. A time finding whose gain is below ``min_gain_ms``
+    Severity is :func:`is_major`, the one rule of every source: a time finding against the step (``gain_pct``), a
+    memory finding against the GPU's memory (``gib_pct``, where the source knows it). A time finding whose gain is below ``min_gain_ms``
     (default: the rules file's ``min_gain_ms``; rounds to nothing) is not a finding and is left out."""
     floor = float(finding_rules().get("min_gain_ms", 0.0)) if min_gain_ms is None else float(min_gain_ms)
+    no_step = float(finding_rules().get("min_ms_without_step", 0.0))
     rows = [
         r
         for r in rows
@@ -156,12 +176,12 @@ def rank_findings(
         if r.get("force_minor") is not None:
             return r["force_minor"]
         if r["gain_gib"] is not None:
-            return r["gain_gib"] < min_gib
+            return not is_major(r["gain_gib"], r.get("gib_pct"), floor=min_gib, min_pct=min_pct)
         if r["gain_ms_per_step"] is None:
             return False
-        if r["gain_ms_per_step"] < min_ms:
-            return True
-        return min_pct is not None and r.get("gain_pct") is not None and r["gain_pct"] < min_pct
+        return not is_major(
+            r["gain_ms_per_step"], r.get("gain_pct"), floor=min_ms, min_pct=min_pct, floor_without_share=no_step
+        )
 
     def key(r):
         group = (

@@ -81,7 +81,7 @@ def findings(
     or estimated, and how), the evidence, the command that shows it, and what to try. With a launch ``log`` the
     CUDA-graph and memory sources run too. A time finding is major when its gain is at least ``min_pct`` % of the
     median step (default 1, the rules file's ``min_pct``) and at least ``min_ms`` ms per step (the absolute floor,
-    default 0.5); every other finding is ``minor``.
+    a second condition, default 0.02; docs/findings.md "Severity"); every other finding is ``minor``.
 
     ``compare=(A, B)``: two deployments instead (``ann`` for A, ``ann_b`` for B, default ``ann``; ``config`` /
     ``config_b`` their launch settings from :func:`tracekit.launch_config`; ``bs`` and ``bs_b`` their requests per

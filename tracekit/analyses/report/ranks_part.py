@@ -33,6 +33,10 @@ SUMMARY_KEYS = (
     "world_size_from",
     "missing_ranks",
     "imbalance_is_lower_bound",
+    "imbalance_ns_mean_per_step",
+    "worst_steps",
+    "straggler_rotates",
+    "stragglers",
 )
 
 

@@ -1,8 +1,10 @@
 """Global steps and clock alignment of a run's ranks (docs/multirank.md).
 
 1. **Coarse offsets from step starts.** Each rank's step starts are compared with those of the ranks already placed
-   (the reference first): the shift that brings the most starts within a third of a step period of one wins, the
-   smallest such shift where several tie (steps of equal length). The placed starts, clustered, are the global steps,
+   (the reference first): the shift that brings the most starts within a third of a step period of one wins; where
+   several tie (steps of equal length, a late start) the one nearest its node-mates' shift, else the smallest (and
+   that is said); where some starts fit no step (a clock that stepped mid-run) the rank's steps are taken as
+   consecutive global steps, each start with its own shift. The placed starts, clustered, are the global steps,
    numbered from 0 in time order; a rank that started late or stopped early simply has no row for the steps it
    missed.
 2. **Instances.** Within a global step the k-th collective of a kind is the same instance on every rank (``seq`` k).
@@ -10,8 +12,9 @@
    step) is partial: its collectives are matched to the instances by time, once the clocks are aligned.
 3. **Fine offsets from the ends of blocking collectives**, which end together in true time: per rank, the offset is
    the median of (its end − the instance's consensus end), iterated; a drift (offset + slope) is kept where it cuts
-   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. Ranks of
-   one node share a clock: where their offsets agree within the residual they get their pooled fit.
+   the residual; the residual (90th percentile of the misfit) is reported and sets which margins are ties. A clock
+   that steps mid-run is cut into segments at the change point (:mod:`.clock_model`), each rank's clock status
+   (aligned, stepped, suspect) is told, and every time converted by its own segment.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from . import clock_model
 from .numbering import collectives_table, dense_ids, kind_names, match_by_shift, match_by_time, numbered_collectives
 
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
@@ -45,29 +49,74 @@ def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
     return (p[first + (size - 1) // 2] + p[first + size // 2]) / 2.0  # each cluster's median (p is sorted)
 
 
-def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float) -> tuple[float, int]:
-    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point; smallest |d| of
-    the best. Returns (d, how many starts it matched)."""
+def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None = None) -> tuple[float, int, list]:
+    """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point. Where several
+    shifts tie (steps of equal length, a late start), the one nearest ``prefer`` (the node-mates' shift), else the
+    smallest |d|. Returns (d, how many starts it matched, the tied shifts: more than one where it was a choice)."""
     diffs = np.sort((s[:FIRST_STEPS, None] - pool[None, :]).ravel())
     lo = np.searchsorted(diffs, diffs - tol, side="left")
     hi = np.searchsorted(diffs, diffs + tol, side="right")
     count = hi - lo
     best = count.max()
     cand = np.flatnonzero(count == best)
-    i = cand[np.argmin(np.abs(diffs[cand]))]
+    i = cand[np.argmin(np.abs(diffs[cand] - (prefer or 0.0)))]
     near = diffs[lo[i] : hi[i]]
-    return float(np.median(near)), int(best)
+    return float(np.median(near)), int(best), _cluster(diffs[cand], tol).tolist()
+
+
+def _near(placed: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """Each placed point's nearest pool point (its index; the pool sorted, not empty)."""
+    j = np.clip(np.searchsorted(pool, placed), 1, max(len(pool) - 1, 1))
+    near = np.where(np.abs(placed - pool[j - 1]) <= np.abs(placed - pool[np.minimum(j, len(pool) - 1)]), j - 1, j)
+    return np.minimum(near, len(pool) - 1)
+
+
+def _consecutive_shift(
+    s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None
+) -> tuple[float, np.ndarray, list]:
+    """A rank's steps are consecutive global steps: its local step i is the pool's step k + i. For each k, the
+    shifts s_i − pool[k + i]; the k whose shifts agree (within ``tol`` of their median) most often wins — a clock
+    that stepped mid-run leaves two runs of agreeing shifts, the longer decides — and where k's tie, the one whose
+    shift is nearest ``prefer`` (the node-mates'), else the smallest. Returns (the shift, each start's shift: its
+    own difference, the nearest one's beyond the pool's ends, the tied shifts)."""
+    m = min(len(s), FIRST_STEPS)
+    ks = np.arange(-(m - 1), len(pool))
+    idx = ks[:, None] + np.arange(m)[None, :]
+    valid = (idx >= 0) & (idx < len(pool))
+    D = np.where(valid, s[None, :m] - pool[np.clip(idx, 0, len(pool) - 1)], np.nan)
+    med = np.nanmedian(D, axis=1)
+    score = (np.abs(D - med[:, None]) <= tol).sum(axis=1)
+    cand = np.flatnonzero(score == score.max())
+    best = cand[np.argmin(np.abs(med[cand] - (prefer or 0.0)))]
+    g = ks[best] + np.arange(len(s))
+    inr = (g >= 0) & (g < len(pool))
+    di = pd.Series(np.where(inr, s - pool[np.clip(g, 0, len(pool) - 1)], np.nan)).ffill().bfill()
+    return float(med[best]), di.to_numpy(np.float64), sorted(med[cand].tolist())
 
 
 def coarse_offsets(
-    step_starts: dict[int, np.ndarray], ref: int
+    step_starts: dict[int, np.ndarray], ref: int, nodes: dict[int, int] | None = None
 ) -> tuple[dict[int, float], np.ndarray, float, list[str]]:
     """Per rank the coarse offset (its clock − the reference's) from step starts, the global step centres (on the
-    reference's clock, sorted) and the matching tolerance."""
+    reference's clock, sorted) and the matching tolerance (:func:`coarse_steps` without the per-step shifts)."""
+    offsets, _, centres, tol, warnings = coarse_steps(step_starts, ref, nodes)
+    return offsets, centres, tol, warnings
+
+
+def coarse_steps(
+    step_starts: dict[int, np.ndarray], ref: int, nodes: dict[int, int] | None = None
+) -> tuple[dict[int, float], dict[int, np.ndarray], np.ndarray, float, list[str]]:
+    """Per rank the coarse offset (its clock − the reference's) from step starts, each start's own shift (in the
+    rank's sorted order: they differ where its clock stepped by more than a third of a step), the global step
+    centres (on the reference's clock, sorted) and the matching tolerance. Ranks of one node share a clock: where
+    several shifts fit a rank's starts equally (steps of one length, a late start on a node whose clock is more
+    than a step period off), the one nearest its node-mates' wins; with no node-mate placed, the smallest, said."""
     period = _period(list(step_starts.values()))
     tol = max(period / 3.0, MIN_TOL_NS) if period else float("inf")
+    nodes = nodes or {}
     offsets: dict[int, float] = {ref: 0.0}
     pool = np.sort(step_starts[ref].astype(np.float64))
+    per_step = {ref: np.zeros(len(pool))}
     placed = [pool]
     warnings = []
     order = [ref] + sorted((r for r in step_starts if r != ref), key=lambda r: -len(step_starts[r]))
@@ -75,18 +124,34 @@ def coarse_offsets(
         s = np.sort(step_starts[r].astype(np.float64))
         if s.size == 0:
             offsets[r] = 0.0
+            per_step[r] = np.zeros(0)
             continue
+        mates = [offsets[q] for q in offsets if q != r and nodes.get(q, q) == nodes.get(r, r)]
+        prefer = float(np.median(mates)) if mates else None
         if pool.size == 0 or not np.isfinite(tol):
-            d, n = (float(s[0] - pool[0]) if pool.size else 0.0), 1
+            d, n, tied = (float(s[0] - pool[0]) if pool.size else 0.0), 1, []
         else:
-            d, n = _best_shift(s, pool, tol)
+            d, n, tied = _best_shift(s, pool, tol, prefer)
+        per_step[r] = np.full(len(s), d)
+        if n and pool.size > 1 and np.isfinite(tol) and (np.abs(s - d - pool[_near(s - d, pool)]) > tol).any():
+            # some starts fit no step once shifted: its clock stepped mid-run, or it ran steps the pool has not
+            d, per_step[r], tied = _consecutive_shift(s, pool, tol, prefer)
         if n == 0:
             warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as recorded")
             d = 0.0
+            per_step[r] = np.zeros(len(s))
+        elif len(tied) > 1 and prefer is None:
+            other = min((t for t in tied if abs(t - d) > tol), key=lambda t: abs(t), default=None)
+            if other is not None:
+                warnings.append(
+                    f"rank {r}: its step starts fit a clock {d / 1e6:,.3f} ms or {other / 1e6:,.3f} ms off equally"
+                    " (steps of one length) and no rank of its node says which; its global steps are those of the"
+                    f" smaller shift ({d / 1e6:,.3f} ms) and may be off by a step"
+                )
         offsets[r] = d
-        placed.append(s - d)
+        placed.append(s - per_step[r])
         pool = _cluster(np.concatenate(placed), tol)
-    return offsets, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
+    return offsets, per_step, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
 
 
 def robust_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, int]:
@@ -119,9 +184,46 @@ class Clock:
     residual: dict[int, int | None]
     aligned: bool
     warnings: list[str] = field(default_factory=list)
+    segments: dict = field(default_factory=dict)  # rank -> clock_model.Segments, for the ranks whose clock stepped
+    status: dict = field(default_factory=dict)  # rank -> aligned | stepped | suspect
+    bound: dict = field(default_factory=dict)  # rank -> the residual (ns) beyond which its clock is suspect
+    base: int = 0  # the tables' time origin (the reference file's baseTimeNanoseconds), for the steps' times
+
+    def steps_of(self, rank: int) -> list[dict]:
+        """The steps of ``rank``'s clock: ``at_ns`` (on the reference's clock, the tables' time base; the step
+        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers)."""
+        seg = self.segments.get(rank)
+        return [
+            {
+                "at_ns": int(round(st["at_ns"])) + self.t0 - self.base,
+                "within_ns": int(np.ceil(st["within_ns"])),
+                "size_ns": int(round(st["size_ns"])),
+            }
+            for st in (seg.steps if seg is not None else [])
+        ]
+
+    def summary(self) -> str:
+        """The run's clock in a word: ``suspect`` where a rank's clock is, else ``stepped`` where one stepped (and
+        was repaired), else ``aligned``."""
+        kinds = set(self.status.values())
+        return "suspect" if "suspect" in kinds else "stepped" if "stepped" in kinds else "aligned"
+
+    def ranks_summary(self) -> dict:
+        """``stepped``: each stepped rank with its steps; ``suspect``: each suspect rank, its residual and bound."""
+        return {
+            "stepped": [
+                {"rank": int(r), "steps": self.steps_of(r)} for r in sorted(self.status) if self.status[r] == "stepped"
+            ],
+            "suspect": [
+                {"rank": int(r), "residual_ns": self.residual.get(r), "bound_ns": self.bound.get(r)}
+                for r in sorted(self.status)
+                if self.status[r] == "suspect"
+            ],
+        }
 
     def to_ref(self, rank, local) -> np.ndarray:
-        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns)."""
+        """Local times of ``rank`` (one rank, or each time's rank) on the reference's clock (int64 ns); a rank whose
+        clock stepped by the segment each time falls in (never across a step unrepaired)."""
         x = (np.asarray(local, dtype=np.int64) - self.t0).astype(np.float64)
         if np.ndim(rank):
             rk = np.asarray(rank, dtype=np.int64)
@@ -132,6 +234,10 @@ class Clock:
         else:
             a, b = self.a[rank], self.b[rank]
         T = (x - a) / (1.0 + b)
+        for r, seg in self.segments.items():  # a loop per stepped rank
+            m = (rk == r) if np.ndim(rank) else (slice(None) if rank == r else None)
+            if m is not None:
+                T[m] = seg.to_true(x[m])
         out = self.a[self.ref] + (1.0 + self.b[self.ref]) * T
         return np.rint(out).astype(np.int64) + self.t0
 
@@ -161,19 +267,33 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
             False,
             ["no collective instance is seen on two ranks: the clocks are taken as recorded"],
         )
-    fits, D = _place_ranks(X, cols, ref, a, b)
+    fits, D, segs = _place_ranks(X, cols, ref, a, b)
     # a rank whose ends do not coincide with the reference's (a residual beyond LOOSE_NS: its fit says little) but
     # that shares the reference's node shares its host clock
+    shared = set()
     for r in list(fits):
         if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and (fits[r][2] > LOOSE_NS or hasattr(nodes[r], "one")):
+            shared.add(r)
             a[r], b[r] = 0.0, 0.0
             fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])
+            segs.pop(r, None)
     warnings = _node_disagreements(fits, a, nodes)
     if fits:  # the reference's residual: how far the others' ends are from its own
-        devs = [np.abs(D[r][1] - a[r] - b[r] * D[r][0]) for r in D]
+        devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    return Clock(t0, ref, a, b, res, True, warnings)
+    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]))
+    status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref, shared)
+    return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
+
+
+def _model(r: int, a: dict, b: dict, segs: dict, T: np.ndarray) -> np.ndarray:
+    """Rank r's modelled local − true at true times ``T`` (sorted): its line, or its segments' where it stepped."""
+    if r not in segs:
+        return a[r] + b[r] * T
+    seg = segs[r]
+    k = np.searchsorted(seg.first, np.arange(len(T)), side="right") - 1  # D's ends are sorted as the fit's were
+    return seg.a[k] + seg.b[k] * T
 
 
 def _end_matrix(ends: pd.DataFrame, t0: int) -> tuple[np.ndarray, list[int]]:
@@ -210,11 +330,13 @@ def _unique_inverse(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _place_ranks(
     X: np.ndarray, cols: list, ref: int, a: dict[int, float], b: dict[int, float]
-) -> tuple[dict[int, tuple], dict[int, tuple]]:
+) -> tuple[dict[int, tuple], dict[int, tuple], dict]:
     """Fit the ranks (the columns of ``X``: each instance's local end after t0) one by one, the rank sharing the most
-    instances with the placed ones next, setting their offset ``a`` and drift ``b`` in place. Returns each placed
-    rank's fit (a, b, residual, outliers) and the (true end, its end − true end) it was fitted to."""
+    instances with the placed ones next, setting their offset ``a`` and drift ``b`` (of their first segment) in
+    place. Returns each placed rank's fit (a, b, residual, outliers), the (true end, its end − true end) it was
+    fitted to (sorted by true end), and the segments of the ranks whose clock stepped (clock_model)."""
     fits: dict[int, tuple] = {}
+    segs: dict = {}
     placed = [ref] if ref in cols else []
     if placed:
         fits[ref] = (0.0, 0.0, 0.0, 0)
@@ -227,23 +349,28 @@ def _place_ranks(
     D = {}
     seen = np.isfinite(X)
     while todo:
-        T = _true_ends(X, cols, ref, placed, a, b)
+        T = _true_ends(X, cols, ref, placed, a, b, segs)
         shared = seen[:, [cols.index(q) for q in todo]] & np.isfinite(T)[:, None]
         j = int(np.argmax(shared.sum(axis=0)))  # the first of the most shared, in todo's order
         r, m = todo[j], shared[:, j]
         if not m.any():
             break
-        d = X[m, cols.index(r)] - T[m]
-        fits[r] = robust_fit(T[m], d)
-        D[r] = (T[m], d)
+        o = np.argsort(T[m], kind="stable")
+        Tm, local = T[m][o], X[m, cols.index(r)][o]
+        d = local - Tm
+        seg = clock_model.fit_segments(Tm, d, local, robust_fit)
+        if len(seg.first) > 1:
+            segs[r] = seg
+        fits[r] = (float(seg.a[0]), float(seg.b[0]), seg.residual, seg.outliers)
+        D[r] = (Tm, d)
         a[r], b[r] = fits[r][0], fits[r][1]
         placed.append(r)
         todo.remove(r)
-    return fits, D
+    return fits, D, segs
 
 
 def _true_ends(
-    X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float], b: dict[int, float]
+    X: np.ndarray, cols: list, ref: int, placed: list, a: dict[int, float], b: dict[int, float], segs: dict
 ) -> np.ndarray:
     """Each instance's true end: where the reference ran the instance, its own end; elsewhere the median of the
     placed ranks' ends, converted (computed only there: the reference runs nearly every instance)."""
@@ -251,7 +378,12 @@ def _true_ends(
     need = ~np.isfinite(xref) if xref is not None else np.ones(len(X), dtype=bool)
     T = np.full(len(X), np.nan)
     if need.any():
-        conv = np.column_stack([(X[need, cols.index(r)] - a[r]) / (1.0 + b[r]) for r in placed])
+        conv = np.column_stack(
+            [
+                segs[r].to_true(X[need, cols.index(r)]) if r in segs else (X[need, cols.index(r)] - a[r]) / (1.0 + b[r])
+                for r in placed
+            ]
+        )
         seen = np.isfinite(conv).any(axis=1)
         sub = np.full(len(conv), np.nan)
         if seen.any():
@@ -325,11 +457,12 @@ class Aligned:
     warnings: list[str]
 
 
-def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol: float) -> dict[int, np.ndarray]:
-    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step; a cluster that few ranks start
-    in (a step whose start the rank did not record) joins the well-supported step its window overlaps most."""
+def _global_steps(steps: dict[int, pd.DataFrame], shift: dict[int, np.ndarray], tol: float) -> dict[int, np.ndarray]:
+    """Each rank-step's global step (−1: none). Starts within ``tol`` are one step (each shifted by its own coarse
+    shift, in the rank's table order); a cluster that few ranks start in (a step whose start the rank did not
+    record) joins the well-supported step its window overlaps most."""
     rows = [
-        (r, i, float(s) - coarse[r], float(e) - coarse[r])
+        (r, i, float(s) - shift[r][i], float(e) - shift[r][i])
         for r, df in steps.items()
         for i, (s, e) in enumerate(zip(df["start_ns"], df["end_ns"]))
     ]
@@ -369,9 +502,9 @@ def _global_steps(steps: dict[int, pd.DataFrame], coarse: dict[int, float], tol:
     return out
 
 
-def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset) -> Aligned:
+def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozenset, base_ns: int = 0) -> Aligned:
     """``per_rank[r]``: ``{"steps", "collectives"}`` of rank r on its own clock (mapper tables, stage files merged).
-    The reference is the lowest rank."""
+    The reference is the lowest rank; ``base_ns`` the tables' time origin (what the steps of a clock are told on)."""
     ref = min(per_rank)
     steps = {r: d["steps"] for r, d in per_rank.items()}
     anchor = ref if len(steps[ref]) else max(steps, key=lambda r: len(steps[r]))
@@ -383,17 +516,27 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         )
         for r, df in steps.items()
     }
-    coarse, _, tol, warnings = coarse_offsets({r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor)
+    coarse, sorted_shift, _, tol, warnings = coarse_steps(
+        {r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor, nodes
+    )
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
-    g_of = _global_steps(rel, coarse, tol)
+    shift = {}  # each rank-step's coarse shift, in the rank's table order
+    for r, df in rel.items():
+        o = np.argsort(df["start_ns"].to_numpy(np.int64), kind="stable")
+        shift[r] = np.empty(len(o))
+        shift[r][o] = sorted_shift[r]
+    g_of = _global_steps(rel, shift, tol)
     knames = kind_names(per_rank)
     coll = numbered_collectives(per_rank, g_of, knames)
     coll["shifted"] = match_by_shift(coll, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
     clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
+    clock.base = int(base_ns)
     warnings += clock.warnings
+    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
+    warnings += _across_steps(clock, coll, knames)
     # everything on the reference's clock
     crank = coll["rank"].to_numpy(np.int64)
     coll["start_ref"] = clock.to_ref(crank, coll["start_ns"].to_numpy(np.int64))
@@ -445,6 +588,30 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         sorted(part_steps),
         warnings,
     )
+
+
+def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[str]:
+    """What is said of the collectives of a stepped rank that began or ended between the two ends its clock step
+    fell between, where either side of the step fits their time (a step smaller than that gap): their wait is
+    known only within the step's size. A loop per step of a clock."""
+    out = []
+    for r, seg in clock.segments.items():
+        m = (coll["rank"] == r).to_numpy()
+        x = (coll["start_ns"].to_numpy(np.int64)[m] - clock.t0).astype(np.float64)
+        for k, st in enumerate(seg.steps, start=1):
+            # either side of the step fits a time between (its ends' local times, each moved by the step)
+            band = (x > st["local_lo"] + st["size_ns"]) & (x < st["local_hi"] - st["size_ns"])
+            if band.any():
+                rows = coll[m][band]
+                which = ", ".join(
+                    f"step {int(g)} {knames[int(kd)]} {int(q)}"
+                    for g, kd, q in zip(rows["step"], rows["kind"], rows["seq"])
+                )
+                out.append(
+                    f"rank {r}: {int(band.sum())} collective(s) began while its clock stepped ({which}): which side of"
+                    f" the step they began on is unknown, so their wait is known only within {abs(st['size_ns']) / 1e3:,.1f} µs"
+                )
+    return out
 
 
 def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from .discover import missing_of, nodes_of, settle, world_size_of
 from .processes import export_of
 from .mapper import MapOptions, forget_exports, load_collectives, reduce_file
 from .run import Run, load_run, run_with
+from .per_step import per_step_summary
 
 RANK_COLS = ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"]
 
@@ -137,7 +138,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
     del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
-    al = align_run(per_rank, nodes, load_collectives().blocking)
+    al = align_run(per_rank, nodes, load_collectives().blocking, base_of[min(per_rank)])
     rank_ids = list(per_rank)
     del per_rank  # aligned: the ranks' own tables are not read again (a caller that passed a temporary list of
     # reductions, as tracekit.imbalance does, gets their memory back here)
@@ -149,10 +150,15 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         for col in ("start_ns", "end_ns"):
             df[col] = df[col].to_numpy(np.int64) - ref_base
     t = attribute(al.collectives, al.steps, al.clock.residual)
+    for name in ("steps", "collectives", "per_collective", "by_step"):  # a partial step flagged in every table
+        t[name] = t[name].assign(partial=t[name]["step"].isin(al.partial_step_ids).to_numpy(bool))
     per = t["per_collective"]
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
+    whole = imb[~imb["step"].isin(al.partial_step_ids)]  # the straggler claim: from the steps recorded whole
+    imb = whole if len(whole) else imb
+    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     top = most_often_last(imb)
     straggler = (
         None
@@ -170,7 +176,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     summary = {
         "ranks": len(rank_ids),
         "reference_rank": ref,
-        "clock": "aligned" if al.clock.aligned else "as recorded",
+        "clock": al.clock.summary() if al.clock.aligned else "as recorded",
         "steps": al.n_steps,
         "partial_steps": al.partial_steps,
         "collectives": int(len(per)),
@@ -178,6 +184,8 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
         "imbalance_ns_per_step": lower_median(complete if len(complete) else by["imbalance_ns"]),
         "straggler": straggler,
         **world,
+        "clock_ranks": al.clock.ranks_summary() if al.clock.aligned else {"stepped": [], "suspect": []},
+        **per_step_summary(by),
     }
     if world["missing_ranks"]:
         warnings.append(lower_bound_sentence(world))
