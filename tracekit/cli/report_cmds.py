@@ -48,8 +48,8 @@ def _trace_or_run(paths: list[Path] | None, world_size: int | None):
     if len(paths) > 1:
         return None, load_run(list(paths), world_size=world_size)
     path = paths[0]
-    if not Path(path).is_dir():
-        return path, None
+    if not Path(path).is_dir():  # one nsys export of several GPU processes is a run (docs/multirank.md)
+        return (None, load_run([path], world_size=world_size)) if export_of_ranks(path) else (path, None)
     from ..analyses.fleet.multirank.discover import RankConflict, find_ranks
     from ..errors import TracekitError
 
@@ -62,6 +62,15 @@ def _trace_or_run(paths: list[Path] | None, world_size: int | None):
     if len(ranks) < 2:
         return path, None
     return None, run_of_ranks(path, ranks, skipped, world_size=world_size)
+
+
+def export_of_ranks(path: Path) -> bool:
+    """Whether ``path`` is one nsys export of several GPU processes (the ranks of a run; SQLite exports only)."""
+    if not str(path).lower().endswith((".sqlite", ".sqlite3")):
+        return False
+    from ..analyses.fleet.multirank.discover import processes_as_ranks
+
+    return bool(processes_as_ranks([Path(path)]))
 
 
 def run_imbalance(run, step_flags: StepFlags, cache: CacheFlags):
@@ -77,6 +86,10 @@ def run_of_ranks_report(run, step_flags: StepFlags, cache: CacheFlags):
     from ..analyses.fleet.multirank.api import reference_files
 
     imb = run_imbalance(run, step_flags, cache)
+    from .common import _state
+
+    if run.reference_device() is not None and _state["device"] is None:  # one export's processes: the reference's GPU
+        _state["device"] = run.reference_device()
     return reference_files(run, imb)[0], imb
 
 

@@ -46,7 +46,8 @@ def run_report_inputs(run, ranks: Result | None, steps):
     from ...ingest import load
 
     imb = ranks if ranks is not None else imbalance_in_process(run, steps=steps)
-    return load(reference_files(run, imb)[0]), imb
+    dev, ref = run.reference_device(), load(reference_files(run, imb)[0])  # one export's processes: the reference's GPU
+    return (ref if dev is None else ref.on_device(dev)), imb
 
 
 def ranks_summary(imb: Result) -> dict:

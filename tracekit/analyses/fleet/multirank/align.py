@@ -272,7 +272,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
     # that shares the reference's node shares its host clock
     shared = set()
     for r in list(fits):
-        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and fits[r][2] > LOOSE_NS:
+        if r != ref and nodes.get(r, r) == nodes.get(ref, ref) and (fits[r][2] > LOOSE_NS or hasattr(nodes[r], "one")):
             shared.add(r)
             a[r], b[r] = 0.0, 0.0
             fits[r] = (0.0, 0.0, fits[r][2], fits[r][3])

@@ -21,7 +21,8 @@ from ...steps.resolve import step_options
 from .align import align_run
 from .attribute import attribute, lower_median, most_often_last
 from .discover import missing_of, nodes_of, settle, world_size_of
-from .mapper import MapOptions, load_collectives, reduce_file
+from .processes import export_of
+from .mapper import MapOptions, forget_exports, load_collectives, reduce_file
 from .run import Run, load_run, run_with
 from .per_step import per_step_summary
 
@@ -122,6 +123,7 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
     The parent holds only these small tables, never two ranks' events."""
     opts, gpus_per_node = plan.opts, plan.gpus_per_node
+    forget_exports()  # an export reduced here, process by process (jobs=1), is not held past its reductions
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
     by_rank, keep = _readable_ranks(plan, results, warnings)
     del results  # the reductions live on in by_rank, then per_rank, until the alignment has read them (below)
@@ -319,7 +321,7 @@ def reference_files(paths_or_dir, imb: Result) -> list[Path]:
     ref = imb.summary["reference_rank"]
     mine = {str(i["path"]) for i in imb.inputs if i.get("rank") == ref}
     ranks = load_run(paths_or_dir).ranks
-    files = [f for rf in ranks for f in rf.files if shown_path(f) in mine]
+    files = list({export_of(f): 0 for rf in ranks for f in rf.files if shown_path(f) in mine})  # a part: its export
     if not files:
         raise InputError(f"the files of rank {ref} are no longer where tracekit imbalance found them; rerun it")
     return sorted(files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))

@@ -23,6 +23,7 @@ import numpy as np
 from ....errors import InputError, MissingDataError, UsageError
 from ....ingest.discover import discover_all, rank_tags, rank_tags_text
 from ....result import shown_path
+from .processes import OneClock, export_of, exports_under, gpu_processes, is_part, part_of
 
 RANK = re.compile(r"(?i)(?<![a-z])rank[-_]?(\d+)(?![0-9])")
 STAGE = re.compile(r"(?<![A-Za-z])(DECODE|EXTEND|PREFILL|MIXED|IDLE|TARGET_VERIFY|DRAFT_EXTEND(?:_V2)?)(?![A-Za-z])")
@@ -50,6 +51,7 @@ class RankFiles:
     def host(self) -> str | None:
         """The host its file names carry (tensorboard_trace_handler's ``<host>_<pid>.<ms>.pt.trace.json``)."""
         hosts = {m.group("host") for f in self.files for m in [HOST.match(f.name)] if m}
+        hosts |= {shown_path(export_of(f)) for f in self.files if is_part(f)}  # one export's processes: one clock
         return hosts.pop() if len(hosts) == 1 else None
 
     @property
@@ -91,8 +93,15 @@ def trace_files(paths_or_dir) -> tuple[list[Path], Path | None, list[tuple[str, 
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for it in items:
-        refs, sk = discover_all(it, rank=None)
-        files += [r.path for r in refs]
+        exports, passed = exports_under(Path(it)) if Path(it).is_dir() else ([], [])  # nsys (docs/multirank.md)
+        skipped += passed
+        try:
+            refs, sk = discover_all(it, rank=None)
+        except InputError:
+            if not exports:
+                raise
+            refs, sk = [], []
+        files += [r.path for r in refs] + exports
         skipped += sk
     seen, unique = set(), []
     for f in files:
@@ -108,6 +117,9 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
     """The ranks of one run from the files' names (see the module's doc). Ranks whose files name none come back
     with ``rank=None`` and one file each: :func:`settle` names them from the traces' ``distributedInfo``."""
     files, root, skipped = trace_files(paths_or_dir)
+    inside = processes_as_ranks(files)
+    if inside:
+        return inside, skipped
     tagged = {f: rank_tags(f.name) for f in files}
     with_tp = [t for t in tagged.values() if "TP" in t]
     tp_world = max((t["TP"] for t in with_tp), default=-1) + 1
@@ -143,6 +155,23 @@ def find_ranks(paths_or_dir) -> tuple[list[RankFiles], list[tuple[str, str]]]:
     out = [ranks[r] for r in sorted(ranks)] + unnamed
     _refuse_copies(files)
     return out, skipped
+
+
+def processes_as_ranks(files: list[Path]) -> list[RankFiles]:
+    """The ranks of a run given as ONE nsys export of several GPU processes (``nsys profile`` around ``torchrun``):
+    rank i is its i-th process by lowest device, then pid (:func:`.processes.gpu_processes`); ``[]`` when no file
+    holds two. Such an export beside other files is refused (exit 3): it is a run of its own."""
+    procs = {f: gpu_processes(f) for f in files if f.name.lower().endswith((".sqlite", ".sqlite3"))}
+    multi = [f for f, p in procs.items() if len(p) > 1]
+    if not multi:
+        return []
+    if len(files) > 1:
+        raise InputError(
+            f"{shown_path(multi[0])} holds {len(procs[multi[0]])} GPU processes, the ranks of a run of its own;"
+            " pass it alone, or one export per rank"
+        )
+    f = multi[0]
+    return [RankFiles(rank=i, files=[part_of(f, pid)], source="process") for i, (pid, _) in enumerate(procs[f])]
 
 
 def _digest(path: Path) -> str:
@@ -233,6 +262,9 @@ def nodes_of(ranks: list[RankFiles], gpus_per_node: int | None) -> tuple[dict[in
             ids: dict[str, int] = {}
             for rf in sorted(ranks, key=lambda x: x.rank):
                 ids.setdefault(rf.host, len(ids))
+            one_export = all(is_part(f) for rf in ranks for f in rf.files)
+            if one_export:  # one export's processes: one host clock, exactly (no fit: processes.OneClock)
+                return {rf.rank: OneClock(ids[rf.host]) for rf in ranks}, "one export"
             return {rf.rank: ids[rf.host] for rf in ranks}, "host names"
         gpus_per_node = 8
     return {rf.rank: rf.rank // int(gpus_per_node) for rf in ranks}, f"{gpus_per_node} GPUs per node"

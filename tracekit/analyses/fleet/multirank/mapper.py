@@ -29,6 +29,7 @@ from ....errors import DataFileError
 from ....ingest import load
 from ...categories import categorize, families
 from ...steps.resolve import find_steps, step_options
+from .processes import select_process, split_part
 
 STEP_COLS = ["local_step", "name", "start_ns", "end_ns", "phase", "bs", "tokens"]
 COLL_COLS = ["local_step", "kind", "start_ns", "end_ns", "kernels", "work_ns", "attention_ns", "expert_ns"]
@@ -164,8 +165,26 @@ def reduce_file(path: str, opts: MapOptions = MapOptions()) -> dict:
     """One file of one rank, reduced: ``{"path", "meta", "steps", "collectives", "warnings"}`` (see
     :func:`reduce_trace`). Times are on the file's own clock (``baseTimeNanoseconds`` added where the file has
     one)."""
-    trace = load_in_worker(str(path), opts.cache)
+    file, pid = split_part(path)  # one process of an export of several (processes.py): the export read once here
+    trace = load_in_worker(file, opts.cache) if pid is None else select_process(export_in_worker(file, opts.cache), pid)
     return reduce_trace(trace, opts, path=str(path))
+
+
+_EXPORT: dict = {}  # the last export whose processes this worker reduces: (path, cache) → its whole trace
+
+
+def export_in_worker(path: str, cache: bool):
+    """The whole export at ``path``, loaded once per worker for all the ranks (processes) it holds."""
+    key = (path, cache)
+    if key not in _EXPORT:
+        _EXPORT.clear()
+        _EXPORT[key] = load_in_worker(path, cache)
+    return _EXPORT[key]
+
+
+def forget_exports() -> None:
+    """Let go of the export held for its processes (this process's reductions are done: ``imbalance_of_run``)."""
+    _EXPORT.clear()
 
 
 def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = None) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 from ....errors import InputError, UsageError, check_items
 from ....ingest.distributed_info import distributed_info
 from ....result import shown_path
+from .processes import device_of_part, export_of
 from .discover import RankFiles, check_world_size, find_ranks, missing_of, nodes_of, world_size_of
 
 TAKES_RUN = "a path (str or Path) of a run's folder or a list of its rank files"
@@ -57,7 +58,13 @@ class Run:
         if not named:
             raise InputError(f"{shown_path(self.ranks[0].files[0])}: no rank of the run is named yet; run imbalance")
         ref = min(named, key=lambda rf: rf.rank)
-        return sorted(ref.files, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))
+        return sorted({export_of(f) for f in ref.files}, key=lambda f: ("DECODE" not in f.name.upper(), str(f)))
+
+    def reference_device(self) -> int | None:
+        """The GPU of the reference rank where it is one process of an export of several (what its report is of,
+        ``trace.on_device``), else None."""
+        named = [rf for rf in self.ranks if rf.rank is not None]
+        return device_of_part(min(named, key=lambda rf: rf.rank).files[0]) if named else None
 
     def __repr__(self) -> str:
         miss = f", missing ranks {self.missing_ranks}" if self.missing_ranks else ""
@@ -98,7 +105,7 @@ def run_of_ranks(
     their traces' heads, the world size and the missing ranks, the nodes."""
     given = check_world_size(world_size)
     check_gpus_per_node(gpus_per_node)
-    heads = {f: distributed_info(f) for rf in ranks for f in rf.files}
+    heads = {f: distributed_info(export_of(f)) for rf in ranks for f in rf.files}
     for rf in ranks:  # a rank only its trace names: the head's distributedInfo.rank (not that of a one-rank run)
         said = {h.get("rank") for f in rf.files for h in [heads[f]] if h.get("world_size") != 1} - {None}
         if rf.rank is None and len(said) == 1:
