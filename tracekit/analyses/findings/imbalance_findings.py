@@ -12,6 +12,7 @@ import pandas as pd
 from ...errors import UsageError
 from ...result import Result, shown_text
 from ..fleet.multirank.per_step import complete_steps, steps_text
+from ..fleet.multirank.processes import export_of
 from .rules import finding, finding_rules, ms_text, rank_findings, words
 
 
@@ -155,7 +156,7 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
     min_pct = float(rules["min_pct"]) if min_pct is None else float(min_pct)
     phrases = rules["rank_phrases"]
     s, t = imb.summary, imb.tables
-    paths = [str(i["path"]) for i in imb.inputs]
+    paths = sorted({str(export_of(i["path"])) for i in imb.inputs})  # the ranks of one nsys export: that file
     run = shown_text(os.path.commonpath(paths)) if len(paths) > 1 else (shown_text(paths[0]) if paths else "RUN_DIR")
     steps, by, per = t["steps"], _done(imb), t["per_collective"]
     step_ns = _mean_step_ns(steps, by)
