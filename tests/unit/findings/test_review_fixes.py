@@ -57,6 +57,7 @@ def test_fused_kernels_are_known_by_name_and_owner(name, fused):
     assert is_fused(name, kernel_owner(name)) is fused
 
 
+@pytest.mark.slow
 def test_an_inductor_kernel_is_not_eager_work_to_fuse(tmp_path):
     """The triton_example defect: Inductor's triton_poi_fused_add_cos_sin_0 was "Eager rope kernels take 100 %"."""
     fused = findings(load_events(tmp_path, _step_of(["triton_poi_fused_add_cos_sin_0"] * 2), "f.json"), hw="h100")
@@ -224,6 +225,7 @@ def test_durations_never_print_e_notation(ns, text):
 # 8. no memory finding: the GiB total is unknown, not 0
 
 
+@pytest.mark.slow
 def test_the_gib_total_is_a_dash_without_a_memory_finding(tmp_path, cli):
     path = tmp_path / "e.json"
     load_events(tmp_path, _step_of([ATEN_ADD] * 2), "e.json")
