@@ -15,7 +15,7 @@ from ...trace import Trace
 from ..categories import kernel_owner
 from ..hardware.shapes import names_at
 from .context import Context
-from .rules import finding, finding_rules, kernel_label, ms_text
+from .rules import finding, finding_rules, is_fused, kernel_label, launch_floor_ns, ms_text
 
 
 def _at(col, rows: np.ndarray) -> np.ndarray:
@@ -57,8 +57,9 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
     cat = _category_of_names(ctx.trace)
     names = pk["name"].astype(str)
     g = pk.assign(category=names.map(lambda n: cat.get(n, "other")), owner=names.map(lambda n: kernel_owner(n) or ""))
+    g = g.assign(variant=name_variants(ctx, g["name"].astype(str).tolist(), g["owner"].tolist()))
     out = []
-    for (c, owner), grp in g.groupby(["category", "owner"], sort=False):
+    for (c, owner, variant), grp in g.groupby(["category", "owner", "variant"], sort=False):
         grp = grp.sort_values("gain_per_step_ns", ascending=False)
         names = ", ".join(
             f"{kernel_label(str(n), 50)} {ms_text(v)}"
@@ -77,11 +78,25 @@ def library_groups(ctx: Context, pk: pd.DataFrame, kind: str, source: str, **ext
                 chooser=owner or "the library",
                 count=len(grp),
                 names=names,
+                variant=variant,
                 **more,
                 evidence=f"{len(grp)} kernel name(s) of category {c}; per step: {names}",
             )
         )
     return out
+
+
+def name_variants(ctx: Context, names: list[str], owners: list[str | None]) -> list[str]:
+    """Per kernel name, which words its findings take (tracekit/data/findings.json, ``<key>_<variant>``): ``fused``
+    for a kernel a compiler or library already fused (:func:`.rules.is_fused`), ``graph`` for one whose time in the
+    steps is mostly replayed from CUDA graphs (not eager), else "" (the eager words)."""
+    ka = kernel_arrays(ctx)
+    on = ka["in"]
+    t = pd.DataFrame({"name": ka["name"][on], "dur": ka["dur"][on], "graph": ka["graph"][on]})
+    graph_t = t["dur"].where(t["graph"], 0.0).groupby(t["name"]).sum()
+    all_t = t.groupby("name")["dur"].sum()
+    graph = set((graph_t[graph_t >= 0.5 * all_t[graph_t.index]]).index.astype(str))
+    return ["fused" if is_fused(n, o) else "graph" if n in graph else "" for n, o in zip(names, owners)]
 
 
 def kernel_arrays(ctx: Context) -> dict[str, Any]:
@@ -140,7 +155,11 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
         peak[shaped] = [peaks.get(d) or np.nan for d in dt[shaped]]
         t_mem = by / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
         t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
-        target = np.where(shaped, np.maximum(t_mem, t_fl), np.nan)
+        # never below one launch's time (launch_floor_us): a kernel at the floor has nothing left to gain
+        target = np.where(shaped, np.maximum(np.maximum(t_mem, t_fl), launch_floor_ns(ctx.hw)), np.nan)
+    names = names_at(ev, rows)
+    inv, uniq = pd.factorize(names)  # once per distinct name; -1 (no name) reads the appended False
+    fused = np.array([is_fused(str(n), kernel_owner(str(n))) for n in uniq.tolist()] + [False], dtype=bool)[inv]
     return {
         "ks": ks,
         "rows": rows,
@@ -157,7 +176,8 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
         "shaped": shaped & (step >= 0),
         "target": target,
         "peak": peak,
-        "name": names_at(ev, rows),
+        "name": names,
+        "fused": fused,
         "m": t["m"].to_numpy(dtype=float),
         "n": t["n"].to_numpy(dtype=float),
         "k": t["k"].to_numpy(dtype=float),
@@ -206,4 +226,12 @@ def rest_finding(ctx: Context, kind: str, source: str, rest: pd.DataFrame, gain:
     ]
 
 
-__all__ = ["efficiency", "in_families", "kernel_arrays", "library_groups", "pct_text", "rest_finding"]
+__all__ = [
+    "efficiency",
+    "in_families",
+    "kernel_arrays",
+    "library_groups",
+    "name_variants",
+    "pct_text",
+    "rest_finding",
+]

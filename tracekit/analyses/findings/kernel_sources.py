@@ -19,7 +19,7 @@ from ..hardware.shapes import unknown_work_sentence
 from ..hardware.waves import kernel_waves
 from .context import Context
 from .kernel_arrays import efficiency, in_families, kernel_arrays, library_groups, pct_text, rest_finding
-from .rules import _Fmt, finding, finding_rules, kernel_label, ms_text
+from .rules import _Fmt, distinct_labels, finding, finding_rules, kernel_label, launch_floor_ns, ms_text
 
 
 _CPS_FROM = {
@@ -63,16 +63,19 @@ def wave_losses(ctx: Context) -> list[dict]:
     )
     pk = pk[~lib]
     cap = int(rules["max_per_source"])
-    for _, r in pk.head(cap).iterrows():
+    shown = pk.head(cap)
+    common = _common_grids(w.tables["per_grid"])
+    labels = distinct_labels([str(n) for n in shown["name"]])
+    for label, (_, r) in zip(labels, shown.iterrows()):
         name = str(r["name"])
         f = finding(
             ctx,
             "wave_quantization",
             "waves",
             gain_ns=float(r["lost_per_step_lo_ns"]),
-            kernel=kernel_label(name),
+            kernel=label,
             sms=f"{n_sms:,}",
-            **_wave_fields(r),
+            **_wave_fields(r, common.loc[name] if name in common.index else None),
         )
         for rx, kinds, text in rules["_kernel_suggestions"]:
             if "wave_quantization" in kinds and rx.search(name):
@@ -88,18 +91,38 @@ def _span(lo, hi, fmt) -> str:
     return a if a == b else f"{a}–{b}"
 
 
-def _wave_fields(r: pd.Series) -> dict:
+def _common_grids(per_grid: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel name, its most common launch grid (the one whose CTAs, waves and capacity the per-kernel table
+    shows: most launches, then most time lost), with that grid's own efficiency and launch count."""
+    pg = per_grid.sort_values(["name", "count", "lost_ns"], ascending=[True, False, False], kind="stable")
+    return pg.drop_duplicates("name").set_index("name")
+
+
+def _wave_fields(r: pd.Series, grid: pd.Series | None = None) -> dict:
     """A tail-wave finding's numbers: one value each where the CTAs per SM are known, else the range of each over
-    every count the SM's limits allow (waves, efficiency, capacity) and what the range means."""
+    every count the SM's limits allow (waves, efficiency, capacity) and what the range means. The CTAs, waves and
+    efficiency are of one grid, the name's most common (``grid``); where the name runs several grids, ``grids_note``
+    gives the efficiency over all of them (what the loss is of), so that the words never mix two grids."""
     ranged = int(r["ctas_per_sm_lo"]) < int(r["ctas_per_sm_hi"])
     lost = _span(r["lost_lo_ns"], r["lost_hi_ns"], ms_text)
     pct = _span(float(r["lost_pct_lo"]), float(r["lost_pct_hi"]), lambda v: f"{v:.1f}")
     src = str(r["ctas_per_sm_from"])
+    pct_of = lambda v: f"{v:.0%}"  # noqa: E731
+    overall = _span(float(r["wave_efficiency_lo"]), float(r["wave_efficiency_hi"]), pct_of)
+    several = grid is not None and int(r.get("grids", 1)) > 1
+    eff = _span(float(grid["wave_efficiency_lo"]), float(grid["wave_efficiency_hi"]), pct_of) if several else overall
+    note = (
+        f" (its most common launch, {int(grid['count']):,} of {int(r['count']):,}; over its {int(r['grids'])}"
+        f" grids of {int(r['ctas_min']):,}–{int(r['ctas_max']):,} CTAs, {overall} efficiency, which the loss is of)"
+        if several
+        else ""
+    )
     return {
         "ctas": f"{int(r['ctas']):,}",
         "capacity": _span(int(r["capacity_lo"]), int(r["capacity_hi"]), lambda v: f"{v:,}"),
         "waves": _span(int(r["waves_lo"]), int(r["waves_hi"]), str),
-        "eff": _span(float(r["wave_efficiency_lo"]), float(r["wave_efficiency_hi"]), lambda v: f"{v:.0%}"),
+        "eff": eff,
+        "grids_note": note,
         "cps": _span(int(r["ctas_per_sm_lo"]), int(r["ctas_per_sm_hi"]), str),
         "limited_by": str(r["limited_by"]),
         "cps_from": _CPS_RANGE if ranged else _CPS_FROM.get(src, src),
@@ -187,6 +210,8 @@ def dominance(ctx: Context) -> list[dict]:
         if group.startswith("_"):
             continue
         sel = ka["in"] & in_families(ka, spec["families"])
+        if group == "eager":  # kernels a compiler or library already fused are not eager work to fuse
+            sel = sel & ~ka["fused"]
         # the time they run, overlaps across streams counted once and cut to the steps, so that a share of the
         # step is a share (kernels of two streams, or one running past its step's end, once made it 103 %)
         on = _union_by_device(*_clipped(ctx, ka, sel)) if sel.any() else 0.0
@@ -214,6 +239,7 @@ def dominance(ctx: Context) -> list[dict]:
                     "dominant_eager",
                     "dominance",
                     gain_ns=busy,
+                    variant="graph" if float(dur[sel & ka["graph"]].sum()) >= 0.5 * float(dur[sel].sum()) else "",
                     what=what,
                     calls=f"{sel.sum() / n_steps:,.0f}",
                     mean_us=f"{dur[sel].mean() / 1e3:.1f}",
@@ -399,6 +425,7 @@ def shape_rooflines(ctx: Context) -> list[dict]:
     indiv = per[~lib]
     cap = int(rules["max_per_source"])
     adv = rules["gemm_advice"]
+    floor_ns = launch_floor_ns(ctx.hw)
     for _, r in indiv.head(cap).iterrows():
         mean = r["dur"] / r["calls"]
         mbu = r["bytes"] / bw / (mean * 1e-9)
@@ -407,8 +434,18 @@ def shape_rooflines(ctx: Context) -> list[dict]:
         if pd.notna(r["m"]):
             m, n, k = int(r["m"]), int(r["n"]), int(r["k"])
             shape = f"M×N×K {m:,}×{n:,}×{k:,}, {r['dtype']}"
-            key = "small_m" if m <= int(adv["small_m_rows"]) else bound
-            advice = adv[key].format_map(_Fmt(m=f"{m:,}", n=f"{n:,}", k=f"{k:,}", mfu=pct_text(mfu), mbu=pct_text(mbu)))
+            at_floor = r["target"] / r["calls"] <= floor_ns * (1 + 1e-9)  # the roofline is under one launch's time
+            key = "launch_bound" if at_floor else "small_m" if m <= int(adv["small_m_rows"]) else bound
+            advice = adv[key].format_map(
+                _Fmt(
+                    m=f"{m:,}",
+                    n=f"{n:,}",
+                    k=f"{k:,}",
+                    mfu=pct_text(mfu),
+                    mbu=pct_text(mbu),
+                    floor_us=f"{floor_ns / 1e3:g}",
+                )
+            )
         else:
             shape = (
                 f"{r['dtype']}, {int(r['flops']):,} FLOP, {int(r['bytes']):,} B per call"
@@ -433,6 +470,7 @@ def shape_rooflines(ctx: Context) -> list[dict]:
                 mean_us=f"{mean / 1e3:.1f}",
                 per_step=f"{r['calls'] / n_steps:g}",
                 target_us=f"{r['target'] / r['calls'] / 1e3:.1f}",
+                floor_us=f"{floor_ns / 1e3:g}",
                 dtype=str(r["dtype"]),
                 mfu=pct_text(mfu),
                 mbu=pct_text(mbu),
@@ -502,7 +540,7 @@ def roofline_gaps(ctx: Context) -> list[dict]:
         t_mem = r["bytes"] / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
         peak = ctx.hw.peak_flops(str(r["dtype"])) if pd.notna(r["flops"]) else None
         t_fl = float(r["flops"]) / (f_fl * peak) * 1e9 if peak else 0.0
-        target = max(t_mem, t_fl)
+        target = max(t_mem, t_fl, launch_floor_ns(ctx.hw))  # never below one launch's time
         per_step = r["count"] / n_steps
         gain = (float(r["mean_ns"]) - target) * per_step
         if gain <= 0:
@@ -519,6 +557,7 @@ def roofline_gaps(ctx: Context) -> list[dict]:
                 mean_us=f"{r['mean_ns'] / 1e3:.1f}",
                 per_step=f"{per_step:g}",
                 target_us=f"{target / 1e3:.1f}",
+                floor_us=f"{launch_floor_ns(ctx.hw) / 1e3:g}",
                 hbm_pct=f"{f_hbm:.0%}",
                 flops_pct=f"{f_fl:.0%}",
                 hw=ctx.hw.name,

@@ -51,6 +51,8 @@ def finding_rules() -> dict[str, Any]:
             "roofline",
             "dominance",
             "library_kernels",
+            "launch_floor_us",
+            "fused_kernels",
             "kinds",
         ):
             doc[k]  # noqa: B018 - presence check
@@ -58,6 +60,8 @@ def finding_rules() -> dict[str, Any]:
             for key in ("title", "basis", "how", "command", "suggestion"):
                 kind[key]  # noqa: B018
         doc["_library"] = re.compile("|".join(f"(?:{p})" for p in doc["library_kernels"]["patterns"]))
+        doc["launch_floor_us"]["default"]  # noqa: B018
+        doc["_fused"] = re.compile("|".join(f"(?:{p})" for p in doc["fused_kernels"]["patterns"]))
         doc["_kernel_suggestions"] = [
             (re.compile(s["pattern"]), tuple(s["kinds"]), s["suggestion"]) for s in doc.get("kernel_suggestions", [])
         ]
@@ -78,16 +82,60 @@ def ms_text(ns: float | None) -> str:
     if ns is None:
         return "–"
     a = abs(ns)
-    return f"{ns / 1e6:.3g} ms" if a >= 1e6 else f"{ns / 1e3:.3g} µs" if a >= 1e3 else f"{ns:.3g} ns"
+    return f"{_sig3(ns / 1e6)} ms" if a >= 1e6 else f"{_sig3(ns / 1e3)} µs" if a >= 1e3 else f"{_sig3(ns)} ns"
+
+
+def _sig3(v: float) -> str:
+    """Three significant digits for a person, never e-notation: 13.7, 471, 10,889 (whole numbers from 1,000 on,
+    with thousands separators)."""
+    return f"{v:,.0f}" if abs(v) >= 999.5 else f"{v:.3g}"
 
 
 def words(kind: str, **values) -> dict[str, str]:
-    """Title, how, command and suggestion of a finding of ``kind`` (tracekit/data/findings.json), filled in."""
+    """Title, how, command and suggestion of a finding of ``kind`` (tracekit/data/findings.json), filled in. A
+    ``variant`` value picks the kind's ``<key>_<variant>`` words where it has them (``suggestion_fused``: kernels a
+    compiler or library already fused; ``suggestion_graph``: kernels replayed from a CUDA graph), else ``<key>``."""
     spec = finding_rules()["kinds"][kind]
+    variant = values.pop("variant", None) or ""
     fmt = _Fmt(**values)
-    return {k: str(spec[k]).format_map(fmt) for k in ("title", "how", "command", "suggestion")} | {
-        "basis": spec["basis"]
-    }
+    return {
+        k: str(spec.get(f"{k}_{variant}", spec[k]) if variant else spec[k]).format_map(fmt)
+        for k in ("title", "how", "command", "suggestion")
+    } | {"basis": spec["basis"]}
+
+
+def launch_floor_ns(hw) -> float:
+    """The least GPU time one kernel launch takes on ``hw``'s vendor (``launch_floor_us`` in
+    tracekit/data/findings.json; its ``default`` where the vendor is unknown): no estimated time of a kernel is
+    below it, so no gain counts time a launch cannot lose."""
+    floors = finding_rules()["launch_floor_us"]
+    vendor = str(getattr(hw, "vendor", "") or "").lower()
+    return 1e3 * float(floors.get(vendor, floors["default"]))
+
+
+def is_fused(name: str, owner: str | None) -> bool:
+    """Whether kernel ``name`` is already the product of a compiler or a fusion (``fused_kernels`` in
+    tracekit/data/findings.json: Inductor's ``triton_poi_fused_*``, a library's fused add + norm …): "fuse them"
+    is no advice for it."""
+    fk = finding_rules()["fused_kernels"]
+    return (owner or "") in fk["owners"] or bool(finding_rules()["_fused"].search(name))
+
+
+def distinct_labels(names: list[str], width: int = 60) -> list[str]:
+    """:func:`kernel_label` of each name, with its template arguments where two names of the list would read the
+    same (``bn_bw_1C11_kernel_new<float, float, float2, 128, true, 1>`` and ``…<…, 32, …>``)."""
+    labels = [kernel_label(n, width) for n in names]
+    seen: dict[str, int] = {}
+    for lab in labels:
+        seen[lab] = seen.get(lab, 0) + 1
+    out = []
+    for n, lab in zip(names, labels):
+        m = _TEMPLATE.search(n) if seen[lab] > 1 else None
+        out.append(_short_name(m.group(1) + m.group(2), width) if m else lab)
+    return out
+
+
+_TEMPLATE = re.compile(r"(\w+)(<[^()]*>)")
 
 
 def finding(

@@ -27,7 +27,7 @@ from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from .context import Context
 from .kernel_sources import dominance, roofline_gaps, shape_rooflines, wave_losses
-from .rules import SOURCE_COLUMNS, finding_rules, rank_findings
+from .rules import SOURCE_COLUMNS, finding_rules, ms_text, rank_findings
 from .step_sources import critical_communication, exposed_allgathers, graph_padding, idle_gaps
 
 
@@ -148,6 +148,7 @@ def findings(
         srcs += MEMORY_SOURCES
     rows, status = run_sources(ctx, srcs)
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
+    status = listed_counts(status, table)
     summary = _summary(table, st, step_ns, profile)
     warnings = merge_warnings(trace.report.warnings, st.warnings, ctx.warnings)
     if not st.trustworthy:
@@ -174,6 +175,20 @@ def findings(
     )
 
 
+def listed_counts(status: list[dict], table: pd.DataFrame) -> list[dict]:
+    """The sources' finding counts as the ranked list holds them: a finding whose gain rounds to nothing
+    (``min_gain_ms``) is left out of the list, so it is not counted either; the reason says how many were left out."""
+    listed = table["source"].value_counts()
+    for s in status:
+        n = int(listed.get(s["source"], 0))
+        if s["ran"] and n < s["findings"]:
+            left = s["findings"] - n
+            floor = ms_text(1e6 * float(finding_rules().get("min_gain_ms", 0.0)))
+            s["reason"] = f"{left} more found, each under {floor} per step: left out of the list"
+        s["findings"] = n if s["ran"] else s["findings"]
+    return status
+
+
 def _thresholds(rules: dict, min_ms: float | None, min_pct: float | None) -> tuple[float, float]:
     """(min_ms, min_pct) that make a finding major: the options, else the rules file's; out of range is refused."""
     min_ms = float(rules["min_ms"]) if min_ms is None else float(min_ms)
@@ -193,7 +208,9 @@ def _summary(table: pd.DataFrame, st, step_ns: float, profile: HardwareProfile |
         "findings": int(len(table)),
         "major": int(len(major)),
         "minor": int(table["minor"].sum()),
-        "total_gain_ms": known_sum(table["gain_ms_per_step"]),
+        # the gains overlap (one idle gap is also a kernel-boundary gap, a kernel both eager and below its
+        # roofline): their sum is an upper bound, capped at the step, the most a step can lose (docs/findings.md)
+        "total_gain_ms": capped(known_sum(table["gain_ms_per_step"]), step_ns / 1e6 if step_ns else None),
         "total_gain_gib": known_sum(table["gain_gib"]),  # None, not 0, when no finding estimates memory (no log)
         "findings_without_gain": int((table["gain_ms_per_step"].isna() & table["gain_gib"].isna()).sum()),
         "top": str(table["title"].iloc[0]) if len(table) else None,
@@ -202,6 +219,11 @@ def _summary(table: pd.DataFrame, st, step_ns: float, profile: HardwareProfile |
         "trustworthy": st.trustworthy,
         "hw": profile.name if profile is not None else None,
     }
+
+
+def capped(total_ms: float | None, step_ms: float | None) -> float | None:
+    """The findings' summed gain, never more than the step (None stays None; no step: the sum as it is)."""
+    return total_ms if total_ms is None or step_ms is None else min(total_ms, step_ms)
 
 
 def known_sum(col: pd.Series) -> float | None:

@@ -621,7 +621,17 @@ def kernel_waves(
     keep = waves >= min_waves
     excluded = int((~keep).sum())
     if not keep.any():
-        raise MissingDataError(f"{trace.path}: no kernel runs in {min_waves} or more waves")
+        reach = int((waves_hi >= min_waves).sum())  # at the least CTAs per SM of a range (no registers or LDS)
+        raise MissingDataError(
+            f"{trace.path}: no kernel runs in {min_waves} or more waves"
+            + (
+                f" at every CTAs-per-SM count its launch allows: {reach:,} launch(es) reach {min_waves} only at the"
+                " least count (the trace records no registers or LDS per kernel), so no tail-wave loss holds over"
+                " the whole range"
+                if reach
+                else ""
+            )
+        )
     # the name as its index into the sorted distinct names (same order, same groups): no string column per kernel
     df = pd.DataFrame(
         {
