@@ -11,7 +11,7 @@ with LEFT JOINs so that no row is lost:
 (copies), ``rocpd_region`` (HIP/HSA/RCCL API calls and roctx ranges, by their ``rocpd_event`` category; a roctx
 range is named by its message, ``rocpd_event.extdata.message``), ``rocpd_info_agent`` (GPUs become devices).
 Correlation ids are the internal ones (``rocpd_event.stack_id``), which link an API call to its dispatches. The raw
-columns are those the rocprofv3 JSON reader makes (:mod:`tracekit.ingest.rocprof_json`: the same names,
+columns follow the rules the rocprofv3 JSON reader follows (:mod:`tracekit.ingest.rocprof_rules`: the same names,
 categories and occupancy data), into :func:`~tracekit.ingest.normalize.build_events`.
 """
 
