@@ -11,7 +11,7 @@ with LEFT JOINs so that no row is lost:
 (copies), ``rocpd_region`` (HIP/HSA/RCCL API calls and roctx ranges, by their ``rocpd_event`` category; a roctx
 range is named by its message, ``rocpd_event.extdata.message``), ``rocpd_info_agent`` (GPUs become devices).
 Correlation ids are the internal ones (``rocpd_event.stack_id``), which link an API call to its dispatches. The raw
-columns are those the rocprofv3 JSON reader makes (:mod:`tracekit.ingest.rocprof_json`: the same names,
+columns follow the rules the rocprofv3 JSON reader follows (:mod:`tracekit.ingest.rocprof_rules`: the same names,
 categories and occupancy data), into :func:`~tracekit.ingest.normalize.build_events`.
 """
 
@@ -32,24 +32,9 @@ import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..trace import IngestReport, Trace
-from .kineto.columns import NOT_EVENT_REASONS
-from .normalize import build_events
 from .nsys_database import ReadOnlySqlite, database_error, is_sqlite
-from .rocprof_json import (
-    BAD_TIMES,
-    COPY_DIRECTIONS,
-    GPU_AGENT,
-    PEER,
-    Agent,
-    Handle,
-    Metadata,
-    Parts,
-    Process,
-    gpu_indices,
-    lookup,
-    meta_of,
-    raw_columns,
-)
+from .rocprof_json import Agent, Handle, Metadata, Process, gpu_indices, lookup, meta_of
+from .rocprof_rules import GPU_AGENT, Parts, add_copies, add_kernels, events_of, kernel_symbols
 
 WHAT = "a rocprofv3 rocpd database"
 HINT = "rocprofv3 --kernel-trace --hip-trace --output-format rocpd"
@@ -180,20 +165,11 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
     parts = Parts()
     dropped: dict[str, int] = {}
     not_events: dict[str, int] = {}
-    state = {"row": 0, "read": 0}
+    not_read = 0
     symbols = False
 
     def common(tab: pa.Table) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        start, end = _ints(tab, "ts"), _ints(tab, "te")
-        bad = end < start
-        if bad.any():
-            dropped[BAD_TIMES] = dropped.get(BAD_TIMES, 0) + int(bad.sum())
-        keep = np.flatnonzero(~bad)
-        n = len(start)
-        ids = np.arange(state["row"], state["row"] + n, dtype=np.int64)
-        state["row"] += n
-        state["read"] += n
-        return keep, dict(row=ids[keep], ts=start[keep], dur=(end - start)[keep], corr=_ints(tab, "corr")[keep])
+        return parts.take(_ints(tab, "ts"), _ints(tab, "te"), _ints(tab, "corr"), dropped)
 
     sqls = {k: f(names) for k, f in (("dispatch", _dispatch_sql), ("copy", _copy_sql), ("region", _region_sql))}
     sqls = {k: q for k, q in sqls.items() if k in names}
@@ -210,19 +186,9 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
         if count:
             reason = f"rocpd {what} record (not a timeline event tracekit reads)"
             not_events[reason] = not_events.get(reason, 0) + count
-            state["read"] += count
-    events, more, _ = build_events(raw_columns(parts, state["read"], dropped))
-    for reason, count in more.items():
-        into = not_events if reason in NOT_EVENT_REASONS else dropped
-        into[reason] = into.get(reason, 0) + count
-    report.records_read, report.events_kept = state["read"], len(events)
-    report.not_events, report.dropped = not_events, dropped
-    if dropped:
-        detail = "; ".join(f"{c} {r}" for r, c in sorted(dropped.items()))
-        report.warnings.append(f"{shown}: dropped {sum(dropped.values())} unusable record(s): {detail}")
-    report.check()
-    if report.events_kept == 0:
-        raise InputError(f"{shown} is {WHAT} with no kernel, copy or API record in it; record with {HINT}")
+            not_read += count
+    empty = f"{shown} is {WHAT} with no kernel, copy or API record in it; record with {HINT}"
+    events = events_of(parts, not_read, dropped, not_events, report, empty)
     pids = [int(r[0]) for r in db.query(f"SELECT DISTINCT pid FROM {names['process']}")] if "process" in names else []
     procs = [Process(metadata=Metadata(pid=p)) for p in pids] or [Process()]
     meta = meta_of(procs, agents, gpu_index, events, shown, symbols)
@@ -234,13 +200,13 @@ def _dispatch_sql(names: dict[str, str]) -> str:
     sym = "symbol" in names
     return (
         'SELECT K.start AS ts, K."end" AS te, coalesce(E.stack_id, -1) AS corr, K.agent_id AS agent,'
-        " coalesce(K.stream_id, K.queue_id, -1) AS stream, coalesce(K.group_segment_size, -1) AS lds,"
+        " coalesce(K.stream_id, -1) AS stream, coalesce(K.queue_id, -1) AS queue,"
+        " coalesce(K.group_segment_size, -1) AS lds, K.kernel_id AS kernel_id,"
         + (
-            " coalesce(nullif(S.display_name, ''), S.kernel_name, 'unknown kernel (kernel_id ' || K.kernel_id || ')')"
-            " AS name, CASE WHEN S.arch_vgpr_count > 0 THEN S.arch_vgpr_count + max(coalesce(S.accum_vgpr_count, 0),"
-            " 0) ELSE -1 END AS vgprs, S.id IS NOT NULL AS known,"
+            " S.display_name AS display, S.kernel_name AS symbol, S.arch_vgpr_count AS arch,"
+            " S.accum_vgpr_count AS accum, S.id IS NOT NULL AS known,"
             if sym
-            else " 'unknown kernel (kernel_id ' || K.kernel_id || ')' AS name, -1 AS vgprs, 0 AS known,"
+            else " '' AS display, '' AS symbol, -1 AS arch, 0 AS accum, 0 AS known,"
         )
         + ", ".join(f"K.workgroup_size_{d} AS wg_{d}, K.grid_size_{d} AS gr_{d}" for d in "xyz")
         + f" FROM {names['dispatch']} K"
@@ -251,30 +217,42 @@ def _dispatch_sql(names: dict[str, str]) -> str:
 
 
 def _dispatches(tab: pa.Table, parts: Parts, common, gpu_index) -> bool:
-    """Kernels; their names and VGPRs (arch + accumulation) from their kernel symbol (joined within the run's guid).
+    """Kernels, named and their VGPRs counted from their kernel symbol (joined within the run's guid) by the rules
+    the JSON reader follows (:func:`~tracekit.ingest.rocprof_rules.kernel_symbols`), once per distinct symbol.
     Whether any dispatch had its symbol."""
     keep, com = common(tab)
-    name_code, texts = _texts(tab, "name")
-    wg = np.stack([_ints(tab, f"wg_{d}")[keep] for d in "xyz"], axis=1)
-    items = np.stack([_ints(tab, f"gr_{d}")[keep] for d in "xyz"], axis=1)
-    # rocprofv3 writes the grid in work-items (HSA's convention); the table's grid is in workgroups (CUDA's)
-    grid = np.where((wg > 0) & (items >= 0), -(-items // np.maximum(wg, 1)), -1)
-    stream = _ints(tab, "stream")[keep]
-    device = lookup(_ints(tab, "agent")[keep], gpu_index)
-    n = len(keep)
-    parts.add(
-        **com,
-        name=parts.codes(texts)[name_code[keep]] if texts else np.zeros(0, dtype=np.int32),
-        cat=np.zeros(n, dtype=np.int32),
-        pid=device,
-        tid=stream,
-        device=device,
-        stream=stream,
-        nbytes=np.full(n, -1, dtype=np.int64),
-        registers=_ints(tab, "vgprs")[keep],
-        shared_mem=_ints(tab, "lds")[keep],
-        grid=grid.astype(np.int32),
-        block=np.where(wg > 0, wg, -1).astype(np.int32),
+    display, displays = _texts(tab, "display")
+    symbol, symbol_names = _texts(tab, "symbol")
+    kid, arch, accum = _ints(tab, "kernel_id"), _ints(tab, "arch"), _ints(tab, "accum")
+    distinct, first, inv = np.unique(
+        np.stack([kid, display, symbol, arch, accum], axis=1).reshape(-1, 5),
+        axis=0,
+        return_index=True,
+        return_inverse=True,
+    )
+    order = np.argsort(first)  # in the order they first come, as the names' codes were given
+    distinct = distinct[order]
+    names, vgprs = kernel_symbols(
+        [displays[i] for i in distinct[:, 1].tolist()],
+        [symbol_names[i] for i in distinct[:, 2].tolist()],
+        distinct[:, 0],
+        distinct[:, 3],
+        distinct[:, 4],
+    )
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    of_row = rank[inv.reshape(-1)][keep]
+    add_kernels(
+        parts,
+        com,
+        name=parts.codes(names)[of_row] if names else np.zeros(0, dtype=np.int32),
+        device=lookup(_ints(tab, "agent")[keep], gpu_index),
+        stream=_ints(tab, "stream")[keep],
+        queue=_ints(tab, "queue")[keep],
+        registers=vgprs[of_row] if names else np.zeros(0, dtype=np.int64),
+        lds=_ints(tab, "lds")[keep],
+        workgroup=np.stack([_ints(tab, f"wg_{d}")[keep] for d in "xyz"], axis=1),
+        grid_items=np.stack([_ints(tab, f"gr_{d}")[keep] for d in "xyz"], axis=1),
     )
     return bool(_ints(tab, "known").any())
 
@@ -293,30 +271,15 @@ def _copy_sql(names: dict[str, str]) -> str:
 def _copies(tab: pa.Table, parts: Parts, common, gpu_index) -> None:
     keep, com = common(tab)
     op, ops = _texts(tab, "op")
-    src_dev, dst_dev = lookup(_ints(tab, "src")[keep], gpu_index), lookup(_ints(tab, "dst")[keep], gpu_index)
-    peer = (src_dev >= 0) & (dst_dev >= 0) & (src_dev != dst_dev)
-    labels = [COPY_DIRECTIONS.get(o, (f"Memcpy {o or 'unknown'}", "other")) for o in ops] + [PEER]
-    pick = np.where(peer, len(labels) - 1, op[keep])
-    uniq, inv = np.unique(pick, return_inverse=True)
-    codes = parts.codes([labels[int(u)][0] for u in uniq])
-    for u, c in zip(uniq, codes):
-        parts.kind_arg[int(c)] = labels[int(u)][1]
-    device = np.where(src_dev >= 0, src_dev, dst_dev)  # the GPU that sends (a peer copy runs on its stream)
-    stream = _ints(tab, "stream")[keep]
-    n = len(keep)
-    parts.add(
-        **com,
-        name=codes[inv.reshape(-1)],
-        cat=np.full(n, 1, dtype=np.int32),
-        pid=device,
-        tid=stream,
-        device=device,
-        stream=stream,
+    add_copies(
+        parts,
+        com,
+        op=op[keep],
+        op_names=[o or "unknown" for o in ops],
+        src_dev=lookup(_ints(tab, "src")[keep], gpu_index),
+        dst_dev=lookup(_ints(tab, "dst")[keep], gpu_index),
+        stream=_ints(tab, "stream")[keep],
         nbytes=_ints(tab, "size")[keep],
-        registers=np.full(n, -1, dtype=np.int64),
-        shared_mem=np.full(n, -1, dtype=np.int64),
-        grid=np.full((n, 3), -1, dtype=np.int32),
-        block=np.full((n, 3), -1, dtype=np.int32),
     )
 
 
@@ -352,18 +315,10 @@ def _regions(tab: pa.Table, parts: Parts, common, not_events: dict[str, int]) ->
     sel = cat >= 0
     name_code, texts = _texts(tab, "name")
     codes = parts.codes(texts)
-    n = int(sel.sum())
-    parts.add(
-        **{k: v[sel] for k, v in com.items()},
+    parts.add_host(
+        {k: v[sel] for k, v in com.items()},
         name=codes[name_code[keep][sel]] if len(codes) else np.zeros(0, dtype=np.int32),
         cat=cat[sel],
         pid=_ints(tab, "pid")[keep][sel],
         tid=_ints(tab, "tid")[keep][sel],
-        device=np.full(n, -1, dtype=np.int64),
-        stream=np.full(n, -1, dtype=np.int64),
-        nbytes=np.full(n, -1, dtype=np.int64),
-        registers=np.full(n, -1, dtype=np.int64),
-        shared_mem=np.full(n, -1, dtype=np.int64),
-        grid=np.full((n, 3), -1, dtype=np.int32),
-        block=np.full((n, 3), -1, dtype=np.int32),
     )

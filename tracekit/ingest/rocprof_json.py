@@ -23,23 +23,15 @@ import numpy as np
 from ..errors import InputError
 from ..trace import IngestReport, Trace
 from .compression import without_bom
-from .kineto.columns import NOT_EVENT_REASONS, RawColumns
-from .normalize import build_events, recorded
+from .normalize import recorded
 from .repair import salvage_json
+from .rocprof_rules import GPU_AGENT, Parts, add_copies, add_kernels, events_of, kernel_symbols
 from .whole_text import read_text
 
 TOOL_KEY = "rocprofiler-sdk-tool"
 PROFILER = "rocprofv3"
 # depth of a buffer record in the document: {tool: [process {buffer_records: {kernel_dispatch: [record
 RECORD_DEPTH = 5
-GPU_AGENT = 2  # rocprofiler_agent_type_t: 1 CPU, 2 GPU
-COPY_DIRECTIONS = {  # MEMORY_COPY operation name -> (Kineto-style name, copy kind)
-    "MEMORY_COPY_HOST_TO_HOST": ("Memcpy HtoH (Host -> Host)", "HtoH"),
-    "MEMORY_COPY_HOST_TO_DEVICE": ("Memcpy HtoD (Host -> Device)", "HtoD"),
-    "MEMORY_COPY_DEVICE_TO_HOST": ("Memcpy DtoH (Device -> Host)", "DtoH"),
-    "MEMORY_COPY_DEVICE_TO_DEVICE": ("Memcpy DtoD (Device -> Device)", "DtoD"),
-}
-PEER = ("Memcpy PtoP (Device -> Device)", "PtoP")  # device to device between two GPU agents
 _API_BUFFERS = {"hip_api": "hip_runtime", "hsa_api": "hsa_api", "rccl_api": "rccl_api"}  # buffer -> cat
 _NOT_READ = (
     "memory_allocation",
@@ -49,7 +41,6 @@ _NOT_READ = (
     "pc_sample_host_trap",
     "pc_sample_stochastic",
 )
-BAD_TIMES = "rocprofv3 record whose end_timestamp precedes its start_timestamp"
 
 
 class Handle(msgspec.Struct, gc=False, frozen=True):
@@ -252,41 +243,13 @@ def _col(records: list, path: str, dtype=np.int64) -> np.ndarray:
     return np.fromiter(map(attrgetter(path), records), dtype=dtype, count=len(records))
 
 
-class Parts:
-    """The kept events of every section, as arrays appended section by section."""
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {}
-        self.names: list[str] = []
-        self.name_index: dict[str, int] = {}
-        self.cats = ["kernel", "gpu_memcpy", "hip_runtime", "hsa_api", "rccl_api", "user_annotation"]
-        self.kind_arg: dict[int, str] = {}
-
-    def codes(self, names: list[str]) -> np.ndarray:
-        out = np.empty(len(names), dtype=np.int32)
-        for i, n in enumerate(names):  # distinct names only (a few hundred), not events
-            out[i] = self.name_index.setdefault(n, len(self.names))
-            if out[i] == len(self.names):
-                self.names.append(n)
-        return out
-
-    def add(self, **cols: np.ndarray) -> None:
-        for k, v in cols.items():
-            self.cols.setdefault(k, []).append(v)
-
-    def get(self, key: str, shape=(0,), dtype=np.int64) -> np.ndarray:
-        parts = self.cols.get(key)
-        return np.concatenate(parts) if parts else np.empty(shape, dtype=dtype)
-
-
 def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
     parts = Parts()
     not_events: dict[str, int] = {}
     dropped: dict[str, int] = {}
     agents: dict[int, Agent] = {}
     symbols: dict[int, KernelSymbol] = {}
-    row = 0
-    read = 0
+    not_read = 0
     for p in procs:
         for a in p.agents:
             agents.setdefault(a.id.handle, a)
@@ -303,22 +266,16 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
         ):
             if not recs:
                 continue
-            start, end = _col(recs, "start_timestamp"), _col(recs, "end_timestamp")
-            bad = end < start
-            if bad.any():
-                dropped[BAD_TIMES] = dropped.get(BAD_TIMES, 0) + int(bad.sum())
-            keep = np.flatnonzero(~bad)
-            n = len(recs)
-            read += n
-            ids = np.arange(row, row + n, dtype=np.int64)
-            row += n
-            common = dict(
-                row=ids[keep], ts=start[keep], dur=(end - start)[keep], corr=_col(recs, "correlation_id.internal")[keep]
+            keep, common = parts.take(
+                _col(recs, "start_timestamp"),
+                _col(recs, "end_timestamp"),
+                _col(recs, "correlation_id.internal"),
+                dropped,
             )
             if section == "kernel_dispatch":
                 _dispatches(parts, recs, keep, common, symbols, gpu_index)
             elif section == "memory_copy":
-                _copies(parts, recs, keep, common, agents, gpu_index, ops)
+                _copies(parts, recs, keep, common, gpu_index, ops)
             else:
                 _api(parts, recs, keep, common, section, p, ops)
         for key in _NOT_READ:
@@ -326,24 +283,12 @@ def _build(procs: list[Process], shown: str, report: IngestReport) -> Trace:
             if count:
                 reason = f"rocprofv3 {key} record (not a timeline event tracekit reads)"
                 not_events[reason] = not_events.get(reason, 0) + count
-                read += count
-    raw = raw_columns(parts, read, dropped)
-    events, more_dropped, _ = build_events(raw)
-    for reason, count in more_dropped.items():
-        into = not_events if reason in NOT_EVENT_REASONS else dropped
-        into[reason] = into.get(reason, 0) + count
-    report.records_read = read
-    report.events_kept = len(events)
-    report.not_events, report.dropped = not_events, dropped
-    if dropped:
-        detail = "; ".join(f"{c} {r}" for r, c in sorted(dropped.items()))
-        report.warnings.append(f"{shown}: dropped {sum(dropped.values())} unusable record(s): {detail}")
-    report.check()
-    if report.events_kept == 0:
-        raise InputError(
-            f"{shown} is rocprofv3 JSON with no kernel, copy or API record in it; record with"
-            " rocprofv3 --kernel-trace --memory-copy-trace --hip-trace --output-format json"
-        )
+                not_read += count
+    empty = (
+        f"{shown} is rocprofv3 JSON with no kernel, copy or API record in it; record with"
+        " rocprofv3 --kernel-trace --memory-copy-trace --hip-trace --output-format json"
+    )
+    events = events_of(parts, not_read, dropped, not_events, report, empty)
     return Trace(events=events, meta=meta_of(procs, agents, gpu_index, events, shown, symbols), report=report)
 
 
@@ -364,73 +309,41 @@ def _dispatches(parts: Parts, recs, keep, common, symbols, gpu_index) -> None:
     kid = _col(recs, "dispatch_info.kernel_id")[keep]
     uniq, inv = np.unique(kid, return_inverse=True)
     syms = [symbols.get(int(k)) for k in uniq]
-    names = [
-        (s.formatted_kernel_name or s.kernel_name) if s is not None else f"unknown kernel (kernel_id {int(k)})"
-        for s, k in zip(syms, uniq)
-    ]
-    vgprs = np.array(
-        [
-            s.arch_vgpr_count + max(s.accum_vgpr_count, 0) if s is not None and s.arch_vgpr_count > 0 else -1
-            for s in syms
-        ]
-        + [-1],
-        dtype=np.int64,
+    names, vgprs = kernel_symbols(
+        [s.formatted_kernel_name if s is not None else "" for s in syms],
+        [s.kernel_name if s is not None else "" for s in syms],
+        uniq,
+        np.array([s.arch_vgpr_count if s is not None else -1 for s in syms], dtype=np.int64),
+        np.array([s.accum_vgpr_count if s is not None else 0 for s in syms], dtype=np.int64),
     )
     inv = inv.reshape(-1)
-    wg = np.stack([_col(recs, f"dispatch_info.workgroup_size.{d}")[keep] for d in "xyz"], axis=1)
-    items = np.stack([_col(recs, f"dispatch_info.grid_size.{d}")[keep] for d in "xyz"], axis=1)
-    # rocprofv3 writes the grid in work-items (HSA's convention); the table's grid is in workgroups (CUDA's)
-    grid = np.where((wg > 0) & (items >= 0), -(-items // np.maximum(wg, 1)), -1)
-    stream = _col(recs, "stream_id.handle")[keep]
-    queue = _col(recs, "dispatch_info.queue_id.handle")[keep]
-    device = lookup(_col(recs, "dispatch_info.agent_id.handle")[keep], gpu_index)
-    parts.add(
-        **common,
+    add_kernels(
+        parts,
+        common,
         name=parts.codes(names)[inv],
-        cat=np.zeros(len(keep), dtype=np.int32),
-        pid=device,
-        tid=np.where(stream >= 0, stream, queue),
-        device=device,
-        stream=np.where(stream >= 0, stream, queue),
-        nbytes=np.full(len(keep), -1, dtype=np.int64),
+        device=lookup(_col(recs, "dispatch_info.agent_id.handle")[keep], gpu_index),
+        stream=_col(recs, "stream_id.handle")[keep],
+        queue=_col(recs, "dispatch_info.queue_id.handle")[keep],
         registers=vgprs[inv],
-        shared_mem=_col(recs, "dispatch_info.group_segment_size")[keep],
-        grid=grid.astype(np.int32),
-        block=np.where(wg > 0, wg, -1).astype(np.int32),
+        lds=_col(recs, "dispatch_info.group_segment_size")[keep],
+        workgroup=np.stack([_col(recs, f"dispatch_info.workgroup_size.{d}")[keep] for d in "xyz"], axis=1),
+        grid_items=np.stack([_col(recs, f"dispatch_info.grid_size.{d}")[keep] for d in "xyz"], axis=1),
     )
 
 
-def _copies(parts: Parts, recs, keep, common, agents, gpu_index, ops) -> None:
+def _copies(parts: Parts, recs, keep, common, gpu_index, ops) -> None:
     op_names = ops[10] if len(ops) > 10 and ops[10] and ops[10][0].startswith("MEMORY_COPY") else []
     op = _col(recs, "operation")[keep]
-    src, dst = _col(recs, "src_agent_id.handle")[keep], _col(recs, "dst_agent_id.handle")[keep]
-    src_dev, dst_dev = lookup(src, gpu_index), lookup(dst, gpu_index)
-    peer = (src_dev >= 0) & (dst_dev >= 0) & (src_dev != dst_dev)
-    labels = []
-    for o in range(max(len(op_names), int(op.max(initial=0)) + 1)):
-        name = op_names[o] if o < len(op_names) else ""
-        labels.append(COPY_DIRECTIONS.get(name, (f"Memcpy {name or o}", "other")))
-    labels.append(PEER)
-    pick = np.where(peer, len(labels) - 1, np.clip(op, 0, len(labels) - 2))
-    uniq, inv = np.unique(pick, return_inverse=True)
-    codes = parts.codes([labels[int(u)][0] for u in uniq])
-    for u, c in zip(uniq, codes):
-        parts.kind_arg[int(c)] = labels[int(u)][1]
-    device = np.where(src_dev >= 0, src_dev, dst_dev)  # the GPU that sends (a peer copy runs on its stream)
-    stream = _col(recs, "stream_id.handle")[keep]
-    parts.add(
-        **common,
-        name=codes[inv.reshape(-1)],
-        cat=np.full(len(keep), 1, dtype=np.int32),
-        pid=device,
-        tid=stream,
-        device=device,
-        stream=stream,
+    n_ops = max(len(op_names), int(op.max(initial=0)) + 1)
+    add_copies(
+        parts,
+        common,
+        op=np.clip(op, 0, n_ops - 1),
+        op_names=[(op_names[o] if o < len(op_names) else "") or str(o) for o in range(n_ops)],
+        src_dev=lookup(_col(recs, "src_agent_id.handle")[keep], gpu_index),
+        dst_dev=lookup(_col(recs, "dst_agent_id.handle")[keep], gpu_index),
+        stream=_col(recs, "stream_id.handle")[keep],
         nbytes=_col(recs, "bytes")[keep],
-        registers=np.full(len(keep), -1, dtype=np.int64),
-        shared_mem=np.full(len(keep), -1, dtype=np.int64),
-        grid=np.full((len(keep), 3), -1, dtype=np.int32),
-        block=np.full((len(keep), 3), -1, dtype=np.int32),
     )
 
 
@@ -450,19 +363,12 @@ def _api(parts: Parts, recs, keep, common, section, proc: Process, ops) -> None:
         names.append(ops[k][o] if 0 <= k < len(ops) and 0 <= o < len(ops[k]) else f"{section} operation {o}")
     cat = parts.cats.index("user_annotation" if section == "marker_api" else _API_BUFFERS[section])
     n = len(keep)
-    parts.add(
-        **common,
+    parts.add_host(
+        common,
         name=parts.codes(names)[inv.reshape(-1)],
         cat=np.full(n, cat, dtype=np.int32),
         pid=np.full(n, proc.metadata.pid, dtype=np.int64),
         tid=_col(recs, "thread_id")[keep],
-        device=np.full(n, -1, dtype=np.int64),
-        stream=np.full(n, -1, dtype=np.int64),
-        nbytes=np.full(n, -1, dtype=np.int64),
-        registers=np.full(n, -1, dtype=np.int64),
-        shared_mem=np.full(n, -1, dtype=np.int64),
-        grid=np.full((n, 3), -1, dtype=np.int32),
-        block=np.full((n, 3), -1, dtype=np.int32),
     )
 
 
@@ -481,45 +387,6 @@ def _marker_messages(value: Any) -> dict[int, str]:
         except (TypeError, ValueError):
             continue
     return out
-
-
-def raw_columns(parts: Parts, read: int, dropped: dict[str, int]) -> RawColumns:
-    name = parts.get("name", dtype=np.int32)
-    kind_arg = {}
-    if parts.kind_arg:
-        rows = parts.get("row")
-        is_copy = np.isin(name, list(parts.kind_arg))
-        kind_arg = dict(zip(rows[is_copy].tolist(), (parts.kind_arg[int(c)] for c in name[is_copy])))
-    n = len(name)
-    return RawColumns(
-        n=read,
-        row=parts.get("row"),
-        cat=parts.get("cat", dtype=np.int32),
-        cat_uniques=parts.cats,
-        name=name,
-        name_uniques=parts.names,
-        pid=parts.get("pid"),
-        tid=parts.get("tid"),
-        ts_ns=parts.get("ts"),
-        dur_ns=parts.get("dur"),
-        instant=np.zeros(n, dtype=bool),
-        ints={
-            "device": parts.get("device"),
-            "stream": parts.get("stream"),
-            "correlation": parts.get("corr"),
-            "external_id": np.full(n, -1, dtype=np.int64),
-            "bytes": parts.get("nbytes"),
-            "registers": parts.get("registers"),
-            "shared_mem": parts.get("shared_mem"),
-        },
-        grid=parts.get("grid", (0, 3), np.int32),
-        block=parts.get("block", (0, 3), np.int32),
-        kind_arg=kind_arg,
-        shapes=np.full(n, -1, dtype=np.int32),
-        shapes_uniques=[],
-        meta=[],
-        reasons={},
-    )
 
 
 def device_properties(agent: Agent, index: int) -> dict[str, Any]:

@@ -267,7 +267,7 @@ def test_rocpd_of_another_schema(tmp_path, db, case):
 
 def test_kernels_equal_the_documented_kernels_view(db):
     """Per device: the kernel count, busy time and VGPRs of the reader equal an independent query of rocprofiler-sdk's
-    documented ``kernels`` view (data_views.sql, created by the writer as shipped; a kernel without a VGPR count
+    documented ``kernels`` view (data_views.sql's columns, as fixtures/synthlib/rocpd_schema.py defines it; a kernel without a VGPR count
     has unknown registers, -1)."""
     con = sqlite3.connect(db)
     rows = con.execute(
