@@ -387,13 +387,23 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
 def _op_ranges(names: _Names, by_id: np.ndarray, ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """The ranges that are PyTorch emit_nvtx op ranges (:mod:`.nvtx_ops`): per row whether it is one (a cpu_op, as
     Kineto's ops), and a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere); an op
-    range's name code (in ``by_id``, changed in place) becomes its op's. Each distinct text is parsed once."""
+    range's name code (in ``by_id``, changed in place) becomes its op's, and a record_function scope's its name without
+    the ``op_id`` part (it stays a user range). Each distinct text is parsed once."""
     codes = np.unique(by_id[ranges])
-    parsed = parse_op_texts([names.values[c] for c in codes.tolist()], rules()["emit_nvtx_op"])
+    parsed = parse_op_texts(
+        [names.values[c] for c in codes.tolist()], rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"]
+    )
     shapes = np.full(by_id.size, -1, dtype=np.int32)
+    n = len(names.values)
+    if parsed.is_scope.any():  # "FSDP::pre_forward, op_id = 7" → "FSDP::pre_forward", one code per distinct name
+        scope_code = np.arange(n, dtype=np.int64)
+        scopes = pc.dictionary_encode(parsed.op.filter(pa.array(parsed.is_scope)))
+        scope_code[codes[parsed.is_scope]] = names.table(scopes.dictionary.to_pylist())[scopes.indices.to_numpy()]
+        in_range = np.flatnonzero(ranges)
+        by_id[in_range] = scope_code[np.clip(by_id[in_range], 0, n - 1)]
+        n = len(names.values)
     if not parsed.is_op.any():
         return np.zeros(by_id.size, dtype=bool), shapes, []
-    n = len(names.values)
     op_code = np.full(n, -1, dtype=np.int64)
     shape_code = np.full(n, -1, dtype=np.int32)
     mask = pa.array(parsed.is_op)

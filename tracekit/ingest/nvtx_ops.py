@@ -5,8 +5,12 @@ Under ``torch.autograd.profiler.emit_nvtx()`` every op pushes an NVTX range whos
 ``getNvtxStr`` (torch/csrc/profiler/util.cpp): the op's name, then ``, seq = N`` (its autograd sequence number, where
 it has one), ``, op_id = N`` (its RecordFunction handle), and with ``record_shapes=True`` ``, sizes = [[4, 5], [5,
 6]]`` (one list per input; ``[]`` for an input that is not a tensor, tensor lists flattened) and ``, input_op_ids =
-[(32,0), (33,0)]``. The pattern is data (``tracekit/data/nsys.json``, ``emit_nvtx_op``); a range is an op range when
-its text has a ``seq`` or an ``op_id`` part. Its dtypes are not in the text: they stay unknown (``null``), never
+[(32,0), (33,0)]``. The pattern is data (``tracekit/data/nsys.json``, ``emit_nvtx_op``). A range is an op range when
+its text has a ``seq`` part, or an ``op_id`` part and a name in an operator namespace (``emit_nvtx_op_names``:
+``aten::``, ``c10d::``, …). A ``record_function`` scope gets an ``op_id`` too and no ``seq`` (``FSDP::pre_forward,
+op_id = 7``, ``ProfilerStep#3, op_id = 9``, sglang's step markers): the text cannot say more, so a range with an
+``op_id`` whose name is in no operator namespace is a user range (a *scope*), named without its ``op_id`` part, as
+Kineto's ``user_annotation``. Its dtypes are not in the text: they stay unknown (``null``), never
 guessed.
 
 :func:`parse_op_texts` parses a list of distinct texts in one Arrow regex pass (with the pattern the reader gives) (each text once, however many ranges
@@ -28,30 +32,35 @@ NUL = b"\0"
 
 @dataclass
 class OpTexts:
-    """Per text given to :func:`parse_op_texts` (same order): whether it is an op range, ``seq`` and ``op_id`` (-1:
-    absent), and as Arrow string arrays (no Python string per text) the op's name (the text itself where it is not an
-    op range) and the ``sizes`` part as written (null: absent)."""
+    """Per text given to :func:`parse_op_texts` (same order): whether it is an op range, whether it is a
+    record_function scope (an ``op_id`` but no operator name), ``seq`` and ``op_id`` (-1: absent), and as Arrow string
+    arrays (no Python string per text) the op's or scope's name (the text itself where it is neither) and the
+    ``sizes`` part as written (null: absent)."""
 
     is_op: np.ndarray
+    is_scope: np.ndarray
     seq: np.ndarray
     op_id: np.ndarray
     op: pa.Array
     sizes: pa.Array
 
 
-def parse_op_texts(texts: list[str] | pa.Array, pattern: str) -> OpTexts:
+def parse_op_texts(texts: list[str] | pa.Array, pattern: str, op_names: str) -> OpTexts:
     """The emit_nvtx parts of each of ``texts`` (distinct texts, parsed once each, in one vectorised regex pass) by
-    ``pattern`` (nsys.json's ``emit_nvtx_op``: the groups op, seq, op_id, sizes)."""
+    ``pattern`` (nsys.json's ``emit_nvtx_op``: the groups op, seq, op_id, sizes); ``op_names`` (``emit_nvtx_op_names``)
+    the operator namespaces that make a range with an ``op_id`` and no ``seq`` an op."""
     arr = texts if isinstance(texts, pa.Array) else pa.array(texts, type=pa.string())
     got = pc.extract_regex(arr, pattern)
     seq = _ints(got.field("seq"))
     op_id = _ints(got.field("op_id"))
     matched = got.is_valid().to_numpy(zero_copy_only=False)
-    is_op = matched & ((seq >= 0) | (op_id >= 0))
+    named_op = pc.fill_null(pc.match_substring_regex(got.field("op"), op_names), False).to_numpy(zero_copy_only=False)
+    is_op = matched & ((seq >= 0) | ((op_id >= 0) & named_op))
+    is_scope = matched & (op_id >= 0) & ~is_op
     mask = pa.array(is_op)
     sizes = got.field("sizes")
     sizes = pc.if_else(pc.and_(mask, pc.not_equal(sizes, "")), sizes, pa.nulls(len(arr), pa.string()))
-    return OpTexts(is_op, seq, op_id, pc.if_else(mask, got.field("op"), arr), sizes)
+    return OpTexts(is_op, is_scope, seq, op_id, pc.if_else(pa.array(is_op | is_scope), got.field("op"), arr), sizes)
 
 
 def _ints(col: pa.Array) -> np.ndarray:

@@ -97,15 +97,20 @@ def export(tmp_path):
 
 def test_parser_reads_pytorchs_nvtx_text():
     texts = [LINEAR, RELU, EMPTY, "train step", "FSDP::pre_forward (blocks.3._checkpoint_wrapped_module)", "a, b"]
-    got = parse_op_texts(texts, rules()["emit_nvtx_op"])
-    assert got.is_op.tolist() == [True, True, True, False, False, False]
-    assert got.op.to_pylist() == ["aten::linear", "aten::relu", "aten::empty", *texts[3:]]
-    assert got.seq.tolist() == [5, 6, -1, -1, -1, -1]
-    assert got.op_id.tolist() == [10, 13, 14, -1, -1, -1]
-    assert got.sizes.to_pylist() == ["[[8, 16], [32, 16], [32]]", None, None, None, None, None]
+    texts += ["FSDP::pre_forward, op_id = 21", "ProfilerStep#3, op_id = 22"]  # record_function scopes
+    got = parse_op_texts(texts, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
+    assert got.is_op.tolist() == [True, True, True, False, False, False, False, False]
+    assert got.is_scope.tolist() == [False] * 6 + [True, True]
+    assert got.op.to_pylist() == ["aten::linear", "aten::relu", "aten::empty", *texts[3:6]] + [
+        "FSDP::pre_forward",
+        "ProfilerStep#3",
+    ]
+    assert got.seq.tolist() == [5, 6, -1, -1, -1, -1, -1, -1]
+    assert got.op_id.tolist() == [10, 13, 14, -1, -1, -1, 21, 22]
+    assert got.sizes.to_pylist() == ["[[8, 16], [32, 16], [32]]", None, None, None, None, None, None, None]
     assert json.loads(shapes_key(got.sizes[0].as_py()).split(b"\0")[0]) == [[8, 16], [32, 16], [32]]
     assert shapes_key(None) is None and shapes_key("[[1, x]]") is None
-    empty = parse_op_texts([], rules()["emit_nvtx_op"])
+    empty = parse_op_texts([], rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
     assert empty.is_op.size == 0 and len(empty.op) == 0
 
 
@@ -195,8 +200,15 @@ def test_corpus_export_op_ranges():
     con.close()
     import re
 
-    is_op = re.compile(r"^.+?(, seq = \d+)?(, op_id = \d+)?$")
-    want = sum(1 for x in texts if (m := is_op.match(x)) and (m.group(1) or m.group(2)))
+    # an op: a seq, or an op_id and an operator namespace (aten::, c10d::, …); an op_id alone on another name is a
+    # record_function scope (FSDP::pre_forward, record_param_comms): a user range, as Kineto records it
+    is_op = re.compile(r"^(.+?)(, seq = \d+)?(, op_id = \d+)?$")
+    namespaces = re.compile(rules()["emit_nvtx_op_names"])
+    want = sum(
+        1 for x in texts if (m := is_op.match(x)) and (m.group(2) or (m.group(3) and namespaces.match(m.group(1))))
+    )
+    scopes = sum(1 for x in texts if (m := is_op.match(x)) and m.group(3) and not m.group(2))
+    assert want > 0 and scopes > 0  # the corpus holds both
     t = load(p, cache=False)
     ev = t.events
     assert int((ev["kind"] == "cpu_op").sum()) == want
