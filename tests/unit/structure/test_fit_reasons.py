@@ -34,8 +34,8 @@ def test_parts_in_order_of_weighted_loss_and_in_words():
         trace_hardware="NVIDIA",
     )
     assert shortfall(row) == (
-        "50 % of the steps' kernel time lies in its typed blocks; none of its comm_patterns matches a kernel;"
-        " 60 % of its op tags tag a kernel"
+        "50% of the steps' kernel time lies in its typed blocks; none of its comm_patterns matches a kernel;"
+        " 60% of its op tags tag a kernel"
     )
     assert shortfall(_row(hardware=0.0, declared_hardware=["AMD"], trace_hardware="NVIDIA")) == (
         "it names AMD GPUs, the trace ran on NVIDIA"

@@ -458,7 +458,7 @@ def shortfall(row: dict) -> str:
         text = words.get(f"{p}_none") if row[p] == 0 and f"{p}_none" in words else words[p]
         said.append(
             text.format(
-                pct=f"{100 * row[p]:.0f} %",
+                pct=f"{row[p]:.0%}",
                 body=_said(row.get("body_blocks_per_step")),
                 auto=_said(row.get("auto_layers_per_step")),
                 **{k: _said(row.get(k)) for k in _NAMED},
