@@ -35,6 +35,7 @@ def test_one_device_shares_are_of_its_own_busy(tmp_path):
     assert r.tables["kernels"]["share_of_busy_pct"].tolist() == [100.0]
 
 
+@pytest.mark.slow
 def test_cli_exit_4_names_device(tmp_path, cli):
     _two_gpus(tmp_path)
     code, out, err = cli("kernels", tmp_path / "t.json")
@@ -48,8 +49,9 @@ def test_cli_exit_4_names_device(tmp_path, cli):
 def test_real_two_gpu_nsys_export(cli):
     code, _, err = cli("kernels", TWO_GPU)
     assert code == 4 and "2 devices (0, 1)" in err
+    trace = tracekit.load(TWO_GPU)
     for dev in (0, 1):
-        r = tracekit.kernel_stats(tracekit.load(TWO_GPU).on_device(dev))
+        r = tracekit.kernel_stats(trace.on_device(dev))
         s = r.summary
         assert s["matched_total_ns"] <= s["gpu_busy_ns"]  # one GPU: its kernels are inside its busy time
         assert r.tables["kernels"]["share_of_busy_pct"].sum() <= 100.0 + 1e-9
