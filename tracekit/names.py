@@ -25,6 +25,7 @@ _NAMESPACE = re.compile(r"\b[A-Za-z_]\w*::")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _TOKEN = re.compile(r"L[a-z]\d+|[A-Za-z0-9]+?(?=L[a-z]\d|[^A-Za-z0-9]|$)")  # a word, or a mangled literal (Li256)
 _LITERAL = re.compile(r"L[a-z](\d+)")
+_ANONYMOUS = re.compile(r"\(anonymous namespace\)::|<unnamed>::")  # as the demanglers write it: c++filt, nsys
 WIDTH = 60  # the widest short form a rule may make (tests/unit/render/test_amd_kernel_names.py holds every rule to it)
 
 
@@ -84,7 +85,7 @@ def _mangled(name: str) -> tuple[str, str]:
 def _split(name: str) -> tuple[str, str, str]:
     """(identifier, template arguments, parameters) of a C++ kernel name, the return type and namespaces of the
     identifier dropped; template arguments and parameters keep their own text ('' when there are none)."""
-    n = name.strip().replace("(anonymous namespace)::", "")
+    n = _ANONYMOUS.sub("", name.strip())
     angle, paren, head_end = 0, 0, len(n)
     for i, ch in enumerate(n):
         if ch == "(" and angle == 0 and paren == 0:
@@ -223,21 +224,29 @@ def _apart(name: str, others: list[str]) -> str:
     return f"{short_name(name)} [{shown}]" if shown else short_name(name)
 
 
+def _within(forms: tuple, name: str) -> tuple:
+    """The forms of ``name`` with its template arguments or whole (``_medium``, ``_whole``) only where no wider than
+    ``WIDTH`` (wider, they wrap a table cell over many lines: a demangled nsys name's template arguments are ~300
+    characters), then the name as it is, the last resort. The short form and ``_apart`` stay."""
+    return (*(f for f in forms if f not in (_medium, _whole) or len(f(name)) <= WIDTH), str)
+
+
 def distinct_names(names: Iterable[str]) -> list[str]:
-    """Each name's short form; where two different names would read the same, longer forms for those (their
-    template arguments, then the whole name without namespaces, then the name as it is). A name whose template
-    arguments are wider than ``WIDTH`` first gets its short form with the words that tell it from the names it
-    collides with (``_apart``)."""
+    """Each name's short form; where two different names would read the same, longer forms for those, each no wider
+    than ``WIDTH`` (:func:`_within`): their template arguments, the short form with the words that tell it from the
+    names it collides with (``_apart``: first for a mangled name or one a rule marked ``apart``), the whole name
+    without namespaces; only then the name as it is."""
     names = [str(n) for n in names]
     by_short: dict[str, list[str]] = {}
     for n in dict.fromkeys(names):
         by_short.setdefault(short_name(n), []).append(n)
 
     def forms(n: str) -> tuple:
-        if not _shortened(n)[1]:
-            return (short_name, _medium, _whole, str)
         others = [o for o in by_short[short_name(n)] if o != n]
-        return (short_name, lambda x: _apart(x, others), _medium, _whole, str)
+        apart = lambda x: _apart(x, others)  # noqa: E731
+        if not _shortened(n)[1]:
+            return _within((short_name, _medium, apart, _whole), n)
+        return _within((short_name, apart, _medium, _whole), n)
 
     levels = {n: forms(n) for n in dict.fromkeys(names)}
     level = {n: 0 for n in levels}

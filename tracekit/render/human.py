@@ -333,6 +333,8 @@ def column(name: str, values: list[Any], origin: Origin | None = None) -> Column
     numeric = all(x is not None or plain_value(v) is None for x, v in zip(nums, values)) and any(
         x is not None for x in nums
     )
+    if not numeric and u.label and all(plain_value(v) is None for v in values):  # a measure unknown in every row
+        return Column(name, label, True, lambda v: "–", u.kind)  # its name as a measure's, each cell "–"
     if not numeric:
         return Column(name, safe_text(str(name)), False, _cell_text, u.kind)
     typical = _typical(values)

@@ -71,6 +71,32 @@ def terminal_width() -> int:
 # --------------------------------------------------------------------------- text helpers
 
 
+_JOINT = re.compile(r"[^ _/,]*[_/,]+|[^ _/,]+| +")  # a piece of text up to a joint: after `_`, `/`, `,`, or a space
+
+
+def wrap_cell(text: str, width: int) -> str:
+    """A text cell wrapped to ``width`` cells, as lines joined by newlines: at spaces, and after ``_``, ``/`` or
+    ``,`` (``attention_`` / ``prefill``, ``declared_`` / ``hardware``), never inside a word that fits a line; a piece
+    wider than the line folds. The one wrapping rule of table cells and headers (drawing and counting lines)."""
+    if width <= 0 or cell_len(text) <= width and "\n" not in text:
+        return text
+    out: list[str] = []
+    for para in text.split("\n"):
+        cur = ""
+        for piece in _JOINT.findall(para):
+            if cell_len(cur) + cell_len(piece) <= width:
+                cur += piece
+                continue
+            if cur.strip():
+                out.append(cur.rstrip())
+            cur = piece.lstrip(" ")
+            while cell_len(cur) > width:  # a piece wider than the line: fold it
+                out.append(cur[:width])
+                cur = cur[width:]
+        out.append(cur.rstrip())
+    return "\n".join(out)
+
+
 def _pad(text: str, width: int, right: bool) -> str:
     pad = " " * max(0, width - cell_len(text))
     return pad + text if right else text + pad
@@ -115,9 +141,9 @@ class _Groups(list):
 def _header_least(header: str, depth: int = HEADER_LINES) -> int:
     """The narrowest a column can be with its header on at most ``depth`` lines (words whole, up to 14 cells)."""
     full = cell_len(header)
-    longest = max([cell_len(w) for w in header.split(" ")] or [1])
+    longest = max([cell_len(w.strip()) for w in _JOINT.findall(header)] or [1])
     for w in range(min(longest, 14), full + 1):
-        if len(_wrap_words(header, w)) <= depth:
+        if len(wrap_cell(header, w).split("\n")) <= depth:
             return w
     return full
 
@@ -240,15 +266,22 @@ def _rich_table(block: Block, rows: list[list[str]], group, gap: int) -> Table:
     )
     for i, w in group:
         t.add_column(
-            Text(block.headers[i]),
+            Text(wrap_cell(block.headers[i], w)),
             width=w,
             justify="right" if block.numeric[i] else "left",
             overflow="fold",
             no_wrap=False,
         )
     for r in rows:
-        t.add_row(*(Text(fit_left(r[i], w) if i in block.left_cut else r[i]) for i, w in group))
+        t.add_row(*(Text(_cell(block, i, r[i], w)) for i, w in group))
     return t
+
+
+def _cell(block: Block, i: int, text: str, width: int) -> str:
+    """A cell as drawn: a path keeps its end, other text wraps at its joints (:func:`wrap_cell`), a number is whole."""
+    if i in block.left_cut:
+        return fit_left(text, width)
+    return text if block.numeric[i] else wrap_cell(text, width)
 
 
 def _render(table: Table, width: int) -> list[str]:
@@ -282,7 +315,7 @@ def _heights(block: Block, width: int) -> tuple[int, list[int]]:
             per_row[k] += max(
                 [1]
                 + [
-                    len(Text(r[i]).wrap(console, w, overflow="fold"))
+                    len(Text(_cell(block, i, r[i], w)).wrap(console, w, overflow="fold"))
                     for i, w in g
                     if not block.numeric[i] and i not in block.left_cut
                 ]

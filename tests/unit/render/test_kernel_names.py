@@ -45,12 +45,15 @@ def test_different_tiles_stay_distinct():
     assert len(set(distinct_names([a, b]))) == 2
 
 
-def test_colliding_cxx_templates_still_get_their_template_arguments():
-    """The AMD 'apart' form (short form + differing words) is only for rules marked so and mangled names: two
-    PyTorch kernels that read the same still show their template arguments, as before."""
+def test_colliding_cxx_templates_get_their_template_arguments_when_short():
+    """Two PyTorch kernels that read the same show their template arguments where those fit ``WIDTH``; wider (here
+    69 characters), the short form with the words that tell them apart (a table cell of one or two lines, not ten:
+    review of issue 39)."""
     a = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >(int)"
     b = a.replace("FillFunctor<int>", "FillFunctor<long>")
     assert distinct_names([a, b]) == [
-        "vectorized_elementwise_kernel<4, FillFunctor<int>, array<char*, 1ul>>",
-        "vectorized_elementwise_kernel<4, FillFunctor<long>, array<char*, 1ul>>",
+        "vectorized_elementwise_kernel<FillFunctor> [int]",
+        "vectorized_elementwise_kernel<FillFunctor> [long]",
     ]
+    c, d = "void k<4, F<int> >(int)", "void k<4, F<long> >(int)"
+    assert distinct_names([c, d]) == ["k<4, F<int>>", "k<4, F<long>>"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import tracekit
@@ -79,14 +80,15 @@ def test_each_synthetic_fixture_picks_its_annotation(fixture, best):
     assert res.summary["best"] == best and t["name"].iloc[0] == best
     assert res.summary["best_score"] == t["score"].iloc[0] > fits_above()
     assert list(t["rank"]) == list(range(1, len(t) + 1))
-    assert t["score"].is_monotonic_decreasing and t["score"].between(0, 1).all()
+    scored = t["score"].dropna()  # the unscored (null) rank last
+    assert scored.is_monotonic_decreasing and scored.between(0, 1).all() and t["score"].iloc[len(scored) :].isna().all()
     top = t.iloc[0]
     assert top["marker"] == 1 and top["typed"] > 0.99 and top["tags"] == 1 and top["expect"] == 1
     assert top["hardware"] == 1 and top["framework"] == 1 and top["layers"] > 0.95
     assert bool(top["fits"]) and (t["fits"] == (t["score"] > fits_above())).all()
-    # an annotation for AMD whose boundary kernels are not here cuts no block: 0, with the reason
+    # an annotation for AMD whose boundary kernels are not here cuts no block: unscored (null), with the reason
     q = t.set_index("name").loc["qwen3_dense_sglang_rocm"]
-    assert q["score"] == 0 and "cuts no block" in q["reason"] and q[list(PARTS)].isna().all()
+    assert pd.isna(q["score"]) and not q["fits"] and "cuts no block" in q["reason"] and q[list(PARTS)].isna().all()
 
 
 @pytest.mark.slow
@@ -97,7 +99,7 @@ def test_dp16_is_not_fitted_by_the_dp2_dcp8_annotation(dp16):
     assert t.loc["k3_dp2_dcp8", "typed"] < 0.9  # the MLA blocks are untyped under it
 
 
-def test_an_annotation_the_engine_refuses_scores_zero_with_the_reason(dp16, tmp_path):
+def test_an_annotation_the_engine_refuses_is_unscored_with_the_reason(dp16, tmp_path):
     no_blocks = parse_annotation(b'{"name": "no_blocks"}', "no_blocks.json")
     far_stream = parse_annotation(
         json.dumps({"name": "far", "main_stream": 999, "blocks": {"boundary": ["x"]}}).encode(), "far.json"
@@ -105,8 +107,8 @@ def test_an_annotation_the_engine_refuses_scores_zero_with_the_reason(dp16, tmp_
     res = annotation_fit(dp16, annotations=[no_blocks, far_stream, "k3_dp16"])
     t = _table(res).set_index("name")
     assert res.summary["annotations"] == 3 and res.summary["best"] == "k3_dp16"
-    assert t.loc["no_blocks", "score"] == 0 and "no 'blocks' section" in t.loc["no_blocks", "reason"]
-    assert t.loc["far", "score"] == 0 and "999" in t.loc["far", "reason"]
+    assert pd.isna(t.loc["no_blocks", "score"]) and "no 'blocks' section" in t.loc["no_blocks", "reason"]
+    assert pd.isna(t.loc["far", "score"]) and "999" in t.loc["far", "reason"]
     assert t.loc[["no_blocks", "far"], list(PARTS[:6])].isna().all().all()
 
 

@@ -18,6 +18,7 @@ from ...errors import MissingDataError, UsageError
 from ...regexes import bounded
 from ...result import Result, trace_input
 from ...trace import Trace
+from ..steps.finder import one_device
 from ..time.info import gpu_span_and_busy
 from .replay_attribution import use_replay_sources
 from ..steps.keywords import options_as_objects
@@ -68,6 +69,7 @@ def kernel_stats(
         raise UsageError(f"--by must be one of {', '.join(BY_CHOICES)}, not {by!r}")
     from ..categories import families, trace_categories
 
+    one_device(trace)  # shares of one GPU's busy time: the rule `report` follows
     ev = trace.events
     cats = trace_categories(trace, categories)
     is_kernel = (ev["kind"] == "kernel").to_numpy()

@@ -93,15 +93,22 @@ def _name_matcher(step_name: str, names_present: set[str], rules: StepRules):
     return how, match
 
 
-def scan(trace: Trace, options: StepOptions) -> Steps:
-    """Search the trace for its steps (uncached: call :func:`~tracekit.analyses.steps.resolve.find_steps`)."""
+def one_device(trace: Trace) -> None:
+    """The one rule of every analysis that measures against one GPU's timeline (steps, busy time, shares of it): a
+    trace whose GPU activity is on several devices is refused, naming them and ``--device N``; pooling two would
+    call one GPU's idle time the other's busy time."""
     devices = sorted(int(d) for d in np.unique(trace.events["device"].to_numpy()[gpu_mask(trace.events)]))
-    if len(devices) > 1:  # one timeline per GPU: pooling two would call one GPU's idle time the other's busy time
+    if len(devices) > 1:
         raise MissingDataError(
             f"{trace.path} holds the GPU activity of {len(devices)} devices"
             f" ({', '.join(map(str, devices))}); tracekit analyses one GPU at a time: pass"
             f" --device N (tracekit --device {devices[0]} …, or trace.on_device(N) in Python)"
         )
+
+
+def scan(trace: Trace, options: StepOptions) -> Steps:
+    """Search the trace for its steps (uncached: call :func:`~tracekit.analyses.steps.resolve.find_steps`)."""
+    one_device(trace)
     rules = step_rules(options.steps_file)
     ctx = StepActivity(trace, rules)
     tried: list[str] = []

@@ -19,7 +19,8 @@ parts, each a number in [0, 1] or None (not judged):
 
 The score is the weighted mean of the judged parts; the weights, the words and the threshold above which an
 annotation "fits" are data (``tracekit/data/fit.json``). An annotation the engine refuses (no ``blocks``, its main
-stream absent, …) scores 0 with the reason.
+stream absent, …) is not scored (score and parts null) and says why; one scored that does not fit names the parts that
+fell short (:func:`shortfall`).
 """
 
 from __future__ import annotations
@@ -441,6 +442,45 @@ def _cannot_fit(trace: Trace, ann: Annotation, steps, row: dict, auto) -> str:
     return ""
 
 
+def shortfall(row: dict) -> str:
+    """Why a scored annotation does not fit: the judged parts that fell short (under fit.json's ``shortfall_below``),
+    the largest weighted loss first, each in fit.json's ``shortfall`` words (e.g. "its AllGather sizes match none
+    of the trace's")."""
+    rules = fit_rules()
+    words, weights = rules["shortfall"], rules["weights"]
+    short = [
+        (weights.get(p, 0) * (1 - row[p]), p)
+        for p in PARTS
+        if row.get(p) is not None and row[p] < rules["shortfall_below"] and weights.get(p, 0) > 0
+    ]
+    said = []
+    for _, p in sorted(short, key=lambda lp: (-lp[0], PARTS.index(lp[1])))[: rules["shortfall_parts"]]:
+        text = words.get(f"{p}_none") if row[p] == 0 and f"{p}_none" in words else words[p]
+        said.append(
+            text.format(
+                pct=f"{row[p]:.0%}",
+                body=_said(row.get("body_blocks_per_step")),
+                auto=_said(row.get("auto_layers_per_step")),
+                **{k: _said(row.get(k)) for k in _NAMED},
+            )
+        )
+    return "; ".join(said)
+
+
+_NAMED = ("declared_hardware", "trace_hardware", "declared_framework", "trace_framework")
+
+
+def _said(value) -> str:
+    """A row's value as words: a list joined with "/", a number without a trailing .0, unknown as "unknown"."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "unknown"
+    if isinstance(value, (list, tuple)):
+        return "/".join(map(str, value)) or "unknown"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def _score(parts: dict) -> float:
     weights = fit_rules()["weights"]
     judged = [(weights[p], parts[p]) for p in PARTS if parts.get(p) is not None and weights.get(p, 0) > 0]
@@ -450,8 +490,8 @@ def _score(parts: dict) -> float:
 
 
 def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False) -> tuple[pd.DataFrame, Steps]:
-    """``only_fitting``: run the engine only on annotations that could fit (:func:`_cannot_fit`); the others score 0
-    with the reason. The top annotation, when it fits, is the same."""
+    """``only_fitting``: run the engine only on annotations that could fit (:func:`_cannot_fit`); the others are
+    unscored, with the reason. The top annotation, when it fits, is the same."""
     base = find_steps(trace, steps)
     auto = _auto_layers(trace, base, layers)
     vendor = trace_vendor(trace)
@@ -483,20 +523,22 @@ def _fit_table(trace: Trace, cands, steps, layers, *, only_fitting: bool = False
                     row.update(_judge(trace, ann, steps, auto))
             except TracekitError as exc:
                 row["reason"] = str(exc)
-        if row["reason"]:
-            row.update({p: None for p in PARTS}, score=0.0)
+        if row["reason"]:  # not scored: every part and the score unknown (null), the reason says why
+            row.update({p: None for p in PARTS}, score=None)
         else:
             row["score"] = round(_score(row), 4)
-            if row.get("warnings"):
-                row["reason"] = row["warnings"][0]
+            said = [shortfall(row)] if row["score"] <= fits_above() else []
+            row["reason"] = "; ".join(r for r in [*said, *row.get("warnings", [])[:1]] if r)
         rows.append(row)
     df = pd.DataFrame(rows)
     for c in FIT_COLUMNS:
         if c not in df:
             df[c] = None
-    df = df.sort_values(["score", "name"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    df["score"] = df["score"].astype(float)
+    df = df.sort_values(["score", "name"], ascending=[False, True], kind="stable", na_position="last")
+    df = df.reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1)
-    df["fits"] = df["score"] > fits_above()
+    df["fits"] = df["score"] > fits_above()  # an unscored annotation (NaN) does not fit
     for c in PARTS:
         df[c] = df[c].astype(float).round(4)
     return df[FIT_COLUMNS], base
@@ -526,7 +568,7 @@ def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, 
     top = df.iloc[0] if len(df) else None
     best = str(top["name"]) if top is not None and bool(top["fits"]) else None
     warnings = list(trace.report.warnings)
-    if top is not None and best is None and not top["score"]:
+    if top is not None and best is None and pd.isna(top["score"]):
         warnings.append(f"no annotation fits {trace.path}: none cuts a block in it: `tracekit suggest` writes one")
     elif top is not None and best is None:
         warnings.append(
@@ -539,7 +581,7 @@ def annotation_fit(trace: Trace | None = None, *, steps=None, annotations=None, 
         params={"annotations": _names(annotations), **(base.options.as_params() if steps is not None else {})},
         summary={
             "best": best,
-            "best_score": float(top["score"]) if top is not None else None,
+            "best_score": float(top["score"]) if top is not None and pd.notna(top["score"]) else None,
             "annotations": len(cands),
             "fits_above": threshold,
         },
@@ -572,6 +614,7 @@ def best_fit(trace: Trace, steps=None, *, layers=None) -> tuple[str, float] | No
 __all__ = [
     "annotation_fit",
     "best_fit",
+    "shortfall",
     "declared_frameworks",
     "declared_hardware",
     "fit_rules",

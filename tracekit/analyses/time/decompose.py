@@ -18,6 +18,7 @@ from ...result import Result, trace_input
 from ...ingest.normalize import clock_jumps
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
+from ..steps.finder import one_device
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 
@@ -161,6 +162,7 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
             f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
             " record the trace with ProfilerActivity.CUDA"
         )
+    one_device(trace)  # busy, idle and overlap of one GPU's timeline: the rule steps and `kernels` follow
     warnings = list(trace.report.warnings)  # a clock jump set aside at ingest is among them, named
     summary = _temporal(gpu)
     summary.update(_temporal_window(trace, gpu))

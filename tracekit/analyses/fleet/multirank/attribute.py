@@ -110,7 +110,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     li, mi = last_i[clear], (first + (size - 1) // 2)[clear]
     seg, seg_known, after = segment_starts(coll, steps)
     last_v, med_v = (_row_values(coll, (seg, seg_known), rows[i]) for i in (li, mi))
-    share[:, clear] = shares(last_v, med_v)
+    share[:, clear] = shares(last_v, med_v, experts=bool(coll["expert_ns"].to_numpy().any()))
     causes[clear] = _causes(share[:, clear], after[rows[li]], last_v, med_v, bs[li], med_bs[clear], phase_last[clear])
     del gid, bs, seg, seg_known, after  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(
@@ -381,12 +381,15 @@ def _row_values(coll: pd.DataFrame, seg: tuple[np.ndarray, np.ndarray], at: np.n
     }
 
 
-def shares(last: dict[str, np.ndarray], med: dict[str, np.ndarray]) -> np.ndarray:
+def shares(last: dict[str, np.ndarray], med: dict[str, np.ndarray], *, experts: bool = True) -> np.ndarray:
     """The four shares of the last rank's lateness against the median rank's (rows of SHARE_COLS): its segment
     began later, its own work took longer, its GPU idled longer, its expert GEMMs took longer. They add up to the
-    difference of their arrivals (segment start + own work + expert GEMMs + idle = arrival); NaN where unknown."""
+    difference of their arrivals (segment start + own work + expert GEMMs + idle = arrival); NaN where unknown.
+    ``experts`` False (no rank of the run ran an expert GEMM: a dense model, DLRM) makes the expert share NaN, a
+    share that cannot exist, not 0; the other three still add up to the difference (its expert time is 0)."""
     late = np.where(last["known"] & med["known"], (last["seg"] - med["seg"]).astype(np.float64), np.nan)
-    return np.stack([late, *(last[k] - med[k] for k in ("own", "idle", "expert"))])
+    expert = last["expert"] - med["expert"] if experts else np.full(len(late), np.nan)
+    return np.stack([late, last["own"] - med["own"], last["idle"] - med["idle"], expert])
 
 
 def _nullable_ns(v: np.ndarray):
