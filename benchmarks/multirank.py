@@ -192,6 +192,21 @@ def _best(runs: list[dict]) -> dict:
     return best
 
 
+FLOOR_ROW = "imbalance --jobs 2 on 16 ranks of ~0.1 MB (a worker's floor)"
+
+
+def _floor_run(n: int) -> Path:
+    """A run of ``n`` tiny ranks (2 steps of 2 layers: ~0.1 MB each), generated once: the floor of a worker."""
+    out = ROOT / "benchmarks" / "out" / f"run-{n}-floor"
+    if not out.exists():
+        sys.path.insert(0, str(ROOT))
+        from fixtures.synthlib import write_run
+
+        preset = "dp_attn_deepep16" if n > 8 else "dp_attn_deepep8"
+        write_run(preset, out, truth_path=out.with_suffix(".truth.json"), ranks=n, steps=2, layers=2)
+    return out
+
+
 def _verdict(ratio: float, target: float | None) -> str:
     if target is None:
         return ""
@@ -204,14 +219,17 @@ def _net(x: float | None) -> str:
     return f"{x:.2f} ({'met' if x <= WORKER_NET_TARGET else 'missed'}: ≤ {WORKER_NET_TARGET})"
 
 
+def _said(run: dict, key: str) -> float | None:
+    """A number a row's process printed on stderr as ``KEY VALUE …``."""
+    for line in (run.get("stderr_tail") or "").splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[1])
+    return None
+
+
 def _dask_floor(runs: list[dict]) -> float | None:
     """The bare Dask worker's RSS the Dask row printed (MB), largest over its runs."""
-    got = []
-    for r in runs:
-        for line in (r.get("stderr_tail") or "").splitlines():
-            if line.startswith("bare_worker_mb "):
-                got.append(float(line.split()[1]))
-    return max(got, default=None)
+    return max((v for v in (_said(r, "bare_worker_mb") for r in runs) if v is not None), default=None)
 
 
 def _round_ratios(runs: list[list[dict]]) -> list[list[float]]:
@@ -309,6 +327,13 @@ def main() -> None:
         specs.append(
             ([sys.executable, "-c", DASK, str(run), str(SAMPLE)], "imbalance, Dask LocalCluster (2 processes)")
         )
+    floor_run = _floor_run(len(files))
+    specs.append(
+        (
+            [*cli, "imbalance", str(floor_run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
+            FLOOR_ROW,
+        )
+    )
     specs.append(([sys.executable, "-c", BARE, str(SAMPLE)], "bare worker (interpreter and imports)"))
     touch = []  # the machine's fresh-page cost before each round and after the last (ingest.first_touch_us)
     runs: list[list[dict]] = [[] for _ in specs]
@@ -320,7 +345,9 @@ def main() -> None:
     rows = [_best(got) for got in runs]
     bare = rows.pop()
     bare_mb = max((r["parent_peak_mb"] for r in runs[-1] if r["wall_s"] is not None), default=None)
-    ratios = _round_ratios(runs[:-1])
+    floor = rows.pop()
+    floor_mb = floor["worker_peak_mb"] if floor["wall_s"] is not None else None
+    ratios = _round_ratios(runs[:-2])
     base = rows[0]["wall_s"]
     if base is None:
         raise SystemExit("the cold ingest row failed: nothing to compare with")
@@ -345,7 +372,9 @@ def main() -> None:
         r["vs_ingest"] = r["wall_s"] / base
         r["vs_ingest_rounds"] = ratios[i]
         r["worker_vs_rank"] = r["worker_peak_mb"] * 1e6 / biggest
-        floor = _dask_floor(runs[i]) or bare_mb  # a Dask worker's own floor (its interpreter and Dask's imports)
+        # each layout's own floor: a Dask worker's (its interpreter and Dask's imports, measured in it before the
+        # run), a --jobs 2 worker's (the same command on 16 ranks of ~0.1 MB), a fresh process's (the ingest's)
+        floor = _dask_floor(runs[i]) or (floor_mb if r["row"] == "imbalance --jobs 2" else bare_mb)
         r["bare_worker_mb"] = floor
         r["worker_net_vs_rank"] = None if floor is None else (r["worker_peak_mb"] - floor) * 1e6 / biggest
         # the helper is forked from its worker: its resident pages count in both, so the sum is an upper bound
@@ -360,6 +389,19 @@ def main() -> None:
             f" {r['worker_peak_mb']:,.0f}; {r['worker_tree_peak_mb']:,.0f} |"
             f" {_net(r['worker_net_vs_rank'])}; {_net(r['worker_tree_net_vs_rank'])} |"
         )
+    for i, r in enumerate(rows):
+        alone = [_said(x, "analysis_s") for x in runs[i]]
+        if r["wall_s"] is not None and any(v is not None for v in alone):
+            r["analysis_s_all"] = alone
+            per = [None if v is None or b["wall_s"] is None else v / b["wall_s"] for v, b in zip(alone, runs[0])]
+            r["analysis_vs_ingest_rounds"] = per
+            print(
+                f"\n{r['row']}: the analysis alone (the cluster started and closed outside it)"
+                f" {', '.join('—' if v is None else f'{v:.1f}' for v in alone)} s a round, ×"
+                f" {', '.join('—' if v is None else f'{v:.2f}' for v in per)} the ingest of the same round"
+            )
+    if floor_mb is not None:
+        print(f"\n{FLOOR_ROW}: worker peak {floor_mb:,.0f} MB, wall {floor['wall_s']:.1f} s")
     if bare_mb is not None:
         print(
             f"\nbare worker: {bare_mb:,.0f} MB peak, {bare['wall_s']:.1f} s (the interpreter and a worker's imports,"
@@ -377,6 +419,7 @@ def main() -> None:
                     "first_touch_us_per_page": touch,
                     "repeat": max(a.repeat, 1),
                     "bare_worker": bare,
+                    "floor_run": floor,
                     "rows": rows,
                 },
                 indent=2,
