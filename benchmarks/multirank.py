@@ -374,11 +374,11 @@ def main() -> None:
         r["worker_vs_rank"] = r["worker_peak_mb"] * 1e6 / biggest
         # each layout's own floor: a Dask worker's (its interpreter and Dask's imports, measured in it before the
         # run), a --jobs 2 worker's (the same command on 16 ranks of ~0.1 MB), a fresh process's (the ingest's)
-        floor = _dask_floor(runs[i]) or (floor_mb if r["row"] == "imbalance --jobs 2" else bare_mb)
-        r["bare_worker_mb"] = floor
-        r["worker_net_vs_rank"] = None if floor is None else (r["worker_peak_mb"] - floor) * 1e6 / biggest
+        own = _dask_floor(runs[i]) or (floor_mb if r["row"] == "imbalance --jobs 2" else bare_mb)
+        r["bare_worker_mb"] = own
+        r["worker_net_vs_rank"] = None if own is None else (r["worker_peak_mb"] - own) * 1e6 / biggest
         # the helper is forked from its worker: its resident pages count in both, so the sum is an upper bound
-        r["worker_tree_net_vs_rank"] = None if floor is None else (r["worker_tree_peak_mb"] - floor) * 1e6 / biggest
+        r["worker_tree_net_vs_rank"] = None if own is None else (r["worker_tree_peak_mb"] - own) * 1e6 / biggest
         tgt = TARGETS.get(r["row"])
         r["target"] = tgt
         r["met"] = None if tgt is None else bool(r["vs_ingest"] <= tgt)
