@@ -28,7 +28,8 @@ from .analyses.fleet.deployment_compare import (
     config_diff,
     same_point,
 )
-from .analyses.fleet.multirank import Run, imbalance_of_run, plan_run, reduce_point
+from .analyses.fleet.multirank import Run, plan_run, reduce_point
+from .analyses.fleet.multirank.api import ArrivingReductions
 from .analyses.fleet.multirank.mapper import in_worker, load_in_worker, start_worker
 from .analyses.options import AllGatherOptions
 from .analyses.steps.keywords import options_as_objects
@@ -472,12 +473,19 @@ def imbalance(
     )
     paths = [str(f) for _, f in plan.files]
     n_jobs = jobs if jobs is not None else max(1, min(os.cpu_count() or 1, len(paths)))
-    return imbalance_of_run(
-        plan,
-        map_points(
-            reduce_point, paths, plan.opts, jobs=n_jobs, dask=dask, dask_timeout=dask_timeout, progress=progress
-        ),
+    arriving = ArrivingReductions(plan)  # each rank merged as its files' reductions arrive, not all at the end
+    map_points(
+        reduce_point,
+        paths,
+        plan.opts,
+        jobs=n_jobs,
+        dask=dask,
+        dask_timeout=dask_timeout,
+        progress=progress,
+        on_result=arriving.add,
+        keep=False,
     )
+    return arriving.result()
 
 
 DEFAULT_DASK_TIMEOUT_S = 10.0  # how long a --dask scheduler may take to answer before the run ends in one sentence
@@ -485,31 +493,44 @@ DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx", "inproc")
 STOP_WAIT_S = 1.0  # how long stopped workers get to end on SIGTERM before SIGKILL
 
 
-def map_points(fn, paths: list[str], opts, *, jobs: int = 1, dask=None, dask_timeout=None, progress=None) -> list:
+def map_points(
+    fn, paths: list[str], opts, *, jobs: int = 1, dask=None, dask_timeout=None, progress=None, on_result=None, keep=True
+) -> list:
     """``fn(path, opts)`` for every path, results in order: serially, in ``jobs`` worker processes (not daemonic:
     the ingest may start its decode helper in them), or on the Dask cluster at ``dask`` (an address, or a
     ``distributed.Client``; ``dask_timeout`` seconds to reach it, default DEFAULT_DASK_TIMEOUT_S).
-    ``progress(done, total)`` as they finish.
+    ``progress(done, total)`` as they finish; ``on_result(index, result)`` as each result arrives, in the order they
+    arrive (a streamed reduce: ``ArrivingReductions``), and with ``keep=False`` the results are not also kept here
+    (the list returned holds None).
 
     Workers live only in this call: they die with this process (``mapper.start_worker``), are stopped when it is
     interrupted or fails, and a worker that dies (killed, out of memory) ends the run in one sentence naming the
     file it was analysing (WorkerError, exit 3). Dask tasks are cancelled when this process is interrupted."""
     tick = progress or (lambda done, total: None)
+    out: list = [None] * len(paths)
+
+    def arrived(i: int, res) -> None:
+        if on_result is not None:
+            on_result(i, res)
+        if keep:
+            out[i] = res
+
     if dask:
-        out = _on_dask(fn, paths, opts, dask, dask_timeout)
+        _on_dask(fn, paths, opts, dask, dask_timeout, arrived)
         tick(len(paths), len(paths))
         return out
     if jobs > 1 and len(paths) > 1:
-        return _in_processes(fn, paths, opts, min(jobs, len(paths)), tick)
-    out = []
-    for i, p in enumerate(paths, 1):
-        out.append(fn(p, opts))
-        tick(i, len(paths))
+        _in_processes(fn, paths, opts, min(jobs, len(paths)), tick, arrived)
+        return out
+    for i, p in enumerate(paths):
+        arrived(i, fn(p, opts))
+        tick(i + 1, len(paths))
     return out
 
 
-def _in_processes(fn, paths: list[str], opts, jobs: int, tick) -> list:
-    """``map_points`` in a pool of ``jobs`` processes; none outlives the call."""
+def _in_processes(fn, paths: list[str], opts, jobs: int, tick, arrived) -> None:
+    """``map_points`` in a pool of ``jobs`` processes, each result to ``arrived(index, result)`` as it comes (the
+    largest files first, so that the last to finish is a small one); none outlives the call."""
     import multiprocessing
 
     from concurrent.futures.process import BrokenProcessPool
@@ -523,22 +544,33 @@ def _in_processes(fn, paths: list[str], opts, jobs: int, tick) -> list:
     procs: list = []
     done = False
     try:
-        futures = [pool.submit(in_worker, fn, i, p, opts) for i, p in enumerate(paths)]
+        order = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
+        futures = [None] * len(paths)
+        for i in order:
+            futures[i] = pool.submit(in_worker, fn, i, paths[i], opts)
+        index_of = {f: i for i, f in enumerate(futures)}
         procs = [p for p in multiprocessing.active_children() if p not in before]
-        for i, _ in enumerate(as_completed(futures), 1):
-            tick(i, len(paths))
         try:
-            out = [f.result() for f in futures]
+            for n, f in enumerate(as_completed(futures), 1):
+                arrived(index_of[f], f.result())
+                tick(n, len(paths))
         except BrokenProcessPool:
             raise WorkerError(_death_sentence(paths, futures, taken, procs)) from None
         done = True
-        return out
     finally:
         if done:
             pool.shutdown(wait=True)
         else:  # failed, interrupted or terminated: the workers are stopped now, not waited for
             pool.shutdown(wait=False, cancel_futures=True)
             stop_processes(procs or [p for p in multiprocessing.active_children() if p not in before])
+
+
+def _size(path: str) -> int:
+    """A file's size on disk (0 when it cannot be read: its worker says why)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def stop_processes(procs) -> None:
@@ -645,7 +677,7 @@ def dask_client(address: str, timeout):
         ) from None
 
 
-def _on_dask(fn, paths: list[str], opts, dask, timeout) -> list:
+def _on_dask(fn, paths: list[str], opts, dask, timeout, arrived) -> None:
     """``map_points`` on a Dask cluster: the tasks are cancelled when this process is interrupted or fails, and a
     client made here is closed (the scheduler also drops the tasks of a client that vanished)."""
     try:
@@ -656,10 +688,15 @@ def _on_dask(fn, paths: list[str], opts, dask, timeout) -> list:
     client = dask_client(dask, timeout) if own else dask
     futures = []
     try:
+        from dask.distributed import as_completed as dask_completed
+
         futures = client.map(fn, paths, [opts] * len(paths), pure=False)
-        out = client.gather(futures)
+        index_of = {f.key: i for i, f in enumerate(futures)}
+        for f in dask_completed(futures):
+            res = f.result()
+            f.release()
+            arrived(index_of[f.key], res)
         futures = []
-        return out
     finally:
         if futures:
             try:

@@ -117,11 +117,46 @@ def _merge(parts: list[dict]) -> dict:
     return {"steps": s, "collectives": c}
 
 
-def imbalance_of_run(plan: RunPlan, results: list) -> Result:
+class ArrivingReductions:
+    """The workers' reductions of one run taken as they arrive, in any order (``add(index, result)``, ``index`` into
+    ``plan.files``): a rank whose files are all in is merged (:func:`_merge`) at once, while the other workers still
+    run; :meth:`result` is :func:`imbalance_of_run` of them all — the same document whatever the order of arrival
+    (tests/unit/fleet/test_streamed_reduce.py)."""
+
+    def __init__(self, plan: RunPlan):
+        self.plan = plan
+        self.results: list = [None] * len(plan.files)
+        self.left = [0] * len(plan.ranks)  # files of each rank not yet in
+        for i, _ in plan.files:
+            self.left[i] += 1
+        self.merged: dict[int, dict] = {}  # rank index in plan.ranks → its files' tables merged
+
+    def add(self, index: int, res: dict) -> None:
+        if self.results[index] is not None:
+            raise ValueError(f"the reduction of {shown_path(self.plan.files[index][1])} arrived twice")
+        self.results[index] = res
+        i = self.plan.files[index][0]
+        self.left[i] -= 1
+        if self.left[i] == 0:
+            parts = [self.results[k] for k, (j, _) in enumerate(self.plan.files) if j == i]
+            if not any("dropped" in p for p in parts):
+                self.merged[i] = _merge(parts)
+
+    def result(self) -> Result:
+        missing = [shown_path(f) for (_, f), r in zip(self.plan.files, self.results) if r is None]
+        if missing:
+            raise ValueError(f"no reduction arrived for {', '.join(missing[:3])}")
+        results, self.results = self.results, []
+        merged, self.merged = self.merged, {}
+        return imbalance_of_run(self.plan, results, merged=merged)
+
+
+def imbalance_of_run(plan: RunPlan, results: list, *, merged: dict | None = None) -> Result:
     """`tracekit imbalance`'s analysis, from each file's reduced tables (``results``, in ``plan.files`` order; what
     :func:`reduce_point` returned in the workers): every rank on the reference rank's clock (the lowest rank id),
     its collectives matched across ranks, and per step who waited for whom (contract ``tracekit.imbalance/2``).
-    The parent holds only these small tables, never two ranks' events."""
+    The parent holds only these small tables, never two ranks' events. ``merged``: ranks (by index in
+    ``plan.ranks``) whose files' tables were merged already as they arrived (:class:`ArrivingReductions`)."""
     opts, gpus_per_node = plan.opts, plan.gpus_per_node
     forget_exports()  # an export reduced here, process by process (jobs=1), is not held past its reductions
     warnings: list[str] = [f"skipped {p}: {r}" for p, r in plan.skipped[:10]]
@@ -135,7 +170,8 @@ def imbalance_of_run(plan: RunPlan, results: list) -> Result:
     )
     warnings += settle_warn
     world = _world(plan, kept_ranks, by_rank, keep, warnings)
-    per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings)
+    per_rank, files_of, base_of = _per_rank_tables(plan, by_rank, keep, kept_ranks, warnings, merged or {})
+    merged = None
     del by_rank
     nodes, node_src = nodes_of(kept_ranks, gpus_per_node)
     al = align_run(per_rank, nodes, load_collectives().blocking, base_of[min(per_rank)])
@@ -273,17 +309,23 @@ def _readable_ranks(plan: RunPlan, results: list, warnings: list[str]) -> tuple[
 
 
 def _per_rank_tables(
-    plan: RunPlan, by_rank: dict[int, list[dict]], keep: list[int], kept_ranks: list, warnings: list[str]
+    plan: RunPlan,
+    by_rank: dict[int, list[dict]],
+    keep: list[int],
+    kept_ranks: list,
+    warnings: list[str],
+    merged: dict[int, dict],
 ) -> tuple[dict, dict, dict]:
-    """Per rank id of the settled ranks: its files' tables merged (:func:`_merge`), its files as the user knows them,
-    and its earliest baseTimeNanoseconds; the first warnings of each file's reduction go to ``warnings``."""
+    """Per rank id of the settled ranks: its files' tables merged (:func:`_merge`, or as merged on arrival in
+    ``merged``), its files as the user knows them, and its earliest baseTimeNanoseconds; the first warnings of each
+    file's reduction go to ``warnings``."""
     idx_of = {id(rf): i for i, rf in zip(keep, [plan.ranks[i] for i in keep])}
     per_rank, files_of, base_of = {}, {}, {}
     src = plan.source
     root = Path(src) if isinstance(src, (str, Path)) and Path(src).is_dir() else None
     for rf in kept_ranks:
         parts = by_rank[idx_of[id(rf)]]
-        per_rank[rf.rank] = _merge(parts)
+        per_rank[rf.rank] = merged.pop(idx_of[id(rf)], None) or _merge(parts)
         base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
         shown = sorted(_shown(f, root) for f in rf.files)
         files_of[rf.rank] = shown[0] if len(shown) == 1 else shown
