@@ -449,14 +449,22 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
     reasons: dict[str, int] = {}
     offset = 0
     _unique_correlations(parts)
+    labels = ["", NO_START, BACKWARDS]  # why a row is not kept, as int codes (0: kept): no object compare per row
     for p in parts:
         n = len(p["start"])
-        why = p.get("reason", np.full(n, "", dtype=object)).copy()
-        why[(why == "") & ((p["start"] < 0) | (p["end"] < 0))] = NO_START
-        why[(why == "") & (p["end"] < p["start"])] = BACKWARDS
-        for r, c in zip(*np.unique(why[why != ""].astype(str), return_counts=True)):
-            reasons[str(r)] = reasons.get(str(r), 0) + int(c)
-        keep = np.flatnonzero(why == "")
+        why = np.zeros(n, dtype=np.int16)
+        if "reason" in p:
+            codes, given = pd.factorize(p["reason"])
+            at = [
+                labels.index(str(r)) if str(r) in labels else (labels.append(str(r)) or len(labels) - 1) for r in given
+            ]
+            why = np.asarray(at, dtype=np.int16)[codes] if len(given) else why
+        why[(why == 0) & ((p["start"] < 0) | (p["end"] < 0))] = 1
+        why[(why == 0) & (p["end"] < p["start"])] = 2
+        counted = [(labels[code], c) for code, c in enumerate(np.bincount(why, minlength=len(labels)).tolist())]
+        for r, c in sorted((r, c) for r, c in counted if r and c):  # by reason, as np.unique gave them
+            reasons[r] = reasons.get(r, 0) + c
+        keep = np.flatnonzero(why == 0)
         cat_list = p["cat"] if isinstance(p["cat"], list) else [p["cat"]]
         cat_codes = [cats.index(c) if c in cats else (cats.append(c) or len(cats) - 1) for c in cat_list]
         local = p.get("cat_code", np.zeros(n, dtype=np.int64))
@@ -479,7 +487,7 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
         offset += n
 
     def cat_(xs, dtype=np.int64):
-        return np.concatenate(xs).astype(dtype) if xs else np.zeros(0, dtype=dtype)
+        return np.concatenate(xs, dtype=dtype, casting="unsafe") if xs else np.zeros(0, dtype=dtype)
 
     kept = int(sum(len(x) for x in cols["row"]))
     raw = RawColumns(
