@@ -120,14 +120,28 @@ class Database(ReadOnlySqlite):
     def ints(self, table: str, exprs: list[str], where: str = "") -> np.ndarray:
         """The integer expressions ``exprs`` of every row of ``table`` (rowid order) as an (n, len(exprs)) int64
         array; NULL is -1 (each expression is written so)."""
-        cols = ", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))
+        return self._int_matrix(table, exprs, self._select(table, exprs, where=where))
+
+    def ints_and_text(self, table: str, exprs: list[str], column: str) -> tuple[np.ndarray, pa.Array]:
+        """:meth:`ints` and the text ``column`` (as :meth:`texts`) of every row, in one pass over the table."""
+        tab = self._select(table, exprs, text=column)
+        col = tab.column(len(exprs))
+        text = col.combine_chunks() if col.num_chunks else pa.array([], type=pa.string())
+        return self._int_matrix(table, exprs, tab.drop_columns([tab.column_names[-1]])), text
+
+    def _select(self, table: str, exprs: list[str], where: str = "", text: str | None = None) -> pa.Table:
+        cols = ", ".join(
+            [f"{e} AS c{i}" for i, e in enumerate(exprs)] + ([f'CAST("{text}" AS TEXT) AS t'] if text else [])
+        )
         sql = f'SELECT {cols} FROM "{table}"{" WHERE " + where if where else ""} ORDER BY rowid'
         try:
-            tab = self.arrow(sql)
+            return self.arrow(sql)
         except InputError as exc:  # the driver refuses a column whose type changes from row to row
             if "type mismatch" not in str(exc).lower():
                 raise
             raise self._not_integer(table, str(exc)) from exc
+
+    def _int_matrix(self, table: str, exprs: list[str], tab: pa.Table) -> np.ndarray:
         out = np.empty((tab.num_rows, len(exprs)), dtype=np.int64)
         for i, col in enumerate(tab.columns):
             if not (pa.types.is_integer(col.type) or pa.types.is_null(col.type)):

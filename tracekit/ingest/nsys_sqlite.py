@@ -162,9 +162,17 @@ def _enum(db: Database, table: str) -> dict[int, tuple[str, str]]:
 def read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], _Names]:
     """Every table's part, read two at a time (SQLite and Arrow work without the GIL), each naming its events in a
     table of its own; the names are then merged in the tables' order, so that the codes are what one reader
-    reading the tables one after another would give."""
+    reading the tables one after another would give. The largest tables start first (their last rowid, an index
+    lookup, says how many rows), so that the longest read does not start last."""
+
+    def rows(what: str) -> int:
+        table = rules()["tables"][what]["table"]
+        return int(db.query(f'SELECT coalesce(max(rowid), 0) FROM "{table}"')[0][0]) if table in db.tables else 0
+
+    order = sorted(tables, key=lambda what: -rows(what))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-nsys") as pool:
-        read = list(pool.map(lambda what: (_read_table(db, local := _Names(), what), local), tables))
+        done = dict(zip(order, pool.map(lambda what: (_read_table(db, local := _Names(), what), local), order)))
+    read = [done[what] for what in tables]
     names, parts = _Names(), []
     for part, local in read:
         if part is None:
@@ -335,34 +343,33 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     """NVTX ranges (cpu_annotation, nesting kept as written: every range is its own event on its thread; PyTorch's
     emit_nvtx op ranges are cpu_ops named by their op, with their sizes: :func:`_op_ranges`) and marks (instant);
     domain records give meta's ``nvtx_domains``; the rest are counted, not events."""
-    a = db.ints(
-        table,
-        [
-            "coalesce(start, -1)",
-            'coalesce("end", -1)',
-            column_or(db, table, "eventType"),
-            column_or(db, table, "globalTid"),
-            column_or(db, table, "textId"),
-        ],
-    )
+    exprs = [
+        "coalesce(start, -1)",
+        'coalesce("end", -1)',
+        column_or(db, table, "eventType"),
+        column_or(db, table, "globalTid"),
+        column_or(db, table, "textId"),
+    ]
     has_text = "text" in db.columns(table)
+    a, written = db.ints_and_text(table, exprs, "text") if has_text else (db.ints(table, exprs), None)
     types = {name: k for k, (name, _) in _enum(db, "ENUM_NSYS_EVENT_TYPE").items()}
     want = rules()["nvtx_types"]
     ranges = np.isin(a[:, 2], [types[t] for t in want["ranges"] if t in types] or [59, 60, 70, 71])
     marks = np.isin(a[:, 2], [types[t] for t in want["marks"] if t in types] or [34, 65])
     domains = np.isin(a[:, 2], [types[t] for t in want["domains"] if t in types] or [75])
-    # the name: the registered string (textId) where there is one, else the text as written
-    known, texts = _string_ids(db, a[:, 4])
-    by_id = _lookup(a[:, 4], known, names.table(texts), -1)
-    need = (by_id < 0) & (ranges | marks)
-    if has_text and need.any():  # the texts as written, each distinct one named once (Arrow's dictionary)
-        enc = pc.dictionary_encode(db.texts(table, "text").filter(pa.array(need)))
-        codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        uniques = enc.dictionary.to_pylist()
-        table_codes = names.table([str(u) for u in uniques]) if uniques else np.zeros(0, dtype=np.int64)
-        by_id[need] = np.where(codes >= 0, table_codes[np.clip(codes, 0, None)] if uniques else -1, -1)
-    by_id[(by_id < 0) & (ranges | marks)] = names.code("<unnamed range>")
-    is_op, shapes, shapes_uniques = _op_ranges(names, by_id, ranges)
+    # each range's or mark's text as Arrow strings (the registered string, textId's, where there is one, else the text
+    # as written): emit_nvtx writes a distinct text per op call (its op_id), so no Python string is made per text
+    named = ranges | marks
+    all_ids, all_texts = db.string_ids()
+    ids = a[:, 4]
+    at = np.clip(np.searchsorted(all_ids, ids), 0, max(all_ids.size - 1, 0))
+    found = (all_ids[at] == ids) if all_ids.size else np.zeros(len(ids), dtype=bool)
+    texts = all_texts.take(pa.array(at)) if all_ids.size else pa.nulls(len(ids), pa.string())
+    texts = pc.if_else(pa.array(found), texts, pa.nulls(len(ids), pa.string()))
+    if written is not None:
+        texts = pc.coalesce(texts, written)
+    texts = pc.if_else(pa.array(named), texts, pa.nulls(len(ids), pa.string()))
+    by_id, is_op, shapes, shapes_uniques = _range_names(names, texts, named, ranges)
     pid, tid = _cpu_ids(a[:, 3])
     end = np.where(marks, a[:, 0], a[:, 1])
     reason = np.full(len(a), "", dtype=object)
@@ -384,43 +391,39 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     }
 
 
-def _op_ranges(names: _Names, by_id: np.ndarray, ranges: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """The ranges that are PyTorch emit_nvtx op ranges (:mod:`.nvtx_ops`): per row whether it is one (a cpu_op, as
-    Kineto's ops), and a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere); an op
-    range's name code (in ``by_id``, changed in place) becomes its op's, and a record_function scope's its name without
-    the ``op_id`` part (it stays a user range). Each distinct text is parsed once."""
-    codes = np.unique(by_id[ranges])
-    parsed = parse_op_texts(
-        [names.values[c] for c in codes.tolist()], rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"]
-    )
-    shapes = np.full(by_id.size, -1, dtype=np.int32)
-    n = len(names.values)
-    if parsed.is_scope.any():  # "FSDP::pre_forward, op_id = 7" → "FSDP::pre_forward", one code per distinct name
-        scope_code = np.arange(n, dtype=np.int64)
-        scopes = pc.dictionary_encode(parsed.op.filter(pa.array(parsed.is_scope)))
-        scope_code[codes[parsed.is_scope]] = names.table(scopes.dictionary.to_pylist())[scopes.indices.to_numpy()]
-        in_range = np.flatnonzero(ranges)
-        by_id[in_range] = scope_code[np.clip(by_id[in_range], 0, n - 1)]
-        n = len(names.values)
-    if not parsed.is_op.any():
-        return np.zeros(by_id.size, dtype=bool), shapes, []
-    op_code = np.full(n, -1, dtype=np.int64)
-    shape_code = np.full(n, -1, dtype=np.int32)
-    mask = pa.array(parsed.is_op)
-    ops = pc.dictionary_encode(parsed.op.filter(mask))  # each op name and each sizes text handled once
-    op_code[codes[parsed.is_op]] = names.table(ops.dictionary.to_pylist())[ops.indices.to_numpy()]
-    sizes = pc.dictionary_encode(parsed.sizes.filter(mask))
+def _range_names(
+    names: _Names, texts: pa.Array, named: np.ndarray, ranges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
+    """Per NVTX row (``texts``: its text, null where none or not ``named``): its name code, whether it is a PyTorch
+    emit_nvtx op range (:mod:`.nvtx_ops`: a cpu_op, as Kineto's ops, named by its op), a code into the returned
+    ``shapes`` keys where its text gives sizes (-1 elsewhere). A record_function scope is named without its ``op_id``
+    part; a range or mark without a text is ``<unnamed range>``. Each distinct text is parsed once, by Arrow; names
+    are made only of the distinct results (an op's name, not each call's text)."""
+    n = len(texts)
+    enc = pc.dictionary_encode(texts)
+    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    parsed = parse_op_texts(enc.dictionary, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
+    final = pc.dictionary_encode(parsed.op)  # per distinct text, its name: the op's or scope's, else the text
+    name_code = names.table(final.dictionary.to_pylist())[final.indices.to_numpy()] if len(final.dictionary) else None
+    by_id = np.full(n, -1, dtype=np.int64)
+    has = idx >= 0
+    if name_code is not None:
+        by_id[has] = name_code[idx[has]]
+    by_id[named & ~has] = names.code("<unnamed range>")
+    is_op = np.zeros(n, dtype=bool)
+    is_op[has] = parsed.is_op[idx[has]]
+    is_op &= ranges
+    shapes = np.full(n, -1, dtype=np.int32)
+    if not is_op.any():
+        return by_id, is_op, shapes, []
+    sizes = pc.dictionary_encode(parsed.sizes)  # each sizes text made a key once
     keys = [shapes_key(z) for z in sizes.dictionary.to_pylist()]
     uniques = sorted({k for k in keys if k is not None})
     at = {k: i for i, k in enumerate(uniques)}
     key_code = np.array([at[k] if k is not None else -1 for k in keys] + [-1], dtype=np.int32)
-    idx = sizes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-    shape_code[codes[parsed.is_op]] = key_code[idx]  # -1 (null sizes) takes the appended -1
-    ok = np.clip(by_id, 0, None)  # a range always has a name code; other rows are masked out
-    is_op = ranges & (op_code[ok] >= 0)
-    by_id[is_op] = op_code[by_id[is_op]]
-    shapes[is_op] = shape_code[ok[is_op]]
-    return is_op, shapes, uniques
+    per_text = key_code[sizes.indices.fill_null(-1).to_numpy(zero_copy_only=False)]  # -1 (null) takes the last
+    shapes[is_op] = per_text[idx[is_op]]
+    return by_id, is_op, shapes, uniques
 
 
 _READERS = {
