@@ -50,6 +50,13 @@ REWRITTEN = {
     r"deep_ep::.*combine": r"(?m)^(?>.*?deep_ep::).*combine",
     r"sm100_fp8_gemm_1d1d_impl.*GemmType\)0": r"(?m)^(?>.*?sm100_fp8_gemm_1d1d_impl).*GemmType\)0",
     r"sm100_fp8_gemm_1d1d_impl.*GemmType\)2": r"(?m)^(?>.*?sm100_fp8_gemm_1d1d_impl).*GemmType\)2",
+    # issue 39's all-to-all, multimem and custom all-reduce rules: a literal, \w*, a literal again (quadratic on a
+    # name of the literal repeated), rewritten as the ones above
+    "(?i)cross_device_(?:reduce|allreduce)|(?:one|two)_?shot\\w*all_?reduce|all_?reduce\\w*_(?:one|two)_?shot|multimem_\\w*(?:all_?reduce|all_?gather|reduce_scatter)|quickreduce::|allreduce_prototype_|custom_?all_?reduce\\w*kernel|allreduce_fusion_kernel|(?<![a-z])(?:all_?gather|reduce_scatter)_kernel": "(?i)cross_device_(?:reduce|allreduce)|(?<!\\w)(?>\\w*?(?:one|two)_?shot)\\w*all_?reduce|(?<!\\w)(?>\\w*?all_?reduce)\\w*_(?:one|two)_?shot|(?<!\\w)(?>\\w*?multimem_)\\w*(?:all_?reduce|all_?gather|reduce_scatter)|quickreduce::|allreduce_prototype_|(?<!\\w)(?>\\w*?custom_?all_?reduce)\\w*kernel|allreduce_fusion_kernel|(?<![a-z])(?:all_?gather|reduce_scatter)_kernel",
+    "(?i)all_?to_?all\\w*_kernel|alltoall\\w*_kernel": "(?i)(?<!\\w)(?>\\w*?all_?to_?all)\\w*_kernel",
+    "(?i)multimem_\\w*all_?gather|(?<![a-z])all_?gather_kernel": "(?i)(?<!\\w)(?>\\w*?multimem_)\\w*all_?gather|(?<![a-z])all_?gather_kernel",
+    "(?i)multimem_\\w*reduce_scatter|(?<![a-z])reduce_scatter_kernel": "(?i)(?<!\\w)(?>\\w*?multimem_)\\w*reduce_scatter|(?<![a-z])reduce_scatter_kernel",
+    "(?i)cross_device_(?:reduce|allreduce)|(?:one|two)_?shot\\w*all_?reduce|all_?reduce\\w*_(?:one|two)_?shot|multimem_\\w*all_?reduce|quickreduce::|allreduce_prototype_|custom_?all_?reduce\\w*kernel|allreduce_fusion_kernel": "(?i)cross_device_(?:reduce|allreduce)|(?<!\\w)(?>\\w*?(?:one|two)_?shot)\\w*all_?reduce|(?<!\\w)(?>\\w*?all_?reduce)\\w*_(?:one|two)_?shot|(?<!\\w)(?>\\w*?multimem_)\\w*all_?reduce|quickreduce::|allreduce_prototype_|(?<!\\w)(?>\\w*?custom_?all_?reduce)\\w*kernel|allreduce_fusion_kernel",
 }
 
 # rewritten for issue 41 where the groups are used (a kernel's short name, a log line's fields): old -> new, the same
