@@ -15,7 +15,8 @@ from ...trace import Trace
 from ..categories import kernel_owner
 from ..hardware.shapes import names_at
 from .context import Context
-from .rules import finding, finding_rules, is_fused, kernel_label, launch_floor_ns, ms_text
+from ..hardware.roofline import target_ns
+from .rules import finding, is_fused, kernel_label, ms_text
 
 
 def _at(col, rows: np.ndarray) -> np.ndarray:
@@ -142,8 +143,6 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
     step = ctx.steps.step_of(start)
     fcat = families(cats)
     fam = _at(fcat, rows)
-    rules = finding_rules()["roofline"]
-    f_hbm, f_fl = float(rules["achievable_hbm"]), float(rules["achievable_flops"])
     fl = t["flops"].to_numpy(dtype=float)
     by = t["bytes"].to_numpy(dtype=float)
     dt = t["dtype"].to_numpy(dtype=object)
@@ -153,10 +152,8 @@ def _make_kernel_arrays(ctx: Context, cats, ks) -> dict[str, Any]:
     if ctx.hw is not None and shaped.any():
         peaks = {d: ctx.hw.peak_flops(str(d)) for d in set(dt[shaped].tolist()) if d is not None}
         peak[shaped] = [peaks.get(d) or np.nan for d in dt[shaped]]
-        t_mem = by / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
-        t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
         # never below one launch's time (launch_floor_us): a kernel at the floor has nothing left to gain
-        target = np.where(shaped, np.maximum(np.maximum(t_mem, t_fl), launch_floor_ns(ctx.hw)), np.nan)
+        target = np.where(shaped, target_ns(by, fl, peak, ctx.hw), np.nan)
     names = names_at(ev, rows)
     inv, uniq = pd.factorize(names)  # once per distinct name; -1 (no name) reads the appended False
     fused = np.array([is_fused(str(n), kernel_owner(str(n))) for n in uniq.tolist()] + [False], dtype=bool)[inv]

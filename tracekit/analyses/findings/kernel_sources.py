@@ -537,10 +537,7 @@ def roofline_gaps(ctx: Context) -> list[dict]:
     n_steps = max(1, len(ctx.steps.table))
     out = []
     for _, r in rf.tables["per_tag"].iterrows():
-        t_mem = r["bytes"] / (f_hbm * ctx.hw.hbm_bytes_per_s) * 1e9
-        peak = ctx.hw.peak_flops(str(r["dtype"])) if pd.notna(r["flops"]) else None
-        t_fl = float(r["flops"]) / (f_fl * peak) * 1e9 if peak else 0.0
-        target = max(t_mem, t_fl, launch_floor_ns(ctx.hw))  # never below one launch's time
+        target = float(r["target_ns"])  # the roofline command's own target: never below one launch's time
         per_step = r["count"] / n_steps
         gain = (float(r["mean_ns"]) - target) * per_step
         if gain <= 0:

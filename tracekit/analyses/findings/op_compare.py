@@ -17,13 +17,13 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.resolve import annotated_steps
 from ..categories import categorize
-from .rules import _short_name, finding, finding_rules, ms_text, rank_findings
+from .rules import clip_text, finding, finding_rules, ms_text, rank_findings
 from .rules import words as _words
 from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from ..hardware.waves import resolve_sms
 from ...errors import check_argument
-from .work_match import category_table, device_label, vendor, work_table
+from .work_match import category_table, device_label, most_common_kernel, vendor, work_table
 
 OP_COLUMNS = [
     "op",
@@ -59,7 +59,6 @@ OP_COLUMNS = [
     "compare_note",
     "kernel_b",
 ]
-LAUNCH = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers", "shared_mem"]
 
 
 def _limits(trace: Trace, warnings: list[str]) -> SmLimits | None:
@@ -74,7 +73,7 @@ def _limits(trace: Trace, warnings: list[str]) -> SmLimits | None:
 
 def op_table(trace: Trace, ann: Annotation | None, steps, *, use_tags: bool) -> pd.DataFrame:
     """Per op (op tag where the annotation gives one and ``use_tags``, else kernel name): calls and time per step,
-    mean per call, and the most common launch configuration of its kernels."""
+    mean per call, and its most common kernel and launch configuration (:func:`.work_match.most_common_kernel`)."""
     if use_tags and ann is not None and ann.blocks is not None:
         _, a = annotated_steps(trace, ann, steps=steps)
         ev = a.events
@@ -95,16 +94,7 @@ def op_table(trace: Trace, ann: Annotation | None, steps, *, use_tags: bool) -> 
     out = pd.DataFrame(
         {"calls": g.size() / n_steps, "mean_ns": g["dur_ns"].mean(), "per_step_ns": g["dur_ns"].sum() / n_steps}
     )
-    common = (
-        k.groupby(["op", "kernel", "category", *LAUNCH], sort=False, dropna=False)
-        .size()
-        .rename("n")
-        .reset_index()
-        .sort_values(["op", "n"], ascending=[True, False], kind="stable")
-        .drop_duplicates("op")
-        .set_index("op")
-    )
-    return out.join(common.drop(columns="n"))
+    return out.join(most_common_kernel(k))
 
 
 def _sms(trace: Trace, warnings: list[str]) -> int | None:
@@ -366,7 +356,7 @@ def compare_findings(
                     trace_a=a.path,
                     trace_b=b.path,
                 ),
-                evidence=", ".join(_short_name(str(x[1]["op"]), 40) for x in rest[:5]),
+                evidence=", ".join(clip_text(str(x[1]["op"]), 40) for x in rest[:5]),
             )
         )
     rows += [_config_finding(d, slower, (la, lb)) for d in diffs]
@@ -442,7 +432,7 @@ def _batch_warnings(ops: pd.DataFrame, bs: tuple, labels: tuple[str, str]) -> li
         out.append(
             f"{len(refused)} op(s) slower per call in the deployment with the larger batch ({bsa:g} vs"
             f" {bsb:g} requests) but not per request are not compared (tables.ops: normalised_by"
-            f" 'refused'): {', '.join(_short_name(str(x), 40) for x in refused['op'].head(3))}"
+            f" 'refused'): {', '.join(clip_text(str(x), 40) for x in refused['op'].head(3))}"
         )
     return out
 
@@ -482,7 +472,7 @@ def _slower_finding(r: pd.Series, gain: float, s: str, rr: float, sides: dict[st
     note = r["compare_note"] or ("batch sizes equal" if r["normalised_by"] == "call" else "")
     words = _words(
         "slower_kernel",
-        op=_short_name(str(r["op"])),
+        op=clip_text(str(r["op"])),
         ratio=f"{rr:.2f}",
         slow=sides[s][0],
         fast=sides[f][0],
@@ -512,8 +502,8 @@ def _kernels_text(r: pd.Series, labels: tuple[str, str]) -> str:
     """The kernel of an op, or each side's where they differ (across vendors)."""
     ka, kb = str(r["kernel"]), str(r.get("kernel_b", r["kernel"]))
     if ka == kb or kb in ("None", "nan"):
-        return _short_name(ka, 80)
-    return f"{_short_name(ka, 60)} in {labels[0]}, {_short_name(kb, 60)} in {labels[1]}"
+        return clip_text(ka, 80)
+    return f"{clip_text(ka, 60)} in {labels[0]}, {clip_text(kb, 60)} in {labels[1]}"
 
 
 def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> dict:
@@ -523,7 +513,7 @@ def _config_finding(d: dict, slower: list[tuple], labels: tuple[str, str]) -> di
         str(x[1]["op"]) for x in slower if _env_hint(str(x[1]["op"]), str(x[1]["kernel"]), str(x[1]["category"]), [d])
     ]
     ops_txt = (
-        f"; it touches {', '.join(_short_name(t, 40) for t in touched[:3])}, slower in one of them" if touched else ""
+        f"; it touches {', '.join(clip_text(t, 40) for t in touched[:3])}, slower in one of them" if touched else ""
     )
     row = finding(
         None,

@@ -14,6 +14,7 @@ import pandas as pd
 from ...errors import DataFileError, MissingDataError
 from ...names import short_name
 from ...result import shown_text
+from ..hardware.roofline import launch_floor_ns  # noqa: F401 - re-exported: the floor of every target time
 from ..memory.ledger_engine import global_record
 
 FINDING_COLUMNS = [
@@ -104,15 +105,6 @@ def words(kind: str, **values) -> dict[str, str]:
     } | {"basis": spec["basis"]}
 
 
-def launch_floor_ns(hw) -> float:
-    """The least GPU time one kernel launch takes on ``hw``'s vendor (``launch_floor_us`` in
-    tracekit/data/findings.json; its ``default`` where the vendor is unknown): no estimated time of a kernel is
-    below it, so no gain counts time a launch cannot lose."""
-    floors = finding_rules()["launch_floor_us"]
-    vendor = str(getattr(hw, "vendor", "") or "").lower()
-    return 1e3 * float(floors.get(vendor, floors["default"]))
-
-
 def is_fused(name: str, owner: str | None) -> bool:
     """Whether kernel ``name`` is already the product of a compiler or a fusion (``fused_kernels`` in
     tracekit/data/findings.json: Inductor's ``triton_poi_fused_*``, a library's fused add + norm …): "fuse them"
@@ -131,7 +123,7 @@ def distinct_labels(names: list[str], width: int = 60) -> list[str]:
     out = []
     for n, lab in zip(names, labels):
         m = _TEMPLATE.search(n) if seen[lab] > 1 else None
-        out.append(_short_name(m.group(1) + m.group(2), width) if m else lab)
+        out.append(clip_text(m.group(1) + m.group(2), width) if m else lab)
     return out
 
 
@@ -178,11 +170,14 @@ def kernel_label(name: str, width: int = 60) -> str:
     """A kernel name a person recognises — the one shortening the terminal tables use too
     (:func:`tracekit.names.short_name`: ``elementwise_kernel<MulFunctor>``, an attention kernel with its head
     dimension, a CUTLASS tile; the rules are data in tracekit/data/kernel_names.json) — cut to ``width`` if still longer."""
-    return _short_name(short_name(name), width)
+    return clip_text(short_name(name), width)
 
 
-def _short_name(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def clip_text(text: str, width: int = 60) -> str:
+    """``text`` as it is, or its first ``width`` − 1 characters and "…" where it is longer: any text of a finding's
+    words (an op, a kernel label, a name). Not a kernel name's short form (:func:`kernel_label` is), nor the layer
+    types' identifier stem (``structure.layers.type_names``), which drops a name's namespaces and templates."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def is_major(

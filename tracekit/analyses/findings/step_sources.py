@@ -20,7 +20,7 @@ from ..comm.exposure import exposure
 from ..fleet.deployment_compare import graph_bucket
 from ..steps.model import step_rules
 from .context import Context
-from .rules import _short_name, finding, finding_rules, log_server_args, ms_text
+from .rules import clip_text, finding, finding_rules, log_server_args, ms_text
 
 
 def exposed_allgathers(ctx: Context) -> list[dict]:
@@ -99,9 +99,9 @@ def idle_gaps(ctx: Context) -> list[dict]:
             picked = ev["name"].iloc[rows_of[prev_end_order[np.clip(p, 0, None)]]].astype(str).to_numpy()
             before = pd.Series(np.where(p >= 0, picked, "the step start"))
             top = pd.Series(dur[m]).groupby(before.to_numpy()).sum().sort_values(ascending=False)
-            extra["after"] = _short_name(str(top.index[0]))
+            extra["after"] = clip_text(str(top.index[0]))
             evidence += "; time by what ended before the gap: " + ", ".join(
-                f"{_short_name(str(n))} {ms_text(v / n_steps)}" for n, v in top.head(3).items()
+                f"{clip_text(str(n))} {ms_text(v / n_steps)}" for n, v in top.head(3).items()
             )
         out.append(finding(ctx, kind, "idle", gain_ns=med, evidence=evidence, **extra))
     return out
@@ -121,7 +121,7 @@ def critical_communication(ctx: Context) -> list[dict]:
             ascending=False
         )
         by_name = by_name[by_name > 0]
-        names = ", ".join(f"{_short_name(str(n), 40)} {ms_text(v)}" for n, v in by_name.head(3).items())
+        names = ", ".join(f"{clip_text(str(n), 40)} {ms_text(v)}" for n, v in by_name.head(3).items())
         out.append(
             finding(
                 ctx,

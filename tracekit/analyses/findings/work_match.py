@@ -142,17 +142,24 @@ def work_table(trace: Trace, steps) -> pd.DataFrame:
     calls = g["call"].nunique()
     total = g["dur_ns"].sum()
     out = pd.DataFrame({"calls": calls / n_steps, "mean_ns": total / calls, "per_step_ns": total / n_steps})
-    common = (
-        k[k["carries"]]
-        .groupby(["op", "kernel", "category", *LAUNCH], sort=False, dropna=False)
+    return out.join(most_common_kernel(k[k["carries"]]))
+
+
+def most_common_kernel(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per op (the index: the ``op`` column of ``kernels``, which also have ``kernel``, ``category`` and the
+    :data:`LAUNCH` columns), its most common kernel: name, category and launch configuration counted together, the
+    first in table order on a tie. The kernel an op's row of `findings --compare` shows and whose launch
+    configuration it compares, for ops matched by name (``op_compare.op_table``) and by work (:func:`work_table`)."""
+    return (
+        kernels.groupby(["op", "kernel", "category", *LAUNCH], sort=False, dropna=False)
         .size()
         .rename("n")
         .reset_index()
         .sort_values(["op", "n"], ascending=[True, False], kind="stable")
         .drop_duplicates("op")
         .set_index("op")
+        .drop(columns="n")
     )
-    return out.join(common.drop(columns="n"))
 
 
 def category_table(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
@@ -180,4 +187,4 @@ def category_table(ta: pd.DataFrame, tb: pd.DataFrame) -> pd.DataFrame:
     return out.loc[order, cols].reset_index(drop=True)
 
 
-__all__ = ["category_table", "device_label", "vendor", "work_keys", "work_table"]
+__all__ = ["LAUNCH", "category_table", "device_label", "most_common_kernel", "vendor", "work_keys", "work_table"]

@@ -13,7 +13,10 @@ written once: ``M·K·b(dtype) + N·K·b(w_dtype) + M·N·b(out_dtype)``; FLOPs 
 
 from __future__ import annotations
 
+import json
 import math
+from functools import lru_cache
+from importlib import resources
 from typing import Any, Optional
 
 import numpy as np
@@ -137,6 +140,62 @@ def roofline_point(
     }
 
 
+@lru_cache(maxsize=1)
+def target_rules() -> dict[str, Any]:
+    """What a kernel's target time is made of, from tracekit/data/findings.json (docs/findings.md): the fractions of
+    the HBM peak and the dense peak a well-tuned kernel sustains (``roofline.achievable_hbm``, ``achievable_flops``)
+    and the launch floor per vendor (``launch_floor_us``, its ``default`` where the vendor is unknown)."""
+    src = "tracekit/data/findings.json"
+    try:
+        doc = json.loads(resources.files("tracekit.data").joinpath("findings.json").read_text(encoding="utf-8"))
+        floors = {str(k): float(v) for k, v in doc["launch_floor_us"].items() if not str(k).startswith("_")}
+        floors["default"]  # noqa: B018 - presence check
+        return {
+            "achievable_hbm": float(doc["roofline"]["achievable_hbm"]),
+            "achievable_flops": float(doc["roofline"]["achievable_flops"]),
+            "launch_floor_us": floors,
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataFileError(f"{src} is invalid ({exc}); see docs/findings.md") from exc
+
+
+def launch_floor_ns(hw) -> float:
+    """The least GPU time one kernel launch takes on ``hw``'s vendor (:func:`target_rules`' ``launch_floor_us``; its
+    ``default`` where the vendor is unknown): no target time of a kernel is below it, so no gain counts time a launch
+    cannot lose."""
+    floors = target_rules()["launch_floor_us"]
+    vendor = str(getattr(hw, "vendor", "") or "").lower()
+    return 1e3 * floors.get(vendor, floors["default"])
+
+
+def target_ns(nbytes, flops, peak_flops, hw: HardwareProfile):
+    """The time a kernel of ``nbytes`` bytes and ``flops`` FLOPs would take at the achievable roofline of ``hw``
+    (the slower of its bytes at ``achievable_hbm`` of the HBM peak and its FLOPs at ``achievable_flops`` of
+    ``peak_flops``, its dtype's dense peak), never below :func:`launch_floor_ns`: the one target of every kernel, the
+    findings' and `tracekit roofline`'s. Arrays or numbers; FLOPs or peak NaN: the bytes alone decide; bytes NaN: NaN
+    (unknown)."""
+    rules = target_rules()
+    f_hbm, f_fl = rules["achievable_hbm"], rules["achievable_flops"]
+    by = np.asarray(nbytes, dtype=float)
+    fl = np.asarray(flops, dtype=float)
+    peak = np.asarray(peak_flops, dtype=float)
+    t_mem = by / (f_hbm * hw.hbm_bytes_per_s) * 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_fl = np.where(np.isnan(fl) | np.isnan(peak), 0.0, fl / (f_fl * np.where(np.isnan(peak), 1.0, peak)) * 1e9)
+    return np.maximum(np.maximum(t_mem, t_fl), launch_floor_ns(hw))
+
+
+def target_summary(hw: HardwareProfile) -> dict[str, Any]:
+    """The summary keys that say what ``target_ns`` is: the launch floor on ``hw`` (integer ns) and the achievable
+    fractions of the HBM and dense peaks."""
+    rules = target_rules()
+    return {
+        "launch_floor_ns": int(round(launch_floor_ns(hw))),
+        "achievable_hbm": rules["achievable_hbm"],
+        "achievable_flops": rules["achievable_flops"],
+    }
+
+
 PER_TAG_COLUMNS = [
     "op_tag",
     "mean_ns",
@@ -159,6 +218,7 @@ PER_TAG_COLUMNS = [
     "ridge",
     "peak_tflops",
     "experts_touched",
+    "target_ns",
 ]
 
 
@@ -265,6 +325,7 @@ def roofline(
         "memory_bound": int((per_tag["bound"] == "memory").sum()),
         "compute_bound": int((per_tag["bound"] == "compute").sum()),
         **stats,
+        **target_summary(hw),
     }
     return Result(
         command="roofline",
@@ -309,12 +370,15 @@ def _per_tag_rows(k: pd.DataFrame, ann: Annotation, q, variables, hw: HardwarePr
         tr = op_traffic(ann, tag, env)
         mean = float(g["dur_ns"].mean())
         pt = roofline_point(tr["bytes"], tr["flops"], mean, hw, tr["dtype"])
+        nbytes, flops = int(round(tr["bytes"])), None if tr["flops"] is None else int(round(tr["flops"]))
+        peak = hw.peak_flops(tr["dtype"])  # the target of the row's bytes and FLOPs, as the table gives them
+        target = target_ns(nbytes, math.nan if flops is None else flops, peak or math.nan, hw)
         rows.append(
             {
                 "op_tag": tag,
                 "mean_ns": mean,
-                "bytes": int(round(tr["bytes"])),
-                "flops": None if tr["flops"] is None else int(round(tr["flops"])),
+                "bytes": nbytes,
+                "flops": flops,
                 **pt,
                 "count": int(len(g)),
                 "bs": as_number(b),
@@ -325,6 +389,7 @@ def _per_tag_rows(k: pd.DataFrame, ann: Annotation, q, variables, hw: HardwarePr
                 "dtype": tr["dtype"],
                 "source": tr["source"],
                 "experts_touched": tr.get("experts_touched"),
+                "target_ns": float(target),
             }
         )
     return rows
@@ -384,6 +449,7 @@ PER_KERNEL_COLUMNS = [
     "achieved_tflops",
     "intensity",
     "ridge",
+    "target_ns",
 ]
 
 
@@ -498,6 +564,7 @@ def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any
             "achieved_tflops": None,
             "intensity": None,
             "ridge": None,
+            "target_ns": None,
         }
         if sh.size:
             f, b = fl[sh], by[sh]
@@ -508,6 +575,7 @@ def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any
             row.update(flops=flops, bytes=nbytes, dtype=dtype, source=None if src is None else str(src))
             if nbytes is not None and mean > 0:
                 pt = roofline_point(nbytes, flops, mean, hw, dtype or "")
+                peak = hw.peak_flops(dtype or "")
                 row.update(
                     mbu=pt["mbu"],
                     mfu=pt["mfu"],
@@ -516,6 +584,7 @@ def _per_kernel_rows(d: pd.DataFrame, hw: HardwareProfile) -> list[dict[str, Any
                     achieved_tflops=pt["achieved_tflops"],
                     intensity=pt["intensity"],
                     ridge=pt["ridge"],
+                    target_ns=float(target_ns(nbytes, math.nan if flops is None else flops, peak or math.nan, hw)),
                 )
         out.append(row)
     return out
@@ -552,6 +621,7 @@ def shapes_roofline(trace: Trace, hw: HardwareProfile, *, steps=None) -> Result:
         **stats,
         "memory_bound": int((sh["bound"] == "memory").sum()),
         "compute_bound": int((sh["bound"] == "compute").sum()),
+        **target_summary(hw),
     }
     unknown = unknown_work(trace)
     summary["unknown_work_pct"] = float(unknown["share_pct"].sum())

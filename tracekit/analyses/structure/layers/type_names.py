@@ -66,8 +66,10 @@ def _identifier(name: str) -> str:
     return s[:cut].split("::")[-1] or name
 
 
-def _short_name(name: str, width: int = 32) -> str:
-    """A readable stem of a kernel name (see _identifier), at most ``width`` characters."""
+def _identifier_prefix(name: str, width: int = 32) -> str:
+    """A kernel name's last identifier (:func:`_identifier`: no namespaces, template arguments or parameters), its
+    first ``width`` characters: a layer type's label, cut without a mark (not the findings' ``clip_text``, which
+    keeps the whole text and marks a cut with "…")."""
     return _identifier(name)[:width]
 
 
@@ -78,7 +80,7 @@ def _tokens(ident: str) -> list[str]:
 def _distinct_labels(kernels: list[str], width: int = 32) -> list[str]:
     """Labels that tell kernels apart: their short names, or, where those collide or are cut, the tokens of each
     identifier that the others lack ('' when it has none)."""
-    shorts = [_short_name(k, width) for k in kernels]
+    shorts = [_identifier_prefix(k, width) for k in kernels]
     if len(set(shorts)) == len(shorts) and all(len(_identifier(k)) <= width for k in kernels):
         return shorts
     toks = [_tokens(_identifier(k)) for k in kernels]
