@@ -110,7 +110,8 @@ def _positions(k: pd.DataFrame, step: np.ndarray) -> np.ndarray:
     d = pd.DataFrame({"step": step, "cat": cat, "start": k["start_ns"].to_numpy()}).sort_values("start", kind="stable")
     d["nth"] = d.groupby(["step", "cat"]).cumcount()
     per_step = d.groupby(["step", "cat"]).size().groupby("cat").median()
-    layers = int(per_step[[c for c in per_step.index if c.startswith("attention")]].max() or 0) if len(per_step) else 0
+    attention = per_step[[c for c in per_step.index if c.startswith("attention")]]
+    layers = int(attention.max()) if len(attention) else 0  # no attention kernel (max NaN): the whole step
     per_layer = {
         c: (int(n) // layers if layers and int(n) % layers == 0 and n >= layers else 0) for c, n in per_step.items()
     }

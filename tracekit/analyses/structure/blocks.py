@@ -12,6 +12,7 @@ from ...result import Result, trace_input
 from ...trace import Trace
 from ..select import select as select_events
 from ..steps.resolve import annotated, annotated_steps  # noqa: F401
+from ..steps.finder import one_device
 from ..steps.keywords import options_as_objects
 from ..steps.resolve import Steps, median_ns
 from ...result import merge_warnings
@@ -114,7 +115,10 @@ def kernel_selection_stats(
     ``overlap_with``, the same for the selected events that overlap the second selection and those that do not.
     ``select`` is the CLI's ``--select`` (default ``kind:kernel``); ``ann``
     (a name, a path or an Annotation) adds the block and tag columns, over ``steps`` (StepOptions, Steps or a
-    table; None: the annotation's)."""
+    table; None: the annotation's). A trace of several GPUs is refused, naming ``--device N``
+    (:func:`~tracekit.analyses.steps.finder.one_device`, the rule of `kernels` and `report`): one GPU's totals and
+    overlaps, never two pooled."""
+    one_device(trace)
     select_expr = select or "kind:kernel"
     ann = as_annotation(ann)
     ev = trace.events
