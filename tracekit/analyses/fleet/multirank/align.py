@@ -98,8 +98,19 @@ def _consecutive_shift(
     idx = ks[:, None] + np.arange(m)[None, :]
     valid = (idx >= 0) & (idx < len(pool))
     D = np.where(valid, s[None, :m] - pool[np.clip(idx, 0, len(pool) - 1)], np.nan)
-    med = np.nanmedian(D, axis=1)
-    score = (np.abs(D - med[:, None]) <= tol).sum(axis=1)
+    # each k's largest group of agreeing shifts (within ``tol`` of one of them; of equal groups, the one nearest
+    # ``prefer``): its size is k's score, its median k's shift — a clock that stepped after half the steps leaves
+    # two groups of one size, which a median of all would fall between
+    agree = np.abs(D[:, :, None] - D[:, None, :]) <= tol  # NaN agrees with nothing
+    size = agree.sum(axis=2)
+    score = size.max(axis=1)
+    anchor = np.argmin(
+        np.where(size == score[:, None], np.abs(np.nan_to_num(D, nan=np.inf) - (prefer or 0.0)), np.inf), axis=1
+    )
+    rows = np.arange(len(ks))
+    med = np.array(
+        [np.median(D[k][agree[k, anchor[k]]]) if score[k] else np.nan for k in rows]
+    )  # a loop per candidate k (steps)
     cand = np.flatnonzero(score == score.max())
     best = cand[np.argmin(np.abs(med[cand] - (prefer or 0.0)))]
     if pick is not None and len(cand) > 1:
@@ -276,18 +287,28 @@ class Clock:
     status: dict = field(default_factory=dict)  # rank -> aligned | stepped | suspect
     bound: dict = field(default_factory=dict)  # rank -> the residual (ns) beyond which its clock is suspect
     base: int = 0  # the tables' time origin (the reference file's baseTimeNanoseconds), for the steps' times
+    # rank -> the set-backs of its clock undone in its reduction (set_back.py: local_ns, shift_ns): the step found
+    # there is the set-back plus the shift
+    set_back: dict = field(default_factory=dict)
 
     def steps_of(self, rank: int) -> list[dict]:
         """The steps of ``rank``'s clock: ``at_ns`` (on the reference's clock, the tables' time base; the step
-        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers)."""
+        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers; negative: set back)."""
         seg = self.segments.get(rank)
+        steps = list(seg.steps) if seg is not None else []
+        size = [float(st["size_ns"]) for st in steps]
+        for b in self.set_back.get(rank, []):  # a loop per set-back: the step found nearest its boundary
+            if steps:
+                x = float(b["local_ns"] - self.t0)
+                k = int(np.argmin([abs((st["local_lo"] + st["local_hi"]) / 2.0 - x) for st in steps]))
+                size[k] -= b["shift_ns"]
         return [
             {
                 "at_ns": int(round(st["at_ns"])) + self.t0 - self.base,
                 "within_ns": int(np.ceil(st["within_ns"])),
-                "size_ns": int(round(st["size_ns"])),
+                "size_ns": int(round(sz)),
             }
-            for st in (seg.steps if seg is not None else [])
+            for st, sz in zip(steps, size)
         ]
 
     def summary(self) -> str:
@@ -625,6 +646,7 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     t0 = int(t0_src.min()) if len(t0_src) else 0
     clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
     clock.base = int(base_ns)
+    clock.set_back = {r: d["set_back"] for r, d in per_rank.items() if d.get("set_back")}
     warnings += clock.warnings
     warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
     warnings += _across_steps(clock, coll, knames)
