@@ -4,9 +4,10 @@ steps and collectives are read (docs/multirank.md, "A clock set back").
 A clock set back by more than the gap between two collective ends (an NTP correction of −3 ms, collectives every
 ~0.3 ms) records the same local times twice: a step window overlaps the next, and no time alone says which side of
 the set-back an event is on. The order of the events says it. On one GPU stream the kernels run in the order they
-were launched (their correlation ids), each after the previous one has ended; on one CPU thread the operations start
-in the order of their ``External id``. Where that order runs back in time by more than ``FLOOR_NS``, the clock was
-set back there: every event of that lane from there on is after it. An event of neither kind of lane (a GPU
+were launched (their correlation ids), each after the previous one has ended; on one CPU thread the launches start
+in correlation order and the operations in the order of their ``External id``. Where that order runs back in time by
+more than ``FLOOR_NS`` on a GPU stream and a CPU thread alike (one clock), the clock was set back there: every event
+of such a lane from there on is after it. An event of neither kind of lane (a GPU
 annotation) goes by its ``External id`` against the first id after the set-back; one with no id (a Python
 function) by the nearer side.
 
@@ -55,12 +56,19 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     dev = ev["device"].to_numpy(np.int64)
     gpu_lane = dev * (1 << 40) + ev["stream"].to_numpy(np.int64)
     cpu_lane = ev["pid"].to_numpy(np.int64) * (1 << 32) + ev["tid"].to_numpy(np.int64)
+    cpu = dev < 0
     lanes = [
         _breaks(gpu_lane, corr, start, end, np.flatnonzero(gpu_kind & (corr >= 0))),  # a stream: each after the last
-        _breaks(cpu_lane, ext, start, start, np.flatnonzero((dev < 0) & (ext >= 0))),  # a thread: starts in id order
+        # a thread: its launches start in correlation order, its operations in External id order (two id spaces:
+        # a launch's External id may be its correlation)
+        _breaks(cpu_lane, corr, start, start, np.flatnonzero(cpu & (corr >= 0))),
+        _breaks(cpu_lane, ext, start, start, np.flatnonzero(cpu & (corr < 0) & (ext >= 0))),
     ]
     seen = max((float(b.max()) for _, _, b in lanes if len(b)), default=0.0)
     if seen <= FLOOR_NS:
+        return None
+    big = [bool(len(b)) and float(b.max()) >= max(FLOOR_NS, 0.5 * seen) for _, _, b in lanes]
+    if not (big[0] and (big[1] or big[2])):  # one clock: a GPU stream and a CPU thread both run back, by as much
         return None
     after = np.zeros(len(ev), dtype=bool)
     decided = np.zeros(len(ev), dtype=bool)
@@ -82,9 +90,9 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     lb, fa = np.concatenate(last_before), np.concatenate(first_after)
     cut = (float(lb.max()) + float(fa.min())) / 2.0  # events of no order: the nearer side
     after[~decided] = start[~decided] >= cut
-    cpu_after = after & decided & (dev < 0) & (ext >= 0)
+    cpu_after = after & decided & cpu & (corr < 0) & (ext >= 0)
     if cpu_after.any():  # External ids count up in time: an event of no lane (a GPU annotation) goes by its id
-        by_id = ~decided & (ext >= 0)
+        by_id = ~decided & (ext >= 0) & (corr < 0)
         after[by_id] = ext[by_id] >= ext[cpu_after].min()
     shift = int(seen) + int(end.max() - start.min()) + MARGIN_NS
     boundary = int((float(lb.max()) + float(fa.min()) + shift) / 2.0)
