@@ -9,7 +9,7 @@ in correlation order and the operations in the order of their ``External id``. W
 more than ``FLOOR_NS`` on a GPU stream and a CPU thread alike (one clock), the clock was set back there: every event
 of such a lane from there on is after it. An event of neither kind of lane (a GPU
 annotation) goes by its ``External id`` against the first id after the set-back; one with no id (a Python
-function) by the nearer side.
+function) goes with the placed event nearest it in time.
 
 The events after it are moved forward by ``shift_ns``: the largest run-back seen (a lower bound of the set-back)
 plus the trace's span, so that the rank's clock, seen from the other ranks, steps **forward** by more than any gap
@@ -41,6 +41,16 @@ def _breaks(lane: np.ndarray, key: np.ndarray, start: np.ndarray, prev_t: np.nda
     same = ln[1:] == ln[:-1]
     back[1:] = np.where(same, prev_t[o[:-1]] - start[o[1:]], 0)
     return o, ln, back
+
+
+def _nearest(points: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Each x's distance to the nearest of ``points`` (inf where there are none)."""
+    if not len(points):
+        return np.full(len(x), np.inf)
+    p = np.sort(points)
+    j = np.searchsorted(p, x)
+    lo, hi = p[np.clip(j - 1, 0, len(p) - 1)], p[np.clip(j, 0, len(p) - 1)]
+    return np.minimum(np.abs(x - lo), np.abs(x - hi)).astype(np.float64)
 
 
 def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
@@ -88,8 +98,8 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     if not last_before:
         return None
     lb, fa = np.concatenate(last_before), np.concatenate(first_after)
-    cut = (float(lb.max()) + float(fa.min())) / 2.0  # events of no order: the nearer side
-    after[~decided] = start[~decided] >= cut
+    und = ~decided  # events of no order: the side of the placed event nearest in time
+    after[und] = _nearest(start[decided & after], start[und]) < _nearest(start[decided & ~after], start[und])
     cpu_after = after & decided & cpu & (corr < 0) & (ext >= 0)
     if cpu_after.any():  # External ids count up in time: an event of no lane (a GPU annotation) goes by its id
         by_id = ~decided & (ext >= 0) & (corr < 0)
