@@ -79,3 +79,14 @@ def test_a_clock_set_back_3_ms_is_repaired_and_told_with_its_negative_size(tmp_p
     assert abs(got["at_ns"] - want["at_ns"]) <= got["within_ns"] < 1_000_000
     assert any(w.startswith("rank 6: its clock stepped by -3,000.0 µs") for w in res.warnings)
     assert not any("began while its clock stepped" in w for w in res.warnings)  # every end's side is known
+
+
+def test_a_whole_node_set_back_is_its_own_not_the_references(tmp_path):
+    # ranks 4-7 (node 1) set back together: half the ranks stepping at once is what the reference's own step looks
+    # like, but each of them found the set-back in its own trace, so it stays theirs
+    knobs = dict(clock_step={6: (2, -3_000_000, "node")}, node_offset_ns=3_700_000, drift_ppm=4.0)
+    res, truth = _run(tmp_path, 4, **knobs)
+    check_against_truth(res, truth)
+    st = res.summary["clock_ranks"]["stepped"]
+    assert [s["rank"] for s in st] == [4, 5, 6, 7]
+    assert all(abs(s["steps"][0]["size_ns"] + 3_000_000) <= 2_000 for s in st)

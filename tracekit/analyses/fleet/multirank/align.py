@@ -354,7 +354,9 @@ class Clock:
         return int(round(self.a[rank] - self.a[self.ref]))
 
 
-def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int]) -> Clock:
+def fine_clock(
+    ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int], own: frozenset = frozenset()
+) -> Clock:
     """Offsets from instance ends. ``ends``: rank, inst (an instance id), end_ns (local) of the blocking instances
     seen whole on every rank that ran them.
 
@@ -391,7 +393,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]))
+    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]), own)
     status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref, shared)
     return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
 
@@ -644,7 +646,8 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     coll["shifted"] = match_by_shift(coll, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
-    clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
+    own = frozenset(r for r, d in per_rank.items() if d.get("set_back"))  # set back in their own trace
+    clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes, own)
     clock.base = int(base_ns)
     clock.set_back = {r: d["set_back"] for r, d in per_rank.items() if d.get("set_back")}
     warnings += clock.warnings
