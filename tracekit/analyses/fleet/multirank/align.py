@@ -98,20 +98,26 @@ def _consecutive_shift(
     idx = ks[:, None] + np.arange(m)[None, :]
     valid = (idx >= 0) & (idx < len(pool))
     D = np.where(valid, s[None, :m] - pool[np.clip(idx, 0, len(pool) - 1)], np.nan)
+
     # each k's largest group of agreeing shifts (within ``tol`` of one of them; of equal groups, the one nearest
     # ``prefer``): its size is k's score, its median k's shift — a clock that stepped after half the steps leaves
     # two groups of one size, which a median of all would fall between
-    agree = np.abs(D[:, :, None] - D[:, None, :]) <= tol  # NaN agrees with nothing
-    size = agree.sum(axis=2)
-    score = size.max(axis=1)
-    anchor = np.argmin(
-        np.where(size == score[:, None], np.abs(np.nan_to_num(D, nan=np.inf) - (prefer or 0.0)), np.inf), axis=1
+    def agree(rows: np.ndarray) -> np.ndarray:  # NaN agrees with nothing
+        return np.abs(D[rows, :, None] - D[rows, None, :]) <= tol
+
+    chunk = max(1, 2**22 // max(m * m, 1))  # rows of k at a time: a few MB however many steps the run has
+    score = np.concatenate(
+        [agree(np.arange(i, min(i + chunk, len(ks)))).sum(axis=2).max(axis=1) for i in range(0, len(ks), chunk)]
     )
-    rows = np.arange(len(ks))
-    med = np.array(
-        [np.median(D[k][agree[k, anchor[k]]]) if score[k] else np.nan for k in rows]
-    )  # a loop per candidate k (steps)
     cand = np.flatnonzero(score == score.max())
+    med = np.full(len(ks), np.nan)
+    for i in range(0, len(cand), chunk):  # the tied k's shifts only
+        rows = cand[i : i + chunk]
+        A = agree(rows)
+        size = A.sum(axis=2)
+        near = np.where(size == score[rows, None], np.abs(np.nan_to_num(D[rows], nan=np.inf) - (prefer or 0.0)), np.inf)
+        anchor = np.argmin(near, axis=1)
+        med[rows] = [np.median(D[k][A[j, anchor[j]]]) if score[k] else np.nan for j, k in enumerate(rows)]
     best = cand[np.argmin(np.abs(med[cand] - (prefer or 0.0)))]
     if pick is not None and len(cand) > 1:
         maps = [
