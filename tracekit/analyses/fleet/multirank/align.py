@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import clock_model
+from . import clock_model, step_pattern
 from .numbering import collectives_table, dense_ids, kind_names, match_by_shift, match_by_time, numbered_collectives
 
 FIRST_STEPS = 64  # a rank's steps compared for its coarse offset
@@ -49,19 +49,32 @@ def _cluster(points: np.ndarray, tol: float) -> np.ndarray:
     return (p[first + (size - 1) // 2] + p[first + size // 2]) / 2.0  # each cluster's median (p is sorted)
 
 
-def _best_shift(s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None = None) -> tuple[float, int, list]:
+def _best_shift(
+    s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None = None, pick=None
+) -> tuple[float, int, list]:
     """The shift d (rank clock − pool clock) bringing most of ``s`` within ``tol`` of a pool point. Where several
     shifts tie (steps of equal length, a late start), the one nearest ``prefer`` (the node-mates' shift), else the
-    smallest |d|. Returns (d, how many starts it matched, the tied shifts: more than one where it was a choice)."""
+    smallest |d|; ``pick`` first (the collectives' pattern: given each tied shift's mapping, a pool index per start
+    or −1, the one it chooses or None). Returns (d, how many starts it matched, the tied shifts: more than one where
+    it was a choice)."""
     diffs = np.sort((s[:FIRST_STEPS, None] - pool[None, :]).ravel())
     lo = np.searchsorted(diffs, diffs - tol, side="left")
     hi = np.searchsorted(diffs, diffs + tol, side="right")
     count = hi - lo
     best = count.max()
     cand = np.flatnonzero(count == best)
-    i = cand[np.argmin(np.abs(diffs[cand] - (prefer or 0.0)))]
+    tied = _cluster(diffs[cand], tol)
+    target = prefer or 0.0
+    if pick is not None and len(tied) > 1:
+        maps = []
+        for c in tied:  # a loop per tied shift
+            j = _near(s - c, pool)
+            maps.append(np.where(np.abs(s - c - pool[j]) <= tol, j, -1))
+        chosen = pick(maps, tied.tolist())
+        target = float(tied[chosen]) if chosen is not None else target
+    i = cand[np.argmin(np.abs(diffs[cand] - target))]
     near = diffs[lo[i] : hi[i]]
-    return float(np.median(near)), int(best), _cluster(diffs[cand], tol).tolist()
+    return float(np.median(near)), int(best), tied.tolist()
 
 
 def _near(placed: np.ndarray, pool: np.ndarray) -> np.ndarray:
@@ -72,22 +85,51 @@ def _near(placed: np.ndarray, pool: np.ndarray) -> np.ndarray:
 
 
 def _consecutive_shift(
-    s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None
+    s: np.ndarray, pool: np.ndarray, tol: float, prefer: float | None, pick=None
 ) -> tuple[float, np.ndarray, list]:
     """A rank's steps are consecutive global steps: its local step i is the pool's step k + i. For each k, the
     shifts s_i − pool[k + i]; the k whose shifts agree (within ``tol`` of their median) most often wins — a clock
     that stepped mid-run leaves two runs of agreeing shifts, the longer decides — and where k's tie, the one whose
     shift is nearest ``prefer`` (the node-mates'), else the smallest. Returns (the shift, each start's shift: its
-    own difference, the nearest one's beyond the pool's ends, the tied shifts)."""
+    own difference, the nearest one's beyond the pool's ends, the tied shifts). ``pick``: given each tied k's
+    mapping (a pool index per start, −1 beyond the pool), the one it chooses or None (the collectives' pattern)."""
     m = min(len(s), FIRST_STEPS)
     ks = np.arange(-(m - 1), len(pool))
     idx = ks[:, None] + np.arange(m)[None, :]
     valid = (idx >= 0) & (idx < len(pool))
     D = np.where(valid, s[None, :m] - pool[np.clip(idx, 0, len(pool) - 1)], np.nan)
-    med = np.nanmedian(D, axis=1)
-    score = (np.abs(D - med[:, None]) <= tol).sum(axis=1)
+
+    # each k's largest group of agreeing shifts (within ``tol`` of one of them; of equal groups, the one nearest
+    # ``prefer``): its size is k's score, its median k's shift — a clock that stepped after half the steps leaves
+    # two groups of one size, which a median of all would fall between
+    def agree(rows: np.ndarray) -> np.ndarray:  # NaN agrees with nothing
+        return np.abs(D[rows, :, None] - D[rows, None, :]) <= tol
+
+    chunk = max(1, 2**22 // max(m * m, 1))  # rows of k at a time: a few MB however many steps the run has
+    score = np.concatenate(
+        [agree(np.arange(i, min(i + chunk, len(ks)))).sum(axis=2).max(axis=1) for i in range(0, len(ks), chunk)]
+    )
     cand = np.flatnonzero(score == score.max())
+    med = np.full(len(ks), np.nan)
+    for i in range(0, len(cand), chunk):  # the tied k's shifts only
+        rows = cand[i : i + chunk]
+        A = agree(rows)
+        size = A.sum(axis=2)
+        near = np.where(size == score[rows, None], np.abs(np.nan_to_num(D[rows], nan=np.inf) - (prefer or 0.0)), np.inf)
+        anchor = np.argmin(near, axis=1)
+        med[rows] = [np.median(D[k][A[j, anchor[j]]]) if score[k] else np.nan for j, k in enumerate(rows)]
     best = cand[np.argmin(np.abs(med[cand] - (prefer or 0.0)))]
+    if pick is not None and len(cand) > 1:
+        maps = [
+            np.where(
+                (ks[c] + np.arange(len(s)) >= 0) & (ks[c] + np.arange(len(s)) < len(pool)),
+                ks[c] + np.arange(len(s)),
+                -1,
+            )
+            for c in cand
+        ]
+        chosen = pick(maps, med[cand].tolist())
+        best = cand[chosen] if chosen is not None else best
     g = ks[best] + np.arange(len(s))
     inr = (g >= 0) & (g < len(pool))
     di = pd.Series(np.where(inr, s - pool[np.clip(g, 0, len(pool) - 1)], np.nan)).ffill().bfill()
@@ -104,13 +146,19 @@ def coarse_offsets(
 
 
 def coarse_steps(
-    step_starts: dict[int, np.ndarray], ref: int, nodes: dict[int, int] | None = None
+    step_starts: dict[int, np.ndarray],
+    ref: int,
+    nodes: dict[int, int] | None = None,
+    patterns: dict[int, np.ndarray] | None = None,
 ) -> tuple[dict[int, float], dict[int, np.ndarray], np.ndarray, float, list[str]]:
     """Per rank the coarse offset (its clock − the reference's) from step starts, each start's own shift (in the
     rank's sorted order: they differ where its clock stepped by more than a third of a step), the global step
     centres (on the reference's clock, sorted) and the matching tolerance. Ranks of one node share a clock: where
     several shifts fit a rank's starts equally (steps of one length, a late start on a node whose clock is more
-    than a step period off), the one nearest its node-mates' wins; with no node-mate placed, the smallest, said."""
+    than a step period off), the one under which its steps' collective patterns (``patterns``: per rank, each
+    step's, in the order of its starts; :mod:`.step_pattern`) match the global steps' wins where one does; else the
+    one nearest its node-mates'; with no node-mate placed, the smallest, said. Which evidence decided is said where
+    it was not the starts alone or the node-mates."""
     period = _period(list(step_starts.values()))
     tol = max(period / 3.0, MIN_TOL_NS) if period else float("inf")
     nodes = nodes or {}
@@ -118,6 +166,7 @@ def coarse_steps(
     pool = np.sort(step_starts[ref].astype(np.float64))
     per_step = {ref: np.zeros(len(pool))}
     placed = [pool]
+    placed_sig = [_sorted_patterns(step_starts, patterns, ref)]
     warnings = []
     order = [ref] + sorted((r for r in step_starts if r != ref), key=lambda r: -len(step_starts[r]))
     for r in order[1:]:
@@ -128,30 +177,86 @@ def coarse_steps(
             continue
         mates = [offsets[q] for q in offsets if q != r and nodes.get(q, q) == nodes.get(r, r)]
         prefer = float(np.median(mates)) if mates else None
+        sig = _sorted_patterns(step_starts, patterns, r)
+        by = _PatternPick(sig, np.concatenate(placed), np.concatenate(placed_sig), pool, tol) if patterns else None
         if pool.size == 0 or not np.isfinite(tol):
             d, n, tied = (float(s[0] - pool[0]) if pool.size else 0.0), 1, []
         else:
-            d, n, tied = _best_shift(s, pool, tol, prefer)
+            d, n, tied = _best_shift(s, pool, tol, prefer, by)
         per_step[r] = np.full(len(s), d)
         if n and pool.size > 1 and np.isfinite(tol) and (np.abs(s - d - pool[_near(s - d, pool)]) > tol).any():
             # some starts fit no step once shifted: its clock stepped mid-run, or it ran steps the pool has not
-            d, per_step[r], tied = _consecutive_shift(s, pool, tol, prefer)
+            if by is not None:
+                by.said = None
+            d, per_step[r], tied = _consecutive_shift(s, pool, tol, prefer, by)
         if n == 0:
             warnings.append(f"rank {r}: none of its steps lines up with another rank's; its clock is taken as recorded")
             d = 0.0
             per_step[r] = np.zeros(len(s))
-        elif len(tied) > 1 and prefer is None:
-            other = min((t for t in tied if abs(t - d) > tol), key=lambda t: abs(t), default=None)
-            if other is not None:
-                warnings.append(
-                    f"rank {r}: its step starts fit a clock {d / 1e6:,.3f} ms or {other / 1e6:,.3f} ms off equally"
-                    " (steps of one length) and no rank of its node says which; its global steps are those of the"
-                    f" smaller shift ({d / 1e6:,.3f} ms) and may be off by a step"
-                )
+        elif len(tied) > 1:
+            warnings += _tie_sentences(r, d, tied, tol, prefer, by.said if by is not None else None)
         offsets[r] = d
         placed.append(s - per_step[r])
+        placed_sig.append(sig)
         pool = _cluster(np.concatenate(placed), tol)
     return offsets, per_step, _cluster(np.concatenate(placed), tol) if placed else np.zeros(0), tol, warnings
+
+
+def _sorted_patterns(starts: dict[int, np.ndarray], patterns: dict[int, np.ndarray] | None, r: int) -> np.ndarray:
+    """Rank r's steps' patterns in the order of its sorted starts (UNKNOWN where there are none)."""
+    s = starts[r]
+    if not patterns or r not in patterns or len(patterns[r]) != len(s):
+        return np.full(len(s), step_pattern.UNKNOWN, dtype=np.int64)
+    return np.asarray(patterns[r], dtype=np.int64)[np.argsort(s, kind="stable")]
+
+
+class _PatternPick:
+    """The chooser :func:`_best_shift` and :func:`_consecutive_shift` call where shifts tie: the candidate under
+    which the rank's patterns match the global steps' (those of the placed rank-steps, computed once asked).
+    ``said``: after a call, "pattern" (it chose) or "alike" (it could not)."""
+
+    def __init__(self, sig: np.ndarray, points: np.ndarray, sigs: np.ndarray, pool: np.ndarray, tol: float):
+        self.sig, self.points, self.sigs, self.pool, self.tol = sig, points, sigs, pool, tol
+        self.said: str | None = None
+
+    def __call__(self, maps: list[np.ndarray], shifts: list[float]) -> int | None:
+        pool_sig = step_pattern.pool_patterns(self.points, self.sigs, self.pool, self.tol)
+        k = step_pattern.choose(self.sig, maps, pool_sig)
+        self.said = "alike" if k is None else "pattern"
+        return k
+
+
+def _tie_sentences(r: int, d: float, tied: list, tol: float, prefer: float | None, said: str | None) -> list[str]:
+    """What is said of a rank whose step starts fit several shifts equally: which evidence chose ``d`` (the
+    collectives' pattern, its node-mates' shift: said only where the pattern overrode them), or that nothing did."""
+    other = min((t for t in tied if abs(t - d) > tol), key=lambda t: abs(t), default=None)
+    if other is None:
+        return []
+    fit = f"rank {r}: its step starts fit a clock {d / 1e6:,.3f} ms or {other / 1e6:,.3f} ms off equally"
+    if said == "pattern":
+        if prefer is not None and abs(prefer - d) <= tol:
+            return []
+        mates = (
+            "no rank of its node says which"
+            if prefer is None
+            else f"its node-mates' clock is {prefer / 1e6:,.3f} ms off (check --gpus-per-node)"
+        )
+        return [
+            f"{fit} (steps of one length) and {mates}; the pattern of its collectives in each step (their kinds,"
+            f" order and kernels) matches the other ranks' only at {d / 1e6:,.3f} ms: its global steps are those"
+        ]
+    if prefer is not None:
+        return []
+    alike = (
+        "; its collectives do not tell the steps apart either (every step runs the same ones): recording every"
+        " rank from the same step, or steps numbered alike on every rank (ProfilerStep#N), would say which"
+        if said == "alike"
+        else ""
+    )
+    return [
+        f"{fit} (steps of one length) and no rank of its node says which; its global steps are those of the"
+        f" smaller shift ({d / 1e6:,.3f} ms) and may be off by a step{alike}"
+    ]
 
 
 def robust_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, int]:
@@ -188,18 +293,28 @@ class Clock:
     status: dict = field(default_factory=dict)  # rank -> aligned | stepped | suspect
     bound: dict = field(default_factory=dict)  # rank -> the residual (ns) beyond which its clock is suspect
     base: int = 0  # the tables' time origin (the reference file's baseTimeNanoseconds), for the steps' times
+    # rank -> the set-backs of its clock undone in its reduction (set_back.py: local_ns, shift_ns): the step found
+    # there is the set-back plus the shift
+    set_back: dict = field(default_factory=dict)
 
     def steps_of(self, rank: int) -> list[dict]:
         """The steps of ``rank``'s clock: ``at_ns`` (on the reference's clock, the tables' time base; the step
-        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers)."""
+        happened within ``within_ns`` of it), ``within_ns``, ``size_ns`` (integers; negative: set back)."""
         seg = self.segments.get(rank)
+        steps = list(seg.steps) if seg is not None else []
+        size = [float(st["size_ns"]) for st in steps]
+        for b in self.set_back.get(rank, []):  # a loop per set-back: the step found nearest its boundary
+            if steps:
+                x = float(b["local_ns"] - self.t0)
+                k = int(np.argmin([abs((st["local_lo"] + st["local_hi"]) / 2.0 - x) for st in steps]))
+                size[k] -= b["shift_ns"]
         return [
             {
                 "at_ns": int(round(st["at_ns"])) + self.t0 - self.base,
                 "within_ns": int(np.ceil(st["within_ns"])),
-                "size_ns": int(round(st["size_ns"])),
+                "size_ns": int(round(sz)),
             }
-            for st in (seg.steps if seg is not None else [])
+            for st, sz in zip(steps, size)
         ]
 
     def summary(self) -> str:
@@ -245,7 +360,9 @@ class Clock:
         return int(round(self.a[rank] - self.a[self.ref]))
 
 
-def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int]) -> Clock:
+def fine_clock(
+    ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, nodes: dict[int, int], own: frozenset = frozenset()
+) -> Clock:
     """Offsets from instance ends. ``ends``: rank, inst (an instance id), end_ns (local) of the blocking instances
     seen whole on every rank that ran them.
 
@@ -282,7 +399,7 @@ def fine_clock(ends: pd.DataFrame, coarse: dict[int, float], ref: int, t0: int, 
         devs = [np.abs(D[r][1] - _model(r, a, b, segs, D[r][0])) for r in D]
         fits[ref] = (0.0, 0.0, float(np.percentile(np.concatenate(devs), 90)) if devs else 0.0, 0)
     warnings += _residuals(ranks, fits, D, res)
-    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]))
+    clock_model.reference_step(segs, ref, len([r for r in fits if r != ref]), own)
     status, bounds, said = clock_model.statuses(res, {r: seg.steps for r, seg in segs.items()}, nodes, ref, shared)
     return Clock(t0, ref, a, b, res, True, warnings + said, segs, status, bounds)
 
@@ -516,8 +633,12 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         )
         for r, df in steps.items()
     }
+    knames = kind_names(per_rank)
     coarse, sorted_shift, _, tol, warnings = coarse_steps(
-        {r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()}, anchor, nodes
+        {r: df["start_ns"].to_numpy(np.int64) for r, df in rel.items()},
+        anchor,
+        nodes,
+        step_pattern.step_signatures(per_rank, knames),
     )
     if anchor != ref:
         warnings.append(f"rank {ref} (the reference) has no step; the step starts are matched against rank {anchor}")
@@ -527,13 +648,14 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
         shift[r] = np.empty(len(o))
         shift[r][o] = sorted_shift[r]
     g_of = _global_steps(rel, shift, tol)
-    knames = kind_names(per_rank)
     coll = numbered_collectives(per_rank, g_of, knames)
     coll["shifted"] = match_by_shift(coll, ref)
     t0_src = steps[ref]["start_ns"] if len(steps[ref]) else coll["start_ns"]
     t0 = int(t0_src.min()) if len(t0_src) else 0
-    clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes)
+    own = frozenset(r for r, d in per_rank.items() if d.get("set_back"))  # set back in their own trace
+    clock = fine_clock(_blocking_ends(coll, knames, blocking), coarse, ref, t0, nodes, own)
     clock.base = int(base_ns)
+    clock.set_back = {r: d["set_back"] for r, d in per_rank.items() if d.get("set_back")}
     warnings += clock.warnings
     warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
     warnings += _across_steps(clock, coll, knames)

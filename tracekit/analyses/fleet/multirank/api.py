@@ -326,6 +326,9 @@ def _per_rank_tables(
     for rf in kept_ranks:
         parts = by_rank[idx_of[id(rf)]]
         per_rank[rf.rank] = merged.pop(idx_of[id(rf)], None) or _merge(parts)
+        backs = [x for p in parts for x in p["meta"].get("clock_set_back", [])]
+        if backs:  # a clock set back mid-run, undone in the file's reduction (set_back.py): told by the alignment
+            per_rank[rf.rank] = {**per_rank[rf.rank], "set_back": backs}
         base_of[rf.rank] = min(int(p["meta"].get("base_time_ns") or 0) for p in parts)
         shown = sorted(_shown(f, root) for f in rf.files)
         files_of[rf.rank] = shown[0] if len(shown) == 1 else shown

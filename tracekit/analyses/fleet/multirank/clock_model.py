@@ -191,13 +191,14 @@ def step_sentences(steps: dict, nodes: dict) -> list[str]:
     return out
 
 
-def reference_step(segs: dict, ref: int, fitted: int) -> dict:
+def reference_step(segs: dict, ref: int, fitted: int, own: frozenset = frozenset()) -> dict:
     """The reference's own clock stepping looks like every other rank's stepping back by as much at once. Where at
     least half the fitted ranks (and two) have a step at one time (within their windows) and of one size (within
     2 µs and 2 %), it is the reference's: that step is taken off each of them (its two segments are one, read from
     the first) and given to the reference as a segment of its own, its times after the step moved back onto the
-    clock it began with. ``segs`` is changed in place; returns it."""
-    steps = [(r, k, st) for r, seg in segs.items() if r != ref for k, st in enumerate(seg.steps)]
+    clock it began with. ``segs`` is changed in place; returns it. ``own``: ranks whose clock was set back in their
+    own trace (set_back.py) count for none: a whole node set back is not the reference's."""
+    steps = [(r, k, st) for r, seg in segs.items() if r != ref and r not in own for k, st in enumerate(seg.steps)]
     for r0, k0, s0 in steps:
         group = {
             r: k

@@ -29,6 +29,7 @@ from ....errors import DataFileError
 from ....ingest import load
 from ...categories import categorize, families
 from ...steps.resolve import find_steps, step_options
+from . import set_back
 from .processes import select_process, split_part
 
 STEP_COLS = ["local_step", "name", "start_ns", "end_ns", "phase", "bs", "tokens"]
@@ -191,6 +192,7 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
     """A loaded trace → ``steps`` (STEP_COLS: every phase, as the step finder found them) and ``collectives``
     (COLL_COLS: one row per instance, with the compute it did since its previous collective or the step's start:
     ``work_ns`` busy time, of it ``attention_ns`` and ``expert_ns``)."""
+    trace, set_backs = set_back.undo(trace)  # a clock set back mid-run: the events after it moved forward
     ev = trace.events
     base = int(trace.meta.get("base_time_ns") or 0)
     st = find_steps(
@@ -227,6 +229,7 @@ def reduce_trace(trace, opts: MapOptions = MapOptions(), *, path: str | None = N
             "devices_used": meta.get("devices_used"),
             "base_time_ns": base,
             "events": int(len(ev)),
+            "clock_set_back": [{**x, "local_ns": x["local_ns"] + base} for x in set_backs],
         },
         "steps": steps,
         "collectives": coll,
