@@ -19,7 +19,8 @@ from ....errors import InputError, MissingDataError, UsageError
 from ....result import Result, shown_path, shown_text
 from ...steps.resolve import step_options
 from .align import align_run
-from .attribute import attribute, lower_median, most_often_last
+from .attribute import attribute, most_often_last
+from .medians import lower_median
 from .discover import missing_of, nodes_of, settle, world_size_of
 from .processes import export_of
 from .mapper import MapOptions, forget_exports, load_collectives, reduce_file
