@@ -83,8 +83,8 @@ def test_the_report_of_four_processes_is_a_run_of_four_ranks(rep):
     assert sorted(p.name for p in rep.parent.iterdir()) == ["node.nsys-rep"]
 
 
-@pytest.mark.slow  # two imbalances and a report of four ranks (~3 s)
-def test_imbalance_and_report_of_the_report_are_those_of_its_export(rep, node):
+@pytest.mark.slow  # two imbalances and two reports of four ranks (~4 s)
+def test_imbalance_and_report_of_the_report_are_those_of_its_export(rep, node, cli, monkeypatch):
     db, truth = node
     by_rep = tracekit.imbalance(rep, jobs=1, cache=False)
     by_db = tracekit.imbalance(db, jobs=1, cache=False)
@@ -97,6 +97,10 @@ def test_imbalance_and_report_of_the_report_are_those_of_its_export(rep, node):
     assert got == [{k: b[k] for k in ("step", "imbalance_ns", "straggler")} for b in truth["by_step"]]
     rep_doc = tracekit.report(tracekit.load_run(rep), ranks=by_rep).to_dict()
     assert rep_doc["summary"]["ranks"]["ranks"] == 4 and rep_doc["summary"]["ranks"]["straggler"]["rank"] == 2
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = cli("report", rep)  # the CLI takes the one report as a run, as it takes node.sqlite
+    assert code == 0 and "ranks of the run — 4 ranks, reference rank 0" in out
+    assert f"{rep.name}::process={PIDS[2]}" in out and max(len(x) for x in out.splitlines()) <= 80
     assert sorted(p.name for p in rep.parent.iterdir()) == ["node.nsys-rep"]
 
 
