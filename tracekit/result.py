@@ -128,6 +128,20 @@ def shown_text(text: Any) -> str:
     return _SURROGATE.sub(lambda m: escape_surrogate(m.group()), s)
 
 
+def shown_ranks(ranks, most: int = 8) -> str:
+    """Rank ids as every output writes them, consecutive ones as one span: "3–63", "2, 5–7"; beyond ``most`` spans,
+    "and N more" (a run's missing ranks: imbalance's warning, the report's ranks line)."""
+    spans: list[list[int]] = []
+    for r in sorted(int(x) for x in ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    parts = [str(a) if a == b else f"{a}–{b}" for a, b in spans]
+    rest = sum(b - a + 1 for a, b in spans[most:])
+    return ", ".join(parts[:most]) + (f" and {rest} more" if rest else "")
+
+
 def escape_surrogate(ch: str) -> str:
     """One lone surrogate as visible text: ``\\xNN`` for an undecodable byte of an OS name, else ``\\uNNNN``."""
     o = ord(ch)

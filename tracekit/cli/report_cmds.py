@@ -65,8 +65,9 @@ def _trace_or_run(paths: list[Path] | None, world_size: int | None):
 
 
 def export_of_ranks(path: Path) -> bool:
-    """Whether ``path`` is one nsys export of several GPU processes (the ranks of a run; SQLite exports only)."""
-    if not str(path).lower().endswith((".sqlite", ".sqlite3")):
+    """Whether ``path`` is one nsys export of several GPU processes (the ranks of a run): an SQLite export, or a
+    ``.nsys-rep`` read as its export (``nsys`` on PATH)."""
+    if not str(path).lower().endswith((".sqlite", ".sqlite3", ".nsys-rep", ".qdrep")):
         return False
     from ..analyses.fleet.multirank.discover import processes_as_ranks
 

@@ -16,7 +16,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -70,11 +72,20 @@ def export_report(source: Path, shown: str, into: Path) -> Path:
     return out
 
 
+@contextmanager
+def exported(source: Path, shown: str) -> Iterator[Path]:
+    """The SQLite export of a ``.nsys-rep`` for the time of a ``with``: written by ``nsys`` (:func:`export_report`)
+    into a temporary folder of its own, never beside the report, and removed with it — the one place a report is
+    exported (reading it, and listing the processes of a run's report)."""
+    with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
+        yield export_report(source, shown, Path(tmp))
+
+
 def read_nsys(source: Path, shown: str) -> Trace:
     """One nsys export (SQLite, or a .nsys-rep exported on the way) as a :class:`Trace`."""
     if is_report(source):
-        with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as tmp:
-            return read_nsys_sqlite(export_report(source, shown, Path(tmp)), shown, file_bytes=source.stat().st_size)
+        with exported(source, shown) as db:
+            return read_nsys_sqlite(db, shown, file_bytes=source.stat().st_size)
     return read_nsys_sqlite(source, shown)
 
 

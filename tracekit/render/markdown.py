@@ -5,6 +5,7 @@ not a contract: scripts read json or csv."""
 from __future__ import annotations
 
 from ..result import Result, table_rows, utf8_text
+from .ranks_text import missing_line
 from .warning_folding import fold_warnings
 from .human import (
     ag_measures,
@@ -34,6 +35,9 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
             for k, v in result.summary.items()
         ]
         out.append("")
+    missing = _missing_ranks(result)  # a run's ranks without a trace: its own line, atop the ranks table
+    if missing is not None and not len(result.tables.get("ranks", ())):
+        out += [missing, ""]
     measures = ag_measures(list(result.summary))
     empty = []
     for name, df in result.tables.items():
@@ -45,9 +49,10 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
         cols = [column(c, [r[c] for r in records], origin) for c in df.columns]
         shown = records if all_rows or len(records) <= MD_ROWS + 1 else records[:MD_ROWS]
         shown = short_names(shown, list(df.columns), wide)  # kernel names as the terminal shows them
+        out += [f"### {_md_cell(safe_text(name))}", ""]
+        if name == "ranks" and missing is not None:
+            out += [missing, ""]
         out += [
-            f"### {_md_cell(safe_text(name))}",
-            "",
             "| " + " | ".join(_md_cell(c.header) for c in cols) + " |",
             "|" + "".join(" ---: |" if c.numeric else " --- |" for c in cols),
         ]
@@ -74,6 +79,16 @@ def to_markdown(result: Result, *, all_rows: bool = False, wide: bool = False) -
     if result.warnings:
         out += ["### warnings", ""] + [_md_warning(w) for w in fold_warnings(result.warnings)] + [""]
     return utf8_text("\n".join(out))
+
+
+def _missing_ranks(result: Result) -> str | None:
+    """The line naming a run's ranks without a trace (``ranks_text.missing_line``), in bold, of ``report RUN_DIR``
+    (``summary.ranks``) or ``imbalance`` (its summary); None for any other result or no rank missing."""
+    r = result.summary.get("ranks") if result.command == "report" else result.summary
+    if result.command not in ("report", "imbalance") or not isinstance(r, dict):
+        return None
+    line = missing_line(r)
+    return None if line is None else f"**{_md_text(line)}**"
 
 
 def _md_warning(w) -> str:

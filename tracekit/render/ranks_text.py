@@ -1,4 +1,5 @@
-"""The ranks section of `tracekit report RUN_DIR` for a terminal (issue 28), after the reference rank's report: one
+"""The ranks section of `tracekit report RUN_DIR` for a terminal (issue 28), after the reference rank's report: a
+line naming the ranks of the world without a trace when some are (so the imbalance is a lower bound, issue 40), one
 sentence — the DP imbalance per step and the straggler (who, how often last, its bs against the median's) — then
 the per-rank table (clock offset, steps, times last, total wait), drawn by the same renderer as `tracekit imbalance`
 (``terminal.to_text``, passed in). The per-step and instance tables (``rank_by_step``, ``rank_steps``, ``rank_collectives``,
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..result import Result
+from ..result import Result, shown_ranks
 from .human import fit, safe_text, wrap_prose
 
 SHOWN = ("ranks", "rank_by_step")  # drawn in the section: the ranks, then the per-step stragglers
@@ -40,6 +41,20 @@ def _imbalance_word(r: dict) -> str:
 
 def ranks_title(r: dict) -> str:
     return f"ranks of the run — {r.get('ranks')} ranks, reference rank {r.get('reference_rank')} (this report's trace)"
+
+
+def missing_line(r: dict) -> str | None:
+    """The ranks of the run's world that have no trace, and that the imbalance is therefore a lower bound, in one
+    line (``summary.ranks`` of a report, or an imbalance summary: ``missing_ranks``, ``world_size``,
+    ``world_size_from``); None when no rank is missing. The terminal, Markdown and HTML reports all print it."""
+    miss = [int(x) for x in (r.get("missing_ranks") or [])]
+    if not miss:
+        return None
+    many = len(miss) > 1
+    return (
+        f"Missing: rank{'s' if many else ''} {shown_ranks(miss)} of the world of {r.get('world_size')}"
+        f" ({r.get('world_size_from') or 'unknown'}) {'have' if many else 'has'} no trace, so the imbalance is a lower bound."
+    )
 
 
 def ranks_sentence(r: dict) -> str:
@@ -99,6 +114,9 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
         shown["rank_by_step"] = by
     sub = Result(command="imbalance", inputs=[], params={}, summary={}, tables=shown)
     lines = [fit(safe_text(ranks_title(r)), width)]
+    missing = missing_line(r)
+    if missing is not None:  # its own line, before the numbers it bounds (issue 40)
+        lines += wrap_prose(safe_text(missing), width)
     lines += wrap_prose(safe_text(ranks_sentence(r)), width)
     drawn = draw(sub, width, all_rows=all_rows, max_lines=SECTION_LINES).splitlines()[1:]  # not its title
     lines += [ln for ln in drawn if ln.strip()]

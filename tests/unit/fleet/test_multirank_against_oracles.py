@@ -80,7 +80,8 @@ def test_find_keys_is_the_binary_search(keys, want):
 
 @pytest.mark.parametrize("shape", ["equal", "ragged", "nan", "unsorted"])
 def test_group_lower_median_equal_runs_and_the_sort(shape):
-    from tracekit.analyses.fleet.multirank.attribute import _runs_lower_median, group_lower_median
+    from tracekit.analyses.fleet.multirank.medians import group_lower_median
+    from tracekit.analyses.fleet.multirank.medians import runs_lower_median as _runs_lower_median
     from tracekit.analyses.fleet.multirank.numbering import lex_order
 
     rng = np.random.default_rng(5)

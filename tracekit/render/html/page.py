@@ -31,7 +31,7 @@ from .findings import findings_html
 from .layers import layer_section
 from .paths import PathView, names_title, path_fixes, relative_paths
 from .pictures import one_step_picture, pictures
-from .ranks import rank_step_waits
+from .ranks import rank_step_waits, run_ranks_part
 from .tables import MAX_ROWS, esc, num, summary_html, table_html
 from .timeline import TIMELINE_JS
 from ..human import origin_of, value_text
@@ -149,6 +149,9 @@ def sections(
     if waits is not None:
         wtitle, whtml, wnote = waits
         parts.append(f"<h2>{esc(wtitle)}</h2>{whtml}" + (f'<p class="note">{esc(wnote)}</p>' if wnote else ""))
+    run_ranks = run_ranks_part(result)  # report RUN_DIR: its ranks in words, missing ones named (issue 40)
+    if run_ranks is not None:
+        parts.append(f"<h2>{esc(run_ranks[0])}</h2>{run_ranks[1]}")
     lay = layer_section(result)
     if lay is not None:
         parts.append(f"<h2>{esc(lay[0])}</h2>{lay[1]}" + (f'<p class="note">{esc(lay[2])}</p>' if lay[2] else ""))

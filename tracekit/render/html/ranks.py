@@ -1,5 +1,6 @@
 """Every rank of a run on the page (``imbalance``): who waits when, as a rank × step picture of waits with the
-straggler of each step ringed, a scale in ms and the run's sentence above it."""
+straggler of each step ringed, a scale in ms and the run's sentence above it (after a line naming the ranks without
+a trace, when some are); ``report RUN_DIR``: the run's ranks in words (:func:`run_ranks_part`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pandas as pd
 
 from ...result import Result, shown_path
 from ..colors import color_of
+from ..ranks_text import missing_line, ranks_sentence, ranks_title
 from .svg import CHART_W
 from .tables import esc, num
 
@@ -320,7 +322,25 @@ def _lead(s: dict) -> str:
             if nt > 0
             else ""
         )
-    return f'<p class="lead">{esc(imbalance_sentence(s))}{ties}</p>'
+    return _missing_html(s) + f'<p class="lead">{esc(imbalance_sentence(s))}{ties}</p>'
+
+
+def _missing_html(r: dict) -> str:
+    """The line naming the ranks without a trace (``ranks_text.missing_line``), as a warning paragraph; "" when
+    none is missing."""
+    line = missing_line(r)
+    return "" if line is None else f'<p class="warn missing-ranks">{esc(line)}</p>'
+
+
+def run_ranks_part(result: Result) -> tuple[str, str] | None:
+    """(title, html) of the ranks of a run in ``report RUN_DIR`` (``summary.ranks``): the line naming its ranks
+    without a trace, when some are, then the run's sentence — the terminal section's words; its tables are among
+    the page's tables. None for any other result."""
+    r = result.summary.get("ranks")
+    if result.command != "report" or not isinstance(r, dict):
+        return None
+    title = ranks_title(r)
+    return title[:1].upper() + title[1:], _missing_html(r) + f'<p class="lead">{esc(ranks_sentence(r))}</p>'
 
 
 def rank_step_waits(result: Result) -> tuple[str, str, str] | None:

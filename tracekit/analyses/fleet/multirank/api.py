@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from ....errors import InputError, MissingDataError, UsageError
-from ....result import Result, shown_path, shown_text
+from ....result import Result, shown_path, shown_ranks, shown_text
 from ...steps.resolve import step_options
 from .align import align_run
-from .attribute import attribute, lower_median, most_often_last
+from .attribute import attribute, most_often_last
+from .medians import lower_median
 from .discover import missing_of, nodes_of, settle, world_size_of
 from .processes import export_of
 from .mapper import MapOptions, forget_exports, load_collectives, reduce_file
@@ -271,15 +272,7 @@ def lower_bound_sentence(world: dict) -> str:
     """What a run with missing ranks says (imbalance, report and findings): which ranks, why the imbalance is a lower
     bound, and what to record."""
     miss = world["missing_ranks"]
-    spans: list[list[int]] = []  # consecutive ranks as one span: "ranks 3–63", "ranks 2, 5–7"
-    for r in miss:
-        if spans and r == spans[-1][1] + 1:
-            spans[-1][1] = r
-        else:
-            spans.append([r, r])
-    parts = [str(a) if a == b else f"{a}–{b}" for a, b in spans]
-    rest = sum(b - a + 1 for a, b in spans[8:])
-    shown = ", ".join(parts[:8]) + (f" and {rest} more" if rest else "")
+    shown = shown_ranks(miss)  # consecutive ranks as one span: "ranks 3–63", "ranks 2, 5–7"
     return (
         f"rank{'s' if len(miss) > 1 else ''} {shown} of the world of {world['world_size']}"
         f" ({world['world_size_from']}) {'have' if len(miss) > 1 else 'has'} no readable trace: the imbalance is a"

@@ -2,8 +2,9 @@
 
 Arrival = the kernel's start on the reference clock; wait = last arrival − own arrival; transfer = own end − last
 arrival; an instance's margin = last − second-last arrival, a tie when within the alignment residual of the two
-ranks (a tie names no straggler). Per step: imbalance = Σ over its instances of (last − median arrival, the lower
-median); the straggler = the rank most often last. Why the last rank was late (:func:`shares`): its lateness
+ranks (a tie names no straggler). An instance's median rank is its lower-median arrival (:mod:`.medians`, the one
+convention): its wait is ``median_wait_ns`` (= last − median arrival at a collective). Per step: imbalance = Σ over
+its instances of (last − median arrival); the straggler = the rank most often last. Why the last rank was late (:func:`shares`): its lateness
 against the median-arriving rank, split in four shares that add up to it — its segment (since its previous
 collective's end, or its step's start) began late, its own work took longer, its GPU idled longer before arriving,
 its expert GEMMs took longer; the largest share is the cause (:data:`CAUSE_CODES`). Medians of ns are lower
@@ -15,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .medians import group_lower_median, median_rows, runs_lower_median
 from .numbering import dense_ids, lex_order
 
 MIN_TIE_NS = 2_000  # margins below this are ties whatever the residual: launch jitter, the alignment's own accuracy
@@ -43,11 +45,6 @@ STEP_COLS = ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns",
 BY_STEP_COLS = ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"]
 
 
-def lower_median(values) -> int | None:
-    v = np.sort(np.asarray(values, dtype=np.int64))
-    return int(v[(len(v) - 1) // 2]) if len(v) else None
-
-
 def _us(ns) -> str:
     return f"{ns / 1e3:,.1f} µs"
 
@@ -74,7 +71,8 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     rk = coll["rank"].to_numpy(np.int64)[rows]
     last = s[last_i]
     second = np.where(size >= 2, s[np.maximum(last_i - 1, 0)], last)
-    lowmed = s[first + (size - 1) // 2]
+    med_i = median_rows(first, size)  # each instance's median rank (medians.py: the one median of arrivals/waits)
+    lowmed = s[med_i]
     # a rank waits for the last one only while its kernel runs: one that ended before the last arrived (an eager
     # point-to-point send) waited 0, and its whole kernel is its own transfer — never a negative transfer
     wait = np.where(e < last[gid], 0, np.clip(last[gid] - s, 0, None))
@@ -92,11 +90,12 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     margin = last - second
     tie_tol = np.maximum(np.maximum(res(last_i), res(np.maximum(last_i - 1, 0))), MIN_TIE_NS)
     tie = (size < 2) | (margin < tie_tol)
-    med_wait = group_lower_median(gid, wait, n_g).astype(np.int64) if len(gid) else np.zeros(0, np.int64)
-    med_transfer = _runs_lower_median(gid, transfer, n_g)
+    med_wait = wait[med_i]  # the median rank's wait: last − median arrival at a collective
+    med_transfer = runs_lower_median(gid, transfer, n_g)
     if med_transfer is None:
         tr_sorted = transfer[lex_order(transfer, gid)]  # groups stay where they are, each sorted by transfer
-        med_transfer = tr_sorted[first + (size - 1) // 2] if len(gid) else np.zeros(0, np.int64)
+        # the lower median of transfers: the median position again, in transfer order
+        med_transfer = tr_sorted[med_i] if len(gid) else np.zeros(0, np.int64)
     inst = coll.iloc[rows[first]][["step", "kind", "seq"]].reset_index(drop=True)
     if isinstance(inst["kind"].dtype, pd.CategoricalDtype):  # the kinds' names as the ranks' tables gave them
         inst["kind"] = pd.Series(knames.take(kcode[first]))
@@ -107,7 +106,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     causes = np.full(n_g, None, dtype=object)
     share = np.full((len(SHARE_COLS), n_g), np.nan)
     clear = np.flatnonzero(~tie)  # a sentence per clear instance, built column-wise
-    li, mi = last_i[clear], (first + (size - 1) // 2)[clear]
+    li, mi = last_i[clear], med_i[clear]
     seg, seg_known, after = segment_starts(coll, steps)
     last_v, med_v = (_row_values(coll, (seg, seg_known), rows[i]) for i in (li, mi))
     share[:, clear] = shares(last_v, med_v, experts=bool(coll["expert_ns"].to_numpy().any()))
@@ -284,38 +283,6 @@ def _by_step(imb: pd.DataFrame, st: pd.DataFrame, per: pd.DataFrame, wsum: pd.Se
     mw = w.drop_duplicates("step").set_index("step")["rank"]
     by_step["max_wait_rank"] = pd.array(mw.reindex(g_all).to_numpy(), dtype="Int64")
     return by_step[BY_STEP_COLS]
-
-
-def group_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group (0 ≤ gid < n_groups) the lower median of its values that are not NaN; NaN for a group with none.
-    One sort for all groups."""
-    v = np.asarray(values, dtype=np.float64)
-    g = np.asarray(gid)
-    ok = ~np.isnan(v)
-    if not ok.all():
-        g, v = g[ok], v[ok]
-    fast = _runs_lower_median(g, v, n_groups)
-    if fast is not None:
-        return fast
-    order = lex_order(v, g)  # by group, then value: each group's values in order, read through ``order``
-    count = np.bincount(g, minlength=n_groups)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    out = np.full(n_groups, np.nan)
-    has = count > 0
-    out[has] = v[order[start[has] + (count[has] - 1) // 2]]
-    return out
-
-
-def _runs_lower_median(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray | None:
-    """Per group the lower median of its values, where the rows are the groups one after another, each of the same
-    size (every rank ran every instance): one partition per row of a groups × size matrix, no sort of all rows.
-    None where the groups are not like that."""
-    n = len(gid)
-    m = n // n_groups if n_groups else 0
-    if not m or m * n_groups != n or not (gid.reshape(n_groups, m) == np.arange(n_groups)[:, None]).all():
-        return None
-    k = (m - 1) // 2
-    return np.partition(values.reshape(n_groups, m), k, axis=1)[:, k]
 
 
 def _most_often_last_by(p: pd.DataFrame, by: str) -> pd.Series:

@@ -161,7 +161,10 @@ def processes_as_ranks(files: list[Path]) -> list[RankFiles]:
     """The ranks of a run given as ONE nsys export of several GPU processes (``nsys profile`` around ``torchrun``):
     rank i is its i-th process by lowest device, then pid (:func:`.processes.gpu_processes`); ``[]`` when no file
     holds two. Such an export beside other files is refused (exit 3): it is a run of its own."""
-    procs = {f: gpu_processes(f) for f in files if f.name.lower().endswith((".sqlite", ".sqlite3"))}
+    # a .nsys-rep given alone is listed through its export (nsys on PATH): a run of several processes, as its SQLite;
+    # among several files each report is one rank, exported only when read (not exported here to count processes)
+    suffixes = (".sqlite", ".sqlite3") + ((".nsys-rep", ".qdrep") if len(files) == 1 else ())
+    procs = {f: gpu_processes(f) for f in files if f.name.lower().endswith(suffixes)}
     multi = [f for f, p in procs.items() if len(p) > 1]
     if not multi:
         return []

@@ -7,7 +7,8 @@ before any event is read) and orders them by the lowest device each used, then b
 ``<export>::process=<pid>`` (:func:`part_of`, :func:`split_part`); the mapper loads the export once per worker
 and keeps that process's events (:func:`select_process`: CPU rows by their process, GPU rows by the process that
 launched them). The processes of one export share its host clock, so they are one node: :func:`export_of` is the
-"host" :mod:`.discover` gives them.
+"host" :mod:`.discover` gives them. A ``.nsys-rep`` is treated as its SQLite export: with ``nsys`` on PATH its
+processes are listed from an export made in a temporary folder (:func:`report_processes`).
 """
 
 from __future__ import annotations
@@ -79,13 +80,46 @@ def exports_under(root: Path) -> tuple[list[Path], list[tuple[str, str]]]:
 
 
 def gpu_processes(path: Path) -> list[tuple[int, int]]:
-    """``(pid, lowest device)`` of each process of an nsys SQLite export that ran GPU work, in rank order (device,
-    then pid); ``[]`` for any other file (a ``.nsys-rep`` is one rank until exported: its tables are not read)."""
-    from ....ingest.nsys_database import Database
-    from ....ingest.nsys_sqlite import is_report, reads_nsys, rules
+    """``(pid, lowest device)`` of each process of an nsys export that ran GPU work, in rank order (device, then
+    pid); ``[]`` for any other file. A ``.nsys-rep`` is read as its SQLite export (:func:`report_processes`)."""
+    from ....ingest.nsys_sqlite import is_report
 
     path = Path(path)
-    if is_report(path) or not reads_nsys(path):
+    if is_report(path):
+        return report_processes(path)
+    return sqlite_processes(path)
+
+
+# the processes of each .nsys-rep exported in this process, by (path, size, mtime): a run's report is exported once
+# to list them, not again when its reference rank's device is asked
+_REPORT_PROCESSES: dict[tuple, list[tuple[int, int]]] = {}
+
+
+def report_processes(path: Path) -> list[tuple[int, int]]:
+    """The GPU processes of a ``.nsys-rep``, as of its SQLite export: ``nsys`` on PATH exports it into a temporary
+    folder (``ingest.nsys_sqlite.exported``, removed after; never beside the report) and its tables are read as an
+    export's; a failed export is its one sentence (exit 3). Without ``nsys`` on PATH ``[]``: the report is one rank,
+    and reading it says how to export it."""
+    import shutil
+
+    from ....ingest.nsys_sqlite import exported
+
+    if shutil.which("nsys") is None:
+        return []
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _REPORT_PROCESSES:
+        with exported(path, shown_path(path)) as db:
+            _REPORT_PROCESSES[key] = sqlite_processes(db)
+    return list(_REPORT_PROCESSES[key])
+
+
+def sqlite_processes(path: Path) -> list[tuple[int, int]]:
+    """:func:`gpu_processes` of an nsys SQLite export; ``[]`` for a file that is none."""
+    from ....ingest.nsys_database import Database
+    from ....ingest.nsys_sqlite import reads_nsys, rules
+
+    if not reads_nsys(path):
         return []
     try:
         db = Database(path, shown_path(path))
