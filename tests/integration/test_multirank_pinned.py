@@ -19,12 +19,12 @@ PINNED = [
     (
         "dp_attn_deepep16",
         {"late_start": {3: 1}, "stop_early": {12: 1}, "mid_step_start": [9]},
-        "05816e7ea59b291f90c7e35239e5609a210ea45c1edf7df8ce604d0c4e5c9a3e",  # issue 40: the run's new keys and columns
+        "2771af572936efdf2120891ab80bfb304695497c209aa81aa43e43e65e8183d7",  # issue 40: one median (median_wait_ns)
     ),
     (
         "nccl_train4",
         {"naming": "rank_folders", "mid_step_start": [1]},
-        "b2ccc3c0990030081e5c42c3d4ddc94f590acc22bf6d90cfa23b9b4d6906642e",  # issue 40: the run's new keys and columns
+        "48679a938f5a62793c256c78bf1b0c5d6dac4a5c311c635e623fc6d26147e364",  # issue 40: one median (median_wait_ns)
     ),
 ]
 
