@@ -167,7 +167,7 @@ def read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], 
 
     def rows(what: str) -> int:
         table = rules()["tables"][what]["table"]
-        return int(db.query(f'SELECT coalesce(max(rowid), 0) FROM "{table}"')[0][0]) if table in db.tables else 0
+        return db.rowids(table)[1] if table in db.tables else 0
 
     order = sorted(tables, key=lambda what: -rows(what))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-nsys") as pool:
@@ -357,19 +357,12 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     ranges = np.isin(a[:, 2], [types[t] for t in want["ranges"] if t in types] or [59, 60, 70, 71])
     marks = np.isin(a[:, 2], [types[t] for t in want["marks"] if t in types] or [34, 65])
     domains = np.isin(a[:, 2], [types[t] for t in want["domains"] if t in types] or [75])
-    # each range's or mark's text as Arrow strings (the registered string, textId's, where there is one, else the text
-    # as written): emit_nvtx writes a distinct text per op call (its op_id), so no Python string is made per text
+    # each range's or mark's text (the registered string, textId's, where there is one, else the text as written) as
+    # a code into its distinct texts: emit_nvtx writes a distinct text per op call (its op_id), so no Python string
+    # is made per text, and no string is copied per row
     named = ranges | marks
-    all_ids, all_texts = db.string_ids()
-    ids = a[:, 4]
-    at = np.clip(np.searchsorted(all_ids, ids), 0, max(all_ids.size - 1, 0))
-    found = (all_ids[at] == ids) if all_ids.size else np.zeros(len(ids), dtype=bool)
-    texts = all_texts.take(pa.array(at)) if all_ids.size else pa.nulls(len(ids), pa.string())
-    texts = pc.if_else(pa.array(found), texts, pa.nulls(len(ids), pa.string()))
-    if written is not None:
-        texts = pc.coalesce(texts, written)
-    texts = pc.if_else(pa.array(named), texts, pa.nulls(len(ids), pa.string()))
-    by_id, is_op, shapes, shapes_uniques = _range_names(names, texts, named, ranges)
+    distinct, idx = _distinct_texts(db, a[:, 4], written, named)
+    by_id, is_op, shapes, shapes_uniques = _range_names(names, distinct, idx, named, ranges)
     pid, tid = _cpu_ids(a[:, 3])
     end = np.where(marks, a[:, 0], a[:, 1])
     reason = np.full(len(a), "", dtype=object)
@@ -391,18 +384,61 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     }
 
 
+def _distinct_texts(
+    db: Database, ids: np.ndarray, written: pa.ChunkedArray | pa.Array | None, named: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
+    """Per NVTX row, its text (``ids``' StringIds text where the id is there, else the text ``written`` in the row;
+    none where not ``named``) as the distinct texts in the order the rows first give them and, per row, its text's
+    position among them (-1: none): what Arrow's dictionary encoding of the rows' texts gives, made of int codes
+    only (the StringIds and written texts each encoded once, the texts common to both made one)."""
+    n = len(ids)
+    all_ids, all_texts = db.string_ids()
+    at = np.clip(np.searchsorted(all_ids, ids), 0, max(all_ids.size - 1, 0))
+    found = (all_ids[at] == ids) & all_texts.is_valid().to_numpy(zero_copy_only=False)[at] if all_ids.size else None
+    key = np.full(n, -1, dtype=np.int64)  # a StringIds position, or all_ids.size + a written text's code
+    if written is not None:
+        enc = _one_dictionary(pc.dictionary_encode(written))
+        given = enc.chunk(0).dictionary if enc.num_chunks else pa.array([], type=pa.string())
+        codes = np.concatenate(
+            [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks] or [np.zeros(0)]
+        ).astype(np.int64)
+        key = np.where(codes >= 0, codes + all_ids.size, -1)
+    else:
+        given = pa.array([], type=pa.string())
+    if found is not None:
+        key = np.where(found, at, key)
+    key[~named] = -1
+    used = np.flatnonzero(np.bincount(key[key >= 0], minlength=all_ids.size + len(given)))
+    candidates = pa.concat_arrays([all_texts.cast(pa.string()), given.cast(pa.string())]).take(pa.array(used))
+    same = pc.dictionary_encode(candidates)  # a text both registered and written is one text
+    text_of_key = np.full(all_ids.size + len(given) + 1, -1, dtype=np.int64)  # the last: no key
+    text_of_key[used] = same.indices.to_numpy(zero_copy_only=False)
+    per_row = pc.dictionary_encode(pa.array(text_of_key[key], mask=key < 0))  # the texts in the rows' first order
+    idx = per_row.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return same.dictionary.take(per_row.dictionary), idx
+
+
+def _one_dictionary(enc: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """Dictionary-encoded chunks with one dictionary: Arrow gives every chunk of a chunked array the one dictionary of
+    the whole (the same buffers, checked here); only where it did not are the dictionaries unified (slow: each
+    chunk's dictionary is compared)."""
+    if isinstance(enc, pa.Array):
+        return pa.chunked_array([enc])
+    shared = {(c.dictionary.buffers()[1].address, len(c.dictionary)) for c in enc.chunks if c.dictionary.buffers()[1]}
+    return enc if len(shared) <= 1 else enc.unify_dictionaries()
+
+
 def _range_names(
-    names: _Names, texts: pa.Array, named: np.ndarray, ranges: np.ndarray
+    names: _Names, distinct: pa.Array, idx: np.ndarray, named: np.ndarray, ranges: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
-    """Per NVTX row (``texts``: its text, null where none or not ``named``): its name code, whether it is a PyTorch
-    emit_nvtx op range (:mod:`.nvtx_ops`: a cpu_op, as Kineto's ops, named by its op), a code into the returned
-    ``shapes`` keys where its text gives sizes (-1 elsewhere). A record_function scope is named without its ``op_id``
-    part; a range or mark without a text is ``<unnamed range>``. Each distinct text is parsed once, by Arrow; names
-    are made only of the distinct results (an op's name, not each call's text)."""
-    n = len(texts)
-    enc = pc.dictionary_encode(texts)
-    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    parsed = parse_op_texts(enc.dictionary, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
+    """Per NVTX row (``distinct``: the rows' distinct texts, ``idx``: each row's among them, -1 where none or not
+    ``named``): its name code, whether it is a PyTorch emit_nvtx op range (:mod:`.nvtx_ops`: a cpu_op, as Kineto's
+    ops, named by its op), a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere). A
+    record_function scope is named without its ``op_id`` part; a range or mark without a text is ``<unnamed range>``.
+    Each distinct text is parsed once, by Arrow; names are made only of the distinct results (an op's name, not each
+    call's text)."""
+    n = len(idx)
+    parsed = parse_op_texts(distinct, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
     final = pc.dictionary_encode(parsed.op)  # per distinct text, its name: the op's or scope's, else the text
     name_code = names.table(final.dictionary.to_pylist())[final.indices.to_numpy()] if len(final.dictionary) else None
     by_id = np.full(n, -1, dtype=np.int64)
