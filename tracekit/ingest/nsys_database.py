@@ -95,15 +95,15 @@ class ReadOnlySqlite:
 
 class Database(ReadOnlySqlite):
     """A read-only connection to one nsys export, checked to be one (its tables), with the columns of its event
-    tables read column-wise into Arrow: integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`texts`),
+    tables read column-wise into Arrow: integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`ints_and_text`),
     never a Python object per row."""
 
     def __init__(self, source: Path, shown: str):
-        super().__init__(source, shown)
         self._strings: tuple[np.ndarray, pa.Array] | None = None
         self._lock = threading.Lock()
         self._bounds: dict[str, tuple[int, int]] = {}
-        self._readers: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None  # made at the first read (READERS threads)
+        super().__init__(source, shown)
         if not all(t in self.tables for t in NSYS_MARKERS):
             self.close()
             raise InputError(f"{shown} {NOT_NSYS} (it has no StringIds table); pass the output of {EXPORT_HINT}")
