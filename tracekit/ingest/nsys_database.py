@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from .sqlite_kinds import refusal
 
 try:  # the Arrow reader (ADBC's SQLite driver): columns straight into Arrow, no Python object per row
     import adbc_driver_sqlite.dbapi as adbc_sqlite
@@ -27,10 +28,10 @@ except ImportError:  # pragma: no cover - a dependency; sqlite3's fetchall is th
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EXPORT_HINT = "nsys export --type sqlite --output FILE.sqlite FILE.nsys-rep"
-# an nsys export always has these; a kernel or NVTX table says it recorded something tracekit reads
+# an nsys export always has these; a kernel or NVTX table says it recorded something tracekit reads (a database
+# without them is refused with the sentence of what it is: tracekit/data/sqlite_kinds.json)
 NSYS_MARKERS = ("StringIds",)
 NSYS_EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME")
-NOT_NSYS = "is an SQLite database but not an Nsight Systems export"
 # a table of at least this many rows is read in rowid ranges, READERS at a time (a b-tree range seek each), so that
 # both cores read the largest table and finish together; a smaller table is one query
 SPLIT_ROWS = 65_536
@@ -104,15 +105,9 @@ class Database(ReadOnlySqlite):
         self._bounds: dict[str, tuple[int, int]] = {}
         self._readers: ThreadPoolExecutor | None = None  # made at the first read (READERS threads)
         super().__init__(source, shown)
-        if not all(t in self.tables for t in NSYS_MARKERS):
-            self.close()
-            raise InputError(f"{shown} {NOT_NSYS} (it has no StringIds table); pass the output of {EXPORT_HINT}")
-        if not any(t in self.tables for t in NSYS_EVENT_TABLES):
-            self.close()
-            raise InputError(
-                f"{shown} is an Nsight Systems export without kernels, CUDA API calls or NVTX ranges (no"
-                f" {', '.join(NSYS_EVENT_TABLES)} table); profile with nsys profile --trace=cuda,nvtx and export again"
-            )
+        if not all(t in self.tables for t in NSYS_MARKERS) or not any(t in self.tables for t in NSYS_EVENT_TABLES):
+            self.close()  # what the file is instead, by its tables (sqlite_kinds.json), in one sentence
+            raise refusal(shown, frozenset(self.tables | self.views))
 
     def close(self) -> None:
         if self._readers is not None:
