@@ -36,6 +36,7 @@ NSYS_EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "CUPTI_ACTIVIT
 # both cores read the largest table and finish together; a smaller table is one query
 SPLIT_ROWS = 65_536
 READERS = 2
+BATCH_OPTION = "adbc.sqlite.query.batch_rows"  # ADBC's SQLite statement option: rows per batch read
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -65,9 +66,11 @@ class ReadOnlySqlite:
     def close(self) -> None:
         self.con.close()
 
-    def arrow(self, sql: str) -> pa.Table:
+    def arrow(self, sql: str, batch_rows: int | None = None) -> pa.Table:
         """The result of ``sql`` as an Arrow table, read column-wise (ADBC, on a read-only connection of its own, so
-        that tables can be read in parallel threads); through ``fetchall`` where the driver is not installed."""
+        that tables can be read in parallel threads); through ``fetchall`` where the driver is not installed. The
+        driver infers each column's type from its first batch of rows (``batch_rows``, else its default, 1024): a
+        column NULL in all of them is taken for an integer one."""
         if adbc_sqlite is None:  # pragma: no cover
             cur = self.con.execute(sql)
             names = [d[0] for d in cur.description]
@@ -75,6 +78,8 @@ class ReadOnlySqlite:
             return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
         try:
             with adbc_sqlite.connect(_uri(self.source)) as con, con.cursor() as cur:
+                if batch_rows is not None:
+                    cur.adbc_statement.set_options(**{BATCH_OPTION: str(min(max(batch_rows, 1), 2**31 - 1))})
                 cur.execute(sql)
                 return cur.fetch_arrow_table()
         except (adbc_sqlite.Error, OSError) as exc:  # a reader's error reaches Python as Arrow's OSError
@@ -154,17 +159,19 @@ class Database(ReadOnlySqlite):
             f'SELECT {cols} FROM "{table}"'
             + (" WHERE " + " AND ".join(f"({w})" for w in (where, between) if w) if where or between else "")
             + " ORDER BY rowid"
-            for between in ranges
+            for between, _ in ranges
         ]
         with self._lock:  # every table's reads go through READERS threads: never more reads than cores at once
             if self._readers is None:
                 self._readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="tracekit-sqlite")
-        try:
-            parts = list(self._readers.map(self.arrow, sqls))
+        try:  # each range one batch: its columns' types are inferred from all its rows, not its first 1024
+            parts = list(self._readers.map(self.arrow, sqls, [rows for _, rows in ranges]))
         except InputError as exc:  # the driver refuses a column whose type changes from row to row
             if "type mismatch" not in str(exc).lower():
                 raise
             raise self._not_integer(table, str(exc)) from exc
+        if text:  # a range without any text reads as an integer column of NULLs: it is a text column of NULLs
+            parts = [_null_texts(t, "t") for t in parts]
         if len(parts) == 1:
             return parts[0]
         try:  # a range whose column is all NULL reads as Arrow's null type: the others' type is taken
@@ -172,15 +179,16 @@ class Database(ReadOnlySqlite):
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # an integer in one range, a text in another
             raise self._not_integer(table, str(exc)) from exc
 
-    def _ranges(self, table: str) -> list[str]:
-        """The rowid ranges ``table`` is read in (conditions; [""]: the whole table at once): READERS equal ranges
-        of a table of SPLIT_ROWS rows or more, which the readers' threads read at the same time. Ranges in rowid
-        order, each read ORDER BY rowid, so that their rows one after another are the table's."""
+    def _ranges(self, table: str) -> list[tuple[str, int]]:
+        """The rowid ranges ``table`` is read in (a condition, "" for the whole table, and the most rows it can
+        hold): READERS equal ranges of a table of SPLIT_ROWS rows or more, which the readers' threads read at the
+        same time. Ranges in rowid order, each read ORDER BY rowid, so that their rows one after another are the
+        table's."""
         lo, hi = self.rowids(table)
         if hi - lo + 1 < SPLIT_ROWS:
-            return [""]
+            return [("", hi - lo + 1)]
         step = -(-(hi - lo + 1) // READERS)
-        return [f"rowid BETWEEN {a} AND {min(a + step - 1, hi)}" for a in range(lo, hi + 1, step)]
+        return [(f"rowid BETWEEN {a} AND {min(a + step - 1, hi)}", step) for a in range(lo, hi + 1, step)]
 
     def _int_matrix(self, table: str, exprs: list[str], tab: pa.Table) -> np.ndarray:
         out = np.empty((tab.num_rows, len(exprs)), dtype=np.int64, order="F")  # a column is contiguous
@@ -200,6 +208,16 @@ class Database(ReadOnlySqlite):
             f"{self.shown}: the table {table} holds a value that is not an integer in a column that must be"
             f" one ({what}); pass an unmodified export ({EXPORT_HINT})"
         )
+
+
+def _null_texts(tab: pa.Table, name: str) -> pa.Table:
+    """``tab`` with its column ``name`` as Arrow strings where the driver read it as another type because it held
+    no value at all (all NULL); otherwise as it is."""
+    at = tab.schema.get_field_index(name)
+    col = tab.column(at)
+    if pa.types.is_string(col.type) or col.null_count != len(col):
+        return tab
+    return tab.set_column(at, name, pa.nulls(len(col), pa.string()))
 
 
 def column_or(db: Database, table: str, column: str, default: int = -1) -> str:
