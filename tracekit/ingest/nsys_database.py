@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -18,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from .sqlite_kinds import refusal
 
 try:  # the Arrow reader (ADBC's SQLite driver): columns straight into Arrow, no Python object per row
     import adbc_driver_sqlite.dbapi as adbc_sqlite
@@ -26,10 +28,15 @@ except ImportError:  # pragma: no cover - a dependency; sqlite3's fetchall is th
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 EXPORT_HINT = "nsys export --type sqlite --output FILE.sqlite FILE.nsys-rep"
-# an nsys export always has these; a kernel or NVTX table says it recorded something tracekit reads
+# an nsys export always has these; a kernel or NVTX table says it recorded something tracekit reads (a database
+# without them is refused with the sentence of what it is: tracekit/data/sqlite_kinds.json)
 NSYS_MARKERS = ("StringIds",)
 NSYS_EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME")
-NOT_NSYS = "is an SQLite database but not an Nsight Systems export"
+# a table of at least this many rows is read in rowid ranges, READERS at a time (a b-tree range seek each), so that
+# both cores read the largest table and finish together; a smaller table is one query
+SPLIT_ROWS = 65_536
+READERS = 2
+BATCH_OPTION = "adbc.sqlite.query.batch_rows"  # ADBC's SQLite statement option: rows per batch read
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -59,9 +66,11 @@ class ReadOnlySqlite:
     def close(self) -> None:
         self.con.close()
 
-    def arrow(self, sql: str) -> pa.Table:
+    def arrow(self, sql: str, batch_rows: int | None = None) -> pa.Table:
         """The result of ``sql`` as an Arrow table, read column-wise (ADBC, on a read-only connection of its own, so
-        that tables can be read in parallel threads); through ``fetchall`` where the driver is not installed."""
+        that tables can be read in parallel threads); through ``fetchall`` where the driver is not installed. The
+        driver infers each column's type from its first batch of rows (``batch_rows``, else its default, 1024): a
+        column NULL in all of them is taken for an integer one."""
         if adbc_sqlite is None:  # pragma: no cover
             cur = self.con.execute(sql)
             names = [d[0] for d in cur.description]
@@ -69,6 +78,8 @@ class ReadOnlySqlite:
             return pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
         try:
             with adbc_sqlite.connect(_uri(self.source)) as con, con.cursor() as cur:
+                if batch_rows is not None:
+                    cur.adbc_statement.set_options(**{BATCH_OPTION: str(min(max(batch_rows, 1), 2**31 - 1))})
                 cur.execute(sql)
                 return cur.fetch_arrow_table()
         except (adbc_sqlite.Error, OSError) as exc:  # a reader's error reaches Python as Arrow's OSError
@@ -90,22 +101,33 @@ class ReadOnlySqlite:
 
 class Database(ReadOnlySqlite):
     """A read-only connection to one nsys export, checked to be one (its tables), with the columns of its event
-    tables read column-wise into Arrow: integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`texts`),
+    tables read column-wise into Arrow: integers into numpy (:meth:`ints`), texts as Arrow strings (:meth:`ints_and_text`),
     never a Python object per row."""
 
     def __init__(self, source: Path, shown: str):
-        super().__init__(source, shown)
         self._strings: tuple[np.ndarray, pa.Array] | None = None
         self._lock = threading.Lock()
-        if not all(t in self.tables for t in NSYS_MARKERS):
-            self.close()
-            raise InputError(f"{shown} {NOT_NSYS} (it has no StringIds table); pass the output of {EXPORT_HINT}")
-        if not any(t in self.tables for t in NSYS_EVENT_TABLES):
-            self.close()
-            raise InputError(
-                f"{shown} is an Nsight Systems export without kernels, CUDA API calls or NVTX ranges (no"
-                f" {', '.join(NSYS_EVENT_TABLES)} table); profile with nsys profile --trace=cuda,nvtx and export again"
-            )
+        self._bounds: dict[str, tuple[int, int]] = {}
+        self._readers: ThreadPoolExecutor | None = None  # made at the first read (READERS threads)
+        super().__init__(source, shown)
+        if not all(t in self.tables for t in NSYS_MARKERS) or not any(t in self.tables for t in NSYS_EVENT_TABLES):
+            self.close()  # what the file is instead, by its tables (sqlite_kinds.json), in one sentence
+            raise refusal(shown, frozenset(self.tables | self.views))
+
+    def close(self) -> None:
+        if self._readers is not None:
+            self._readers.shutdown()
+        super().close()
+
+    def rowids(self, table: str) -> tuple[int, int]:
+        """The first and last rowid of ``table`` (two b-tree lookups; (1, 0) when it is empty)."""
+        with self._lock:
+            if table not in self._bounds:
+                lo, hi = self.query(  # one aggregate per SELECT: each is a b-tree lookup, not a scan
+                    f'SELECT coalesce((SELECT min(rowid) FROM "{table}"), 1), coalesce((SELECT max(rowid) FROM "{table}"), 0)'
+                )[0]
+                self._bounds[table] = (int(lo), int(hi))
+            return self._bounds[table]
 
     def string_ids(self) -> tuple[np.ndarray, pa.Array]:
         """StringIds as (ids ascending, their texts), read once."""
@@ -122,45 +144,80 @@ class Database(ReadOnlySqlite):
         array; NULL is -1 (each expression is written so)."""
         return self._int_matrix(table, exprs, self._select(table, exprs, where=where))
 
-    def ints_and_text(self, table: str, exprs: list[str], column: str) -> tuple[np.ndarray, pa.Array]:
-        """:meth:`ints` and the text ``column`` (as :meth:`texts`) of every row, in one pass over the table."""
+    def ints_and_text(self, table: str, exprs: list[str], column: str) -> tuple[np.ndarray, pa.ChunkedArray]:
+        """:meth:`ints` and the text ``column`` of every row (Arrow strings, in the chunks read; NULL where none),
+        in one pass over the table."""
         tab = self._select(table, exprs, text=column)
-        col = tab.column(len(exprs))
-        text = col.combine_chunks() if col.num_chunks else pa.array([], type=pa.string())
-        return self._int_matrix(table, exprs, tab.drop_columns([tab.column_names[-1]])), text
+        return self._int_matrix(table, exprs, tab.drop_columns([tab.column_names[-1]])), tab.column(len(exprs))
 
     def _select(self, table: str, exprs: list[str], where: str = "", text: str | None = None) -> pa.Table:
         cols = ", ".join(
             [f"{e} AS c{i}" for i, e in enumerate(exprs)] + ([f'CAST("{text}" AS TEXT) AS t'] if text else [])
         )
-        sql = f'SELECT {cols} FROM "{table}"{" WHERE " + where if where else ""} ORDER BY rowid'
-        try:
-            return self.arrow(sql)
+        ranges = self._ranges(table)
+        sqls = [
+            f'SELECT {cols} FROM "{table}"'
+            + (" WHERE " + " AND ".join(f"({w})" for w in (where, between) if w) if where or between else "")
+            + " ORDER BY rowid"
+            for between, _ in ranges
+        ]
+        with self._lock:  # every table's reads go through READERS threads: never more reads than cores at once
+            if self._readers is None:
+                self._readers = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="tracekit-sqlite")
+        try:  # each range one batch: its columns' types are inferred from all its rows, not its first 1024
+            parts = list(self._readers.map(self.arrow, sqls, [rows for _, rows in ranges]))
         except InputError as exc:  # the driver refuses a column whose type changes from row to row
             if "type mismatch" not in str(exc).lower():
                 raise
             raise self._not_integer(table, str(exc)) from exc
+        if text:  # a range without any text reads as an integer column of NULLs: it is a text column of NULLs
+            parts = [_null_texts(t, "t") for t in parts]
+        if len(parts) == 1:
+            return parts[0]
+        try:  # a range whose column is all NULL reads as Arrow's null type: the others' type is taken
+            return pa.concat_tables(parts, promote_options="default")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:  # an integer in one range, a text in another
+            raise self._not_integer(table, str(exc)) from exc
+
+    def _ranges(self, table: str) -> list[tuple[str, int]]:
+        """The rowid ranges ``table`` is read in (a condition, "" for the whole table, and the most rows it can
+        hold): READERS equal ranges of a table of SPLIT_ROWS rows or more, which the readers' threads read at the
+        same time. Ranges in rowid order, each read ORDER BY rowid, so that their rows one after another are the
+        table's."""
+        lo, hi = self.rowids(table)
+        if hi - lo + 1 < SPLIT_ROWS:
+            return [("", hi - lo + 1)]
+        step = -(-(hi - lo + 1) // READERS)
+        return [(f"rowid BETWEEN {a} AND {min(a + step - 1, hi)}", step) for a in range(lo, hi + 1, step)]
 
     def _int_matrix(self, table: str, exprs: list[str], tab: pa.Table) -> np.ndarray:
-        out = np.empty((tab.num_rows, len(exprs)), dtype=np.int64)
+        out = np.empty((tab.num_rows, len(exprs)), dtype=np.int64, order="F")  # a column is contiguous
         for i, col in enumerate(tab.columns):
             if not (pa.types.is_integer(col.type) or pa.types.is_null(col.type)):
                 raise self._not_integer(table, f"{exprs[i]} is {col.type}")
             if col.null_count:
                 raise self._not_integer(table, f"{exprs[i]} holds NULL")
-            out[:, i] = col.to_numpy() if col.num_chunks else np.zeros(0, dtype=np.int64)
+            at = 0
+            for chunk in col.chunks:  # each read batch straight into its place (no concatenated copy first)
+                out[at : at + len(chunk), i] = chunk.to_numpy()
+                at += len(chunk)
         return out
-
-    def texts(self, table: str, column: str) -> pa.Array:
-        """``table.column`` of every row (rowid order) as one Arrow string array (NULL where none)."""
-        col = self.arrow(f'SELECT CAST("{column}" AS TEXT) AS t FROM "{table}" ORDER BY rowid').column(0)
-        return col.combine_chunks() if col.num_chunks else pa.array([], type=pa.string())
 
     def _not_integer(self, table: str, what: str) -> InputError:
         return InputError(
             f"{self.shown}: the table {table} holds a value that is not an integer in a column that must be"
             f" one ({what}); pass an unmodified export ({EXPORT_HINT})"
         )
+
+
+def _null_texts(tab: pa.Table, name: str) -> pa.Table:
+    """``tab`` with its column ``name`` as Arrow strings where the driver read it as another type because it held
+    no value at all (all NULL); otherwise as it is."""
+    at = tab.schema.get_field_index(name)
+    col = tab.column(at)
+    if pa.types.is_string(col.type) or col.null_count != len(col):
+        return tab
+    return tab.set_column(at, name, pa.nulls(len(col), pa.string()))
 
 
 def column_or(db: Database, table: str, column: str, default: int = -1) -> str:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..trace import IngestReport, Trace
-from .kineto.columns import RawColumns
+from .kineto.columns import Pieces, RawColumns
 from .kineto.schema import INT_ARGS
 from .normalize import build_events, recorded
 from .nsys_database import EXPORT_HINT, Database, column_or, is_sqlite
@@ -178,7 +178,7 @@ def read_tables(db: Database, tables: list[str]) -> tuple[list[dict[str, Any]], 
 
     def rows(what: str) -> int:
         table = rules()["tables"][what]["table"]
-        return int(db.query(f'SELECT coalesce(max(rowid), 0) FROM "{table}"')[0][0]) if table in db.tables else 0
+        return db.rowids(table)[1] if table in db.tables else 0
 
     order = sorted(tables, key=lambda what: -rows(what))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="tracekit-nsys") as pool:
@@ -249,14 +249,16 @@ def _kernels(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any
     known, texts = _string_ids(db, a[:, 6])
     part = _gpu_part(a, cat, _lookup(a[:, 6], known, names.table(texts), names.code("<unnamed kernel>")))
     part.update(registers=a[:, 7], grid=a[:, 8:11], block=a[:, 11:14], shared_mem=a[:, 14])
-    part["graph_nodes"] = _count_not_null(db, table, "graphNodeId")
     return part
 
 
-def _count_not_null(db: Database, table: str, column: str) -> int:
-    if column not in db.columns(table):
-        return 0
-    return int(db.query(f'SELECT count("{column}") FROM "{table}"')[0][0])
+def _count_not_null(db: Database, table: str, columns: tuple[str, ...]) -> dict[str, int]:
+    """Per column, how many rows of ``table`` hold a value in it (0 where the table or column is not there), all
+    counted in one pass over the table."""
+    have = [c for c in columns if c in db.columns(table)] if table in db.tables else []
+    counts = ", ".join('count("' + c + '")' for c in have)
+    got = db.query(f'SELECT {counts} FROM "{table}"')[0] if have else ()
+    return {c: int(got[have.index(c)]) if c in have else 0 for c in columns}
 
 
 def _copy_direction(enum_name: str) -> str:
@@ -368,19 +370,12 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     ranges = np.isin(a[:, 2], [types[t] for t in want["ranges"] if t in types] or [59, 60, 70, 71])
     marks = np.isin(a[:, 2], [types[t] for t in want["marks"] if t in types] or [34, 65])
     domains = np.isin(a[:, 2], [types[t] for t in want["domains"] if t in types] or [75])
-    # each range's or mark's text as Arrow strings (the registered string, textId's, where there is one, else the text
-    # as written): emit_nvtx writes a distinct text per op call (its op_id), so no Python string is made per text
+    # each range's or mark's text (the registered string, textId's, where there is one, else the text as written) as
+    # a code into its distinct texts: emit_nvtx writes a distinct text per op call (its op_id), so no Python string
+    # is made per text, and no string is copied per row
     named = ranges | marks
-    all_ids, all_texts = db.string_ids()
-    ids = a[:, 4]
-    at = np.clip(np.searchsorted(all_ids, ids), 0, max(all_ids.size - 1, 0))
-    found = (all_ids[at] == ids) if all_ids.size else np.zeros(len(ids), dtype=bool)
-    texts = all_texts.take(pa.array(at)) if all_ids.size else pa.nulls(len(ids), pa.string())
-    texts = pc.if_else(pa.array(found), texts, pa.nulls(len(ids), pa.string()))
-    if written is not None:
-        texts = pc.coalesce(texts, written)
-    texts = pc.if_else(pa.array(named), texts, pa.nulls(len(ids), pa.string()))
-    by_id, is_op, shapes, shapes_uniques = _range_names(names, texts, named, ranges)
+    distinct, idx = _distinct_texts(db, a[:, 4], written, named)
+    by_id, is_op, shapes, shapes_uniques = _range_names(names, distinct, idx, named, ranges)
     pid, tid = _cpu_ids(a[:, 3])
     end = np.where(marks, a[:, 0], a[:, 1])
     reason = np.full(len(a), "", dtype=object)
@@ -402,18 +397,61 @@ def _nvtx(db: Database, names: _Names, table: str, cat: str) -> dict[str, Any]:
     }
 
 
+def _distinct_texts(
+    db: Database, ids: np.ndarray, written: pa.ChunkedArray | pa.Array | None, named: np.ndarray
+) -> tuple[pa.Array, np.ndarray]:
+    """Per NVTX row, its text (``ids``' StringIds text where the id is there, else the text ``written`` in the row;
+    none where not ``named``) as the distinct texts in the order the rows first give them and, per row, its text's
+    position among them (-1: none): what Arrow's dictionary encoding of the rows' texts gives, made of int codes
+    only (the StringIds and written texts each encoded once, the texts common to both made one)."""
+    n = len(ids)
+    all_ids, all_texts = db.string_ids()
+    at = np.clip(np.searchsorted(all_ids, ids), 0, max(all_ids.size - 1, 0))
+    found = (all_ids[at] == ids) & all_texts.is_valid().to_numpy(zero_copy_only=False)[at] if all_ids.size else None
+    key = np.full(n, -1, dtype=np.int64)  # a StringIds position, or all_ids.size + a written text's code
+    if written is not None:
+        enc = _one_dictionary(pc.dictionary_encode(written))
+        given = enc.chunk(0).dictionary if enc.num_chunks else pa.array([], type=pa.string())
+        codes = np.concatenate(
+            [c.indices.fill_null(-1).to_numpy(zero_copy_only=False) for c in enc.chunks] or [np.zeros(0)]
+        ).astype(np.int64)
+        key = np.where(codes >= 0, codes + all_ids.size, -1)
+    else:
+        given = pa.array([], type=pa.string())
+    if found is not None:
+        key = np.where(found, at, key)
+    key[~named] = -1
+    used = np.flatnonzero(np.bincount(key[key >= 0], minlength=all_ids.size + len(given)))
+    candidates = pa.concat_arrays([all_texts.cast(pa.string()), given.cast(pa.string())]).take(pa.array(used))
+    same = pc.dictionary_encode(candidates)  # a text both registered and written is one text
+    text_of_key = np.full(all_ids.size + len(given) + 1, -1, dtype=np.int64)  # the last: no key
+    text_of_key[used] = same.indices.to_numpy(zero_copy_only=False)
+    per_row = pc.dictionary_encode(pa.array(text_of_key[key], mask=key < 0))  # the texts in the rows' first order
+    idx = per_row.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return same.dictionary.take(per_row.dictionary), idx
+
+
+def _one_dictionary(enc: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray:
+    """Dictionary-encoded chunks with one dictionary: Arrow gives every chunk of a chunked array the one dictionary of
+    the whole (the same buffers, checked here); only where it did not are the dictionaries unified (slow: each
+    chunk's dictionary is compared)."""
+    if isinstance(enc, pa.Array):
+        return pa.chunked_array([enc])
+    shared = {(c.dictionary.buffers()[1].address, len(c.dictionary)) for c in enc.chunks if c.dictionary.buffers()[1]}
+    return enc if len(shared) <= 1 else enc.unify_dictionaries()
+
+
 def _range_names(
-    names: _Names, texts: pa.Array, named: np.ndarray, ranges: np.ndarray
+    names: _Names, distinct: pa.Array, idx: np.ndarray, named: np.ndarray, ranges: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
-    """Per NVTX row (``texts``: its text, null where none or not ``named``): its name code, whether it is a PyTorch
-    emit_nvtx op range (:mod:`.nvtx_ops`: a cpu_op, as Kineto's ops, named by its op), a code into the returned
-    ``shapes`` keys where its text gives sizes (-1 elsewhere). A record_function scope is named without its ``op_id``
-    part; a range or mark without a text is ``<unnamed range>``. Each distinct text is parsed once, by Arrow; names
-    are made only of the distinct results (an op's name, not each call's text)."""
-    n = len(texts)
-    enc = pc.dictionary_encode(texts)
-    idx = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    parsed = parse_op_texts(enc.dictionary, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
+    """Per NVTX row (``distinct``: the rows' distinct texts, ``idx``: each row's among them, -1 where none or not
+    ``named``): its name code, whether it is a PyTorch emit_nvtx op range (:mod:`.nvtx_ops`: a cpu_op, as Kineto's
+    ops, named by its op), a code into the returned ``shapes`` keys where its text gives sizes (-1 elsewhere). A
+    record_function scope is named without its ``op_id`` part; a range or mark without a text is ``<unnamed range>``.
+    Each distinct text is parsed once, by Arrow; names are made only of the distinct results (an op's name, not each
+    call's text)."""
+    n = len(idx)
+    parsed = parse_op_texts(distinct, rules()["emit_nvtx_op"], rules()["emit_nvtx_op_names"])
     final = pc.dictionary_encode(parsed.op)  # per distinct text, its name: the op's or scope's, else the text
     name_code = names.table(final.dictionary.to_pylist())[final.indices.to_numpy()] if len(final.dictionary) else None
     by_id = np.full(n, -1, dtype=np.int64)
@@ -452,7 +490,9 @@ _READERS = {
 
 def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns, dict[str, int]]:
     """The tables' parts as the raw columns of :func:`build_events` (event_id: the row's position in the tables
-    read in the order of nsys.json), and the counts of rows not kept, by reason."""
+    read in the order of nsys.json), and the counts of rows not kept, by reason. Each column is left in its parts'
+    :class:`Pieces`, joined only when build_events gathers it (fresh pages cost more than the copy), and a part whose
+    rows are all kept gives its own arrays, not a copy."""
     cats: list[str] = []
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("row", "cat", "name", "pid", "tid", "ts", "dur", "inst")}
     ints: dict[str, list[np.ndarray]] = {k: [] for k in INT_ARGS}
@@ -479,48 +519,56 @@ def _raw_columns(parts: list[dict[str, Any]], names: _Names) -> tuple[RawColumns
         for r, c in sorted((r, c) for r, c in counted if r and c):  # by reason, as np.unique gave them
             reasons[r] = reasons.get(r, 0) + c
         keep = np.flatnonzero(why == 0)
+        every = keep.size == n
+
+        def kept(x: np.ndarray, every: bool = every, keep: np.ndarray = keep) -> np.ndarray:
+            return x if every else x[keep]
+
         cat_list = p["cat"] if isinstance(p["cat"], list) else [p["cat"]]
         cat_codes = [cats.index(c) if c in cats else (cats.append(c) or len(cats) - 1) for c in cat_list]
-        local = p.get("cat_code", np.zeros(n, dtype=np.int64))
+        local = p.get("cat_code")
         cols["row"].append(offset + keep)
-        cols["cat"].append(np.array(cat_codes, dtype=np.int32)[local[keep]])
-        cols["name"].append(p["name"][keep].astype(np.int32))
-        cols["pid"].append(p["pid"][keep])
-        cols["tid"].append(p["tid"][keep])
-        cols["ts"].append(p["start"][keep])
-        cols["dur"].append(p["end"][keep] - p["start"][keep])
-        cols["inst"].append(p.get("instant", np.zeros(n, dtype=bool))[keep])
+        cat_of = np.array(cat_codes, dtype=np.int32)
+        cols["cat"].append(np.full(keep.size, cat_of[0], dtype=np.int32) if local is None else cat_of[kept(local)])
+        cols["name"].append(kept(p["name"]).astype(np.int32))
+        cols["pid"].append(np.ascontiguousarray(kept(p["pid"]), dtype=np.int64))
+        cols["tid"].append(np.ascontiguousarray(kept(p["tid"]), dtype=np.int64))
+        start = np.ascontiguousarray(kept(p["start"]), dtype=np.int64)
+        cols["ts"].append(start)
+        cols["dur"].append(kept(p["end"]) - start)
+        cols["inst"].append(kept(p["instant"]).astype(bool) if "instant" in p else np.zeros(keep.size, dtype=bool))
         for k in INT_ARGS:
-            ints[k].append(p[k][keep] if k in p else np.full(keep.size, -1, dtype=np.int64))
+            ints[k].append(
+                np.ascontiguousarray(kept(p[k]), dtype=np.int64) if k in p else np.full(keep.size, -1, dtype=np.int64)
+            )
         none = np.full((keep.size, 3), -1, dtype=np.int32)
-        grids.append(p["grid"][keep].astype(np.int32) if "grid" in p else none)
-        blocks.append(p["block"][keep].astype(np.int32) if "block" in p else none)
-        sh = p["shapes"][keep] if "shapes" in p else np.full(keep.size, -1, dtype=np.int32)
+        grids.append(kept(p["grid"]).astype(np.int32) if "grid" in p else none)
+        blocks.append(kept(p["block"]).astype(np.int32) if "block" in p else none)
+        sh = kept(p["shapes"]) if "shapes" in p else np.full(keep.size, -1, dtype=np.int32)
         shapes.append(np.where(sh >= 0, sh + len(shapes_uniques), -1).astype(np.int32))
         shapes_uniques += p.get("shapes_uniques", [])
         offset += n
 
-    def cat_(xs, dtype=np.int64):
-        return np.concatenate(xs, dtype=dtype, casting="unsafe") if xs else np.zeros(0, dtype=dtype)
+    def pieces(xs: list[np.ndarray], dtype: type = np.int64, width: int = 0) -> Pieces:
+        return Pieces(xs, np.zeros((0, width) if width else 0, dtype=dtype))
 
-    kept = int(sum(len(x) for x in cols["row"]))
     raw = RawColumns(
         n=offset,
-        row=cat_(cols["row"]),
-        cat=cat_(cols["cat"], np.int32),
+        row=pieces(cols["row"]),
+        cat=pieces(cols["cat"], np.int32),
         cat_uniques=cats,
-        name=cat_(cols["name"], np.int32),
+        name=pieces(cols["name"], np.int32),
         name_uniques=names.values,
-        pid=cat_(cols["pid"]),
-        tid=cat_(cols["tid"]),
-        ts_ns=cat_(cols["ts"]),
-        dur_ns=cat_(cols["dur"]),
-        instant=cat_(cols["inst"], bool),
-        ints={k: cat_(v) for k, v in ints.items()},
-        grid=np.concatenate(grids) if grids else np.zeros((0, 3), dtype=np.int32),
-        block=np.concatenate(blocks) if blocks else np.zeros((0, 3), dtype=np.int32),
+        pid=pieces(cols["pid"]),
+        tid=pieces(cols["tid"]),
+        ts_ns=pieces(cols["ts"]),
+        dur_ns=pieces(cols["dur"]),
+        instant=pieces(cols["inst"], bool),
+        ints={k: pieces(v) for k, v in ints.items()},
+        grid=pieces(grids, np.int32, 3),
+        block=pieces(blocks, np.int32, 3),
         kind_arg={},
-        shapes=np.concatenate(shapes) if shapes else np.full(kept, -1, dtype=np.int32),
+        shapes=pieces(shapes, np.int32),
         shapes_uniques=shapes_uniques,
         meta=[],
         reasons={},
@@ -553,11 +601,8 @@ def _meta_of(db: Database, shown: str) -> dict[str, Any]:
             " WHERE eventType = 75"
         )
         domains = {str(int(d)): str(t) for d, t in rows if d is not None and t is not None}
-    kernels = rules()["tables"]["kernel"]["table"]
-    extra = {
-        "graph_node_ids": _count_not_null(db, kernels, "graphNodeId") if kernels in db.tables else 0,
-        "graph_ids": _count_not_null(db, kernels, "graphId") if kernels in db.tables else 0,
-    }
+    graph = _count_not_null(db, rules()["tables"]["kernel"]["table"], ("graphNodeId", "graphId"))
+    extra = {"graph_node_ids": graph["graphNodeId"], "graph_ids": graph["graphId"]}
     return {
         "source": shown,
         "rank": None,
@@ -629,8 +674,12 @@ def _lanes(db: Database) -> dict[str, dict[str, str]]:
 
 def _device_pids(events: pd.DataFrame, gpu: np.ndarray) -> dict[str, list[int]]:
     """Per device with GPU activity, the process(es) whose work ran on it (one per device: one rank each)."""
-    dev, pid = events["device"].to_numpy()[gpu], events["pid"].to_numpy()[gpu]
-    pairs = np.unique(np.stack([dev.astype(np.int64), pid]), axis=1) if dev.size else np.zeros((2, 0), np.int64)
+    dev, pid = events["device"].to_numpy()[gpu].astype(np.int64), events["pid"].to_numpy()[gpu]
+    if dev.size and pid.min() >= -1 and pid.max() < 2**31:  # a pair as one int (hashed, not sorted per event)
+        keys = np.sort(pd.unique((dev << 32) | (pid + 1)))
+        pairs = np.stack([keys >> 32, (keys & 0xFFFFFFFF) - 1])
+    else:
+        pairs = np.unique(np.stack([dev, pid]), axis=1) if dev.size else np.zeros((2, 0), np.int64)
     out: dict[str, list[int]] = {}
     for d, p in pairs.T.tolist():
         if d >= 0:

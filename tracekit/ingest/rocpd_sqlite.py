@@ -35,6 +35,7 @@ from ..trace import IngestReport, Trace
 from .nsys_database import ReadOnlySqlite, database_error, is_sqlite
 from .rocprof_json import Agent, Handle, Metadata, Process, gpu_indices, lookup, meta_of
 from .rocprof_rules import GPU_AGENT, Parts, add_copies, add_kernels, events_of, kernel_symbols
+from .sqlite_kinds import not_rocpd
 
 WHAT = "a rocprofv3 rocpd database"
 HINT = "rocprofv3 --kernel-trace --hip-trace --output-format rocpd"
@@ -59,7 +60,7 @@ def is_rocpd(source: Path) -> bool:
     except (OSError, InputError):
         return False
     db.close()
-    return any(n.startswith("rocpd_") for n in db.tables | db.views)
+    return any(n.startswith("rocpd_") for n in db.tables | db.views) and not not_rocpd(frozenset(db.tables | db.views))
 
 
 def ingest(source: Path, shown: str) -> Trace:

@@ -248,7 +248,7 @@ def test_rocpd_of_another_schema(tmp_path, db, case):
         con.execute("CREATE TABLE rocpd_string (id INTEGER PRIMARY KEY, string TEXT)")
         con.execute("CREATE TABLE rocpd_op (id INTEGER PRIMARY KEY, gpuId INTEGER, start INTEGER, end INTEGER)")
         con.execute("CREATE TABLE rocpd_api (id INTEGER PRIMARY KEY, pid INTEGER, start INTEGER, end INTEGER)")
-        said = "without its kernel dispatch"
+        said = "rocmProfileData (RPD)"  # its own sentence (sqlite_kinds.json), not the rocpd reader's
     else:
         p = db
         con = sqlite3.connect(p)
