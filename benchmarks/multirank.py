@@ -52,20 +52,29 @@ with ProcessPoolExecutor(2) as pool:
 """
 
 DASK = """
-import sys, time, tracekit
+import sys, time
+t_begin = time.perf_counter()
+import tracekit
 from dask.distributed import Client, LocalCluster
+t_imports = time.perf_counter()
 with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, Client(lc) as c:
+    print("cluster_start_s", time.perf_counter() - t_imports, file=sys.stderr)
     def bare(sample):  # a worker's floor: its interpreter, Dask's and every import a reduction makes
         import psutil
         from tracekit.analyses.fleet.multirank import reduce_point
         from tracekit.analyses.fleet.multirank.mapper import MapOptions
         reduce_point(sample, MapOptions(cache=False))
         return psutil.Process().memory_info().rss
+    t0 = time.perf_counter()
     floors = c.run(bare, sys.argv[2])
     print("bare_worker_mb", max(floors.values()) / 1e6, file=sys.stderr)
+    print("bare_probe_s", time.perf_counter() - t0, file=sys.stderr)
     t0 = time.perf_counter()
     r = tracekit.imbalance(sys.argv[1], dask=c, cache=False)
-    print("analysis_s", time.perf_counter() - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
+    t_closing = time.perf_counter()
+    print("analysis_s", t_closing - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
+print("cluster_close_s", time.perf_counter() - t_closing, file=sys.stderr)
+print("imports_s", t_imports - t_begin, file=sys.stderr)
 """
 
 
@@ -95,6 +104,12 @@ from tracekit.analyses.fleet.multirank.mapper import MapOptions
 reduce_point(sys.argv[1], MapOptions(cache=False))  # every import a worker makes; the sample's tables are tiny
 """
 SAMPLE = ROOT / "tracekit" / "data" / "samples" / "decode_sample.json.gz"
+DASK_PARTS = {  # what the Dask row's process says of the rest of its wall (stderr), and in which words
+    "imports_s": "Python's start aside, importing tracekit and Dask",
+    "cluster_start_s": "starting the LocalCluster",
+    "bare_probe_s": "the bare-worker probe",
+    "cluster_close_s": "closing the cluster",
+}
 TARGETS = {"imbalance --jobs 2": 1.15, "imbalance, Dask LocalCluster (2 processes)": 1.3}  # × the ingest (issue 40)
 WORKER_NET_TARGET = 1.5  # a worker's peak net of the bare worker, × its rank's JSON (issue 40)
 
@@ -399,6 +414,15 @@ def main() -> None:
                 f"\n{r['row']}: the analysis alone (the cluster started and closed outside it)"
                 f" {', '.join('—' if v is None else f'{v:.1f}' for v in alone)} s a round, ×"
                 f" {', '.join('—' if v is None else f'{v:.2f}' for v in per)} the ingest of the same round"
+            )
+            parts = {k: [_said(x, k) for x in runs[i]] for k in DASK_PARTS}
+            r["dask_parts_s"] = parts
+            print(
+                "  the rest of its wall, a round each: "
+                + "; ".join(
+                    f"{words} {', '.join('—' if v is None else f'{v:.1f}' for v in parts[k])} s"
+                    for k, words in DASK_PARTS.items()
+                )
             )
     if floor_mb is not None:
         print(f"\n{FLOOR_ROW}: worker peak {floor_mb:,.0f} MB, wall {floor['wall_s']:.1f} s")
