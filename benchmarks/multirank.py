@@ -15,7 +15,8 @@ Each row runs in a fresh process tree, sampled every 20 ms (psutil) for the peak
 worker; wall time is the tree's, and "after workers" the part of it after the last worker process was seen (what the
 parent does alone at the end: align, attribute, the document, exit). A bare worker (the interpreter and every import a
 worker makes, reducing the 5 kB bundled sample) is measured in the same rounds: a worker's peak net of it is what its
-rank costs. Issue 40's targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask
+rank costs. The Dask row is also told against a Dask worker's peak on the same 16 tiny ranks (the floor the --jobs 2
+row uses), and its wall apart: imports, cluster start, the bare-worker probe, the analysis, cluster close. Issue 40's targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask
 ≤ 1.3 ×, a worker's peak net of the bare worker ≤ 1.5 × its rank's unzipped JSON (issue 28's: the parent ≤ 0.5 GB).
 The machine's fresh-page cost is measured before each round and after the last. Prints a Markdown table; ``--out
 FILE`` writes the JSON too. The measured runs and what changed between them: benchmarks/README.md ("Every rank of a
@@ -208,6 +209,7 @@ def _best(runs: list[dict]) -> dict:
 
 
 FLOOR_ROW = "imbalance --jobs 2 on 16 ranks of ~0.1 MB (a worker's floor)"
+DASK_FLOOR_ROW = "imbalance, Dask LocalCluster on 16 ranks of ~0.1 MB (a Dask worker's floor)"
 
 
 def _floor_run(n: int) -> Path:
@@ -343,6 +345,8 @@ def main() -> None:
             ([sys.executable, "-c", DASK, str(run), str(SAMPLE)], "imbalance, Dask LocalCluster (2 processes)")
         )
     floor_run = _floor_run(len(files))
+    if not a.skip_dask:  # a Dask worker's floor as the --jobs 2 row's: its peak over the same 16 tiny ranks
+        specs.append(([sys.executable, "-c", DASK, str(floor_run), str(SAMPLE)], DASK_FLOOR_ROW))
     specs.append(
         (
             [*cli, "imbalance", str(floor_run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
@@ -362,7 +366,9 @@ def main() -> None:
     bare_mb = max((r["parent_peak_mb"] for r in runs[-1] if r["wall_s"] is not None), default=None)
     floor = rows.pop()
     floor_mb = floor["worker_peak_mb"] if floor["wall_s"] is not None else None
-    ratios = _round_ratios(runs[:-2])
+    dask_floor = None if a.skip_dask else rows.pop()
+    dask_floor_mb = dask_floor["worker_peak_mb"] if dask_floor and dask_floor["wall_s"] is not None else None
+    ratios = _round_ratios(runs[: len(rows)])
     base = rows[0]["wall_s"]
     if base is None:
         raise SystemExit("the cold ingest row failed: nothing to compare with")
@@ -415,6 +421,13 @@ def main() -> None:
                 f" {', '.join('—' if v is None else f'{v:.1f}' for v in alone)} s a round, ×"
                 f" {', '.join('—' if v is None else f'{v:.2f}' for v in per)} the ingest of the same round"
             )
+            if dask_floor_mb is not None:
+                r["worker_net_vs_rank_tiny_run_floor"] = (r["worker_peak_mb"] - dask_floor_mb) * 1e6 / biggest
+                print(
+                    f"  its worker's peak net of a Dask worker's peak on 16 ranks of ~0.1 MB ({dask_floor_mb:,.0f} MB,"
+                    " the floor the --jobs 2 row is measured against):"
+                    f" {_net(r['worker_net_vs_rank_tiny_run_floor'])} × the rank"
+                )
             parts = {k: [_said(x, k) for x in runs[i]] for k in DASK_PARTS}
             r["dask_parts_s"] = parts
             print(
@@ -444,6 +457,7 @@ def main() -> None:
                     "repeat": max(a.repeat, 1),
                     "bare_worker": bare,
                     "floor_run": floor,
+                    "dask_floor_run": dask_floor,
                     "rows": rows,
                 },
                 indent=2,
