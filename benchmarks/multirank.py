@@ -16,8 +16,9 @@ worker; wall time is the tree's, and "after workers" the part of it after the la
 parent does alone at the end: align, attribute, the document, exit). A bare worker (the interpreter and every import a
 worker makes, reducing the 5 kB bundled sample) is measured in the same rounds: a worker's peak net of it is what its
 rank costs. The Dask row is also told against a Dask worker's peak on the same 16 tiny ranks (the floor the --jobs 2
-row uses), and its wall apart: imports, cluster start, the bare-worker probe, the analysis, cluster close. Issue 40's targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask
-≤ 1.3 ×, a worker's peak net of the bare worker ≤ 1.5 × its rank's unzipped JSON (issue 28's: the parent ≤ 0.5 GB).
+row uses), and its wall apart: imports, cluster start, the bare-worker probe, the analysis, cluster close. Issue 40's
+targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask ≤ 1.3 ×, a worker's peak
+net of the bare worker ≤ 1.5 × its rank's unzipped JSON (issue 28's: the parent ≤ 0.5 GB).
 The machine's fresh-page cost is measured before each round and after the last. Prints a Markdown table; ``--out
 FILE`` writes the JSON too. The measured runs and what changed between them: benchmarks/README.md ("Every rank of a
 run").
