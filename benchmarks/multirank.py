@@ -6,6 +6,10 @@ two process workers, against the cold ingest of the same files alone (two proces
 
     python benchmarks/multirank.py --run DIR --reduce-to R.pkl  # each rank reduced once (2 processes), kept
     python benchmarks/multirank.py --parent R.pkl               # the parent's part alone, from those reductions
+    python benchmarks/multirank.py --run DIR --tail             # the parent's steps after the last result, timed
+
+``--tail`` runs ``imbalance --jobs 2`` once with time stamps (stderr) on the parent's steps after the last worker's
+result: the pool's shutdown, the alignment and attribution, the document, the exit.
 
 ``--parent`` times what the parent does once the workers are done — align, attribute, write the JSON (to
 /dev/null) — in a fresh process (its wall, CPU and peak RSS besides the reductions it loads), without re-ingesting
@@ -98,6 +102,80 @@ import tracekit
 print(f"tracekit {os.path.dirname(tracekit.__file__)} analysis_s {wa:.2f} analysis_cpu_s {ca:.2f} json_s {time.perf_counter() - w - wa:.2f} json_mb {size / 1e6:.0f}"
       f" cpu_s {time.process_time() - c:.2f} rss_with_reductions_mb {rss0:.0f}", file=sys.stderr)
 """
+
+TAIL = """
+import os, sys, time
+t0 = time.perf_counter()
+def say(what):
+    print("TAIL", f"{time.perf_counter() - t0:.4f}", what, file=sys.stderr, flush=True)
+import concurrent.futures.process as cfp
+from tracekit.analyses.fleet.multirank import api
+from tracekit.cli import main, options
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        say(label + " begins")
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            say(label + " ends")
+    setattr(owner, name, wrapper)
+timed(cfp.ProcessPoolExecutor, "shutdown", "pool shutdown")
+timed(api.ArrivingReductions, "result", "align and attribute")
+timed(options.Output, "write", "document")
+add = api.ArrivingReductions.add
+def arrived(self, index, res):
+    say("result")
+    return add(self, index, res)
+api.ArrivingReductions.add = arrived
+leave = os._exit
+def exit_now(code):
+    if os.getpid() == pid:
+        say("exit")
+    leave(code)
+pid = os.getpid()
+os._exit = exit_now
+sys.argv[0] = "tracekit"
+main()
+"""
+TAIL_STEPS = ("pool shutdown", "align and attribute", "document")
+
+
+def tail_only(run: Path) -> None:
+    """``--tail``: ``imbalance --jobs 2`` once, with the parent's time stamps after the last worker's result."""
+    cmd = [
+        sys.executable,
+        "-c",
+        TAIL,
+        "imbalance",
+        str(run),
+        "--jobs",
+        "2",
+        "--no-cache",
+        "-f",
+        "json",
+        "-o",
+        os.devnull,
+    ]
+    row = measure(cmd, "imbalance --jobs 2, time-stamped")
+    if row["wall_s"] is None:
+        raise SystemExit("the time-stamped run failed: stderr above says why")
+    marks: dict[str, float] = {}
+    results = []
+    for line in row["stderr_tail"].splitlines():
+        if line.startswith("TAIL "):
+            _, t, what = line.split(" ", 2)
+            if what == "result":
+                results.append(float(t))
+            else:
+                marks[what] = float(t)
+    last = max(results)
+    steps = "; ".join(f"{k} {marks[k + ' ends'] - marks[k + ' begins']:.3f} s" for k in TAIL_STEPS)
+    print(
+        f"wall {row['wall_s']:.2f} s; {len(results)} results, the first at {min(results):.2f} s, the last at"
+        f" {last:.2f} s; after it: {steps}; exit at {marks['exit'] - last:.3f} s after the last result"
+    )
+
 
 BARE = """
 import sys
@@ -285,9 +363,18 @@ def main() -> None:
         help="reduce each rank of --run once and keep the tables in this (new) pickle file, for --parent",
     )
     ap.add_argument("--parent", type=Path, help="time the parent's part alone, from a --reduce-to pickle")
+    ap.add_argument(
+        "--tail",
+        action="store_true",
+        help="with --run: imbalance --jobs 2 once, the parent's steps after the last worker's result time-stamped",
+    )
     a = ap.parse_args()
     if a.parent:
         return parent_only(a.parent)
+    if a.tail:
+        if a.run is None:
+            raise SystemExit("--tail needs --run DIR")
+        return tail_only(a.run)
     if a.reduce_to:
         if a.run is None:
             raise SystemExit("--reduce-to needs --run DIR")
