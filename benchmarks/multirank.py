@@ -6,6 +6,10 @@ two process workers, against the cold ingest of the same files alone (two proces
 
     python benchmarks/multirank.py --run DIR --reduce-to R.pkl  # each rank reduced once (2 processes), kept
     python benchmarks/multirank.py --parent R.pkl               # the parent's part alone, from those reductions
+    python benchmarks/multirank.py --run DIR --tail             # the parent's steps after the last result, timed
+
+``--tail`` runs ``imbalance --jobs 2`` once with time stamps (stderr) on the parent's steps after the last worker's
+result: the pool's shutdown, the alignment and attribution, the document, the exit.
 
 ``--parent`` times what the parent does once the workers are done — align, attribute, write the JSON (to
 /dev/null) — in a fresh process (its wall, CPU and peak RSS besides the reductions it loads), without re-ingesting
@@ -15,8 +19,10 @@ Each row runs in a fresh process tree, sampled every 20 ms (psutil) for the peak
 worker; wall time is the tree's, and "after workers" the part of it after the last worker process was seen (what the
 parent does alone at the end: align, attribute, the document, exit). A bare worker (the interpreter and every import a
 worker makes, reducing the 5 kB bundled sample) is measured in the same rounds: a worker's peak net of it is what its
-rank costs. Issue 40's targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask
-≤ 1.3 ×, a worker's peak net of the bare worker ≤ 1.5 × its rank's unzipped JSON (issue 28's: the parent ≤ 0.5 GB).
+rank costs. The Dask row is also told against a Dask worker's peak on the same 16 tiny ranks (the floor the --jobs 2
+row uses), and its wall apart: imports, cluster start, the bare-worker probe, the analysis, cluster close. Issue 40's
+targets, printed beside the rows: imbalance --jobs 2 wall ≤ 1.15 × the ingest alone, on Dask ≤ 1.3 ×, a worker's peak
+net of the bare worker ≤ 1.5 × its rank's unzipped JSON (issue 28's: the parent ≤ 0.5 GB).
 The machine's fresh-page cost is measured before each round and after the last. Prints a Markdown table; ``--out
 FILE`` writes the JSON too. The measured runs and what changed between them: benchmarks/README.md ("Every rank of a
 run").
@@ -52,20 +58,29 @@ with ProcessPoolExecutor(2) as pool:
 """
 
 DASK = """
-import sys, time, tracekit
+import sys, time
+t_begin = time.perf_counter()
+import tracekit
 from dask.distributed import Client, LocalCluster
+t_imports = time.perf_counter()
 with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as lc, Client(lc) as c:
+    print("cluster_start_s", time.perf_counter() - t_imports, file=sys.stderr)
     def bare(sample):  # a worker's floor: its interpreter, Dask's and every import a reduction makes
         import psutil
         from tracekit.analyses.fleet.multirank import reduce_point
         from tracekit.analyses.fleet.multirank.mapper import MapOptions
         reduce_point(sample, MapOptions(cache=False))
         return psutil.Process().memory_info().rss
+    t0 = time.perf_counter()
     floors = c.run(bare, sys.argv[2])
     print("bare_worker_mb", max(floors.values()) / 1e6, file=sys.stderr)
+    print("bare_probe_s", time.perf_counter() - t0, file=sys.stderr)
     t0 = time.perf_counter()
     r = tracekit.imbalance(sys.argv[1], dask=c, cache=False)
-    print("analysis_s", time.perf_counter() - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
+    t_closing = time.perf_counter()
+    print("analysis_s", t_closing - t0, r.summary["ranks"], r.summary["steps"], file=sys.stderr)
+print("cluster_close_s", time.perf_counter() - t_closing, file=sys.stderr)
+print("imports_s", t_imports - t_begin, file=sys.stderr)
 """
 
 
@@ -88,6 +103,80 @@ print(f"tracekit {os.path.dirname(tracekit.__file__)} analysis_s {wa:.2f} analys
       f" cpu_s {time.process_time() - c:.2f} rss_with_reductions_mb {rss0:.0f}", file=sys.stderr)
 """
 
+TAIL = """
+import os, sys, time
+t0 = time.perf_counter()
+def say(what):
+    print("TAIL", f"{time.perf_counter() - t0:.4f}", what, file=sys.stderr, flush=True)
+import concurrent.futures.process as cfp
+from tracekit.analyses.fleet.multirank import api
+from tracekit.cli import main, options
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        say(label + " begins")
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            say(label + " ends")
+    setattr(owner, name, wrapper)
+timed(cfp.ProcessPoolExecutor, "shutdown", "pool shutdown")
+timed(api.ArrivingReductions, "result", "align and attribute")
+timed(options.Output, "write", "document")
+add = api.ArrivingReductions.add
+def arrived(self, index, res):
+    say("result")
+    return add(self, index, res)
+api.ArrivingReductions.add = arrived
+leave = os._exit
+def exit_now(code):
+    if os.getpid() == pid:
+        say("exit")
+    leave(code)
+pid = os.getpid()
+os._exit = exit_now
+sys.argv[0] = "tracekit"
+main()
+"""
+TAIL_STEPS = ("pool shutdown", "align and attribute", "document")
+
+
+def tail_only(run: Path) -> None:
+    """``--tail``: ``imbalance --jobs 2`` once, with the parent's time stamps after the last worker's result."""
+    cmd = [
+        sys.executable,
+        "-c",
+        TAIL,
+        "imbalance",
+        str(run),
+        "--jobs",
+        "2",
+        "--no-cache",
+        "-f",
+        "json",
+        "-o",
+        os.devnull,
+    ]
+    row = measure(cmd, "imbalance --jobs 2, time-stamped")
+    if row["wall_s"] is None:
+        raise SystemExit("the time-stamped run failed: stderr above says why")
+    marks: dict[str, float] = {}
+    results = []
+    for line in row["stderr_tail"].splitlines():
+        if line.startswith("TAIL "):
+            _, t, what = line.split(" ", 2)
+            if what == "result":
+                results.append(float(t))
+            else:
+                marks[what] = float(t)
+    last = max(results)
+    steps = "; ".join(f"{k} {marks[k + ' ends'] - marks[k + ' begins']:.3f} s" for k in TAIL_STEPS)
+    print(
+        f"wall {row['wall_s']:.2f} s; {len(results)} results, the first at {min(results):.2f} s, the last at"
+        f" {last:.2f} s; after it: {steps}; exit at {marks['exit'] - last:.3f} s after the last result"
+    )
+
+
 BARE = """
 import sys
 from tracekit.analyses.fleet.multirank import reduce_point
@@ -95,6 +184,12 @@ from tracekit.analyses.fleet.multirank.mapper import MapOptions
 reduce_point(sys.argv[1], MapOptions(cache=False))  # every import a worker makes; the sample's tables are tiny
 """
 SAMPLE = ROOT / "tracekit" / "data" / "samples" / "decode_sample.json.gz"
+DASK_PARTS = {  # what the Dask row's process says of the rest of its wall (stderr), and in which words
+    "imports_s": "Python's start aside, importing tracekit and Dask",
+    "cluster_start_s": "starting the LocalCluster",
+    "bare_probe_s": "the bare-worker probe",
+    "cluster_close_s": "closing the cluster",
+}
 TARGETS = {"imbalance --jobs 2": 1.15, "imbalance, Dask LocalCluster (2 processes)": 1.3}  # × the ingest (issue 40)
 WORKER_NET_TARGET = 1.5  # a worker's peak net of the bare worker, × its rank's JSON (issue 40)
 
@@ -193,6 +288,7 @@ def _best(runs: list[dict]) -> dict:
 
 
 FLOOR_ROW = "imbalance --jobs 2 on 16 ranks of ~0.1 MB (a worker's floor)"
+DASK_FLOOR_ROW = "imbalance, Dask LocalCluster on 16 ranks of ~0.1 MB (a Dask worker's floor)"
 
 
 def _floor_run(n: int) -> Path:
@@ -267,9 +363,18 @@ def main() -> None:
         help="reduce each rank of --run once and keep the tables in this (new) pickle file, for --parent",
     )
     ap.add_argument("--parent", type=Path, help="time the parent's part alone, from a --reduce-to pickle")
+    ap.add_argument(
+        "--tail",
+        action="store_true",
+        help="with --run: imbalance --jobs 2 once, the parent's steps after the last worker's result time-stamped",
+    )
     a = ap.parse_args()
     if a.parent:
         return parent_only(a.parent)
+    if a.tail:
+        if a.run is None:
+            raise SystemExit("--tail needs --run DIR")
+        return tail_only(a.run)
     if a.reduce_to:
         if a.run is None:
             raise SystemExit("--reduce-to needs --run DIR")
@@ -328,6 +433,8 @@ def main() -> None:
             ([sys.executable, "-c", DASK, str(run), str(SAMPLE)], "imbalance, Dask LocalCluster (2 processes)")
         )
     floor_run = _floor_run(len(files))
+    if not a.skip_dask:  # a Dask worker's floor as the --jobs 2 row's: its peak over the same 16 tiny ranks
+        specs.append(([sys.executable, "-c", DASK, str(floor_run), str(SAMPLE)], DASK_FLOOR_ROW))
     specs.append(
         (
             [*cli, "imbalance", str(floor_run), "--jobs", "2", "--no-cache", "-f", "json", "-o", os.devnull],
@@ -347,7 +454,9 @@ def main() -> None:
     bare_mb = max((r["parent_peak_mb"] for r in runs[-1] if r["wall_s"] is not None), default=None)
     floor = rows.pop()
     floor_mb = floor["worker_peak_mb"] if floor["wall_s"] is not None else None
-    ratios = _round_ratios(runs[:-2])
+    dask_floor = None if a.skip_dask else rows.pop()
+    dask_floor_mb = dask_floor["worker_peak_mb"] if dask_floor and dask_floor["wall_s"] is not None else None
+    ratios = _round_ratios(runs[: len(rows)])
     base = rows[0]["wall_s"]
     if base is None:
         raise SystemExit("the cold ingest row failed: nothing to compare with")
@@ -400,6 +509,22 @@ def main() -> None:
                 f" {', '.join('—' if v is None else f'{v:.1f}' for v in alone)} s a round, ×"
                 f" {', '.join('—' if v is None else f'{v:.2f}' for v in per)} the ingest of the same round"
             )
+            if dask_floor_mb is not None:
+                r["worker_net_vs_rank_tiny_run_floor"] = (r["worker_peak_mb"] - dask_floor_mb) * 1e6 / biggest
+                print(
+                    f"  its worker's peak net of a Dask worker's peak on 16 ranks of ~0.1 MB ({dask_floor_mb:,.0f} MB,"
+                    " the floor the --jobs 2 row is measured against):"
+                    f" {_net(r['worker_net_vs_rank_tiny_run_floor'])} × the rank"
+                )
+            parts = {k: [_said(x, k) for x in runs[i]] for k in DASK_PARTS}
+            r["dask_parts_s"] = parts
+            print(
+                "  the rest of its wall, a round each: "
+                + "; ".join(
+                    f"{words} {', '.join('—' if v is None else f'{v:.1f}' for v in parts[k])} s"
+                    for k, words in DASK_PARTS.items()
+                )
+            )
     if floor_mb is not None:
         print(f"\n{FLOOR_ROW}: worker peak {floor_mb:,.0f} MB, wall {floor['wall_s']:.1f} s")
     if bare_mb is not None:
@@ -420,6 +545,7 @@ def main() -> None:
                     "repeat": max(a.repeat, 1),
                     "bare_worker": bare,
                     "floor_run": floor,
+                    "dask_floor_run": dask_floor,
                     "rows": rows,
                 },
                 indent=2,

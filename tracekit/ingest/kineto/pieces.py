@@ -38,7 +38,7 @@ def decode_text(text) -> dict[str, Any]:
                 out_of_memory = True
             finally:
                 if isinstance(chunk, memoryview):
-                    chunk.release()
+                    let_go(chunk)
             if out_of_memory:
                 break
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
@@ -80,7 +80,23 @@ def sub_chunks(text):
             a = brace - 1
         yield view[a:]
     finally:
+        let_go(view)
+
+
+def let_go(view: memoryview) -> None:
+    """Release a view of the text now; or, while something still holds buffers of it, drop it and leave its memory
+    to go with the last of them.
+
+    The decoded events' ``msgspec.Raw`` values (``ts``, a cpu_op's inputs) are buffers exported by the view they
+    were decoded from. They die with the chunk's events, unless a frame that held those events outlives its call:
+    another thread took it (a Dask worker's profiler holds its task threads' frames while it walks them), or a
+    traceback keeps it. Releasing the view then raises ``BufferError: memoryview has N exported buffers``. Dropping
+    it instead is safe: the text's buffer stays until they let go (written over meanwhile, never read), and it is
+    never resized under them (``stream._cut_pieces`` grows its buffer into a new one)."""
+    try:
         view.release()
+    except BufferError:
+        pass
 
 
 def decode_piece(buf: bytearray, k: int) -> dict[str, Any]:
@@ -91,4 +107,4 @@ def decode_piece(buf: bytearray, k: int) -> dict[str, Any]:
     try:
         return decode_text(view)
     finally:
-        view.release()
+        let_go(view)

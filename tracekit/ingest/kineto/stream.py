@@ -134,8 +134,8 @@ def _cut_pieces(
         size = len(block)
         if size:
             total_in += size
-            if n + size > len(acc):  # one event bigger than the buffer: grow it
-                acc.extend(bytes(n + size + len(acc) // 2 - len(acc)))
+            if n + size > len(acc):  # one event bigger than the buffer: grow it, into a new one (pieces.let_go)
+                acc = acc + bytes(n + size + len(acc) // 2 - len(acc))
             acc[n : n + size] = block
             n += size
         if sep is None:

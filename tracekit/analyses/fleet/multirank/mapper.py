@@ -102,7 +102,10 @@ def load_in_worker(path: str, cache: bool):
     A daemonic worker (Dask's nanny processes, multiprocessing.Pool) may not have children: the ingest's decode
     helper is a forked process, so there it decodes in this process — in a thread of its own: a Dask worker's
     profiler samples the frames of its task threads every few ms, and a sampled frame holds the decoder's views of
-    the text it then releases ("BufferError: memoryview has N exported buffers", on real-size traces only)."""
+    the text past their call (``kineto.pieces.let_go`` drops such a view rather than release it: "BufferError:
+    memoryview has N exported buffers" before). In a thread of its own the load is never sampled, and the same
+    peak memory was measured either way (a task thread is not the main thread: it has a malloc arena of its own
+    too)."""
     if multiprocessing.current_process().daemon:
         os.environ["TRACEKIT_WORKERS"] = "1"
         with _LOAD_LOCK:
