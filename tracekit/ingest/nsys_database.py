@@ -37,6 +37,7 @@ NSYS_EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "NVTX_EVENTS", "CUPTI_ACTIVIT
 SPLIT_ROWS = 65_536
 READERS = 2
 BATCH_OPTION = "adbc.sqlite.query.batch_rows"  # ADBC's SQLite statement option: rows per batch read
+ONE_BATCH = 2**31 - 2  # the most rows ADBC's SQLite driver takes for one batch (2**31 - 1 is refused)
 
 
 def is_sqlite(head: bytes) -> bool:
@@ -79,7 +80,7 @@ class ReadOnlySqlite:
         try:
             with adbc_sqlite.connect(_uri(self.source)) as con, con.cursor() as cur:
                 if batch_rows is not None:
-                    cur.adbc_statement.set_options(**{BATCH_OPTION: str(min(max(batch_rows, 1), 2**31 - 1))})
+                    cur.adbc_statement.set_options(**{BATCH_OPTION: str(min(max(batch_rows, 1), ONE_BATCH))})
                 cur.execute(sql)
                 return cur.fetch_arrow_table()
         except (adbc_sqlite.Error, OSError) as exc:  # a reader's error reaches Python as Arrow's OSError

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..trace import IngestReport, Trace
-from .nsys_database import ReadOnlySqlite, database_error, is_sqlite
+from .nsys_database import ONE_BATCH, ReadOnlySqlite, database_error, is_sqlite
 from .rocprof_json import Agent, Handle, Metadata, Process, gpu_indices, lookup, meta_of
 from .rocprof_rules import GPU_AGENT, Parts, add_copies, add_kernels, events_of, kernel_symbols
 from .sqlite_kinds import not_rocpd
@@ -175,7 +175,9 @@ def _build(db: ReadOnlySqlite, names: dict[str, str], shown: str, source: Path) 
     sqls = {k: f(names) for k, f in (("dispatch", _dispatch_sql), ("copy", _copy_sql), ("region", _region_sql))}
     sqls = {k: q for k, q in sqls.items() if k in names}
     with ThreadPoolExecutor(len(sqls)) as pool:  # each on its own read-only connection, in parallel
-        tabs = dict(zip(sqls, pool.map(db.arrow, sqls.values())))
+        # one batch each: the driver types a column from its first batch, and a text column NULL in a whole default
+        # batch (dispatches of kernels without a symbol row, first) would be typed an integer and refused later
+        tabs = dict(zip(sqls, pool.map(lambda sql: db.arrow(sql, batch_rows=ONE_BATCH), sqls.values())))
     if "dispatch" in tabs:
         symbols = _dispatches(tabs["dispatch"], parts, common, gpu_index)
     if "copy" in tabs:
