@@ -134,7 +134,10 @@ def test_report_findings_and_compare_fit_80_columns():
     rc, out = _cli(["--device", "0", "findings", "--compare", str(BEFORE), str(AFTER)])
     assert rc == 0 and max(map(len, out.splitlines())) <= 80
     # what changed: the NCCL SendRecv kernel is slower per call in "before"; the means are sqlite3's
-    assert "ncclDevKernel_SendRecv" in out and "slower per call in mfu_2gpu_before" in out
+    flat = " ".join(out.split())
+    assert "ncclDevKernel_SendRecv" in out and "slower per call in mfu_2gpu_before" in flat
+    # and the largest change, which no kernel shows: "after" waits on the host's launches more (idle_compare.py)
+    assert "top GPU idle while the host was still launching: 56.6 ms per step in mfu_2gpu_after against 22.1" in flat
     q = (
         "SELECT avg(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName"
         " WHERE s.value = 'ncclDevKernel_SendRecv' AND k.deviceId = 0"

@@ -23,6 +23,7 @@ from ..steps.resolve import find_steps, median_ns
 from ...result import merge_warnings
 from ..hardware.waves import resolve_sms
 from ...errors import check_argument
+from .idle_compare import idle_differences
 from .work_match import category_table, device_label, most_common_kernel, vendor, work_table
 
 OP_COLUMNS = [
@@ -360,6 +361,8 @@ def compare_findings(
             )
         )
     rows += [_config_finding(d, slower, (la, lb)) for d in diffs]
+    idle_rows, idle_table = idle_differences(a, b, (sa, sb), (step_a, step_b), (la, lb))
+    rows += idle_rows
     table = rank_findings(rows, min_ms=min_ms, min_gib=float(rules["min_gib"]), min_pct=min_pct)
     by_unit = ops["normalised_by"].fillna("none (batch unknown)").value_counts()
     summary = {
@@ -370,6 +373,7 @@ def compare_findings(
         "ops_compared": int(len(ops)),
         "ops_slower": len(slower),
         "config_differences": len(diffs),
+        "idle_classes_changed": len(idle_rows),
         "findings": int(len(table)),
         "matched_by": "op tag"
         if use_tags
@@ -411,6 +415,7 @@ def compare_findings(
             "ops": ops_out,
             "categories": categories,
             "config": pd.DataFrame(diffs, columns=["key", "a", "b"]),
+            "idle": pd.DataFrame(idle_table, columns=["kind", "why", "a_ns", "b_ns", "diff_ns"]),
         },
         warnings=warnings,
     )
