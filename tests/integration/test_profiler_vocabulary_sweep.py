@@ -88,3 +88,12 @@ def test_nsys_without_target_info_gpu_devices_unknown(cli, files, tmp_path):
     s = doc["summary"]
     assert s["devices"] is None and s["device_names_missing"] == s["gpus_used"] > 0
     assert any("TARGET_INFO_GPU" in w and "unknown" in w for w in doc["warnings"])
+
+
+@pytest.mark.parametrize("profiler", ["nsys", "rocprofv3"])
+def test_annotate_needs_a_chrome_trace(cli, files, profiler, tmp_path):
+    """annotate writes tracks into the source's Chrome-trace JSON: another profiler's file is exit 4, one sentence
+    (a rocprofv3 JSON was an unexpected KeyError, exit 1)."""
+    code, _, err = cli("annotate", files[profiler], "-o", tmp_path / "a.json", "--no-cache")
+    assert code == 4 and "tracekit export" in err and err.count("\n") == 1
+    assert not (tmp_path / "a.json").exists()

@@ -122,3 +122,11 @@ def test_a_profile_that_stands_in_says_so(tmp_path):
     assert s["hw_profile"] == "h100"
     assert "NVIDIA H800" in s["hw_stand_in"] and "h100" in s["hw_stand_in"] and "stands in" in s["hw_stand_in"]
     assert "names no device" not in detect_profile({"device_properties": props, "devices_used": [0]}).source
+
+
+def test_findings_warn_when_a_profile_stands_in(tmp_path):
+    props = [{"id": 0, "name": "NVIDIA H800", "numSms": 132, "totalGlobalMem": 80 * 2**30}]
+    path = write_trace(tmp_path / "t.json", [kernel("k", 1.0, 2.0)], deviceProperties=props)
+    res = tracekit.findings(tracekit.load(path, cache=False))
+    assert res.summary["hw"] == "h100"
+    assert any("NVIDIA H800" in w and "h100" in w and "stands in" in w for w in res.warnings)
