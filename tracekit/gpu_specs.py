@@ -203,6 +203,21 @@ def load_profile(ref: str | Path) -> HardwareProfile:
     return _parse(doc, str(p))
 
 
+@lru_cache(maxsize=1)
+def _devices_words() -> dict[str, Any]:
+    doc = json.loads(resources.files("tracekit.data").joinpath("record_hints.json").read_text(encoding="utf-8"))
+    return {k: v["devices"] for k, v in doc.items() if isinstance(v, dict) and "devices" in v}
+
+
+def devices_phrase(meta: dict[str, Any] | None) -> str:
+    """Where the file describes its GPUs, in the words of the profiler that wrote it (``record_hints.json``
+    ``devices``, as :func:`tracekit.data.record_hint` reads it): deviceProperties, TARGET_INFO_GPU, rocprofv3 agents."""
+    p = (meta or {}).get("profiler")
+    name = p.get("name") if isinstance(p, dict) else p
+    words = _devices_words()
+    return str(words.get(name, words["kineto"]) if isinstance(name, str) else words["kineto"])
+
+
 def device_names(meta: dict[str, Any]) -> list[str]:
     """``deviceProperties[*].name`` of the devices a trace used (all of them if it says none)."""
     props = [d for d in meta.get("device_properties") or [] if isinstance(d, dict) and isinstance(d.get("name"), str)]
@@ -233,7 +248,25 @@ def detect_profile(meta: dict[str, Any]) -> Optional[HardwareProfile]:
     if len(fits) != 1:
         return None
     how = f"detected from the device's {dev['numSms']} SMs/CUs" + (f" and {mem_gib:.0f} GiB" if mem_gib else "")
-    return msgspec.structs.replace(fits[0], source=f"{how} (the trace names no device); {fits[0].source}")
+    named = sorted({n for n in device_names(meta) if n})
+    why = f"{', '.join(named)} matches no profile's name" if named else "the trace names no device"
+    return msgspec.structs.replace(fits[0], source=f"{how} ({why}); {fits[0].source}")
+
+
+def profile_stand_in(meta: dict[str, Any], hw: Optional[HardwareProfile]) -> Optional[str]:
+    """When ``hw`` (detected, :func:`detect_profile`) is not the trace's device's own model: one clause that says
+    which profile stands in and why ("AMD Instinct MI308X matches no profile's name: mi300x stands in, chosen by its
+    80 SMs/CUs …"); None when a device name matches the profile's patterns, or there is no profile."""
+    if hw is None:
+        return None
+    names = sorted({n for n in device_names(meta) if n})
+    if any(re.search(p, n) for p in hw.device_name_patterns for n in names):
+        return None
+    who = ", ".join(names) if names else f"the trace's device (no name in its {devices_phrase(meta)})"
+    return (
+        f"{who} has no hardware profile of its own: {hw.name} ({hw.full_name}) stands in, chosen by its SM/CU count"
+        " and memory, so its clock and peaks may differ; pass --hw NAME or --hw FILE.json for the exact model"
+    )
 
 
 def as_profile(hw, *, name: str = "hw") -> Optional[HardwareProfile]:
@@ -257,7 +290,7 @@ def resolve_profile(
         return as_profile(hw)
     found = detect_profile(meta or {})
     if found is None:
-        seen = ", ".join(device_names(meta or {})) or "no deviceProperties"
+        seen = ", ".join(device_names(meta or {})) or f"no {devices_phrase(meta)}"
         raise MissingDataError(
             f"{what} needs a hardware profile and the trace's device ({seen}) matches none;"
             f" pass --hw NAME ({', '.join(sorted(_shipped_docs()))}) or --hw FILE.json"
@@ -397,12 +430,12 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
             "AMD" if dev.get("warpSize") == 64 or "AMD" in name or (meta or {}).get("vendor") == "AMD" else "NVIDIA"
         )
         cc = f"{dev['computeMajor']}.{dev.get('computeMinor', 0)}"
-        cc_from = "trace deviceProperties computeMajor.computeMinor"
+        cc_from = f"trace {devices_phrase(meta)} computeMajor.computeMinor"
     elif hw is not None and hw.compute_capability is not None:
         vendor, cc, cc_from = hw.vendor, hw.compute_capability, f"hardware profile {hw.name}"
     else:
         raise MissingDataError(
-            "the trace's deviceProperties give no compute capability and no hardware profile"
+            f"the trace's {devices_phrase(meta)} give no compute capability and no hardware profile"
             " names one, so the SM's occupancy limits are unknown; pass --hw NAME"
         )
     spec = table[vendor]
@@ -424,7 +457,7 @@ def sm_limits(meta: dict[str, Any] | None, hw: HardwareProfile | None = None) ->
             continue
         got = next((dev[k] for k in _DEVICE_FIELDS.get(f, ()) if isinstance(dev.get(k), int) and dev[k] > 0), None)
         if got is not None:
-            vals[f], sources[f] = got, "trace deviceProperties"
+            vals[f], sources[f] = got, f"trace {devices_phrase(meta)}"
         elif f in merged:
             vals[f], sources[f] = merged[f], f"_occupancy.json {vendor} {cc}"
         else:

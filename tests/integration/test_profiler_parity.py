@@ -11,6 +11,9 @@ What differs is what the profilers record, and each difference is stated here:
   themselves are the same, so every number built on the steps is.
 * Only Kineto writes the rank and world size (``distributedInfo``) and ``baseTimeNanoseconds``; nsys writes its UTC
   zero as TARGET_INFO_SESSION_START_TIME (meta ``session_start_utc_ns``).
+* Each profiler's sentences name its own options and device records (tracekit/data/record_hints.json: "record with
+  ProfilerActivity.CPU" / "nsys profile --trace=cuda" / "rocprofv3 --hip-trace"; "sms from trace deviceProperties" /
+  "TARGET_INFO_GPU" / "rocprofv3 agents"): those phrases are written HINT and DEVICES before the JSON is compared.
 * ``event_id`` is the record's position in the file, which each profiler orders its own way.
 * rocprofv3's agents carry no registers or shared memory per block, so ``waves`` takes those limits from its
   occupancy table (``summary.occupancy.sm_limits.sources`` says so), with the same numbers; and rocprofv3 lists
@@ -67,9 +70,19 @@ def _run(cli, files, *args, code=0) -> dict[str, dict]:
     for profiler, f in files.items():
         got, text, err = cli(args[0], f, *args[1:], "-f", "json", "--no-cache")
         assert got == code, f"{profiler}: {err}"
-        text = (text if code == 0 else err).replace(str(f), "FILE").replace(f.name, "FILE")
+        text = _own_words((text if code == 0 else err).replace(str(f), "FILE").replace(f.name, "FILE"), profiler)
         out[profiler] = json.loads(text) if code == 0 else text
     return out
+
+
+def _own_words(text: str, profiler: str) -> str:
+    """``text`` with the profiler's own words for what records what (HINT) and for its device records (DEVICES)."""
+    from tracekit.data import _record_hints
+
+    words = _record_hints()[{"rocprof": "rocprofv3"}.get(profiler, profiler)]
+    for phrase in sorted({v for k, v in words.items() if k != "devices"}, key=len, reverse=True):
+        text = text.replace(phrase, "HINT")
+    return text.replace(words["devices"], "DEVICES")
 
 
 def _parts(doc: dict) -> dict:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # the API is imported inside the functions that run it: --hel
 
 app = App(
     name="tracekit",
-    help="Where each millisecond of an LLM decode step goes: analyses of torch-profiler traces.",
+    help="Where each millisecond of an LLM decode step goes: analyses of PyTorch-profiler, Nsight Systems and"
+    " rocprofv3 traces.",
     no_args_is_help=False,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -22,7 +22,7 @@ HwOpt = Annotated[
     typer.Option(
         "--hw",
         help="Hardware profile: a shipped name (b200, h100, mi300x, …; `tracekit hw` lists them) or a JSON file."
-        " Default: detected from the trace's deviceProperties.",
+        " Default: detected from the trace's devices (deviceProperties, TARGET_INFO_GPU, rocprofv3 agents).",
     ),
 ]
 HbmOpt = Annotated[

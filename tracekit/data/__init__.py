@@ -131,9 +131,18 @@ def _record_hints() -> dict[str, Any]:
 
 
 def record_hint(meta: dict[str, Any], need: str) -> str:
-    """What records ``need`` (``ops``, ``shapes``) with the profiler that wrote a trace (its meta's ``profiler``;
-    ``data/record_hints.json``), as a phrase: "record_shapes=True", "nsys profile --trace=cuda,nvtx with …"."""
+    """What records ``need`` (``ops``, ``shapes``, ``launches``, ``gpu``; ``devices``: where the file describes its
+    GPUs) with the profiler that wrote a trace (its meta's ``profiler``; ``data/record_hints.json``), as a phrase:
+    "record_shapes=True", "nsys profile --trace=cuda,nvtx with …", "rocprofv3 --hip-trace"."""
     p = meta.get("profiler")
     name = p.get("name") if isinstance(p, dict) else p
     hints = _record_hints()
-    return str(hints.get(name if isinstance(name, str) else "kineto", hints["kineto"]).get(need, hints["kineto"][need]))
+    words = hints.get(name if isinstance(name, str) else "kineto")
+    words = words if isinstance(words, dict) else hints["kineto"]
+    return str(words.get(need, hints["kineto"][need]))
+
+
+def inputs_read() -> str:
+    """The inputs tracekit reads, as one phrase for the sentence that refuses a file of another kind
+    (``data/record_hints.json`` ``inputs``)."""
+    return str(_record_hints()["inputs"])

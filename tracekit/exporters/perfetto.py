@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from ..annotation import Annotation
-from ..errors import InputError
+from ..errors import InputError, MissingDataError
 from ..ingest import resolve_trace_path
 from ..ingest.repair import salvage_json
 from ..ingest.whole_text import read_text
@@ -243,8 +243,14 @@ def write_annotated_trace(export: ExportTables, out: str | Path, *, source: str 
         raise OutputError(
             f"{out} is the trace this annotate reads; writing there would replace it — choose another --out"
         )
+    prof = export.trace.meta.get("profiler")
+    if isinstance(prof, dict) and prof.get("name") not in (None, "kineto"):  # its tracks go into a Chrome-trace JSON
+        raise MissingDataError(
+            f"{src} was written by {prof.get('label') or prof.get('name')}, and annotate adds its tracks to the source's"
+            " Chrome-trace JSON (a PyTorch-profiler trace); write its tables with tracekit export instead"
+        )
     doc, warnings = read_document(src)
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise InputError(f"{src} has no traceEvents list; pass a torch-profiler trace")
     pids = {e.get("pid") for e in events if isinstance(e, dict)}

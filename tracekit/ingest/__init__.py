@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..data import inputs_read
 from ..errors import InputError, ResourceLimitError
 from ..trace import IngestReport, Trace
 from ..cache import trace_entries as _cache
@@ -46,7 +47,7 @@ def resolve_trace_path(path: str | Path) -> Path:
     """A trace file, or a directory holding exactly one; anything else is an InputError."""
     p = Path(path)
     if not p.exists():
-        raise InputError(f"{p} does not exist; pass the path of a torch-profiler trace (.json, .json.gz or .json.zst)")
+        raise InputError(f"{p} does not exist; pass the path of {inputs_read()}")
     if p.is_dir():
         files = find_trace_files(p)
         if not files:
@@ -171,9 +172,6 @@ def _address_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
-PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".perfetto")
-
-
 def _refuse_perfetto(source: Path, shown: str) -> None:
     """A Perfetto protobuf trace (rocprofv3's ``--output-format pftrace``; a ``Trace`` message: field 1, length-
     delimited, so its first byte is 0x0A and what follows is no JSON) gets its own sentence: no maintained reader of
@@ -183,8 +181,11 @@ def _refuse_perfetto(source: Path, shown: str) -> None:
             head = fh.read(64)
     except OSError:
         return  # the readers below say what is wrong with the path
-    proto = head[:1] == b"\x0a" and head.lstrip()[:1] not in (b"{", b"[")
-    if source.suffix.lower() in PERFETTO_SUFFIXES or proto:
+    # by content, never by the name: a JSON renamed .pftrace is read as JSON. A protobuf Trace starts with the tag
+    # 0x0A and a varint length, and its packets hold control bytes (varint tags 0x08, 0x10, small lengths and
+    # values); a JSON (or any text) may start with a newline too, but text has no control bytes
+    control = any(b < 0x09 or 0x0E <= b < 0x20 for b in head)
+    if head[:1] == b"\x0a" and control:
         raise InputError(
             f"{shown} is a Perfetto protobuf trace, which tracekit does not read; record with rocprofv3"
             " --output-format json (or export a torch-profiler JSON, or an nsys SQLite: nsys export --type sqlite)"
@@ -261,8 +262,8 @@ def _ingest_file(source: Path, display_path: str | None, progress) -> Trace:
                 " before the damage is a usable trace event; pass a complete torch-profiler trace"
             )
         raise InputError(
-            f"{shown} holds no usable trace events ({report.records_read} records read); "
-            "pass a torch-profiler trace recorded with events"
+            f"{shown} holds no usable trace events ({report.records_read} records read); pass a trace recorded"
+            f" with events: tracekit reads {inputs_read()}"
         )
     header = cols.header
     del cols
@@ -388,9 +389,7 @@ def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[l
                 first_error = str(exc)
         fixed = salvage_json(data)
         if fixed is None:
-            raise InputError(
-                f"{shown} is not valid JSON ({first_error}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
-            )
+            raise InputError(f"{shown} is not valid JSON ({first_error}); tracekit reads {inputs_read()}")
         text, lost = fixed
         try:
             raws, header = split_document(shown, text)
@@ -408,7 +407,7 @@ def _split(shown: str, data: bytes | bytearray, report: IngestReport) -> tuple[l
             ) from exc
     except RecursionError as exc:
         raise InputError(
-            f"{shown} nests JSON arrays or objects too deeply to be a trace; pass a torch-profiler trace"
+            f"{shown} nests JSON arrays or objects too deeply to be a trace; tracekit reads {inputs_read()}"
         ) from exc
     report.salvaged = True
     report.bytes_lost = lost

@@ -10,7 +10,7 @@ import pytest
 from tracekit.errors import MissingDataError, DataFileError, InputError
 from tracekit.gpu_specs import DTYPES, detect_profile, load_profile, resolve_profile, shipped_profiles, with_hbm
 
-NAMES = {"b200", "b300", "gb200", "h100", "h200", "h20", "a100", "mi300x", "mi355x"}
+NAMES = {"b200", "b300", "gb200", "h100", "h200", "h20", "a100", "mi300x", "mi350x", "mi355x"}
 
 
 def meta(name: str) -> dict:

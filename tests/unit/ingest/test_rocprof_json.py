@@ -186,7 +186,7 @@ def test_truncated_file_is_salvaged_and_counted(tmp_path):
         ('{"rocprofiler-sdk-tool": "nope"}', "does not fit its schema"),
         ('{"rocprofiler-sdk-tool": []}', "no process"),
         ('{"rocprofiler-sdk-tool": [{"buffer_records": {}}]}', "no kernel, copy or API record"),
-        ('{"someOtherTool": {"events": []}}', "not a Chrome/Kineto trace"),
+        ('{"someOtherTool": {"events": []}}', "not a trace of a profiler tracekit reads"),
         ('{"rocprofiler-sdk-tool"', "not valid JSON"),
     ],
 )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...annotation import Annotation
+from ...data import record_hint
 from ...gpu_specs import HardwareProfile
 from ...trace import Trace
 from ..options import AllGatherOptions
@@ -31,11 +32,15 @@ class Context:
     cache: dict = field(default_factory=dict)  # what several sources share, computed once (the kernel arrays)
 
     def words(self, kind: str, **values) -> dict[str, str]:
+        meta = getattr(self.trace, "meta", None) or {}
         return words(
             kind,
             trace=self.trace.path,
             ann_opt=f" -a {shlex.quote(self.ann.ref)}" if self.ann is not None else "",
             log=getattr(self.log, "path", "LOG"),
+            # what records what a finding's words advise recording, in the words of the trace's profiler
+            hint_launches=record_hint(meta, "launches"),
+            hint_shapes=record_hint(meta, "shapes"),
             **values,
         )
 

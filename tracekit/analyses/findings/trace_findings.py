@@ -18,7 +18,7 @@ import pandas as pd
 
 from ...annotation import Annotation, as_annotation
 from ...errors import TracekitError, UsageError
-from ...gpu_specs import HardwareProfile, resolve_profile
+from ...gpu_specs import HardwareProfile, profile_stand_in, resolve_profile
 from ...result import Result, shown_obj, trace_input
 from ...trace import Trace
 from ..options import AllGatherOptions
@@ -141,6 +141,8 @@ def findings(
         ag=AllGatherOptions.of(ag).with_annotation(ann),
         sms=sms,
     )
+    if hw is None and (stand_in := profile_stand_in(trace.meta, profile)):  # detected: another model's profile
+        ctx.warnings.append(f"{trace.path}: {stand_in}")
     srcs = list(SOURCES)
     if log is not None:
         from .memory import MEMORY_SOURCES

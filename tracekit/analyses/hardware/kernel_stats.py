@@ -80,7 +80,7 @@ def kernel_stats(
     if kernels.empty:
         raise MissingDataError(
             f"{trace.path} has no kernel events; tracekit kernels needs a trace recorded with"
-            " GPU activity (ProfilerActivity.CUDA)"
+            f" GPU activity ({record_hint(trace.meta, 'gpu')})"
         )
     _, _, _, busy = gpu_span_and_busy(ev)
     if match is not None:

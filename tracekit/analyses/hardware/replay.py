@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ...data import record_hint
 from ...errors import MissingDataError
+from ...launch_apis import is_launch
 from ...result import Result, trace_input
 from ...trace import Trace
 from ..steps.keywords import options_as_objects
@@ -49,6 +51,11 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
     use_replay_sources(trace, capture, eager_map)
     ko = kernel_ops(trace)
     r = ko.replay
+    if not r.pos.size and not _launches_recorded(trace):  # no launch call at all: graph launches are unknown
+        raise MissingDataError(
+            f"{trace.path} records no kernel or graph launch call, so whether any kernel was replayed from a"
+            f" CUDA/HIP graph is unknown; record with {record_hint(trace.meta, 'launches')}"
+        )
     if not r.pos.size:
         raise MissingDataError(
             f"{trace.path} has no kernels replayed from CUDA/HIP graphs (no cudaGraphLaunch/hipGraphLaunch launched"
@@ -151,6 +158,14 @@ def replay_summary(trace: Trace, *, capture=None, eager_map=None) -> Result:
 def _annotated(r) -> np.ndarray:
     """Per replayed kernel: whether PyTorch's graph kernel annotations gave its module."""
     return r.module != None if r.module is not None else np.zeros(r.pos.size, dtype=bool)  # noqa: E711
+
+
+def _launches_recorded(trace: Trace) -> bool:
+    """Whether the trace records any kernel or graph launch call (tracekit/data/launch_apis.json), per distinct
+    name of its runtime records: without one, "no graph launch launched a kernel" is a claim it cannot support."""
+    ev = trace.events
+    codes = np.unique(ev["name"].cat.codes.to_numpy()[(ev["kind"] == "runtime").to_numpy()])
+    return any(is_launch(n) for n in ev["name"].cat.categories[codes[codes >= 0]])
 
 
 def _shown_path(path: Path, trace_path) -> str:

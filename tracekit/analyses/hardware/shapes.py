@@ -619,7 +619,7 @@ def _kernel_shapes(trace: Trace) -> KernelShapes:
     elif "shapes" not in ev.columns:
         why = "the events table has no 'shapes' column (the ops' Input Dims); load the trace with tracekit.load"
     elif not (shape_code >= 0).any():
-        why = f"the trace records no Input Dims (profile with {record_hint(trace.meta, 'shapes')})"
+        why = f"the trace records no input shapes of its ops (profile with {record_hint(trace.meta, 'shapes')})"
     elif all(_op_inputs(str(t)) is None for t in shape_cats):  # an NVTX op range records sizes, never dtypes
         why = (
             "the ops' recorded inputs have no dtypes (NVTX op ranges record sizes only): their FLOPs and bytes"

@@ -34,6 +34,7 @@ from ...data import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ...errors import DataFileError, InputError, MissingDataError
 from ...events import launch_index
 from ...gpu_specs import (
+    devices_phrase,
     HardwareProfile,
     SmLimits,
     as_profile,
@@ -239,7 +240,8 @@ def waves_calc(
 
 
 def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warnings: list[str]) -> tuple[int, str]:
-    """SMs from the option, else the trace's deviceProperties, else the hardware profile."""
+    """SMs from the option, else the trace's devices (deviceProperties, TARGET_INFO_GPU, agents), else the hardware
+    profile."""
     traced = trace.meta.get("num_sms")
     if hw is not None and isinstance(traced, int) and traced != hw.sms:
         warnings.append(
@@ -251,11 +253,11 @@ def resolve_sms(trace: Trace, sms: int | None, hw: HardwareProfile | None, warni
             raise InputError(f"--sms must be positive, not {sms}")
         return sms, "option"
     if isinstance(traced, int) and traced > 0:
-        return traced, "trace deviceProperties"
+        return traced, f"trace {devices_phrase(trace.meta)}"
     if hw is not None:
         return hw.sms, f"hardware profile {hw.name}"
     raise MissingDataError(
-        f"{trace.path} has no SM count (its deviceProperties give no numSms); pass --sms N or --hw NAME"
+        f"{trace.path} has no SM count (none in its {devices_phrase(trace.meta)}); pass --sms N or --hw NAME"
     )
 
 
@@ -725,7 +727,7 @@ def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame,
     if no_grid:
         warnings.append(f"{no_grid} of {rows.size} kernels carry no grid and are not counted")
     if not has_grid.any():
-        raise MissingDataError(f"{trace.path}: no kernel carries a launch grid (Kineto 'grid' arg)")
+        raise MissingDataError(f"{trace.path}: no kernel carries a launch grid")
     # only the columns waves reads, gathered once each (not every column of the events table, twice; not a
     # take of the table, which copies them again into blocks)
     r = rows[has_grid]

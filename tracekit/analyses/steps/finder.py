@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ... import intervals as iv
+from ...data import record_hint
 from ...errors import MissingDataError
 from ...events import gpu_mask
 from ...regexes import bounded
@@ -389,7 +390,7 @@ def _whole_trace(ctx: StepActivity, options: StepOptions, tried: list[str]) -> S
     if ctx.gs.size == 0:
         raise MissingDataError(
             f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events), so"
-            " there is no step to analyse; record the trace with ProfilerActivity.CUDA"
+            f" there is no step to analyse; record the trace with {record_hint(trace.meta, 'gpu')}"
         )
     s, e = int(ctx.gs.min()), int(ctx.ge.max())
     table = pd.DataFrame(

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ... import intervals as iv
 from ... import schema
+from ...data import record_hint
 from ...events import gpu_mask, kinds_mask, weight_ag_mask
 from ...errors import TracekitError, UsageError
 from ...result import Result, trace_input
@@ -160,7 +161,7 @@ def temporal(trace: Trace, *, per_stream: bool = False) -> Result:
     if gpu.empty:
         raise MissingDataError(
             f"{trace.path} has no GPU activity (kernel, gpu_memcpy or gpu_memset events);"
-            " record the trace with ProfilerActivity.CUDA"
+            f" record the trace with {record_hint(trace.meta, 'gpu')}"
         )
     one_device(trace)  # busy, idle and overlap of one GPU's timeline: the rule steps and `kernels` follow
     warnings = list(trace.report.warnings)  # a clock jump set aside at ingest is among them, named

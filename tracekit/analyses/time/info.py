@@ -7,6 +7,7 @@ import pandas as pd
 
 from ... import intervals, schema
 from ...events import gpu_mask, kinds_mask
+from ...gpu_specs import detect_profile, devices_phrase, profile_stand_in
 from ...events import same_stream_overlaps as overlap_mask
 from ...result import Result, trace_input
 from ...trace import Trace
@@ -70,7 +71,15 @@ def trace_info(trace: Trace) -> Result:
     ev = trace.events
     gpu = np.flatnonzero(kinds_mask(ev, schema.GPU_ACTIVITY_KINDS))  # row numbers: no copy of the table's rows
     first, last, span, busy = _span_and_busy(ev, gpu)
-    devices = [d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)]
+    devices: list | None = [
+        d.get("name") or None for d in trace.meta.get("device_properties", []) if isinstance(d, dict)
+    ]
+    used = trace.meta.get("devices_used", [])
+    described = trace.meta.get("device_properties") or []
+    phrase = devices_phrase(trace.meta)  # deviceProperties, TARGET_INFO_GPU, rocprofv3 agents
+    # GPUs used that the file describes nowhere: their names are unknown (null), not "none"
+    undescribed = [u for u in used if not any(isinstance(d, dict) and d.get("id") == u for d in described)]
+    names_missing = sum(1 for d in devices if not d) + (len(undescribed) if not described else 0)
     kind_of, kind_n, kind_ns = _counted(ev["kind"], ev["dur_ns"].to_numpy())
     kinds = dict(zip(kind_of.astype(str).tolist(), kind_n.tolist()))
     by_kind = pd.DataFrame({"kind": kind_of, "count": kind_n, "total_ns": kind_ns})  # groupby(kind).agg's table
@@ -95,8 +104,16 @@ def trace_info(trace: Trace) -> Result:
     if any(not d for d in devices):
         warnings.append(
             f"{trace.path}: {sum(1 for d in devices if not d)} of the {len(devices)} devices in"
-            " deviceProperties have no name; they are listed as null (shown as –)"
+            f" {phrase} have no name; they are listed as null (shown as –)"
         )
+    if not described and used:
+        devices = None  # unknown, not an empty list: the file used GPUs it does not describe
+        warnings.append(
+            f"{trace.path}: the {len(used)} GPU(s) used are described nowhere in the file (it has no {phrase}),"
+            " so their names and SM counts are unknown"
+        )
+    hw = detect_profile(trace.meta)
+    stand_in = profile_stand_in(trace.meta, hw)
     if overlaps:
         warnings.append(
             f"{trace.path}: {overlaps} GPU activities start before the previous one on the same stream"
@@ -109,7 +126,7 @@ def trace_info(trace: Trace) -> Result:
         "devices": devices,
         "gpus_used": len(trace.meta.get("devices_used", [])),  # a count: devices_used lists their ids
         "devices_used": trace.meta.get("devices_used", []),
-        "device_names_missing": sum(1 for d in devices if not d),
+        "device_names_missing": names_missing,
         "num_sms": trace.meta.get("num_sms"),
         "events_total": int(len(ev)),
         "kernels": int(kinds.get("kernel", 0)),
@@ -132,6 +149,8 @@ def trace_info(trace: Trace) -> Result:
         "profiler": _profiler(trace).get("name"),  # which profiler wrote the file: kineto, nsys, rocprofv3
         "profiler_label": _profiler(trace).get("label"),
         "recorded": _profiler(trace).get("recorded"),
+        "hw_profile": hw.name if hw is not None else None,  # the shipped profile the analyses detect, or null
+        "hw_stand_in": stand_in,  # why that profile stands in for a device that is not its model, or null
     }
     return Result(
         command="info",

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from ...data import inputs_read
 from ...errors import InputError
 from ..compression import BOM, is_compressed, without_bom
 from .columns import ColumnBuilder, RawColumns
@@ -28,18 +29,17 @@ def split_document(path, text: bytes | bytearray) -> tuple[list, dict[str, Any]]
                 f"{path} is compressed twice (its decompressed content is gzip or zstd data again);"
                 " decompress it once and pass the result"
             )
-        raise InputError(
-            f"{path} is not JSON (it starts with {head[:16]!r}); pass a torch-profiler trace (.json, .json.gz or .json.zst)"
-        )
+        raise InputError(f"{path} is not JSON (it starts with {head[:16]!r}); tracekit reads {inputs_read()}")
     try:
         doc = DOC_DECODER.decode(text)
     except msgspec.ValidationError as exc:  # the only typed field is traceEvents
         raise InputError(
-            f"{path} is JSON but its 'traceEvents' is not a list of events ({exc}); pass a torch-profiler trace"
+            f"{path} is JSON but its 'traceEvents' is not a list of events ({exc}); tracekit reads {inputs_read()}"
         ) from exc
     if doc.traceEvents is None:
         raise InputError(
-            f"{path} is JSON but not a Chrome/Kineto trace: it has no 'traceEvents' list; pass a torch-profiler trace"
+            f"{path} is JSON but not a trace of a profiler tracekit reads (no 'traceEvents' list, no"
+            f" 'rocprofiler-sdk-tool'); tracekit reads {inputs_read()}"
         )
     return doc.traceEvents, {k: getattr(doc, k) for k in HEADER_KEYS}
 
