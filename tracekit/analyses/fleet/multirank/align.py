@@ -657,7 +657,7 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     clock.base = int(base_ns)
     clock.set_back = {r: d["set_back"] for r, d in per_rank.items() if d.get("set_back")}
     warnings += clock.warnings
-    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
+    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes, own)
     warnings += _across_steps(clock, coll, knames)
     # everything on the reference's clock
     crank = coll["rank"].to_numpy(np.int64)
