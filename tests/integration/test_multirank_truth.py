@@ -19,7 +19,11 @@ US2 = 2_000  # offsets and waits within 2 µs
 CONTRACT = {
     "ranks": ["rank", "file", "node", "clock_offset_ns", "residual_ns", "steps", "times_last", "total_wait_ns"],
     "steps": ["step", "rank", "local_step", "phase", "bs", "start_ns", "wall_ns", "wait_ns", "partial"],
-    "collectives": ["step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns", "partial"],
+    "collectives": [
+        *("step", "kind", "seq", "rank", "start_ns", "end_ns", "wait_ns", "transfer_ns"),
+        "clock_uncertain",  # begun while its rank's clock stepped, side unknown: left out (issue 40)
+        "partial",
+    ],
     "per_collective": [
         "step",
         "kind",
@@ -33,9 +37,13 @@ CONTRACT = {
         "cause_rank",
         "cause",
         *("started_late_ns", "own_work_ns", "idle_ns", "expert_ns"),  # the shares of the lateness (issue 40)
+        "clock_uncertain",
         "partial",
     ],
-    "by_step": ["step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank", "partial"],
+    "by_step": [
+        *("step", "imbalance_ns", "straggler", "straggler_bs", "median_bs", "max_wait_rank"),
+        *("clock_uncertain", "partial"),
+    ],
 }
 HTA = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "hta" / "tests" / "data" / "trace_filter"
 

@@ -108,6 +108,11 @@ def ranks_part(result: Result, width: int, all_rows: bool, draw: Callable[..., s
             .reset_index(drop=True)
         )
         shown["ranks"].attrs["order_by"] = "times_last"
+    by = shown.get("rank_by_step")
+    if by is not None and "clock_uncertain" in by.columns:  # 80 columns: said only where a step has one (issue 40)
+        unsure = by["clock_uncertain"].astype(bool).any()
+        by = by.rename(columns={"clock_uncertain": "stepped"}) if unsure else by.drop(columns="clock_uncertain")
+        shown["rank_by_step"] = by
     if not all_rows and len(shown.get("rank_by_step", ())) > BY_STEP_SHOWN:  # the worst steps, said as a cut table
         by = shown["rank_by_step"].copy()
         by.attrs["order_by"] = "imbalance_ns"

@@ -657,8 +657,9 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     clock.base = int(base_ns)
     clock.set_back = {r: d["set_back"] for r, d in per_rank.items() if d.get("set_back")}
     warnings += clock.warnings
-    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes)
-    warnings += _across_steps(clock, coll, knames)
+    warnings += clock_model.step_sentences({r: clock.steps_of(r) for r in clock.segments}, nodes, own)
+    said, coll["clock_uncertain"] = _across_steps(clock, coll, knames)
+    warnings += said
     # everything on the reference's clock
     crank = coll["rank"].to_numpy(np.int64)
     coll["start_ref"] = clock.to_ref(crank, coll["start_ns"].to_numpy(np.int64))
@@ -712,11 +713,13 @@ def align_run(per_rank: dict[int, dict], nodes: dict[int, int], blocking: frozen
     )
 
 
-def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[str]:
-    """What is said of the collectives of a stepped rank that began or ended between the two ends its clock step
-    fell between, where either side of the step fits their time (a step smaller than that gap): their wait is
-    known only within the step's size. A loop per step of a clock."""
+def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> tuple[list[str], np.ndarray]:
+    """What is said of the collectives of a stepped rank that began between the two ends its clock step fell
+    between, where either side of the step fits their time (a step smaller than that gap): their arrival is known
+    only within the step's size. Returns the sentences and which rows of ``coll`` those are (``clock_uncertain``:
+    attribute.py leaves their instances out of every wait, imbalance and straggler). A loop per step of a clock."""
     out = []
+    uncertain = np.zeros(len(coll), dtype=bool)
     for r, seg in clock.segments.items():
         m = (coll["rank"] == r).to_numpy()
         x = (coll["start_ns"].to_numpy(np.int64)[m] - clock.t0).astype(np.float64)
@@ -724,6 +727,7 @@ def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[st
             # either side of the step fits a time between (its ends' local times, each moved by the step)
             band = (x > st["local_lo"] + st["size_ns"]) & (x < st["local_hi"] - st["size_ns"])
             if band.any():
+                uncertain[np.flatnonzero(m)[band]] = True
                 rows = coll[m][band]
                 which = ", ".join(
                     f"step {int(g)} {knames[int(kd)]} {int(q)}"
@@ -731,9 +735,10 @@ def _across_steps(clock: Clock, coll: pd.DataFrame, knames: pd.Index) -> list[st
                 )
                 out.append(
                     f"rank {r}: {int(band.sum())} collective(s) began while its clock stepped ({which}): which side of"
-                    f" the step they began on is unknown, so their wait is known only within {abs(st['size_ns']) / 1e3:,.1f} µs"
+                    f" the step they began on is unknown, so their wait is known only within {abs(st['size_ns']) / 1e3:,.1f} µs:"
+                    " they are left out of waits, imbalance and stragglers (clock_uncertain)"
                 )
-    return out
+    return out, uncertain
 
 
 def _blocking_ends(coll: pd.DataFrame, knames: pd.Index, blocking: frozenset) -> pd.DataFrame:

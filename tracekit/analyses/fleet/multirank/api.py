@@ -193,7 +193,9 @@ def imbalance_of_run(plan: RunPlan, results: list, *, merged: dict | None = None
     imb = t["imbalance"]
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
-    whole = imb[~imb["step"].isin(al.partial_step_ids)]  # the straggler claim: from the steps recorded whole
+    # the straggler claim: from the steps recorded whole, none left uncertain by a clock step
+    unsure = t["by_step"].loc[t["by_step"]["clock_uncertain"], "step"]
+    whole = imb[~imb["step"].isin(al.partial_step_ids) & ~imb["step"].isin(unsure)]
     imb = whole if len(whole) else imb
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
     top = most_often_last(imb)
@@ -209,7 +211,7 @@ def imbalance_of_run(plan: RunPlan, results: list, *, merged: dict | None = None
             f" names rank {top}, whose lateness cost the most"
         )
     by = t["by_step"]
-    complete = by[~by["step"].isin(al.partial_step_ids)]["imbalance_ns"]
+    complete = by[~by["step"].isin(al.partial_step_ids) & ~by["clock_uncertain"]]["imbalance_ns"]
     summary = {
         "ranks": len(rank_ids),
         "reference_rank": ref,

@@ -9,6 +9,12 @@ against the median-arriving rank, split in four shares that add up to it — its
 collective's end, or its step's start) began late, its own work took longer, its GPU idled longer before arriving,
 its expert GEMMs took longer; the largest share is the cause (:data:`CAUSE_CODES`). Medians of ns are lower
 medians, so every ``*_ns`` is an integer.
+
+An instance that began on some rank while that rank's clock stepped, on a side of the step its times cannot say
+(``clock_uncertain``, from the alignment: a step smaller than the gap between the two ends it fell between), has
+no known arrival order: its rows' waits and transfers, its margin, spread, median wait, last rank and cause are
+null, and it is left out of every sum and claim — each rank-step's and rank's wait, the step's imbalance, the
+stragglers. Waits are never computed across a clock step unrepaired.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     g0 = _runs(step0[rows], kcode[rows], seq0[rows])
     rows = rows[np.bincount(g0)[g0] >= 2]
     del g0
+    unc_col = coll["clock_uncertain"].to_numpy(bool) if "clock_uncertain" in coll else None
     kcode = kcode[rows]
     step_a, seq_a = step0[rows], seq0[rows]
     gid = _runs(step_a, kcode, seq_a)
@@ -66,6 +73,9 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     first = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]]) if len(gid) else np.zeros(0, np.int64)
     size = np.diff(np.r_[first, len(gid)])
     last_i = first + size - 1
+    # an instance begun on a rank while its clock stepped, on a side unknown: its arrivals' order is not known
+    unc = np.bincount(gid, weights=unc_col[rows], minlength=n_g) > 0 if unc_col is not None else np.zeros(n_g, bool)
+    del unc_col
     s = coll["start_ns"].to_numpy(np.int64)[rows]
     e = coll["end_ns"].to_numpy(np.int64)[rows]
     rk = coll["rank"].to_numpy(np.int64)[rows]
@@ -105,12 +115,13 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     med_bs = group_lower_median(gid, bs, n_g)
     causes = np.full(n_g, None, dtype=object)
     share = np.full((len(SHARE_COLS), n_g), np.nan)
-    clear = np.flatnonzero(~tie)  # a sentence per clear instance, built column-wise
+    clear = np.flatnonzero(~tie & ~unc)  # a sentence per clear instance, built column-wise
     li, mi = last_i[clear], med_i[clear]
     seg, seg_known, after = segment_starts(coll, steps)
     last_v, med_v = (_row_values(coll, (seg, seg_known), rows[i]) for i in (li, mi))
     share[:, clear] = shares(last_v, med_v, experts=bool(coll["expert_ns"].to_numpy().any()))
     causes[clear] = _causes(share[:, clear], after[rows[li]], last_v, med_v, bs[li], med_bs[clear], phase_last[clear])
+    row_unc = unc[gid]
     del gid, bs, seg, seg_known, after  # 10^6 rows each: gone before the collectives table is built
     per = inst.assign(
         last_rank=pd.array(np.where(tie, 0, last_rank), dtype="Int64"),
@@ -125,13 +136,15 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     )
     per.loc[per["tie"], ["cause_rank", "last_rank"]] = pd.NA
     per = per[INSTANCE_COLS]
+    if unc.any():  # no claim from an instance whose arrivals' order a clock step left unknown
+        per = _unknown_instances(per, unc)
     out = lex_order(rk, seq_a, kcode, step_a)  # by instance then rank
     kind_out = (
         pd.Series(knames.take(kcode[out]))
         if isinstance(coll["kind"].dtype, pd.CategoricalDtype)
         else coll["kind"].iloc[rows[out]].reset_index(drop=True)
     )
-    wsum = _wait_sums(step_a, rk, wait)
+    wsum = _wait_sums(step_a, rk, np.where(row_unc, 0, wait))  # the known waits only
     cols = {
         "step": step_a,
         "seq": seq_a,
@@ -143,15 +156,35 @@ def attribute(coll: pd.DataFrame, steps: pd.DataFrame, residual: dict[int, int |
     }
     del step_a, seq_a, rk, s, e, wait, transfer, rows  # held by cols alone: each let go once taken
     colls = _collectives_frame(out, kind_out, cols)
+    row_unc = row_unc[out]
+    if row_unc.any():  # unknown, not 0: null
+        for c in ("wait_ns", "transfer_ns"):
+            colls[c] = _nullable_ns(np.where(row_unc, np.nan, colls[c].to_numpy(np.float64)))
+    colls["clock_uncertain"] = row_unc
+    per["clock_uncertain"] = unc
     st = _rank_steps(steps, wsum)
-    imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)
+    imb = per[["step", "tie"]].assign(last_rank=np.where(tie, -1, last_rank), imb=last - lowmed)[~unc]
+    by_step = _by_step(imb, st, per, wsum)
+    by_step["clock_uncertain"] = by_step["step"].isin(per.loc[unc, "step"]).to_numpy(bool)
     return {
         "collectives": colls,
         "per_collective": per.reset_index(drop=True),
         "steps": st,
-        "by_step": _by_step(imb, st, per, wsum),
+        "by_step": by_step,
         "imbalance": imb,
     }
+
+
+def _unknown_instances(per: pd.DataFrame, unc: np.ndarray) -> pd.DataFrame:
+    """``per`` with the instances ``unc`` (their arrivals' order unknown: a clock step) making no claim: margin,
+    spread, median wait and median transfer, last rank, cause and shares null (unknown, never 0), no tie."""
+    per = per.copy()
+    for c in ("margin_ns", "spread_ns", "median_wait_ns", "transfer_ns"):
+        per[c] = _nullable_ns(np.where(unc, np.nan, per[c].to_numpy(np.float64)))
+    per.loc[unc, ["last_rank", "cause_rank", *SHARE_COLS]] = pd.NA
+    per.loc[unc, "cause"] = None
+    per.loc[unc, "tie"] = False
+    return per
 
 
 def _collectives_frame(out: np.ndarray, kind: pd.Series, cols: dict[str, np.ndarray]) -> pd.DataFrame:

@@ -170,10 +170,11 @@ def statuses(residual: dict, steps: dict, nodes: dict, ref: int, shared: set = f
     return out, bounds, warnings
 
 
-def step_sentences(steps: dict, nodes: dict) -> list[str]:
+def step_sentences(steps: dict, nodes: dict, set_back: frozenset = frozenset()) -> list[str]:
     """What is said of each stepped rank (``steps``: rank -> its steps, ``at_ns`` on the tables' time base): when
     its clock stepped and by how much, and whether its node-mates' clocks stepped with it (ranks of one node share a
-    host clock)."""
+    host clock). ``set_back``: ranks whose clock was set back and undone in their own trace (set_back.py), said so
+    once: their steps and times were repaired before anything was read of them."""
     out = []
     for r, st in sorted(steps.items()):
         if not st:
@@ -184,9 +185,16 @@ def step_sentences(steps: dict, nodes: dict) -> list[str]:
             f"by {s['size_ns'] / 1e3:+,.1f} µs at {s['at_ns'] / 1e6:,.3f} ms (±{s['within_ns'] / 1e3:,.1f} µs)"
             for s in st
         )
+        how = (
+            ": set back, found from the order of its own events and undone before its steps were read (its"
+            " ProfilerStep windows and kernels as recorded on one clock)"
+            if r in set_back
+            else ""
+        )
         out.append(
-            f"rank {r}: its clock stepped {told} (reference clock): each segment of its clock is fitted on its own"
-            " and its times repaired" + (" (its node-mates' clocks did not step: a clock of its own)" if alone else "")
+            f"rank {r}: its clock stepped {told} (reference clock){how}: each segment of its clock is fitted on its"
+            " own and its times repaired"
+            + (" (its node-mates' clocks did not step: a clock of its own)" if alone else "")
         )
     return out
 

@@ -249,4 +249,6 @@ def collectives_table(coll: pd.DataFrame, matched: np.ndarray, knames: pd.Index)
     for c, src in (("start_ns", "start_ref"), ("end_ns", "end_ref"), *((w, w) for w in WORK_COLS)):
         out[c] = coll[src].to_numpy(np.int64)[rows]
     out["partial"] = ~coll["full"].to_numpy(bool)[rows]
+    if "clock_uncertain" in coll:  # begun while its rank's clock stepped, on a side unknown (align._across_steps)
+        out["clock_uncertain"] = coll["clock_uncertain"].to_numpy(bool)[rows]
     return pd.DataFrame(out, copy=False)  # each column as taken: no consolidation copy

@@ -16,8 +16,12 @@ COSTLY_SHARE = 0.5  # a step "costs" when its imbalance is at least this share o
 
 
 def complete_steps(by_step: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``by_step`` recorded whole on every rank (column ``partial`` false); all rows when none is."""
-    whole = by_step[~by_step["partial"].astype(bool)]
+    """The rows of ``by_step`` recorded whole on every rank (column ``partial`` false) and whose imbalance no clock
+    step left uncertain (column ``clock_uncertain``, where there is one, false); all rows when none is."""
+    keep = ~by_step["partial"].astype(bool)
+    if "clock_uncertain" in by_step:
+        keep &= ~by_step["clock_uncertain"].astype(bool)
+    whole = by_step[keep]
     return whole if len(whole) else by_step
 
 

@@ -29,10 +29,14 @@ FLOOR_NS = 20_000  # a lane that runs back by less than this is noise (two kerne
 MARGIN_NS = 1_000_000  # added to the trace's span in the shift
 
 
-def _breaks(lane: np.ndarray, key: np.ndarray, start: np.ndarray, prev_t: np.ndarray, rows: np.ndarray):
+def _breaks(lane: np.ndarray, key: np.ndarray, start: np.ndarray, prev_t: np.ndarray, rows: np.ndarray, end=None):
     """The rows of one kind of lane in order (lane, key, start): each lane's position where its time runs back by
     more than FLOOR_NS (the largest there, one per lane). Returns (rows in order, lane of each, back-run at each
-    sorted row: prev_t of the row before − start, 0 at a lane's first row)."""
+    sorted row: prev_t of the row before − start, 0 at a lane's first row).
+
+    With ``end`` (a lane whose events nest: a thread's operations), a row that starts inside the latest end so far
+    of its lane and ends past it (crossing it, which nesting forbids) runs back by that end − its start too: a
+    ProfilerStep that begins, after the set-back, inside the previous one's recorded window and ends beyond it."""
     if not len(rows):
         return rows, rows, np.zeros(0)
     o = rows[np.lexsort((start[rows], key[rows], lane[rows]))]
@@ -40,6 +44,10 @@ def _breaks(lane: np.ndarray, key: np.ndarray, start: np.ndarray, prev_t: np.nda
     back = np.zeros(len(o))
     same = ln[1:] == ln[:-1]
     back[1:] = np.where(same, prev_t[o[:-1]] - start[o[1:]], 0)
+    if end is not None and len(o) > 1:
+        reach = pd.Series(end[o]).groupby(ln).cummax().to_numpy(np.int64)  # the latest end so far, per lane
+        e_prev, s, e = reach[:-1], start[o[1:]], end[o[1:]]
+        back[1:] = np.maximum(back[1:], np.where(same & (s < e_prev) & (e > e_prev), e_prev - s, 0))
     return o, ln, back
 
 
@@ -65,6 +73,35 @@ def _stream_runs_back(lane: np.ndarray, corr: np.ndarray, start: np.ndarray, row
     return bool((same & (corr[o[1:]] < corr[o[:-1]])).any())
 
 
+def _by_launch(after, decided, gpu_kind, cpu, corr, start) -> None:
+    """Place, in ``after``, the events of a lane that did not run back themselves by their launch (in place).
+
+    A runtime call of a thread that did not run back goes by its correlation id, which counts up in time: after
+    where it is at least the first id after the set-back on a thread that ran back. A GPU activity of a stream that
+    did not run back (an NCCL stream idle across the set-back: its gap longer than the set-back) goes with its
+    launch, a runtime call placed above: launched after the set-back, it ran after it; launched before, it ran
+    before unless it starts before its launch (no kernel does: it ran after). Nearest in time (the default) is
+    wrong there: the stream that did run back has events of both sides at every local time of the set-back's
+    span."""
+    launch = cpu & (corr >= 0)
+    placed = launch & decided
+    first = corr[placed & after].min() if (placed & after).any() else None
+    if first is not None:
+        free = launch & ~decided
+        after[free] = corr[free] >= first
+    if not launch.any():
+        return
+    k = ~decided & gpu_kind & (corr >= 0)
+    if not k.any():
+        return
+    lc = pd.Series(np.flatnonzero(launch), index=corr[launch])
+    lc = lc[~lc.index.duplicated()]
+    j = lc.reindex(corr[k]).to_numpy()
+    has = ~np.isnan(j)
+    rows, j = np.flatnonzero(k)[has], j[has].astype(np.int64)
+    after[rows] = after[j] | (start[rows] < start[j])
+
+
 def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     """Which events are after a set-back of the clock (a mask), the run-back seen (ns, a lower bound of its size),
     the boundary (local time, in the moved times) and the shift to move them by; None where the clock never ran
@@ -83,10 +120,11 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     cpu = dev < 0
     lanes = [
         _breaks(gpu_lane, corr, start, end, np.flatnonzero(gpu_kind & (corr >= 0))),  # a stream: each after the last
-        # a thread: its launches start in correlation order, its operations in External id order (two id spaces:
-        # a launch's External id may be its correlation)
-        _breaks(cpu_lane, corr, start, start, np.flatnonzero(cpu & (corr >= 0))),
-        _breaks(cpu_lane, ext, start, start, np.flatnonzero(cpu & (corr < 0) & (ext >= 0))),
+        # a thread: its runtime calls in correlation order, each after the previous one ended (they do not nest:
+        # never on the corpus's Kineto traces), its operations in External id order, nested (two id spaces: a
+        # launch's External id may be its correlation)
+        _breaks(cpu_lane, corr, start, end, np.flatnonzero(cpu & (corr >= 0))),
+        _breaks(cpu_lane, ext, start, start, np.flatnonzero(cpu & (corr < 0) & (ext >= 0)), end),
     ]
     seen = max((float(b.max()) for _, _, b in lanes if len(b)), default=0.0)
     if seen <= FLOOR_NS:
@@ -97,7 +135,7 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     after = np.zeros(len(ev), dtype=bool)
     decided = np.zeros(len(ev), dtype=bool)
     last_before, first_after = [], []
-    for o, ln, back in lanes:  # two kinds of lane
+    for o, ln, back in lanes:  # three kinds of lane
         at = np.flatnonzero(back >= max(FLOOR_NS, 0.5 * seen))
         brk = pd.Series(at).groupby(ln[at]).first().to_numpy(np.int64) if len(at) else at  # one per lane
         split_lanes = ln[brk]
@@ -114,6 +152,7 @@ def find(ev: pd.DataFrame) -> tuple[np.ndarray, int, int, int] | None:
     lb, fa = np.concatenate(last_before), np.concatenate(first_after)
     und = ~decided  # events of no order: the side of the placed event nearest in time
     after[und] = _nearest(start[decided & after], start[und]) < _nearest(start[decided & ~after], start[und])
+    _by_launch(after, decided, gpu_kind, cpu, corr, start)
     cpu_after = after & decided & cpu & (corr < 0) & (ext >= 0)
     if cpu_after.any():  # External ids count up in time: an event of no lane (a GPU annotation) goes by its id
         by_id = ~decided & (ext >= 0) & (corr < 0)
