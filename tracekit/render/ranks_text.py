@@ -40,7 +40,12 @@ def _imbalance_word(r: dict) -> str:
 
 
 def ranks_title(r: dict) -> str:
-    return f"ranks of the run — {r.get('ranks')} ranks, reference rank {r.get('reference_rank')} (this report's trace)"
+    """The section's title: the rank this report's trace is of (``analysed_rank``: ``--device N`` on an export of
+    several processes names another than the reference rank, the clocks' reference)."""
+    ref, mine = r.get("reference_rank"), r.get("analysed_rank", r.get("reference_rank"))
+    if mine == ref:
+        return f"ranks of the run — {r.get('ranks')} ranks, reference rank {ref} (this report's trace)"
+    return f"ranks of the run — {r.get('ranks')} ranks; this report's trace: rank {mine} (reference rank {ref})"
 
 
 def missing_line(r: dict) -> str | None:
