@@ -154,6 +154,30 @@ def _missing(s: dict) -> tuple[str, str]:
     return title, data
 
 
+def _last_data(clear: pd.DataFrame, rank: int, named: list[int], straggler: dict) -> tuple[str, str]:
+    """(the data's count of who was last, from the same rows as ``summary.straggler`` (the instances that are no tie
+    in the steps recorded whole): the rank the title names (each rank of a rotating straggler), and the summary's
+    straggler — the rank last most often — where it is not that one, so that the two never read as a contradiction
+    (that second, after what is said of the named rank's batch)."""
+    last = clear["last_rank"].astype("Float64")
+    n = int(len(clear))
+    if len(named) > 1:
+        text = (
+            "; last at instances that are no tie (of "
+            + f"{n}): "
+            + ", ".join(f"rank {r} {int((last == r).sum())}" for r in named)
+        )
+    else:
+        text = f"; rank {rank} last at {int((last == rank).sum())} of {n} instances that are no tie"
+    s_rank, other = int(straggler["rank"]), ""
+    if s_rank not in named or len(named) > 1:
+        other = (
+            f"; straggler rank {s_rank} (the rank last most often, the summary's): last at"
+            f" {straggler['times_last']} of {straggler['of']}"
+        )
+    return text, other
+
+
 def _advice_key(cause: str, phase: str | None, bs, median_bs) -> str:
     """The advice that matches the evidence: a prefill where the straggler led is the prefill's advice whatever the
     instances' causes say; a batch cause needs a batch larger than the median rank's."""
@@ -218,13 +242,14 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
             + f"per step over the {len(by)} step(s) recorded whole, Σ (last − median arrival): mean {ms_text(gain)},"
             f" median {ms_text(s.get('imbalance_ns_per_step'))}; worst {worst or '–'}; mean step {ms_text(step_ns)}"
             + (f"; partial step(s) {steps_text(left_out)} left out" if left_out else "")
-            + f"; rank {rank} last at {last[0]} of {last[1]} instances that are no tie"
+            + _last_data(clear, rank, sorted(last_of) if rotating else [rank], straggler)[0]
             + (
                 ""
                 if bs is None and median_bs is None
                 else f", its batch {_num(bs)} against a median of {_num(median_bs)}"
             )
             + (f" ({phase} where it was last)" if phase and phase != "unknown" else "")
+            + _last_data(clear, rank, sorted(last_of) if rotating else [rank], straggler)[1]
             + "; causes of the lateness: "
             + (", ".join(f"{c} {n}" for c, n in causes.value_counts().items()) or "none named")
         )
@@ -240,7 +265,11 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
                     evidence=ev,
                     words=words(
                         kind,
-                        gain=(phrases["at_least"].format(gain=f"{ms_text(gain)} per step") if miss_title else f"{ms_text(gain)} per step"),
+                        gain=(
+                            phrases["at_least"].format(gain=f"{ms_text(gain)} per step")
+                            if miss_title
+                            else f"{ms_text(gain)} per step"
+                        ),
                         pct=pct,
                         worst=_worst(s, phrases),
                         who=who + miss_title,
@@ -362,7 +391,12 @@ def merge_findings(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_findings(
-    trace_fnd: Result, imb: Result, *, rank: int | None = None, min_ms: float | None = None, min_pct: float | None = None
+    trace_fnd: Result,
+    imb: Result,
+    *,
+    rank: int | None = None,
+    min_ms: float | None = None,
+    min_pct: float | None = None,
 ) -> Result:
     """The findings of a run (issue 40): the analysed rank's own findings (``trace_fnd``, ``findings`` of its trace)
     and the rank findings of ``imb`` (:func:`rank_findings_of`), ranked together (:func:`merge_findings`) — what
@@ -397,6 +431,10 @@ def run_findings(
     params = {**trace_fnd.params, **rf.params}
     warnings = list(dict.fromkeys(list(trace_fnd.warnings) + list(rf.warnings)))
     return Result(
-        command="findings", inputs=inputs, params=params, summary=s, tables={"findings": table, "sources": sources},
+        command="findings",
+        inputs=inputs,
+        params=params,
+        summary=s,
+        tables={"findings": table, "sources": sources},
         warnings=warnings,
     )

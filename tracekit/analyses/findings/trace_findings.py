@@ -105,9 +105,7 @@ def findings(
 
         if trace is None:  # findings(ranks=…) alone: the rank findings only
             return rank_findings_of(ranks, min_ms=min_ms, min_pct=min_pct)
-        own = findings(
-            trace, ann, log=log, hw=hw, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct, steps=steps, ag=ag
-        )
+        own = findings(trace, ann, log=log, hw=hw, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct, steps=steps, ag=ag)
         return run_findings(own, ranks, rank=analysed_rank(trace, ranks), min_ms=min_ms, min_pct=min_pct)
     ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
