@@ -77,7 +77,7 @@ def test_ranks_that_tie_give_no_finding_and_say_why(runs, cli):
     code, out, err = cli("findings", run, "-f", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert (
-        doc["tables"]["findings"] == []
-        and "ties within the clock alignment's residual" in doc["tables"]["sources"][0]["reason"]
-    )
+    # no rank finding (the reference rank's own findings are listed beside, issue 40); the ranks source says why
+    (src,) = [r for r in doc["tables"]["sources"] if r["source"] == "ranks"]
+    assert not [r for r in doc["tables"]["findings"] if r["source"] == "ranks"]
+    assert "ties within the clock alignment's residual" in src["reason"]

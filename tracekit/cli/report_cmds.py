@@ -216,12 +216,13 @@ def findings_cmd(
     """What to change, ranked by what it would gain.
 
     Each finding with its gain in ms per step (GiB for memory), whether it is measured or estimated, the evidence,
-    the command that shows it, and what to try. TRACE may be the ranks of one run (their directory, or two or more files): then what DP
-    imbalance costs per step and which rank makes the others wait (tracekit imbalance)."""
+    the command that shows it, and what to try. TRACE may be the ranks of one run (their directory, or two or more files): then the
+    reference rank's findings (--device N: that GPU's rank's) ranked with what DP imbalance costs per step and which
+    rank makes the others wait (tracekit imbalance), as `report` lists them."""
     from .reuse import reused_or_run
 
     trace, run = one_trace_or_run(trace, world_size)
-    if compare is not None or run is not None:  # (one trace's findings from the cache import no analysis)
+    if compare is not None:  # (one trace's findings from the cache import no analysis)
         from ..analyses.findings.trace_findings import findings
         from ..ingest.launch_script import launch_config
     if compare is not None:
@@ -242,11 +243,22 @@ def findings_cmd(
             config_b=launch_config(log_b) if log_b else None,
             steps=step_flags.options(ann),
         )
-    elif run is not None:  # the ranks of one run: who makes the others wait
-        res = findings(
-            ranks=run_imbalance(run, step_flags, cache),
+    elif run is not None:  # the ranks of one run: the reference rank's (or --device's) findings and who makes the
+        # others wait, ranked together as `report RUN` lists them (analyses.findings.imbalance_findings.run_findings)
+        ref, imb = run_of_ranks_report(run, step_flags, cache)
+        ann = annotation_for(ref, annotation)
+        res = _findings_of_one(
+            cache.load(ref),
+            ann,
+            log,
+            hw,
+            sms=sms,
+            bs=bs,
             min_ms=min_ms,
             min_pct=min_pct,
+            steps=step_flags.options(ann),
+            ag=ag_opts(group_size, ag_size, local_copy),
+            ranks=imb,
         )
     else:
         if annotation_b or log_b or bs_b is not None:

@@ -102,7 +102,7 @@ def to_text(
     _allot(
         blocks,
         width,
-        max_lines - len(head) - len(summary) - len(summary_notes) - 4 - sum(len(x) for x in lists),
+        max_lines - len(head) - len(summary) - len(summary_notes) - 4 - sum(len(x) for x in lists) - len(ranks_lines),
         all_rows,
     )
 

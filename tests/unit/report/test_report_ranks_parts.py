@@ -52,7 +52,10 @@ def test_the_ranks_sentence():
     s = ranks_sentence({**base, "straggler": {"rank": 3, "times_last": 12, "of": 24, "bs": 64.0, "median_bs": 16.0}})
     # per step, then summary (issue 40): the mean beside the median; the mean unknown here reads as such
     assert "DP imbalance per step" in s and "median 0.356 ms" in s and "(1 not recorded whole" in s
-    assert "straggler rank 3: last at 12 of 24 instances that are no tie, its bs 64 against a median of 16." in s
+    assert (
+        "straggler rank 3: last at 12 of 24 instances that are no tie (steps recorded whole, as the ranks table"
+        " counts), its bs 64 against a median of 16." in s
+    )
     worst = {
         "imbalance_ns_mean_per_step": 1_017_093,
         "worst_steps": [{"step": 2, "imbalance_ns": 2_431_506, "straggler": 2}],

@@ -5,14 +5,15 @@ read from a ``tracekit imbalance`` result (contract ``tracekit.imbalance/2``). T
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ...errors import UsageError
-from ...result import Result, shown_text
+from ...result import Result, shown_ranks, shown_text
 from ..fleet.multirank.per_step import complete_steps, steps_text
-from ..fleet.multirank.processes import export_of
+from ..fleet.multirank.processes import device_of_part, export_of, is_part
 from .rules import finding, finding_rules, ms_text, rank_findings, words
 
 
@@ -135,6 +136,48 @@ def _also(imb: Result, rank: int, phrases: dict) -> str:
     )
 
 
+def _missing(s: dict) -> tuple[str, str]:
+    """(what a rank finding's title adds, what its data begins with) where ranks of the world have no trace
+    (``summary.missing_ranks``): the imbalance is then a lower bound; ("", "") otherwise."""
+    miss = [int(x) for x in (s.get("missing_ranks") or [])]
+    if not miss:
+        return "", ""
+    many = len(miss) > 1
+    ranks = ("ranks " if many else "rank ") + shown_ranks(miss)
+    title = finding_rules()["rank_phrases"]["missing"].format(
+        ranks=ranks, world=s.get("world_size"), verb="have" if many else "has"
+    )
+    data = (
+        f"a lower bound: {ranks} of the world of {s.get('world_size')} ({s.get('world_size_from') or 'unknown'})"
+        f" {'have' if many else 'has'} no trace, and a missing rank may be the one the others waited for; "
+    )
+    return title, data
+
+
+def _last_data(clear: pd.DataFrame, rank: int, named: list[int], straggler: dict) -> tuple[str, str]:
+    """(the data's count of who was last, from the same rows as ``summary.straggler`` (the instances that are no tie
+    in the steps recorded whole): the rank the title names (each rank of a rotating straggler), and the summary's
+    straggler — the rank last most often — where it is not that one, so that the two never read as a contradiction
+    (that second, after what is said of the named rank's batch)."""
+    last = clear["last_rank"].astype("Float64")
+    n = int(len(clear))
+    if len(named) > 1:
+        text = (
+            "; last at instances that are no tie (of "
+            + f"{n}): "
+            + ", ".join(f"rank {r} {int((last == r).sum())}" for r in named)
+        )
+    else:
+        text = f"; rank {rank} last at {int((last == rank).sum())} of {n} instances that are no tie"
+    s_rank, other = int(straggler["rank"]), ""
+    if s_rank not in named or len(named) > 1:
+        other = (
+            f"; straggler rank {s_rank} (the rank last most often, the summary's): last at"
+            f" {straggler['times_last']} of {straggler['of']}"
+        )
+    return text, other
+
+
 def _advice_key(cause: str, phase: str | None, bs, median_bs) -> str:
     """The advice that matches the evidence: a prefill where the straggler led is the prefill's advice whatever the
     instances' causes say; a batch cause needs a batch larger than the median rank's."""
@@ -193,17 +236,20 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
             f"step {w['step']} {ms_text(w['imbalance_ns'])} (rank {_num(w['straggler'])})"
             for w in s.get("worst_steps") or []
         )
+        miss_title, miss_data = _missing(s)
         ev = (
-            f"per step over the {len(by)} step(s) recorded whole, Σ (last − median arrival): mean {ms_text(gain)},"
+            miss_data
+            + f"per step over the {len(by)} step(s) recorded whole, Σ (last − median arrival): mean {ms_text(gain)},"
             f" median {ms_text(s.get('imbalance_ns_per_step'))}; worst {worst or '–'}; mean step {ms_text(step_ns)}"
             + (f"; partial step(s) {steps_text(left_out)} left out" if left_out else "")
-            + f"; rank {rank} last at {last[0]} of {last[1]} instances that are no tie"
+            + _last_data(clear, rank, sorted(last_of) if rotating else [rank], straggler)[0]
             + (
                 ""
                 if bs is None and median_bs is None
                 else f", its batch {_num(bs)} against a median of {_num(median_bs)}"
             )
             + (f" ({phase} where it was last)" if phase and phase != "unknown" else "")
+            + _last_data(clear, rank, sorted(last_of) if rotating else [rank], straggler)[1]
             + "; causes of the lateness: "
             + (", ".join(f"{c} {n}" for c, n in causes.value_counts().items()) or "none named")
         )
@@ -219,10 +265,14 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
                     evidence=ev,
                     words=words(
                         kind,
-                        gain=f"{ms_text(gain)} per step",
+                        gain=(
+                            phrases["at_least"].format(gain=f"{ms_text(gain)} per step")
+                            if miss_title
+                            else f"{ms_text(gain)} per step"
+                        ),
                         pct=pct,
                         worst=_worst(s, phrases),
-                        who=who,
+                        who=who + miss_title,
                         rank=rank,
                         bs=_num(bs),
                         median_bs=_num(median_bs),
@@ -247,7 +297,7 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
                         rank=rank,
                         times_last=straggler["times_last"],
                         of=straggler["of"],
-                        cause=cause,
+                        cause=cause + miss_title.replace(";", ",", 1) if miss_title else cause,
                         run=run,
                         advice=advice,
                     ),
@@ -275,4 +325,116 @@ def rank_findings_of(imb: Result, *, min_ms: float | None = None, min_pct: float
         summary=summary,
         tables={"findings": table, "sources": status},
         warnings=list(imb.warnings) + ([why] if why else []),
+    )
+
+
+def run_inputs(run, ranks: Result | None, steps):
+    """(the trace a run's ``report`` and ``findings`` analyse — its reference rank's, the lowest rank id, loaded; on
+    its GPU where it is one process of an export of several —, the run's imbalance: ``ranks`` when given, else
+    computed here, the files one after another) of a ``tracekit.load_run`` Run."""
+    from ...ingest import load
+    from ..fleet.multirank.api import imbalance_in_process, reference_files
+
+    imb = ranks if ranks is not None else imbalance_in_process(run, steps=steps)
+    dev, ref = run.reference_device(), load(reference_files(run, imb)[0])
+    return (ref if dev is None else ref.on_device(dev)), imb
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return str(a) == str(b)
+
+
+def analysed_rank(trace, imb: Result) -> int | None:
+    """The rank of the run ``imb`` whose trace ``trace`` is: where ``trace`` is one GPU of an export of several
+    processes (``--device N``, ``Trace.on_device``), the rank that ran on that GPU of that export; else the
+    reference rank (the lowest rank id), whose trace a run's report and findings analyse."""
+    ref = imb.summary.get("reference_rank")
+    dev = trace.meta.get("device") if trace is not None else None
+    if dev is None:
+        return ref
+    for i in imb.inputs:
+        p = str(i.get("path"))
+        if i.get("rank") is not None and is_part(p) and _same_file(export_of(p), trace.path):
+            if device_of_part(p) == int(dev):
+                return int(i["rank"])
+    return ref
+
+
+def merge_findings(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Two findings tables (tracekit.findings/1 rows) as one, in the findings' order — time findings by gain, then
+    memory by GiB, then those without a number, minor ones last — ranks renumbered from 1."""
+    if not len(b):
+        return a
+    if not len(a):
+        return b
+    df = pd.concat([a, b], ignore_index=True)
+    ms = df["gain_ms_per_step"].astype("Float64")
+    gib = df["gain_gib"].astype("Float64")
+    group = np.where(ms.notna() & gib.isna(), 0, np.where(gib.notna(), 1, 2))
+    value = np.where(group == 0, ms.fillna(0).to_numpy(float), np.where(group == 1, gib.fillna(0).to_numpy(float), 0.0))
+    key = pd.DataFrame(
+        {
+            "minor": df["minor"].astype(bool).to_numpy(),
+            "group": group,
+            "neg": -value,
+            "kind": df["kind"].astype(str).to_numpy(),
+            "title": df["title"].astype(str).to_numpy(),
+        }
+    )
+    order = key.sort_values(["minor", "group", "neg", "kind", "title"], kind="stable").index
+    df = df.loc[order].reset_index(drop=True)
+    df["rank"] = np.arange(1, len(df) + 1, dtype=np.int64)
+    return df
+
+
+def run_findings(
+    trace_fnd: Result,
+    imb: Result,
+    *,
+    rank: int | None = None,
+    min_ms: float | None = None,
+    min_pct: float | None = None,
+) -> Result:
+    """The findings of a run (issue 40): the analysed rank's own findings (``trace_fnd``, ``findings`` of its trace)
+    and the rank findings of ``imb`` (:func:`rank_findings_of`), ranked together (:func:`merge_findings`) — what
+    `tracekit findings RUN` prints and what `tracekit report RUN` lists, one function for both. ``rank``: the rank
+    whose trace ``trace_fnd`` is of (:func:`analysed_rank`; default the reference rank). The summary is the rank
+    findings' (the run's steps, clock, world) with the counts, the top finding and the total gain of the merged
+    list, and ``rank``, the analysed rank."""
+    rf = rank_findings_of(imb, min_ms=min_ms, min_pct=min_pct)
+    table = merge_findings(trace_fnd.tables["findings"], rf.tables["findings"])
+    ts, s = trace_fnd.summary, dict(rf.summary)
+    major = table[~table["minor"].astype(bool)]
+    gains = table["gain_ms_per_step"].to_numpy(dtype=float, na_value=np.nan)
+    total = float(np.nansum(gains)) if (~np.isnan(gains)).any() else None
+    step_ms = max([v for v in (ts.get("step_ms"), s.get("step_ms")) if v], default=None)
+    s.update(
+        {
+            "findings": int(len(table)),
+            "major": int(len(major)),
+            "minor": int(len(table) - len(major)),
+            # the gains overlap: their sum is an upper bound, capped at the step (docs/findings.md)
+            "total_gain_ms": total if total is None or step_ms is None else min(total, step_ms),
+            "top": str(table["title"].iloc[0]) if len(table) else None,
+            "rank": imb.summary.get("reference_rank") if rank is None else int(rank),
+            "reference_rank": imb.summary.get("reference_rank"),
+        }
+    )
+    for k in ("total_gain_gib", "findings_without_gain", "marker", "trustworthy", "hw"):  # the trace's, added
+        if k in ts and k not in s:
+            s[k] = ts[k]
+    sources = pd.concat([trace_fnd.tables["sources"], rf.tables["sources"]], ignore_index=True)
+    inputs = list(imb.inputs) + list(trace_fnd.inputs[1:])  # every rank's file, then the launch log
+    params = {**trace_fnd.params, **rf.params}
+    warnings = list(dict.fromkeys(list(trace_fnd.warnings) + list(rf.warnings)))
+    return Result(
+        command="findings",
+        inputs=inputs,
+        params=params,
+        summary=s,
+        tables={"findings": table, "sources": sources},
+        warnings=warnings,
     )

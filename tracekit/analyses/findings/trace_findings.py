@@ -87,20 +87,26 @@ def findings(
     ``config_b`` their launch settings from :func:`tracekit.launch_config`; ``bs`` and ``bs_b`` their requests per
     step where the step markers carry none): the same op slower in one of them — per call, or per request when the
     slower side runs the larger batch — with its launch-configuration difference, and the settings that differ.
-    ``ranks``: the result of ``tracekit.imbalance(RUN_DIR)`` instead — what DP imbalance costs per step and which
-    rank makes the others wait, and why (``tracekit findings RUN_DIR``). ``ann`` and ``ann_b``: a name, a path or an
+    ``ranks``: the result of ``tracekit.imbalance(RUN_DIR)`` — what DP imbalance costs per step and which rank makes
+    the others wait, and why; with ``trace`` (one rank's: ``tracekit findings RUN_DIR`` passes the reference rank's,
+    or ``--device``'s) ranked together with that trace's own findings (:func:`.imbalance_findings.run_findings`),
+    alone the rank findings only. ``trace`` may be a ``tracekit.load_run`` Run: its reference rank's trace and its
+    imbalance (computed here unless ``ranks`` is given). ``ann`` and ``ann_b``: a name, a path or an
     Annotation; ``hw``: a profile, its name or a JSON file; ``steps``: StepOptions, Steps or a table (default: the
     annotation's step options); ``ag``: :class:`AllGatherOptions` over the annotation's."""
-    if getattr(trace, "is_run", False):  # a tracekit.load_run Run: its imbalance, read here (or give ranks=)
-        from ..fleet.multirank.api import imbalance_in_process
+    if getattr(trace, "is_run", False):  # a tracekit.load_run Run: its reference rank's trace and its imbalance
+        from .imbalance_findings import run_inputs
 
-        trace, ranks = None, ranks if ranks is not None else imbalance_in_process(trace, steps=steps)
-    if ranks is not None:  # `findings RUN_DIR`: the ranks of one run (a tracekit.imbalance result)
-        if trace is not None or compare is not None:
+        trace, ranks = run_inputs(trace, ranks, steps)
+    if ranks is not None:  # the ranks of one run (a tracekit.imbalance result): with a trace, ranked with its own
+        if compare is not None:
             raise UsageError("give one TRACE, two deployments with --compare A B, or the ranks of one run, not two")
-        from .imbalance_findings import rank_findings_of
+        from .imbalance_findings import analysed_rank, rank_findings_of, run_findings
 
-        return rank_findings_of(ranks, min_ms=min_ms, min_pct=min_pct)
+        if trace is None:  # findings(ranks=…) alone: the rank findings only
+            return rank_findings_of(ranks, min_ms=min_ms, min_pct=min_pct)
+        own = findings(trace, ann, log=log, hw=hw, sms=sms, bs=bs, min_ms=min_ms, min_pct=min_pct, steps=steps, ag=ag)
+        return run_findings(own, ranks, rank=analysed_rank(trace, ranks), min_ms=min_ms, min_pct=min_pct)
     ann, ann_b = as_annotation(ann), as_annotation(ann_b, name="ann_b")
     if compare is not None:
         if trace is not None:

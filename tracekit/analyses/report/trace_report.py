@@ -47,9 +47,9 @@ def report(
     if ranks is not None and getattr(ranks, "command", None) != "imbalance":
         raise UsageError("report(ranks=…) takes the result of tracekit.imbalance(RUN_DIR)")
     if getattr(trace, "is_run", False):  # a tracekit.load_run Run: its reference rank's report with the ranks part
-        from .ranks_part import run_report_inputs
+        from ..findings.imbalance_findings import run_inputs
 
-        trace, ranks = run_report_inputs(trace, ranks, steps)
+        trace, ranks = run_inputs(trace, ranks, steps)
     ann = as_annotation(ann)
     st = find_steps(trace, steps, ann=ann)
     kernels = int(kinds_mask(trace.events, ("kernel",)).sum())  # info's count; its tables are not needed here
@@ -94,7 +94,7 @@ def report(
     from ..findings.trace_findings import findings
 
     summary.update(shapes_part(trace))
-    fnd = findings(trace, ann, log=log, steps=st, ag=ag)
+    fnd = findings(trace, ann, log=log, steps=st, ag=ag, ranks=ranks)  # a run's: ranked with the rank findings
     tables["findings"] = fnd.tables["findings"]
     summary["findings"] = fnd.summary["findings"]
     summary["top_finding"] = fnd.summary["top"]
@@ -126,7 +126,7 @@ def report(
     if ranks is not None:  # `report RUN_DIR`: the ranks of one run, this trace their reference rank's
         from .ranks_part import add_ranks
 
-        inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings)
+        inputs, warnings = add_ranks(ranks, summary, tables, inputs, params, warnings, fnd)
     return Result(command="report", inputs=inputs, params=params, summary=summary, tables=tables, warnings=warnings)
 
 

@@ -191,13 +191,12 @@ def imbalance_of_run(plan: RunPlan, results: list, *, merged: dict | None = None
         t[name] = t[name].assign(partial=t[name]["step"].isin(al.partial_step_ids).to_numpy(bool))
     per = t["per_collective"]
     imb = t["imbalance"]
-    last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
-    ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)
     # the straggler claim: from the steps recorded whole, none left uncertain by a clock step
     unsure = t["by_step"].loc[t["by_step"]["clock_uncertain"], "step"]
     whole = imb[~imb["step"].isin(al.partial_step_ids) & ~imb["step"].isin(unsure)]
     imb = whole if len(whole) else imb
     last_counts = imb[~imb["tie"]]["last_rank"].value_counts()
+    ranks_tbl = _ranks_table(rank_ids, files_of, nodes, al, t, last_counts)  # times_last: the summary's rows
     top = most_often_last(imb)
     straggler = (
         None
