@@ -85,7 +85,7 @@ def to_text(
     from .findings_text import findings_lines, is_findings
 
     lists = [
-        findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
+        findings_lines(name, df, width, all_rows, detailed=result.command == "findings", wide=wide)
         for name, df in result.tables.items()
         if len(df) and is_findings(df)
     ]
