@@ -502,6 +502,7 @@ _GLUE, _THOUSANDS = "\ue000", "\ue001"
 UNITS = "ns|µs|us|ms|s|min|h|%|B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB|GB/s|TB/s|MB/s|TFLOP/s|GFLOP/s|FLOP/s|tok/s|W|MHz|GHz|×"
 _NUMBER_UNIT = re.compile(r"(?<![\w.])([-+−]?\d[\d,]*(?:\.\d+)?) (" + UNITS + r")(/step|/call|/token)?(?![\w/])")
 _DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_FOLDERS = re.compile(r"[^/]*/+|[^/]+")  # a path up to each folder's slash
 _PIECE = re.compile(r"[^_/,:]*(?:[_/,]|::)+|[^_/,:]*:(?!:)|[^_/,:]+")  # a word up to a joint: _ / , or ::
 
 
@@ -519,8 +520,11 @@ def unprotect(text: str) -> str:
 
 def _fold(cur: str, word: str, width: int, pad: str, lines: list[str]) -> str:
     """A word wider than a line: folded at its joints (after ``/``, ``_``, ``,``, ``::``), so a path breaks between
-    its folders and a name between its parts; a piece still wider than a line folds where it must."""
-    for piece in _PIECE.findall(word):
+    its folders (a file name kept whole where it fits a line) and a name between its parts; a piece still wider
+    than a line folds where it must."""
+    pieces = _FOLDERS.findall(word) if "/" in word else [word]
+    pieces = [q for p in pieces for q in ([p] if cell_len(pad) + cell_len(p) <= width else _PIECE.findall(p))]
+    for piece in pieces:
         if cur.strip() and cell_len(cur) + cell_len(piece) > width:
             lines.append(cur.rstrip())
             cur = pad
