@@ -92,9 +92,35 @@ def gpu_mask(events: pd.DataFrame) -> np.ndarray:
     return kinds_mask(events, schema.GPU_ACTIVITY_KINDS)
 
 
+def comm_mask(events: pd.DataFrame, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows that are communication kernels: a ``comm_class`` (NCCL/RCCL, DeepEP, custom all-reduce, all-to-all), as
+    ``tracekit/data/classes.json`` gives it at ingest (of the rows ``rows`` only, row numbers, when given). A table
+    without the column has none."""
+    if "comm_class" not in events.columns:
+        return np.zeros(len(events) if rows is None else len(rows), dtype=bool)
+    col = events["comm_class"]
+    out = col.cat.codes.to_numpy() >= 0 if isinstance(col.dtype, pd.CategoricalDtype) else col.notna().to_numpy()
+    return out if rows is None else out[rows]
+
+
+def comm_names(events: pd.DataFrame) -> set[str]:
+    """The names of the communication events (:func:`comm_mask`), as text ("nan" for a missing name), through the
+    name codes of those rows: no selection of the events table. What ``waves`` and its findings leave out of the
+    tail-wave totals (a collective's grid is its channel count, persistent by design)."""
+    comm, name = comm_mask(events), events["name"]
+    if not isinstance(name.dtype, pd.CategoricalDtype):  # a hand-built table
+        return {str(n) for n in events.loc[comm, "name"].unique()}
+    codes = np.unique(name.cat.codes.to_numpy()[comm])
+    cats = name.cat.categories
+    return {str(cats[c]) if c >= 0 else str(np.nan) for c in codes.tolist()}
+
+
 def main_stream(events: pd.DataFrame, stream: int | None = None) -> tuple[int, int]:
     """(device, stream) of the critical-path compute stream: ``stream`` when given, else the one with the most
-    kernel time."""
+    kernel time outside communication kernels (:func:`comm_mask`), so a collective stream (RCCL's, NCCL's) is never
+    the main one; only when no stream runs any other kernel (a trace of collectives alone), the one with the most
+    kernel time. Ties go to the first lane in (device, stream) order. Every command asks this one function
+    (docs/layers.md, "The main stream")."""
     is_k = np.flatnonzero(kinds_mask(events, ("kernel",)))  # three columns of the kernel rows, not a copy
     if not is_k.size:
         raise MissingDataError("the trace has no kernel events, so no main compute stream")
@@ -105,6 +131,9 @@ def main_stream(events: pd.DataFrame, stream: int | None = None) -> tuple[int, i
             raise MissingDataError(f"the main stream {stream} carries no kernel")
         return int(dev[hit[0]]), int(stream)
     dur = events["dur_ns"].to_numpy()[is_k]
+    comm = comm_mask(events, is_k)
+    if comm.any() and not comm.all():
+        dur = np.where(comm, 0, dur)  # communication kernels weigh nothing: the lanes' compute time decides
     if not (
         dev.dtype.kind in "iu" and st.dtype.kind in "iu" and dur.dtype.kind == "i"
     ):  # a table built by hand: floats, missing values

@@ -41,7 +41,8 @@ class AnnotatedEvents:
 
 
 def resolve_main_stream(events: pd.DataFrame, ann: Annotation) -> tuple[int, int]:
-    """The annotation's main stream, or (``auto``) the one with the most kernel time."""
+    """The annotation's main stream, or (``auto``) the one with the most kernel time outside communication kernels
+    (:func:`tracekit.events.main_stream`)."""
     return main_stream(events, ann.main_stream if isinstance(ann.main_stream, int) else None)
 
 

@@ -72,7 +72,7 @@ def comm(
         Optional[int],
         typer.Option(
             "--main-stream",
-            help="The critical-path stream (default: the annotation's main_stream, else the one with most kernel time).",
+            help="The critical-path stream (default: the annotation's main_stream, else the one with most non-communication kernel time).",
         ),
     ] = None,
     local_copy: LocalOpt = None,

@@ -287,14 +287,14 @@ def _output(result: Result, fmt: Fmt, out: Optional[Path], table: Optional[str],
     (``tracekit.render.files``: every target decided by ``output_target``)."""
     from ..render.formats import renderer
     from ..render.files import protect_result_inputs
-    from ..render.human import safe_text
-    from ..render.warning_folding import fold_warnings
+    from ..render.table_layout import stderr_width
+    from ..render.warning_folding import warning_lines
 
     phase.stop()
 
-    if not _state["quiet"]:
-        for w in fold_warnings(result.warnings):  # alike warnings folded: "… and N more like it" (JSON keeps all)
-            typer.echo(f"warning: {safe_text(w.text)}" + (f"\n  {w.more_text}" if w.more else ""), err=True)
+    if not _state["quiet"]:  # each fact once, alike ones folded, wrapped to the terminal (JSON keeps every one)
+        for line in warning_lines(result.warnings, stderr_width()):
+            typer.echo(line, err=True)
     r = renderer(
         fmt.value, table=table, all_rows=bool(_state.get("all")), wide=bool(_state.get("wide")), full_paths=full_paths
     )

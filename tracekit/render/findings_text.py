@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .human import safe_text, wrap_prose
+from .human import safe_text, shorter_names, wrap_prose
 
 NEEDED = {
     "rank",
@@ -35,12 +35,20 @@ def _gain(r) -> str:
     if pd.isna(r["gain_ms_per_step"]):
         return "no gain estimated"
     pct = "" if pd.isna(r["gain_pct"]) else f", {float(r['gain_pct']):.1f} %"
-    return f"{float(r['gain_ms_per_step']):.3f} ms/step{pct}"
+    return f"{float(r['gain_ms_per_step']):,.3f} ms/step{pct}"
 
 
-def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, detailed: bool = True) -> list[str]:
+def findings_lines(
+    name: str, df: pd.DataFrame, width: int, all_rows: bool, *, detailed: bool = True, wide: bool = False
+) -> list[str]:
     """The findings table ``name`` as a numbered list that fits ``width``: in full (``detailed``: the findings
-    command) or one line each for the first ones (a section of report or compare)."""
+    command) or one line each for the first ones (a section of report or compare). A kernel name too wide for a line
+    is shown in its short form unless ``wide`` (``--wide``; json keeps it whole)."""
+
+    def text_of(value) -> str:
+        text = safe_text(value)
+        return text if wide else shorter_names(text, width - 10)
+
     major = df[~df["minor"].astype(bool)]
     minor = df[df["minor"].astype(bool)]
     out = wrap_prose(
@@ -49,22 +57,22 @@ def findings_lines(name: str, df: pd.DataFrame, width: int, all_rows: bool, *, d
     )
     if not detailed and not all_rows:
         for _, r in major.head(SECTION_SHOWN).iterrows():
-            out += wrap_prose(f"{int(r['rank'])}. {safe_text(r['title'])}  [{r['basis']}]", width)
+            out += wrap_prose(f"{int(r['rank'])}. {text_of(r['title'])}  [{r['basis']}]", width)
         out += wrap_prose("    (tracekit findings shows each with its evidence and what to try)", width, "    ")
         return out
     full = df if all_rows else major.head(MAJOR_SHOWN)
     for _, r in full.iterrows():
-        head = f"{int(r['rank'])}. {safe_text(r['title'])}"
+        head = f"{int(r['rank'])}. {text_of(r['title'])}"
         tag = f"  [{_gain(r)}; {r['basis']}{'; minor' if r['minor'] else ''}]"
         out += wrap_prose(head + tag, width)
         for label, key in (("how ", "how"), ("data", "evidence"), ("try ", "suggestion"), ("see ", "command")):
-            text = safe_text(r[key]) if isinstance(r[key], str) and r[key] else ""
+            text = text_of(r[key]) if isinstance(r[key], str) and r[key] else ""
             if text:
                 out += wrap_prose(f"    {label}  {text}", width, indent="    ")
     if not all_rows:
         rest = pd.concat([major.iloc[MAJOR_SHOWN:], minor])
         for _, r in rest.iterrows():
-            out += wrap_prose(f"{int(r['rank'])}. {safe_text(r['title'])}{'  [minor]' if r['minor'] else ''}", width)
+            out += wrap_prose(f"{int(r['rank'])}. {text_of(r['title'])}{'  [minor]' if r['minor'] else ''}", width)
         if len(rest):
             out += wrap_prose("    (--all shows every finding in full)", width, "    ")
     return out

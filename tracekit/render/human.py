@@ -32,7 +32,7 @@ from typing import Any, Callable
 import pandas as pd
 from rich.cells import cell_len, set_cell_size
 
-from ..names import distinct_names, name_columns
+from ..names import distinct_names, name_columns, short_name
 from ..result import Result, plain_value, escape_surrogate
 
 EPOCH_MIN_NS = 946_684_800 * 10**9  # 2000-01-01: any ns value past this counted from 1970 is a date
@@ -303,9 +303,16 @@ def value_text(key: str, v: Any, origin: Origin | None = None) -> str:
     return plain_text(v)
 
 
+# keys whose words would state what their value is not: the findings' summed gains overlap, so their sum (capped at
+# the step) is an upper bound of what fixing them all gains, never a total to expect (docs/json-contract.md)
+LABELS = {"total_gain_ms": "gains at most", "total_gain_gib": "memory gains at most"}
+
+
 def label_of(key: str, siblings: Any = ()) -> str:
     """A summary key for people: its words, without the unit the value carries — unless a sibling key would read
-    the same (``hbm_gb`` and ``hbm_gbps``), then all its words."""
+    the same (``hbm_gb`` and ``hbm_gbps``), then all its words; a key of :data:`LABELS` reads as it says."""
+    if key in LABELS:
+        return LABELS[key]
     u = unit_of(key)
     label = u.label or str(key)
     if any(s != key and (unit_of(s).label or str(s)) == label for s in siblings):
@@ -325,8 +332,13 @@ class Column:
     kind: str
 
 
-def column(name: str, values: list[Any], origin: Origin | None = None) -> Column:
-    """How to show one table column: its header with the unit, and each cell without it."""
+DURATION_UNITS = {"s": ("s", 1e9, 3), "ms": ("ms", 1e6, 3), "µs": ("µs", 1e3, 2), "ns": ("ns", 1.0, 0)}
+
+
+def column(name: str, values: list[Any], origin: Origin | None = None, unit: str | None = None) -> Column:
+    """How to show one table column: its header with the unit, and each cell without it. ``unit`` (a key of
+    :data:`DURATION_UNITS`) fixes a duration column's unit, where a table's columns must read in one (the report's
+    step table: wall and overlapped both in ms, whatever their size); else the column's typical value picks it."""
     u = unit_of(name)
     label = safe_text(u.label or str(name))
     nums = [_num(v) for v in values]
@@ -349,6 +361,9 @@ def column(name: str, values: list[Any], origin: Origin | None = None) -> Column
         return Column(
             name, f"{label} {unit}", True, lambda v, o=origin.ns, div=div, dec=dec: _signed_delta(v, o, div, dec), "abs"
         )
+    if u.kind == "ns" and unit in DURATION_UNITS:
+        unit, div, dec = DURATION_UNITS[unit]
+        return Column(name, f"{label} {unit}", True, _scaled(div, dec, epoch=True), u.kind)
     if u.kind in ("ns", "abs"):
         unit, div, dec = _duration_scale(typical)
         if u.kind == "abs":  # no origin: the trace clock, in ms
@@ -481,28 +496,77 @@ def _wrap_words(text: str, width: int) -> list[str]:
     return [fit(ln, width) for ln in lines]
 
 
-def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
-    """Prose (notes, the glossary, findings) wrapped at word boundaries; a word wider than a line folds."""
-    words, lines, cur = text.split(" "), [], indent
-    for w in words:
-        if cur.strip() and cell_len(cur) + 1 + cell_len(w) > width:
+# a number and its unit are one word for wrapping, and so is a number's thousands separator: "72.0 %", "4,031 ms",
+# "10,888.911 ms/step" never break (private-use stand-ins: safe text shows those escaped, so none is in the text)
+_GLUE, _THOUSANDS = "\ue000", "\ue001"
+UNITS = "ns|µs|us|ms|s|min|h|%|B|kB|KB|MB|GB|TB|KiB|MiB|GiB|TiB|GB/s|TB/s|MB/s|TFLOP/s|GFLOP/s|FLOP/s|tok/s|W|MHz|GHz|×"
+_NUMBER_UNIT = re.compile(r"(?<![\w.])([-+−]?\d[\d,]*(?:\.\d+)?) (" + UNITS + r")(/step|/call|/token)?(?![\w/])")
+_DIGIT_COMMA = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_FOLDERS = re.compile(r"[^/]*/+|[^/]+")  # a path up to each folder's slash
+_PIECE = re.compile(r"[^_/,:]*(?:[_/,]|::)+|[^_/,:]*:(?!:)|[^_/,:]+")  # a word up to a joint: _ / , or ::
+
+
+def protect_numbers(text: str) -> str:
+    """``text`` with each number glued to its unit and its thousands separators kept inside it (stand-ins that
+    :func:`unprotect` turns back): the one rule of every wrapping of text here (prose, table cells)."""
+    return _DIGIT_COMMA.sub(
+        _THOUSANDS, _NUMBER_UNIT.sub(lambda m: m.group(1) + _GLUE + m.group(2) + (m.group(3) or ""), text)
+    )
+
+
+def unprotect(text: str) -> str:
+    return text.replace(_GLUE, " ").replace(_THOUSANDS, ",")
+
+
+def _fold(cur: str, word: str, width: int, pad: str, lines: list[str]) -> str:
+    """A word wider than a line: folded at its joints (after ``/``, ``_``, ``,``, ``::``), so a path breaks between
+    its folders (a file name kept whole where it fits a line) and a name between its parts; a piece still wider
+    than a line folds where it must."""
+    pieces = _FOLDERS.findall(word) if "/" in word else [word]
+    pieces = [q for p in pieces for q in ([p] if cell_len(pad) + cell_len(p) <= width else _PIECE.findall(p))]
+    for piece in pieces:
+        if cur.strip() and cell_len(cur) + cell_len(piece) > width:
             lines.append(cur.rstrip())
-            cur = indent + "  " + w
-        else:
-            cur = (cur + " " + w) if cur.strip() else cur + w
+            cur = pad
+        while cell_len(cur) + cell_len(piece) > width:  # a piece wider than a line: cut where it must
+            head = piece[: len(set_cell_size(piece, max(1, width - cell_len(cur))).rstrip())] or piece[:1]
+            lines.append(cur + head)
+            piece, cur = piece[len(head) :], pad
+        cur += piece
+    return cur
+
+
+def wrap_prose(text: str, width: int, indent: str = "") -> list[str]:
+    """Prose (notes, the glossary, findings) wrapped at word boundaries, continuation lines indented two more
+    spaces; a number never leaves its unit (:func:`protect_numbers`), and a word wider than a line (a path, a long
+    name) folds at its joints (:func:`_fold`)."""
+    words, lines, cur = protect_numbers(text).split(" "), [], indent
+    cont = indent + "  "
+    pad = cont if cell_len(cont) < width // 2 else ""
+    for w in words:
+        if not cur.strip():  # nothing but the indent yet
+            cur = cur + w if cell_len(cur) + cell_len(w) <= width else _fold(cur, w, width, pad, lines)
+            continue
+        if cell_len(cur) + 1 + cell_len(w) <= width:
+            cur += " " + w
+            continue
+        lines.append(cur.rstrip())
+        cur = cont + w if cell_len(cont) + cell_len(w) <= width else _fold(pad, w, width, pad, lines)
     if cur.strip():
         lines.append(cur.rstrip())
-    if all(cell_len(ln) <= width for ln in lines):
-        return lines
-    out = []  # a word wider than the whole line (a long name) folds: no line is wider than ``width``
-    pad = indent + "  " if cell_len(indent) + 2 < width // 2 else ""
-    for ln in lines:
-        while cell_len(ln) > width:
-            head = set_cell_size(ln, width).rstrip() or set_cell_size(ln, width)
-            out.append(head)
-            ln = pad + ln[len(head) :]
-        out.append(ln)
-    return out
+    return [unprotect(ln) for ln in lines]
+
+
+def shorter_names(text: str, width: int) -> str:
+    """``text`` with each word too wide for a line of ``width`` that is a kernel name written in its short form
+    (:func:`tracekit.names.short_name`, the one shortener of the tables): what the terminal shows unless ``--wide``
+    (json keeps the name whole). A path is not a kernel name: it keeps its folders."""
+    if not any(cell_len(w) > width for w in text.split(" ")):
+        return text
+    return " ".join(
+        short_name(w) if cell_len(w) > width and "/" not in w and cell_len(short_name(w)) < cell_len(w) else w
+        for w in text.split(" ")
+    )
 
 
 def short_names(records: list[dict], headers: list, wide: bool) -> list[dict]:

@@ -29,6 +29,7 @@ HEADLINE = (
     "shapes",
 )
 STEP_COLUMNS = ("name", "wall_ns", "wall_pct", "overlapped_ns")
+STEP_UNITS = {"wall_ns": "ms", "overlapped_ns": "ms"}  # every step table of every report in one unit
 SECOND_GROUPS = ("block_type", "layer_type")  # after the categories, when the report charges the step to these
 FIRST_ROWS = 12  # categories shown (the rest: --all)
 SECOND_ROWS = 6
@@ -73,7 +74,7 @@ def report_text(
     finding_lines: list[str] = []
     for name, df in result.tables.items():
         if len(df) and is_findings(df):
-            finding_lines += findings_lines(name, df, width, False, detailed=False)
+            finding_lines += findings_lines(name, df, width, False, detailed=False, wide=wide)
     shown = {"one_step", *(n for n, df in result.tables.items() if len(df) and is_findings(df))}
     rest = [n for n, df in result.tables.items() if n not in shown and len(df)]
     tail = (
@@ -86,7 +87,7 @@ def report_text(
     budget = lines - len(out) - len(finding_lines) - len(tail)
     for k, (group, df) in enumerate(groups):
         title = f"step {step} by {group.replace('_', ' ')}"
-        block = _table_block(title, df, None, width, None, wide)
+        block = _table_block(title, df, None, width, None, wide, units=STEP_UNITS)
         base, per_row = _heights(block, width)
         room = budget - base - (1 if len(groups) > k + 1 else 0)  # a line kept for the next title
         room = min(room, FIRST_ROWS if k == 0 else SECOND_ROWS)

@@ -35,9 +35,11 @@ from .human import (
     fit_left,
     label_of,
     plain_text,
+    protect_numbers,
     safe_text,
     short_names,
     unit_of,
+    unprotect,
     value_text,
     wrap_prose,
 )
@@ -68,6 +70,20 @@ def terminal_width() -> int:
     return NOT_A_TERMINAL_WIDTH
 
 
+def stderr_width() -> int | None:
+    """The width warnings wrap to: ``COLUMNS`` when set, else stderr's terminal's; None when stderr is no terminal
+    (a log or a pipe: one line per warning, for grep)."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return max(20, int(env))
+    try:
+        if sys.stderr.isatty():
+            return max(20, os.get_terminal_size(sys.stderr.fileno()).columns)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
 # --------------------------------------------------------------------------- text helpers
 
 
@@ -81,7 +97,7 @@ def wrap_cell(text: str, width: int) -> str:
     if width <= 0 or cell_len(text) <= width and "\n" not in text:
         return text
     out: list[str] = []
-    for para in text.split("\n"):
+    for para in protect_numbers(text).split("\n"):  # a number and its unit stay together
         cur = ""
         for piece in _JOINT.findall(para):
             if cell_len(cur) + cell_len(piece) <= width:
@@ -94,7 +110,7 @@ def wrap_cell(text: str, width: int) -> str:
                 out.append(cur[:width])
                 cur = cur[width:]
         out.append(cur.rstrip())
-    return "\n".join(out)
+    return unprotect("\n".join(out))
 
 
 def _pad(text: str, width: int, right: bool) -> str:
@@ -339,10 +355,17 @@ def _cost_column(df: pd.DataFrame) -> str | None:
 
 
 def _table_block(
-    name: str, df: pd.DataFrame, origin: Origin | None, width: int, limit: int | None = None, wide: bool = False
+    name: str,
+    df: pd.DataFrame,
+    origin: Origin | None,
+    width: int,
+    limit: int | None = None,
+    wide: bool = False,
+    units: dict | None = None,
 ) -> Block:
     """A table as text: every row, or (``limit``) the first rows only — the units still follow from all of them —
-    and then also its most costly rows, shown when the table is shortened."""
+    and then also its most costly rows, shown when the table is shortened. ``units``: column → the duration unit it
+    is shown in (``human.column``)."""
     df = display_frame(df)
     total = len(df)
     records = short_names(table_rows(df if limit is None else df.iloc[:limit], spread=False), list(df.columns), wide)
@@ -364,7 +387,10 @@ def _table_block(
             truncatable=False,
             measures=ag_measures(headers_raw),
         )
-    cols = [column(c, _sample(df[c]) if limit is not None else [r[c] for r in records], origin) for c in headers_raw]
+    cols = [
+        column(c, _sample(df[c]) if limit is not None else [r[c] for r in records], origin, (units or {}).get(c))
+        for c in headers_raw
+    ]
     heads = [c.header for c in cols]
     heads = [h if heads.count(h) == 1 else safe_text(str(c.name)) for h, c in zip(heads, cols)]
     notes: list[str] = []

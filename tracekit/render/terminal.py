@@ -73,7 +73,7 @@ def to_text(
         if isinstance(sv, dict) and sv and not (len(sv) <= INLINE_KEYS and keysets.count(tuple(sv)) == 1):
             dicts.append((k, sv))
         else:
-            if not wide and isinstance(sv, str) and (k in name_columns() or str(k).endswith("_kernel")):
+            if not wide and isinstance(sv, str) and (k in name_columns() or str(k).endswith(("_kernel", "top_name"))):
                 v = short_name(sv)  # a kernel name in the summary, as the tables show it
             scalars.append((label_of(k, result.summary), value_text(k, v, origin)))
     head = [_title(result)]
@@ -85,7 +85,7 @@ def to_text(
     from .findings_text import findings_lines, is_findings
 
     lists = [
-        findings_lines(name, df, width, all_rows, detailed=result.command == "findings")
+        findings_lines(name, df, width, all_rows, detailed=result.command == "findings", wide=wide)
         for name, df in result.tables.items()
         if len(df) and is_findings(df)
     ]

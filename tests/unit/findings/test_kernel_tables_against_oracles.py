@@ -200,7 +200,7 @@ def test_modes_are_the_groupby_modes_with_missing_values():
 
 
 def test_comm_names_are_the_selected_names():
-    from tracekit.analyses.findings.kernel_sources import _comm_names
+    from tracekit.events import comm_names as _comm_names
 
     rng = np.random.default_rng(4)
     for _ in range(50):

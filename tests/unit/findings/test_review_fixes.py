@@ -231,7 +231,7 @@ def test_the_gib_total_is_a_dash_without_a_memory_finding(tmp_path, cli):
     load_events(tmp_path, _step_of([ATEN_ADD] * 2), "e.json")
     code, out, _ = cli("findings", path, "--hw", "h100")
     assert code == 0
-    line = next(x for x in out.splitlines() if "total gain gib" in x)
+    line = next(x for x in out.splitlines() if "memory gains at most" in x)
     assert "0.000" not in line and "–" in line
     assert (
         findings(load_events(tmp_path, _step_of([ATEN_ADD] * 2), "e2.json"), hw="h100").summary["total_gain_gib"]

@@ -48,9 +48,7 @@ def wave_losses(ctx: Context) -> list[dict]:
     ctx.warnings += [x for x in w.warnings if x not in ctx.trace.report.warnings]
     pk = w.tables["per_kernel"]
     n_sms = int(w.summary["sms"])
-    if rules["waves"].get("exclude_comm"):
-        comm = _comm_names(ctx.trace.events)
-        pk = pk[~pk["name"].isin(comm)]
+    # communication kernels are not in per_kernel: waves lists them apart (tables.communication), one rule for both
     # the least loss and the best efficiency over the range (the exact ones where the count is known)
     pk = pk[(pk["lost_per_step_lo_ns"] > 0) & (pk["wave_efficiency_hi"] < float(rules["waves"]["max_efficiency"]))]
     lib = (
@@ -130,17 +128,6 @@ def _wave_fields(r: pd.Series, grid: pd.Series | None = None) -> dict:
         + (" over the range of CTAs per SM; the least is counted" if ranged else "")
         + f"; {r['name']}",
     }
-
-
-def _comm_names(ev: pd.DataFrame) -> set[str]:
-    """The names of the communication events (a comm class), as text ("nan" for a missing name), through the name
-    codes of those rows: no selection of the events table."""
-    comm, name = ev["comm_class"], ev["name"]
-    if not isinstance(name.dtype, pd.CategoricalDtype):  # a hand-built table
-        return {str(n) for n in ev.loc[comm.notna(), "name"].unique()}
-    codes = np.unique(name.cat.codes.to_numpy()[comm.notna().to_numpy()])
-    cats = name.cat.categories
-    return {str(cats[c]) if c >= 0 else str(np.nan) for c in codes.tolist()}
 
 
 def _gemm_advice(ka: dict, sel: np.ndarray, eff: dict) -> str:

@@ -32,7 +32,7 @@ import pandas as pd
 from ...annotation import Annotation, as_annotation
 from ...data import MAX_SPLIT, SPLIT_RULES  # noqa: F401 - re-exported
 from ...errors import DataFileError, InputError, MissingDataError
-from ...events import launch_index
+from ...events import comm_names, launch_index
 from ...gpu_specs import (
     devices_phrase,
     HardwareProfile,
@@ -634,40 +634,52 @@ def kernel_waves(
                 else ""
             )
         )
-    # the name as its index into the sorted distinct names (same order, same groups): no string column per kernel
-    df = pd.DataFrame(
-        {
-            "name": inv[keep],
-            "grid_x": gx[keep],
-            "grid_y": gy[keep],
-            "grid_z": gz[keep],
-            "ctas": ctas[keep],
-            "capacity": cap[keep],
-            "waves": waves[keep],
-            "eff": eff[keep],
-            "dur_ns": dur[keep],
-            "lost_ns": lost[keep],
-            "ctas_per_sm": cps[keep],
-            "limited_by": limited[keep],
-            "ctas_per_sm_from": cps_from[keep],
-            "lost_in_step": np.where(step >= 0, lost, 0)[keep],
-            "ctas_per_sm_lo": cps_lo[keep],
-            "capacity_lo": (n_sms * cps_lo)[keep],
-            "waves_hi": waves_hi[keep],
-            "eff_lo": eff_lo[keep],
-            "eff_hi": eff_hi[keep],
-            "lost_lo": lost_lo[keep],
-            "lost_hi": lost_hi[keep],
-            "lost_in_step_lo": np.where(step >= 0, lost_lo, 0)[keep],
-            "lost_in_step_hi": np.where(step >= 0, lost_hi, 0)[keep],
-        },
-        copy=False,
+    # communication kernels (a comm class, tracekit/data/classes.json) are left out of the totals and the ranking,
+    # listed apart: a collective's grid is its channel count, one CTA per channel resident for the whole
+    # collective (persistent by design), so its "tail" is no loss (docs/roofline.md; findings read per_kernel)
+    left = comm_names(trace.events)
+    comm_name = np.fromiter((str(n) in left for n in uniq), dtype=bool, count=len(uniq))
+    comm = comm_name[inv] if len(inv) else np.zeros(0, dtype=bool)
+    counted = keep & ~comm
+    if not counted.any():
+        raise MissingDataError(
+            f"{trace.path}: every kernel of {min_waves} or more waves is a communication kernel"
+            f" ({int((keep & comm).sum()):,} launches), and those are no tail-wave loss: a collective's grid is its"
+            " channel count, persistent by design"
+        )
+    cols = dict(
+        name=inv,
+        grid_x=gx,
+        grid_y=gy,
+        grid_z=gz,
+        ctas=ctas,
+        capacity=cap,
+        waves=waves,
+        eff=eff,
+        dur_ns=dur,
+        lost_ns=lost,
+        ctas_per_sm=cps,
+        limited_by=limited,
+        ctas_per_sm_from=cps_from,
+        lost_in_step=np.where(step >= 0, lost, 0),
+        ctas_per_sm_lo=cps_lo,
+        capacity_lo=n_sms * cps_lo,
+        waves_hi=waves_hi,
+        eff_lo=eff_lo,
+        eff_hi=eff_hi,
+        lost_lo=lost_lo,
+        lost_hi=lost_hi,
+        lost_in_step_lo=np.where(step >= 0, lost_lo, 0),
+        lost_in_step_hi=np.where(step >= 0, lost_hi, 0),
     )
-    per_grid = _per_grid(df)
-    per_kernel = _per_kernel(df, per_grid, n_steps)
-    per_grid["name"], per_kernel["name"] = uniq[per_grid["name"].to_numpy()], uniq[per_kernel["name"].to_numpy()]
-    ranged = bool((cps_lo[keep] < cps[keep]).any())
-    per_kernel, per_grid = unknown_where_range(per_kernel, ranged), unknown_where_range(per_grid, ranged)
+    ranged = bool((cps_lo[counted] < cps[counted]).any())
+    df, per_grid, per_kernel = _tables(cols, counted, uniq, n_steps, ranged)
+    comm_rows = keep & comm
+    comm_kernel = (
+        _tables(cols, comm_rows, uniq, n_steps, bool((cps_lo[comm_rows] < cps[comm_rows]).any()))[2]
+        if comm_rows.any()
+        else pd.DataFrame(columns=PER_KERNEL_COLUMNS + PER_KERNEL_RANGE)
+    )
     shown = per_kernel if top is None else per_kernel.head(top)
     lost_steps = int(df["lost_in_step"].sum())
     lost_steps_lo, lost_steps_hi = int(df["lost_in_step_lo"].sum()), int(df["lost_in_step_hi"].sum())
@@ -679,6 +691,9 @@ def kernel_waves(
         "names_shown": int(len(shown)),
         "kernels_without_grid": no_grid,
         "kernels_below_min_waves": excluded,
+        "communication_kernels": int(comm_rows.sum()),
+        "communication_names": int(len(comm_kernel)),
+        "communication_ns": int(dur[comm_rows].sum()),
         "total_ns": int(df["dur_ns"].sum()),
         "lost_ns": None if ranged else int(df["lost_ns"].sum()),
         "lost_lo_ns": int(df["lost_lo"].sum()),
@@ -710,9 +725,23 @@ def kernel_waves(
         tables={
             "per_kernel": shown[_columns(PER_KERNEL_COLUMNS, PER_KERNEL_RANGE, ranged)].reset_index(drop=True),
             "per_grid": per_grid[_columns(PER_GRID_COLUMNS, PER_GRID_RANGE, ranged)].reset_index(drop=True),
+            "communication": comm_kernel[_columns(PER_KERNEL_COLUMNS, PER_KERNEL_RANGE, ranged)].reset_index(drop=True),
         },
         warnings=warnings,
     )
+
+
+def _tables(
+    cols: dict, rows: np.ndarray, uniq: np.ndarray, n_steps: int, ranged: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The launches ``rows`` (a mask) of the per-launch columns ``cols``, and their ``per_grid`` and ``per_kernel``
+    tables, names as text and one-count columns null where the count is a range."""
+    # the name as its index into the sorted distinct names (same order, same groups): no string column per kernel
+    df = pd.DataFrame({c: v[rows] for c, v in cols.items()}, copy=False)
+    per_grid = _per_grid(df)
+    per_kernel = _per_kernel(df, per_grid, n_steps)
+    per_grid["name"], per_kernel["name"] = uniq[per_grid["name"].to_numpy()], uniq[per_kernel["name"].to_numpy()]
+    return df, unknown_where_range(per_grid, ranged), unknown_where_range(per_kernel, ranged)
 
 
 def _kernels_with_grid(trace: Trace, warnings: list[str]) -> tuple[pd.DataFrame, tuple, int]:

@@ -217,7 +217,7 @@ def one_step_table(
     """Per step, each ``by`` value's share of the wall clock (ONE_STEP_COLUMNS), summing exactly to the wall.
 
     ``steps``: a Steps or a table with step, start_ns, end_ns. ``main``: the (device, stream) of the main stream
-    (default: the one with the most kernel time). ``rules``: categories for ``by="category"`` when the events
+    (default: :func:`tracekit.events.main_stream`). ``rules``: categories for ``by="category"`` when the events
     have no ``category`` column. ``overlapped_ns``: the part of the name's running time (the union of its
     intervals in the step) during which the wall was charged to another name.
     """

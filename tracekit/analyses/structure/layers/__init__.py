@@ -2,7 +2,7 @@
 
 How (per trace, the same for every step):
 
-1. **Segments.** The main stream's kernels of each step (the stream with the most kernel time) are cut at every
+1. **Segments.** The main stream's kernels of each step (the stream with the most non-communication kernel time) are cut at every
    occurrence of one *boundary kernel*; each segment is labelled by its exact sequence of kernel names.
 2. **Phases.** Labels that recur within a step are linked when they follow each other. A layer of ``k`` segments
    (attention half, FFN half: ``k = 2``) makes every cycle of that graph a multiple of ``k``, so ``k`` is the gcd

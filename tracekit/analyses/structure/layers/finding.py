@@ -72,7 +72,7 @@ def find_layers(trace: Trace, *, steps=None, categories=None, main: tuple[int, i
 
 
 def auto_main_stream(trace: Trace) -> tuple[int, int]:
-    """The main stream of an annotation naming none (the one with the most kernel time), once per events table
+    """The main stream of an annotation naming none (the one with the most non-communication kernel time), once per events table
     (``trace.derived``: every find_layers call asks)."""
     from ....annotation import Annotation
     from ....annotation.blocks import resolve_main_stream
