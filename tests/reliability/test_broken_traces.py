@@ -174,8 +174,9 @@ def _warns(*needles: str, salvaged: bool | None = None, kept: int | None = None,
     def check(t, doc):
         for needle in needles:
             assert any(needle in w for w in t.report.warnings), (needle, t.report.warnings)
-        if no_warnings:
-            assert t.report.warnings == [] and doc["warnings"] == []
+        if no_warnings:  # no warning of the load; info's own fact of these minimal documents (no deviceProperties:
+            # the GPU is described nowhere) is about what the file records, not how it is written, and stays
+            assert t.report.warnings == [] and [w for w in doc["warnings"] if "described nowhere" not in w] == []
         if salvaged is not None:
             assert t.report.salvaged is salvaged
         if kept is not None:
